@@ -1,0 +1,67 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "netactivity",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "netactivityd", targets: ["netactivityd"]),
+        .executable(name: "netactivity", targets: ["netactivity"]),
+        .library(name: "NetActivityClient", targets: ["NetActivityClient"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    ],
+    targets: [
+        // The only place that sees <dbus/dbus.h>.
+        .systemLibrary(
+            name: "CDBus",
+            pkgConfig: "dbus-1",
+            providers: [.apt(["libdbus-1-dev"])]
+        ),
+        // Small Swift wrapper over libdbus: names, messages, connection, event loop, object export.
+        .target(name: "DBusKit", dependencies: ["CDBus"], swiftSettings: strict),
+        // Pure logic: state machine, ledger, coalescing. Imports nothing of ours.
+        .target(name: "NetActivityCore", swiftSettings: strict),
+        // Binds the core to the bus.
+        .target(
+            name: "NetActivityAgent",
+            dependencies: [
+                "DBusKit", "NetActivityCore",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "netactivityd",
+            dependencies: [
+                "NetActivityAgent", "DBusKit",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // Swift API for apps and for the CLI.
+        .target(name: "NetActivityClient", dependencies: ["DBusKit"], swiftSettings: strict),
+        .executableTarget(
+            name: "netactivity",
+            dependencies: [
+                "NetActivityClient",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(name: "NetActivityTesting", dependencies: ["NetActivityCore"], swiftSettings: strict),
+        .testTarget(
+            name: "NetActivityCoreTests",
+            dependencies: ["NetActivityCore", "NetActivityTesting"],
+            swiftSettings: strict
+        ),
+        .testTarget(name: "DBusKitTests", dependencies: ["DBusKit"], swiftSettings: strict),
+    ]
+)

@@ -1,0 +1,369 @@
+internal import CDBus
+import Glibc
+
+/// A private connection to a message bus, driven by an `EventLoop` on one thread.
+///
+/// The loop honours every libdbus watch (with its enabled flag) and timeout, and dispatches
+/// after each batch of I/O. libdbus calls the watch and timeout functions with the connection
+/// lock held, so they only update our tables and epoll; they never call back into libdbus.
+public final class Connection {
+    let raw: OpaquePointer
+    public let uniqueName: String
+    private weak var loop: EventLoop?
+    private var watchesByFD: [Int32: [OpaquePointer]] = [:]
+    private var timeouts: [OpaquePointer: EventLoop.TimerID] = [:]
+    private var signalSubscriptions: [(id: Int, match: SignalMatch, handler: (Message) -> Void)] = []
+    private var nextSubscriptionID = 0
+    private var closed = false
+
+    /// Receives every method call addressed to us (the object server installs itself here).
+    public var methodCallHandler: ((Message) -> Void)?
+    /// Called once when the bus connection is lost.
+    public var onDisconnect: (() -> Void)?
+
+    /// The session bus address: `$DBUS_SESSION_BUS_ADDRESS`, else `$XDG_RUNTIME_DIR/bus` if it exists.
+    public static func sessionBusAddress() -> String? {
+        if let a = getenv("DBUS_SESSION_BUS_ADDRESS").map({ String(cString: $0) }), !a.isEmpty { return a }
+        if let dir = getenv("XDG_RUNTIME_DIR").map({ String(cString: $0) }), !dir.isEmpty {
+            let path = dir + "/bus"
+            var st = stat()
+            if stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFSOCK { return "unix:path=" + path }
+        }
+        return nil
+    }
+
+    /// Connects to the bus at `address` (nil: the session bus) and registers with it.
+    public init(address: String? = nil) throws(DBusError) {
+        guard let address = address ?? Connection.sessionBusAddress() else {
+            throw DBusError(
+                name: "org.freedesktop.DBus.Error.NotSupported",
+                message: "No session bus: DBUS_SESSION_BUS_ADDRESS is not set and $XDG_RUNTIME_DIR/bus does not exist")
+        }
+        let conn = try withDBusError { err in dbus_connection_open_private(address, err) }
+        guard let conn else { throw .failed("Could not connect to \(address)") }
+        dbus_connection_set_exit_on_disconnect(conn, 0)
+        do {
+            _ = try withDBusError { err in dbus_bus_register(conn, err) }
+        } catch {
+            dbus_connection_close(conn)
+            dbus_connection_unref(conn)
+            throw error
+        }
+        raw = conn
+        uniqueName = dbus_bus_get_unique_name(conn).map { String(cString: $0) } ?? ""
+        installFilter()
+    }
+
+    deinit {
+        if !closed { dbus_connection_close(raw) }
+        dbus_connection_unref(raw)
+    }
+
+    /// Closes the connection; later sends fail quietly.
+    public func close() {
+        guard !closed else { return }
+        closed = true
+        if let loop {
+            for fd in watchesByFD.keys { loop.unwatch(fd: fd) }
+            for id in timeouts.values { loop.cancel(id) }
+        }
+        watchesByFD = [:]
+        timeouts = [:]
+        dbus_connection_close(raw)
+    }
+
+    public var isConnected: Bool { !closed && dbus_connection_get_is_connected(raw) != 0 }
+
+    public var canPassFileDescriptors: Bool { dbus_connection_can_send_type(raw, CDBUS_TYPE_UNIX_FD) != 0 }
+
+    // MARK: event loop integration
+
+    /// Hands the connection's I/O to `loop`. Call once, before running the loop.
+    public func attach(to loop: EventLoop) {
+        self.loop = loop
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        _ = dbus_connection_set_watch_functions(
+            raw,
+            { watch, data in
+                Unmanaged<Connection>.fromOpaque(data!).takeUnretainedValue().addWatch(watch!)
+                return 1
+            },
+            { watch, data in Unmanaged<Connection>.fromOpaque(data!).takeUnretainedValue().removeWatch(watch!) },
+            { watch, data in Unmanaged<Connection>.fromOpaque(data!).takeUnretainedValue().updateWatches(watch!) },
+            me, nil)
+        _ = dbus_connection_set_timeout_functions(
+            raw,
+            { timeout, data in
+                Unmanaged<Connection>.fromOpaque(data!).takeUnretainedValue().addTimeout(timeout!)
+                return 1
+            },
+            { timeout, data in Unmanaged<Connection>.fromOpaque(data!).takeUnretainedValue().removeTimeout(timeout!) },
+            { timeout, data in Unmanaged<Connection>.fromOpaque(data!).takeUnretainedValue().addTimeout(timeout!) },
+            me, nil)
+        loop.addPrepareHook { [weak self] in self?.dispatchAll() }
+    }
+
+    private func addWatch(_ watch: OpaquePointer) {
+        let fd = dbus_watch_get_unix_fd(watch)
+        watchesByFD[fd, default: []].append(watch)
+        syncEvents(fd: fd)
+    }
+
+    private func removeWatch(_ watch: OpaquePointer) {
+        let fd = dbus_watch_get_unix_fd(watch)
+        watchesByFD[fd]?.removeAll { $0 == watch }
+        if watchesByFD[fd]?.isEmpty == true { watchesByFD[fd] = nil }
+        syncEvents(fd: fd)
+    }
+
+    private func updateWatches(_ watch: OpaquePointer) {
+        syncEvents(fd: dbus_watch_get_unix_fd(watch))
+    }
+
+    /// One epoll registration per fd, with the union of its enabled watches. An fd with no
+    /// enabled watch is removed, because epoll would still report its hang-up and spin.
+    private func syncEvents(fd: Int32) {
+        guard let loop else { return }
+        var events: UInt32 = 0
+        for w in watchesByFD[fd] ?? [] where dbus_watch_get_enabled(w) != 0 {
+            let flags = dbus_watch_get_flags(w)
+            if flags & CDBUS_WATCH_READABLE != 0 { events |= EventLoop.readable }
+            if flags & CDBUS_WATCH_WRITABLE != 0 { events |= EventLoop.writable }
+        }
+        if events == 0 {
+            loop.unwatch(fd: fd)
+        } else if loop.isWatching(fd: fd) {
+            loop.setEvents(fd: fd, events: events)
+        } else {
+            loop.watch(fd: fd, events: events) { [unowned self] revents in self.handleIO(fd: fd, revents: revents) }
+        }
+    }
+
+    private func handleIO(fd: Int32, revents: UInt32) {
+        var flags: UInt32 = 0
+        if revents & EventLoop.readable != 0 { flags |= CDBUS_WATCH_READABLE }
+        if revents & EventLoop.writable != 0 { flags |= CDBUS_WATCH_WRITABLE }
+        if revents & EventLoop.error != 0 { flags |= CDBUS_WATCH_ERROR }
+        if revents & EventLoop.hangup != 0 { flags |= CDBUS_WATCH_HANGUP }
+        // Handling one watch may add or remove others: walk a copy, re-checking membership.
+        let snapshot = watchesByFD[fd] ?? []
+        for w in snapshot {
+            guard watchesByFD[fd]?.contains(w) == true, dbus_watch_get_enabled(w) != 0 else { continue }
+            let wanted = dbus_watch_get_flags(w) | CDBUS_WATCH_ERROR | CDBUS_WATCH_HANGUP
+            let f = flags & wanted
+            if f != 0 { _ = dbus_watch_handle(w, f) }
+        }
+        dispatchAll()
+    }
+
+    private func addTimeout(_ timeout: OpaquePointer) {
+        if let old = timeouts.removeValue(forKey: timeout) { loop?.cancel(old) }
+        guard dbus_timeout_get_enabled(timeout) != 0, let loop else { return }
+        let ms = UInt64(max(0, dbus_timeout_get_interval(timeout)))
+        timeouts[timeout] = loop.schedule(afterNanoseconds: ms * 1_000_000) { [unowned self] in
+            self.timeouts[timeout] = nil
+            self.firingTimeout = timeout
+            _ = dbus_timeout_handle(timeout)
+            // libdbus timeouts repeat until removed or disabled; re-arm unless it was removed
+            // (or re-armed through the toggle function) while it ran.
+            if self.firingTimeout == timeout, self.timeouts[timeout] == nil { self.addTimeout(timeout) }
+            self.firingTimeout = nil
+            self.dispatchAll()
+        }
+    }
+
+    private var firingTimeout: OpaquePointer?
+
+    private func removeTimeout(_ timeout: OpaquePointer) {
+        if let id = timeouts.removeValue(forKey: timeout) { loop?.cancel(id) }
+        if firingTimeout == timeout { firingTimeout = nil }
+    }
+
+    /// Dispatches every queued incoming message.
+    public func dispatchAll() {
+        guard !closed else { return }
+        while dbus_connection_dispatch(raw) == DBUS_DISPATCH_DATA_REMAINS {}
+    }
+
+    // MARK: incoming messages
+
+    private func installFilter() {
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        _ = dbus_connection_add_filter(raw, { _, msg, data in
+            Unmanaged<Connection>.fromOpaque(data!).takeUnretainedValue().filter(msg!)
+        }, me, nil)
+    }
+
+    private func filter(_ raw: OpaquePointer) -> DBusHandlerResult {
+        switch dbus_message_get_type(raw) {
+        case CDBUS_MESSAGE_TYPE_METHOD_CALL:
+            guard let handler = methodCallHandler else { return DBUS_HANDLER_RESULT_NOT_YET_HANDLED }
+            handler(Message(borrowing: raw))
+            return DBUS_HANDLER_RESULT_HANDLED
+        case CDBUS_MESSAGE_TYPE_SIGNAL:
+            if dbus_message_is_signal(raw, "org.freedesktop.DBus.Local", "Disconnected") != 0 {
+                let callback = onDisconnect
+                onDisconnect = nil
+                callback?()
+                return DBUS_HANDLER_RESULT_HANDLED
+            }
+            if signalSubscriptions.isEmpty { return DBUS_HANDLER_RESULT_NOT_YET_HANDLED }
+            let message = Message(borrowing: raw)
+            for sub in signalSubscriptions where sub.match.matches(raw) { sub.handler(message) }
+            return DBUS_HANDLER_RESULT_NOT_YET_HANDLED
+        default:
+            return DBUS_HANDLER_RESULT_NOT_YET_HANDLED
+        }
+    }
+
+    /// Calls `handler` for each incoming signal that matches. This only filters what arrives; use
+    /// `addMatch` to ask the bus to route broadcast signals to us.
+    @discardableResult
+    public func onSignal(_ match: SignalMatch, _ handler: @escaping (Message) -> Void) -> Int {
+        nextSubscriptionID += 1
+        signalSubscriptions.append((nextSubscriptionID, match, handler))
+        return nextSubscriptionID
+    }
+
+    public func removeSignalHandler(_ id: Int) {
+        signalSubscriptions.removeAll { $0.id == id }
+    }
+
+    // MARK: outgoing messages
+
+    /// Queues a message; libdbus writes it at once when the socket allows, else when writable.
+    public func send(_ message: Message) {
+        guard !closed else { return }
+        _ = dbus_connection_send(raw, message.raw, nil)
+    }
+
+    /// A blocking call, for command-line tools and set-up. Error replies throw.
+    public func call(_ message: Message, timeoutMilliseconds: Int32 = -1) throws(DBusError) -> Message {
+        guard !closed else { throw .disconnected("The connection is closed") }
+        let reply = try withDBusError { err in
+            dbus_connection_send_with_reply_and_block(raw, message.raw, timeoutMilliseconds, err)
+        }
+        guard let reply else { throw .failed("No reply") }
+        return Message(owning: reply)
+    }
+
+    /// A call whose reply (or error, or NoReply on timeout) arrives through the event loop.
+    public func callAsync(
+        _ message: Message, timeoutMilliseconds: Int32 = -1,
+        _ completion: @escaping (Result<Message, DBusError>) -> Void
+    ) {
+        var pending: OpaquePointer? = nil
+        guard !closed, dbus_connection_send_with_reply(raw, message.raw, &pending, timeoutMilliseconds) != 0,
+              let pending
+        else {
+            completion(.failure(.disconnected("Not connected to the bus")))
+            return
+        }
+        let box = Unmanaged.passRetained(ReplyBox(completion)).toOpaque()
+        _ = dbus_pending_call_set_notify(pending, { pending, data in
+            guard let pending, let reply = dbus_pending_call_steal_reply(pending) else { return }
+            let message = Message(owning: reply)
+            let box = Unmanaged<ReplyBox>.fromOpaque(data!).takeUnretainedValue()
+            if let error = message.asError {
+                box.completion(.failure(error))
+            } else {
+                box.completion(.success(message))
+            }
+        }, box, { data in Unmanaged<ReplyBox>.fromOpaque(data!).release() })
+        dbus_pending_call_unref(pending)
+    }
+
+    /// Emits a signal from `path`. `destination` makes it unicast.
+    public func emitSignal(
+        path: String, interface: String, member: String, destination: String? = nil,
+        _ body: (inout MessageWriter) throws -> Void = { _ in }
+    ) rethrows {
+        guard let message = try? Message.signal(path: path, interface: interface, member: member) else { return }
+        if let destination { try? message.setDestination(destination) }
+        var writer = message.writer()
+        try body(&writer)
+        send(message)
+    }
+
+    // MARK: bus daemon
+
+    public enum RequestNameResult: Sendable, Equatable { case primaryOwner, inQueue, exists, alreadyOwner }
+
+    public func requestName(_ name: String, replace: Bool, allowReplacement: Bool) throws(DBusError) -> RequestNameResult {
+        guard DBusNames.isValidBusName(name) else { throw .invalidArgs("Invalid bus name '\(name)'") }
+        var flags = CDBUS_NAME_FLAG_DO_NOT_QUEUE
+        if replace { flags |= CDBUS_NAME_FLAG_REPLACE_EXISTING }
+        if allowReplacement { flags |= CDBUS_NAME_FLAG_ALLOW_REPLACEMENT }
+        let r = try withDBusError { err in dbus_bus_request_name(raw, name, flags, err) }
+        switch r {
+        case CDBUS_REQUEST_NAME_REPLY_PRIMARY_OWNER: return .primaryOwner
+        case CDBUS_REQUEST_NAME_REPLY_IN_QUEUE: return .inQueue
+        case CDBUS_REQUEST_NAME_REPLY_ALREADY_OWNER: return .alreadyOwner
+        default: return .exists
+        }
+    }
+
+    /// Asks the bus to route signals matching `rule` to us (blocking).
+    public func addMatch(_ rule: String) throws(DBusError) {
+        _ = try withDBusError { err in dbus_bus_add_match(raw, rule, err) }
+    }
+
+    public func removeMatch(_ rule: String) {
+        var err = CDBus.DBusError()
+        dbus_error_init(&err)
+        dbus_bus_remove_match(raw, rule, &err)
+        dbus_error_free(&err)
+    }
+
+    /// Calls a method on the bus daemon itself.
+    public func busCall(
+        _ member: String, _ body: (inout MessageWriter) throws -> Void = { _ in }
+    ) throws -> Message {
+        let m = try Message.methodCall(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+            interface: "org.freedesktop.DBus", member: member)
+        var w = m.writer()
+        try body(&w)
+        return try call(m, timeoutMilliseconds: 25_000)
+    }
+}
+
+private final class ReplyBox {
+    let completion: (Result<Message, DBusError>) -> Void
+    init(_ completion: @escaping (Result<Message, DBusError>) -> Void) { self.completion = completion }
+}
+
+/// Which incoming signals a handler wants; nil fields match anything.
+public struct SignalMatch: Sendable {
+    public var sender: String?
+    public var path: String?
+    public var interface: String?
+    public var member: String?
+
+    public init(sender: String? = nil, path: String? = nil, interface: String? = nil, member: String? = nil) {
+        self.sender = sender
+        self.path = path
+        self.interface = interface
+        self.member = member
+    }
+
+    func matches(_ raw: OpaquePointer) -> Bool {
+        func eq(_ want: String?, _ got: UnsafePointer<CChar>?) -> Bool {
+            guard let want else { return true }
+            guard let got else { return false }
+            return want.withCString { strcmp($0, got) == 0 }
+        }
+        return eq(member, dbus_message_get_member(raw)) && eq(interface, dbus_message_get_interface(raw))
+            && eq(path, dbus_message_get_path(raw)) && eq(sender, dbus_message_get_sender(raw))
+    }
+
+    /// The bus match rule for this filter.
+    public var rule: String {
+        var parts = ["type='signal'"]
+        if let sender { parts.append("sender='\(sender)'") }
+        if let path { parts.append("path='\(path)'") }
+        if let interface { parts.append("interface='\(interface)'") }
+        if let member { parts.append("member='\(member)'") }
+        return parts.joined(separator: ",")
+    }
+}

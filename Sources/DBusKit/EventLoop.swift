@@ -1,0 +1,197 @@
+internal import CDBus
+import Glibc
+
+/// A single-threaded event loop on epoll: file-descriptor handlers and one-shot timers.
+///
+/// It sleeps in `epoll_pwait2` with a nanosecond timeout taken from the earliest timer, so an idle
+/// loop with no timers makes no system calls and wakes zero times per second. Everything that
+/// touches the loop, its handlers and the D-Bus connections attached to it runs on the thread that
+/// calls `run()`.
+public final class EventLoop {
+    public typealias FDHandler = (_ events: UInt32) -> Void
+
+    /// A handle to cancel a timer.
+    public struct TimerID: Hashable, Sendable {
+        fileprivate let raw: UInt64
+    }
+
+    private let epfd: Int32
+    private var handlers: [Int32: FDHandler] = [:]
+    private var registered: [Int32: UInt32] = [:]
+    private var heap: [(deadline: UInt64, id: UInt64)] = []
+    private var timerCallbacks: [UInt64: () -> Void] = [:]
+    private var nextTimerID: UInt64 = 1
+    private var prepareHooks: [() -> Void] = []
+    private var running = false
+    private let eventBuffer = UnsafeMutablePointer<epoll_event>.allocate(capacity: 64)
+
+    public init() {
+        epfd = epoll_create1(Int32(EPOLL_CLOEXEC))
+        precondition(epfd >= 0, "epoll_create1 failed: errno \(errno)")
+    }
+
+    deinit {
+        close(epfd)
+        eventBuffer.deallocate()
+    }
+
+    /// Monotonic time in nanoseconds.
+    public static func now() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
+    }
+
+    // MARK: file descriptors
+
+    public static let readable = UInt32(EPOLLIN.rawValue)
+    public static let writable = UInt32(EPOLLOUT.rawValue)
+    public static let error = UInt32(EPOLLERR.rawValue)
+    public static let hangup = UInt32(EPOLLHUP.rawValue)
+
+    /// Starts (or changes) watching `fd` for `events` (`readable`, `writable`). Errors and hang-ups
+    /// are always reported.
+    public func watch(fd: Int32, events: UInt32, handler: @escaping FDHandler) {
+        handlers[fd] = handler
+        setEvents(fd: fd, events: events)
+    }
+
+    /// Changes the events of a watched fd without replacing its handler.
+    public func setEvents(fd: Int32, events: UInt32) {
+        var ev = epoll_event()
+        ev.events = events
+        ev.data.fd = fd
+        if registered[fd] == nil {
+            if epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0 { registered[fd] = events }
+        } else if registered[fd] != events {
+            if epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) == 0 { registered[fd] = events }
+        }
+    }
+
+    /// Stops watching `fd` (the caller still owns and closes it).
+    public func unwatch(fd: Int32) {
+        handlers[fd] = nil
+        if registered.removeValue(forKey: fd) != nil {
+            _ = epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nil)
+        }
+    }
+
+    public func isWatching(fd: Int32) -> Bool { registered[fd] != nil }
+
+    // MARK: timers
+
+    /// Runs `callback` once at `deadline` (monotonic nanoseconds; a past deadline runs on the
+    /// next turn of the loop).
+    @discardableResult
+    public func schedule(at deadline: UInt64, _ callback: @escaping () -> Void) -> TimerID {
+        let id = nextTimerID
+        nextTimerID += 1
+        timerCallbacks[id] = callback
+        heapPush((deadline, id))
+        return TimerID(raw: id)
+    }
+
+    @discardableResult
+    public func schedule(afterNanoseconds delay: UInt64, _ callback: @escaping () -> Void) -> TimerID {
+        schedule(at: EventLoop.now() &+ delay, callback)
+    }
+
+    /// Cancels a timer; cancelling a fired or cancelled timer does nothing.
+    public func cancel(_ id: TimerID) {
+        timerCallbacks[id.raw] = nil
+    }
+
+    /// The number of timers that will still fire (for tests and the idle check).
+    public var pendingTimerCount: Int { timerCallbacks.count }
+
+    // MARK: running
+
+    /// Runs `hook` before every sleep (libdbus dispatching uses this).
+    public func addPrepareHook(_ hook: @escaping () -> Void) {
+        prepareHooks.append(hook)
+    }
+
+    /// Runs until `stop()`.
+    public func run() {
+        running = true
+        while running {
+            runOnce(maxWaitNanoseconds: nil)
+        }
+    }
+
+    public func stop() { running = false }
+
+    /// One turn: prepare hooks, wait for events or the next timer (at most `maxWaitNanoseconds`
+    /// when given), handle them, fire due timers.
+    public func runOnce(maxWaitNanoseconds: UInt64?) {
+        for hook in prepareHooks { hook() }
+        var wait = nextDeadline().map { deadline -> UInt64 in
+            let now = EventLoop.now()
+            return deadline > now ? deadline - now : 0
+        }
+        if let cap = maxWaitNanoseconds { wait = min(wait ?? cap, cap) }
+        let n: Int32
+        if let wait {
+            var ts = timespec(tv_sec: Int(wait / 1_000_000_000), tv_nsec: Int(wait % 1_000_000_000))
+            n = epoll_pwait2(epfd, eventBuffer, 64, &ts, nil)
+        } else {
+            n = epoll_pwait2(epfd, eventBuffer, 64, nil, nil)
+        }
+        if n > 0 {
+            for i in 0..<Int(n) {
+                let fd = eventBuffer[i].data.fd
+                // A handler earlier in this batch may have removed this fd.
+                if let handler = handlers[fd] { handler(eventBuffer[i].events) }
+            }
+        }
+        fireDueTimers()
+    }
+
+    private func fireDueTimers() {
+        guard !heap.isEmpty else { return }
+        let now = EventLoop.now()
+        while let top = heap.first, top.deadline <= now {
+            heapPop()
+            if let callback = timerCallbacks.removeValue(forKey: top.id) { callback() }
+        }
+    }
+
+    private func nextDeadline() -> UInt64? {
+        // Drop cancelled timers from the top so they cause no wake-up.
+        while let top = heap.first, timerCallbacks[top.id] == nil { heapPop() }
+        return heap.first?.deadline
+    }
+
+    // MARK: binary heap ordered by (deadline, id) so equal deadlines fire in scheduling order
+
+    private func less(_ a: (deadline: UInt64, id: UInt64), _ b: (deadline: UInt64, id: UInt64)) -> Bool {
+        a.deadline != b.deadline ? a.deadline < b.deadline : a.id < b.id
+    }
+
+    private func heapPush(_ e: (deadline: UInt64, id: UInt64)) {
+        heap.append(e)
+        var i = heap.count - 1
+        while i > 0 {
+            let parent = (i - 1) / 2
+            guard less(heap[i], heap[parent]) else { break }
+            heap.swapAt(i, parent)
+            i = parent
+        }
+    }
+
+    private func heapPop() {
+        let last = heap.removeLast()
+        guard !heap.isEmpty else { return }
+        heap[0] = last
+        var i = 0
+        while true {
+            let l = 2 * i + 1, r = l + 1
+            var m = i
+            if l < heap.count, less(heap[l], heap[m]) { m = l }
+            if r < heap.count, less(heap[r], heap[m]) { m = r }
+            if m == i { break }
+            heap.swapAt(i, m)
+            i = m
+        }
+    }
+}

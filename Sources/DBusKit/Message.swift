@@ -1,0 +1,119 @@
+internal import CDBus
+import Glibc
+
+/// One D-Bus message (a reference to a libdbus `DBusMessage`).
+public final class Message: @unchecked Sendable {
+    // @unchecked: a Message is handed between threads only whole, never mutated concurrently;
+    // libdbus message refcounting is atomic.
+    let raw: OpaquePointer
+
+    /// Takes over one reference.
+    init(owning raw: OpaquePointer) { self.raw = raw }
+
+    /// Adds a reference.
+    init(borrowing raw: OpaquePointer) {
+        dbus_message_ref(raw)
+        self.raw = raw
+    }
+
+    deinit { dbus_message_unref(raw) }
+
+    public enum Kind: Sendable, Equatable { case methodCall, methodReturn, error, signal, invalid }
+
+    public var kind: Kind {
+        switch dbus_message_get_type(raw) {
+        case CDBUS_MESSAGE_TYPE_METHOD_CALL: .methodCall
+        case CDBUS_MESSAGE_TYPE_METHOD_RETURN: .methodReturn
+        case CDBUS_MESSAGE_TYPE_ERROR: .error
+        case CDBUS_MESSAGE_TYPE_SIGNAL: .signal
+        default: .invalid
+        }
+    }
+
+    public var path: String? { dbus_message_get_path(raw).map { String(cString: $0) } }
+    public var interface: String? { dbus_message_get_interface(raw).map { String(cString: $0) } }
+    public var member: String? { dbus_message_get_member(raw).map { String(cString: $0) } }
+    public var sender: String? { dbus_message_get_sender(raw).map { String(cString: $0) } }
+    public var destination: String? { dbus_message_get_destination(raw).map { String(cString: $0) } }
+    public var errorName: String? { dbus_message_get_error_name(raw).map { String(cString: $0) } }
+    public var signature: String { String(cString: dbus_message_get_signature(raw)) }
+    public var serial: UInt32 { dbus_message_get_serial(raw) }
+    public var replySerial: UInt32 { dbus_message_get_reply_serial(raw) }
+    public var noReplyExpected: Bool { dbus_message_get_no_reply(raw) != 0 }
+
+    /// Whether the body's signature equals `signature`, without making a Swift string.
+    func hasSignature(_ signature: UnsafePointer<CChar>) -> Bool {
+        strcmp(dbus_message_get_signature(raw), signature) == 0
+    }
+
+    /// The first string argument of an error reply, which by convention is its message.
+    public var errorMessage: String {
+        var reader = self.reader()
+        return (try? reader.read(String.self)) ?? ""
+    }
+
+    /// Converts an error reply into a `DBusError`.
+    public var asError: DBusError? {
+        guard kind == .error else { return nil }
+        return DBusError(name: errorName ?? "org.freedesktop.DBus.Error.Failed", message: errorMessage)
+    }
+
+    public func reader() -> MessageReader { MessageReader(message: self) }
+    public func writer() -> MessageWriter { MessageWriter(message: self) }
+
+    // MARK: factories (names are validated first: libdbus aborts on invalid ones)
+
+    public static func methodCall(
+        destination: String?, path: String, interface: String?, member: String
+    ) throws(DBusError) -> Message {
+        if let destination, !DBusNames.isValidBusName(destination) {
+            throw .invalidArgs("Invalid bus name '\(destination)'")
+        }
+        guard DBusNames.isValidObjectPath(path) else { throw .invalidArgs("Invalid object path '\(path)'") }
+        if let interface, !DBusNames.isValidInterface(interface) {
+            throw .invalidArgs("Invalid interface name '\(interface)'")
+        }
+        guard DBusNames.isValidMember(member) else { throw .invalidArgs("Invalid member name '\(member)'") }
+        guard let raw = dbus_message_new_method_call(destination, path, interface, member) else {
+            throw .failed("Out of memory")
+        }
+        return Message(owning: raw)
+    }
+
+    public static func signal(path: String, interface: String, member: String) throws(DBusError) -> Message {
+        guard DBusNames.isValidObjectPath(path) else { throw .invalidArgs("Invalid object path '\(path)'") }
+        guard DBusNames.isValidInterface(interface) else { throw .invalidArgs("Invalid interface name '\(interface)'") }
+        guard DBusNames.isValidMember(member) else { throw .invalidArgs("Invalid member name '\(member)'") }
+        guard let raw = dbus_message_new_signal(path, interface, member) else { throw .failed("Out of memory") }
+        return Message(owning: raw)
+    }
+
+    /// A method return for this call.
+    public func makeReturn() -> Message {
+        Message(owning: dbus_message_new_method_return(raw)!)
+    }
+
+    /// An error reply for this call. An invalid error name becomes `Failed`.
+    public func makeError(_ error: DBusError) -> Message {
+        let name = DBusNames.isValidErrorName(error.name) ? error.name : "org.freedesktop.DBus.Error.Failed"
+        let text = error.message.replacingNUL()
+        return Message(owning: dbus_message_new_error(raw, name, text)!)
+    }
+
+    /// Sets the destination (for unicast signals). The name must be valid.
+    public func setDestination(_ name: String) throws(DBusError) {
+        guard DBusNames.isValidBusName(name) else { throw .invalidArgs("Invalid bus name '\(name)'") }
+        _ = dbus_message_set_destination(raw, name)
+    }
+
+    public func setAutoStart(_ on: Bool) { dbus_message_set_auto_start(raw, on ? 1 : 0) }
+    public func setNoReply(_ on: Bool) { dbus_message_set_no_reply(raw, on ? 1 : 0) }
+}
+
+extension String {
+    /// Strings with NUL cannot go on the wire; cut them at the first NUL as C would.
+    func replacingNUL() -> String {
+        guard let i = utf8.firstIndex(of: 0) else { return self }
+        return String(self[..<i])
+    }
+}

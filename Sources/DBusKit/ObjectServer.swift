@@ -1,0 +1,406 @@
+internal import CDBus
+import Glibc
+
+/// One argument of a method or signal, for introspection.
+public struct DBusArgument: Sendable {
+    public let name: String
+    public let signature: String
+    public init(_ name: String, _ signature: String) {
+        self.name = name
+        self.signature = signature
+    }
+}
+
+/// One incoming method call: who sent it, its arguments, and the reply being built.
+public struct MethodCall {
+    public let message: Message
+    public let path: String
+    public let sender: String
+    public var args: MessageReader
+    public var reply: MessageWriter
+}
+
+/// A method in an interface table. The server checks the call's signature against `inSignature`
+/// before the handler runs, so handlers read typed arguments without re-checking types.
+public struct DBusMethod {
+    public let name: String
+    public let inArgs: [DBusArgument]
+    public let outArgs: [DBusArgument]
+    let inSignature: [CChar]
+    let handler: (inout MethodCall) throws -> Void
+
+    public init(
+        _ name: String, in inArgs: [DBusArgument] = [], out outArgs: [DBusArgument] = [],
+        _ handler: @escaping (inout MethodCall) throws -> Void
+    ) {
+        self.name = name
+        self.inArgs = inArgs
+        self.outArgs = outArgs
+        self.inSignature = Array(inArgs.map(\.signature).joined().utf8CString)
+        self.handler = handler
+    }
+
+    var inSignatureString: String { inArgs.map(\.signature).joined() }
+}
+
+/// A property in an interface table.
+public struct DBusProperty {
+    public enum Access: String, Sendable { case read, readwrite }
+    /// `org.freedesktop.DBus.Property.EmitsChangedSignal`.
+    public enum EmitsChanged: String, Sendable { case `true`, invalidates, const, `false` }
+
+    public let name: String
+    public let signature: String
+    public let access: Access
+    public let emitsChanged: EmitsChanged
+    /// Writes the current value (not wrapped in a variant) for the object at `path`.
+    let get: (_ writer: inout MessageWriter, _ path: String) throws -> Void
+    /// Reads the new value from inside the variant (whose signature the server has checked).
+    let set: ((_ reader: inout MessageReader, _ path: String, _ sender: String) throws -> Void)?
+
+    public init(
+        _ name: String, _ signature: String, emitsChanged: EmitsChanged = .true,
+        get: @escaping (_ writer: inout MessageWriter, _ path: String) throws -> Void,
+        set: ((_ reader: inout MessageReader, _ path: String, _ sender: String) throws -> Void)? = nil
+    ) {
+        self.name = name
+        self.signature = signature
+        self.access = set == nil ? .read : .readwrite
+        self.emitsChanged = emitsChanged
+        self.get = get
+        self.set = set
+    }
+}
+
+/// A signal in an interface table (for introspection; emit with `Connection.emitSignal`).
+public struct DBusSignal: Sendable {
+    public let name: String
+    public let args: [DBusArgument]
+    public init(_ name: String, _ args: [DBusArgument] = []) {
+        self.name = name
+        self.args = args
+    }
+}
+
+/// One interface: its methods, properties and signals.
+public final class DBusInterface {
+    public let name: String
+    let methodList: [DBusMethod]
+    let methods: [String: DBusMethod]
+    let propertyList: [DBusProperty]
+    let properties: [String: DBusProperty]
+    let signals: [DBusSignal]
+
+    public init(_ name: String, methods: [DBusMethod] = [], properties: [DBusProperty] = [], signals: [DBusSignal] = []) {
+        precondition(DBusNames.isValidInterface(name), "invalid interface name \(name)")
+        self.name = name
+        methodList = methods
+        self.methods = Dictionary(methods.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        propertyList = properties
+        self.properties = Dictionary(properties.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        self.signals = signals
+    }
+}
+
+/// Serves objects on a connection: routes method calls to interface tables and answers
+/// `org.freedesktop.DBus.Properties` and `Introspectable` for every exported object.
+/// (`org.freedesktop.DBus.Peer` is answered by libdbus itself before any filter runs.)
+public final class ObjectServer {
+    public let connection: Connection
+    private final class Object {
+        let interfaces: [DBusInterface]
+        var byName: [String: DBusInterface]
+        var xml: String?
+        init(_ interfaces: [DBusInterface]) {
+            self.interfaces = interfaces
+            byName = Dictionary(interfaces.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        }
+    }
+    private var objects: [String: Object] = [:]
+
+    static let propertiesInterface = "org.freedesktop.DBus.Properties"
+    static let introspectableInterface = "org.freedesktop.DBus.Introspectable"
+    static let peerInterface = "org.freedesktop.DBus.Peer"
+
+    public init(connection: Connection) {
+        self.connection = connection
+        connection.methodCallHandler = { [unowned self] message in self.handle(message) }
+    }
+
+    public func export(path: String, interfaces: [DBusInterface]) {
+        precondition(DBusNames.isValidObjectPath(path), "invalid object path \(path)")
+        objects[path] = Object(interfaces)
+    }
+
+    public func unexport(path: String) { objects[path] = nil }
+
+    public func isExported(path: String) -> Bool { objects[path] != nil }
+
+    public var exportedPaths: [String] { Array(objects.keys) }
+
+    // MARK: dispatch
+
+    private func handle(_ message: Message) {
+        let raw = message.raw
+        guard let pathC = dbus_message_get_path(raw), let memberC = dbus_message_get_member(raw) else { return }
+        let path = String(cString: pathC)
+        let member = String(cString: memberC)
+        let interface = dbus_message_get_interface(raw).map { String(cString: $0) }
+        do {
+            guard let object = objects[path] else {
+                if interface == nil || interface == ObjectServer.introspectableInterface, member == "Introspect",
+                   message.hasSignature(""), hasChildren(path)
+                {
+                    try respond(message) { w in w.append(introspectionXML(path: path, object: nil)) }
+                    return
+                }
+                throw DBusError.unknownObject("No such object path '\(path)'")
+            }
+            if let interface {
+                if let table = object.byName[interface] {
+                    guard let method = table.methods[member] else {
+                        throw DBusError.unknownMethod("No such method '\(member)' in interface '\(interface)' at '\(path)'")
+                    }
+                    try invoke(method, interface: interface, message: message, path: path)
+                } else if interface == ObjectServer.propertiesInterface {
+                    try handleProperties(member, message: message, path: path, object: object)
+                } else if interface == ObjectServer.introspectableInterface {
+                    guard member == "Introspect" else {
+                        throw DBusError.unknownMethod("No such method '\(member)' in interface '\(interface)'")
+                    }
+                    try checkSignature(message, "", "Introspect")
+                    if object.xml == nil { object.xml = introspectionXML(path: path, object: object) }
+                    try respond(message) { w in w.append(object.xml!) }
+                } else {
+                    throw DBusError.unknownInterface("No such interface '\(interface)' at object path '\(path)'")
+                }
+            } else {
+                // No interface given: the first interface with this member wins.
+                if let table = object.interfaces.first(where: { $0.methods[member] != nil }) {
+                    try invoke(table.methods[member]!, interface: table.name, message: message, path: path)
+                } else if ["Get", "GetAll", "Set"].contains(member) {
+                    try handleProperties(member, message: message, path: path, object: object)
+                } else if member == "Introspect" {
+                    try checkSignature(message, "", "Introspect")
+                    try respond(message) { w in w.append(introspectionXML(path: path, object: object)) }
+                } else {
+                    throw DBusError.unknownMethod("No such method '\(member)' at object path '\(path)'")
+                }
+            }
+        } catch let error as DBusError {
+            replyError(message, error)
+        } catch {
+            replyError(message, .failed("\(error)"))
+        }
+    }
+
+    private func invoke(_ method: DBusMethod, interface: String, message: Message, path: String) throws {
+        let ok = method.inSignature.withUnsafeBufferPointer { message.hasSignature($0.baseAddress!) }
+        guard ok else {
+            throw DBusError.invalidArgs(
+                "Invalid arguments for \(interface).\(method.name): expected signature '\(method.inSignatureString)', got '\(message.signature)'")
+        }
+        let reply = message.makeReturn()
+        var call = MethodCall(
+            message: message, path: path, sender: message.sender ?? "",
+            args: message.reader(), reply: reply.writer())
+        try method.handler(&call)
+        if !message.noReplyExpected { connection.send(reply) }
+    }
+
+    private func checkSignature(_ message: Message, _ expected: String, _ what: String) throws(DBusError) {
+        let sig = message.signature
+        guard sig == expected else {
+            throw .invalidArgs("Invalid arguments for \(what): expected signature '\(expected)', got '\(sig)'")
+        }
+    }
+
+    private func respond(_ message: Message, _ body: (inout MessageWriter) throws -> Void) throws {
+        let reply = message.makeReturn()
+        var w = reply.writer()
+        try body(&w)
+        if !message.noReplyExpected { connection.send(reply) }
+    }
+
+    private func replyError(_ message: Message, _ error: DBusError) {
+        guard !message.noReplyExpected else { return }
+        connection.send(message.makeError(error))
+    }
+
+    // MARK: org.freedesktop.DBus.Properties
+
+    private func lookupInterface(_ object: Object, _ name: String, path: String) throws(DBusError) -> DBusInterface {
+        guard let table = object.byName[name] else {
+            throw .unknownInterface("No such interface '\(name)' at object path '\(path)'")
+        }
+        return table
+    }
+
+    private func lookupProperty(_ table: DBusInterface, _ name: String) throws(DBusError) -> DBusProperty {
+        guard let property = table.properties[name] else {
+            throw .unknownProperty("No such property '\(name)' in interface '\(table.name)'")
+        }
+        return property
+    }
+
+    private func handleProperties(_ member: String, message: Message, path: String, object: Object) throws {
+        var args = message.reader()
+        switch member {
+        case "Get":
+            try checkSignature(message, "ss", "org.freedesktop.DBus.Properties.Get")
+            let table = try lookupInterface(object, try args.read(String.self), path: path)
+            let property = try lookupProperty(table, try args.read(String.self))
+            try respond(message) { w in
+                try w.appendVariant(signature: property.signature) { v in try property.get(&v, path) }
+            }
+        case "GetAll":
+            try checkSignature(message, "s", "org.freedesktop.DBus.Properties.GetAll")
+            let name = try args.read(String.self)
+            // An empty name means every interface (the specification allows it).
+            let tables = name.isEmpty ? object.interfaces : [try lookupInterface(object, name, path: path)]
+            try respond(message) { w in
+                try w.appendArray(elementSignature: "{sv}") { a in
+                    for table in tables {
+                        for property in table.propertyList { try appendEntry(&a, property, path: path) }
+                    }
+                }
+            }
+        case "Set":
+            try checkSignature(message, "ssv", "org.freedesktop.DBus.Properties.Set")
+            let table = try lookupInterface(object, try args.read(String.self), path: path)
+            let property = try lookupProperty(table, try args.read(String.self))
+            guard let setter = property.set else {
+                throw DBusError.propertyReadOnly("Property '\(property.name)' of '\(table.name)' is read-only")
+            }
+            var (signature, inner) = try args.enterVariant()
+            guard signature == property.signature else {
+                throw DBusError.invalidArgs(
+                    "Property '\(property.name)' has type '\(property.signature)', got a value of type '\(signature)'")
+            }
+            try setter(&inner, path, message.sender ?? "")
+            try respond(message) { _ in }
+        default:
+            throw DBusError.unknownMethod("No such method '\(member)' in interface '\(ObjectServer.propertiesInterface)'")
+        }
+    }
+
+    private func appendEntry(_ a: inout MessageWriter, _ property: DBusProperty, path: String) throws {
+        try a.appendDictEntry { e in
+            e.append(property.name)
+            try e.appendVariant(signature: property.signature) { v in try property.get(&v, path) }
+        }
+    }
+
+    /// Emits `PropertiesChanged` for `names` of `interface` at `path`, with their current values.
+    public func emitPropertiesChanged(path: String, interface: String, changed names: [String], invalidated: [String] = []) {
+        guard let object = objects[path], let table = object.byName[interface] else { return }
+        try? connection.emitSignal(path: path, interface: ObjectServer.propertiesInterface, member: "PropertiesChanged") { w in
+            w.append(interface)
+            try w.appendArray(elementSignature: "{sv}") { a in
+                for name in names {
+                    if let property = table.properties[name] { try appendEntry(&a, property, path: path) }
+                }
+            }
+            w.appendArray(elementSignature: "s") { a in for name in invalidated { a.append(name) } }
+        }
+    }
+
+    // MARK: introspection
+
+    private func hasChildren(_ path: String) -> Bool {
+        let prefix = path == "/" ? "/" : path + "/"
+        return objects.keys.contains { $0.hasPrefix(prefix) }
+    }
+
+    private func childNodes(_ path: String) -> [String] {
+        let prefix = path == "/" ? "/" : path + "/"
+        var names = Set<String>()
+        for key in objects.keys where key.hasPrefix(prefix) && key != path {
+            if let first = key.dropFirst(prefix.count).split(separator: "/").first { names.insert(String(first)) }
+        }
+        return names.sorted()
+    }
+
+    public func introspectionXML(path: String) -> String {
+        introspectionXML(path: path, object: objects[path])
+    }
+
+    private func introspectionXML(path: String, object: Object?) -> String {
+        var x = """
+            <!DOCTYPE node PUBLIC "-//freedesktop//DTD D-BUS Object Introspection 1.0//EN"
+             "http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd">
+            <node>
+
+            """
+        x += Self.standardInterfacesXML
+        for table in object?.interfaces ?? [] {
+            x += "  <interface name=\"\(table.name)\">\n"
+            for m in table.methodList {
+                x += "    <method name=\"\(m.name)\">\n"
+                for a in m.inArgs { x += "      <arg name=\"\(a.name)\" type=\"\(xmlEscape(a.signature))\" direction=\"in\"/>\n" }
+                for a in m.outArgs { x += "      <arg name=\"\(a.name)\" type=\"\(xmlEscape(a.signature))\" direction=\"out\"/>\n" }
+                x += "    </method>\n"
+            }
+            for s in table.signals {
+                x += "    <signal name=\"\(s.name)\">\n"
+                for a in s.args { x += "      <arg name=\"\(a.name)\" type=\"\(xmlEscape(a.signature))\"/>\n" }
+                x += "    </signal>\n"
+            }
+            for p in table.propertyList {
+                let open = "    <property name=\"\(p.name)\" type=\"\(xmlEscape(p.signature))\" access=\"\(p.access.rawValue)\""
+                if p.emitsChanged == .true {
+                    x += open + "/>\n"
+                } else {
+                    x += open + ">\n"
+                    x += "      <annotation name=\"org.freedesktop.DBus.Property.EmitsChangedSignal\" value=\"\(p.emitsChanged.rawValue)\"/>\n"
+                    x += "    </property>\n"
+                }
+            }
+            x += "  </interface>\n"
+        }
+        for child in childNodes(path) { x += "  <node name=\"\(child)\"/>\n" }
+        x += "</node>\n"
+        return x
+    }
+
+    private func xmlEscape(_ s: String) -> String {
+        s.replacing("&", with: "&amp;").replacing("<", with: "&lt;").replacing(">", with: "&gt;")
+            .replacing("\"", with: "&quot;")
+    }
+
+    static let standardInterfacesXML = """
+          <interface name="org.freedesktop.DBus.Peer">
+            <method name="Ping"/>
+            <method name="GetMachineId">
+              <arg name="machine_uuid" type="s" direction="out"/>
+            </method>
+          </interface>
+          <interface name="org.freedesktop.DBus.Introspectable">
+            <method name="Introspect">
+              <arg name="xml_data" type="s" direction="out"/>
+            </method>
+          </interface>
+          <interface name="org.freedesktop.DBus.Properties">
+            <method name="Get">
+              <arg name="interface_name" type="s" direction="in"/>
+              <arg name="property_name" type="s" direction="in"/>
+              <arg name="value" type="v" direction="out"/>
+            </method>
+            <method name="GetAll">
+              <arg name="interface_name" type="s" direction="in"/>
+              <arg name="properties" type="a{sv}" direction="out"/>
+            </method>
+            <method name="Set">
+              <arg name="interface_name" type="s" direction="in"/>
+              <arg name="property_name" type="s" direction="in"/>
+              <arg name="value" type="v" direction="in"/>
+            </method>
+            <signal name="PropertiesChanged">
+              <arg name="interface_name" type="s"/>
+              <arg name="changed_properties" type="a{sv}"/>
+              <arg name="invalidated_properties" type="as"/>
+            </signal>
+          </interface>
+
+        """
+}

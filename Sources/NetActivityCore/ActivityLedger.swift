@@ -1,0 +1,100 @@
+/// Who holds how much activity: per-client explicit counts, leases and tasks, keyed by the
+/// client's unique bus name. The total drives the state machine.
+///
+/// Records live while the client is on the bus (so a client that alternates increment and
+/// decrement is looked up once), and go when it leaves.
+public struct ActivityLedger: Sendable {
+    public struct Client: Sendable, Equatable {
+        public var count: UInt32 = 0
+        public var leases: UInt32 = 0
+        public var tasks: UInt32 = 0
+        public var processName: String = ""
+        public var total: UInt64 { UInt64(count) + UInt64(leases) + UInt64(tasks) }
+    }
+
+    public enum Source: Sendable { case count, lease, task }
+
+    public struct LimitError: Error, Equatable, Sendable {
+        public let source: Source
+        public let limit: UInt32
+        public init(source: Source, limit: UInt32) {
+            self.source = source
+            self.limit = limit
+        }
+    }
+
+    public private(set) var clients: [String: Client] = [:]
+    public private(set) var total: UInt64 = 0
+    public var limits: [Source: UInt32] = [.count: 1_000_000, .lease: 256, .task: 1024]
+
+    public init() {}
+
+    /// Adds one of `source` for `client`; throws when the client is at its limit.
+    public mutating func add(_ source: Source, for client: String) throws(LimitError) {
+        var record = clients[client] ?? Client()
+        let limit = limits[source] ?? .max
+        switch source {
+        case .count:
+            guard record.count < limit else { throw LimitError(source: source, limit: limit) }
+            record.count += 1
+        case .lease:
+            guard record.leases < limit else { throw LimitError(source: source, limit: limit) }
+            record.leases += 1
+        case .task:
+            guard record.tasks < limit else { throw LimitError(source: source, limit: limit) }
+            record.tasks += 1
+        }
+        clients[client] = record
+        total += 1
+    }
+
+    /// Removes one of `source` for `client`. Never goes below zero; returns false when there was
+    /// nothing to remove (AFNetworking's clamp).
+    @discardableResult
+    public mutating func remove(_ source: Source, for client: String) -> Bool {
+        guard var record = clients[client] else { return false }
+        switch source {
+        case .count:
+            guard record.count > 0 else { return false }
+            record.count -= 1
+        case .lease:
+            guard record.leases > 0 else { return false }
+            record.leases -= 1
+        case .task:
+            guard record.tasks > 0 else { return false }
+            record.tasks -= 1
+        }
+        clients[client] = record
+        total -= 1
+        return true
+    }
+
+    /// Makes sure a record exists (returns true when it is new, so the caller can look up the
+    /// process name once).
+    public mutating func touch(_ client: String) -> Bool {
+        guard clients[client] == nil else { return false }
+        clients[client] = Client()
+        return true
+    }
+
+    public mutating func setProcessName(_ name: String, for client: String) {
+        clients[client]?.processName = name
+    }
+
+    /// Drops everything `client` held; returns what it held.
+    @discardableResult
+    public mutating func removeClient(_ client: String) -> Client? {
+        guard let record = clients.removeValue(forKey: client) else { return nil }
+        total -= record.total
+        return record
+    }
+
+    public func count(of client: String) -> UInt64 { clients[client]?.total ?? 0 }
+
+    /// Clients holding any activity, ordered by name: (unique name, process name, total).
+    public var activeClients: [(name: String, processName: String, count: UInt32)] {
+        clients.filter { $0.value.total > 0 }
+            .map { ($0.key, $0.value.processName, UInt32(clamping: $0.value.total)) }
+            .sorted { $0.name < $1.name }
+    }
+}
