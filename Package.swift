@@ -43,6 +43,7 @@ let package = Package(
             dependencies: [
                 "NetActivityAgent", "DBusKit",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
         ),

@@ -1,0 +1,82 @@
+internal import CDBus
+import Glibc
+
+/// Process-level set-up for a long-running bus service.
+public enum ServiceProcess {
+    /// libdbus aborts the process when a check on its API fails. An agent that serves the whole
+    /// session should log and carry on instead: this turns such checks into warnings. Call it
+    /// before the first libdbus call.
+    public static func makeLibdbusChecksNonFatal() {
+        setenv("DBUS_FATAL_WARNINGS", "0", 0)
+    }
+
+    /// Raises the soft open-file limit to the hard one (leases are file descriptors).
+    @discardableResult
+    public static func raiseFileLimit() -> UInt64 {
+        var rl = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &rl) == 0 else { return 0 }
+        if rl.rlim_cur < rl.rlim_max {
+            rl.rlim_cur = rl.rlim_max
+            _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &rl)
+        }
+        return UInt64(rl.rlim_cur)
+    }
+
+    /// Blocks SIGTERM, SIGINT and SIGHUP, ignores SIGPIPE, and calls `handler` from the loop
+    /// when one of the three arrives (through a signalfd, so no code runs in signal context).
+    public static func onTerminationSignal(loop: EventLoop, _ handler: @escaping (Int32) -> Void) {
+        let fd = cdbus_block_signals_signalfd()
+        guard fd >= 0 else { return }
+        loop.watch(fd: fd, events: EventLoop.readable) { _ in
+            var info = signalfd_siginfo()
+            while withUnsafeMutableBytes(of: &info, { read(fd, $0.baseAddress, $0.count) }) == MemoryLayout<signalfd_siginfo>.size {
+                handler(Int32(info.ssi_signo))
+            }
+        }
+    }
+}
+
+/// A `dbus-daemon --session` of our own, for machines with no session bus (and for tests).
+public final class PrivateBus {
+    public let address: String
+    public let pid: Int32
+
+    /// Starts `dbus-daemon --session --nofork` on a socket in a temporary directory and waits for
+    /// its address.
+    public init(config: String = "--session") throws(DBusError) {
+        var out: [Int32] = [-1, -1]
+        guard pipe(&out) == 0 else { throw .failed("pipe: \(String(cString: strerror(errno)))") }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        posix_spawn_file_actions_adddup2(&actions, out[1], 3)
+        posix_spawn_file_actions_addclose(&actions, out[0])
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        let args = ["dbus-daemon", config, "--nofork", "--nopidfile", "--address=unix:tmpdir=/tmp", "--print-address=3"]
+        var argv: [UnsafeMutablePointer<CChar>?] = args.map { strdup($0) } + [nil]
+        defer { for p in argv { free(p) } }
+        var child: pid_t = 0
+        let rc = posix_spawnp(&child, "dbus-daemon", &actions, nil, &argv, environ)
+        close(out[1])
+        guard rc == 0 else {
+            close(out[0])
+            throw .failed("Could not start dbus-daemon: \(String(cString: strerror(rc)))")
+        }
+        var line: [UInt8] = []
+        var byte: UInt8 = 0
+        while read(out[0], &byte, 1) == 1, byte != 10 { line.append(byte) }
+        close(out[0])
+        guard !line.isEmpty else {
+            kill(child, SIGTERM)
+            throw .failed("dbus-daemon did not print its address")
+        }
+        pid = child
+        address = String(decoding: line, as: UTF8.self)
+    }
+
+    /// Stops the daemon.
+    public func stop() {
+        kill(pid, SIGTERM)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+    }
+}

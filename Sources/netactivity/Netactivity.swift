@@ -1,0 +1,39 @@
+import ArgumentParser
+import NetActivityClient
+
+@main
+struct Netactivity: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "netactivity",
+        abstract: "Talk to the netactivity agent: show and follow the network-activity indicator, hold activity.",
+        discussion: """
+            Exit status: 0 on success, 64 for usage errors, 69 when the agent is not running \
+            (except `run`, which still runs the command, and `watch`, which waits for the agent).
+            """,
+        subcommands: [Status.self, Watch.self, Inc.self, Dec.self, Run.self])
+}
+
+/// Options every subcommand shares.
+struct BusOptions: ParsableArguments {
+    @Option(help: "Bus address to use instead of the session bus.")
+    var address: String?
+
+    func connect() throws -> NetActivityClient {
+        do {
+            return try NetActivityClient(address: address)
+        } catch {
+            fail("cannot connect to the bus: \(error.message)", code: 69)
+        }
+    }
+}
+
+/// Prints `message` to stderr as `netactivity: message` and exits with `code`.
+func fail(_ message: String, code: Int32) -> Never {
+    printError(message)
+    Netactivity.exit(withError: ExitCode(code))
+}
+
+/// The agent's errors, as the CLI reports them (69 when it is not running).
+func fail(_ error: NetActivityError) -> Never {
+    fail(error.description, code: error.isAgentNotRunning ? 69 : 1)
+}

@@ -1,0 +1,92 @@
+import Glibc
+import NetActivityClient
+
+func printError(_ message: String) {
+    writeAll(2, "netactivity: \(message)\n")
+}
+
+/// Writes a whole line straight to the fd: panels read line by line, so nothing may sit in a buffer.
+func writeLine(_ line: String) {
+    writeAll(1, line + "\n")
+}
+
+func writeAll(_ fd: Int32, _ s: String) {
+    var bytes = Array(s.utf8)
+    var off = 0
+    while off < bytes.count {
+        let n = bytes.withUnsafeMutableBytes { write(fd, $0.baseAddress! + off, $0.count - off) }
+        if n < 0 {
+            if errno == EINTR { continue }
+            // The reader went away (a panel restarted): nothing left to do.
+            exit(errno == EPIPE ? 0 : 1)
+        }
+        off += n
+    }
+}
+
+func jsonString(_ s: String) -> String {
+    var out = "\""
+    for u in s.unicodeScalars {
+        switch u {
+        case "\"": out += "\\\""
+        case "\\": out += "\\\\"
+        case "\n": out += "\\n"
+        case "\r": out += "\\r"
+        case "\t": out += "\\t"
+        case _ where u.value < 0x20:
+            let hex = String(u.value, radix: 16)
+            out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+        default: out.unicodeScalars.append(u)
+        }
+    }
+    return out + "\""
+}
+
+func formatSeconds(_ d: Double) -> String {
+    var s = String(d)
+    if s.hasSuffix(".0") { s.removeLast(2) }
+    return s
+}
+
+enum Render {
+    static func clientsSummary(_ s: ActivityStatus) -> String {
+        s.clients.map { "\($0.processName.isEmpty ? $0.busName : $0.processName) (\($0.count))" }.joined(separator: ", ")
+    }
+
+    static func text(_ s: ActivityStatus?) -> String {
+        guard let s else { return "agent=stopped visible=no" }
+        let clients = s.clients.map { "\($0.processName.isEmpty ? $0.busName : $0.processName):\($0.count)" }
+        return "visible=\(s.visible ? "yes" : "no") state=\(s.state) count=\(s.activityCount)"
+            + " enabled=\(s.enabled ? "yes" : "no")" + (clients.isEmpty ? "" : " clients=" + clients.joined(separator: ","))
+    }
+
+    static func json(_ s: ActivityStatus?) -> String {
+        guard let s else { return "{\"running\":false,\"visible\":false}" }
+        let clients = s.clients.map {
+            "{\"bus_name\":\(jsonString($0.busName)),\"process\":\(jsonString($0.processName)),\"count\":\($0.count)}"
+        }
+        return "{\"running\":true,\"visible\":\(s.visible),\"state\":\(jsonString(s.state)),"
+            + "\"activity_count\":\(s.activityCount),\"enabled\":\(s.enabled),"
+            + "\"activation_delay\":\(s.activationDelay),\"completion_delay\":\(s.completionDelay),"
+            + "\"clients\":[\(clients.joined(separator: ","))]}"
+    }
+
+    /// Waybar's custom module in `return-type: json` mode: an empty text hides the module.
+    static func waybar(_ s: ActivityStatus?) -> String {
+        guard let s else {
+            return "{\"text\":\"\",\"tooltip\":\"netactivity agent is not running\",\"class\":\"stopped\",\"alt\":\"stopped\"}"
+        }
+        if s.visible {
+            let tooltip = "Network activity: " + (s.clients.isEmpty ? "\(s.activityCount)" : clientsSummary(s))
+            return "{\"text\":\(jsonString("⇅ \(s.activityCount)")),\"tooltip\":\(jsonString(tooltip)),"
+                + "\"class\":\"active\",\"alt\":\"active\"}"
+        }
+        return "{\"text\":\"\",\"tooltip\":\"No network activity\",\"class\":\"idle\",\"alt\":\"idle\"}"
+    }
+
+    /// Polybar's `tail = true` script module: one line per change, empty when hidden.
+    static func polybar(_ s: ActivityStatus?) -> String {
+        guard let s, s.visible else { return "" }
+        return "⇅ \(s.activityCount)"
+    }
+}

@@ -1,0 +1,38 @@
+import ArgumentParser
+import NetActivityClient
+
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show the indicator's state, the activity and who holds it.")
+
+    @OptionGroup var bus: BusOptions
+
+    @Flag(help: "Print one JSON object.")
+    var json = false
+
+    func run() throws {
+        let client = try bus.connect()
+        let s: ActivityStatus
+        do {
+            s = try client.status()
+        } catch {
+            fail(error)
+        }
+        if json {
+            writeLine(Render.json(s))
+            return
+        }
+        writeLine("visible:     \(s.visible ? "yes" : "no")")
+        writeLine("state:       \(s.state)")
+        writeLine("activity:    \(s.activityCount)")
+        writeLine("enabled:     \(s.enabled ? "yes" : "no")")
+        writeLine("delays:      activation \(formatSeconds(s.activationDelay)) s, completion \(formatSeconds(s.completionDelay)) s")
+        if s.clients.isEmpty {
+            writeLine("clients:     none")
+        } else {
+            writeLine("clients:")
+            for c in s.clients {
+                writeLine("  \(c.busName)  \(c.processName.isEmpty ? "?" : c.processName)  \(c.count)")
+            }
+        }
+    }
+}
