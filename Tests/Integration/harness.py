@@ -1,0 +1,122 @@
+"""Private bus, real agent and helpers for the integration tests.
+
+Everything runs on a dbus-daemon of our own (stock session config), never the user's bus.
+"""
+import os
+import signal
+import subprocess
+import tempfile
+import time
+
+import dbus
+
+BIN = os.environ.get("NETACTIVITY_BIN", ".build/debug")
+NAME = "org.example.NetActivity"
+PATH = "/org/example/NetActivity"
+IFACE = "org.example.NetActivity"
+PROPS = "org.freedesktop.DBus.Properties"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class PrivateBus:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="netactivity-test-")
+        self.proc = subprocess.Popen(
+            ["dbus-daemon", "--session", "--nofork", "--nopidfile",
+             "--address=unix:path=%s/bus" % self.dir, "--print-address=1"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.address = self.proc.stdout.readline().decode().strip()
+        assert self.address, "dbus-daemon did not start"
+
+    def env(self, **extra):
+        e = dict(os.environ)
+        e["DBUS_SESSION_BUS_ADDRESS"] = self.address
+        e.update(extra)
+        return e
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(5)
+
+
+class Agent:
+    """netactivityd on the given bus."""
+
+    def __init__(self, bus, *args, wait=True):
+        self.bus = bus
+        self.log = tempfile.NamedTemporaryFile(prefix="netactivityd-", suffix=".log", delete=False)
+        self.proc = subprocess.Popen(
+            [os.path.join(BIN, "netactivityd"), "--log-level", "debug", *args],
+            env=bus.env(), stdout=subprocess.PIPE, stderr=self.log)
+        if wait:
+            wait_for_name(bus, NAME, self.proc)
+
+    def stop(self, sig=signal.SIGTERM, timeout=5):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout)
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def logtext(self):
+        with open(self.log.name) as f:
+            return f.read()
+
+
+def connect(bus):
+    return dbus.bus.BusConnection(bus.address)
+
+
+def wait_for_name(bus, name, proc=None, timeout=10):
+    conn = connect(bus)
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if conn.name_has_owner(name):
+                return
+            if proc is not None and proc.poll() is not None:
+                raise AssertionError("process exited with %s before owning %s" % (proc.returncode, name))
+            time.sleep(0.02)
+        raise AssertionError("%s did not appear" % name)
+    finally:
+        conn.close()
+
+
+def wait_until(predicate, timeout=5.0, interval=0.01, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def run(cmd, bus, check=False, timeout=20, **kw):
+    return subprocess.run(cmd, env=bus.env(), capture_output=True, text=True, timeout=timeout, check=check, **kw)
+
+
+def busctl(bus, *args, **kw):
+    return run(["busctl", "--address=" + bus.address, *args], bus, **kw)
+
+
+def gdbus(bus, *args, **kw):
+    return run(["gdbus", *args[:1], "--address", bus.address, *args[1:]], bus, **kw)
+
+
+def cli(bus, *args, **kw):
+    return run([os.path.join(BIN, "netactivity"), *args], bus, **kw)
+
+
+def props(conn):
+    obj = conn.get_object(NAME, PATH)
+    return obj.GetAll(IFACE, dbus_interface=PROPS)
+
+
+def prop(conn, name):
+    return conn.get_object(NAME, PATH).Get(IFACE, name, dbus_interface=PROPS)
+
+
+def iface(conn):
+    return dbus.Interface(conn.get_object(NAME, PATH), IFACE)

@@ -1,0 +1,45 @@
+#!/usr/bin/python3
+"""A panel's view of the agent: prints every Visible signal and PropertiesChanged as a JSON line
+with the CLOCK_MONOTONIC time it arrived, flushed. Prints 'ready' once subscribed."""
+import json
+import sys
+import time
+
+import dbus
+import dbus.mainloop.glib
+from gi.repository import GLib
+
+dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
+bus = dbus.bus.BusConnection(sys.argv[1])
+
+
+def out(obj):
+    obj["t"] = time.monotonic()
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def plain(v):
+    if isinstance(v, dbus.Boolean):
+        return bool(v)
+    if isinstance(v, (dbus.Array, list)):
+        return [plain(x) for x in v]
+    if isinstance(v, (dbus.Struct, tuple)):
+        return [plain(x) for x in v]
+    if isinstance(v, (dbus.Double, float)):
+        return float(v)
+    if isinstance(v, (int,)):
+        return int(v)
+    return str(v)
+
+
+bus.add_signal_receiver(lambda v: out({"signal": "Visible", "value": bool(v)}),
+                        signal_name="Visible", dbus_interface="org.example.NetActivity")
+bus.add_signal_receiver(
+    lambda iface, changed, inv: out({"signal": "PropertiesChanged", "changed": {k: plain(v) for k, v in changed.items()}}),
+    signal_name="PropertiesChanged", dbus_interface="org.freedesktop.DBus.Properties",
+    path="/org/example/NetActivity", arg0="org.example.NetActivity")
+# A round trip to the daemon makes sure the match rules are in place before 'ready'.
+bus.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus").GetId(dbus_interface="org.freedesktop.DBus")
+print("ready", flush=True)
+GLib.MainLoop().run()

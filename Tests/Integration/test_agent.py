@@ -1,0 +1,441 @@
+"""The agent end to end on a private bus, driven by busctl, gdbus, dbus-send and python3-dbus."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import unittest
+import xml.etree.ElementTree as ET
+
+import dbus
+
+from harness import (BIN, IFACE, NAME, PATH, PROPS, ROOT, Agent, PrivateBus, busctl, cli, connect, gdbus,
+                     iface, prop, props, run, wait_for_name, wait_until)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class Observer:
+    """observer.py in a process of its own: what a panel sees, with arrival times."""
+
+    def __init__(self, bus):
+        self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "observer.py"), bus.address],
+                                     stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout.readline().strip() == "ready"
+        self.events = []
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            with self.lock:
+                self.events.append(json.loads(line))
+
+    def snapshot(self):
+        with self.lock:
+            return list(self.events)
+
+    def visible(self):
+        return [(e["value"], e["t"]) for e in self.snapshot() if e["signal"] == "Visible"]
+
+    def changed(self, name):
+        return [(e["changed"][name], e["t"]) for e in self.snapshot()
+                if e["signal"] == "PropertiesChanged" and name in e["changed"]]
+
+    def close(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+class AgentTestCase(unittest.TestCase):
+    agent_args = ()
+
+    def setUp(self):
+        self.bus = PrivateBus()
+        self.agent = Agent(self.bus, *self.agent_args)
+        self.conn = connect(self.bus)
+        self.observers = []
+
+    def tearDown(self):
+        for o in self.observers:
+            o.close()
+        self.conn.close()
+        alive = self.agent.alive()
+        self.agent.stop()
+        self.bus.stop()
+        self.assertTrue(alive, "the agent died during the test:\n" + self.agent.logtext()[-2000:])
+
+    def observe(self):
+        o = Observer(self.bus)
+        self.observers.append(o)
+        return o
+
+    def count(self):
+        return int(prop(self.conn, "ActivityCount"))
+
+
+class ContractTests(AgentTestCase):
+    def test_introspection_matches_the_xml_contract(self):
+        def interfaces(xml):
+            out = {}
+            for i in ET.fromstring(xml).findall("interface"):
+                members = []
+                for m in i:
+                    args = tuple((a.get("name"), a.get("type"), a.get("direction")) for a in m.findall("arg"))
+                    notes = tuple(sorted((a.get("name"), a.get("value")) for a in m.findall("annotation")))
+                    members.append((m.tag, m.get("name"), m.get("type"), m.get("access"), args, notes))
+                out[i.get("name")] = sorted(members)
+            return out
+
+        with open(os.path.join(ROOT, "dbus", "org.example.NetActivity.xml")) as f:
+            contract = interfaces(f.read())
+        live_xml = self.conn.get_object(NAME, PATH).Introspect(dbus_interface="org.freedesktop.DBus.Introspectable")
+        live = interfaces(live_xml)
+        for name, members in contract.items():
+            self.assertIn(name, live)
+            self.assertEqual(members, live[name], "interface %s differs from dbus/*.xml" % name)
+        for std in ("org.freedesktop.DBus.Properties", "org.freedesktop.DBus.Introspectable", "org.freedesktop.DBus.Peer"):
+            self.assertIn(std, live)
+        ours = {n for n in live if n.startswith("org.example.")}
+        self.assertEqual(ours, set(contract), "the agent serves interfaces the contract does not document")
+
+    def test_parent_paths_introspect_to_child_nodes(self):
+        xml = self.conn.get_object(NAME, "/").Introspect(dbus_interface="org.freedesktop.DBus.Introspectable")
+        self.assertEqual([n.get("name") for n in ET.fromstring(xml).findall("node")], ["org"])
+
+    def test_peer_ping_and_version(self):
+        r = busctl(self.bus, "call", NAME, PATH, "org.freedesktop.DBus.Peer", "Ping")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(int(prop(self.conn, "Version")), 1)
+
+
+class ActivityTests(AgentTestCase):
+    def test_busctl_increment_is_released_when_busctl_exits(self):
+        r = busctl(self.bus, "call", NAME, PATH, IFACE, "IncrementActivityCount")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # busctl left the bus, so its count went with it.
+        wait_until(lambda: self.count() == 0, what="busctl's count to be released")
+
+    def test_counts_are_per_client_and_clamped(self):
+        a, b = connect(self.bus), connect(self.bus)
+        try:
+            iface(a).IncrementActivityCount()
+            iface(a).IncrementActivityCount()
+            iface(b).DecrementActivityCount()  # b has nothing: no effect on a
+            iface(b).DecrementActivityCount()
+            self.assertEqual(self.count(), 2)
+            clients = wait_until(lambda: [c for c in prop(self.conn, "Clients") if c[2] > 0 and c[1]],
+                                 what="process names")
+            self.assertEqual([(str(c[0]), int(c[2])) for c in clients], [(a.get_unique_name(), 2)])
+            self.assertEqual(str(clients[0][1]), "python3")
+            iface(a).DecrementActivityCount()
+            iface(a).DecrementActivityCount()
+            iface(a).DecrementActivityCount()  # below zero: clamped, not an error
+            self.assertEqual(self.count(), 0)
+            iface(a).IncrementActivityCount()
+            self.assertEqual(self.count(), 1)
+        finally:
+            a.close()
+            b.close()
+        wait_until(lambda: self.count() == 0, what="release on disconnect")
+
+    def test_gdbus_and_dbus_send_calls(self):
+        r = gdbus(self.bus, "call", "--dest", NAME, "--object-path", PATH, "--method", IFACE + ".IncrementActivityCount")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "()")
+        r = gdbus(self.bus, "call", "--dest", NAME, "--object-path", PATH, "--method", PROPS + ".Get", IFACE, "Version")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "(<uint32 1>,)")
+        r = run(["dbus-send", "--print-reply", "--dest=" + NAME, PATH, PROPS + ".Get", "string:" + IFACE,
+                 "string:CompletionDelay"], self.bus)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("double 0.17", r.stdout)
+
+    def test_lease_lasts_until_every_copy_of_the_fd_is_closed(self):
+        lease = iface(self.conn).BeginActivity("test")
+        fd = lease.take()
+        copy = os.dup(fd)
+        self.assertEqual(self.count(), 1)
+        os.close(fd)
+        time.sleep(0.1)
+        self.assertEqual(self.count(), 1, "one copy is still open")
+        os.write(copy, b"ignored")  # writing is harmless
+        os.close(copy)
+        wait_until(lambda: self.count() == 0, what="lease release")
+
+    def test_lease_ends_with_its_holders_bus_connection(self):
+        other = connect(self.bus)
+        fd = iface(other).BeginActivity("x").take()
+        self.assertEqual(self.count(), 1)
+        other.close()
+        wait_until(lambda: self.count() == 0, what="lease release on disconnect")
+        os.close(fd)
+
+    def test_kill9_of_a_client_with_counts_and_a_lease_turns_the_indicator_off(self):
+        self.conn_set = iface(self.conn)
+        self.conn_set.__getattr__  # noqa: keep the interface
+        obj = self.conn.get_object(NAME, PATH)
+        obj.Set(IFACE, "ActivationDelay", dbus.Double(0.1), dbus_interface=PROPS)
+        obs = self.observe()
+        holder = subprocess.Popen([sys.executable, os.path.join(HERE, "holder.py"), self.bus.address],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.assertEqual(holder.stdout.readline().strip(), "ready")
+        self.assertEqual(self.count(), 3)
+        wait_until(lambda: obs.visible() == [(True, obs.visible()[0][1])] if obs.visible() else False,
+                   what="Visible true")
+        killed_at = time.monotonic()
+        holder.kill()
+        holder.wait()
+        wait_until(lambda: len(obs.visible()) == 2, what="Visible false")
+        off_at = obs.visible()[1][1]
+        self.assertEqual([v for v, _ in obs.visible()], [True, False])
+        self.assertGreaterEqual(off_at - killed_at, 0.17 - 0.005)
+        self.assertLess(off_at - killed_at, 0.17 + 0.3)
+        self.assertEqual(self.count(), 0)
+        self.assertEqual(list(prop(self.conn, "Clients")), [])
+
+
+class TimelineTests(AgentTestCase):
+    def test_visible_follows_the_default_delays(self):
+        obs = self.observe()
+        agent = iface(self.conn)
+        self.assertEqual(float(prop(self.conn, "ActivationDelay")), 1.0)
+        t_inc = time.monotonic()
+        agent.IncrementActivityCount()
+        self.assertEqual(str(prop(self.conn, "State")), "delaying-start")
+        wait_until(lambda: obs.visible(), timeout=3, what="Visible true")
+        t_on = obs.visible()[0][1]
+        self.assertTrue(bool(prop(self.conn, "Visible")))
+        time.sleep(0.2)
+        t_dec = time.monotonic()
+        agent.DecrementActivityCount()
+        wait_until(lambda: len(obs.visible()) == 2, timeout=3, what="Visible false")
+        t_off = obs.visible()[1][1]
+        self.assertEqual([v for v, _ in obs.visible()], [True, False])
+        # Never early; late only by scheduling (generous for a loaded CI machine).
+        self.assertGreaterEqual(t_on - t_inc, 1.0 - 0.001)
+        self.assertLess(t_on - t_inc, 1.0 + 0.1)
+        self.assertGreaterEqual(t_off - t_dec, 0.17 - 0.001)
+        self.assertLess(t_off - t_dec, 0.17 + 0.1)
+        states = [s for s, _ in obs.changed("State")]
+        self.assertEqual(states, ["delaying-start", "active", "delaying-end", "not-active"])
+
+    def test_short_activity_never_shows(self):
+        obs = self.observe()
+        agent = iface(self.conn)
+        agent.IncrementActivityCount()
+        time.sleep(0.05)
+        agent.DecrementActivityCount()
+        time.sleep(1.3)
+        self.assertEqual(obs.visible(), [])
+
+    def test_no_flicker_within_the_completion_delay(self):
+        obj = self.conn.get_object(NAME, PATH)
+        obj.Set(IFACE, "ActivationDelay", dbus.Double(0.0), dbus_interface=PROPS)
+        obj.Set(IFACE, "CompletionDelay", dbus.Double(0.2), dbus_interface=PROPS)
+        obs = self.observe()
+        agent = iface(self.conn)
+        agent.IncrementActivityCount()
+        time.sleep(0.1)
+        agent.DecrementActivityCount()
+        time.sleep(0.1)
+        agent.IncrementActivityCount()
+        time.sleep(0.1)
+        agent.DecrementActivityCount()
+        wait_until(lambda: len(obs.visible()) >= 2, what="Visible false")
+        time.sleep(0.1)
+        self.assertEqual([v for v, _ in obs.visible()], [True, False])
+
+    def test_disabled_shows_nothing_and_disabling_hides_at_once(self):
+        obj = self.conn.get_object(NAME, PATH)
+        obj.Set(IFACE, "ActivationDelay", dbus.Double(0.0), dbus_interface=PROPS)
+        obs = self.observe()
+        iface(self.conn).IncrementActivityCount()
+        wait_until(lambda: obs.visible(), what="Visible true")
+        obj.Set(IFACE, "Enabled", dbus.Boolean(False), dbus_interface=PROPS)
+        wait_until(lambda: len(obs.visible()) == 2, what="Visible false")
+        self.assertEqual(str(prop(self.conn, "State")), "not-active")
+        iface(self.conn).IncrementActivityCount()
+        time.sleep(0.2)
+        self.assertEqual([v for v, _ in obs.visible()], [True, False])
+
+    def test_change_signals_once_per_real_change(self):
+        obj = self.conn.get_object(NAME, PATH)
+        obs = self.observe()
+        for _ in range(3):
+            obj.Set(IFACE, "Enabled", dbus.Boolean(False), dbus_interface=PROPS)
+        obj.Set(IFACE, "CompletionDelay", dbus.Double(0.5), dbus_interface=PROPS)
+        obj.Set(IFACE, "CompletionDelay", dbus.Double(0.5), dbus_interface=PROPS)
+        time.sleep(0.2)
+        self.assertEqual([v for v, _ in obs.changed("Enabled")], [False])
+        self.assertEqual([v for v, _ in obs.changed("CompletionDelay")], [0.5])
+
+    def test_activity_count_changes_are_coalesced_to_one_per_50ms(self):
+        obs = self.observe()
+        agent = iface(self.conn)
+        start = time.monotonic()
+        for _ in range(300):
+            agent.IncrementActivityCount()
+        elapsed = time.monotonic() - start
+        wait_until(lambda: obs.changed("ActivityCount") and obs.changed("ActivityCount")[-1][0] == 300,
+                   what="the final count")
+        counts = obs.changed("ActivityCount")
+        times = [t for _, t in counts]
+        # At most one per 50 ms (arrival jitter of a few ms allowed), and the latest value last.
+        for a, b in zip(times, times[1:]):
+            self.assertGreater(b - a, 0.040, counts)
+        self.assertLessEqual(len(counts), elapsed / 0.05 + 2)
+        time.sleep(0.15)
+        self.assertEqual(obs.changed("ActivityCount")[-1][0], 300)
+        self.assertEqual(len(obs.changed("ActivityCount")), len(counts), "nothing after the last change")
+
+
+class ErrorTests(AgentTestCase):
+    def expect_error(self, name, fn):
+        with self.assertRaises(dbus.exceptions.DBusException) as cm:
+            fn()
+        self.assertEqual(cm.exception.get_dbus_name(), name, cm.exception.get_dbus_message())
+        return cm.exception.get_dbus_message()
+
+    def test_wrong_signature_unknown_member_interface_object(self):
+        r = busctl(self.bus, "call", NAME, PATH, IFACE, "IncrementActivityCount", "s", "x")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("expected signature ''", r.stderr)
+        r = busctl(self.bus, "call", NAME, PATH, IFACE, "BeginActivity", "u", "7")
+        self.assertIn("expected signature 's', got 'u'", r.stderr)
+        obj = self.conn.get_object(NAME, PATH)
+        self.expect_error("org.freedesktop.DBus.Error.UnknownMethod", lambda: obj.Frobnicate(dbus_interface=IFACE))
+        self.expect_error("org.freedesktop.DBus.Error.UnknownInterface", lambda: obj.Ping(dbus_interface="org.example.Nope"))
+        msg = self.expect_error("org.freedesktop.DBus.Error.UnknownObject",
+                                lambda: self.conn.get_object(NAME, "/org/example/Nope").Ping(dbus_interface=IFACE))
+        self.assertIn("/org/example/Nope", msg)
+        self.expect_error("org.freedesktop.DBus.Error.UnknownProperty", lambda: obj.Get(IFACE, "Nope", dbus_interface=PROPS))
+        # python-dbus checks signatures it knows, so this goes as a raw call with one argument short.
+        msg = self.expect_error("org.freedesktop.DBus.Error.InvalidArgs",
+                                lambda: self.conn.call_blocking(NAME, PATH, PROPS, "Get", "s", (IFACE,)))
+        self.assertIn("expected signature 'ss', got 's'", msg)
+
+    def test_bad_property_values(self):
+        obj = self.conn.get_object(NAME, PATH)
+        for value in (-0.5, 60.5, float("nan"), float("inf"), 1e300):
+            msg = self.expect_error("org.freedesktop.DBus.Error.InvalidArgs",
+                                    lambda: obj.Set(IFACE, "ActivationDelay", dbus.Double(value), dbus_interface=PROPS))
+            self.assertIn("between 0 and 60", msg)
+        msg = self.expect_error("org.freedesktop.DBus.Error.InvalidArgs",
+                                lambda: obj.Set(IFACE, "CompletionDelay", dbus.String("soon"), dbus_interface=PROPS))
+        self.assertIn("type 'd'", msg)
+        self.expect_error("org.freedesktop.DBus.Error.InvalidArgs",
+                          lambda: obj.Set(IFACE, "Enabled", dbus.UInt32(1), dbus_interface=PROPS))
+        self.expect_error("org.freedesktop.DBus.Error.PropertyReadOnly",
+                          lambda: obj.Set(IFACE, "Visible", dbus.Boolean(True), dbus_interface=PROPS))
+        self.expect_error("org.freedesktop.DBus.Error.PropertyReadOnly",
+                          lambda: obj.Set(IFACE, "ActivityCount", dbus.UInt32(5), dbus_interface=PROPS))
+        # gdbus with a non-numeric delay
+        r = gdbus(self.bus, "call", "--dest", NAME, "--object-path", PATH, "--method", PROPS + ".Set",
+                  IFACE, "ActivationDelay", "<'abc'>")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("InvalidArgs", r.stderr)
+        self.assertEqual(float(prop(self.conn, "ActivationDelay")), 1.0)
+        self.assertEqual(float(prop(self.conn, "CompletionDelay")), 0.17)
+
+    def test_long_reason_and_begin_task(self):
+        agent = iface(self.conn)
+        msg = self.expect_error("org.freedesktop.DBus.Error.InvalidArgs", lambda: agent.BeginActivity("x" * 5000))
+        self.assertIn("1024", msg)
+        self.expect_error("org.freedesktop.DBus.Error.NotSupported",
+                          lambda: agent.BeginTask("t", dbus.Dictionary({}, signature="sv")))
+        self.assertEqual(self.count(), 0)
+
+    def test_lease_limit_per_client(self):
+        agent = iface(self.conn)
+        fds = [agent.BeginActivity("l").take() for _ in range(256)]
+        msg = self.expect_error("org.freedesktop.DBus.Error.LimitsExceeded", lambda: agent.BeginActivity("one more"))
+        self.assertIn("256", msg)
+        other = connect(self.bus)
+        try:
+            fd = iface(other).BeginActivity("another client is not limited").take()
+            os.close(fd)
+        finally:
+            other.close()
+        for fd in fds:
+            os.close(fd)
+        wait_until(lambda: self.count() == 0, what="all leases released")
+
+    def test_garbage_from_a_raw_client_leaves_the_agent_up(self):
+        for args in (["s", "x" * 100000], ["a{sv}", "1", "k", "s", "v"], ["v", "ay", "3", "1", "2", "3"]):
+            busctl(self.bus, "call", NAME, PATH, IFACE, "DecrementActivityCount", *args)
+        busctl(self.bus, "call", NAME, "/", IFACE, "IncrementActivityCount")
+        busctl(self.bus, "call", NAME, PATH, PROPS, "GetAll", "s", "")
+        r = busctl(self.bus, "call", NAME, PATH, "org.freedesktop.DBus.Peer", "Ping")
+        self.assertEqual(r.returncode, 0)
+
+
+class LifecycleTests(unittest.TestCase):
+    def setUp(self):
+        self.bus = PrivateBus()
+
+    def tearDown(self):
+        self.bus.stop()
+
+    def test_sigterm_and_sigint_exit_0(self):
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            agent = Agent(self.bus)
+            self.assertEqual(agent.stop(sig), 0)
+
+    def test_name_taken_needs_replace(self):
+        first = Agent(self.bus)
+        second = Agent(self.bus, wait=False)
+        self.assertEqual(second.proc.wait(10), 1)
+        self.assertIn("--replace", second.logtext())
+        third = Agent(self.bus, "--replace", wait=False)
+        self.assertEqual(first.proc.wait(10), 0, "the replaced agent exits cleanly")
+        conn = connect(self.bus)
+        wait_until(lambda: conn.get_name_owner(NAME) and third.alive(), what="the new owner")
+        self.assertEqual(int(prop(conn, "Version")), 1)
+        conn.close()
+        self.assertEqual(third.stop(), 0)
+
+    def test_loss_of_the_bus_exits_0(self):
+        agent = Agent(self.bus)
+        self.bus.stop()
+        self.assertEqual(agent.proc.wait(10), 0)
+        self.bus = PrivateBus()  # for tearDown
+
+    def test_bad_flags(self):
+        for args in (["--activation-delay", "61"], ["--completion-delay", "abc"], ["--log-level", "loud"]):
+            r = run([os.path.join(BIN, "netactivityd"), *args], self.bus)
+            self.assertNotEqual(r.returncode, 0, args)
+            self.assertTrue(r.stderr.strip(), args)
+
+    def test_flags_set_the_delays(self):
+        agent = Agent(self.bus, "--activation-delay", "0.25", "--completion-delay", "0")
+        conn = connect(self.bus)
+        self.assertEqual(float(prop(conn, "ActivationDelay")), 0.25)
+        self.assertEqual(float(prop(conn, "CompletionDelay")), 0.0)
+        conn.close()
+        agent.stop()
+
+    def test_private_bus_when_there_is_no_session_bus(self):
+        env = {k: v for k, v in os.environ.items() if k not in ("DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR")}
+        proc = subprocess.Popen([os.path.join(BIN, "netactivityd")], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            line = proc.stdout.readline().strip()
+            self.assertTrue(line.startswith("DBUS_SESSION_BUS_ADDRESS=unix:"), line)
+            address = line.split("=", 1)[1]
+            conn = dbus.bus.BusConnection(address)
+            wait_until(lambda: conn.name_has_owner(NAME), what="agent on the private bus")
+            self.assertEqual(int(conn.get_object(NAME, PATH).Get(IFACE, "Version", dbus_interface=PROPS)), 1)
+            conn.close()
+        finally:
+            proc.terminate()
+            self.assertEqual(proc.wait(10), 0)
+        # The private daemon went with it.
+        self.assertRaises(dbus.exceptions.DBusException, dbus.bus.BusConnection, address)
+
+
+if __name__ == "__main__":
+    unittest.main()

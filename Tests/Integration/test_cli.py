@@ -1,0 +1,111 @@
+"""The netactivity CLI, run as a user would, against the real agent on a private bus."""
+import json
+import os
+import subprocess
+import time
+import unittest
+
+from harness import BIN, Agent, PrivateBus, cli, connect, prop, wait_until
+
+
+class CLITests(unittest.TestCase):
+    def setUp(self):
+        self.bus = PrivateBus()
+        self.agent = None
+
+    def tearDown(self):
+        if self.agent:
+            self.agent.stop()
+        self.bus.stop()
+
+    def start_agent(self, *args):
+        self.agent = Agent(self.bus, *args)
+        self.conn = connect(self.bus)
+        self.addCleanup(self.conn.close)
+
+    def test_no_agent_is_exit_69_with_a_clear_message(self):
+        for args in (["status"], ["status", "--json"], ["inc", "--seconds", "0"], ["dec"]):
+            r = cli(self.bus, *args)
+            self.assertEqual(r.returncode, 69, args)
+            self.assertIn("not running", r.stderr)
+            self.assertEqual(r.stdout, "")
+
+    def test_status_text_and_json(self):
+        self.start_agent("--activation-delay", "0.5")
+        r = cli(self.bus, "status")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("state:       not-active", r.stdout)
+        self.assertIn("activation 0.5 s", r.stdout)
+        r = cli(self.bus, "status", "--json")
+        s = json.loads(r.stdout)
+        self.assertEqual((s["running"], s["visible"], s["state"], s["activity_count"]), (True, False, "not-active", 0))
+
+    def test_run_holds_a_lease_and_returns_the_status(self):
+        self.start_agent("--activation-delay", "0")
+        p = subprocess.Popen([os.path.join(BIN, "netactivity"), "run", "--", "sh", "-c", "sleep 1; exit 7"],
+                             env=self.bus.env())
+        wait_until(lambda: int(prop(self.conn, "ActivityCount")) == 1, what="the lease")
+        wait_until(lambda: bool(prop(self.conn, "Visible")), what="visible")
+        self.assertEqual(p.wait(10), 7)
+        wait_until(lambda: int(prop(self.conn, "ActivityCount")) == 0, what="release")
+        r = cli(self.bus, "run", "--", "sh", "-c", "kill -TERM $$")
+        self.assertEqual(r.returncode, 128 + 15)
+        r = cli(self.bus, "run", "--", "no-such-command-here")
+        self.assertEqual(r.returncode, 127)
+        self.assertIn("command not found", r.stderr)
+        r = cli(self.bus, "run")
+        self.assertNotEqual(r.returncode, 0)
+
+    def test_run_without_agent_still_runs_the_command(self):
+        r = cli(self.bus, "run", "--", "sh", "-c", "echo hi; exit 3")
+        self.assertEqual((r.returncode, r.stdout), (3, "hi\n"))
+        self.assertIn("warning", r.stderr)
+
+    def test_inc_holds_until_dec(self):
+        self.start_agent()
+        p = subprocess.Popen([os.path.join(BIN, "netactivity"), "inc"], env=self.bus.env())
+        wait_until(lambda: int(prop(self.conn, "ActivityCount")) == 1, what="inc")
+        r = cli(self.bus, "dec")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(int(prop(self.conn, "ActivityCount")), 0)
+        self.assertEqual(p.wait(5), 0)
+        r = cli(self.bus, "dec")
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("nothing to decrement", r.stderr)
+
+    def test_watch_waybar_and_polybar_follow_changes_and_restarts(self):
+        self.start_agent("--activation-delay", "0", "--completion-delay", "0")
+        procs = {fmt: subprocess.Popen([os.path.join(BIN, "netactivity"), "watch", "--format", fmt],
+                                       env=self.bus.env(), stdout=subprocess.PIPE, text=True)
+                 for fmt in ("waybar", "polybar", "json")}
+        try:
+            first = json.loads(procs["waybar"].stdout.readline())
+            self.assertEqual(first["class"], "idle")
+            self.assertEqual(procs["polybar"].stdout.readline(), "\n")
+            json.loads(procs["json"].stdout.readline())
+            p = subprocess.Popen([os.path.join(BIN, "netactivity"), "inc"], env=self.bus.env())
+            line = json.loads(procs["waybar"].stdout.readline())
+            self.assertEqual((line["class"], line["alt"]), ("active", "active"))
+            self.assertTrue(line["text"])
+            self.assertIn("Network activity", line["tooltip"])
+            self.assertTrue(procs["polybar"].stdout.readline().strip())
+            p.terminate()
+            p.wait(5)
+            while True:
+                line = json.loads(procs["waybar"].stdout.readline())
+                if line["class"] == "idle":
+                    break
+            self.agent.stop()
+            self.assertEqual(json.loads(procs["waybar"].stdout.readline())["class"], "stopped")
+            self.agent = Agent(self.bus)
+            self.assertEqual(json.loads(procs["waybar"].stdout.readline())["class"], "idle")
+            for proc in procs.values():
+                self.assertIsNone(proc.poll(), "watch keeps running across agent restarts")
+        finally:
+            for proc in procs.values():
+                proc.kill()
+                proc.wait()
+
+
+if __name__ == "__main__":
+    unittest.main()

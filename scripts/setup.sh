@@ -1,0 +1,26 @@
+#!/bin/sh
+# Installs what building and testing netactivity needs and a fresh Debian machine lacks.
+# Called by `make`; does nothing when everything is there.
+set -eu
+need=""
+pkg-config --exists dbus-1 2>/dev/null || need="$need libdbus-1-dev"
+command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
+command -v dbus-daemon >/dev/null 2>&1 || need="$need dbus-daemon"
+command -v busctl >/dev/null 2>&1 || need="$need systemd"
+command -v gdbus >/dev/null 2>&1 || need="$need libglib2.0-bin"
+command -v dbus-send >/dev/null 2>&1 || need="$need dbus-bin"
+/usr/bin/python3 -c 'import dbus' 2>/dev/null || need="$need python3-dbus"
+/usr/bin/python3 -c 'import gi' 2>/dev/null || need="$need python3-gi"
+if [ "${1:-}" = "--bench" ]; then
+    pkg-config --exists libsystemd 2>/dev/null || need="$need libsystemd-dev"
+    command -v gcc >/dev/null 2>&1 || need="$need gcc"
+    command -v taskset >/dev/null 2>&1 || need="$need util-linux"
+fi
+[ -z "$need" ] && exit 0
+echo "setup: installing$need" >&2
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $need >/dev/null
