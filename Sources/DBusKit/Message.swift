@@ -90,13 +90,21 @@ public final class Message: @unchecked Sendable {
 
     /// A method return for this call.
     public func makeReturn() -> Message {
-        Message(owning: dbus_message_new_method_return(raw)!)
+        ensureSerial()
+        return Message(owning: dbus_message_new_method_return(raw)!)
+    }
+
+    /// libdbus aborts when asked to reply to a message with no serial, which only a message that
+    /// was never sent (built locally, as in tests) lacks.
+    private func ensureSerial() {
+        if dbus_message_get_serial(raw) == 0 { dbus_message_set_serial(raw, 1) }
     }
 
     /// An error reply for this call. An invalid error name becomes `Failed`.
     public func makeError(_ error: DBusError) -> Message {
         let name = DBusNames.isValidErrorName(error.name) ? error.name : "org.freedesktop.DBus.Error.Failed"
         let text = error.message.replacingNUL()
+        ensureSerial()
         return Message(owning: dbus_message_new_error(raw, name, text)!)
     }
 
