@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# make bench: the agent next to the shared D-Bus references, plus idle cost and signal timing.
+#   bench/bench.sh [BIN_DIR]     (default .build/release)
+# Knobs: REPEAT (rounds of the shared bench, default 3), IDLE_SECONDS (10), CYCLES (50).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=$(cd "${1:-.build/release}" && pwd)
+SHARED=${SHARED:-../shared/bench}
+PY=/usr/bin/python3
+WORK=$(mktemp -d /tmp/netactivity-bench.XXXXXX)
+BUS_PID='' AGENT_PID=''
+cleanup() {
+  [ -n "$AGENT_PID" ] && kill "$AGENT_PID" 2>/dev/null && wait "$AGENT_PID" 2>/dev/null
+  [ -n "$BUS_PID" ] && kill "$BUS_PID" 2>/dev/null && wait "$BUS_PID" 2>/dev/null
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+echo "## Round trips: IncrementActivityCount next to the sd-bus C reference (pinned to CPU 0, same run)"
+echo
+# shared/ is read-only: run a copy.
+cp -r "$SHARED" "$WORK/bench"
+( cd "$WORK/bench" && rm -rf build results &&
+  EXTRA_SERVICE="netactivityd (Swift) | $BIN/netactivityd | -i org.example.NetActivity" \
+  REPEAT=${REPEAT:-3} LIMITS=0 PAYLOADS="4096:100" ./run.sh sd-bus netactivityd 2>&1 ) | grep -v '^\[' || true
+echo
+
+# A private bus for the rest.
+taskset -c 0 dbus-daemon --session --nofork --nopidfile --address="unix:path=$WORK/bus" --print-address=3 3>"$WORK/addr" 2>/dev/null &
+BUS_PID=$!
+for _ in $(seq 100); do [ -s "$WORK/addr" ] && break; sleep 0.05; done
+export DBUS_SESSION_BUS_ADDRESS=$(head -n1 "$WORK/addr")
+taskset -c 0 "$BIN/netactivityd" 2>"$WORK/agent.log" &
+AGENT_PID=$!
+for _ in $(seq 100); do busctl --address="$DBUS_SESSION_BUS_ADDRESS" status org.example.NetActivity >/dev/null 2>&1 && break; sleep 0.05; done
+sleep 1
+
+# Decrement rates too (Increment is in the table above), with the shared client.
+CLIENT="$WORK/bench/build/client"
+dec_rtt=$(taskset -c 0 "$CLIENT" rtt -i org.example.NetActivity -m DecrementActivityCount -n 20000 | sed -n 's/.*calls_per_s=\([0-9.]*\).*/\1/p')
+dec_pipe=$(taskset -c 0 "$CLIENT" pipelined -i org.example.NetActivity -m DecrementActivityCount -n 100000 -w 1000 | sed -n 's/.*calls_per_s=\([0-9.]*\).*/\1/p')
+dec_conc=$(taskset -c 0 "$CLIENT" rtt -i org.example.NetActivity -m DecrementActivityCount -c 4 -n 5000 | sed -n 's/.*calls_per_s=\([0-9.]*\).*/\1/p')
+ping_bus=$(taskset -c 0 "$CLIENT" rtt --ping-bus -n 20000 | sed -n 's/.*calls_per_s=\([0-9.]*\).*/\1/p')
+
+# Idle: CPU ticks and wake-ups (voluntary context switches) over IDLE_SECONDS.
+IDLE=${IDLE_SECONDS:-10}
+sleep 1
+ticks() { awk '{ print $14 + $15 }' "/proc/$AGENT_PID/stat"; }
+switches() { awk '/^voluntary_ctxt_switches/ { print $2 }' "/proc/$AGENT_PID/status"; }
+t0=$(ticks); s0=$(switches)
+sleep "$IDLE"
+t1=$(ticks); s1=$(switches)
+rss=$(awk '/^VmRSS/ { printf "%.1f", $2 / 1024 }' "/proc/$AGENT_PID/status")
+hwm=$(awk '/^VmHWM/ { printf "%.1f", $2 / 1024 }' "/proc/$AGENT_PID/status")
+
+timing=$("$PY" bench/visible_timing.py "$DBUS_SESSION_BUS_ADDRESS" "${CYCLES:-50}" 0.1 0.05)
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $timing"; }
+
+echo "## The agent on its own (private bus; daemon, agent and client pinned to CPU 0)"
+echo
+echo "| measure | value | target |"
+echo "|---|---:|---|"
+echo "| DecrementActivityCount rtt calls/s | ${dec_rtt:-?} | ≥ 0.9x sd-bus rtt |"
+echo "| DecrementActivityCount pipelined calls/s | ${dec_pipe:-?} | ≥ 0.9x sd-bus pipelined |"
+echo "| DecrementActivityCount 4 clients calls/s | ${dec_conc:-?} | ≥ 0.9x sd-bus 4 clients |"
+echo "| bus daemon Peer.Ping calls/s (same run) | ${ping_bus:-?} | (one-hop limit) |"
+echo "| idle CPU over ${IDLE} s (clock ticks) | $((t1 - t0)) | 0 |"
+echo "| idle wake-ups over ${IDLE} s | $((s1 - s0)) | 0 |"
+echo "| idle RSS MiB | $rss | < 20 |"
+echo "| peak RSS MiB (after the runs above) | $hwm | |"
+echo "| Visible signal lateness p50 ms | $(field p50_ms) | |"
+echo "| Visible signal lateness p99 ms | $(field p99_ms) | < 5 |"
+echo "| Visible signal lateness max ms (min $(field min_ms)) | $(field max_ms) | |"

@@ -1,0 +1,61 @@
+#!/usr/bin/python3
+"""How late the Visible signal is against the configured delays.
+
+Measured from the moment the Increment/Decrement reply returns to the moment the Visible signal
+arrives at a python3-dbus client (both CLOCK_MONOTONIC); the error is that minus the delay.
+Usage: visible_timing.py BUS_ADDRESS CYCLES ACTIVATION COMPLETION
+"""
+import sys
+import threading
+import time
+
+import dbus
+import dbus.mainloop.glib
+from gi.repository import GLib
+
+address, cycles, activation, completion = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
+listener = dbus.bus.BusConnection(address)
+events = []
+cond = threading.Condition()
+
+
+def on_visible(v):
+    with cond:
+        events.append((bool(v), time.monotonic()))
+        cond.notify_all()
+
+
+listener.add_signal_receiver(on_visible, signal_name="Visible", dbus_interface="org.example.NetActivity")
+threading.Thread(target=GLib.MainLoop().run, daemon=True).start()
+
+caller = dbus.bus.BusConnection(address, mainloop=None)
+obj = caller.get_object("org.example.NetActivity", "/org/example/NetActivity")
+props = dbus.Interface(obj, "org.freedesktop.DBus.Properties")
+props.Set("org.example.NetActivity", "ActivationDelay", dbus.Double(activation))
+props.Set("org.example.NetActivity", "CompletionDelay", dbus.Double(completion))
+agent = dbus.Interface(obj, "org.example.NetActivity")
+time.sleep(0.2)
+
+
+def wait_for(n):
+    with cond:
+        cond.wait_for(lambda: len(events) >= n, timeout=5)
+    return events[n - 1][1]
+
+
+errors = []
+for i in range(cycles):
+    agent.IncrementActivityCount()
+    t0 = time.monotonic()
+    errors.append(wait_for(2 * i + 1) - t0 - activation)
+    time.sleep(0.02)
+    agent.DecrementActivityCount()
+    t1 = time.monotonic()
+    errors.append(wait_for(2 * i + 2) - t1 - completion)
+    time.sleep(0.02)
+
+errors.sort()
+ms = [e * 1000 for e in errors]
+p = lambda q: ms[min(len(ms) - 1, int(q * len(ms)))]
+print("visible_timing n=%d p50_ms=%.2f p99_ms=%.2f max_ms=%.2f min_ms=%.2f" % (len(ms), p(0.5), p(0.99), ms[-1], ms[0]))
