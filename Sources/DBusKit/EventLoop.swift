@@ -99,6 +99,13 @@ public final class EventLoop {
     /// Cancels a timer; cancelling a fired or cancelled timer does nothing.
     public func cancel(_ id: TimerID) {
         timerCallbacks[id.raw] = nil
+        // Cancelled entries leave the heap lazily, at their deadline; rebuild it when they
+        // dominate, so rapid reschedules with long delays cannot grow it without bound.
+        if heap.count > 1024, timerCallbacks.count * 4 < heap.count {
+            let live = heap.filter { timerCallbacks[$0.id] != nil }
+            heap.removeAll(keepingCapacity: true)
+            for e in live { heapPush(e) }
+        }
     }
 
     /// The number of timers that will still fire (for tests and the idle check).

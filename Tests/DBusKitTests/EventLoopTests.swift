@@ -28,4 +28,18 @@ struct EventLoopTests {
         loop.run()
         #expect(at - start >= 20_000_000)
     }
+
+    @Test("many cancelled long timers do not pile up, and the live ones still fire")
+    func cancelledDoNotPileUp() {
+        let loop = EventLoop()
+        var fired = 0
+        for _ in 0..<10_000 {
+            let id = loop.schedule(afterNanoseconds: 60_000_000_000) { fired += 100 }
+            loop.cancel(id)
+        }
+        loop.schedule(afterNanoseconds: 1_000_000) { fired += 1; loop.stop() }
+        #expect(loop.pendingTimerCount == 1)
+        loop.run()
+        #expect(fired == 1)
+    }
 }

@@ -310,7 +310,7 @@ class ErrorTests(AgentTestCase):
         self.expect_error("org.freedesktop.DBus.Error.UnknownMethod", lambda: obj.Frobnicate(dbus_interface=IFACE))
         self.expect_error("org.freedesktop.DBus.Error.UnknownInterface", lambda: obj.Ping(dbus_interface="org.example.Nope"))
         msg = self.expect_error("org.freedesktop.DBus.Error.UnknownObject",
-                                lambda: self.conn.get_object(NAME, "/org/example/Nope").Ping(dbus_interface=IFACE))
+                                lambda: self.conn.get_object(NAME, "/org/example/Nope", introspect=False).Ping(dbus_interface=IFACE))
         self.assertIn("/org/example/Nope", msg)
         self.expect_error("org.freedesktop.DBus.Error.UnknownProperty", lambda: obj.Get(IFACE, "Nope", dbus_interface=PROPS))
         # python-dbus checks signatures it knows, so this goes as a raw call with one argument short.
