@@ -130,9 +130,22 @@ public final class ObjectServer {
     public func export(path: String, interfaces: [DBusInterface]) {
         precondition(DBusNames.isValidObjectPath(path), "invalid object path \(path)")
         objects[path] = Object(interfaces)
+        invalidateAncestors(of: path)
     }
 
-    public func unexport(path: String) { objects[path] = nil }
+    public func unexport(path: String) {
+        guard objects.removeValue(forKey: path) != nil else { return }
+        invalidateAncestors(of: path)
+    }
+
+    /// An ancestor's cached introspection lists its child nodes, which just changed.
+    private func invalidateAncestors(of path: String) {
+        var p = Substring(path)
+        while let slash = p.lastIndex(of: "/"), p != "/" {
+            p = slash == p.startIndex ? "/" : p[..<slash]
+            objects[String(p)]?.xml = nil
+        }
+    }
 
     public func isExported(path: String) -> Bool { objects[path] != nil }
 
@@ -168,9 +181,7 @@ public final class ObjectServer {
                     guard member == "Introspect" else {
                         throw DBusError.unknownMethod("No such method '\(member)' in interface '\(interface)'")
                     }
-                    try checkSignature(message, "", "Introspect")
-                    if object.xml == nil { object.xml = introspectionXML(path: path, object: object) }
-                    try respond(message) { w in w.append(object.xml!) }
+                    try introspect(message, path: path, object: object)
                 } else {
                     throw DBusError.unknownInterface("No such interface '\(interface)' at object path '\(path)'")
                 }
@@ -181,8 +192,7 @@ public final class ObjectServer {
                 } else if ["Get", "GetAll", "Set"].contains(member) {
                     try handleProperties(member, message: message, path: path, object: object)
                 } else if member == "Introspect" {
-                    try checkSignature(message, "", "Introspect")
-                    try respond(message) { w in w.append(introspectionXML(path: path, object: object)) }
+                    try introspect(message, path: path, object: object)
                 } else {
                     throw DBusError.unknownMethod("No such method '\(member)' at object path '\(path)'")
                 }
@@ -206,6 +216,12 @@ public final class ObjectServer {
             args: message.reader(), reply: reply.writer())
         try method.handler(&call)
         if !message.noReplyExpected { connection.send(reply) }
+    }
+
+    private func introspect(_ message: Message, path: String, object: Object) throws {
+        try checkSignature(message, "", "Introspect")
+        if object.xml == nil { object.xml = introspectionXML(path: path, object: object) }
+        try respond(message) { w in w.append(object.xml!) }
     }
 
     private func checkSignature(_ message: Message, _ expected: String, _ what: String) throws(DBusError) {

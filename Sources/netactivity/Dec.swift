@@ -14,12 +14,7 @@ struct Dec: ParsableCommand {
 
     func run() throws {
         let client = try bus.connect()
-        let status: ActivityStatus
-        do {
-            status = try client.status()
-        } catch {
-            fail(error)
-        }
+        let status = statusOrFail(client)
         // The newest holder has the highest unique-name serial (":1.N").
         let holders = status.clients.filter { $0.processName == "netactivity" }
             .compactMap { c -> (serial: Int, pid: UInt32)? in

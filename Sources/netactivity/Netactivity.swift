@@ -37,3 +37,12 @@ func fail(_ message: String, code: Int32) -> Never {
 func fail(_ error: NetActivityError) -> Never {
     fail(error.description, code: error.isAgentNotRunning ? 69 : 1)
 }
+
+/// The agent's status, or exit with the agent's error.
+func statusOrFail(_ client: NetActivityClient) -> ActivityStatus {
+    do {
+        return try client.status()
+    } catch {
+        fail(error)
+    }
+}

@@ -11,12 +11,7 @@ struct Status: ParsableCommand {
 
     func run() throws {
         let client = try bus.connect()
-        let s: ActivityStatus
-        do {
-            s = try client.status()
-        } catch {
-            fail(error)
-        }
+        let s = statusOrFail(client)
         if json {
             writeLine(Render.json(s))
             return

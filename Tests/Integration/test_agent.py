@@ -175,8 +175,6 @@ class ActivityTests(AgentTestCase):
         os.close(fd)
 
     def test_kill9_of_a_client_with_counts_and_a_lease_turns_the_indicator_off(self):
-        self.conn_set = iface(self.conn)
-        self.conn_set.__getattr__  # noqa: keep the interface
         obj = self.conn.get_object(NAME, PATH)
         obj.Set(IFACE, "ActivationDelay", dbus.Double(0.1), dbus_interface=PROPS)
         obs = self.observe()
