@@ -1,0 +1,137 @@
+/// The life of a task: `running` and `suspended` until it is completed, once, for good.
+public enum TaskState: String, Sendable, CaseIterable {
+    case running, suspended, completed
+}
+
+/// Byte progress of a task, as NSURLSessionTask's four counters. An expected size of 0 means
+/// "unknown" (D-Bus `t` has no -1).
+///
+/// The rule for updates (`validate(next:)`): counters only grow, and a counter never exceeds its
+/// expected size while that size is known. Expected sizes may change freely (a redirect or a
+/// retry may learn a new size). A retry that starts over is a new task.
+public struct TaskProgress: Equatable, Hashable, Sendable {
+    public var sent: UInt64
+    public var expectedToSend: UInt64
+    public var received: UInt64
+    public var expectedToReceive: UInt64
+
+    public init(sent: UInt64 = 0, expectedToSend: UInt64 = 0, received: UInt64 = 0, expectedToReceive: UInt64 = 0) {
+        self.sent = sent
+        self.expectedToSend = expectedToSend
+        self.received = received
+        self.expectedToReceive = expectedToReceive
+    }
+
+    /// Done over expected, counting only directions whose size is known; 0 when none is.
+    public var fraction: Double {
+        var total = 0.0
+        var done = 0.0
+        if expectedToSend > 0 {
+            total += Double(expectedToSend)
+            done += Double(min(sent, expectedToSend))
+        }
+        if expectedToReceive > 0 {
+            total += Double(expectedToReceive)
+            done += Double(min(received, expectedToReceive))
+        }
+        return total > 0 ? done / total : 0
+    }
+
+    /// Why an update is refused; the message names the value (it becomes InvalidArgs).
+    public struct Refusal: Error, Equatable, Sendable {
+        public let message: String
+        public init(message: String) { self.message = message }
+    }
+
+    /// Checks that `next` may follow `self`.
+    public func validate(next: TaskProgress) throws(Refusal) {
+        for (name, old, new) in [("CountOfBytesSent", sent, next.sent), ("CountOfBytesReceived", received, next.received)]
+        where new < old {
+            throw Refusal(message: "\(name) went back from \(old) to \(new); byte counters only grow (a retry from the start is a new task)")
+        }
+        for (name, count, expectedName, expected) in [
+            ("CountOfBytesSent", next.sent, "CountOfBytesExpectedToSend", next.expectedToSend),
+            ("CountOfBytesReceived", next.received, "CountOfBytesExpectedToReceive", next.expectedToReceive),
+        ] where expected > 0 && count > expected {
+            throw Refusal(message: "\(name) \(count) exceeds \(expectedName) \(expected) (use 0 for an unknown size)")
+        }
+    }
+}
+
+/// One task's state, pure: the agent owns one per task object and the client library one per task
+/// it began, so both apply the same rules.
+///
+/// A task counts one unit of activity exactly while `running`: every transition reports the change
+/// of that count (`activityDelta`), so suspend-then-complete releases once, never twice.
+public struct TaskRecord: Sendable, Equatable {
+    public let owner: String
+    public let description: String
+    public private(set) var state: TaskState
+    public private(set) var progress: TaskProgress
+    /// Empty until the task completes with an error.
+    public private(set) var error: String = ""
+
+    /// What a call changed; nil from a mutating call means it was a harmless no-op.
+    public struct Change: Equatable, Sendable {
+        public var stateChanged: Bool
+        /// -1, 0 or +1 to the owner's activity.
+        public var activityDelta: Int
+        public init(stateChanged: Bool, activityDelta: Int) {
+            self.stateChanged = stateChanged
+            self.activityDelta = activityDelta
+        }
+    }
+
+    public init(owner: String, description: String, state: TaskState = .running, progress: TaskProgress = TaskProgress()) {
+        precondition(state != .completed, "a task starts running or suspended")
+        self.owner = owner
+        self.description = description
+        self.state = state
+        self.progress = progress
+    }
+
+    /// The activity this task holds for its owner now.
+    public var activity: Int { state == .running ? 1 : 0 }
+
+    /// Done over expected; 1 once completed successfully.
+    public var fractionCompleted: Double {
+        state == .completed && error.isEmpty ? 1 : progress.fraction
+    }
+
+    /// running -> suspended. Anything else is a no-op.
+    public mutating func suspend() -> Change? {
+        move(to: .suspended, from: .running)
+    }
+
+    /// suspended -> running. Resume while running, or after completion, is a no-op.
+    public mutating func resume() -> Change? {
+        move(to: .running, from: .suspended)
+    }
+
+    /// Completes the task (an empty `error` is success). Completing twice is a no-op: the first
+    /// outcome stands.
+    public mutating func complete(error: String) -> Change? {
+        guard state != .completed else { return nil }
+        let delta = -activity
+        state = .completed
+        self.error = error
+        return Change(stateChanged: true, activityDelta: delta)
+    }
+
+    /// Applies new byte counts (see `TaskProgress.validate`). After completion the counts are
+    /// frozen and updates are ignored (returns false).
+    public mutating func setProgress(_ next: TaskProgress) throws(TaskProgress.Refusal) -> Bool {
+        guard state != .completed else { return false }
+        try progress.validate(next: next)
+        guard next != progress else { return false }
+        progress = next
+        return true
+    }
+
+    private mutating func move(to target: TaskState, from source: TaskState) -> Change? {
+        guard state == source else { return nil }
+        let before = activity
+        state = target
+        return Change(stateChanged: true, activityDelta: activity - before)
+    }
+}
