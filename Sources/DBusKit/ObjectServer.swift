@@ -108,34 +108,69 @@ public final class DBusInterface {
 public final class ObjectServer {
     public let connection: Connection
     private final class Object {
+        // Objects are many (one per task) and have few interfaces: a list, searched in order.
         let interfaces: [DBusInterface]
-        var byName: [String: DBusInterface]
         var xml: String?
-        init(_ interfaces: [DBusInterface]) {
-            self.interfaces = interfaces
-            byName = Dictionary(interfaces.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
-        }
+        init(_ interfaces: [DBusInterface]) { self.interfaces = interfaces }
+        func interface(_ name: String) -> DBusInterface? { interfaces.first { $0.name == name } }
     }
     private var objects: [String: Object] = [:]
+    /// Paths that serve `org.freedesktop.DBus.ObjectManager` for the objects below them.
+    private var managers: Set<String> = []
 
     static let propertiesInterface = "org.freedesktop.DBus.Properties"
     static let introspectableInterface = "org.freedesktop.DBus.Introspectable"
     static let peerInterface = "org.freedesktop.DBus.Peer"
+    static let objectManagerInterface = "org.freedesktop.DBus.ObjectManager"
 
     public init(connection: Connection) {
         self.connection = connection
         connection.methodCallHandler = { [unowned self] message in self.handle(message) }
     }
 
+    /// Serves `interfaces` at `path`. Below an object manager, this announces the object with
+    /// `InterfacesAdded` (carrying every property's current value).
     public func export(path: String, interfaces: [DBusInterface]) {
         precondition(DBusNames.isValidObjectPath(path), "invalid object path \(path)")
-        objects[path] = Object(interfaces)
+        let object = Object(interfaces)
+        objects[path] = object
         invalidateAncestors(of: path)
+        if let manager = manager(above: path) {
+            try? connection.emitSignal(path: manager, interface: Self.objectManagerInterface, member: "InterfacesAdded") { w in
+                try w.appendObjectPath(path)
+                try appendInterfaces(&w, object, path: path)
+            }
+        }
     }
 
+    /// Stops serving `path`; below an object manager, announces it with `InterfacesRemoved`.
     public func unexport(path: String) {
-        guard objects.removeValue(forKey: path) != nil else { return }
+        guard let object = objects.removeValue(forKey: path) else { return }
         invalidateAncestors(of: path)
+        if let manager = manager(above: path) {
+            try? connection.emitSignal(path: manager, interface: Self.objectManagerInterface, member: "InterfacesRemoved") { w in
+                try w.appendObjectPath(path)
+                w.appendArray(elementSignature: "s") { a in for table in object.interfaces { a.append(table.name) } }
+            }
+        }
+    }
+
+    /// Makes the object at `path` an `org.freedesktop.DBus.ObjectManager` for every object below it.
+    public func addObjectManager(at path: String) {
+        precondition(DBusNames.isValidObjectPath(path), "invalid object path \(path)")
+        managers.insert(path)
+        objects[path]?.xml = nil
+    }
+
+    /// The nearest ancestor of `path` that is an object manager.
+    private func manager(above path: String) -> String? {
+        guard !managers.isEmpty else { return nil }
+        var p = Substring(path)
+        while let slash = p.lastIndex(of: "/"), p != "/" {
+            p = slash == p.startIndex ? "/" : p[..<slash]
+            if managers.contains(String(p)) { return String(p) }
+        }
+        return nil
     }
 
     /// An ancestor's cached introspection lists its child nodes, which just changed.
@@ -170,13 +205,18 @@ public final class ObjectServer {
                 throw DBusError.unknownObject("No such object path '\(path)'")
             }
             if let interface {
-                if let table = object.byName[interface] {
+                if let table = object.interface(interface) {
                     guard let method = table.methods[member] else {
                         throw DBusError.unknownMethod("No such method '\(member)' in interface '\(interface)' at '\(path)'")
                     }
                     try invoke(method, interface: interface, message: message, path: path)
                 } else if interface == ObjectServer.propertiesInterface {
                     try handleProperties(member, message: message, path: path, object: object)
+                } else if interface == ObjectServer.objectManagerInterface, managers.contains(path) {
+                    guard member == "GetManagedObjects" else {
+                        throw DBusError.unknownMethod("No such method '\(member)' in interface '\(interface)'")
+                    }
+                    try getManagedObjects(message, path: path)
                 } else if interface == ObjectServer.introspectableInterface {
                     guard member == "Introspect" else {
                         throw DBusError.unknownMethod("No such method '\(member)' in interface '\(interface)'")
@@ -193,6 +233,8 @@ public final class ObjectServer {
                     try handleProperties(member, message: message, path: path, object: object)
                 } else if member == "Introspect" {
                     try introspect(message, path: path, object: object)
+                } else if member == "GetManagedObjects", managers.contains(path) {
+                    try getManagedObjects(message, path: path)
                 } else {
                     throw DBusError.unknownMethod("No such method '\(member)' at object path '\(path)'")
                 }
@@ -246,7 +288,7 @@ public final class ObjectServer {
     // MARK: org.freedesktop.DBus.Properties
 
     private func lookupInterface(_ object: Object, _ name: String, path: String) throws(DBusError) -> DBusInterface {
-        guard let table = object.byName[name] else {
+        guard let table = object.interface(name) else {
             throw .unknownInterface("No such interface '\(name)' at object path '\(path)'")
         }
         return table
@@ -309,7 +351,7 @@ public final class ObjectServer {
 
     /// Emits `PropertiesChanged` for `names` of `interface` at `path`, with their current values.
     public func emitPropertiesChanged(path: String, interface: String, changed names: [String], invalidated: [String] = []) {
-        guard let object = objects[path], let table = object.byName[interface] else { return }
+        guard let object = objects[path], let table = object.interface(interface) else { return }
         try? connection.emitSignal(path: path, interface: ObjectServer.propertiesInterface, member: "PropertiesChanged") { w in
             w.append(interface)
             try w.appendArray(elementSignature: "{sv}") { a in
@@ -318,6 +360,37 @@ public final class ObjectServer {
                 }
             }
             w.appendArray(elementSignature: "s") { a in for name in invalidated { a.append(name) } }
+        }
+    }
+
+    // MARK: org.freedesktop.DBus.ObjectManager
+
+    private func getManagedObjects(_ message: Message, path: String) throws {
+        try checkSignature(message, "", "org.freedesktop.DBus.ObjectManager.GetManagedObjects")
+        let prefix = path == "/" ? "/" : path + "/"
+        try respond(message) { w in
+            try w.appendArray(elementSignature: "{oa{sa{sv}}}") { a in
+                for (child, object) in objects where child.hasPrefix(prefix) && child != path {
+                    try a.appendDictEntry { e in
+                        try e.appendObjectPath(child)
+                        try appendInterfaces(&e, object, path: child)
+                    }
+                }
+            }
+        }
+    }
+
+    /// `a{sa{sv}}`: each interface of the object with all its properties.
+    private func appendInterfaces(_ w: inout MessageWriter, _ object: Object, path: String) throws {
+        try w.appendArray(elementSignature: "{sa{sv}}") { a in
+            for table in object.interfaces {
+                try a.appendDictEntry { e in
+                    e.append(table.name)
+                    try e.appendArray(elementSignature: "{sv}") { p in
+                        for property in table.propertyList { try appendEntry(&p, property, path: path) }
+                    }
+                }
+            }
         }
     }
 
@@ -349,6 +422,7 @@ public final class ObjectServer {
 
             """
         x += Self.standardInterfacesXML
+        if managers.contains(path) { x += Self.objectManagerXML }
         for table in object?.interfaces ?? [] {
             x += "  <interface name=\"\(table.name)\">\n"
             for m in table.methodList {
@@ -383,6 +457,23 @@ public final class ObjectServer {
         s.replacing("&", with: "&amp;").replacing("<", with: "&lt;").replacing(">", with: "&gt;")
             .replacing("\"", with: "&quot;")
     }
+
+    static let objectManagerXML = """
+          <interface name="org.freedesktop.DBus.ObjectManager">
+            <method name="GetManagedObjects">
+              <arg name="objects" type="a{oa{sa{sv}}}" direction="out"/>
+            </method>
+            <signal name="InterfacesAdded">
+              <arg name="object" type="o"/>
+              <arg name="interfaces" type="a{sa{sv}}"/>
+            </signal>
+            <signal name="InterfacesRemoved">
+              <arg name="object" type="o"/>
+              <arg name="interfaces" type="as"/>
+            </signal>
+          </interface>
+
+        """
 
     static let standardInterfacesXML = """
           <interface name="org.freedesktop.DBus.Peer">

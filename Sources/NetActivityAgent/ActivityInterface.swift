@@ -22,8 +22,11 @@ extension Agent {
                 DBusMethod(
                     "BeginTask", in: [DBusArgument("description", "s"), DBusArgument("options", "a{sv}")],
                     out: [DBusArgument("task", "o")]
-                ) { _ in
-                    throw DBusError.notSupported("Tasks are not available in this version of the agent")
+                ) { [unowned self] call in
+                    let description = try call.args.read(String.self)
+                    let options = try call.args.readVardict()
+                    let path = try self.beginTask(for: call.sender, description: description, options: options)
+                    try call.reply.appendObjectPath(path)
                 },
             ],
             properties: [

@@ -7,6 +7,8 @@ import NetActivityCore
 public struct AgentOptions: Sendable {
     public var activationDelay: Double = 1.0
     public var completionDelay: Double = 0.17
+    /// Seconds a completed task stays on the bus for observers before it leaves.
+    public var completedTaskLinger: Double = 5.0
     public init() {}
 }
 
@@ -29,6 +31,11 @@ public final class Agent {
     private var leases: [Int32: String] = [:]
     private var leasesByClient: [String: Set<Int32>] = [:]
 
+    var tasks = TaskTable()
+    let taskLinger: Duration
+    /// One table serves every task object; handlers find the task by the call's path.
+    lazy var taskInterface = makeTaskInterface()
+
     /// ActivityCount and Clients change on every call; their signal is coalesced (DESIGN.md).
     private var countCoalescer = ChangeCoalescer(interval: .milliseconds(50))
     private var emittedCount: UInt32 = 0
@@ -48,6 +55,8 @@ public final class Agent {
         self.loop = loop
         self.logger = logger
         server = ObjectServer(connection: connection)
+        taskLinger = .seconds(double: options.completedTaskLinger)
+        ledger.limits[.task] = UInt32(AgentLimits.maxLiveTasksPerClient)
         machine = ActivityIndicatorStateMachine(
             activationDelay: .seconds(double: options.activationDelay),
             completionDelay: .seconds(double: options.completionDelay))
@@ -58,6 +67,7 @@ public final class Agent {
     /// Exports the object and subscribes to the bus signals the agent follows. Call before
     /// requesting the name, so the first call that arrives finds the object.
     public func start() throws {
+        server.addObjectManager(at: NetActivityNames.objectPath)
         server.export(path: NetActivityNames.objectPath, interfaces: [makeActivityInterface()])
         // Only disappearances (new owner empty) matter: fewer wake-ups on a busy bus.
         let vanished = SignalMatch(
@@ -215,6 +225,7 @@ public final class Agent {
             loop.unwatch(fd: fd)
             close(fd)
         }
+        ownerVanished(client)
         onClientVanished?(client)
         guard let held = ledger.removeClient(client) else { return }
         if held.total > 0 {
@@ -223,7 +234,7 @@ public final class Agent {
         }
     }
 
-    /// Later interfaces (tasks, downloads) hook client departure here.
+    /// Later interfaces (downloads) hook client departure here.
     var onClientVanished: ((String) -> Void)?
 
     // MARK: leases

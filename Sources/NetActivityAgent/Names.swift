@@ -4,6 +4,10 @@ public enum NetActivityNames {
     public static let objectPath = "/org/example/NetActivity"
     public static let interface = "org.example.NetActivity"
     public static let errorPrefix = "org.example.NetActivity.Error."
+    public static let taskInterface = "org.example.NetActivity.Task"
+    public static let taskPathPrefix = "/org/example/NetActivity/tasks/"
+    /// The error a task completes with when its owner leaves the bus.
+    public static let clientVanished = "org.example.NetActivity.Error.ClientVanished"
     public static let version: UInt32 = 1
 }
 
@@ -13,4 +17,11 @@ public enum AgentLimits {
     public static let maxReasonBytes = 1024
     /// Delays are seconds in 0...60.
     public static let maxDelaySeconds = 60.0
+    /// Longest task description and completion error, in bytes.
+    public static let maxDescriptionBytes = 1024
+    public static let maxTaskErrorBytes = 1024
+    /// Tasks one client may have running or suspended at once.
+    public static let maxLiveTasksPerClient = 1024
+    /// Completed tasks kept for observers, over all clients; past this the oldest leave early.
+    public static let maxLingeringTasks = 4096
 }

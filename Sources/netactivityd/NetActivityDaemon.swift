@@ -24,6 +24,9 @@ struct NetActivityDaemon: ParsableCommand {
     @Option(help: "Seconds the indicator stays after activity ends (0...60).")
     var completionDelay: Double = 0.17
 
+    @Option(help: "Seconds a completed task stays visible to observers before it leaves (0...3600).")
+    var completedTaskLinger: Double = 5.0
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "notice"
 
@@ -35,6 +38,9 @@ struct NetActivityDaemon: ParsableCommand {
             guard value.isFinite, value >= 0, value <= AgentLimits.maxDelaySeconds else {
                 throw ValidationError("\(flag) must be between 0 and 60 seconds, got \(value)")
             }
+        }
+        guard completedTaskLinger.isFinite, completedTaskLinger >= 0, completedTaskLinger <= 3600 else {
+            throw ValidationError("--completed-task-linger must be between 0 and 3600 seconds, got \(completedTaskLinger)")
         }
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("Unknown log level '\(logLevel)'")
@@ -83,6 +89,7 @@ struct NetActivityDaemon: ParsableCommand {
         var options = AgentOptions()
         options.activationDelay = activationDelay
         options.completionDelay = completionDelay
+        options.completedTaskLinger = completedTaskLinger
         let agent = Agent(connection: connection, loop: loop, options: options, logger: logger)
         agent.onStop = { loop.stop() }
         try agent.start()
