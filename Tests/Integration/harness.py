@@ -120,3 +120,7 @@ def prop(conn, name):
 
 def iface(conn):
     return dbus.Interface(conn.get_object(NAME, PATH), IFACE)
+
+
+def dbus_send(bus, *args, **kw):
+    return run(["dbus-send", "--bus=" + bus.address, *args], bus, **kw)

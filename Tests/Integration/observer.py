@@ -9,6 +9,8 @@ import dbus
 import dbus.mainloop.glib
 from gi.repository import GLib
 
+from observer_util import plain
+
 dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
 bus = dbus.bus.BusConnection(sys.argv[1])
 
@@ -17,20 +19,6 @@ def out(obj):
     obj["t"] = time.monotonic()
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()
-
-
-def plain(v):
-    if isinstance(v, dbus.Boolean):
-        return bool(v)
-    if isinstance(v, (dbus.Array, list)):
-        return [plain(x) for x in v]
-    if isinstance(v, (dbus.Struct, tuple)):
-        return [plain(x) for x in v]
-    if isinstance(v, (dbus.Double, float)):
-        return float(v)
-    if isinstance(v, (int,)):
-        return int(v)
-    return str(v)
 
 
 bus.add_signal_receiver(lambda v: out({"signal": "Visible", "value": bool(v)}),

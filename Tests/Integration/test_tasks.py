@@ -1,0 +1,260 @@
+"""Tasks end to end: lifecycle, ownership, client death, ObjectManager, coalesced progress, limits."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import dbus
+
+from harness import NAME, PATH, PROPS, busctl, connect, dbus_send, gdbus, iface, wait_until
+from test_agent import HERE, AgentTestCase
+
+TASK = "org.example.NetActivity.Task"
+OM = "org.freedesktop.DBus.ObjectManager"
+VANISHED = "org.example.NetActivity.Error.ClientVanished"
+
+
+def U(n):
+    return dbus.UInt64(n)
+
+
+def options(**kw):
+    return dbus.Dictionary({k.replace("_", "-"): v for k, v in kw.items()}, signature="sv")
+
+
+class TaskTestCase(AgentTestCase):
+    agent_args = ("--activation-delay", "0", "--completed-task-linger", "1")
+
+    def begin(self, conn=None, description="task", **kw):
+        conn = conn or self.conn
+        path = iface(conn).BeginTask(description, options(**kw))
+        return str(path), dbus.Interface(conn.get_object(NAME, path, introspect=False), TASK)
+
+    def tprop(self, path, name):
+        return self.conn.get_object(NAME, path, introspect=False).Get(TASK, name, dbus_interface=PROPS)
+
+    def expect_error(self, name, fn):
+        with self.assertRaises(dbus.exceptions.DBusException) as cm:
+            fn()
+        self.assertEqual(cm.exception.get_dbus_name(), name, cm.exception.get_dbus_message())
+        return cm.exception.get_dbus_message()
+
+
+class TaskLifecycleTests(TaskTestCase):
+    def test_lifecycle_counts_exactly_one_while_running(self):
+        path, task = self.begin(description="GET /feed", expected_to_receive=dbus.UInt64(1000))
+        self.assertRegex(path, r"^/org/example/NetActivity/tasks/\d+$")
+        self.assertEqual(self.count(), 1)
+        self.assertEqual(self.tprop(path, "State"), "running")
+        self.assertEqual(self.tprop(path, "Owner"), self.conn.get_unique_name())
+        self.assertEqual(self.tprop(path, "Description"), "GET /feed")
+
+        task.SetProgress(U(0), U(0), U(500), U(1000))
+        # Another real client reads the progress.
+        r = busctl(self.bus, "get-property", NAME, path, TASK, "CountOfBytesReceived", "FractionCompleted")
+        self.assertEqual(r.stdout.split(), ["t", "500", "d", "0.5"])
+
+        for call, state, count in ((task.Suspend, "suspended", 0), (task.Suspend, "suspended", 0),
+                                   (task.Resume, "running", 1), (task.Resume, "running", 1)):
+            call()
+            self.assertEqual((self.tprop(path, "State"), self.count()), (state, count), call)
+        task.Complete("")
+        self.assertEqual(self.tprop(path, "State"), "completed")
+        self.assertEqual(float(self.tprop(path, "FractionCompleted")), 1.0)
+        # Redundant calls after completion are harmless and change nothing.
+        task.Complete("org.example.Error.Late")
+        task.Resume()
+        task.SetProgress(U(0), U(0), U(900), U(1000))
+        self.assertEqual(self.tprop(path, "Error"), "")
+        self.assertEqual(self.tprop(path, "State"), "completed")
+        self.assertEqual(int(self.tprop(path, "CountOfBytesReceived")), 500)
+        self.assertEqual(self.count(), 0)
+
+    def test_suspend_then_complete_never_double_decrements(self):
+        agent = iface(self.conn)
+        agent.IncrementActivityCount()
+        _, task = self.begin()
+        self.assertEqual(self.count(), 2)
+        task.Suspend()
+        task.Complete("org.example.Error.Cancelled")
+        task.Complete("")
+        self.assertEqual(self.count(), 1, "the explicit count must survive the task's end")
+        agent.DecrementActivityCount()
+        self.assertEqual(self.count(), 0)
+
+    def test_starting_suspended_and_options(self):
+        path, task = self.begin(suspended=True, expected_to_send=dbus.UInt64(10), expected_to_receive=dbus.UInt64(30))
+        self.assertEqual(self.tprop(path, "State"), "suspended")
+        self.assertEqual(self.count(), 0)
+        self.assertEqual(int(self.tprop(path, "CountOfBytesExpectedToSend")), 10)
+        task.SetProgress(U(10), U(10), U(10), U(30))
+        self.assertEqual(float(self.tprop(path, "FractionCompleted")), 0.5)
+        task.Resume()
+        self.assertEqual(self.count(), 1)
+
+    def test_task_of_a_one_shot_busctl_completes_with_client_vanished(self):
+        r = busctl(self.bus, "call", NAME, PATH, "org.example.NetActivity", "BeginTask", "sa{sv}", "from busctl", "0")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        path = r.stdout.split()[1].strip('"')
+        wait_until(lambda: self.tprop(path, "State") == "completed", what="busctl's task to complete")
+        self.assertEqual(self.tprop(path, "Error"), VANISHED)
+        self.assertEqual(self.count(), 0)
+
+    def test_gdbus_and_dbus_send_read_tasks(self):
+        path, task = self.begin(description="shared")
+        task.SetProgress(U(1), U(2), U(3), U(4))
+        r = gdbus(self.bus, "call", "--dest", NAME, "--object-path", PATH, "--method", OM + ".GetManagedObjects")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("objectpath '%s'" % path, r.stdout)
+        self.assertIn("'Description': <'shared'>", r.stdout)
+        r = dbus_send(self.bus, "--print-reply", "--dest=" + NAME, path, PROPS + ".Get", "string:" + TASK,
+                      "string:CountOfBytesExpectedToReceive")
+        self.assertIn("uint64 4", r.stdout)
+
+    def test_completed_task_leaves_after_the_linger(self):
+        path, task = self.begin()
+        task.Complete("")
+        self.assertEqual(self.tprop(path, "State"), "completed")
+        wait_until(lambda: path not in self.managed(), timeout=3, what="the task to leave")
+        self.expect_error("org.freedesktop.DBus.Error.UnknownObject", lambda: self.tprop(path, "State"))
+
+    def managed(self):
+        return {str(p) for p in self.conn.get_object(NAME, PATH, introspect=False).GetManagedObjects(dbus_interface=OM)}
+
+
+class TaskOwnershipTests(TaskTestCase):
+    def test_another_client_gets_access_denied_naming_the_caller(self):
+        path, _ = self.begin()
+        other = connect(self.bus)
+        try:
+            stranger = dbus.Interface(other.get_object(NAME, path, introspect=False), TASK)
+            for call in (stranger.Suspend, stranger.Resume, lambda: stranger.Complete(""),
+                         lambda: stranger.SetProgress(U(1), U(1), U(1), U(1))):
+                msg = self.expect_error("org.freedesktop.DBus.Error.AccessDenied", call)
+                self.assertIn(other.get_unique_name(), msg)
+                self.assertIn(self.conn.get_unique_name(), msg)
+        finally:
+            other.close()
+        r = busctl(self.bus, "call", NAME, path, TASK, "Complete", "s", "")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("Access denied", r.stderr)
+        self.assertEqual((self.tprop(path, "State"), self.count()), ("running", 1))
+
+    def test_owner_kill9_completes_its_tasks_with_client_vanished(self):
+        self.conn.get_object(NAME, PATH).Set("org.example.NetActivity", "CompletionDelay", dbus.Double(0.17),
+                                             dbus_interface=PROPS)
+        panel = self.observe("task_observer.py")
+        indicator = self.observe()
+        holder = subprocess.Popen([sys.executable, os.path.join(HERE, "holder.py"), self.bus.address, "tasks"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            ready, running, suspended = holder.stdout.readline().split()
+            self.assertEqual(ready, "ready")
+            wait_until(lambda: indicator.visible() == [(True, indicator.visible()[0][1])] if indicator.visible() else False,
+                       what="the indicator on")
+            killed_at = time.monotonic()
+            holder.send_signal(signal.SIGKILL)
+            holder.wait()
+        finally:
+            if holder.poll() is None:
+                holder.kill()
+                holder.wait()
+        off = wait_until(lambda: [t for v, t in indicator.visible() if not v], what="the indicator off")[0]
+        self.assertGreaterEqual(off - killed_at, 0.17 - 0.005)
+        self.assertLess(off - killed_at, 0.17 + 0.3)
+        for path in (running, suspended):
+            self.assertEqual(self.tprop(path, "State"), "completed")
+            self.assertEqual(self.tprop(path, "Error"), VANISHED)
+            changes = [e["changed"] for e in panel.snapshot() if e["signal"] == "PropertiesChanged" and e["path"] == path]
+            self.assertIn({"State": "completed", "Error": VANISHED}, changes)
+        self.assertEqual(self.count(), 0)
+
+
+class ObjectManagerTests(TaskTestCase):
+    def test_a_panel_lists_and_follows_tasks_without_polling(self):
+        before, _ = self.begin(description="before the panel")
+        panel = self.observe("task_observer.py")
+        first = wait_until(lambda: panel.snapshot(), what="the panel's first listing")[0]
+        self.assertEqual(first["paths"], [before])
+        path, task = self.begin(description="after", expected_to_receive=dbus.UInt64(100))
+        task.SetProgress(U(0), U(0), U(40), U(100))
+        task.Complete("")
+        gone = wait_until(lambda: [e for e in panel.snapshot() if e["signal"] == "InterfacesRemoved" and e["path"] == path],
+                          timeout=3, what="InterfacesRemoved")[0]
+        events = [e for e in panel.snapshot() if e.get("path") == path]
+        added = events[0]
+        self.assertEqual(added["signal"], "InterfacesAdded")
+        self.assertEqual(added["props"]["Description"], "after")
+        self.assertEqual(added["props"]["State"], "running")
+        self.assertEqual(added["props"]["CountOfBytesExpectedToReceive"], 100)
+        self.assertEqual(added["props"]["Owner"], self.conn.get_unique_name())
+        changes = [e["changed"] for e in events if e["signal"] == "PropertiesChanged"]
+        self.assertEqual(changes[0], {"CountOfBytesReceived": 40, "FractionCompleted": 0.4})
+        self.assertEqual(changes[-1], {"State": "completed", "FractionCompleted": 1.0})
+        self.assertEqual(gone["interfaces"], [TASK])
+        completed_at = [e["t"] for e in events if e["signal"] == "PropertiesChanged" and "State" in e["changed"]][0]
+        self.assertGreaterEqual(gone["t"] - completed_at, 0.9, "a completed task stays for the linger")
+
+    def test_progress_is_coalesced_and_the_final_values_always_arrive(self):
+        panel = self.observe("task_observer.py")
+        path, task = self.begin(expected_to_receive=dbus.UInt64(300))
+        started = time.monotonic()
+        for received in range(1, 301):
+            task.SetProgress(U(0), U(0), U(received), U(300))
+            time.sleep(0.002)
+        elapsed = time.monotonic() - started
+        task.Complete("")
+        wait_until(lambda: any(e.get("path") == path and "State" in e.get("changed", {}) for e in panel.snapshot()),
+                   what="the completion signal")
+        progress = [(e["changed"], e["t"]) for e in panel.snapshot()
+                    if e.get("path") == path and e["signal"] == "PropertiesChanged"]
+        received = [c["CountOfBytesReceived"] for c, _ in progress if "CountOfBytesReceived" in c]
+        times = [t for c, t in progress if "CountOfBytesReceived" in c]
+        self.assertEqual(received[-1], 300, "the final value arrives")
+        self.assertEqual(received, sorted(received))
+        self.assertLessEqual(len(received), elapsed / 0.1 + 2, "at most one progress signal per 100 ms")
+        self.assertGreaterEqual(len(received), 2)
+        gaps = [b - a for a, b in zip(times, times[1:-1])]  # the last rides on the completion
+        self.assertTrue(all(g >= 0.09 for g in gaps), gaps)
+
+
+class TaskInputTests(TaskTestCase):
+    def test_bad_input_is_invalid_args_naming_the_value(self):
+        agent = iface(self.conn)
+        msg = self.expect_error("org.freedesktop.DBus.Error.InvalidArgs", lambda: agent.BeginTask("x" * 2000, options()))
+        self.assertIn("2000 bytes", msg)
+        msg = self.expect_error("org.freedesktop.DBus.Error.InvalidArgs",
+                                lambda: agent.BeginTask("t", options(expected_size=dbus.UInt64(1))))
+        self.assertIn("'expected-size'", msg)
+        msg = self.expect_error("org.freedesktop.DBus.Error.InvalidArgs",
+                                lambda: agent.BeginTask("t", options(suspended=dbus.String("yes"))))
+        self.assertIn("'suspended' must have type 'b', got 's'", msg)
+        path, task = self.begin(expected_to_receive=dbus.UInt64(100))
+        task.SetProgress(U(0), U(0), U(50), U(100))
+        msg = self.expect_error("org.freedesktop.DBus.Error.InvalidArgs", lambda: task.SetProgress(U(0), U(0), U(10), U(100)))
+        self.assertIn("went back from 50 to 10", msg)
+        msg = self.expect_error("org.freedesktop.DBus.Error.InvalidArgs", lambda: task.SetProgress(U(0), U(0), U(101), U(100)))
+        self.assertIn("101 exceeds CountOfBytesExpectedToReceive 100", msg)
+        self.expect_error("org.freedesktop.DBus.Error.InvalidArgs", lambda: task.Complete("e" * 5000))
+        r = busctl(self.bus, "call", NAME, path, TASK, "SetProgress", "uuuu", "1", "2", "3", "4")
+        self.assertIn("expected signature 'tttt', got 'uuuu'", r.stderr)
+        self.assertEqual(int(self.tprop(path, "CountOfBytesReceived")), 50)
+        self.expect_error("org.freedesktop.DBus.Error.UnknownObject",
+                          lambda: self.tprop("/org/example/NetActivity/tasks/999999", "State"))
+        self.assertEqual(self.tprop(path, "State"), "running")
+        self.assertEqual(self.count(), 1)
+
+    def test_live_task_cap_per_client(self):
+        agent = iface(self.conn)
+        paths = [agent.BeginTask("t", options(suspended=True)) for _ in range(1024)]
+        msg = self.expect_error("org.freedesktop.DBus.Error.LimitsExceeded", lambda: agent.BeginTask("t", options()))
+        self.assertIn("1024", msg)
+        other = connect(self.bus)
+        try:
+            self.begin(other)
+        finally:
+            other.close()
+        # A completed task no longer counts against the cap.
+        dbus.Interface(self.conn.get_object(NAME, paths[0], introspect=False), TASK).Complete("")
+        self.begin()
