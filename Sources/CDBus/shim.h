@@ -76,4 +76,10 @@ static inline int cdbus_block_signals_signalfd(void) {
     return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 }
 
+/* A non-blocking eventfd for waking an event loop from another thread (eventfd(2) does not
+   import into Swift's Glibc module). */
+static inline int cdbus_eventfd(void) {
+    return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
 #endif

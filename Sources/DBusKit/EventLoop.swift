@@ -111,6 +111,64 @@ public final class EventLoop {
     /// The number of timers that will still fire (for tests and the idle check).
     public var pendingTimerCount: Int { timerCallbacks.count }
 
+    // MARK: work from other threads
+
+    /// A thread-safe way into the loop: jobs posted from any thread run on the loop's thread, in
+    /// order, at its next turn. The loop sleeps until one arrives (an eventfd wakes it).
+    public final class Mailbox: @unchecked Sendable {
+        // @unchecked: `jobs` is guarded by `lock`; `fd` never changes.
+        fileprivate let fd: Int32
+        private let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+        private var jobs: [@Sendable () -> Void] = []
+
+        fileprivate init() {
+            fd = cdbus_eventfd()
+            precondition(fd >= 0, "eventfd failed: errno \(errno)")
+            pthread_mutex_init(lock, nil)
+        }
+
+        deinit {
+            pthread_mutex_destroy(lock)
+            lock.deallocate()
+            close(fd)
+        }
+
+        /// Queues `job` for the loop's thread and wakes the loop.
+        public func post(_ job: @escaping @Sendable () -> Void) {
+            pthread_mutex_lock(lock)
+            let wasEmpty = jobs.isEmpty
+            jobs.append(job)
+            pthread_mutex_unlock(lock)
+            if wasEmpty {
+                var one: UInt64 = 1
+                _ = write(fd, &one, 8)
+            }
+        }
+
+        fileprivate func take() -> [@Sendable () -> Void] {
+            var counter: UInt64 = 0
+            _ = read(fd, &counter, 8)
+            pthread_mutex_lock(lock)
+            defer { pthread_mutex_unlock(lock) }
+            let taken = jobs
+            jobs.removeAll()
+            return taken
+        }
+    }
+
+    private var _mailbox: Mailbox?
+
+    /// The loop's mailbox (created on first use; an idle mailbox costs nothing).
+    public var mailbox: Mailbox {
+        if let m = _mailbox { return m }
+        let m = Mailbox()
+        _mailbox = m
+        watch(fd: m.fd, events: EventLoop.readable) { _ in
+            for job in m.take() { job() }
+        }
+        return m
+    }
+
     // MARK: running
 
     /// Runs `hook` before every sleep (libdbus dispatching uses this).

@@ -1,4 +1,5 @@
 import DBusKit
+import Glibc
 import Testing
 
 @Suite("Event loop timers")
@@ -41,5 +42,47 @@ struct EventLoopTests {
         #expect(loop.pendingTimerCount == 1)
         loop.run()
         #expect(fired == 1)
+    }
+
+    @Test("jobs posted from other threads run on the loop's thread, in each thread's order")
+    func mailbox() {
+        final class Box: @unchecked Sendable { var seen: [(Int, Int)] = []; var loopThread = pthread_self(); var loop: EventLoop? }
+        let loop = EventLoop()
+        let box = Box()
+        box.loop = loop
+        let mailbox = loop.mailbox
+        let threads = 4, perThread = 500
+        var ids: [pthread_t] = []
+        for t in 0..<threads {
+            var id = pthread_t()
+            let context = Unmanaged.passRetained(Sender(mailbox: mailbox, box: { i in
+                box.seen.append((t, i))
+                #expect(pthread_equal(pthread_self(), box.loopThread) != 0)
+                if box.seen.count == threads * perThread { box.loop?.stop() }
+            }, count: perThread)).toOpaque()
+            pthread_create(&id, nil, { raw in
+                let sender = Unmanaged<Sender>.fromOpaque(raw!).takeRetainedValue()
+                for i in 0..<sender.count { let f = sender.box; sender.mailbox.post { f(i) } }
+                return nil
+            }, context)
+            ids.append(id)
+        }
+        loop.run()
+        for id in ids { pthread_join(id, nil) }
+        #expect(box.seen.count == threads * perThread)
+        for t in 0..<threads {
+            #expect(box.seen.filter { $0.0 == t }.map(\.1) == Array(0..<perThread))
+        }
+    }
+}
+
+private final class Sender: @unchecked Sendable {
+    let mailbox: EventLoop.Mailbox
+    let box: @Sendable (Int) -> Void
+    let count: Int
+    init(mailbox: EventLoop.Mailbox, box: @escaping @Sendable (Int) -> Void, count: Int) {
+        self.mailbox = mailbox
+        self.box = box
+        self.count = count
     }
 }
