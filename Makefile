@@ -30,7 +30,8 @@ test: setup
 	$(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN)
 
 unit: setup
-	$(SWIFT) test
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
 
 integration: build
 	$(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) $(ARGS)

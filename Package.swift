@@ -48,7 +48,7 @@ let package = Package(
             swiftSettings: strict
         ),
         // Swift API for apps and for the CLI.
-        .target(name: "NetActivityClient", dependencies: ["DBusKit"], swiftSettings: strict),
+        .target(name: "NetActivityClient", dependencies: ["DBusKit", "NetActivityCore"], swiftSettings: strict),
         .executableTarget(
             name: "netactivity",
             dependencies: [
@@ -64,5 +64,8 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "DBusKitTests", dependencies: ["DBusKit"], swiftSettings: strict),
+        // The library against the real agent (built beside the tests) on a private bus.
+        .testTarget(
+            name: "NetActivityClientTests", dependencies: ["NetActivityClient", "DBusKit"], swiftSettings: strict),
     ]
 )

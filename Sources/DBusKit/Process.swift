@@ -22,6 +22,36 @@ public enum ServiceProcess {
         return UInt64(rl.rlim_cur)
     }
 
+    /// Spawn attributes that give a child an empty signal mask and default handlers. Without
+    /// them a child inherits the spawning thread's mask: spawned from a thread that blocks
+    /// SIGTERM (ours after `onTerminationSignal`, or a libdispatch worker), it could not be stopped.
+    static func defaultSignalsSpawnAttributes() -> posix_spawnattr_t {
+        var attr = posix_spawnattr_t()
+        posix_spawnattr_init(&attr)
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attr, &empty)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for sig in [SIGTERM, SIGINT, SIGHUP, SIGPIPE] { sigaddset(&defaults, sig) }
+        posix_spawnattr_setsigdefault(&attr, &defaults)
+        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        return attr
+    }
+
+    /// Starts `arguments[0]` (a path) with `arguments`, the current environment, an empty signal
+    /// mask and default signal handlers; returns its pid.
+    public static func spawn(_ arguments: [String]) throws(DBusError) -> Int32 {
+        var attr = defaultSignalsSpawnAttributes()
+        defer { posix_spawnattr_destroy(&attr) }
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { for p in argv { free(p) } }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, arguments[0], nil, &attr, &argv, environ)
+        guard rc == 0 else { throw .failed("Could not start \(arguments[0]): \(String(cString: strerror(rc)))") }
+        return pid
+    }
+
     /// Blocks SIGTERM, SIGINT and SIGHUP, ignores SIGPIPE, and calls `handler` from the loop
     /// when one of the three arrives (through a signalfd, so no code runs in signal context).
     public static func onTerminationSignal(loop: EventLoop, _ handler: @escaping (Int32) -> Void) {
@@ -54,8 +84,10 @@ public final class PrivateBus {
         let args = ["dbus-daemon", config, "--nofork", "--nopidfile", "--address=unix:tmpdir=/tmp", "--print-address=3"]
         var argv: [UnsafeMutablePointer<CChar>?] = args.map { strdup($0) } + [nil]
         defer { for p in argv { free(p) } }
+        var attr = ServiceProcess.defaultSignalsSpawnAttributes()
+        defer { posix_spawnattr_destroy(&attr) }
         var child: pid_t = 0
-        let rc = posix_spawnp(&child, "dbus-daemon", &actions, nil, &argv, environ)
+        let rc = posix_spawnp(&child, "dbus-daemon", &actions, &attr, &argv, environ)
         close(out[1])
         guard rc == 0 else {
             close(out[0])

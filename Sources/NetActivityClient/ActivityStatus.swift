@@ -1,0 +1,40 @@
+import DBusKit
+
+/// The indicator's state as the agent reports it.
+public struct ActivityStatus: Equatable, Sendable {
+    public struct Client: Equatable, Sendable {
+        public let busName: String
+        public let processName: String
+        public let count: UInt32
+    }
+
+    public var visible = false
+    public var state = "not-active"
+    public var activityCount: UInt32 = 0
+    public var enabled = true
+    public var activationDelay = 1.0
+    public var completionDelay = 0.17
+    public var clients: [Client] = []
+    public var version: UInt32 = 0
+
+    public init() {}
+
+    /// Updates the fields named in an `a{sv}` of the agent's properties.
+    mutating func apply(_ props: [String: DBusValue]) {
+        if let v = props["Visible"]?.boolValue { visible = v }
+        if let v = props["State"]?.stringValue { state = v }
+        if let v = props["ActivityCount"]?.uint32Value { activityCount = v }
+        if let v = props["Enabled"]?.boolValue { enabled = v }
+        if let v = props["ActivationDelay"]?.doubleValue { activationDelay = v }
+        if let v = props["CompletionDelay"]?.doubleValue { completionDelay = v }
+        if let v = props["Version"]?.uint32Value { version = v }
+        if let list = props["Clients"]?.arrayElements {
+            clients = list.compactMap { item in
+                guard case .structure(let f) = item, f.count == 3, let name = f[0].stringValue,
+                      let process = f[1].stringValue, let count = f[2].uint32Value
+                else { return nil }
+                return Client(busName: name, processName: process, count: count)
+            }
+        }
+    }
+}

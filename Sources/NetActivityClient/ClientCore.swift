@@ -1,0 +1,476 @@
+import DBusKit
+import Glibc
+import NetActivityCore
+
+/// The async client's state and its bus connection, owned by one thread of its own.
+///
+/// The app's holdings (counts, leases, tasks) are the truth here, and the agent mirrors them:
+/// every change is kept locally first, then sent to the agent's *unique* name. When the agent
+/// leaves, nothing is lost; when an agent appears (a restart, or `--replace`), everything still
+/// held is asserted to it afresh. Addressing the unique name means a call that raced with the
+/// restart goes to the old agent and fails harmlessly, instead of being counted twice.
+///
+/// @unchecked Sendable: every property is touched only on `loop`'s thread (jobs arrive through
+/// its mailbox); `mailbox` itself is thread-safe.
+final class ClientCore: @unchecked Sendable {
+    typealias Completion<T> = (Result<T, NetActivityError>) -> Void
+
+    static let busName = "org.example.NetActivity"
+    static let path = "/org/example/NetActivity"
+    static let interface = "org.example.NetActivity"
+    static let taskInterface = "org.example.NetActivity.Task"
+
+    let loop = EventLoop()
+    let mailbox: EventLoop.Mailbox
+    private var connection: Connection?
+    private(set) var uniqueName = ""
+
+    /// The agent's unique name while it is on the bus.
+    private(set) var owner: String?
+    /// Bumped on every change of owner: replies from an older agent change nothing.
+    private var generation = 0
+
+    private var count = 0
+    private var leases: [Int: LeaseRecord] = [:]
+    private var tasks: [Int: TaskEntry] = [:]
+    private var nextID = 1
+
+    private var status: ActivityStatus?
+    private var statusStreams: [Int: AsyncStream<ActivityStatus?>.Continuation] = [:]
+
+    struct LeaseRecord {
+        let reason: String
+        var fd: Int32 = -1
+    }
+
+    final class TaskEntry {
+        var record: TaskRecord
+        var path: String?
+        /// What the agent holds for this task (nil until BeginTask answers).
+        var agentState: TaskState?
+        var agentProgress = TaskProgress()
+        var progressInFlight = false
+        var streams: [Int: AsyncStream<TaskSnapshot>.Continuation] = [:]
+        init(record: TaskRecord) { self.record = record }
+
+        var snapshot: TaskSnapshot { TaskSnapshot(record: record, path: path) }
+    }
+
+    init() {
+        mailbox = loop.mailbox
+    }
+
+    // MARK: thread and set-up
+
+    /// Starts the owner thread, connects there (blocking calls are fine on a thread of our own),
+    /// and reports the outcome before serving.
+    func start(address: String?, _ done: @escaping @Sendable (Result<Void, NetActivityError>) -> Void) {
+        let context = Unmanaged.passRetained(StartContext(core: self, address: address, done: done)).toOpaque()
+        var thread = pthread_t()
+        let rc = pthread_create(&thread, nil, { raw in
+            let start = Unmanaged<StartContext>.fromOpaque(raw!).takeRetainedValue()
+            start.core.run(address: start.address, start.done)
+            return nil
+        }, context)
+        if rc != 0 {
+            Unmanaged<StartContext>.fromOpaque(context).release()
+            done(.failure(NetActivityError(name: "org.freedesktop.DBus.Error.Failed", message: "Could not start the client thread")))
+        } else {
+            pthread_detach(thread)
+        }
+    }
+
+    private final class StartContext {
+        let core: ClientCore
+        let address: String?
+        let done: @Sendable (Result<Void, NetActivityError>) -> Void
+        init(core: ClientCore, address: String?, done: @escaping @Sendable (Result<Void, NetActivityError>) -> Void) {
+            self.core = core
+            self.address = address
+            self.done = done
+        }
+    }
+
+    private func run(address: String?, _ done: @Sendable (Result<Void, NetActivityError>) -> Void) {
+        do {
+            let c = try Connection(address: address)
+            connection = c
+            uniqueName = c.uniqueName
+            c.attach(to: loop)
+            try subscribe(c)
+            // Match first, then ask: no owner change can fall between the two.
+            let reply = try? c.busCall("GetNameOwner") { w in w.append(Self.busName) }
+            var r = reply?.reader()
+            if let name = try? r?.read(String.self) {
+                ownerChanged(to: name)
+            } else {
+                startAgent(c)
+            }
+        } catch {
+            done(.failure(NetActivityError(error)))
+            return
+        }
+        done(.success(()))
+        loop.run()
+        connection?.close()
+        connection = nil
+    }
+
+    private func subscribe(_ c: Connection) throws(DBusError) {
+        let owner = SignalMatch(
+            sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+            member: "NameOwnerChanged")
+        try c.addMatch(owner.rule + ",arg0='\(Self.busName)'")
+        c.onSignal(owner) { [unowned self] message in
+            var r = message.reader()
+            guard (try? r.read(String.self)) == Self.busName, (try? r.read(String.self)) != nil,
+                  let new = try? r.read(String.self)
+            else { return }
+            self.ownerChanged(to: new)
+        }
+        // The agent's own signals come from its unique name; the bus resolves the well-known one.
+        let changed = SignalMatch(path: Self.path, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged")
+        try c.addMatch(changed.rule + ",sender='\(Self.busName)',arg0='\(Self.interface)'")
+        c.onSignal(changed) { [unowned self] message in
+            guard message.sender == self.owner else { return }
+            var r = message.reader()
+            guard (try? r.read(String.self)) == Self.interface, let props = try? r.readVardict() else { return }
+            self.statusChanged(props)
+        }
+        c.onDisconnect = { [unowned self] in
+            self.ownerChanged(to: "")
+            self.shutDown()
+        }
+    }
+
+    /// Asks the bus to start an activatable agent; its arrival shows up as an owner change.
+    private func startAgent(_ c: Connection) {
+        guard let m = try? Message.methodCall(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+            interface: "org.freedesktop.DBus", member: "StartServiceByName")
+        else { return }
+        var w = m.writer()
+        w.append(Self.busName)
+        w.append(UInt32(0))
+        c.callAsync(m, timeoutMilliseconds: 25_000) { _ in }
+    }
+
+    func shutDown() {
+        for s in statusStreams.values { s.finish() }
+        statusStreams = [:]
+        for entry in tasks.values { for s in entry.streams.values { s.finish() } }
+        for lease in leases.values where lease.fd >= 0 { close(lease.fd) }
+        leases = [:]
+        tasks = [:]
+        loop.stop()
+    }
+
+    // MARK: calls to the agent
+
+    private func send(
+        _ member: String, path: String = ClientCore.path, interface: String = ClientCore.interface,
+        _ body: (inout MessageWriter) throws -> Void = { _ in }, reply: Completion<Message>? = nil
+    ) {
+        guard let owner, let connection else {
+            reply?(.failure(NetActivityError(name: "org.freedesktop.DBus.Error.ServiceUnknown", message: "The agent is not running")))
+            return
+        }
+        do {
+            let m = try Message.methodCall(destination: owner, path: path, interface: interface, member: member)
+            var w = m.writer()
+            try body(&w)
+            guard let reply else {
+                m.setNoReply(true)
+                connection.send(m)
+                return
+            }
+            connection.callAsync(m, timeoutMilliseconds: 25_000) { result in
+                reply(result.mapError { NetActivityError($0) })
+            }
+        } catch let e as DBusError {
+            reply?(.failure(NetActivityError(e)))
+        } catch {
+            reply?(.failure(NetActivityError(name: "org.freedesktop.DBus.Error.Failed", message: "\(error)")))
+        }
+    }
+
+    /// Errors that mean "the agent went away": the holding stays and is asserted to the next agent.
+    private static func isAbsence(_ e: NetActivityError) -> Bool {
+        e.code == .agentNotRunning || e.code == .disconnected
+    }
+
+    /// Success, or success when the agent is away, or the agent's refusal.
+    private static func settle(_ result: Result<Message, NetActivityError>, _ done: Completion<Void>) {
+        switch result {
+        case .success: done(.success(()))
+        case .failure(let e) where isAbsence(e): done(.success(()))
+        case .failure(let e): done(.failure(e))
+        }
+    }
+
+    // MARK: owner changes and re-assertion
+
+    private func ownerChanged(to new: String) {
+        let newOwner: String? = new.isEmpty ? nil : new
+        guard newOwner != owner else { return }
+        generation += 1
+        owner = newOwner
+        for lease in leases.keys {
+            if leases[lease]!.fd >= 0 { close(leases[lease]!.fd) }
+            leases[lease]!.fd = -1
+        }
+        for entry in tasks.values {
+            entry.path = nil
+            entry.agentState = nil
+            entry.progressInFlight = false
+            publish(entry)
+        }
+        status = nil
+        guard owner != nil else {
+            publishStatus()
+            return
+        }
+        // Everything still held, afresh: counts, leases, live tasks.
+        for _ in 0..<count { send("IncrementActivityCount") }
+        for id in leases.keys.sorted() { assertLease(id) { _ in } }
+        for id in tasks.keys.sorted() {
+            guard let entry = tasks[id] else { continue }
+            if entry.record.state == .completed {
+                finish(id)
+            } else {
+                assertTask(id) { _ in }
+            }
+        }
+        refreshStatus()
+    }
+
+    // MARK: counts
+
+    func increment(_ done: @escaping Completion<Void>) {
+        count += 1
+        let generation = self.generation
+        send("IncrementActivityCount", reply: { [unowned self] result in
+            if case .failure(let e) = result, !Self.isAbsence(e) {
+                // Refused (a limit): undo, and take it back from an agent that was told on re-assertion.
+                self.count -= 1
+                if generation != self.generation { self.send("DecrementActivityCount") }
+            }
+            Self.settle(result, done)
+        })
+    }
+
+    func decrement(_ done: @escaping Completion<Void>) {
+        guard count > 0 else { return done(.success(())) }
+        count -= 1
+        send("DecrementActivityCount", reply: { result in Self.settle(result, done) })
+    }
+
+    // MARK: leases
+
+    func beginLease(reason: String, _ done: @escaping Completion<Int>) {
+        let id = nextID
+        nextID += 1
+        leases[id] = LeaseRecord(reason: reason)
+        guard owner != nil else { return done(.success(id)) }
+        assertLease(id) { [unowned self] result in
+            if case .failure(let e) = result {
+                self.endLease(id)
+                done(.failure(e))
+            } else {
+                done(.success(id))
+            }
+        }
+    }
+
+    private func assertLease(_ id: Int, _ done: @escaping Completion<Void>) {
+        guard let reason = leases[id]?.reason else { return done(.success(())) }
+        let generation = self.generation
+        send("BeginActivity", { w in w.append(reason) }, reply: { [unowned self] result in
+            guard case .success(let reply) = result else { return Self.settle(result, done) }
+            var r = reply.reader()
+            guard let fd = try? r.readFD() else { return done(.success(())) }
+            // The lease may have ended, or the agent changed, while the call was out.
+            if generation == self.generation, self.leases[id] != nil {
+                self.leases[id]!.fd = fd
+            } else {
+                close(fd)
+            }
+            done(.success(()))
+        })
+    }
+
+    func endLease(_ id: Int) {
+        guard let lease = leases.removeValue(forKey: id) else { return }
+        if lease.fd >= 0 { close(lease.fd) }
+    }
+
+    // MARK: tasks
+
+    func beginTask(description: String, state: TaskState, progress: TaskProgress, _ done: @escaping Completion<Int>) {
+        let id = nextID
+        nextID += 1
+        tasks[id] = TaskEntry(record: TaskRecord(owner: uniqueName, description: description, state: state, progress: progress))
+        guard owner != nil else { return done(.success(id)) }
+        assertTask(id) { [unowned self] result in
+            if case .failure(let e) = result {
+                self.finish(id)
+                done(.failure(e))
+            } else {
+                done(.success(id))
+            }
+        }
+    }
+
+    /// BeginTask for a live task, then whatever changed while the call was out.
+    private func assertTask(_ id: Int, _ done: @escaping Completion<Void>) {
+        guard let entry = tasks[id] else { return done(.success(())) }
+        let record = entry.record
+        let generation = self.generation
+        let begun = record.state == .suspended ? TaskState.suspended : .running
+        let expected = TaskProgress(expectedToSend: record.progress.expectedToSend, expectedToReceive: record.progress.expectedToReceive)
+        send("BeginTask", { w in
+            w.append(record.description)
+            try w.appendVardict([
+                "suspended": .bool(begun == .suspended),
+                "expected-to-send": .uint64(expected.expectedToSend),
+                "expected-to-receive": .uint64(expected.expectedToReceive),
+            ])
+        }, reply: { [unowned self] result in
+            guard case .success(let reply) = result else { return Self.settle(result, done) }
+            var r = reply.reader()
+            guard generation == self.generation, let entry = self.tasks[id], let path = try? r.readObjectPath() else {
+                return done(.success(()))
+            }
+            entry.path = path
+            entry.agentState = begun
+            entry.agentProgress = expected
+            self.publish(entry)
+            self.sync(id, done)
+        })
+    }
+
+    /// Sends the agent what it does not know yet about task `id`: the latest progress (one
+    /// SetProgress out at a time, the final values always), then the state. `done` gets the
+    /// state call's answer, or success at once when there is nothing to wait for.
+    private func sync(_ id: Int, _ done: Completion<Void>? = nil) {
+        guard let entry = tasks[id], let path = entry.path, let agentState = entry.agentState, owner != nil else {
+            done?(.success(()))
+            return
+        }
+        let record = entry.record
+        if record.progress != entry.agentProgress, !entry.progressInFlight || record.state == .completed {
+            entry.progressInFlight = true
+            entry.agentProgress = record.progress
+            let p = record.progress
+            let generation = self.generation
+            send("SetProgress", path: path, interface: Self.taskInterface, { w in
+                w.append(p.sent)
+                w.append(p.expectedToSend)
+                w.append(p.received)
+                w.append(p.expectedToReceive)
+            }, reply: { [unowned self] _ in
+                guard generation == self.generation, let entry = self.tasks[id] else { return }
+                entry.progressInFlight = false
+                self.sync(id)
+            })
+        }
+        guard record.state != agentState else {
+            done?(.success(()))
+            return
+        }
+        entry.agentState = record.state
+        let member = switch record.state {
+        case .running: "Resume"
+        case .suspended: "Suspend"
+        case .completed: "Complete"
+        }
+        send(member, path: path, interface: Self.taskInterface, { w in
+            if record.state == .completed { w.append(record.error) }
+        }, reply: { result in Self.settle(result, done ?? { _ in }) })
+        if record.state == .completed { finish(id) }
+    }
+
+    /// Applies `change` to task `id` locally, tells the streams, and syncs with the agent.
+    func updateTask(_ id: Int, _ done: @escaping Completion<Void>, _ change: (inout TaskRecord) throws(NetActivityError) -> Void) {
+        guard let entry = tasks[id] else { return done(.success(())) }  // completed already: a harmless no-op
+        do {
+            try change(&entry.record)
+        } catch {
+            return done(.failure(error))
+        }
+        publish(entry)
+        if entry.path == nil, entry.record.state == .completed, owner == nil { finish(id) }
+        sync(id, done)
+    }
+
+    func snapshot(of id: Int) -> TaskSnapshot? { tasks[id]?.snapshot }
+
+    func observeTask(_ id: Int, _ continuation: AsyncStream<TaskSnapshot>.Continuation) {
+        guard let entry = tasks[id] else { return continuation.finish() }
+        let key = nextID
+        nextID += 1
+        entry.streams[key] = continuation
+        continuation.yield(entry.snapshot)
+        continuation.onTermination = { [mailbox, unowned self] _ in
+            mailbox.post { self.tasks[id]?.streams[key] = nil }
+        }
+    }
+
+    private func publish(_ entry: TaskEntry) {
+        guard !entry.streams.isEmpty else { return }
+        let snapshot = entry.snapshot
+        for s in entry.streams.values { s.yield(snapshot) }
+    }
+
+    /// The task is done with locally: its streams end after the final snapshot.
+    private func finish(_ id: Int) {
+        guard let entry = tasks.removeValue(forKey: id) else { return }
+        for s in entry.streams.values { s.finish() }
+    }
+
+    // MARK: status
+
+    func currentStatus(_ done: @escaping Completion<ActivityStatus>) {
+        send("GetAll", interface: "org.freedesktop.DBus.Properties", { w in w.append(Self.interface) }, reply: { result in
+            done(result.flatMap { reply in
+                var r = reply.reader()
+                var s = ActivityStatus()
+                do throws(DBusError) { s.apply(try r.readVardict()) } catch { return .failure(NetActivityError(error)) }
+                return .success(s)
+            })
+        })
+    }
+
+    private func refreshStatus() {
+        let generation = self.generation
+        currentStatus { [unowned self] result in
+            guard generation == self.generation, case .success(let s) = result else { return }
+            self.status = s
+            self.publishStatus()
+        }
+    }
+
+    private func statusChanged(_ props: [String: DBusValue]) {
+        guard var s = status else { return }
+        s.apply(props)
+        guard s != status else { return }
+        status = s
+        publishStatus()
+    }
+
+    private func publishStatus() {
+        for c in statusStreams.values { c.yield(status) }
+    }
+
+    func observeStatus(_ continuation: AsyncStream<ActivityStatus?>.Continuation) {
+        let key = nextID
+        nextID += 1
+        statusStreams[key] = continuation
+        if status != nil || owner == nil { continuation.yield(status) }
+        continuation.onTermination = { [mailbox, unowned self] _ in
+            mailbox.post { self.statusStreams[key] = nil }
+        }
+    }
+
+    var heldCount: Int { count }
+}

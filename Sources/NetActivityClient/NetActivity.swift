@@ -1,0 +1,233 @@
+import DBusKit
+import Glibc
+import NetActivityCore
+
+/// The netactivity agent, for apps: say when you use the network, follow the indicator, and
+/// publish tasks that panels can show. Async and safe to share between tasks and threads.
+///
+/// ```swift
+/// let activity = try await NetActivity.connect()
+/// let feed = try await activity.withActivity(reason: "refresh feed") {
+///     try await loadFeed()
+/// }
+/// ```
+///
+/// What you hold is kept by the library and mirrored to the agent: if the agent restarts, your
+/// counts, leases and live tasks are asserted to the new one within a moment, and while no agent
+/// is running they are simply held here (the calls succeed). Refusals by the agent (bad
+/// arguments, limits) are thrown as `NetActivityError` with a typed `code`.
+///
+/// The connection is served by one thread of its own; no blocking call runs on Swift's
+/// cooperative pool.
+public final class NetActivity: Sendable {
+    let core: ClientCore
+
+    private init(core: ClientCore) { self.core = core }
+
+    /// Connects to the session bus, or to the bus at `address`. If the agent is not running,
+    /// the bus is asked to start it (D-Bus activation); the connection works either way.
+    public static func connect(address: String? = nil) async throws(NetActivityError) -> NetActivity {
+        let core = ClientCore()
+        let result: Result<Void, NetActivityError> = await withCheckedContinuation { c in
+            core.start(address: address) { c.resume(returning: $0) }
+        }
+        try result.get()
+        return NetActivity(core: core)
+    }
+
+    deinit { close() }
+
+    /// Ends the connection: everything held is released.
+    public func close() {
+        core.mailbox.post { [core] in core.shutDown() }
+    }
+
+    /// This connection's unique bus name (the owner of its tasks).
+    public var uniqueName: String { core.uniqueName }
+
+    /// Runs `body` on the client's thread and waits for it to call back.
+    func perform<T: Sendable>(
+        _ body: @escaping @Sendable (ClientCore, @escaping (Result<T, NetActivityError>) -> Void) -> Void
+    ) async throws(NetActivityError) -> T {
+        let result: Result<T, NetActivityError> = await withCheckedContinuation { c in
+            core.mailbox.post { [core] in body(core) { c.resume(returning: $0) } }
+        }
+        return try result.get()
+    }
+
+    // MARK: activity
+
+    /// Adds one to this client's activity count.
+    public func incrementActivityCount() async throws(NetActivityError) {
+        try await perform { core, done in core.increment(done) }
+    }
+
+    /// Removes one from this client's activity count (never below zero).
+    public func decrementActivityCount() async throws(NetActivityError) {
+        try await perform { core, done in core.decrement(done) }
+    }
+
+    /// Begins a lease: the indicator counts it until `end()`, the lease is released, or this
+    /// connection closes. `reason` is for logs (at most 1024 bytes).
+    public func beginActivity(reason: String) async throws(NetActivityError) -> NetActivityLease {
+        let id: Int = try await perform { core, done in core.beginLease(reason: reason, done) }
+        return NetActivityLease(core: core, id: id)
+    }
+
+    /// Runs `body` while holding a lease, and ends the lease however `body` ends.
+    public func withActivity<T>(
+        reason: String, isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> T
+    ) async throws -> T {
+        let lease = try await beginActivity(reason: reason)
+        defer { lease.end() }
+        return try await body()
+    }
+
+    // MARK: tasks
+
+    /// Begins a task that panels can list and follow (`org.example.NetActivity.Task`). It counts
+    /// as activity while running. Sizes of 0 mean unknown.
+    public func beginTask(
+        _ description: String, expectedToSend: UInt64 = 0, expectedToReceive: UInt64 = 0, suspended: Bool = false
+    ) async throws(NetActivityError) -> NetActivityTask {
+        let progress = TaskProgress(expectedToSend: expectedToSend, expectedToReceive: expectedToReceive)
+        let state: TaskState = suspended ? .suspended : .running
+        let id: Int = try await perform { core, done in
+            core.beginTask(description: description, state: state, progress: progress, done)
+        }
+        return NetActivityTask(core: core, id: id)
+    }
+
+    // MARK: the indicator
+
+    /// The agent's properties now.
+    public func status() async throws(NetActivityError) -> ActivityStatus {
+        try await perform { core, done in core.currentStatus(done) }
+    }
+
+    /// The indicator as it changes: the current status first, then one element per change
+    /// (Visible, State, counts, clients), and nil while no agent is running. Ends when the
+    /// connection closes.
+    public func statusUpdates() -> AsyncStream<ActivityStatus?> {
+        let (stream, continuation) = AsyncStream<ActivityStatus?>.makeStream(bufferingPolicy: .bufferingNewest(64))
+        core.mailbox.post { [core] in core.observeStatus(continuation) }
+        return stream
+    }
+
+    /// Whether an agent is on the bus now.
+    public func isAgentRunning() async -> Bool {
+        (try? await perform { core, done in done(.success(core.owner != nil)) }) ?? false
+    }
+}
+
+/// A held activity lease from `NetActivity.beginActivity`. It ends with `end()`, when released,
+/// or when its connection closes; it survives agent restarts.
+public final class NetActivityLease: Sendable {
+    let core: ClientCore
+    let id: Int
+
+    init(core: ClientCore, id: Int) {
+        self.core = core
+        self.id = id
+    }
+
+    /// Ends the lease (ending twice does nothing).
+    public func end() {
+        core.mailbox.post { [core, id] in core.endLease(id) }
+    }
+
+    deinit { end() }
+}
+
+/// What a task looks like at one moment.
+public struct TaskSnapshot: Sendable, Equatable {
+    public enum State: String, Sendable { case running, suspended, completed }
+
+    public var state: State
+    public var description: String
+    /// The task's object path at the agent; nil while no agent holds it (not yet, or restarting).
+    public var path: String?
+    public var countOfBytesSent: UInt64
+    public var countOfBytesExpectedToSend: UInt64
+    public var countOfBytesReceived: UInt64
+    public var countOfBytesExpectedToReceive: UInt64
+    public var fractionCompleted: Double
+    /// Empty unless the task completed with an error.
+    public var error: String
+
+    init(record: TaskRecord, path: String?) {
+        state = State(rawValue: record.state.rawValue) ?? .running
+        description = record.description
+        self.path = path
+        countOfBytesSent = record.progress.sent
+        countOfBytesExpectedToSend = record.progress.expectedToSend
+        countOfBytesReceived = record.progress.received
+        countOfBytesExpectedToReceive = record.progress.expectedToReceive
+        fractionCompleted = record.fractionCompleted
+        self.error = record.error
+    }
+}
+
+/// A task this app began: report progress, suspend, resume, complete. A value; copies refer to
+/// the same task. Calls after completion are harmless no-ops.
+public struct NetActivityTask: Sendable, Hashable {
+    let core: ClientCore
+    let id: Int
+
+    public static func == (a: NetActivityTask, b: NetActivityTask) -> Bool { a.core === b.core && a.id == b.id }
+    public func hash(into h: inout Hasher) {
+        h.combine(ObjectIdentifier(core))
+        h.combine(id)
+    }
+
+    func perform(_ change: @escaping @Sendable (inout TaskRecord) throws(NetActivityError) -> Void) async throws(NetActivityError) {
+        let result: Result<Void, NetActivityError> = await withCheckedContinuation { c in
+            core.mailbox.post { [core, id] in core.updateTask(id, { c.resume(returning: $0) }, change) }
+        }
+        try result.get()
+    }
+
+    /// Reports byte progress (sizes of 0 mean unknown). Counters only grow and stay within known
+    /// sizes (`invalidArguments` otherwise). Cheap to call often: the library sends the agent the
+    /// latest values with at most one update in flight.
+    public func setProgress(
+        sent: UInt64 = 0, expectedToSend: UInt64 = 0, received: UInt64 = 0, expectedToReceive: UInt64 = 0
+    ) async throws(NetActivityError) {
+        let next = TaskProgress(sent: sent, expectedToSend: expectedToSend, received: received, expectedToReceive: expectedToReceive)
+        try await perform { record throws(NetActivityError) in
+            do throws(TaskProgress.Refusal) {
+                _ = try record.setProgress(next)
+            } catch {
+                throw .invalidArguments(error.message)
+            }
+        }
+    }
+
+    public func suspend() async throws(NetActivityError) {
+        try await perform { record in _ = record.suspend() }
+    }
+
+    public func resume() async throws(NetActivityError) {
+        try await perform { record in _ = record.resume() }
+    }
+
+    /// Completes the task; an empty `error` is success.
+    public func complete(error: String = "") async throws(NetActivityError) {
+        try await perform { record in _ = record.complete(error: error) }
+    }
+
+    /// The task now; nil once it has completed and left the library.
+    public func snapshot() async -> TaskSnapshot? {
+        await withCheckedContinuation { c in
+            core.mailbox.post { [core, id] in c.resume(returning: core.snapshot(of: id)) }
+        }
+    }
+
+    /// The task's states: the current one first, then one per change (including a new `path`
+    /// after an agent restart); ends after `completed`.
+    public var states: AsyncStream<TaskSnapshot> {
+        let (stream, continuation) = AsyncStream<TaskSnapshot>.makeStream(bufferingPolicy: .bufferingNewest(64))
+        core.mailbox.post { [core, id] in core.observeTask(id, continuation) }
+        return stream
+    }
+}

@@ -1,0 +1,80 @@
+import DBusKit
+import Glibc
+import NetActivityClient
+
+/// A private dbus-daemon and the real netactivityd on it, for the library's tests.
+final class TestBus: @unchecked Sendable {
+    let bus: PrivateBus
+    private(set) var agentPID: pid_t = 0
+
+    init() throws {
+        bus = try PrivateBus()
+    }
+
+    var address: String { bus.address }
+
+    /// netactivityd beside the test binary (`swift build` puts both in one folder), or $NETACTIVITYD.
+    static let agentBinary: String = {
+        if let path = getenv("NETACTIVITYD") { return String(cString: path) }
+        var buf = [CChar](repeating: 0, count: 4096)
+        let n = readlink("/proc/self/exe", &buf, buf.count - 1)
+        let exe = n > 0 ? String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
+        // The test bundle (.../debug/netactivityPackageTests.xctest) sits beside the executables.
+        return String(exe[..<(exe.lastIndex(of: "/") ?? exe.startIndex)]) + "/netactivityd"
+    }()
+
+    /// Starts the agent and waits until it answers.
+    func startAgent(_ extra: [String] = ["--activation-delay", "0", "--completion-delay", "0"]) async throws {
+        precondition(access(Self.agentBinary, X_OK) == 0, "no netactivityd at \(Self.agentBinary): run `swift build` first (make test does)")
+        let args = [Self.agentBinary, "--address", address, "--log-level", "warning"] + extra
+        let pid = try ServiceProcess.spawn(args)
+        agentPID = pid
+        let probe = try NetActivityClient(address: address)
+        for _ in 0..<500 {
+            if (try? probe.status()) != nil { return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        throw NetActivityError(name: "test.Timeout", message: "the agent did not start")
+    }
+
+    func killAgent(_ sig: Int32 = SIGKILL) {
+        guard agentPID > 0 else { return }
+        kill(agentPID, sig)
+        var status: Int32 = 0
+        waitpid(agentPID, &status, 0)
+        agentPID = 0
+    }
+
+    /// A second client's view of the agent (a blocking call from outside the library).
+    func status() throws -> ActivityStatus {
+        try NetActivityClient(address: address).status()
+    }
+
+    /// Reads a property of an object at the agent with a raw connection.
+    func property(_ path: String, _ interface: String, _ name: String) throws -> DBusValue {
+        let c = try Connection(address: address)
+        defer { c.close() }
+        let m = try Message.methodCall(
+            destination: "org.example.NetActivity", path: path, interface: "org.freedesktop.DBus.Properties", member: "Get")
+        var w = m.writer()
+        w.append(interface)
+        w.append(name)
+        var r = try c.call(m, timeoutMilliseconds: 5000).reader()
+        return try r.readValue().unwrapped
+    }
+
+    /// Polls `condition` every 10 ms until it holds or `seconds` pass; returns whether it held.
+    func eventually(within seconds: Double, _ condition: () async throws -> Bool) async throws -> Bool {
+        let deadline = EventLoop.now() + UInt64(seconds * 1e9)
+        while EventLoop.now() < deadline {
+            if (try? await condition()) == true { return true }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        return try await condition()
+    }
+
+    deinit {
+        killAgent(SIGTERM)
+        bus.stop()
+    }
+}

@@ -1,0 +1,145 @@
+import DBusKit
+import Glibc
+import NetActivityClient
+import Testing
+
+/// The async library against the real agent on a private bus.
+@Suite("NetActivity library against the real agent", .serialized)
+struct NetActivityTests {
+    @Test("counts and leases add up; withActivity ends its lease however the body ends")
+    func countsAndLeases() async throws {
+        let bus = try TestBus()
+        try await bus.startAgent()
+        let activity = try await NetActivity.connect(address: bus.address)
+        try await activity.incrementActivityCount()
+        #expect(try bus.status().activityCount == 1)
+        let inside = try await activity.withActivity(reason: "sync") { try bus.status().activityCount }
+        #expect(inside == 2)
+        #expect(try await bus.eventually(within: 2) { try bus.status().activityCount == 1 })
+        struct Boom: Error {}
+        await #expect(throws: Boom.self) {
+            try await activity.withActivity(reason: "fails") { throw Boom() }
+        }
+        #expect(try await bus.eventually(within: 2) { try bus.status().activityCount == 1 })
+        try await activity.decrementActivityCount()
+        try await activity.decrementActivityCount()  // never below zero
+        #expect(try bus.status().activityCount == 0)
+        activity.close()
+    }
+
+    @Test("a task's life as its owner sees it, and as another client sees it")
+    func taskLifecycle() async throws {
+        let bus = try TestBus()
+        try await bus.startAgent()
+        let activity = try await NetActivity.connect(address: bus.address)
+        let task = try await activity.beginTask("GET /feed", expectedToReceive: 1000)
+        let states = task.states
+        let path = try #require(await task.snapshot()?.path)
+        #expect(try bus.property(path, "org.example.NetActivity.Task", "Owner") == .string(activity.uniqueName))
+        try await task.setProgress(received: 250, expectedToReceive: 1000)
+        try await task.suspend()
+        #expect(try bus.property(path, "org.example.NetActivity.Task", "State") == .string("suspended"))
+        #expect(try bus.property(path, "org.example.NetActivity.Task", "CountOfBytesReceived") == .uint64(250))
+        #expect(try bus.status().activityCount == 0)
+        try await task.resume()
+        try await task.setProgress(received: 1000, expectedToReceive: 1000)
+        try await task.complete()
+        try await task.complete(error: "too late")  // harmless
+        #expect(try bus.property(path, "org.example.NetActivity.Task", "State") == .string("completed"))
+        #expect(try bus.property(path, "org.example.NetActivity.Task", "Error") == .string(""))
+        #expect(try bus.property(path, "org.example.NetActivity.Task", "CountOfBytesReceived") == .uint64(1000))
+        var seen: [TaskSnapshot.State] = []
+        for await s in states where seen.last != s.state { seen.append(s.state) }
+        #expect(seen == [.running, .suspended, .running, .completed])
+        #expect(await task.snapshot() == nil)
+        activity.close()
+    }
+
+    @Test("refusals arrive as typed errors")
+    func typedErrors() async throws {
+        let bus = try TestBus()
+        try await bus.startAgent()
+        let activity = try await NetActivity.connect(address: bus.address)
+        let task = try await activity.beginTask("t", expectedToReceive: 100)
+        try await task.setProgress(received: 50, expectedToReceive: 100)
+        await #expect(throws: NetActivityError.self) { try await task.setProgress(received: 10, expectedToReceive: 100) }
+        do {
+            _ = try await activity.beginTask(String(repeating: "x", count: 5000))
+            Issue.record("a 5000-byte description was accepted")
+        } catch {
+            #expect(error.code == .invalidArguments)
+            #expect(error.message.contains("5000"))
+        }
+        do {
+            _ = try await activity.beginActivity(reason: String(repeating: "r", count: 2000))
+            Issue.record("a 2000-byte reason was accepted")
+        } catch {
+            #expect(error.code == .invalidArguments)
+        }
+        #expect(try bus.status().activityCount == 1, "the refused calls left nothing behind")
+        activity.close()
+    }
+
+    @Test("kill the agent and start it again: the lease, the count and the running task are back within a second")
+    func reassertion() async throws {
+        let bus = try TestBus()
+        try await bus.startAgent()
+        let activity = try await NetActivity.connect(address: bus.address)
+        let lease = try await activity.beginActivity(reason: "held across restarts")
+        try await activity.incrementActivityCount()
+        let task = try await activity.beginTask("long download", expectedToReceive: 4096)
+        try await task.setProgress(received: 1024, expectedToReceive: 4096)
+        let suspended = try await activity.beginTask("paused", suspended: true)
+        let oldPath = try #require(await task.snapshot()?.path)
+        #expect(try bus.status().activityCount == 3)
+
+        let updates = activity.statusUpdates()
+        bus.killAgent()
+        #expect(try await bus.eventually(within: 2) { await activity.isAgentRunning() == false })
+        let restartedAt = EventLoop.now()
+        try await bus.startAgent()
+        let back = try await bus.eventually(within: 1) {
+            let s = try bus.status()
+            return s.activityCount == 3 && s.visible
+        }
+        let elapsed = Double(EventLoop.now() - restartedAt) / 1e9
+        #expect(back, "the new agent did not get the held activity back within a second of starting")
+        #expect(elapsed < 2)
+
+        let newPath = try #require(await task.snapshot()?.path)
+        #expect(newPath.hasPrefix("/org/example/NetActivity/tasks/"))
+        _ = oldPath  // The new agent numbers from 1 again; the path may or may not repeat.
+        #expect(try bus.property(newPath, "org.example.NetActivity.Task", "Description") == .string("long download"))
+        #expect(try bus.property(newPath, "org.example.NetActivity.Task", "CountOfBytesReceived") == .uint64(1024))
+        #expect(try bus.property(newPath, "org.example.NetActivity.Task", "State") == .string("running"))
+        let pausedPath = try #require(await suspended.snapshot()?.path)
+        #expect(try bus.property(pausedPath, "org.example.NetActivity.Task", "State") == .string("suspended"))
+
+        // The status stream saw the agent go (nil) and come back.
+        var sawGone = false, sawBack = false
+        for await s in updates {
+            if s == nil { sawGone = true } else if sawGone, s?.activityCount == 3 { sawBack = true; break }
+        }
+        #expect(sawGone && sawBack)
+
+        lease.end()
+        try await task.complete()
+        try await activity.decrementActivityCount()
+        #expect(try await bus.eventually(within: 2) { try bus.status().activityCount == 0 })
+        activity.close()
+    }
+
+    @Test("with no agent the calls still succeed, and the holdings reach the agent when it starts")
+    func agentStartsLater() async throws {
+        let bus = try TestBus()
+        let activity = try await NetActivity.connect(address: bus.address)
+        #expect(await activity.isAgentRunning() == false)
+        try await activity.incrementActivityCount()
+        let task = try await activity.beginTask("queued before the agent")
+        #expect(await task.snapshot()?.path == nil)
+        try await bus.startAgent()
+        #expect(try await bus.eventually(within: 1) { try bus.status().activityCount == 2 })
+        #expect(await task.snapshot()?.path != nil)
+        activity.close()
+    }
+}
