@@ -39,6 +39,19 @@ public enum ServiceProcess {
         return attr
     }
 
+    /// The kernel's short name of process `pid` (`/proc/<pid>/comm`), or "" when it cannot be read.
+    public static func processName(pid: UInt32) -> String {
+        let fd = open("/proc/\(pid)/comm", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return "" }
+        defer { close(fd) }
+        var buf = [UInt8](repeating: 0, count: 64)
+        let n = read(fd, &buf, buf.count)
+        guard n > 0 else { return "" }
+        var bytes = buf[0..<n]
+        while bytes.last == 10 { bytes = bytes.dropLast() }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
     /// Starts `arguments[0]` (a path) with `arguments`, the current environment, an empty signal
     /// mask and default signal handlers; returns its pid.
     public static func spawn(_ arguments: [String]) throws(DBusError) -> Int32 {

@@ -213,7 +213,7 @@ public final class Agent {
             guard let self, case .success(let reply) = result else { return }
             var r = reply.reader()
             guard let pid = try? r.read(UInt32.self), self.ledger.clients[client] != nil else { return }
-            self.ledger.setProcessName(processName(pid: pid), for: client)
+            self.ledger.setProcessName(ServiceProcess.processName(pid: pid), for: client)
             if self.ledger.count(of: client) > 0 { self.noteCountChange() }
         }
     }

@@ -147,6 +147,8 @@ public struct TaskSnapshot: Sendable, Equatable {
     public var description: String
     /// The task's object path at the agent; nil while no agent holds it (not yet, or restarting).
     public var path: String?
+    /// The unique bus name of the client that began it.
+    public var owner: String
     public var countOfBytesSent: UInt64
     public var countOfBytesExpectedToSend: UInt64
     public var countOfBytesReceived: UInt64
@@ -159,12 +161,46 @@ public struct TaskSnapshot: Sendable, Equatable {
         state = State(rawValue: record.state.rawValue) ?? .running
         description = record.description
         self.path = path
+        owner = record.owner
         countOfBytesSent = record.progress.sent
         countOfBytesExpectedToSend = record.progress.expectedToSend
         countOfBytesReceived = record.progress.received
         countOfBytesExpectedToReceive = record.progress.expectedToReceive
         fractionCompleted = record.fractionCompleted
         self.error = record.error
+    }
+}
+
+extension TaskSnapshot {
+    /// A task as another client sees it: from its `org.example.NetActivity.Task` properties.
+    init(path: String, properties p: [String: DBusValue]) {
+        state = p["State"]?.stringValue.flatMap(State.init(rawValue:)) ?? .running
+        description = p["Description"]?.stringValue ?? ""
+        self.path = path
+        owner = p["Owner"]?.stringValue ?? ""
+        countOfBytesSent = p["CountOfBytesSent"]?.uint64Value ?? 0
+        countOfBytesExpectedToSend = p["CountOfBytesExpectedToSend"]?.uint64Value ?? 0
+        countOfBytesReceived = p["CountOfBytesReceived"]?.uint64Value ?? 0
+        countOfBytesExpectedToReceive = p["CountOfBytesExpectedToReceive"]?.uint64Value ?? 0
+        fractionCompleted = p["FractionCompleted"]?.doubleValue ?? 0
+        error = p["Error"]?.stringValue ?? ""
+    }
+
+    /// Applies a PropertiesChanged.
+    mutating func apply(_ p: [String: DBusValue]) {
+        self = TaskSnapshot(path: path ?? "", properties: merging(p))
+    }
+
+    private func merging(_ p: [String: DBusValue]) -> [String: DBusValue] {
+        var all: [String: DBusValue] = [
+            "State": .string(state.rawValue), "Description": .string(description), "Owner": .string(owner),
+            "CountOfBytesSent": .uint64(countOfBytesSent), "CountOfBytesExpectedToSend": .uint64(countOfBytesExpectedToSend),
+            "CountOfBytesReceived": .uint64(countOfBytesReceived),
+            "CountOfBytesExpectedToReceive": .uint64(countOfBytesExpectedToReceive),
+            "FractionCompleted": .double(fractionCompleted), "Error": .string(error),
+        ]
+        all.merge(p) { _, new in new }
+        return all
     }
 }
 

@@ -129,6 +129,11 @@ public final class NetActivityClient {
         }
     }
 
+    /// The process name of a bus client ("" when it has left or cannot be read).
+    public func processName(of busName: String) -> String {
+        (try? processID(of: busName)).map { ServiceProcess.processName(pid: $0) } ?? ""
+    }
+
     /// Follows the agent: calls `onChange` with the current status at once, then after every
     /// change, and with nil while the agent is not on the bus. No polling: it sleeps until a
     /// signal arrives. Returns when `onChange` returns false or the bus goes away.
@@ -166,5 +171,129 @@ public final class NetActivityClient {
         connection.onDisconnect = { running = false; loop.stop() }
         while running { loop.runOnce(maxWaitNanoseconds: nil) }
     }
-}
 
+    // MARK: tasks
+
+    static let taskInterface = "org.example.NetActivity.Task"
+
+    /// Every task the agent holds (live and recently completed), ordered by task number.
+    public func tasks() throws(NetActivityError) -> [TaskSnapshot] {
+        let reply = try call("GetManagedObjects", interface: "org.freedesktop.DBus.ObjectManager")
+        var r = reply.reader()
+        do {
+            return try Self.readManagedTasks(&r).values.sorted(by: Self.taskOrder)
+        } catch {
+            throw NetActivityError(error)
+        }
+    }
+
+    static func taskOrder(_ a: TaskSnapshot, _ b: TaskSnapshot) -> Bool {
+        let (x, y) = (a.path ?? "", b.path ?? "")
+        return x.count != y.count ? x.count < y.count : x < y
+    }
+
+    static func readManagedTasks(_ r: inout MessageReader) throws(DBusError) -> [String: TaskSnapshot] {
+        var out: [String: TaskSnapshot] = [:]
+        var objects = try r.enterArray()
+        while !objects.isAtEnd() {
+            var entry = try objects.enterDictEntry()
+            let path = try entry.readObjectPath()
+            if let props = try readInterfaces(&entry)[taskInterface] { out[path] = TaskSnapshot(path: path, properties: props) }
+        }
+        return out
+    }
+
+    /// `a{sa{sv}}`
+    static func readInterfaces(_ r: inout MessageReader) throws(DBusError) -> [String: [String: DBusValue]] {
+        var out: [String: [String: DBusValue]] = [:]
+        var interfaces = try r.enterArray()
+        while !interfaces.isAtEnd() {
+            var entry = try interfaces.enterDictEntry()
+            let name = try entry.read(String.self)
+            out[name] = try entry.readVardict()
+        }
+        return out
+    }
+
+    /// One change seen by `watchTasks`.
+    public enum TaskEvent: Sendable, Equatable {
+        case added(TaskSnapshot)
+        case changed(TaskSnapshot)
+        case removed(path: String)
+    }
+
+    /// Follows every task: `added` for each one there now, then one event per change, with
+    /// `removed` when a task leaves (or the agent stops). Survives agent restarts. No polling.
+    /// Returns when `onEvent` returns false or the bus goes away.
+    public func watchTasks(_ onEvent: @escaping (TaskEvent) -> Bool) throws(NetActivityError) {
+        let loop = EventLoop()
+        connection.attach(to: loop)
+        let om = "org.freedesktop.DBus.ObjectManager"
+        let added = SignalMatch(path: Self.path, interface: om, member: "InterfacesAdded")
+        let removed = SignalMatch(path: Self.path, interface: om, member: "InterfacesRemoved")
+        let changed = SignalMatch(interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged")
+        let owner = SignalMatch(
+            sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+            member: "NameOwnerChanged")
+        do {
+            try connection.addMatch(added.rule + ",sender='\(Self.busName)'")
+            try connection.addMatch(removed.rule + ",sender='\(Self.busName)'")
+            try connection.addMatch(
+                changed.rule + ",sender='\(Self.busName)',path_namespace='\(Self.path)/tasks',arg0='\(Self.taskInterface)'")
+            try connection.addMatch(owner.rule + ",arg0='\(Self.busName)'")
+        } catch {
+            throw NetActivityError(error)
+        }
+        var known: [String: TaskSnapshot] = [:]
+        var running = true
+        func emit(_ event: TaskEvent) {
+            guard running else { return }
+            if !onEvent(event) {
+                running = false
+                loop.stop()
+            }
+        }
+        func reload() {
+            let now = (try? tasks()) ?? []
+            for path in known.keys.sorted() where !now.contains(where: { $0.path == path }) {
+                known[path] = nil
+                emit(.removed(path: path))
+            }
+            for t in now where known[t.path ?? ""] != t {
+                let isNew = known[t.path ?? ""] == nil
+                known[t.path ?? ""] = t
+                emit(isNew ? .added(t) : .changed(t))
+            }
+        }
+        reload()
+        connection.onSignal(added) { message in
+            var r = message.reader()
+            guard let path = try? r.readObjectPath(), let props = (try? Self.readInterfaces(&r))?[Self.taskInterface] else { return }
+            let t = TaskSnapshot(path: path, properties: props)
+            known[path] = t
+            emit(.added(t))
+        }
+        connection.onSignal(removed) { message in
+            var r = message.reader()
+            guard let path = try? r.readObjectPath(), known.removeValue(forKey: path) != nil else { return }
+            emit(.removed(path: path))
+        }
+        connection.onSignal(changed) { message in
+            var r = message.reader()
+            guard let path = message.path, var t = known[path], (try? r.read(String.self)) == Self.taskInterface,
+                  let props = try? r.readVardict()
+            else { return }
+            t.apply(props)
+            guard t != known[path] else { return }
+            known[path] = t
+            emit(.changed(t))
+        }
+        connection.onSignal(owner) { message in
+            var r = message.reader()
+            guard (try? r.read(String.self)) == Self.busName else { return }
+            reload()
+        }
+        connection.onDisconnect = { running = false; loop.stop() }
+        while running { loop.runOnce(maxWaitNanoseconds: nil) }
+    }
+}

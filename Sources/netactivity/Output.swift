@@ -90,3 +90,69 @@ enum Render {
         return "⇅ \(s.activityCount)"
     }
 }
+
+extension Render {
+    /// 1536 -> "1.5 KiB"; 0 expected is unknown ("?").
+    static func bytes(_ n: UInt64) -> String {
+        if n < 1024 { return "\(n) B" }
+        var value = Double(n)
+        for unit in ["KiB", "MiB", "GiB", "TiB"] {
+            value /= 1024
+            if value < 1024 || unit == "TiB" {
+                return (value < 10 ? String(Double(Int(value * 10)) / 10) : String(Int(value))) + " " + unit
+            }
+        }
+        return "\(n) B"
+    }
+
+    static func transfer(_ done: UInt64, _ expected: UInt64) -> String {
+        "\(bytes(done))/\(expected == 0 ? "?" : bytes(expected))"
+    }
+
+    /// The task's number (the last part of its path).
+    static func taskNumber(_ t: TaskSnapshot) -> String {
+        String((t.path ?? "").split(separator: "/").last ?? "")
+    }
+
+    static func percent(_ t: TaskSnapshot) -> String {
+        let known = t.countOfBytesExpectedToSend > 0 || t.countOfBytesExpectedToReceive > 0 || t.state == .completed
+        return known ? "\(Int((t.fractionCompleted * 100).rounded(.down)))%" : "-"
+    }
+
+    static func stateWithError(_ t: TaskSnapshot) -> String {
+        t.error.isEmpty ? t.state.rawValue : "\(t.state.rawValue) (\(t.error))"
+    }
+
+    /// One line per task event for `watch --tasks`.
+    static func taskLine(_ event: NetActivityClient.TaskEvent) -> String {
+        switch event {
+        case .added(let t): "added " + taskFields(t)
+        case .changed(let t): "changed " + taskFields(t)
+        case .removed(let path): "removed task=\(path.split(separator: "/").last ?? "")"
+        }
+    }
+
+    static func taskFields(_ t: TaskSnapshot) -> String {
+        "task=\(taskNumber(t)) state=\(t.state.rawValue) done=\(percent(t))"
+            + " received=\(transfer(t.countOfBytesReceived, t.countOfBytesExpectedToReceive).replacing(" ", with: ""))"
+            + " sent=\(transfer(t.countOfBytesSent, t.countOfBytesExpectedToSend).replacing(" ", with: ""))"
+            + " owner=\(t.owner)" + (t.error.isEmpty ? "" : " error=\(t.error)") + " description=\(jsonString(t.description))"
+    }
+
+    static func taskJSON(_ event: NetActivityClient.TaskEvent) -> String {
+        switch event {
+        case .added(let t): taskJSON(t, event: "added")
+        case .changed(let t): taskJSON(t, event: "changed")
+        case .removed(let path): "{\"event\":\"removed\",\"path\":\(jsonString(path))}"
+        }
+    }
+
+    static func taskJSON(_ t: TaskSnapshot, event: String? = nil) -> String {
+        (event.map { "{\"event\":\(jsonString($0))," } ?? "{")
+            + "\"path\":\(jsonString(t.path ?? "")),\"state\":\(jsonString(t.state.rawValue)),"
+            + "\"description\":\(jsonString(t.description)),\"owner\":\(jsonString(t.owner)),"
+            + "\"sent\":\(t.countOfBytesSent),\"expected_to_send\":\(t.countOfBytesExpectedToSend),"
+            + "\"received\":\(t.countOfBytesReceived),\"expected_to_receive\":\(t.countOfBytesExpectedToReceive),"
+            + "\"fraction_completed\":\(t.fractionCompleted),\"error\":\(jsonString(t.error))}"
+    }
+}

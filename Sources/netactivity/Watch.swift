@@ -19,8 +19,29 @@ struct Watch: ParsableCommand {
     @Option(help: "Output format: \(Format.allCases.map(\.rawValue).joined(separator: ", ")).")
     var format: Format = .text
 
+    @Flag(help: "Follow tasks instead of the indicator: one line per task added, changed or removed (text or json).")
+    var tasks = false
+
+    func validate() throws {
+        if tasks, format != .text, format != .json {
+            throw ValidationError("--tasks prints text or json lines, not \(format.rawValue)")
+        }
+    }
+
     func run() throws {
         let client = try bus.connect()
+        if tasks {
+            let render = format == .json ? Render.taskJSON : Render.taskLine
+            do {
+                try client.watchTasks { event in
+                    writeLine(render(event))
+                    return true
+                }
+            } catch {
+                fail(error)
+            }
+            return
+        }
         let render: (ActivityStatus?) -> String = switch format {
         case .text: Render.text
         case .json: Render.json

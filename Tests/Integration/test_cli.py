@@ -5,7 +5,9 @@ import subprocess
 import time
 import unittest
 
-from harness import BIN, Agent, PrivateBus, cli, connect, prop, wait_until
+import dbus
+
+from harness import BIN, NAME, PATH, Agent, PrivateBus, cli, connect, iface, prop, wait_until
 
 
 class CLITests(unittest.TestCase):
@@ -105,6 +107,61 @@ class CLITests(unittest.TestCase):
             for proc in procs.values():
                 proc.kill()
                 proc.wait()
+
+
+    def begin_task(self, description, **opts):
+        path = iface(self.conn).BeginTask(description, dbus.Dictionary(opts, signature="sv"))
+        return path, dbus.Interface(self.conn.get_object(NAME, path, introspect=False), "org.example.NetActivity.Task")
+
+    def test_tasks_lists_progress_and_owner(self):
+        self.start_agent()
+        r = cli(self.bus, "tasks")
+        self.assertEqual((r.returncode, r.stdout), (0, "no tasks\n"))
+        path, task = self.begin_task("GET /feed.json", **{"expected-to-receive": dbus.UInt64(2048)})
+        task.SetProgress(dbus.UInt64(0), dbus.UInt64(0), dbus.UInt64(512), dbus.UInt64(2048))
+        self.begin_task("paused upload", suspended=True)
+        r = cli(self.bus, "tasks")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertEqual(lines[0].split(), ["TASK", "STATE", "DONE", "RECEIVED", "SENT", "OWNER", "DESCRIPTION"])
+        self.assertEqual(lines[1].split()[:5], [path.split("/")[-1], "running", "25%", "512", "B/2.0"])
+        self.assertIn("(python3)", lines[1])
+        self.assertTrue(lines[1].endswith("GET /feed.json"))
+        self.assertEqual(lines[2].split()[1:3], ["suspended", "-"])
+        listed = json.loads(cli(self.bus, "tasks", "--json").stdout)
+        self.assertEqual([t["description"] for t in listed], ["GET /feed.json", "paused upload"])
+        self.assertEqual(listed[0]["received"], 512)
+        self.assertEqual(listed[0]["owner"], self.conn.get_unique_name())
+
+    def test_watch_tasks_follows_tasks_and_restarts(self):
+        self.start_agent("--completed-task-linger", "0.5")
+        watch = subprocess.Popen([os.path.join(BIN, "netactivity"), "watch", "--tasks", "--format", "json"],
+                                 env=self.bus.env(), stdout=subprocess.PIPE, text=True)
+        try:
+            time.sleep(0.3)  # subscribed (no first line: there are no tasks yet)
+            path, task = self.begin_task("download", **{"expected-to-receive": dbus.UInt64(100)})
+            task.SetProgress(dbus.UInt64(0), dbus.UInt64(0), dbus.UInt64(40), dbus.UInt64(100))
+            task.Complete("")
+            events = [json.loads(watch.stdout.readline()) for _ in range(4)]
+            self.assertEqual([e["event"] for e in events], ["added", "changed", "changed", "removed"])
+            self.assertEqual(events[0]["path"], path)
+            self.assertEqual(events[1]["received"], 40)
+            self.assertEqual((events[2]["state"], events[2]["fraction_completed"]), ("completed", 1.0))
+            # A task alive when the agent stops is removed, and the new agent's tasks are added.
+            path, _ = self.begin_task("survivor")
+            self.assertEqual(json.loads(watch.stdout.readline())["event"], "added")
+            self.agent.stop()
+            self.assertEqual(json.loads(watch.stdout.readline()), {"event": "removed", "path": path})
+            self.agent = Agent(self.bus)
+            self.conn = connect(self.bus)
+            self.addCleanup(self.conn.close)
+            self.begin_task("after restart")
+            line = json.loads(watch.stdout.readline())
+            self.assertEqual((line["event"], line["description"]), ("added", "after restart"))
+            self.assertIsNone(watch.poll())
+        finally:
+            watch.kill()
+            watch.wait()
 
 
 if __name__ == "__main__":
