@@ -43,11 +43,12 @@ bench: release
 install: release
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/dbus-1/interfaces
 	install -m 0755 $(RELEASE_BIN)/netactivityd $(RELEASE_BIN)/netactivity $(DESTDIR)$(PREFIX)/bin/
-	install -m 0644 dbus/org.example.NetActivity.xml $(DESTDIR)$(PREFIX)/share/dbus-1/interfaces/
+	install -m 0644 dbus/org.example.NetActivity*.xml $(DESTDIR)$(PREFIX)/share/dbus-1/interfaces/
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/netactivityd $(DESTDIR)$(PREFIX)/bin/netactivity
-	rm -f $(DESTDIR)$(PREFIX)/share/dbus-1/interfaces/org.example.NetActivity.xml
+	rm -f $(DESTDIR)$(PREFIX)/share/dbus-1/interfaces/org.example.NetActivity.xml \
+	      $(DESTDIR)$(PREFIX)/share/dbus-1/interfaces/org.example.NetActivity.Task.xml
 
 clean:
 	rm -rf .build

@@ -56,6 +56,23 @@ hwm=$(awk '/^VmHWM/ { printf "%.1f", $2 / 1024 }' "/proc/$AGENT_PID/status")
 timing=$("$PY" bench/visible_timing.py "$DBUS_SESSION_BUS_ADDRESS" "${CYCLES:-50}" 0.1 0.05)
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $timing"; }
 
+# Tasks: the cost of 1,000 live tasks (agent RSS, GetManagedObjects), then begin+complete churn.
+LOAD="$BIN/netactivity-bench"
+rss_now() { awk '/^VmRSS/ { print $2 }' "/proc/$AGENT_PID/status"; }
+rss_before=$(rss_now)
+mkfifo "$WORK/hold"
+taskset -c 0 "$LOAD" live 1000 <"$WORK/hold" >"$WORK/live.txt" &
+LIVE_PID=$!
+exec 7>"$WORK/hold"
+for _ in $(seq 200); do [ -s "$WORK/live.txt" ] && break; sleep 0.05; done
+rss_live=$(rss_now)
+exec 7>&-
+wait "$LIVE_PID"
+gmo_p50=$(sed -n 's/.*get_managed_objects_p50_ms=\([0-9.]*\).*/\1/p' "$WORK/live.txt")
+churn_window=$(taskset -c 0 "$LOAD" churn 20000 64 | sed -n 's/.*tasks_per_s=\([0-9]*\).*/\1/p')
+churn_rtt=$(taskset -c 0 "$LOAD" churn 5000 1 | sed -n 's/.*tasks_per_s=\([0-9]*\).*/\1/p')
+
+
 echo "## The agent on its own (private bus; daemon, agent and client pinned to CPU 0)"
 echo
 echo "| measure | value | target |"
@@ -71,3 +88,7 @@ echo "| peak RSS MiB (after the runs above) | $hwm | |"
 echo "| Visible signal lateness p50 ms | $(field p50_ms) | |"
 echo "| Visible signal lateness p99 ms | $(field p99_ms) | < 5 |"
 echo "| Visible signal lateness max ms (min $(field min_ms)) | $(field max_ms) | |"
+echo "| tasks begun+completed/s, one client, 64 in flight | ${churn_window:-?} | |"
+echo "| tasks begun+completed/s, one client, one at a time | ${churn_rtt:-?} | |"
+echo "| agent RSS growth for 1,000 live tasks, KiB | $(( ${rss_live:-0} - ${rss_before:-0} )) | |"
+echo "| GetManagedObjects with 1,000 live tasks, p50 ms (round trip) | ${gmo_p50:-?} | |"

@@ -35,7 +35,13 @@ props = dbus.Interface(obj, "org.freedesktop.DBus.Properties")
 props.Set("org.example.NetActivity", "ActivationDelay", dbus.Double(activation))
 props.Set("org.example.NetActivity", "CompletionDelay", dbus.Double(completion))
 agent = dbus.Interface(obj, "org.example.NetActivity")
+# Start from a quiet indicator, with no signal of earlier activity still in flight.
+deadline = time.monotonic() + 10
+while props.Get("org.example.NetActivity", "Visible") and time.monotonic() < deadline:
+    time.sleep(0.05)
 time.sleep(0.2)
+with cond:
+    events.clear()
 
 
 def wait_for(n):

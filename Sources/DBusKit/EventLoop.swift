@@ -130,12 +130,20 @@ public final class EventLoop {
         deinit {
             pthread_mutex_destroy(lock)
             lock.deallocate()
-            close(fd)
+            Glibc.close(fd)
         }
 
-        /// Queues `job` for the loop's thread and wakes the loop.
-        public func post(_ job: @escaping @Sendable () -> Void) {
+        private var closed = false
+
+        /// Queues `job` for the loop's thread and wakes the loop. Returns false (and drops the
+        /// job) once the mailbox is closed.
+        @discardableResult
+        public func post(_ job: @escaping @Sendable () -> Void) -> Bool {
             pthread_mutex_lock(lock)
+            if closed {
+                pthread_mutex_unlock(lock)
+                return false
+            }
             let wasEmpty = jobs.isEmpty
             jobs.append(job)
             pthread_mutex_unlock(lock)
@@ -143,6 +151,18 @@ public final class EventLoop {
                 var one: UInt64 = 1
                 _ = write(fd, &one, 8)
             }
+            return true
+        }
+
+        /// Refuses later posts and returns the jobs still queued (call on the loop's thread
+        /// when it is about to stop, and run or fail them).
+        public func close() -> [@Sendable () -> Void] {
+            pthread_mutex_lock(lock)
+            defer { pthread_mutex_unlock(lock) }
+            closed = true
+            let left = jobs
+            jobs.removeAll()
+            return left
         }
 
         fileprivate func take() -> [@Sendable () -> Void] {

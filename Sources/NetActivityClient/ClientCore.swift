@@ -112,7 +112,7 @@ final class ClientCore: @unchecked Sendable {
         }
         done(.success(()))
         loop.run()
-        connection?.close()
+        shutDown()
         connection = nil
     }
 
@@ -155,13 +155,25 @@ final class ClientCore: @unchecked Sendable {
         c.callAsync(m, timeoutMilliseconds: 25_000) { _ in }
     }
 
+    /// True once the connection is closed (by the app, or because the bus went away).
+    private(set) var isClosed = false
+
+    static let closedError = NetActivityError(
+        name: "org.freedesktop.DBus.Error.Disconnected", message: "The connection to the bus is closed")
+
     func shutDown() {
+        guard !isClosed else { return }
+        isClosed = true
+        owner = nil
+        connection?.close()
         for s in statusStreams.values { s.finish() }
         statusStreams = [:]
         for entry in tasks.values { for s in entry.streams.values { s.finish() } }
         for lease in leases.values where lease.fd >= 0 { close(lease.fd) }
         leases = [:]
         tasks = [:]
+        // Jobs that raced the close still run: each finds `isClosed` and fails at once.
+        for job in mailbox.close() { job() }
         loop.stop()
     }
 
@@ -406,13 +418,13 @@ final class ClientCore: @unchecked Sendable {
     func snapshot(of id: Int) -> TaskSnapshot? { tasks[id]?.snapshot }
 
     func observeTask(_ id: Int, _ continuation: AsyncStream<TaskSnapshot>.Continuation) {
-        guard let entry = tasks[id] else { return continuation.finish() }
+        guard !isClosed, let entry = tasks[id] else { return continuation.finish() }
         let key = nextID
         nextID += 1
         entry.streams[key] = continuation
         continuation.yield(entry.snapshot)
-        continuation.onTermination = { [mailbox, unowned self] _ in
-            mailbox.post { self.tasks[id]?.streams[key] = nil }
+        continuation.onTermination = { [weak self, mailbox] _ in
+            mailbox.post { [weak self] in self?.tasks[id]?.streams[key] = nil }
         }
     }
 
@@ -463,12 +475,13 @@ final class ClientCore: @unchecked Sendable {
     }
 
     func observeStatus(_ continuation: AsyncStream<ActivityStatus?>.Continuation) {
+        guard !isClosed else { return continuation.finish() }
         let key = nextID
         nextID += 1
         statusStreams[key] = continuation
         if status != nil || owner == nil { continuation.yield(status) }
-        continuation.onTermination = { [mailbox, unowned self] _ in
-            mailbox.post { self.statusStreams[key] = nil }
+        continuation.onTermination = { [weak self, mailbox] _ in
+            mailbox.post { [weak self] in self?.statusStreams[key] = nil }
         }
     }
 

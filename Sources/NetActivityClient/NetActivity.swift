@@ -50,7 +50,14 @@ public final class NetActivity: Sendable {
         _ body: @escaping @Sendable (ClientCore, @escaping (Result<T, NetActivityError>) -> Void) -> Void
     ) async throws(NetActivityError) -> T {
         let result: Result<T, NetActivityError> = await withCheckedContinuation { c in
-            core.mailbox.post { [core] in body(core) { c.resume(returning: $0) } }
+            let posted = core.mailbox.post { [core] in
+                if core.isClosed {
+                    c.resume(returning: .failure(ClientCore.closedError))
+                } else {
+                    body(core) { c.resume(returning: $0) }
+                }
+            }
+            if !posted { c.resume(returning: .failure(ClientCore.closedError)) }
         }
         return try result.get()
     }
@@ -110,7 +117,7 @@ public final class NetActivity: Sendable {
     /// connection closes.
     public func statusUpdates() -> AsyncStream<ActivityStatus?> {
         let (stream, continuation) = AsyncStream<ActivityStatus?>.makeStream(bufferingPolicy: .bufferingNewest(64))
-        core.mailbox.post { [core] in core.observeStatus(continuation) }
+        if !core.mailbox.post({ [core] in core.observeStatus(continuation) }) { continuation.finish() }
         return stream
     }
 
@@ -218,7 +225,14 @@ public struct NetActivityTask: Sendable, Hashable {
 
     func perform(_ change: @escaping @Sendable (inout TaskRecord) throws(NetActivityError) -> Void) async throws(NetActivityError) {
         let result: Result<Void, NetActivityError> = await withCheckedContinuation { c in
-            core.mailbox.post { [core, id] in core.updateTask(id, { c.resume(returning: $0) }, change) }
+            let posted = core.mailbox.post { [core, id] in
+                if core.isClosed {
+                    c.resume(returning: .failure(ClientCore.closedError))
+                } else {
+                    core.updateTask(id, { c.resume(returning: $0) }, change)
+                }
+            }
+            if !posted { c.resume(returning: .failure(ClientCore.closedError)) }
         }
         try result.get()
     }
@@ -255,7 +269,8 @@ public struct NetActivityTask: Sendable, Hashable {
     /// The task now; nil once it has completed and left the library.
     public func snapshot() async -> TaskSnapshot? {
         await withCheckedContinuation { c in
-            core.mailbox.post { [core, id] in c.resume(returning: core.snapshot(of: id)) }
+            let posted = core.mailbox.post { [core, id] in c.resume(returning: core.snapshot(of: id)) }
+            if !posted { c.resume(returning: nil) }
         }
     }
 
@@ -263,7 +278,7 @@ public struct NetActivityTask: Sendable, Hashable {
     /// after an agent restart); ends after `completed`.
     public var states: AsyncStream<TaskSnapshot> {
         let (stream, continuation) = AsyncStream<TaskSnapshot>.makeStream(bufferingPolicy: .bufferingNewest(64))
-        core.mailbox.post { [core, id] in core.observeTask(id, continuation) }
+        if !core.mailbox.post({ [core, id] in core.observeTask(id, continuation) }) { continuation.finish() }
         return stream
     }
 }

@@ -142,4 +142,27 @@ struct NetActivityTests {
         #expect(await task.snapshot()?.path != nil)
         activity.close()
     }
+
+    @Test("closing releases everything at the agent, and later calls throw instead of hanging")
+    func closing() async throws {
+        let bus = try TestBus()
+        try await bus.startAgent()
+        let activity = try await NetActivity.connect(address: bus.address)
+        try await activity.incrementActivityCount()
+        let lease = try await activity.beginActivity(reason: "held")
+        let task = try await activity.beginTask("open")
+        let updates = activity.statusUpdates()
+        #expect(try bus.status().activityCount == 3)
+        activity.close()
+        #expect(try await bus.eventually(within: 2) { try bus.status().activityCount == 0 })
+        do {
+            try await activity.incrementActivityCount()
+            Issue.record("a call on a closed connection succeeded")
+        } catch {
+            #expect(error.code == .disconnected)
+        }
+        await #expect(throws: NetActivityError.self) { try await task.suspend() }
+        lease.end()
+        for await _ in updates {}  // the stream ends
+    }
 }
