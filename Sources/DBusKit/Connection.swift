@@ -357,6 +357,11 @@ public struct SignalMatch: Sendable {
             && eq(path, dbus_message_get_path(raw)) && eq(sender, dbus_message_get_sender(raw))
     }
 
+    /// The bus daemon's NameOwnerChanged(name, old_owner, new_owner).
+    public static let nameOwnerChanged = SignalMatch(
+        sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+        member: "NameOwnerChanged")
+
     /// The bus match rule for this filter.
     public var rule: String {
         var parts = ["type='signal'"]

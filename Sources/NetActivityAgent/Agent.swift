@@ -70,9 +70,7 @@ public final class Agent {
         server.addObjectManager(at: NetActivityNames.objectPath)
         server.export(path: NetActivityNames.objectPath, interfaces: [makeActivityInterface()])
         // Only disappearances (new owner empty) matter: fewer wake-ups on a busy bus.
-        let vanished = SignalMatch(
-            sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-            interface: "org.freedesktop.DBus", member: "NameOwnerChanged")
+        let vanished = SignalMatch.nameOwnerChanged
         try connection.addMatch(vanished.rule + ",arg2=''")
         connection.onSignal(vanished) { [unowned self] message in
             var r = message.reader()

@@ -117,9 +117,7 @@ final class ClientCore: @unchecked Sendable {
     }
 
     private func subscribe(_ c: Connection) throws(DBusError) {
-        let owner = SignalMatch(
-            sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
-            member: "NameOwnerChanged")
+        let owner = SignalMatch.nameOwnerChanged
         try c.addMatch(owner.rule + ",arg0='\(Self.busName)'")
         c.onSignal(owner) { [unowned self] message in
             var r = message.reader()
@@ -284,12 +282,17 @@ final class ClientCore: @unchecked Sendable {
         nextID += 1
         leases[id] = LeaseRecord(reason: reason)
         guard owner != nil else { return done(.success(id)) }
-        assertLease(id) { [unowned self] result in
-            if case .failure(let e) = result {
-                self.endLease(id)
+        assertLease(id, answering(id, done) { [unowned self] in self.endLease(id) })
+    }
+
+    /// The completion of a new holding's first assertion: its id, or `undo` and the refusal.
+    private func answering(_ id: Int, _ done: @escaping Completion<Int>, undo: @escaping () -> Void) -> Completion<Void> {
+        { result in
+            switch result {
+            case .success: done(.success(id))
+            case .failure(let e):
+                undo()
                 done(.failure(e))
-            } else {
-                done(.success(id))
             }
         }
     }
@@ -323,14 +326,7 @@ final class ClientCore: @unchecked Sendable {
         nextID += 1
         tasks[id] = TaskEntry(record: TaskRecord(owner: uniqueName, description: description, state: state, progress: progress))
         guard owner != nil else { return done(.success(id)) }
-        assertTask(id) { [unowned self] result in
-            if case .failure(let e) = result {
-                self.finish(id)
-                done(.failure(e))
-            } else {
-                done(.success(id))
-            }
-        }
+        assertTask(id, answering(id, done) { [unowned self] in self.finish(id) })
     }
 
     /// BeginTask for a live task, then whatever changed while the call was out.

@@ -141,9 +141,7 @@ public final class NetActivityClient {
         let loop = EventLoop()
         connection.attach(to: loop)
         let changed = SignalMatch(path: Self.path, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged")
-        let owner = SignalMatch(
-            sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
-            member: "NameOwnerChanged")
+        let owner = SignalMatch.nameOwnerChanged
         do {
             try connection.addMatch(changed.rule + ",arg0='\(Self.interface)'")
             try connection.addMatch(owner.rule + ",arg0='\(Self.busName)'")
@@ -232,9 +230,7 @@ public final class NetActivityClient {
         let added = SignalMatch(path: Self.path, interface: om, member: "InterfacesAdded")
         let removed = SignalMatch(path: Self.path, interface: om, member: "InterfacesRemoved")
         let changed = SignalMatch(interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged")
-        let owner = SignalMatch(
-            sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
-            member: "NameOwnerChanged")
+        let owner = SignalMatch.nameOwnerChanged
         do {
             try connection.addMatch(added.rule + ",sender='\(Self.busName)'")
             try connection.addMatch(removed.rule + ",sender='\(Self.busName)'")

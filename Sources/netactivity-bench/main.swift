@@ -97,7 +97,8 @@ case "live":
         } catch { die(error) }
     }
     times.sort()
-    print("live=\(n) objects=\(objects) get_managed_objects_p50_ms=\(times[times.count / 2]) max_ms=\(times.last!)")
+    let round2 = { (x: Double) in (x * 100).rounded() / 100 }
+    print("live=\(n) objects=\(objects) get_managed_objects_p50_ms=\(round2(times[times.count / 2])) max_ms=\(round2(times.last!))")
     fflush(nil)
     // Hold the tasks while the caller measures the agent.
     var byte: UInt8 = 0
