@@ -1,0 +1,134 @@
+/// AFAutoPurgingImageCache, without its faults: an in-memory cache whose cost is the bytes held,
+/// with two watermarks. When usage exceeds `memoryCapacity` (strictly), least-recently-used
+/// entries go until usage is at or under `preferredMemoryUsageAfterPurge`. Every operation is
+/// O(1) (amortised; a purge is O(entries evicted)), and recency is an order, not a clock.
+public struct AutoPurgingImageCache<Image> {
+    public static var defaultCapacity: UInt64 { 100 * 1024 * 1024 }
+    public static var defaultPreferred: UInt64 { 60 * 1024 * 1024 }
+
+    public private(set) var memoryCapacity: UInt64
+    public private(set) var preferredMemoryUsageAfterPurge: UInt64
+    private var entries = LRUCache<String, Image>()
+    public private(set) var statistics = Statistics()
+
+    public struct Statistics: Equatable, Sendable {
+        public var hits: UInt64 = 0
+        public var misses: UInt64 = 0
+        public var insertions: UInt64 = 0
+        public var evictions: UInt64 = 0
+        /// Memory-pressure events acted on, and what they freed.
+        public var pressureModerate: UInt64 = 0
+        public var pressureCritical: UInt64 = 0
+        public var pressureEvictions: UInt64 = 0
+        public var pressureBytesFreed: UInt64 = 0
+        public init() {}
+    }
+
+    public enum Refusal: Error, Equatable, Sendable {
+        /// The image alone is larger than the capacity.
+        case tooLarge(cost: UInt64, capacity: UInt64)
+        /// preferred > capacity.
+        case preferredAboveCapacity(preferred: UInt64, capacity: UInt64)
+    }
+
+    public init(memoryCapacity: UInt64 = defaultCapacity, preferredMemoryUsageAfterPurge: UInt64 = defaultPreferred) {
+        precondition(preferredMemoryUsageAfterPurge <= memoryCapacity, "preferred usage above capacity")
+        self.memoryCapacity = memoryCapacity
+        self.preferredMemoryUsageAfterPurge = preferredMemoryUsageAfterPurge
+    }
+
+    public var memoryUsage: UInt64 { entries.totalCost }
+    public var count: Int { entries.count }
+
+    /// Adds or replaces the image for `key`. Returns what the purge evicted (oldest first), so the
+    /// caller can release resources the images hold. The image just added is never evicted by its
+    /// own insertion (it is the most recent, and it fits within the capacity).
+    @discardableResult
+    public mutating func add(_ image: Image, cost: UInt64, for key: String) throws(Refusal) -> [Image] {
+        guard cost <= memoryCapacity else { throw .tooLarge(cost: cost, capacity: memoryCapacity) }
+        var evicted: [Image] = []
+        if let old = entries.set(image, cost: cost, for: key) { evicted.append(old) }
+        statistics.insertions += 1
+        if memoryUsage > memoryCapacity { evicted += purge(to: preferredMemoryUsageAfterPurge, keeping: key) }
+        return evicted
+    }
+
+    /// The image for `key`, refreshed as the most recently used; counts a hit or a miss.
+    public mutating func image(for key: String) -> Image? {
+        if let image = entries.value(for: key) {
+            statistics.hits += 1
+            return image
+        }
+        statistics.misses += 1
+        return nil
+    }
+
+    /// The image for `key` without counting or refreshing it.
+    public func peek(_ key: String) -> Image? { entries.peek(key) }
+
+    /// Removes the image for `key`; nil when there was none.
+    public mutating func remove(_ key: String) -> Image? {
+        entries.remove(key)?.value
+    }
+
+    /// Removes everything; returns what was held.
+    public mutating func removeAll() -> [Image] {
+        var all: [Image] = []
+        while let e = entries.removeOldest() { all.append(e.value) }
+        return all
+    }
+
+    /// Sets both watermarks (preferred <= capacity); a shrink below the usage purges at once.
+    public mutating func setLimits(capacity: UInt64, preferred: UInt64) throws(Refusal) -> [Image] {
+        guard preferred <= capacity else { throw .preferredAboveCapacity(preferred: preferred, capacity: capacity) }
+        memoryCapacity = capacity
+        preferredMemoryUsageAfterPurge = preferred
+        return memoryUsage > memoryCapacity ? purge(to: preferred, keeping: nil) : []
+    }
+
+    /// Memory pressure: moderate trims to the preferred usage, critical empties the cache.
+    public mutating func trim(critical: Bool) -> [Image] {
+        let before = memoryUsage
+        let evicted: [Image]
+        if critical {
+            statistics.pressureCritical += 1
+            evicted = removeAll()
+            statistics.evictions += UInt64(evicted.count)
+        } else {
+            statistics.pressureModerate += 1
+            evicted = purge(to: preferredMemoryUsageAfterPurge, keeping: nil)
+        }
+        statistics.pressureEvictions += UInt64(evicted.count)
+        statistics.pressureBytesFreed += before - memoryUsage
+        return evicted
+    }
+
+    /// Keys from the most to the least recently used.
+    public var keysByRecency: [String] { entries.keysByRecency }
+
+    private mutating func purge(to target: UInt64, keeping kept: String?) -> [Image] {
+        var evicted: [Image] = []
+        while memoryUsage > target, let oldest = entries.oldestKey, oldest != kept, let e = entries.removeOldest() {
+            evicted.append(e.value)
+        }
+        statistics.evictions += UInt64(evicted.count)
+        return evicted
+    }
+}
+
+extension AutoPurgingImageCache: Sendable where Image: Sendable {}
+
+/// The cache key of an image request, without AFNetworking's ambiguity (it joined URL and
+/// identifier with nothing between, so "u"+"rl" and "ur"+"l" collided).
+///
+/// (url, "") is the URL itself, so a request without an additional identifier and the plain
+/// identifier `url` are one entry. Otherwise the key is url + NUL + additional: D-Bus strings
+/// cannot hold NUL, so the first NUL splits any key back into its one (url, additional) pair,
+/// and no identifier a client can send equals such a key.
+public enum ImageRequestKey {
+    public static let separator: Character = "\u{0}"
+
+    public static func make(url: String, additional: String) -> String {
+        additional.isEmpty ? url : url + String(separator) + additional
+    }
+}

@@ -1,0 +1,57 @@
+/// Minimal, well-formed image headers of every format the cache accepts, for tests and the
+/// benchmark. `padding` appends bytes so an image can have any size (the cache sniffs headers
+/// and does not decode pixels).
+public enum TestImages {
+    public static func png(width: UInt32, height: UInt32, padding: Int = 0) -> [UInt8] {
+        [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + be32(13) + Array("IHDR".utf8) + be32(width) + be32(height)
+            + [8, 6, 0, 0, 0] + [0, 0, 0, 0] + pad(padding)
+    }
+
+    public static func jpeg(width: UInt16, height: UInt16, padding: Int = 0) -> [UInt8] {
+        // SOI, an APP0 segment, then SOF0 with the size, then EOI.
+        [0xFF, 0xD8] + [0xFF, 0xE0, 0x00, 0x10] + Array("JFIF".utf8) + [0, 1, 1, 0, 0, 1, 0, 1, 0, 0]
+            + [0xFF, 0xC0, 0x00, 0x11, 0x08] + be16(height) + be16(width) + [3, 1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1]
+            + pad(padding) + [0xFF, 0xD9]
+    }
+
+    public static func gif(width: UInt16, height: UInt16, padding: Int = 0) -> [UInt8] {
+        Array("GIF89a".utf8) + le16(width) + le16(height) + [0, 0, 0] + pad(padding) + [0x3B]
+    }
+
+    public static func webpLossy(width: UInt16, height: UInt16) -> [UInt8] {
+        riff("VP8 ", [0x30, 0x01, 0x00, 0x9D, 0x01, 0x2A] + le16(width) + le16(height) + [0, 0])
+    }
+
+    public static func webpLossless(width: UInt32, height: UInt32) -> [UInt8] {
+        let bits = (width - 1) | (height - 1) << 14
+        return riff("VP8L", [0x2F] + le32(bits) + [0, 0, 0])
+    }
+
+    public static func webpExtended(width: UInt32, height: UInt32) -> [UInt8] {
+        riff("VP8X", [0, 0, 0, 0] + Array(le32(width - 1).prefix(3)) + Array(le32(height - 1).prefix(3)))
+    }
+
+    public static func bmp(width: Int32, height: Int32) -> [UInt8] {
+        Array("BM".utf8) + le32(54) + [0, 0, 0, 0] + le32(54) + le32(40)
+            + le32(UInt32(bitPattern: width)) + le32(UInt32(bitPattern: height)) + [1, 0, 24, 0] + [UInt8](repeating: 0, count: 24)
+    }
+
+    public static func ico(width: UInt8, height: UInt8) -> [UInt8] {
+        [0, 0, 1, 0, 1, 0] + [width, height, 0, 0, 1, 0, 32, 0] + le32(40) + le32(22)
+    }
+
+    public static func svg(_ text: String = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"16\" height=\"16\"/>") -> [UInt8] {
+        Array(text.utf8)
+    }
+
+    static func riff(_ chunk: String, _ payload: [UInt8]) -> [UInt8] {
+        let body = Array("WEBP".utf8) + Array(chunk.utf8) + le32(UInt32(payload.count)) + payload
+        return Array("RIFF".utf8) + le32(UInt32(body.count)) + body
+    }
+
+    static func pad(_ n: Int) -> [UInt8] { [UInt8](repeating: 0xA5, count: n) }
+    static func be16(_ v: UInt16) -> [UInt8] { [UInt8(v >> 8), UInt8(v & 0xFF)] }
+    static func be32(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
+    static func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
+    static func le32(_ v: UInt32) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 24)] }
+}

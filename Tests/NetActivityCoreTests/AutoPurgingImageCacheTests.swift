@@ -1,0 +1,193 @@
+import NetActivityCore
+import Testing
+
+/// AFNetworking's AFAutoPurgingImageCacheTests, ported (the image is a class instance, so
+/// "the same image back" is identity), plus what AFNetworking got wrong.
+@Suite("Auto-purging image cache")
+struct AutoPurgingImageCacheTests {
+    final class Image {
+        let bytes: UInt64
+        init(_ bytes: UInt64 = 13600) { self.bytes = bytes }
+    }
+
+    typealias Cache = AutoPurgingImageCache<Image>
+    let image = Image()
+    let url = "http://test.com/image"
+
+    func cache(_ capacity: UInt64 = 100 * 1024 * 1024, _ preferred: UInt64 = 60 * 1024 * 1024) -> Cache {
+        Cache(memoryCapacity: capacity, preferredMemoryUsageAfterPurge: preferred)
+    }
+
+    func add(_ c: inout Cache, _ image: Image, _ key: String) throws {
+        try c.add(image, cost: image.bytes, for: key)
+    }
+
+    @Test("the same image comes back for its identifier")
+    func identifier() throws {
+        var c = cache()
+        try add(&c, image, "logo")
+        #expect(c.image(for: "logo") === image)
+    }
+
+    @Test("the same image comes back for a request, with and without an additional identifier")
+    func request() throws {
+        var c = cache()
+        try add(&c, image, ImageRequestKey.make(url: url, additional: ""))
+        try add(&c, image, ImageRequestKey.make(url: url, additional: "filter"))
+        #expect(c.image(for: ImageRequestKey.make(url: url, additional: "")) === image)
+        #expect(c.image(for: ImageRequestKey.make(url: url, additional: "filter")) === image)
+    }
+
+    @Test("no image for the request without the additional identifier, or for another URL")
+    func requestMisses() throws {
+        var c = cache()
+        try add(&c, image, ImageRequestKey.make(url: url, additional: "filter"))
+        #expect(c.image(for: ImageRequestKey.make(url: url, additional: "")) == nil)
+        #expect(c.image(for: ImageRequestKey.make(url: "http://test.com/differentImage", additional: "")) == nil)
+    }
+
+    @Test("adding again replaces the image and its cost")
+    func replace() throws {
+        var c = cache()
+        try add(&c, image, url)
+        let newer = Image(500)
+        let replaced = try c.add(newer, cost: newer.bytes, for: url)
+        #expect(c.image(for: url) === newer)
+        #expect(replaced.count == 1 && replaced[0] === image)
+        #expect(c.memoryUsage == 500)
+        #expect(c.count == 1)
+    }
+
+    @Test("removing reports true once, then false; the image is gone", arguments: ["", "filter"])
+    func removeTwice(additional: String) throws {
+        var c = cache()
+        let key = ImageRequestKey.make(url: url, additional: additional)
+        try add(&c, image, key)
+        #expect(c.remove(key) != nil)
+        #expect(c.remove(key) == nil)
+        #expect(c.image(for: key) == nil)
+    }
+
+    @Test("a request is not removed with a missing or different additional identifier")
+    func removeWrongIdentifier() throws {
+        var c = cache()
+        try add(&c, image, ImageRequestKey.make(url: url, additional: "filter"))
+        #expect(c.remove(ImageRequestKey.make(url: url, additional: "")) == nil)
+        #expect(c.remove(ImageRequestKey.make(url: url, additional: "nofilter")) == nil)
+        #expect(c.image(for: ImageRequestKey.make(url: url, additional: "filter")) != nil)
+    }
+
+    @Test("memory usage rises by the cost on add and falls on remove")
+    func usage() throws {
+        var c = cache()
+        #expect(c.memoryUsage == 0)
+        try add(&c, image, "logo")
+        #expect(c.memoryUsage == 13600)
+        _ = c.remove("logo")
+        #expect(c.memoryUsage == 0)
+    }
+
+    @Test("10 images fill the cache; the 11th purges to exactly 6")
+    func purgeAtCapacity() throws {
+        var c = cache(10 * 13600, 6 * 13600)
+        for index in 1...11 {
+            try add(&c, Image(), "image-\(index)")
+            #expect(c.memoryUsage == (index <= 10 ? UInt64(index) : 6) * 13600, "after image \(index)")
+        }
+        #expect(c.statistics.evictions == 5)
+    }
+
+    @Test("a read refreshes recency: the purge keeps image 0 and 6...10")
+    func lruAfterRead() throws {
+        var c = cache(10 * 13600, 6 * 13600)
+        for index in 0..<10 { try add(&c, Image(), "image-\(index)") }
+        #expect(c.image(for: "image-0") != nil)
+        let before = c.memoryUsage
+        try add(&c, Image(), "image-10")
+        #expect(c.memoryUsage < before)
+        for index in 0...10 {
+            #expect((c.peek("image-\(index)") != nil) == (index == 0 || index >= 6), "image-\(index)")
+        }
+    }
+
+    @Test("images added within the same instant still purge in insertion order (no wall-clock ties)")
+    func deterministicOrder() throws {
+        var c = cache(4, 2)
+        for key in ["a", "b", "c", "d"] { try c.add(Image(1), cost: 1, for: key) }
+        _ = c.image(for: "b")
+        #expect(c.keysByRecency == ["b", "d", "c", "a"])
+        try c.add(Image(1), cost: 1, for: "e")
+        #expect(c.keysByRecency == ["e", "b"])
+    }
+
+    @Test("request keys: (url, \"\") is the url; different pairs never share a key")
+    func requestKeys() {
+        #expect(ImageRequestKey.make(url: "http://a/x", additional: "") == "http://a/x")
+        let pairs = [("u", "rl"), ("ur", "l"), ("url", ""), ("u", ""), ("", "url"), ("url", "\u{0}")]
+        let keys = pairs.map { ImageRequestKey.make(url: $0.0, additional: $0.1) }
+        #expect(Set(keys).count == pairs.count, "AFNetworking's \"u\"+\"rl\" == \"ur\"+\"l\" must not happen")
+    }
+
+    @Test("too large for the capacity is refused; the watermarks are validated; a shrink purges at once")
+    func limits() throws {
+        var c = cache(1000, 600)
+        #expect(throws: Cache.Refusal.tooLarge(cost: 1001, capacity: 1000)) { try c.add(Image(1001), cost: 1001, for: "big") }
+        #expect(throws: Cache.Refusal.preferredAboveCapacity(preferred: 700, capacity: 500)) {
+            try c.setLimits(capacity: 500, preferred: 700)
+        }
+        for i in 0..<10 { try c.add(Image(100), cost: 100, for: "i\(i)") }
+        #expect(c.memoryUsage == 1000)
+        let evicted = try c.setLimits(capacity: 500, preferred: 300)
+        #expect(evicted.count == 7)
+        #expect(c.memoryUsage == 300)
+        #expect(c.keysByRecency == ["i9", "i8", "i7"])
+    }
+
+    @Test("the image just added is never evicted by its own insertion")
+    func newestSurvives() throws {
+        var c = cache(1000, 100)
+        try c.add(Image(400), cost: 400, for: "old")
+        try c.add(Image(900), cost: 900, for: "new")
+        #expect(c.keysByRecency == ["new"])
+        #expect(c.memoryUsage == 900)
+    }
+
+    @Test("memory pressure: moderate trims to the preferred usage, critical empties; statistics say so")
+    func pressure() throws {
+        var c = cache(1000, 500)
+        for i in 0..<9 { try c.add(Image(100), cost: 100, for: "i\(i)") }
+        #expect(c.trim(critical: false).count == 4)
+        #expect(c.memoryUsage == 500)
+        #expect(c.trim(critical: true).count == 5)
+        #expect(c.memoryUsage == 0)
+        let s = c.statistics
+        #expect((s.pressureModerate, s.pressureCritical, s.pressureEvictions, s.pressureBytesFreed) == (1, 1, 9, 900))
+    }
+
+    @Test("hits, misses and insertions are counted")
+    func statistics() throws {
+        var c = cache()
+        try add(&c, image, "a")
+        _ = c.image(for: "a")
+        _ = c.image(for: "b")
+        _ = c.peek("a")
+        #expect((c.statistics.hits, c.statistics.misses, c.statistics.insertions) == (1, 1, 1))
+    }
+}
+
+@Suite("LRU list")
+struct LRUCacheTests {
+    @Test("removal from the middle, the ends and reuse of slots keep the order")
+    func order() {
+        var lru = LRUCache<Int, Int>()
+        for i in 0..<6 { lru.set(i, cost: 1, for: i) }
+        #expect(lru.remove(3)?.value == 3)
+        #expect(lru.remove(5)?.value == 5)
+        #expect(lru.removeOldest()?.key == 0)
+        lru.set(7, cost: 2, for: 7)
+        _ = lru.value(for: 1)
+        #expect(lru.keysByRecency == [1, 7, 4, 2])
+        #expect(lru.totalCost == 5)
+        #expect(lru.count == 4)
+    }
+}
