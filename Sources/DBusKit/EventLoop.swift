@@ -48,6 +48,8 @@ public final class EventLoop {
     public static let writable = UInt32(EPOLLOUT.rawValue)
     public static let error = UInt32(EPOLLERR.rawValue)
     public static let hangup = UInt32(EPOLLHUP.rawValue)
+    /// Urgent data; PSI triggers report with it.
+    public static let priority = UInt32(EPOLLPRI.rawValue)
 
     /// Starts (or changes) watching `fd` for `events` (`readable`, `writable`). Errors and hang-ups
     /// are always reported.

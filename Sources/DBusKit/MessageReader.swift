@@ -68,6 +68,11 @@ public struct MessageReader {
 
     /// An `ay` in one copy.
     public mutating func readBytes() throws(DBusError) -> [UInt8] {
+        try withBytes { Array($0.bindMemory(to: UInt8.self)) }
+    }
+
+    /// Lends an `ay` in place (no copy); the buffer is valid only inside `body`.
+    public mutating func withBytes<T>(_ body: (UnsafeRawBufferPointer) throws(DBusError) -> T) throws(DBusError) -> T {
         try expect(CDBUS_TYPE_ARRAY)
         guard dbus_message_iter_get_element_type(&iter) == CDBUS_TYPE_BYTE else {
             throw .invalidArgs("Expected a byte array, got '\(peekSignature())'")
@@ -77,14 +82,9 @@ public struct MessageReader {
         var ptr: UnsafeRawPointer? = nil
         var count: Int32 = 0
         dbus_message_iter_get_fixed_array(&sub, &ptr, &count)
-        let bytes: [UInt8]
-        if let ptr, count > 0 {
-            bytes = Array(UnsafeBufferPointer(start: ptr.assumingMemoryBound(to: UInt8.self), count: Int(count)))
-        } else {
-            bytes = []
-        }
+        let result = try body(UnsafeRawBufferPointer(start: count > 0 ? ptr : nil, count: Int(max(0, count))))
         dbus_message_iter_next(&iter)
-        return bytes
+        return result
     }
 
     /// Steps into the container at the cursor (array, struct, dict entry or variant) and moves

@@ -1,3 +1,4 @@
+internal import CDBus
 import Glibc
 
 /// A pipe whose ends are close-on-exec and non-blocking (the agent's leases).
@@ -9,4 +10,20 @@ public func makeLeasePipe() -> (read: Int32, write: Int32)? {
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
     }
     return (fds[0], fds[1])
+}
+
+/// Read-only shared memory for passing large data by fd (the image cache's zero-copy path).
+public enum SealedMemory {
+    /// A sealed memfd holding a copy of `bytes` (nobody can write, shrink, grow or unseal it),
+    /// or nil with errno set.
+    public static func make(name: String, bytes: UnsafeRawBufferPointer) -> Int32? {
+        let fd = cdbus_sealed_memfd(name, bytes.baseAddress, bytes.count)
+        return fd >= 0 ? fd : nil
+    }
+
+    /// Whether `fd` carries all the read-only seals.
+    public static func isSealedReadOnly(_ fd: Int32) -> Bool {
+        let seals = cdbus_get_seals(fd)
+        return seals >= 0 && seals & CDBUS_SEALS_READ_ONLY == CDBUS_SEALS_READ_ONLY
+    }
 }

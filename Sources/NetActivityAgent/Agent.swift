@@ -9,6 +9,8 @@ public struct AgentOptions: Sendable {
     public var completionDelay: Double = 0.17
     /// Seconds a completed task stays on the bus for observers before it leaves.
     public var completedTaskLinger: Double = 5.0
+    /// Where LowMemoryMonitor is looked for: nil is the system bus, "" turns it off.
+    public var systemBusAddress: String?
     public init() {}
 }
 
@@ -32,6 +34,9 @@ public final class Agent {
     private var leasesByClient: [String: Set<Int32>] = [:]
 
     var tasks = TaskTable()
+    var imageCache = AutoPurgingImageCache<CachedImage>()
+    private var pressure: MemoryPressureMonitor?
+    private let systemBusAddress: String?
     let taskLinger: Duration
     /// One table serves every task object; handlers find the task by the call's path.
     lazy var taskInterface = makeTaskInterface()
@@ -56,6 +61,7 @@ public final class Agent {
         self.logger = logger
         server = ObjectServer(connection: connection)
         taskLinger = .seconds(double: options.completedTaskLinger)
+        systemBusAddress = options.systemBusAddress
         ledger.limits[.task] = UInt32(AgentLimits.maxLiveTasksPerClient)
         machine = ActivityIndicatorStateMachine(
             activationDelay: .seconds(double: options.activationDelay),
@@ -68,7 +74,8 @@ public final class Agent {
     /// requesting the name, so the first call that arrives finds the object.
     public func start() throws {
         server.addObjectManager(at: NetActivityNames.objectPath)
-        server.export(path: NetActivityNames.objectPath, interfaces: [makeActivityInterface()])
+        server.export(path: NetActivityNames.objectPath, interfaces: [makeActivityInterface(), makeImageCacheInterface()])
+        startMemoryPressure()
         // Only disappearances (new owner empty) matter: fewer wake-ups on a busy bus.
         let vanished = SignalMatch.nameOwnerChanged
         try connection.addMatch(vanished.rule + ",arg2=''")
@@ -87,6 +94,19 @@ public final class Agent {
                 self.onStop?()
             }
         }
+    }
+
+    private func startMemoryPressure() {
+        let monitor = MemoryPressureMonitor(loop: loop, logger: logger) { [unowned self] critical, source in
+            self.memoryPressure(critical: critical, source: source)
+        }
+        let triggers = monitor.startPSI()
+        var lowMemory = false
+        if let address = systemBusAddress ?? MemoryPressureMonitor.systemBusAddress(), !address.isEmpty {
+            lowMemory = monitor.startLowMemoryMonitor(address: address)
+        }
+        logger.info("Memory pressure: \(triggers) PSI triggers, LowMemoryMonitor \(lowMemory ? "followed" : "not available")")
+        pressure = monitor
     }
 
     // MARK: activity

@@ -27,6 +27,9 @@ struct NetActivityDaemon: ParsableCommand {
     @Option(help: "Seconds a completed task stays visible to observers before it leaves (0...3600).")
     var completedTaskLinger: Double = 5.0
 
+    @Option(help: "Bus to follow org.freedesktop.LowMemoryMonitor on (default: the system bus; empty: none).")
+    var systemBusAddress: String?
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "notice"
 
@@ -90,6 +93,7 @@ struct NetActivityDaemon: ParsableCommand {
         options.activationDelay = activationDelay
         options.completionDelay = completionDelay
         options.completedTaskLinger = completedTaskLinger
+        options.systemBusAddress = systemBusAddress
         let agent = Agent(connection: connection, loop: loop, options: options, logger: logger)
         agent.onStop = { loop.stop() }
         try agent.start()

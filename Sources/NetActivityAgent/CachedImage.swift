@@ -1,0 +1,58 @@
+import DBusKit
+import Glibc
+import NetActivityCore
+
+/// One image in the shared cache. Large images live in a sealed memfd mapped read-only, so
+/// `OpenImage` hands out the same fd with no copy and `LookupImage` copies from the mapping;
+/// small ones are a plain array (an fd each would cost more than it saves). The memory goes when
+/// the last reference does (eviction, replacement, removal).
+final class CachedImage {
+    /// Images from this size on are held in a memfd.
+    static let memfdThreshold = 64 * 1024
+
+    let info: ImageInfo
+    let size: Int
+    private let bytes: [UInt8]
+    private let fd: Int32
+    private let mapping: UnsafeRawPointer?
+
+    /// Copies `data` into the cache's storage.
+    init(info: ImageInfo, data: UnsafeRawBufferPointer) {
+        self.info = info
+        size = data.count
+        if data.count >= Self.memfdThreshold, let fd = SealedMemory.make(name: "netactivity-image", bytes: data),
+           let map = mmap(nil, data.count, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED
+        {
+            self.fd = fd
+            mapping = UnsafeRawPointer(map)
+            bytes = []
+        } else {
+            // No memfd (an old kernel, or out of fds): an array still works; OpenImage copies.
+            fd = -1
+            mapping = nil
+            bytes = Array(data.bindMemory(to: UInt8.self))
+        }
+    }
+
+    deinit {
+        if let mapping { munmap(UnsafeMutableRawPointer(mutating: mapping), size) }
+        if fd >= 0 { close(fd) }
+    }
+
+    func withBytes<T>(_ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
+        if let mapping { return try body(UnsafeRawBufferPointer(start: mapping, count: size)) }
+        return try bytes.withUnsafeBytes(body)
+    }
+
+    /// A sealed memfd with the image, for the caller to close: a duplicate of ours when the image
+    /// has one, else a new one.
+    func openReadOnly() -> Int32? {
+        if fd >= 0 {
+            let copy = fcntl(fd, F_DUPFD_CLOEXEC, 0)
+            return copy >= 0 ? copy : nil
+        }
+        return bytes.withUnsafeBytes { SealedMemory.make(name: "netactivity-image", bytes: $0) }
+    }
+
+    var isMemfdBacked: Bool { fd >= 0 }
+}
