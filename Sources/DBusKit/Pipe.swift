@@ -21,6 +21,14 @@ public enum SealedMemory {
         return fd >= 0 ? fd : nil
     }
 
+    /// A new, read-only open of the memfd behind `fd`: its own file offset (a duplicate would share
+    /// ours with every holder), and no write access even before the seals are checked. Nil with
+    /// errno set.
+    public static func reopenReadOnly(_ fd: Int32) -> Int32? {
+        let copy = open("/proc/self/fd/\(fd)", O_RDONLY | O_CLOEXEC)
+        return copy >= 0 ? copy : nil
+    }
+
     /// Whether `fd` carries all the read-only seals.
     public static func isSealedReadOnly(_ fd: Int32) -> Bool {
         let seals = cdbus_get_seals(fd)

@@ -44,14 +44,13 @@ final class CachedImage {
         return try bytes.withUnsafeBytes(body)
     }
 
-    /// A sealed memfd with the image, for the caller to close: a duplicate of ours when the image
-    /// has one, else a new one.
+    /// A sealed memfd with the image, opened read-only for one client (its own file offset), for
+    /// the caller to close: our memfd reopened when the image has one (no copy), else a new one.
     func openReadOnly() -> Int32? {
-        if fd >= 0 {
-            let copy = fcntl(fd, F_DUPFD_CLOEXEC, 0)
-            return copy >= 0 ? copy : nil
-        }
-        return bytes.withUnsafeBytes { SealedMemory.make(name: "netactivity-image", bytes: $0) }
+        if fd >= 0 { return SealedMemory.reopenReadOnly(fd) }
+        guard let fresh = bytes.withUnsafeBytes({ SealedMemory.make(name: "netactivity-image", bytes: $0) }) else { return nil }
+        defer { close(fresh) }
+        return SealedMemory.reopenReadOnly(fresh)
     }
 
     var isMemfdBacked: Bool { fd >= 0 }

@@ -292,4 +292,66 @@ public final class NetActivityClient {
         connection.onDisconnect = { running = false; loop.stop() }
         while running { loop.runOnce(maxWaitNanoseconds: nil) }
     }
+
+    // MARK: image cache
+
+    static let cacheInterface = "org.example.NetActivity.ImageCache"
+
+    /// Stores `data` (an image) under `identifier` in the shared cache.
+    public func addImage(_ data: [UInt8], identifier: String) throws(NetActivityError) {
+        _ = try call("AddImage", interface: Self.cacheInterface) { w in
+            w.append(identifier)
+            try w.appendBytes(data)
+        }
+    }
+
+    /// The image as a sealed read-only memfd (close it when done) and its size; nil on a miss.
+    public func openImage(identifier: String) throws(NetActivityError) -> (fd: Int32, size: UInt64)? {
+        do {
+            let reply = try call("OpenImage", interface: Self.cacheInterface) { w in w.append(identifier) }
+            var r = reply.reader()
+            let fd = try r.readFD()
+            let size = (try? r.read(UInt64.self)) ?? 0
+            return (fd, size)
+        } catch let e as NetActivityError where e.code == .notFound {
+            return nil
+        } catch let e as NetActivityError {
+            throw e
+        } catch {
+            throw NetActivityError(name: "org.freedesktop.DBus.Error.Failed", message: "\(error)")
+        }
+    }
+
+    /// Whether an image was removed.
+    public func removeImage(identifier: String) throws(NetActivityError) -> Bool {
+        try readBool(try call("RemoveImage", interface: Self.cacheInterface) { w in w.append(identifier) })
+    }
+
+    /// Whether the cache held anything.
+    public func removeAllImages() throws(NetActivityError) -> Bool {
+        try readBool(try call("RemoveAllImages", interface: Self.cacheInterface))
+    }
+
+    private func readBool(_ reply: Message) throws(NetActivityError) -> Bool {
+        var r = reply.reader()
+        do { return try r.read(Bool.self) } catch { throw NetActivityError(error) }
+    }
+
+    /// The cache's properties: "MemoryCapacity", "PreferredMemoryUsageAfterPurge", "MemoryUsage",
+    /// "ImageCount", and the "Statistics" counters by name.
+    public func cacheStatus() throws(NetActivityError) -> (properties: [String: UInt64], statistics: [(String, UInt64)]) {
+        let reply = try call("GetAll", interface: "org.freedesktop.DBus.Properties") { w in w.append(Self.cacheInterface) }
+        var r = reply.reader()
+        let all: [String: DBusValue]
+        do { all = try r.readVardict() } catch { throw NetActivityError(error) }
+        var properties: [String: UInt64] = [:]
+        for (k, v) in all {
+            if let n = v.uint64Value { properties[k] = n } else if let n = v.uint32Value { properties[k] = UInt64(n) }
+        }
+        var statistics: [(String, UInt64)] = []
+        if case .dict(_, _, let entries)? = all["Statistics"] {
+            for (k, v) in entries { if let name = k.stringValue, let n = v.uint64Value { statistics.append((name, n)) } }
+        }
+        return (properties, statistics)
+    }
 }
