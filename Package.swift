@@ -68,6 +68,7 @@ let package = Package(
         .testTarget(name: "DBusKitTests", dependencies: ["DBusKit"], swiftSettings: strict),
         // The library against the real agent (built beside the tests) on a private bus.
         .testTarget(
-            name: "NetActivityClientTests", dependencies: ["NetActivityClient", "DBusKit"], swiftSettings: strict),
+            name: "NetActivityClientTests", dependencies: ["NetActivityClient", "DBusKit", "NetActivityTesting"],
+            swiftSettings: strict),
     ]
 )

@@ -436,6 +436,21 @@ final class ClientCore: @unchecked Sendable {
         for s in entry.streams.values { s.finish() }
     }
 
+    // MARK: plain requests (the image cache)
+
+    /// One call whose reply is decoded by `decode`; the agent's absence is an error here.
+    func request<T>(
+        _ member: String, interface: String, _ body: @escaping (inout MessageWriter) throws -> Void,
+        decode: @escaping (inout MessageReader) throws(DBusError) -> T, _ done: @escaping Completion<T>
+    ) {
+        send(member, interface: interface, body, reply: { result in
+            done(result.flatMap { reply in
+                var r = reply.reader()
+                do throws(DBusError) { return .success(try decode(&r)) } catch { return .failure(NetActivityError(error)) }
+            })
+        })
+    }
+
     // MARK: status
 
     func currentStatus(_ done: @escaping Completion<ActivityStatus>) {

@@ -105,6 +105,78 @@ public final class NetActivity: Sendable {
         return NetActivityTask(core: core, id: id)
     }
 
+    // MARK: the shared image cache
+
+    static let cacheInterface = "org.example.NetActivity.ImageCache"
+
+    private func cacheCall<T: Sendable>(
+        _ member: String, _ body: @escaping @Sendable (inout MessageWriter) throws -> Void,
+        decode: @escaping @Sendable (inout MessageReader) throws(DBusError) -> T
+    ) async throws(NetActivityError) -> T {
+        try await perform { core, done in
+            core.request(member, interface: Self.cacheInterface, body, decode: decode, done)
+        }
+    }
+
+    /// Stores an image (PNG, JPEG, GIF, WebP, BMP, ICO or SVG) in the cache every app shares.
+    public func addImage(_ data: [UInt8], identifier: String) async throws(NetActivityError) {
+        try await cacheCall("AddImage", { w in
+            w.append(identifier)
+            try w.appendBytes(data)
+        }, decode: { _ throws(DBusError) in })
+    }
+
+    /// Stores an image under the request key of (url, additionalIdentifier).
+    public func addImage(_ data: [UInt8], url: String, additionalIdentifier: String = "") async throws(NetActivityError) {
+        try await cacheCall("AddImageForRequest", { w in
+            w.append(url)
+            w.append(additionalIdentifier)
+            try w.appendBytes(data)
+        }, decode: { _ throws(DBusError) in })
+    }
+
+    /// The cached image's bytes, or nil.
+    public func image(identifier: String) async throws(NetActivityError) -> [UInt8]? {
+        try await cacheCall("LookupImage", { w in w.append(identifier) }, decode: Self.decodeLookup)
+    }
+
+    /// The image cached for (url, additionalIdentifier), or nil.
+    public func image(url: String, additionalIdentifier: String = "") async throws(NetActivityError) -> [UInt8]? {
+        try await cacheCall("LookupImageForRequest", { w in
+            w.append(url)
+            w.append(additionalIdentifier)
+        }, decode: Self.decodeLookup)
+    }
+
+    private static func decodeLookup(_ r: inout MessageReader) throws(DBusError) -> [UInt8]? {
+        let found = try r.read(Bool.self)
+        let data = try r.readBytes()
+        return found ? data : nil
+    }
+
+    /// The cached image as a read-only file (no copy through the bus: the better path for large
+    /// images), or nil.
+    public func openImage(identifier: String) async throws(NetActivityError) -> SharedImageFile? {
+        do {
+            return try await cacheCall("OpenImage", { w in w.append(identifier) }) { r throws(DBusError) in
+                let fd = try r.readFD()
+                return SharedImageFile(fd: fd, size: (try? r.read(UInt64.self)) ?? 0)
+            }
+        } catch where error.code == .notFound {
+            return nil
+        }
+    }
+
+    /// Whether an image was removed.
+    public func removeImage(identifier: String) async throws(NetActivityError) -> Bool {
+        try await cacheCall("RemoveImage", { w in w.append(identifier) }) { r throws(DBusError) in try r.read(Bool.self) }
+    }
+
+    /// Empties the shared cache; whether it held anything.
+    public func removeAllImages() async throws(NetActivityError) -> Bool {
+        try await cacheCall("RemoveAllImages", { _ in }) { r throws(DBusError) in try r.read(Bool.self) }
+    }
+
     // MARK: the indicator
 
     /// The agent's properties now.
@@ -280,5 +352,31 @@ public struct NetActivityTask: Sendable, Hashable {
         let (stream, continuation) = AsyncStream<TaskSnapshot>.makeStream(bufferingPolicy: .bufferingNewest(64))
         if !core.mailbox.post({ [core, id] in core.observeTask(id, continuation) }) { continuation.finish() }
         return stream
+    }
+}
+
+/// A cached image shared as a sealed, read-only memfd: read it or map it; it closes with the value.
+public final class SharedImageFile: Sendable {
+    public let fd: Int32
+    public let size: UInt64
+
+    init(fd: Int32, size: UInt64) {
+        self.fd = fd
+        self.size = size
+    }
+
+    deinit { close(fd) }
+
+    /// The whole image (one copy, from the shared memory into the array).
+    public func readAll() -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: Int(size))
+        var done = 0
+        while done < out.count {
+            let n = out.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, $0.count - done, off_t(done)) }
+            if n < 0, errno == EINTR { continue }
+            if n <= 0 { break }
+            done += n
+        }
+        return Array(out[0..<done])
     }
 }

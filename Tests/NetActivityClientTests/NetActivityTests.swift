@@ -1,6 +1,7 @@
 import DBusKit
 import Glibc
 import NetActivityClient
+import NetActivityTesting
 import Testing
 
 /// The async library against the real agent on a private bus.
@@ -164,5 +165,35 @@ struct NetActivityTests {
         await #expect(throws: NetActivityError.self) { try await task.suspend() }
         lease.end()
         for await _ in updates {}  // the stream ends
+    }
+
+    @Test("the shared image cache through the library: bytes, the fd path, request keys, typed refusals")
+    func imageCache() async throws {
+        let bus = try TestBus()
+        try await bus.startAgent()
+        let app = try await NetActivity.connect(address: bus.address)
+        let other = try await NetActivity.connect(address: bus.address)
+        let small = TestImages.png(width: 2, height: 2)
+        let large = TestImages.jpeg(width: 800, height: 600, padding: 300_000)
+        try await app.addImage(small, identifier: "small")
+        try await app.addImage(large, url: "https://example.com/big.jpg", additionalIdentifier: "thumb")
+        #expect(try await other.image(identifier: "small") == small)
+        #expect(try await other.image(url: "https://example.com/big.jpg", additionalIdentifier: "thumb") == large)
+        #expect(try await other.image(url: "https://example.com/big.jpg") == nil)
+        let file = try #require(try await other.openImage(identifier: "small"))
+        #expect(file.size == UInt64(small.count))
+        #expect(file.readAll() == small)
+        #expect(try await other.openImage(identifier: "missing") == nil)
+        do {
+            try await app.addImage(Array("not an image".utf8), identifier: "text")
+            Issue.record("text was accepted as an image")
+        } catch {
+            #expect(error.code == .agent("NotAnImage"))
+        }
+        #expect(try await app.removeImage(identifier: "small"))
+        #expect(try await app.removeImage(identifier: "small") == false)
+        #expect(try await app.removeAllImages())
+        app.close()
+        other.close()
     }
 }
