@@ -58,7 +58,8 @@ let package = Package(
             swiftSettings: strict
         ),
         // A load client for `make bench` (not a product; not installed).
-        .executableTarget(name: "netactivity-bench", dependencies: ["DBusKit"], swiftSettings: strict),
+        .executableTarget(
+            name: "netactivity-bench", dependencies: ["DBusKit", "NetActivityCore", "NetActivityTesting"], swiftSettings: strict),
         .target(name: "NetActivityTesting", dependencies: ["NetActivityCore"], swiftSettings: strict),
         .testTarget(
             name: "NetActivityCoreTests",

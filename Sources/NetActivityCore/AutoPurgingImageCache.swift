@@ -6,10 +6,13 @@ public struct AutoPurgingImageCache<Image> {
     public static var defaultCapacity: UInt64 { 100 * 1024 * 1024 }
     public static var defaultPreferred: UInt64 { 60 * 1024 * 1024 }
 
-    public private(set) var memoryCapacity: UInt64
-    public private(set) var preferredMemoryUsageAfterPurge: UInt64
-    private var entries = LRUCache<String, Image>()
-    public private(set) var statistics = Statistics()
+    @usableFromInline var _memoryCapacity: UInt64
+    @inlinable public var memoryCapacity: UInt64 { _memoryCapacity }
+    @usableFromInline var _preferredMemoryUsageAfterPurge: UInt64
+    @inlinable public var preferredMemoryUsageAfterPurge: UInt64 { _preferredMemoryUsageAfterPurge }
+    @usableFromInline var entries = LRUCache<String, Image>()
+    @usableFromInline var _statistics = Statistics()
+    @inlinable public var statistics: Statistics { _statistics }
 
     public struct Statistics: Equatable, Sendable {
         public var hits: UInt64 = 0
@@ -31,87 +34,88 @@ public struct AutoPurgingImageCache<Image> {
         case preferredAboveCapacity(preferred: UInt64, capacity: UInt64)
     }
 
-    public init(memoryCapacity: UInt64 = defaultCapacity, preferredMemoryUsageAfterPurge: UInt64 = defaultPreferred) {
+    @inlinable public init(memoryCapacity: UInt64 = defaultCapacity, preferredMemoryUsageAfterPurge: UInt64 = defaultPreferred) {
         precondition(preferredMemoryUsageAfterPurge <= memoryCapacity, "preferred usage above capacity")
-        self.memoryCapacity = memoryCapacity
-        self.preferredMemoryUsageAfterPurge = preferredMemoryUsageAfterPurge
+        self._memoryCapacity = memoryCapacity
+        self._preferredMemoryUsageAfterPurge = preferredMemoryUsageAfterPurge
     }
 
-    public var memoryUsage: UInt64 { entries.totalCost }
-    public var count: Int { entries.count }
+    @inlinable public var memoryUsage: UInt64 { entries.totalCost }
+    @inlinable public var count: Int { entries.count }
 
     /// Adds or replaces the image for `key`. Returns what the purge evicted (oldest first), so the
     /// caller can release resources the images hold. The image just added is never evicted by its
     /// own insertion (it is the most recent, and it fits within the capacity).
     @discardableResult
-    public mutating func add(_ image: Image, cost: UInt64, for key: String) throws(Refusal) -> [Image] {
+    @inlinable public mutating func add(_ image: Image, cost: UInt64, for key: String) throws(Refusal) -> [Image] {
         guard cost <= memoryCapacity else { throw .tooLarge(cost: cost, capacity: memoryCapacity) }
         var evicted: [Image] = []
         if let old = entries.set(image, cost: cost, for: key) { evicted.append(old) }
-        statistics.insertions += 1
+        _statistics.insertions += 1
         if memoryUsage > memoryCapacity { evicted += purge(to: preferredMemoryUsageAfterPurge, keeping: key) }
         return evicted
     }
 
     /// The image for `key`, refreshed as the most recently used; counts a hit or a miss.
-    public mutating func image(for key: String) -> Image? {
+    @inlinable public mutating func image(for key: String) -> Image? {
         if let image = entries.value(for: key) {
-            statistics.hits += 1
+            _statistics.hits += 1
             return image
         }
-        statistics.misses += 1
+        _statistics.misses += 1
         return nil
     }
 
     /// The image for `key` without counting or refreshing it.
-    public func peek(_ key: String) -> Image? { entries.peek(key) }
+    @inlinable public func peek(_ key: String) -> Image? { entries.peek(key) }
 
     /// Removes the image for `key`; nil when there was none.
-    public mutating func remove(_ key: String) -> Image? {
+    @inlinable public mutating func remove(_ key: String) -> Image? {
         entries.remove(key)?.value
     }
 
     /// Removes everything; returns what was held.
-    public mutating func removeAll() -> [Image] {
+    @inlinable public mutating func removeAll() -> [Image] {
         var all: [Image] = []
         while let e = entries.removeOldest() { all.append(e.value) }
         return all
     }
 
     /// Sets both watermarks (preferred <= capacity); a shrink below the usage purges at once.
-    public mutating func setLimits(capacity: UInt64, preferred: UInt64) throws(Refusal) -> [Image] {
+    @inlinable public mutating func setLimits(capacity: UInt64, preferred: UInt64) throws(Refusal) -> [Image] {
         guard preferred <= capacity else { throw .preferredAboveCapacity(preferred: preferred, capacity: capacity) }
-        memoryCapacity = capacity
-        preferredMemoryUsageAfterPurge = preferred
+        _memoryCapacity = capacity
+        _preferredMemoryUsageAfterPurge = preferred
         return memoryUsage > memoryCapacity ? purge(to: preferred, keeping: nil) : []
     }
 
     /// Memory pressure: moderate trims to the preferred usage, critical empties the cache.
-    public mutating func trim(critical: Bool) -> [Image] {
+    @inlinable public mutating func trim(critical: Bool) -> [Image] {
         let before = memoryUsage
         let evicted: [Image]
         if critical {
-            statistics.pressureCritical += 1
+            _statistics.pressureCritical += 1
             evicted = removeAll()
-            statistics.evictions += UInt64(evicted.count)
+            _statistics.evictions += UInt64(evicted.count)
         } else {
-            statistics.pressureModerate += 1
+            _statistics.pressureModerate += 1
             evicted = purge(to: preferredMemoryUsageAfterPurge, keeping: nil)
         }
-        statistics.pressureEvictions += UInt64(evicted.count)
-        statistics.pressureBytesFreed += before - memoryUsage
+        _statistics.pressureEvictions += UInt64(evicted.count)
+        _statistics.pressureBytesFreed += before - memoryUsage
         return evicted
     }
 
     /// Keys from the most to the least recently used.
-    public var keysByRecency: [String] { entries.keysByRecency }
+    @inlinable public var keysByRecency: [String] { entries.keysByRecency }
 
-    private mutating func purge(to target: UInt64, keeping kept: String?) -> [Image] {
+    @inlinable mutating func purge(to target: UInt64, keeping kept: String?) -> [Image] {
+        let keptSlot = kept.flatMap { entries.find($0, hash: $0.hashValue)?.slot } ?? -1
         var evicted: [Image] = []
-        while memoryUsage > target, let oldest = entries.oldestKey, oldest != kept, let e = entries.removeOldest() {
-            evicted.append(e.value)
+        while memoryUsage > target, entries.tail >= 0, Int(entries.tail) != keptSlot, let image = entries.dropOldest() {
+            evicted.append(image)
         }
-        statistics.evictions += UInt64(evicted.count)
+        _statistics.evictions += UInt64(evicted.count)
         return evicted
     }
 }

@@ -2,141 +2,251 @@
 /// eviction of the oldest entry.
 ///
 /// Entries live in arrays indexed by slot and are chained in a doubly linked list through slot
-/// indices (no object per entry, so no reference counting on the hot path); a dictionary maps keys
-/// to slots. Recency is the list order itself: deterministic, with no clock and no ties (the
-/// AFNetworking cache sorted on wall-clock access dates, where equal dates made the order arbitrary).
+/// indices (no object per entry, so no reference counting on the hot path). Keys are found through
+/// an open-addressing table of slot numbers that keeps each slot's hash: a lookup hashes its key
+/// once (Swift's seeded hasher, so clients cannot flood it with collisions), and an eviction hashes
+/// nothing at all: it finds its bucket from the stored hash and the slot number, and deletes by
+/// backward shift (no tombstones). Recency is the list order itself: deterministic, with no clock
+/// and no ties (AFNetworking sorted on wall-clock access dates, where equal dates made the order
+/// arbitrary, and sorted everything on every purge).
 public struct LRUCache<Key: Hashable, Value> {
-    private var slots: [Key: Int] = [:]
-    private var keys: [Key?] = []
-    private var values: [Value?] = []
-    private var costs: [UInt64] = []
-    private var prev: [Int] = []
-    private var next: [Int] = []
-    private var free: [Int] = []
+    /// Buckets: 0 when empty, else the slot + 1 in the low 32 bits and the low 32 bits of the
+    /// key's hash in the high ones, so probing and deletion never touch the nodes. The size is a
+    /// power of two (at most 2^31), at most half full.
+    @usableFromInline var table: [UInt64] = []
+    /// Per slot, what the list and the table need, together (one cache line per eviction).
+    @usableFromInline var nodes: [Node] = []
+    /// Per slot, the key and value; nil for a free slot.
+    @usableFromInline var entries: [Entry?] = []
+    @usableFromInline var free: [Int32] = []
+    @usableFromInline var live = 0
     /// Most recent at `head`, least recent at `tail`; -1 when empty.
-    private var head = -1
-    private var tail = -1
+    @usableFromInline var head: Int32 = -1
+    @usableFromInline var tail: Int32 = -1
+    @usableFromInline var _totalCost: UInt64 = 0
 
-    public private(set) var totalCost: UInt64 = 0
+    @usableFromInline struct Node {
+        @usableFromInline var hash: Int
+        @usableFromInline var cost: UInt64
+        @usableFromInline var prev: Int32
+        @usableFromInline var next: Int32
+        @inlinable init(hash: Int, cost: UInt64) {
+            self.hash = hash
+            self.cost = cost
+            prev = -1
+            next = -1
+        }
+    }
 
-    public init() {}
+    @usableFromInline struct Entry {
+        @usableFromInline var key: Key
+        @usableFromInline var value: Value
+        @inlinable init(key: Key, value: Value) {
+            self.key = key
+            self.value = value
+        }
+    }
 
-    public var count: Int { slots.count }
-    public var isEmpty: Bool { slots.isEmpty }
+    @inlinable public init() {}
+
+    @inlinable public var totalCost: UInt64 { _totalCost }
+    @inlinable public var count: Int { live }
+    @inlinable public var isEmpty: Bool { live == 0 }
 
     /// The value for `key`, made the most recent.
-    public mutating func value(for key: Key) -> Value? {
-        guard let slot = slots[key] else { return nil }
+    @inlinable public mutating func value(for key: Key) -> Value? {
+        guard let slot = find(key, hash: key.hashValue)?.slot else { return nil }
         moveToFront(slot)
-        return values[slot]
+        return entries[slot]!.value
     }
 
     /// The value for `key` without touching recency.
-    public func peek(_ key: Key) -> Value? {
-        slots[key].flatMap { values[$0] }
+    @inlinable public func peek(_ key: Key) -> Value? {
+        find(key, hash: key.hashValue).flatMap { entries[$0.slot]?.value }
     }
 
-    public func contains(_ key: Key) -> Bool { slots[key] != nil }
+    @inlinable public func contains(_ key: Key) -> Bool { find(key, hash: key.hashValue) != nil }
 
     /// Inserts or replaces; the entry becomes the most recent. Returns the replaced value.
     @discardableResult
-    public mutating func set(_ value: Value, cost: UInt64, for key: Key) -> Value? {
-        if let slot = slots[key] {
-            let old = values[slot]
-            totalCost = totalCost - costs[slot] + cost
-            values[slot] = value
-            costs[slot] = cost
+    @inlinable public mutating func set(_ value: Value, cost: UInt64, for key: Key) -> Value? {
+        let hash = key.hashValue
+        if let slot = find(key, hash: hash)?.slot {
+            let old = entries[slot]!.value
+            _totalCost = _totalCost - nodes[slot].cost + cost
+            entries[slot]!.value = value
+            nodes[slot].cost = cost
             moveToFront(slot)
             return old
         }
+        if (live + 1) * 2 > table.count { grow() }
         let slot: Int
         if let reused = free.popLast() {
-            slot = reused
-            keys[slot] = key
-            values[slot] = value
-            costs[slot] = cost
+            slot = Int(reused)
+            nodes[slot] = Node(hash: hash, cost: cost)
+            entries[slot] = Entry(key: key, value: value)
         } else {
-            slot = keys.count
-            keys.append(key)
-            values.append(value)
-            costs.append(cost)
-            prev.append(-1)
-            next.append(-1)
+            slot = nodes.count
+            nodes.append(Node(hash: hash, cost: cost))
+            entries.append(Entry(key: key, value: value))
         }
-        slots[key] = slot
-        totalCost += cost
+        placeInTable(slot)
+        live += 1
+        _totalCost += cost
         linkAtFront(slot)
         return nil
     }
 
     /// Removes `key`; returns its value and cost.
     @discardableResult
-    public mutating func remove(_ key: Key) -> (value: Value, cost: UInt64)? {
-        guard let slot = slots.removeValue(forKey: key) else { return nil }
+    @inlinable public mutating func remove(_ key: Key) -> (value: Value, cost: UInt64)? {
+        guard let (bucket, slot) = find(key, hash: key.hashValue) else { return nil }
+        removeFromTable(bucket)
         return release(slot)
     }
 
-    /// Removes and returns the least recently used entry.
-    public mutating func removeOldest() -> (key: Key, value: Value, cost: UInt64)? {
+    /// Removes and returns the least recently used entry, hashing nothing.
+    @inlinable public mutating func removeOldest() -> (key: Key, value: Value, cost: UInt64)? {
         guard tail >= 0 else { return nil }
-        let slot = tail
-        let key = keys[slot]!
-        slots[key] = nil
+        let slot = Int(tail)
+        let key = entries[slot]!.key
+        removeFromTable(bucket(of: slot))
         let (value, cost) = release(slot)
         return (key, value, cost)
     }
 
-    /// The least recently used key (the next to go).
-    public var oldestKey: Key? { tail >= 0 ? keys[tail] : nil }
+    /// Removes the least recently used entry and returns its value (no key copy, no hashing).
+    @inlinable public mutating func dropOldest() -> Value? {
+        guard tail >= 0 else { return nil }
+        let slot = Int(tail)
+        removeFromTable(bucket(of: slot))
+        return release(slot).0
+    }
 
-    public mutating func removeAll() {
+    /// The least recently used key (the next to go).
+    @inlinable public var oldestKey: Key? { tail >= 0 ? entries[Int(tail)]!.key : nil }
+
+    /// Whether `key` is the least recently used entry.
+    @inlinable public func isOldest(_ key: Key) -> Bool {
+        guard tail >= 0, let found = find(key, hash: key.hashValue) else { return false }
+        return found.slot == Int(tail)
+    }
+
+    @inlinable public mutating func removeAll() {
         self = LRUCache()
     }
 
     /// Keys from the most to the least recent (for tests and tools; O(n)).
-    public var keysByRecency: [Key] {
+    @inlinable public var keysByRecency: [Key] {
         var out: [Key] = []
-        out.reserveCapacity(count)
+        out.reserveCapacity(live)
         var slot = head
         while slot >= 0 {
-            out.append(keys[slot]!)
-            slot = next[slot]
+            out.append(entries[Int(slot)]!.key)
+            slot = nodes[Int(slot)].next
         }
         return out
     }
 
-    private mutating func release(_ slot: Int) -> (Value, UInt64) {
+    // MARK: the table
+
+    @inlinable func find(_ key: Key, hash: Int) -> (bucket: Int, slot: Int)? {
+        guard !table.isEmpty else { return nil }
+        let mask = table.count - 1
+        var b = hash & mask
+        let fragment = UInt64(UInt32(truncatingIfNeeded: hash))
+        while true {
+            let entry = table[b]
+            if entry == 0 { return nil }
+            if entry >> 32 == fragment {
+                let slot = Int(entry & 0xFFFF_FFFF) - 1
+                if nodes[slot].hash == hash, entries[slot]!.key == key { return (b, slot) }
+            }
+            b = (b + 1) & mask
+        }
+    }
+
+    /// The bucket holding `slot`, found from its stored hash.
+    @inlinable func bucket(of slot: Int) -> Int {
+        let mask = table.count - 1
+        var b = nodes[slot].hash & mask
+        while Int(table[b] & 0xFFFF_FFFF) != slot + 1 { b = (b + 1) & mask }
+        return b
+    }
+
+    @inlinable mutating func placeInTable(_ slot: Int) {
+        let mask = table.count - 1
+        let hash = nodes[slot].hash
+        var b = hash & mask
+        while table[b] != 0 { b = (b + 1) & mask }
+        table[b] = UInt64(UInt32(truncatingIfNeeded: hash)) << 32 | UInt64(slot + 1)
+    }
+
+    /// Backward-shift deletion: later entries of the probe run move up, so lookups never need
+    /// tombstones.
+    @inlinable mutating func removeFromTable(_ bucket: Int) {
+        let mask = table.count - 1
+        var hole = bucket
+        var j = bucket
+        while true {
+            j = (j + 1) & mask
+            let entry = table[j]
+            if entry == 0 { break }
+            let home = Int(entry >> 32) & mask
+            // The entry at j may fill the hole unless its home lies cyclically in (hole, j].
+            let stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j)
+            if !stays {
+                table[hole] = table[j]
+                hole = j
+            }
+        }
+        table[hole] = 0
+    }
+
+    @inlinable mutating func grow() {
+        table = [UInt64](repeating: 0, count: max(16, table.count * 2))
+        var slot = head
+        while slot >= 0 {
+            placeInTable(Int(slot))
+            slot = nodes[Int(slot)].next
+        }
+    }
+
+    // MARK: the list
+
+    @inlinable mutating func release(_ slot: Int) -> (Value, UInt64) {
         unlink(slot)
-        let value = values[slot]!
-        let cost = costs[slot]
-        keys[slot] = nil
-        values[slot] = nil
-        totalCost -= cost
-        free.append(slot)
+        let value = entries[slot].take()!.value
+        let cost = nodes[slot].cost
+        _totalCost -= cost
+        live -= 1
+        free.append(Int32(slot))
         return (value, cost)
     }
 
-    private mutating func linkAtFront(_ slot: Int) {
-        prev[slot] = -1
-        next[slot] = head
-        if head >= 0 { prev[head] = slot }
-        head = slot
-        if tail < 0 { tail = slot }
+    @inlinable mutating func linkAtFront(_ slot: Int) {
+        nodes[slot].prev = -1
+        nodes[slot].next = head
+        if head >= 0 { nodes[Int(head)].prev = Int32(slot) }
+        head = Int32(slot)
+        if tail < 0 { tail = Int32(slot) }
     }
 
-    private mutating func unlink(_ slot: Int) {
-        let p = prev[slot], n = next[slot]
-        if p >= 0 { next[p] = n } else { head = n }
-        if n >= 0 { prev[n] = p } else { tail = p }
-        prev[slot] = -1
-        next[slot] = -1
+    @inlinable mutating func unlink(_ slot: Int) {
+        let p = nodes[slot].prev, n = nodes[slot].next
+        if p >= 0 { nodes[Int(p)].next = n } else { head = n }
+        if n >= 0 { nodes[Int(n)].prev = p } else { tail = p }
+        nodes[slot].prev = -1
+        nodes[slot].next = -1
     }
 
-    private mutating func moveToFront(_ slot: Int) {
-        guard head != slot else { return }
+    @inlinable mutating func moveToFront(_ slot: Int) {
+        guard Int(head) != slot else { return }
         unlink(slot)
         linkAtFront(slot)
     }
 }
 
 extension LRUCache: Sendable where Key: Sendable, Value: Sendable {}
+extension LRUCache.Node: Sendable {}
+extension LRUCache.Entry: Sendable where Key: Sendable, Value: Sendable {}

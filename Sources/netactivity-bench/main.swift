@@ -2,8 +2,13 @@
 //
 //   netactivity-bench churn N WINDOW   N tasks begun and completed, WINDOW of them in flight
 //   netactivity-bench live N           N live tasks, then GetManagedObjects timings; holds them until stdin closes
+//   netactivity-bench cache-core N     in-process cache: add and lookup ops/s with N entries, one 40 % purge,
+//                                      next to a sort-on-purge baseline like AFNetworking's
+//   netactivity-bench cache-bus SIZE N N lookups of a SIZE-byte image through LookupImage (ay) and OpenImage (fd)
 import DBusKit
 import Glibc
+import NetActivityCore
+import NetActivityTesting
 
 let name = "org.example.NetActivity", root = "/org/example/NetActivity"
 
@@ -39,12 +44,16 @@ func complete(_ path: String) throws -> Message {
 
 let args = CommandLine.arguments
 guard args.count >= 3, let n = Int(args[2]), n > 0 else { usage() }
+if args[1] == "cache-core" {
+    cacheCore(n)
+    exit(0)
+}
 let connection: Connection
 do { connection = try Connection() } catch { die(error) }
 let loop = EventLoop()
 connection.attach(to: loop)
 
-func seconds(_ start: UInt64) -> Double { Double(EventLoop.now() - start) / 1e9 }
+nonisolated func seconds(_ start: UInt64) -> Double { Double(EventLoop.now() - start) / 1e9 }
 
 switch args[1] {
 case "churn":
@@ -103,6 +112,131 @@ case "live":
     // Hold the tasks while the caller measures the agent.
     var byte: UInt8 = 0
     while read(0, &byte, 1) > 0 {}
+case "cache-bus":
+    guard args.count == 4, let size = Int(args[2]), let count = Int(args[3]), size >= 64, count > 0 else { usage() }
+    cacheBus(size: size, count: count)
 default:
     usage()
+}
+
+@MainActor func call(_ member: String, interface: String, _ body: (inout MessageWriter) throws -> Void) -> Message {
+    do {
+        let m = try Message.methodCall(destination: name, path: root, interface: interface, member: member)
+        var w = m.writer()
+        try body(&w)
+        return try connection.call(m, timeoutMilliseconds: 25_000)
+    } catch { die(error) }
+}
+
+@MainActor func cacheBus(size: Int, count: Int) {
+    let cache = "org.example.NetActivity.ImageCache"
+    let image = TestImages.png(width: 64, height: 64, padding: size - TestImages.png(width: 64, height: 64).count)
+    _ = call("AddImage", interface: cache) { w in
+        w.append("bench")
+        try w.appendBytes(image)
+    }
+    // The bus daemon's own Ping: the cost of one hop, for scale.
+    var start = EventLoop.now()
+    for _ in 0..<count {
+        do {
+            let m = try Message.methodCall(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus.Peer",
+                member: "Ping")
+            _ = try connection.call(m, timeoutMilliseconds: 25_000)
+        } catch { die(error) }
+    }
+    let ping = Double(count) / seconds(start)
+    start = EventLoop.now()
+    var total = 0
+    for _ in 0..<count {
+        var r = call("LookupImage", interface: cache) { w in w.append("bench") }.reader()
+        do {
+            _ = try r.read(Bool.self)
+            total += try r.withBytes { $0.count }
+        } catch { die(error) }
+    }
+    let bytesPath = Double(total) / seconds(start) / 1e6
+    start = EventLoop.now()
+    total = 0
+    var buffer = [UInt8](repeating: 0, count: size)
+    for _ in 0..<count {
+        var r = call("OpenImage", interface: cache) { w in w.append("bench") }.reader()
+        do {
+            let fd = try r.readFD()
+            let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+            close(fd)
+            total += max(0, n)
+        } catch { die(error) }
+    }
+    let fdPath = Double(total) / seconds(start) / 1e6
+    let r2 = { (x: Double) in (x * 10).rounded() / 10 }
+    print("size=\(size) calls=\(count) ping_per_s=\(Int(ping)) lookup_ay_mb_s=\(r2(bytesPath)) open_fd_mb_s=\(r2(fdPath)) fd_over_ay=\(r2(fdPath / bytesPath))")
+}
+
+/// A sort-on-purge cache like AFAutoPurgingImageCache: one record object per image with a
+/// wall-clock access date (AFCachedImage with its NSDate), a dictionary of them, and on purge a copy
+/// of all records sorted by date, removed oldest first until under the preferred usage.
+final class AccessRecord {
+    let identifier: String
+    let cost: UInt64
+    var lastAccessDate: Double
+    init(identifier: String, cost: UInt64, date: Double) {
+        self.identifier = identifier
+        self.cost = cost
+        lastAccessDate = date
+    }
+}
+
+struct SortingCache {
+    var records: [String: AccessRecord] = [:]
+    var usage: UInt64 = 0
+    let capacity: UInt64, preferred: UInt64
+
+    static func now() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    mutating func add(_ key: String, cost: UInt64) {
+        if let old = records[key] { usage -= old.cost }
+        records[key] = AccessRecord(identifier: key, cost: cost, date: Self.now())
+        usage += cost
+        guard usage > capacity else { return }
+        let sorted = Array(records.values).sorted { $0.lastAccessDate < $1.lastAccessDate }
+        for record in sorted where usage > preferred {
+            records[record.identifier] = nil
+            usage -= record.cost
+        }
+    }
+}
+
+func cacheCore(_ n: Int) {
+    let keys = (0..<n).map { getenv("SHORT_KEYS") != nil ? "k\($0)" : "https://example.com/images/\($0).png" }
+    let cost: UInt64 = 1024
+    var cache = AutoPurgingImageCache<Int>(memoryCapacity: UInt64(n) * cost, preferredMemoryUsageAfterPurge: UInt64(n) * cost * 6 / 10)
+    var start = EventLoop.now()
+    for (i, key) in keys.enumerated() { _ = try? cache.add(i, cost: cost, for: key) }
+    let addRate = Double(n) / seconds(start)
+    var rng: UInt64 = 0x2545F4914F6CDD1D
+    var found = 0
+    start = EventLoop.now()
+    for _ in 0..<n {
+        rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17
+        if cache.image(for: keys[Int(rng % UInt64(n))]) != nil { found += 1 }
+    }
+    let lookupRate = Double(n) / seconds(start)
+    // One purge: the cache is full; one more entry takes it over the capacity, and 40 % must go.
+    start = EventLoop.now()
+    _ = try? cache.add(-1, cost: cost, for: "one more")
+    let purge = seconds(start)
+    let evicted = n + 1 - cache.count
+
+    var baseline = SortingCache(capacity: UInt64(n) * cost, preferred: UInt64(n) * cost * 6 / 10)
+    for key in keys { baseline.add(key, cost: cost) }
+    start = EventLoop.now()
+    baseline.add("one more", cost: cost)
+    let basePurge = seconds(start)
+    let r2 = { (x: Double) in (x * 100).rounded() / 100 }
+    print("entries=\(n) add_per_s=\(Int(addRate)) lookup_per_s=\(Int(lookupRate)) found=\(found) purge_evicted=\(evicted) purge_ms=\(r2(purge * 1000)) sort_purge_ms=\(r2(basePurge * 1000)) speedup=\(r2(basePurge / purge))")
 }

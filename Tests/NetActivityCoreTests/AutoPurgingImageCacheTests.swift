@@ -190,4 +190,43 @@ struct LRUCacheTests {
         #expect(lru.totalCost == 5)
         #expect(lru.count == 4)
     }
+
+    @Test("50,000 random operations agree with a plain reference model (table growth, deletion shifts, slot reuse)")
+    func againstModel() {
+        var lru = LRUCache<String, Int>()
+        var model: [(key: String, value: Int)] = []  // most recent first
+        var rng = SplitMix(seed: 7)
+        for step in 0..<50_000 {
+            // A key space that grows then shrinks, so the table grows and deletions cluster.
+            let space = UInt64(step < 25_000 ? 2 + step / 50 : 2 + (50_000 - step) / 50)
+            let key = "k\(rng.next() % space)"
+            switch rng.next() % 5 {
+            case 0, 1:
+                let replaced = lru.set(step, cost: 1, for: key)
+                let old = model.firstIndex { $0.key == key }
+                #expect(replaced == old.map { model[$0].value })
+                if let old { model.remove(at: old) }
+                model.insert((key, step), at: 0)
+            case 2:
+                let got = lru.value(for: key)
+                let i = model.firstIndex { $0.key == key }
+                #expect(got == i.map { model[$0].value })
+                if let i { model.insert(model.remove(at: i), at: 0) }
+            case 3:
+                let removed = lru.remove(key)?.value
+                let i = model.firstIndex { $0.key == key }
+                #expect(removed == i.map { model[$0].value })
+                if let i { model.remove(at: i) }
+            default:
+                let oldest = lru.removeOldest()
+                #expect(oldest?.key == model.last?.key && oldest?.value == model.last?.value)
+                if !model.isEmpty { model.removeLast() }
+            }
+            if step % 1000 == 0 {
+                #expect(lru.keysByRecency == model.map(\.key))
+                #expect(lru.count == model.count && lru.totalCost == UInt64(model.count))
+            }
+        }
+        for (key, value) in model { #expect(lru.peek(key) == value) }
+    }
 }
