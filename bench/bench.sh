@@ -72,6 +72,15 @@ gmo_p50=$(sed -n 's/.*get_managed_objects_p50_ms=\([0-9.]*\).*/\1/p' "$WORK/live
 churn_window=$(taskset -c 0 "$LOAD" churn 20000 64 | sed -n 's/.*tasks_per_s=\([0-9]*\).*/\1/p')
 churn_rtt=$(taskset -c 0 "$LOAD" churn 5000 1 | sed -n 's/.*tasks_per_s=\([0-9]*\).*/\1/p')
 
+# The image cache: in-process (100,000 entries) and through the bus (LookupImage ay vs OpenImage fd).
+core=$(taskset -c 0 "$LOAD" cache-core 100000)
+cf() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $core"; }
+bus_rows=""
+for spec in 4096:2000 262144:400 4194304:60; do
+  out=$(taskset -c 0 "$LOAD" cache-bus "${spec%%:*}" "${spec##*:}")
+  bf() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $out"; }
+  bus_rows+="| $(( ${spec%%:*} / 1024 )) KiB | $(bf lookup_ay_mb_s) | $(bf open_fd_mb_s) | $(bf fd_over_ay)x | $(bf ping_per_s) |"$'\n'
+done
 
 echo "## The agent on its own (private bus; daemon, agent and client pinned to CPU 0)"
 echo
@@ -92,3 +101,22 @@ echo "| tasks begun+completed/s, one client, 64 in flight | ${churn_window:-?} |
 echo "| tasks begun+completed/s, one client, one at a time | ${churn_rtt:-?} | |"
 echo "| agent RSS growth for 1,000 live tasks, KiB | $(( ${rss_live:-0} - ${rss_before:-0} )) | |"
 echo "| GetManagedObjects with 1,000 live tasks, p50 ms (round trip) | ${gmo_p50:-?} | |"
+echo
+echo "## Image cache"
+echo
+echo "In-process, 100,000 entries of 1 KiB (AutoPurgingImageCache), next to a sort-on-purge baseline like"
+echo "AFNetworking's (one record object per image with a wall-clock access date, all sorted on each purge):"
+echo
+echo "| measure | value | target |"
+echo "|---|---:|---|"
+echo "| add ops/s | $(cf add_per_s) | |"
+echo "| lookup ops/s (random keys) | $(cf lookup_per_s) | |"
+echo "| one purge of 40 % ($(cf purge_evicted) entries), ms | $(cf purge_ms) | |"
+echo "| the same purge, sort-on-purge baseline, ms | $(cf sort_purge_ms) | |"
+echo "| speed-up | $(cf speedup)x | ≥ 10x |"
+echo
+echo "Through the bus (round trips from one client, pinned to CPU 0):"
+echo
+echo "| image | LookupImage (ay) MB/s | OpenImage (fd) + read MB/s | fd / ay | bus daemon Ping calls/s (same run) |"
+echo "|---|---:|---:|---:|---:|"
+printf "%s" "$bus_rows"
