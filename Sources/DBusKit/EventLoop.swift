@@ -22,7 +22,7 @@ public final class EventLoop {
     private var timerCallbacks: [UInt64: () -> Void] = [:]
     private var nextTimerID: UInt64 = 1
     private var prepareHooks: [() -> Void] = []
-    private var running = false
+    private var stopRequested = false
     private let eventBuffer = UnsafeMutablePointer<epoll_event>.allocate(capacity: 64)
 
     public init() {
@@ -200,18 +200,21 @@ public final class EventLoop {
 
     /// Runs until `stop()`.
     public func run() {
-        running = true
-        while running {
+        while !stopRequested {
             runOnce(maxWaitNanoseconds: nil)
         }
+        stopRequested = false
     }
 
-    public func stop() { running = false }
+    /// Makes `run()` return after the handler that calls it; a turn in progress does not sleep.
+    public func stop() { stopRequested = true }
 
     /// One turn: prepare hooks, wait for events or the next timer (at most `maxWaitNanoseconds`
     /// when given), handle them, fire due timers.
     public func runOnce(maxWaitNanoseconds: UInt64?) {
         for hook in prepareHooks { hook() }
+        // A prepare hook (dispatching a message) may have asked to stop: do not sleep first.
+        if stopRequested { return }
         var wait = nextDeadline().map { deadline -> UInt64 in
             let now = EventLoop.now()
             return deadline > now ? deadline - now : 0

@@ -44,6 +44,22 @@ struct EventLoopTests {
         #expect(fired == 1)
     }
 
+    @Test("stop() from a prepare hook (a dispatched message) returns at once instead of sleeping")
+    func stopFromPrepareHook() {
+        let loop = EventLoop()
+        var turns = 0
+        loop.addPrepareHook {
+            turns += 1
+            if turns == 2 { loop.stop() }
+        }
+        loop.schedule(afterNanoseconds: 1_000_000) {}  // ends the first turn's sleep
+        loop.schedule(afterNanoseconds: 2_000_000_000) {}  // a bug would sleep until here
+        let start = EventLoop.now()
+        loop.run()
+        #expect(turns == 2)
+        #expect(EventLoop.now() - start < 1_000_000_000)
+    }
+
     @Test("jobs posted from other threads run on the loop's thread, in each thread's order")
     func mailbox() {
         final class Box: @unchecked Sendable { var seen: [(Int, Int)] = []; var loopThread = pthread_self(); var loop: EventLoop? }
