@@ -40,15 +40,38 @@ bench: release
 	@scripts/setup.sh --bench
 	bench/bench.sh $(RELEASE_BIN)
 
-install: release
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/dbus-1/interfaces
-	install -m 0755 $(RELEASE_BIN)/netactivityd $(RELEASE_BIN)/netactivity $(DESTDIR)$(PREFIX)/bin/
-	install -m 0644 dbus/org.example.NetActivity*.xml $(DESTDIR)$(PREFIX)/share/dbus-1/interfaces/
+# make install [PREFIX=/usr/local] [DESTDIR=] installs the binaries, the interface XML, the D-Bus
+# activation file, the systemd user unit and the XDG autostart entry. INSTALL_BIN=DIR installs
+# binaries already built there instead of building a release (the tests use it).
+INSTALL_BIN ?=
+BINDIR = $(PREFIX)/bin
+DATADIR = $(PREFIX)/share
+UNITDIR ?= $(PREFIX)/lib/systemd/user
+AUTOSTARTDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)/xdg/autostart
+SUBST = sed -e 's|@bindir@|$(BINDIR)|g'
+
+install: $(if $(INSTALL_BIN),,release)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/dbus-1/interfaces $(DESTDIR)$(DATADIR)/dbus-1/services \
+	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(AUTOSTARTDIR) $(DESTDIR)$(DATADIR)/doc/netactivity
+	install -m 0755 $(or $(INSTALL_BIN),$(RELEASE_BIN))/netactivityd $(or $(INSTALL_BIN),$(RELEASE_BIN))/netactivity \
+	    $(DESTDIR)$(BINDIR)/
+	install -m 0644 dbus/org.example.NetActivity*.xml $(DESTDIR)$(DATADIR)/dbus-1/interfaces/
+	$(SUBST) dbus/org.example.NetActivity.service > $(DESTDIR)$(DATADIR)/dbus-1/services/org.example.NetActivity.service
+	$(SUBST) desktop/netactivityd.service > $(DESTDIR)$(UNITDIR)/netactivityd.service
+	$(SUBST) desktop/netactivityd.desktop > $(DESTDIR)$(AUTOSTARTDIR)/netactivityd.desktop
+	chmod 0644 $(DESTDIR)$(DATADIR)/dbus-1/services/org.example.NetActivity.service \
+	    $(DESTDIR)$(UNITDIR)/netactivityd.service $(DESTDIR)$(AUTOSTARTDIR)/netactivityd.desktop
+	install -m 0644 desktop/waybar-netactivity.jsonc desktop/polybar-netactivity.ini README.md \
+	    $(DESTDIR)$(DATADIR)/doc/netactivity/
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/netactivityd $(DESTDIR)$(PREFIX)/bin/netactivity
-	rm -f $(DESTDIR)$(PREFIX)/share/dbus-1/interfaces/org.example.NetActivity.xml \
-	      $(DESTDIR)$(PREFIX)/share/dbus-1/interfaces/org.example.NetActivity.Task.xml
+	rm -f $(DESTDIR)$(BINDIR)/netactivityd $(DESTDIR)$(BINDIR)/netactivity
+	rm -f $(DESTDIR)$(DATADIR)/dbus-1/interfaces/org.example.NetActivity.xml \
+	      $(DESTDIR)$(DATADIR)/dbus-1/interfaces/org.example.NetActivity.Task.xml \
+	      $(DESTDIR)$(DATADIR)/dbus-1/interfaces/org.example.NetActivity.ImageCache.xml
+	rm -f $(DESTDIR)$(DATADIR)/dbus-1/services/org.example.NetActivity.service
+	rm -f $(DESTDIR)$(UNITDIR)/netactivityd.service $(DESTDIR)$(AUTOSTARTDIR)/netactivityd.desktop
+	rm -rf $(DESTDIR)$(DATADIR)/doc/netactivity
 
 clean:
 	rm -rf .build

@@ -21,9 +21,15 @@ public final class Connection {
     /// Called once when the bus connection is lost.
     public var onDisconnect: (() -> Void)?
 
-    /// The session bus address: `$DBUS_SESSION_BUS_ADDRESS`, else `$XDG_RUNTIME_DIR/bus` if it exists.
+    /// The session bus address: `$DBUS_SESSION_BUS_ADDRESS`, else the bus that activated us
+    /// (`$DBUS_STARTER_ADDRESS` when `$DBUS_STARTER_BUS_TYPE` is session), else `$XDG_RUNTIME_DIR/bus`
+    /// if it exists.
     public static func sessionBusAddress() -> String? {
-        if let a = getenv("DBUS_SESSION_BUS_ADDRESS").map({ String(cString: $0) }), !a.isEmpty { return a }
+        func env(_ name: String) -> String? {
+            getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
+        }
+        if let a = env("DBUS_SESSION_BUS_ADDRESS") { return a }
+        if let a = env("DBUS_STARTER_ADDRESS"), (env("DBUS_STARTER_BUS_TYPE") ?? "session") == "session" { return a }
         if let dir = getenv("XDG_RUNTIME_DIR").map({ String(cString: $0) }), !dir.isEmpty {
             let path = dir + "/bus"
             var st = stat()
