@@ -11,6 +11,10 @@ public struct AgentOptions: Sendable {
     public var completedTaskLinger: Double = 5.0
     /// Where LowMemoryMonitor is looked for: nil is the system bus, "" turns it off.
     public var systemBusAddress: String?
+    /// Register a StatusNotifierItem with org.kde.StatusNotifierWatcher when one is on the bus.
+    public var tray = true
+    /// Post org.freedesktop.Notifications when activity stays visible this long (nil: never).
+    public var notifyAfter: Double?
     public init() {}
 }
 
@@ -37,6 +41,7 @@ public final class Agent {
     var imageCache = AutoPurgingImageCache<CachedImage>()
     private var pressure: MemoryPressureMonitor?
     private let systemBusAddress: String?
+    private let options: AgentOptions
     let taskLinger: Duration
     /// One table serves every task object; handlers find the task by the call's path.
     lazy var taskInterface = makeTaskInterface()
@@ -45,6 +50,9 @@ public final class Agent {
     private var countCoalescer = ChangeCoalescer(interval: .milliseconds(50))
     private var emittedCount: UInt32 = 0
     private var emittedClients: [ClientEntry] = []
+
+    /// The tray icon and notifications follow the indicator through these.
+    var desktopObservers: [any DesktopObserver] = []
 
     /// Called when the agent should stop (bus lost, name lost).
     public var onStop: (() -> Void)?
@@ -62,6 +70,7 @@ public final class Agent {
         server = ObjectServer(connection: connection)
         taskLinger = .seconds(double: options.completedTaskLinger)
         systemBusAddress = options.systemBusAddress
+        self.options = options
         ledger.limits[.task] = UInt32(AgentLimits.maxLiveTasksPerClient)
         machine = ActivityIndicatorStateMachine(
             activationDelay: .seconds(double: options.activationDelay),
@@ -76,6 +85,9 @@ public final class Agent {
         server.addObjectManager(at: NetActivityNames.objectPath)
         server.export(path: NetActivityNames.objectPath, interfaces: [makeActivityInterface(), makeImageCacheInterface()])
         startMemoryPressure()
+        if options.tray { desktopObservers.append(TrayIcon(agent: self)) }
+        if let after = options.notifyAfter { desktopObservers.append(ActivityNotifier(agent: self, after: after)) }
+        for observer in desktopObservers { try observer.start() }
         // Only disappearances (new owner empty) matter: fewer wake-ups on a busy bus.
         let vanished = SignalMatch.nameOwnerChanged
         try connection.addMatch(vanished.rule + ",arg2=''")
@@ -147,6 +159,7 @@ public final class Agent {
             }
         }
         emitChanged(changed)
+        if visibleChanged { for observer in desktopObservers { observer.visibleChanged(machine.isVisible) } }
     }
 
     func emitChanged(_ names: [String]) {
@@ -189,6 +202,7 @@ public final class Agent {
         if clients != emittedClients {
             emittedClients = clients
             names.append("Clients")
+            for observer in desktopObservers { observer.clientsChanged() }
         }
         if !names.isEmpty { countCoalescer.didEmit(now: now) }
         return names

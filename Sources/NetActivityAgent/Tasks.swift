@@ -12,10 +12,13 @@ final class TaskEntry {
     /// What observers were last told.
     var announced: TaskProgress
     var announcedFraction: Double
+    /// The app's desktop entry, for dock progress (com.canonical.Unity.LauncherEntry).
+    let desktopID: String?
 
-    init(path: String, record: TaskRecord) {
+    init(path: String, record: TaskRecord, desktopID: String? = nil) {
         self.path = path
         self.record = record
+        self.desktopID = desktopID
         announced = record.progress
         announcedFraction = record.fractionCompleted
     }
@@ -26,6 +29,8 @@ struct TaskTable {
     var byPath: [String: TaskEntry] = [:]
     /// Live (running or suspended) task paths per owner, for the per-client cap and departures.
     var liveByOwner: [String: Set<String>] = [:]
+    /// Live task paths per desktop id (dock progress).
+    var liveByDesktopID: [String: Set<String>] = [:]
     var nextNumber: UInt64 = 1
     /// Completed tasks in completion order (they leave in this order, since the linger is fixed).
     var lingering: [String] = []
@@ -41,6 +46,10 @@ struct TaskTable {
         let owner = entry.record.owner
         liveByOwner[owner]?.remove(entry.path)
         if liveByOwner[owner]?.isEmpty == true { liveByOwner[owner] = nil }
+        if let id = entry.desktopID {
+            liveByDesktopID[id]?.remove(entry.path)
+            if liveByDesktopID[id]?.isEmpty == true { liveByDesktopID[id] = nil }
+        }
         lingering.append(entry.path)
         lingeringCount += 1
     }
@@ -81,7 +90,7 @@ extension Agent {
             throw DBusError.invalidArgs(
                 "Description is \(description.utf8.count) bytes long; the limit is \(AgentLimits.maxDescriptionBytes)")
         }
-        let (state, progress) = try Self.taskOptions(options)
+        let (state, progress, desktopID) = try Self.taskOptions(options)
         let live = tasks.liveByOwner[owner]?.count ?? 0
         guard live < AgentLimits.maxLiveTasksPerClient else {
             throw DBusError.limitsExceeded(
@@ -89,18 +98,23 @@ extension Agent {
         }
         if state == .running { try add(.task, for: owner) }
         let entry = TaskEntry(
-            path: tasks.makePath(), record: TaskRecord(owner: owner, description: description, state: state, progress: progress))
+            path: tasks.makePath(), record: TaskRecord(owner: owner, description: description, state: state, progress: progress),
+            desktopID: desktopID)
         tasks.byPath[entry.path] = entry
         tasks.liveByOwner[owner, default: []].insert(entry.path)
         server.export(path: entry.path, interfaces: [taskInterface])
+        if let desktopID {
+            tasks.liveByDesktopID[desktopID, default: []].insert(entry.path)
+            updateLauncher(desktopID)
+        }
         logger.debug("Task \(entry.path) for \(owner): \(description)")
         return entry.path
     }
 
-    static let taskOptionTypes = ["suspended": "b", "expected-to-send": "t", "expected-to-receive": "t"]
+    static let taskOptionTypes = ["suspended": "b", "expected-to-send": "t", "expected-to-receive": "t", "desktop-id": "s"]
 
     /// BeginTask's options: unknown keys and wrong types are refused by name, so typos surface.
-    static func taskOptions(_ options: [String: DBusValue]) throws -> (TaskState, TaskProgress) {
+    static func taskOptions(_ options: [String: DBusValue]) throws -> (TaskState, TaskProgress, String?) {
         for (key, value) in options {
             guard let type = taskOptionTypes[key] else {
                 throw DBusError.invalidArgs(
@@ -114,7 +128,50 @@ extension Agent {
         var progress = TaskProgress()
         progress.expectedToSend = options["expected-to-send"]?.uint64Value ?? 0
         progress.expectedToReceive = options["expected-to-receive"]?.uint64Value ?? 0
-        return (state, progress)
+        let desktopID = options["desktop-id"]?.stringValue
+        if let desktopID, !isValidDesktopID(desktopID) {
+            throw DBusError.invalidArgs(
+                "BeginTask option 'desktop-id' must be a desktop file name like 'org.example.App.desktop' (letters, digits, '.', '_', '-'; at most 255 bytes), got '\(desktopID.prefix(300))'")
+        }
+        return (state, progress, desktopID)
+    }
+
+    static func isValidDesktopID(_ id: String) -> Bool {
+        let allowed = { (c: UInt8) in
+            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2E || c == 0x5F || c == 0x2D
+        }
+        return id.utf8.count <= 255 && id.hasSuffix(".desktop") && id.utf8.count > 8 && id.utf8.allSatisfy(allowed)
+    }
+
+    // MARK: docks
+
+    static let launcherInterface = "com.canonical.Unity.LauncherEntry"
+    static let launcherPath = "/com/canonical/unity/launcherentry/netactivity"
+
+    /// Tells docks the combined progress and the number of live tasks of one app
+    /// (com.canonical.Unity.LauncherEntry.Update); hides both when its last task ends.
+    func updateLauncher(_ desktopID: String) {
+        let live = (tasks.liveByDesktopID[desktopID] ?? []).compactMap { tasks.byPath[$0] }
+        var total = 0.0, done = 0.0
+        for entry in live {
+            let p = entry.record.progress
+            if p.expectedToSend > 0 {
+                total += Double(p.expectedToSend)
+                done += Double(min(p.sent, p.expectedToSend))
+            }
+            if p.expectedToReceive > 0 {
+                total += Double(p.expectedToReceive)
+                done += Double(min(p.received, p.expectedToReceive))
+            }
+        }
+        let properties: [String: DBusValue] = [
+            "progress": .double(total > 0 ? done / total : 0), "progress-visible": .bool(total > 0),
+            "count": .int64(Int64(live.count)), "count-visible": .bool(!live.isEmpty),
+        ]
+        try? connection.emitSignal(path: Self.launcherPath, interface: Self.launcherInterface, member: "Update") { w in
+            w.append("application://" + desktopID)
+            try w.appendVardict(properties)
+        }
     }
 
     // MARK: the Task interface
@@ -190,6 +247,7 @@ extension Agent {
             entry.coalescer.didEmit(now: now)
         }
         server.emitPropertiesChanged(path: entry.path, interface: NetActivityNames.taskInterface, changed: names)
+        if let desktopID = entry.desktopID { updateLauncher(desktopID) }
     }
 
     /// A completed task stays for `taskLinger`, then leaves (InterfacesRemoved).

@@ -30,6 +30,15 @@ struct NetActivityDaemon: ParsableCommand {
     @Option(help: "Bus to follow org.freedesktop.LowMemoryMonitor on (default: the system bus; empty: none).")
     var systemBusAddress: String?
 
+    @Flag(help: "Do not show a tray icon (StatusNotifierItem).")
+    var noTray = false
+
+    @Flag(help: "Post a desktop notification when activity stays visible (see --notify-after).")
+    var notify = false
+
+    @Option(help: "Seconds of visible activity before --notify posts a notification (0...3600).")
+    var notifyAfter: Double = 10
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "notice"
 
@@ -44,6 +53,9 @@ struct NetActivityDaemon: ParsableCommand {
         }
         guard completedTaskLinger.isFinite, completedTaskLinger >= 0, completedTaskLinger <= 3600 else {
             throw ValidationError("--completed-task-linger must be between 0 and 3600 seconds, got \(completedTaskLinger)")
+        }
+        guard notifyAfter.isFinite, notifyAfter >= 0, notifyAfter <= 3600 else {
+            throw ValidationError("--notify-after must be between 0 and 3600 seconds, got \(notifyAfter)")
         }
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("Unknown log level '\(logLevel)'")
@@ -94,6 +106,8 @@ struct NetActivityDaemon: ParsableCommand {
         options.completionDelay = completionDelay
         options.completedTaskLinger = completedTaskLinger
         options.systemBusAddress = systemBusAddress
+        options.tray = !noTray
+        options.notifyAfter = notify ? notifyAfter : nil
         let agent = Agent(connection: connection, loop: loop, options: options, logger: logger)
         agent.onStop = { loop.stop() }
         try agent.start()

@@ -20,8 +20,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 class Observer:
     """observer.py in a process of its own: what a panel sees, with arrival times."""
 
-    def __init__(self, bus, script="observer.py"):
-        self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, script), bus.address],
+    def __init__(self, bus, script="observer.py", *args):
+        self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, script), bus.address, *args],
                                      stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline().strip()
         if line != "ready":
@@ -72,8 +72,8 @@ class AgentTestCase(unittest.TestCase):
         self.bus.stop()
         self.assertTrue(alive, "the agent died during the test:\n" + self.agent.logtext()[-2000:])
 
-    def observe(self, script="observer.py"):
-        o = Observer(self.bus, script)
+    def observe(self, script="observer.py", *args):
+        o = Observer(self.bus, script, *args)
         self.observers.append(o)
         return o
 
@@ -116,7 +116,7 @@ class ContractTests(AgentTestCase):
 
     def test_parent_paths_introspect_to_child_nodes(self):
         xml = self.conn.get_object(NAME, "/").Introspect(dbus_interface="org.freedesktop.DBus.Introspectable")
-        self.assertEqual([n.get("name") for n in ET.fromstring(xml).findall("node")], ["org"])
+        self.assertEqual([n.get("name") for n in ET.fromstring(xml).findall("node")], ["StatusNotifierItem", "org"])
 
     def test_peer_ping_and_version(self):
         r = busctl(self.bus, "call", NAME, PATH, "org.freedesktop.DBus.Peer", "Ping")

@@ -1,0 +1,238 @@
+import DBusKit
+import Glibc
+
+/// Something on the desktop that follows the indicator (the tray icon, notifications).
+protocol DesktopObserver: AnyObject {
+    func start() throws
+    func visibleChanged(_ visible: Bool)
+    /// The coalesced client list changed (at most every 50 ms).
+    func clientsChanged()
+}
+
+extension Agent {
+    /// "firefox (2), thunderbird (1)": who holds the activity, for tooltips and notifications.
+    var clientsSummary: String {
+        let clients = currentClients()
+        guard !clients.isEmpty else { return "No network activity" }
+        return clients.map { "\($0.processName.isEmpty ? $0.name : $0.processName) (\($0.count))" }.joined(separator: ", ")
+    }
+
+    /// Follows a bus name's owner: `onOwner` gets the owner now (looked up without blocking) and
+    /// after every change ("" when it left).
+    func followOwner(of name: String, _ onOwner: @escaping (String) -> Void) throws {
+        try connection.addMatch(SignalMatch.nameOwnerChanged.rule + ",arg0='\(name)'")
+        connection.onSignal(SignalMatch.nameOwnerChanged) { message in
+            var r = message.reader()
+            guard (try? r.read(String.self)) == name, (try? r.read(String.self)) != nil, let owner = try? r.read(String.self)
+            else { return }
+            onOwner(owner)
+        }
+        guard let m = try? Message.methodCall(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+            member: "GetNameOwner")
+        else { return }
+        var w = m.writer()
+        w.append(name)
+        connection.callAsync(m, timeoutMilliseconds: 5000) { result in
+            guard case .success(let reply) = result else { return }
+            var r = reply.reader()
+            if let owner = try? r.read(String.self) { onOwner(owner) }
+        }
+    }
+}
+
+/// A StatusNotifierItem (the KDE names that real tray hosts use: Plasma, waybar's tray,
+/// xfce4-panel's sn plugin, GNOME with the AppIndicator extension). Status is Active while the
+/// indicator is visible and Passive otherwise (hosts hide passive items); the tooltip names the
+/// clients. It registers with org.kde.StatusNotifierWatcher whenever one appears.
+final class TrayIcon: DesktopObserver {
+    static let path = "/StatusNotifierItem"
+    static let interface = "org.kde.StatusNotifierItem"
+    static let watcher = "org.kde.StatusNotifierWatcher"
+    static let icon = "network-transmit-receive"
+
+    unowned let agent: Agent
+    /// The name hosts know the item by (the spec's org.kde.StatusNotifierItem-PID-ID form).
+    let itemName = "org.kde.StatusNotifierItem-\(getpid())-1"
+
+    init(agent: Agent) { self.agent = agent }
+
+    var status: String { agent.machine.isVisible ? "Active" : "Passive" }
+
+    func start() throws {
+        agent.server.export(path: Self.path, interfaces: [makeInterface()])
+        _ = try agent.connection.requestName(itemName, replace: false, allowReplacement: false)
+        try agent.followOwner(of: Self.watcher) { [unowned self] owner in
+            if !owner.isEmpty { self.register() }
+        }
+    }
+
+    private func register() {
+        guard let m = try? Message.methodCall(
+            destination: Self.watcher, path: "/StatusNotifierWatcher", interface: Self.watcher,
+            member: "RegisterStatusNotifierItem")
+        else { return }
+        var w = m.writer()
+        w.append(itemName)
+        agent.connection.callAsync(m, timeoutMilliseconds: 5000) { [unowned self] result in
+            if case .failure(let e) = result {
+                self.agent.logger.notice("The tray (StatusNotifierWatcher) refused our item: \(e.message)")
+            } else {
+                self.agent.logger.debug("Registered the tray item \(self.itemName)")
+            }
+        }
+    }
+
+    func visibleChanged(_ visible: Bool) {
+        let status = self.status
+        agent.connection.emitSignal(path: Self.path, interface: Self.interface, member: "NewStatus") { w in w.append(status) }
+        agent.connection.emitSignal(path: Self.path, interface: Self.interface, member: "NewToolTip") { _ in }
+    }
+
+    func clientsChanged() {
+        guard agent.machine.isVisible else { return }
+        agent.connection.emitSignal(path: Self.path, interface: Self.interface, member: "NewToolTip") { _ in }
+    }
+
+    private func makeInterface() -> DBusInterface {
+        let noPixmaps: (inout MessageWriter) -> Void = { w in
+            w.appendArray(elementSignature: "(iiay)") { _ in }
+        }
+        let click = [DBusArgument("x", "i"), DBusArgument("y", "i")]
+        return DBusInterface(
+            Self.interface,
+            methods: [
+                // Clicks do nothing: the item only shows state (the tooltip says who is busy).
+                DBusMethod("Activate", in: click) { _ in },
+                DBusMethod("SecondaryActivate", in: click) { _ in },
+                DBusMethod("ContextMenu", in: click) { _ in },
+                DBusMethod("Scroll", in: [DBusArgument("delta", "i"), DBusArgument("orientation", "s")]) { _ in },
+            ],
+            properties: [
+                DBusProperty("Category", "s", emitsChanged: .const) { w, _ in w.append("SystemServices") },
+                DBusProperty("Id", "s", emitsChanged: .const) { w, _ in w.append("netactivity") },
+                DBusProperty("Title", "s", emitsChanged: .const) { w, _ in w.append("Network activity") },
+                DBusProperty("Status", "s", emitsChanged: .false) { [unowned self] w, _ in w.append(self.status) },
+                DBusProperty("WindowId", "i", emitsChanged: .const) { w, _ in w.append(Int32(0)) },
+                DBusProperty("IconName", "s", emitsChanged: .const) { w, _ in w.append(Self.icon) },
+                DBusProperty("IconPixmap", "a(iiay)", emitsChanged: .const) { w, _ in noPixmaps(&w) },
+                DBusProperty("OverlayIconName", "s", emitsChanged: .const) { w, _ in w.append("") },
+                DBusProperty("OverlayIconPixmap", "a(iiay)", emitsChanged: .const) { w, _ in noPixmaps(&w) },
+                DBusProperty("AttentionIconName", "s", emitsChanged: .const) { w, _ in w.append(Self.icon) },
+                DBusProperty("AttentionIconPixmap", "a(iiay)", emitsChanged: .const) { w, _ in noPixmaps(&w) },
+                DBusProperty("AttentionMovieName", "s", emitsChanged: .const) { w, _ in w.append("") },
+                DBusProperty("ToolTip", "(sa(iiay)ss)", emitsChanged: .false) { [unowned self] w, _ in
+                    let text = self.agent.clientsSummary
+                    w.appendStruct { s in
+                        s.append(Self.icon)
+                        noPixmaps(&s)
+                        s.append("Network activity")
+                        s.append(text)
+                    }
+                },
+                DBusProperty("ItemIsMenu", "b", emitsChanged: .const) { w, _ in w.append(false) },
+            ],
+            signals: [
+                DBusSignal("NewTitle"), DBusSignal("NewIcon"), DBusSignal("NewAttentionIcon"), DBusSignal("NewOverlayIcon"),
+                DBusSignal("NewToolTip"), DBusSignal("NewStatus", [DBusArgument("status", "s")]),
+            ]
+        )
+    }
+}
+
+/// Opt-in desktop notifications (org.freedesktop.Notifications): one when activity has stayed
+/// visible for `after` seconds, updated in place (replaces_id) as the clients change, and closed
+/// when the activity ends; and one per failed download (category transfer.error), also replaced
+/// rather than stacked.
+final class ActivityNotifier: DesktopObserver {
+    static let name = "org.freedesktop.Notifications"
+    static let path = "/org/freedesktop/Notifications"
+
+    unowned let agent: Agent
+    let after: Double
+    private var timer: EventLoop.TimerID?
+    /// The activity notification on screen (0: none), and the id to replace next.
+    private var shownID: UInt32 = 0
+    private var pending = false
+    private var failureID: UInt32 = 0
+
+    init(agent: Agent, after: Double) {
+        self.agent = agent
+        self.after = after
+    }
+
+    func start() throws {}
+
+    func visibleChanged(_ visible: Bool) {
+        if let t = timer { agent.loop.cancel(t) }
+        timer = nil
+        if visible {
+            timer = agent.loop.schedule(afterNanoseconds: UInt64(after * 1e9)) { [unowned self] in
+                self.timer = nil
+                self.show()
+            }
+        } else if shownID != 0 {
+            close(shownID)
+            shownID = 0
+        }
+    }
+
+    func clientsChanged() {
+        if shownID != 0, agent.machine.isVisible { show() }
+    }
+
+    private func show() {
+        guard agent.machine.isVisible, !pending else { return }
+        pending = true
+        let seconds = after == after.rounded() ? String(Int(after)) : String(after)
+        notify(
+            replacing: shownID, summary: "Network activity",
+            body: "\(agent.clientsSummary) for more than \(seconds) s", category: "network"
+        ) { [unowned self] id in
+            self.pending = false
+            // Activity may have ended while the call was out: then close what was just shown.
+            if self.agent.machine.isVisible { self.shownID = id } else { self.close(id) }
+        }
+    }
+
+    /// A failed download (the downloader calls this).
+    func downloadFailed(url: String, error: String) {
+        notify(replacing: failureID, summary: "Download failed", body: "\(url): \(error)", category: "transfer.error") {
+            [unowned self] id in self.failureID = id
+        }
+    }
+
+    private func notify(replacing: UInt32, summary: String, body: String, category: String, _ done: @escaping (UInt32) -> Void) {
+        guard let m = try? Message.methodCall(destination: Self.name, path: Self.path, interface: Self.name, member: "Notify")
+        else { return }
+        var w = m.writer()
+        w.append("netactivity")
+        w.append(replacing)
+        w.append(TrayIcon.icon)
+        w.append(summary)
+        w.append(body)
+        w.appendArray(elementSignature: "s") { _ in }
+        try? w.appendVardict(["category": .string(category), "desktop-entry": .string("netactivityd")])
+        w.append(Int32(-1))
+        agent.connection.callAsync(m, timeoutMilliseconds: 5000) { [weak self] result in
+            guard let self else { return }
+            switch result {
+            case .success(let reply):
+                var r = reply.reader()
+                done((try? r.read(UInt32.self)) ?? 0)
+            case .failure(let e):
+                self.pending = false
+                self.agent.logger.debug("No notification posted: \(e.message)")
+            }
+        }
+    }
+
+    private func close(_ id: UInt32) {
+        guard id != 0, let m = try? Message.methodCall(
+            destination: Self.name, path: Self.path, interface: Self.name, member: "CloseNotification")
+        else { return }
+        var w = m.writer()
+        w.append(id)
+        agent.connection.callAsync(m, timeoutMilliseconds: 5000) { _ in }
+    }
+}

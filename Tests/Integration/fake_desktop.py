@@ -1,0 +1,85 @@
+#!/usr/bin/python3
+"""Stand-ins for desktop services, printing what they see as JSON lines (with arrival times):
+
+fake_desktop.py ADDRESS watcher        org.kde.StatusNotifierWatcher; also prints items' NewStatus/NewToolTip
+fake_desktop.py ADDRESS notifications  org.freedesktop.Notifications (Notify, CloseNotification)
+fake_desktop.py ADDRESS launcher       a dock: prints com.canonical.Unity.LauncherEntry Update signals
+Prints 'ready' once its name is owned and its match rules are in place."""
+import json
+import sys
+import time
+
+import dbus
+import dbus.mainloop.glib
+import dbus.service
+from gi.repository import GLib
+
+from observer_util import plain
+
+dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
+bus = dbus.bus.BusConnection(sys.argv[1])
+mode = sys.argv[2]
+
+
+def out(obj):
+    obj["t"] = time.monotonic()
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+class Watcher(dbus.service.Object):
+    @dbus.service.method("org.kde.StatusNotifierWatcher", in_signature="s", out_signature="", sender_keyword="sender")
+    def RegisterStatusNotifierItem(self, service, sender=None):
+        out({"event": "register", "service": str(service), "sender": str(sender)})
+        self.StatusNotifierItemRegistered(service)
+
+    @dbus.service.signal("org.kde.StatusNotifierWatcher", signature="s")
+    def StatusNotifierItemRegistered(self, service):
+        pass
+
+
+class Notifications(dbus.service.Object):
+    next_id = 1
+
+    @dbus.service.method("org.freedesktop.Notifications", in_signature="susssasa{sv}i", out_signature="u")
+    def Notify(self, app, replaces, icon, summary, body, actions, hints, timeout):
+        nid = int(replaces)
+        if nid == 0:
+            nid = Notifications.next_id
+            Notifications.next_id += 1
+        out({"event": "Notify", "app": str(app), "replaces": int(replaces), "id": nid, "icon": str(icon),
+             "summary": str(summary), "body": str(body), "hints": {k: plain(v) for k, v in hints.items()}})
+        return nid
+
+    @dbus.service.method("org.freedesktop.Notifications", in_signature="u", out_signature="")
+    def CloseNotification(self, nid):
+        out({"event": "Close", "id": int(nid)})
+
+    @dbus.service.method("org.freedesktop.Notifications", in_signature="", out_signature="as")
+    def GetCapabilities(self):
+        return ["body"]
+
+    @dbus.service.method("org.freedesktop.Notifications", in_signature="", out_signature="ssss")
+    def GetServerInformation(self):
+        return ("fake", "netactivity tests", "1", "1.2")
+
+
+if mode == "watcher":
+    name = dbus.service.BusName("org.kde.StatusNotifierWatcher", bus)
+    Watcher(bus, "/StatusNotifierWatcher")
+    bus.add_signal_receiver(lambda status, sender=None: out({"event": "NewStatus", "status": str(status), "sender": sender}),
+                            signal_name="NewStatus", dbus_interface="org.kde.StatusNotifierItem", sender_keyword="sender")
+    bus.add_signal_receiver(lambda sender=None: out({"event": "NewToolTip", "sender": sender}),
+                            signal_name="NewToolTip", dbus_interface="org.kde.StatusNotifierItem", sender_keyword="sender")
+elif mode == "notifications":
+    name = dbus.service.BusName("org.freedesktop.Notifications", bus)
+    Notifications(bus, "/org/freedesktop/Notifications")
+elif mode == "launcher":
+    bus.add_signal_receiver(
+        lambda app, props: out({"event": "Update", "app": str(app), "props": {k: plain(v) for k, v in props.items()}}),
+        signal_name="Update", dbus_interface="com.canonical.Unity.LauncherEntry")
+else:
+    sys.exit("unknown mode " + mode)
+bus.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus").GetId(dbus_interface="org.freedesktop.DBus")
+print("ready", flush=True)
+GLib.MainLoop().run()

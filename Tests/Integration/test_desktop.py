@@ -1,0 +1,126 @@
+"""Where users look: the tray item (StatusNotifierItem), dock progress (LauncherEntry), notifications."""
+import time
+
+import dbus
+
+from harness import NAME, PATH, PROPS, Agent, connect, iface, wait_until
+from test_agent import AgentTestCase
+
+SNI = "org.kde.StatusNotifierItem"
+
+
+def events(observer, kind):
+    return [e for e in observer.snapshot() if e["event"] == kind]
+
+
+class TrayTests(AgentTestCase):
+    agent_args = ("--activation-delay", "0", "--completion-delay", "0")
+
+    def agent_name(self):
+        return self.conn.get_name_owner(NAME)
+
+    def test_item_registers_when_a_watcher_appears_and_follows_visible(self):
+        watcher = self.observe("fake_desktop.py", "watcher")
+        reg = wait_until(lambda: events(watcher, "register"), what="the item to register")[0]
+        self.assertRegex(reg["service"], r"^org\.kde\.StatusNotifierItem-\d+-1$")
+        self.assertEqual(reg["sender"], self.agent_name())
+        item = self.conn.get_object(reg["service"], "/StatusNotifierItem", introspect=False)
+        props = item.GetAll(SNI, dbus_interface=PROPS)
+        self.assertEqual((props["Status"], props["Id"], props["IconName"], props["Category"]),
+                         ("Passive", "netactivity", "network-transmit-receive", "SystemServices"))
+        iface(self.conn).IncrementActivityCount()
+        wait_until(lambda: [e for e in events(watcher, "NewStatus") if e["status"] == "Active"], what="NewStatus Active")
+        self.assertEqual(item.Get(SNI, "Status", dbus_interface=PROPS), "Active")
+        tooltip = wait_until(lambda: "python3" in item.Get(SNI, "ToolTip", dbus_interface=PROPS)[3] and
+                             item.Get(SNI, "ToolTip", dbus_interface=PROPS), what="the tooltip to name the client")
+        self.assertEqual(tooltip[2], "Network activity")
+        item.Activate(0, 0, dbus_interface=SNI)  # a click is harmless
+        iface(self.conn).DecrementActivityCount()
+        wait_until(lambda: [e for e in events(watcher, "NewStatus") if e["status"] == "Passive"], what="NewStatus Passive")
+        self.assertEqual(item.Get(SNI, "Status", dbus_interface=PROPS), "Passive")
+
+    def test_reregisters_when_the_watcher_restarts_and_when_present_at_start(self):
+        first = self.observe("fake_desktop.py", "watcher")
+        wait_until(lambda: events(first, "register"), what="the first registration")
+        first.close()
+        second = self.observe("fake_desktop.py", "watcher")
+        wait_until(lambda: events(second, "register"), what="registration with the restarted watcher")
+        # An agent that starts while a watcher is already there registers at once.
+        self.agent.stop()
+        self.agent = Agent(self.bus, *self.agent_args)
+        wait_until(lambda: len(events(second, "register")) == 2, what="registration by the new agent")
+
+    def test_no_notifications_unless_asked(self):
+        notifications = self.observe("fake_desktop.py", "notifications")
+        iface(self.conn).IncrementActivityCount()
+        time.sleep(0.5)
+        self.assertEqual(events(notifications, "Notify"), [])
+
+
+class NoTrayTests(AgentTestCase):
+    agent_args = ("--no-tray",)
+
+    def test_no_tray_registers_nothing(self):
+        watcher = self.observe("fake_desktop.py", "watcher")
+        time.sleep(0.5)
+        self.assertEqual(events(watcher, "register"), [])
+        names = [str(n) for n in self.conn.list_names()]
+        self.assertFalse([n for n in names if n.startswith("org.kde.StatusNotifierItem-")])
+
+
+class DockTests(AgentTestCase):
+    def begin(self, **opts):
+        path = iface(self.conn).BeginTask("download", dbus.Dictionary(opts, signature="sv"))
+        return dbus.Interface(self.conn.get_object(NAME, path, introspect=False), "org.example.NetActivity.Task")
+
+    def test_task_progress_reaches_docks_through_launcher_entry(self):
+        dock = self.observe("fake_desktop.py", "launcher")
+        app = "org.example.App.desktop"
+        first = self.begin(**{"desktop-id": app, "expected-to-receive": dbus.UInt64(100)})
+        update = wait_until(lambda: events(dock, "Update"), what="the first Update")[0]
+        self.assertEqual(update["app"], "application://" + app)
+        self.assertEqual(update["props"], {"progress": 0.0, "progress-visible": True, "count": 1, "count-visible": True})
+        first.SetProgress(dbus.UInt64(0), dbus.UInt64(0), dbus.UInt64(50), dbus.UInt64(100))
+        wait_until(lambda: [e for e in events(dock, "Update") if e["props"]["progress"] == 0.5], what="progress 0.5")
+        second = self.begin(**{"desktop-id": app, "expected-to-receive": dbus.UInt64(300)})
+        wait_until(lambda: [e for e in events(dock, "Update") if e["props"]["count"] == 2 and e["props"]["progress"] == 0.125],
+                   what="two tasks, combined progress")
+        first.Complete("")
+        second.Complete("")
+        last = wait_until(lambda: [e for e in events(dock, "Update") if e["props"]["count"] == 0], what="the last Update")[0]
+        self.assertEqual((last["props"]["progress-visible"], last["props"]["count-visible"]), (False, False))
+        self.begin()  # no desktop-id: docks hear nothing
+        time.sleep(0.2)
+        self.assertEqual([e for e in events(dock, "Update") if e["t"] > last["t"]], [])
+
+    def test_bad_desktop_id(self):
+        for bad in ("app", "../x.desktop", "a b.desktop", "x" * 300 + ".desktop"):
+            with self.assertRaises(dbus.exceptions.DBusException) as cm:
+                self.begin(**{"desktop-id": bad})
+            self.assertEqual(cm.exception.get_dbus_name(), "org.freedesktop.DBus.Error.InvalidArgs")
+            self.assertIn("desktop-id", cm.exception.get_dbus_message())
+
+
+class NotificationTests(AgentTestCase):
+    agent_args = ("--activation-delay", "0", "--completion-delay", "0", "--notify", "--notify-after", "0.3")
+
+    def test_long_activity_posts_one_notification_updated_in_place_and_closed_at_the_end(self):
+        server = self.observe("fake_desktop.py", "notifications")
+        started = time.monotonic()
+        iface(self.conn).IncrementActivityCount()
+        note = wait_until(lambda: events(server, "Notify"), what="the notification")[0]
+        self.assertGreaterEqual(note["t"] - started, 0.3 - 0.01)
+        self.assertEqual((note["replaces"], note["hints"]["category"], note["summary"]), (0, "network", "Network activity"))
+        self.assertIn("python3", note["body"])
+        other = connect(self.bus)
+        try:
+            iface(other).IncrementActivityCount()
+            wait_until(lambda: [e for e in events(server, "Notify") if e["body"].count("python3 (1)") == 2],
+                       what="an update naming both clients")
+            for update in events(server, "Notify")[1:]:
+                self.assertEqual(update["replaces"], note["id"], "replaced, not stacked")
+        finally:
+            other.close()
+        iface(self.conn).DecrementActivityCount()
+        closed = wait_until(lambda: events(server, "Close"), what="CloseNotification")[0]
+        self.assertEqual(closed["id"], note["id"])
