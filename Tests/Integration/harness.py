@@ -19,17 +19,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 class PrivateBus:
-    def __init__(self):
+    def __init__(self, config_file=None):
         self.dir = tempfile.mkdtemp(prefix="netactivity-test-")
+        bus_args = ["--config-file=" + config_file] if config_file else [
+            "--session", "--nopidfile", "--address=unix:path=%s/bus" % self.dir]
         self.proc = subprocess.Popen(
-            ["dbus-daemon", "--session", "--nofork", "--nopidfile",
-             "--address=unix:path=%s/bus" % self.dir, "--print-address=1"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            ["dbus-daemon", *bus_args, "--nofork", "--print-address=1"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=clean_env())
         self.address = self.proc.stdout.readline().decode().strip()
         assert self.address, "dbus-daemon did not start"
 
     def env(self, **extra):
-        e = dict(os.environ)
+        e = clean_env()
         e["DBUS_SESSION_BUS_ADDRESS"] = self.address
         e.update(extra)
         return e
@@ -37,6 +38,11 @@ class PrivateBus:
     def stop(self):
         self.proc.terminate()
         self.proc.wait(5)
+
+
+def clean_env():
+    """The environment without the caller's own bus addresses."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("DBUS_")}
 
 
 class Agent:

@@ -72,6 +72,13 @@ class AgentTestCase(unittest.TestCase):
         self.bus.stop()
         self.assertTrue(alive, "the agent died during the test:\n" + self.agent.logtext()[-2000:])
 
+    def expect_error(self, name, fn):
+        """Calls fn, expects the D-Bus error `name`, returns its message."""
+        with self.assertRaises(dbus.exceptions.DBusException) as cm:
+            fn()
+        self.assertEqual(cm.exception.get_dbus_name(), name, cm.exception.get_dbus_message())
+        return cm.exception.get_dbus_message()
+
     def observe(self, script="observer.py", *args):
         o = Observer(self.bus, script, *args)
         self.observers.append(o)
@@ -304,12 +311,6 @@ class TimelineTests(AgentTestCase):
 
 
 class ErrorTests(AgentTestCase):
-    def expect_error(self, name, fn):
-        with self.assertRaises(dbus.exceptions.DBusException) as cm:
-            fn()
-        self.assertEqual(cm.exception.get_dbus_name(), name, cm.exception.get_dbus_message())
-        return cm.exception.get_dbus_message()
-
     def test_wrong_signature_unknown_member_interface_object(self):
         r = busctl(self.bus, "call", NAME, PATH, IFACE, "IncrementActivityCount", "s", "x")
         self.assertNotEqual(r.returncode, 0)

@@ -51,11 +51,6 @@ class CacheTestCase(AgentTestCase):
     def stats(self):
         return {str(k): int(v) for k, v in self.cprop("Statistics").items()}
 
-    def expect_error(self, name, fn):
-        with self.assertRaises(dbus.exceptions.DBusException) as cm:
-            fn()
-        self.assertEqual(cm.exception.get_dbus_name(), name, cm.exception.get_dbus_message())
-        return cm.exception.get_dbus_message()
 
     def lookup(self, key, conn=None):
         found, data = self.cache(conn).LookupImage(key, byte_arrays=True)

@@ -7,7 +7,7 @@ import tempfile
 import time
 import unittest
 
-from harness import BIN, NAME, PATH, ROOT, busctl, wait_until
+from harness import BIN, NAME, PATH, ROOT, PrivateBus, busctl, wait_until
 
 FILES = {
     "bin/netactivityd": 0o755,
@@ -33,12 +33,12 @@ def make(*args):
     return r
 
 
-class ActivationBus:
+class ActivationBus(PrivateBus):
     """A session-type dbus-daemon whose service directory is the installed one."""
 
     def __init__(self, servicedir):
-        self.dir = tempfile.mkdtemp(prefix="netactivity-activation-")
-        config = os.path.join(self.dir, "bus.conf")
+        self.config_dir = tempfile.mkdtemp(prefix="netactivity-activation-")
+        config = os.path.join(self.config_dir, "bus.conf")
         with open(config, "w") as f:
             f.write("""<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
@@ -52,23 +52,12 @@ class ActivationBus:
     <allow own="*"/>
   </policy>
 </busconfig>
-""" % (self.dir, servicedir))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DBUS_")}
-        self.proc = subprocess.Popen(["dbus-daemon", "--config-file=" + config, "--nofork", "--print-address=1"],
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-        self.address = self.proc.stdout.readline().decode().strip()
-        assert self.address
-
-    def env(self, **extra):
-        e = {k: v for k, v in os.environ.items() if not k.startswith("DBUS_")}
-        e["DBUS_SESSION_BUS_ADDRESS"] = self.address
-        e.update(extra)
-        return e
+""" % (self.config_dir, servicedir))
+        super().__init__(config_file=config)
 
     def stop(self):
-        self.proc.terminate()
-        self.proc.wait(5)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        super().stop()
+        shutil.rmtree(self.config_dir, ignore_errors=True)
 
 
 class InstallTests(unittest.TestCase):

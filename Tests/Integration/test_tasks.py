@@ -34,11 +34,6 @@ class TaskTestCase(AgentTestCase):
     def tprop(self, path, name):
         return self.conn.get_object(NAME, path, introspect=False).Get(TASK, name, dbus_interface=PROPS)
 
-    def expect_error(self, name, fn):
-        with self.assertRaises(dbus.exceptions.DBusException) as cm:
-            fn()
-        self.assertEqual(cm.exception.get_dbus_name(), name, cm.exception.get_dbus_message())
-        return cm.exception.get_dbus_message()
 
 
 class TaskLifecycleTests(TaskTestCase):
