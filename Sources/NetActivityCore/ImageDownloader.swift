@@ -1,0 +1,253 @@
+/// AFImageDownloader's logic, pure: one transfer per request key however many clients ask, one
+/// handler per receipt, a bounded number of running transfers with a FIFO or LIFO queue, and
+/// cancellation per receipt. Transport and storage are injected (`ImageFetching`, `store`,
+/// `isCached`), so tests drive it with a gated fake and never touch the network. Everything runs
+/// on one thread (the agent's loop); fetchers call back on it.
+///
+/// The faults of the original that this does not have:
+/// - Admission is counted only between a transfer's real start and its end, so cancelling queued
+///   work never lets more than `maximumActiveDownloads` run (AFNetworking #3469).
+/// - Each transfer has its own id; a completion or progress for an older transfer of the same key
+///   (cancelled, then asked for again) is ignored and never touches the newer one.
+/// - A failure ends only its transfer and the queue moves on.
+public final class ImageDownloader {
+    public enum Prioritization: String, Sendable, CaseIterable { case fifo, lifo }
+
+    public enum Failure: Error, Equatable, Sendable {
+        case cancelled
+        /// The fetcher's or the store's error, by name (e.g. "HTTP", "Timeout", "NotAnImage") and message.
+        case failed(name: String, message: String)
+    }
+
+    /// What `download` answered.
+    public enum Ticket: Equatable, Sendable {
+        /// A cache hit: nothing to wait for, no receipt, no handler call.
+        case cached
+        /// The handler will be called once, with this receipt.
+        case receipt(String, transfer: UInt64)
+    }
+
+    /// What a fetch delivers.
+    public struct Fetched: Sendable {
+        public let bytes: [UInt8]
+        public init(bytes: [UInt8]) { self.bytes = bytes }
+    }
+
+    public struct Request: Equatable, Sendable {
+        public let url: String
+        public let key: String
+        /// Skip every cache (memory and disk) for this transfer.
+        public let reload: Bool
+        public let transfer: UInt64
+    }
+
+    /// Events for the driver (task objects, activity, progress on the bus).
+    public protocol Observer: AnyObject {
+        func transferQueued(_ transfer: UInt64, url: String)
+        func transferStarted(_ transfer: UInt64, url: String)
+        func transferProgress(_ transfer: UInt64, received: UInt64, expected: UInt64)
+        func transferEnded(_ transfer: UInt64, outcome: Result<Void, Failure>)
+    }
+
+    private struct Waiter {
+        let receipt: String
+        let owner: String
+        let handler: (Result<Void, Failure>) -> Void
+    }
+
+    private final class Transfer {
+        let id: UInt64
+        let url: String
+        let key: String
+        var reload: Bool
+        var waiters: [Waiter]
+        var cancel: (() -> Void)?
+        var running = false
+        /// A reload of the same key took over while this one ran.
+        var overtaken = false
+        init(id: UInt64, url: String, key: String, reload: Bool, waiter: Waiter) {
+            self.id = id
+            self.url = url
+            self.key = key
+            self.reload = reload
+            waiters = [waiter]
+        }
+    }
+
+    /// Starts a fetch; returns how to cancel it. The completion must come at most once, later,
+    /// on the downloader's thread.
+    public typealias Fetch = (
+        _ request: Request,
+        _ progress: @escaping (_ received: UInt64, _ expected: UInt64) -> Void,
+        _ completion: @escaping (Result<Fetched, Failure>) -> Void
+    ) -> (() -> Void)
+
+    private let fetch: Fetch
+    private let isCached: (String) -> Bool
+    private let store: (String, Fetched) -> Result<Void, Failure>
+    public weak var observer: (any Observer)?
+
+    /// Transfers by key (at most one per key), queued ones in `queue` order.
+    private var byKey: [String: Transfer] = [:]
+    private var queue: [UInt64] = []
+    private var transfersByID: [UInt64: Transfer] = [:]
+    private var receipts: [String: UInt64] = [:]
+    private var nextTransfer: UInt64 = 1
+    private var nextReceipt: UInt64 = 1
+    public private(set) var activeCount = 0
+
+    public var maximumActiveDownloads: Int {
+        didSet { startQueued() }
+    }
+
+    public var prioritization: Prioritization
+
+    public init(
+        maximumActiveDownloads: Int = 4, prioritization: Prioritization = .fifo,
+        isCached: @escaping (String) -> Bool, store: @escaping (String, Fetched) -> Result<Void, Failure>,
+        fetch: @escaping Fetch
+    ) {
+        precondition(maximumActiveDownloads >= 1)
+        self.maximumActiveDownloads = maximumActiveDownloads
+        self.prioritization = prioritization
+        self.isCached = isCached
+        self.store = store
+        self.fetch = fetch
+    }
+
+    public var queuedCount: Int { queue.count }
+    public var receiptCount: Int { receipts.count }
+
+    /// Asks for the image at `url` (cache key `key`) for `owner`. A cache hit answers `.cached`
+    /// at once; otherwise `handler` is called exactly once with the outcome.
+    public func download(
+        url: String, key: String, owner: String, reload: Bool = false,
+        handler: @escaping (Result<Void, Failure>) -> Void
+    ) -> Ticket {
+        if !reload, isCached(key) { return .cached }
+        let receipt = "r\(nextReceipt)"
+        nextReceipt += 1
+        let waiter = Waiter(receipt: receipt, owner: owner, handler: handler)
+        // Merge into the transfer for this key, unless this one must skip the caches and that one
+        // is already running without doing so (a reload wants fresh bytes). A queued one simply
+        // becomes a reload.
+        if let existing = byKey[key], existing.reload || !reload || !existing.running {
+            if reload { existing.reload = true }
+            existing.waiters.append(waiter)
+            receipts[receipt] = existing.id
+            return .receipt(receipt, transfer: existing.id)
+        }
+        // Either no transfer has this key, or a reload overtakes a running plain one: the new
+        // transfer owns the key from now on (see `finished`).
+        let transfer = Transfer(id: nextTransfer, url: url, key: key, reload: reload, waiter: waiter)
+        nextTransfer += 1
+        byKey[key]?.overtaken = true
+        byKey[key] = transfer
+        transfersByID[transfer.id] = transfer
+        receipts[receipt] = transfer.id
+        queue.append(transfer.id)
+        observer?.transferQueued(transfer.id, url: url)
+        startQueued()
+        return .receipt(receipt, transfer: transfer.id)
+    }
+
+    /// Who holds `receipt` (nil when it is unknown or finished).
+    public func owner(of receipt: String) -> String? {
+        guard let id = receipts[receipt], let t = transfersByID[id] else { return nil }
+        return t.waiters.first { $0.receipt == receipt }?.owner
+    }
+
+    /// Cancels one receipt: its handler gets `.cancelled`; the transfer stops (or leaves the
+    /// queue) when no receipt is left. Returns false when the receipt is unknown or finished.
+    @discardableResult
+    public func cancel(receipt: String) -> Bool {
+        guard let id = receipts.removeValue(forKey: receipt), let t = transfersByID[id],
+              let index = t.waiters.firstIndex(where: { $0.receipt == receipt })
+        else { return false }
+        let waiter = t.waiters.remove(at: index)
+        if t.waiters.isEmpty { abandon(t) }
+        waiter.handler(.failure(.cancelled))
+        return true
+    }
+
+    /// The owner left: every receipt it held is cancelled (its handlers are not called: nobody
+    /// is there to hear them).
+    public func ownerVanished(_ owner: String) {
+        for t in Array(transfersByID.values) {
+            let before = t.waiters.count
+            for w in t.waiters where w.owner == owner { receipts[w.receipt] = nil }
+            t.waiters.removeAll { $0.owner == owner }
+            if before > 0, t.waiters.isEmpty { abandon(t) }
+        }
+    }
+
+    /// A transfer nobody waits for any more: out of the queue, or stopped.
+    private func abandon(_ t: Transfer) {
+        transfersByID[t.id] = nil
+        if byKey[t.key] === t { byKey[t.key] = nil }
+        if t.running {
+            t.running = false
+            activeCount -= 1
+            let cancel = t.cancel
+            t.cancel = nil
+            cancel?()
+            observer?.transferEnded(t.id, outcome: .failure(.cancelled))
+            startQueued()
+        } else {
+            queue.removeAll { $0 == t.id }
+            observer?.transferEnded(t.id, outcome: .failure(.cancelled))
+        }
+    }
+
+    /// Starts queued transfers while there is room.
+    private func startQueued() {
+        while activeCount < maximumActiveDownloads, !queue.isEmpty {
+            let id = prioritization == .fifo ? queue.removeFirst() : queue.removeLast()
+            guard let t = transfersByID[id] else { continue }
+            t.running = true
+            activeCount += 1
+            observer?.transferStarted(id, url: t.url)
+            let request = Request(url: t.url, key: t.key, reload: t.reload, transfer: id)
+            let cancel = fetch(request, { [weak self] received, expected in
+                self?.progress(id, received: received, expected: expected)
+            }, { [weak self] result in
+                self?.finished(id, result)
+            })
+            // The fetch may have completed synchronously.
+            if transfersByID[id] === t, t.running { t.cancel = cancel }
+        }
+    }
+
+    private func progress(_ id: UInt64, received: UInt64, expected: UInt64) {
+        guard let t = transfersByID[id], t.running else { return }  // stale: an older transfer
+        observer?.transferProgress(id, received: received, expected: expected)
+    }
+
+    private func finished(_ id: UInt64, _ result: Result<Fetched, Failure>) {
+        // A completion for a transfer that was cancelled (or already ended) changes nothing: a
+        // newer transfer of the same key has its own id.
+        guard let t = transfersByID[id], t.running else { return }
+        t.running = false
+        t.cancel = nil
+        activeCount -= 1
+        transfersByID[id] = nil
+        if let newer = byKey[t.key], newer !== t {
+            // Overtaken by a reload of the same key: its bytes must not overwrite the newer
+            // ones, so its waiters move to the newer transfer and are answered with it.
+            for w in t.waiters { receipts[w.receipt] = newer.id }
+            newer.waiters += t.waiters
+            observer?.transferEnded(id, outcome: .failure(.cancelled))
+            startQueued()
+            return
+        }
+        if byKey[t.key] === t { byKey[t.key] = nil }
+        let outcome: Result<Void, Failure> = result.flatMap { fetched in
+            // An overtaken transfer stores only if the reload that overtook it left nothing.
+            t.overtaken && isCached(t.key) ? .success(()) : store(t.key, fetched)
+        }
+        for w in t.waiters { receipts[w.receipt] = nil }
+        observer?.transferEnded(id, outcome: outcome)
+        for w in t.waiters { w.handler(outcome) }
+        startQueued()
+    }
+}

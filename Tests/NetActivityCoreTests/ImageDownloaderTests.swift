@@ -1,0 +1,213 @@
+import NetActivityCore
+import NetActivityTesting
+import Testing
+
+/// AFImageDownloaderTests' behaviours, and the faults AFNetworking had, with a gated fake fetcher.
+@Suite("Image downloader")
+struct ImageDownloaderTests {
+    final class Harness {
+        let fetcher = FakeFetcher()
+        var cache: [String: [UInt8]] = [:]
+        var stores: [String] = []
+        enum Outcome: Equatable { case ok, failed(ImageDownloader.Failure) }
+        var results: [String: Outcome] = [:]
+        var downloader: ImageDownloader!
+
+        init(max: Int = 4, order: ImageDownloader.Prioritization = .fifo) {
+            downloader = ImageDownloader(
+                maximumActiveDownloads: max, prioritization: order,
+                isCached: { [unowned self] key in self.cache[key] != nil },
+                store: { [unowned self] key, fetched in
+                    self.stores.append(key)
+                    self.cache[key] = fetched.bytes
+                    return .success(())
+                },
+                fetch: fetcher.fetch)
+        }
+
+        /// Downloads `url` (key = url) for `owner`; returns the receipt ("" on a cache hit).
+        @discardableResult
+        func get(_ url: String, owner: String = ":1.1", reload: Bool = false, label: String? = nil) -> String {
+            switch downloader.download(url: url, key: url, owner: owner, reload: reload, handler: { [unowned self] result in
+                switch result {
+                case .success: self.results[label ?? url] = .ok
+                case .failure(let f): self.results[label ?? url] = .failed(f)
+                }
+            }) {
+            case .cached: return ""
+            case .receipt(let r, _): return r
+            }
+        }
+    }
+
+    @Test("a cache hit answers at once, with no receipt and no transfer")
+    func cacheHit() {
+        let h = Harness()
+        h.cache["u"] = [1]
+        #expect(h.get("u") == "")
+        #expect(h.fetcher.startedCount == 0)
+        #expect(h.results.isEmpty)
+    }
+
+    @Test("requests for one URL merge into one transfer; every handler hears the outcome; stored once")
+    func merged() {
+        let h = Harness()
+        h.get("u", owner: ":1.1", label: "a")
+        h.get("u", owner: ":1.2", label: "b")
+        #expect(h.fetcher.startedCount == 1)
+        h.fetcher.succeed(h.fetcher.transfer(for: "u")!)
+        #expect(h.results["a"] == .ok)
+        #expect(h.results["b"] == .ok)
+        #expect(h.stores == ["u"])
+        #expect(h.get("u") == "", "now a cache hit")
+    }
+
+    @Test("cancelling one of two receipts fails only that one; the transfer goes on")
+    func cancelOneOfTwo() {
+        let h = Harness()
+        let a = h.get("u", label: "a")
+        h.get("u", label: "b")
+        #expect(h.downloader.cancel(receipt: a))
+        #expect(h.results["a"] == .failed(.cancelled))
+        #expect(h.fetcher.cancelled.isEmpty)
+        h.fetcher.succeed(h.fetcher.transfer(for: "u")!)
+        #expect(h.results["b"] == .ok)
+        #expect(h.downloader.cancel(receipt: a) == false, "a finished receipt cannot be cancelled")
+    }
+
+    @Test("cancelling the last receipt stops the transfer, and a late completion does not fill the cache")
+    func cancelledTransferDoesNotFillCache() {
+        let h = Harness()
+        let r = h.get("u")
+        let t = h.fetcher.transfer(for: "u")!
+        h.downloader.cancel(receipt: r)
+        #expect(h.fetcher.cancelled == [t])
+        h.fetcher.deliverLate(t)
+        #expect(h.stores.isEmpty)
+        #expect(h.downloader.activeCount == 0)
+    }
+
+    @Test("download, cancel, download again with more URLs than the limit never runs more than the limit (#3469)")
+    func noOverAdmission() {
+        let h = Harness(max: 2)
+        let receipts = (0..<4).map { h.get("u\($0)") }
+        #expect(h.fetcher.running.count == 2)
+        h.downloader.cancel(receipt: receipts[3])  // queued
+        h.downloader.cancel(receipt: receipts[0])  // running: frees one slot, u2 starts
+        for i in 4..<9 { h.get("u\(i)") }
+        #expect(h.fetcher.running.count == 2)
+        while let t = h.fetcher.running.first { h.fetcher.succeed(t) }
+        #expect(h.fetcher.peakRunning == 2)
+        #expect(Set(h.fetcher.startedURLs) == ["u0", "u1", "u2", "u4", "u5", "u6", "u7", "u8"])
+        #expect(h.downloader.activeCount == 0 && h.downloader.queuedCount == 0)
+    }
+
+    @Test("FIFO and LIFO order of the queue", arguments: [
+        (ImageDownloader.Prioritization.fifo, ["a", "b", "c", "d"]),
+        (.lifo, ["a", "d", "c", "b"]),
+    ])
+    func order(order: ImageDownloader.Prioritization, expected: [String]) {
+        let h = Harness(max: 1, order: order)
+        for u in ["a", "b", "c", "d"] { h.get(u) }
+        while let t = h.fetcher.running.first { h.fetcher.succeed(t) }
+        #expect(h.fetcher.startedURLs == expected)
+    }
+
+    @Test("a failure ends only its transfer; the queue goes on")
+    func failureDoesNotStall() {
+        let h = Harness(max: 1)
+        h.get("a")
+        h.get("b")
+        h.fetcher.fail(h.fetcher.transfer(for: "a")!, name: "HTTP", message: "404 Not Found")
+        #expect(h.results["a"] == .failed(.failed(name: "HTTP", message: "404 Not Found")))
+        #expect(h.fetcher.transfer(for: "b") != nil)
+        #expect(h.downloader.activeCount == 1)
+    }
+
+    @Test("reload bypasses the cache; a reload overtaking a running plain transfer wins the cache")
+    func reload() {
+        let h = Harness()
+        h.cache["u"] = [0]
+        h.get("u", reload: true, label: "fresh")
+        #expect(h.fetcher.started.last?.reload == true)
+        h.fetcher.succeed(h.fetcher.transfer(for: "u")!, bytes: [1])
+        #expect(h.cache["u"] == [1])
+
+        h.cache["v"] = nil
+        h.get("v", label: "plain")
+        let old = h.fetcher.transfer(for: "v")!
+        h.get("v", reload: true, label: "reload")
+        let new = h.fetcher.transfer(for: "v")!
+        #expect(new != old && h.fetcher.startedCount == 3)
+        h.fetcher.succeed(new, bytes: [2])
+        h.fetcher.succeed(old, bytes: [1])  // older bytes, later: must not clobber
+        #expect(h.cache["v"] == [2])
+        #expect(h.results["plain"] == .ok && h.results["reload"] == .ok)
+    }
+
+    @Test("a queued transfer becomes a reload when a reload asks for it")
+    func reloadUpgradesQueued() {
+        let h = Harness(max: 1)
+        h.get("busy")
+        h.get("u")
+        h.get("u", reload: true)
+        h.fetcher.succeed(h.fetcher.transfer(for: "busy")!)
+        #expect(h.fetcher.started.last?.url == "u")
+        #expect(h.fetcher.started.last?.reload == true)
+        #expect(h.fetcher.startedCount == 2)
+    }
+
+    @Test("a completion for an older transfer of the same URL never touches the newer one")
+    func staleCompletion() {
+        let h = Harness()
+        let first = h.get("u", label: "first")
+        let t1 = h.fetcher.transfer(for: "u")!
+        h.downloader.cancel(receipt: first)
+        h.get("u", label: "second")
+        let t2 = h.fetcher.transfer(for: "u")!
+        h.fetcher.progress(t1, received: 5, expected: 10)
+        h.fetcher.deliverLate(t1)
+        #expect(h.stores.isEmpty)
+        #expect(h.results["second"] == nil)
+        #expect(h.downloader.activeCount == 1)
+        h.fetcher.succeed(t2)
+        #expect(h.results["second"] == .ok)
+        #expect(h.stores == ["u"])
+    }
+
+    @Test("an owner leaving cancels its receipts silently, and the transfer stops when none is left")
+    func ownerVanished() {
+        let h = Harness()
+        h.get("shared", owner: ":1.1", label: "mine")
+        h.get("shared", owner: ":1.2", label: "theirs")
+        h.get("alone", owner: ":1.1", label: "alone")
+        h.downloader.ownerVanished(":1.1")
+        #expect(h.results.isEmpty)
+        #expect(h.fetcher.cancelled == [h.fetcher.started.first { $0.url == "alone" }!.transfer])
+        h.fetcher.succeed(h.fetcher.transfer(for: "shared")!)
+        #expect(h.results["theirs"] == .ok)
+        #expect(h.results["mine"] == nil)
+    }
+
+    @Test("raising the limit starts queued transfers at once")
+    func raiseLimit() {
+        let h = Harness(max: 1)
+        for u in ["a", "b", "c"] { h.get(u) }
+        h.downloader.maximumActiveDownloads = 3
+        #expect(h.fetcher.running.count == 3)
+    }
+
+    @Test("when the overtaking reload fails, the older transfer's bytes may fill the cache")
+    func overtakingReloadFails() {
+        let h = Harness()
+        h.get("v", label: "plain")
+        let old = h.fetcher.transfer(for: "v")!
+        h.get("v", reload: true, label: "reload")
+        let new = h.fetcher.transfer(for: "v")!
+        h.fetcher.fail(new)
+        h.fetcher.succeed(old, bytes: [1])
+        #expect(h.cache["v"] == [1])
+        #expect(h.results["plain"] == .ok)
+        #expect(h.results["reload"] == .failed(.failed(name: "HTTP", message: "404 Not Found")))
+    }
+}
