@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make bench: the agent next to the shared D-Bus references, plus idle cost and signal timing.
 #   bench/bench.sh [BIN_DIR]     (default .build/release)
-# Knobs: REPEAT (rounds of the shared bench, default 3), IDLE_SECONDS (10), CYCLES (50).
+# Knobs: REPEAT (rounds of the shared bench, default 3), IDLE_SECONDS (10), CYCLES (50),
+# SKIP_SHARED=1 (leave out the shared round-trip table).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$(cd "${1:-.build/release}" && pwd)
@@ -16,14 +17,18 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "## Round trips: IncrementActivityCount next to the sd-bus C reference (pinned to CPU 0, same run)"
-echo
-# shared/ is read-only: run a copy.
+# shared/ is read-only: run a copy (its client is used below too).
 cp -r "$SHARED" "$WORK/bench"
-( cd "$WORK/bench" && rm -rf build results &&
-  EXTRA_SERVICE="netactivityd (Swift) | $BIN/netactivityd | -i org.example.NetActivity" \
-  REPEAT=${REPEAT:-3} LIMITS=0 PAYLOADS="4096:100" ./run.sh sd-bus netactivityd 2>&1 ) | grep -v '^\[' || true
-echo
+if [ -z "${SKIP_SHARED:-}" ]; then
+  echo "## Round trips: IncrementActivityCount next to the sd-bus C reference (pinned to CPU 0, same run)"
+  echo
+  ( cd "$WORK/bench" && rm -rf build results &&
+    EXTRA_SERVICE="netactivityd (Swift) | $BIN/netactivityd | -i org.example.NetActivity" \
+    REPEAT=${REPEAT:-3} LIMITS=0 PAYLOADS="4096:100" ./run.sh sd-bus netactivityd 2>&1 ) | grep -v '^\[' || true
+  echo
+else
+  ( cd "$WORK/bench" && rm -rf build results && make -s build/client )
+fi
 
 # A private bus for the rest.
 taskset -c 0 dbus-daemon --session --nofork --nopidfile --address="unix:path=$WORK/bus" --print-address=3 3>"$WORK/addr" 2>/dev/null &

@@ -40,7 +40,6 @@ public final class Agent {
     var tasks = TaskTable()
     var imageCache = AutoPurgingImageCache<CachedImage>()
     private var pressure: MemoryPressureMonitor?
-    private let systemBusAddress: String?
     private let options: AgentOptions
     let taskLinger: Duration
     /// One table serves every task object; handlers find the task by the call's path.
@@ -69,7 +68,6 @@ public final class Agent {
         self.logger = logger
         server = ObjectServer(connection: connection)
         taskLinger = .seconds(double: options.completedTaskLinger)
-        systemBusAddress = options.systemBusAddress
         self.options = options
         ledger.limits[.task] = UInt32(AgentLimits.maxLiveTasksPerClient)
         machine = ActivityIndicatorStateMachine(
@@ -87,7 +85,16 @@ public final class Agent {
         startMemoryPressure()
         if options.tray { desktopObservers.append(TrayIcon(agent: self)) }
         if let after = options.notifyAfter { desktopObservers.append(ActivityNotifier(agent: self, after: after)) }
-        for observer in desktopObservers { try observer.start() }
+        // The desktop extras are optional: one that cannot start is logged, never fatal.
+        desktopObservers.removeAll { observer in
+            do {
+                try observer.start()
+                return false
+            } catch {
+                logger.warning("\(type(of: observer)) is off: \(error)")
+                return true
+            }
+        }
         // Only disappearances (new owner empty) matter: fewer wake-ups on a busy bus.
         let vanished = SignalMatch.nameOwnerChanged
         try connection.addMatch(vanished.rule + ",arg2=''")
@@ -114,7 +121,7 @@ public final class Agent {
         }
         let triggers = monitor.startPSI()
         var lowMemory = false
-        if let address = systemBusAddress ?? MemoryPressureMonitor.systemBusAddress(), !address.isEmpty {
+        if let address = options.systemBusAddress ?? MemoryPressureMonitor.systemBusAddress(), !address.isEmpty {
             lowMemory = monitor.startLowMemoryMonitor(address: address)
         }
         logger.info("Memory pressure: \(triggers) PSI triggers, LowMemoryMonitor \(lowMemory ? "followed" : "not available")")
