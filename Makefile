@@ -6,7 +6,7 @@ PYTHON ?= /usr/bin/python3
 DEBUG_BIN = .build/debug
 RELEASE_BIN = .build/release
 
-.PHONY: all setup build release run test unit integration bench install uninstall clean
+.PHONY: all setup build release run test unit integration bench install uninstall clean asan tsan
 
 all: build
 
@@ -35,6 +35,18 @@ unit: setup
 
 integration: build
 	$(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) $(ARGS)
+
+# The whole suite under AddressSanitizer (agent, CLI and tests), and the threaded parts (the client
+# library's own thread and mailbox, the event loop) under ThreadSanitizer. Separate build folders.
+asan: setup
+	$(SWIFT) build --build-tests --scratch-path .build-asan -Xswiftc -sanitize=address
+	ASAN_OPTIONS=detect_leaks=0 $(SWIFT) test --skip-build --scratch-path .build-asan
+	ASAN_OPTIONS=detect_leaks=0 $(PYTHON) Tests/Integration/run.py --bin .build-asan/debug
+
+tsan: setup
+	$(SWIFT) build --build-tests --scratch-path .build-tsan -Xswiftc -sanitize=thread
+	TSAN_OPTIONS=halt_on_error=1 .build-tsan/debug/netactivityPackageTests.xctest --testing-library swift-testing \
+	    --filter "NetActivityTests|EventLoopTests"
 
 bench: release
 	@scripts/setup.sh --bench
