@@ -80,7 +80,8 @@ uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/netactivityd $(DESTDIR)$(BINDIR)/netactivity
 	rm -f $(DESTDIR)$(DATADIR)/dbus-1/interfaces/org.example.NetActivity.xml \
 	      $(DESTDIR)$(DATADIR)/dbus-1/interfaces/org.example.NetActivity.Task.xml \
-	      $(DESTDIR)$(DATADIR)/dbus-1/interfaces/org.example.NetActivity.ImageCache.xml
+	      $(DESTDIR)$(DATADIR)/dbus-1/interfaces/org.example.NetActivity.ImageCache.xml \
+	      $(DESTDIR)$(DATADIR)/dbus-1/interfaces/org.example.NetActivity.Downloader.xml
 	rm -f $(DESTDIR)$(DATADIR)/dbus-1/services/org.example.NetActivity.service
 	rm -f $(DESTDIR)$(UNITDIR)/netactivityd.service $(DESTDIR)$(AUTOSTARTDIR)/netactivityd.desktop
 	rm -rf $(DESTDIR)$(DATADIR)/doc/netactivity

@@ -25,6 +25,12 @@ let package = Package(
             pkgConfig: "dbus-1",
             providers: [.apt(["libdbus-1-dev"])]
         ),
+        // libcurl for the downloader, driven by the agent's own event loop (no threads).
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
         // Small Swift wrapper over libdbus: names, messages, connection, event loop, object export.
         .target(name: "DBusKit", dependencies: ["CDBus"], swiftSettings: strict),
         // Pure logic: state machine, ledger, coalescing. Imports nothing of ours.
@@ -33,7 +39,7 @@ let package = Package(
         .target(
             name: "NetActivityAgent",
             dependencies: [
-                "DBusKit", "NetActivityCore",
+                "DBusKit", "NetActivityCore", "CCurl",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

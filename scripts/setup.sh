@@ -4,6 +4,7 @@
 set -eu
 need=""
 pkg-config --exists dbus-1 2>/dev/null || need="$need libdbus-1-dev"
+pkg-config --exists libcurl 2>/dev/null || need="$need libcurl4-openssl-dev"
 command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
 command -v dbus-daemon >/dev/null 2>&1 || need="$need dbus-daemon"
 command -v busctl >/dev/null 2>&1 || need="$need systemd"

@@ -39,6 +39,7 @@ public final class Agent {
 
     var tasks = TaskTable()
     var imageCache = AutoPurgingImageCache<CachedImage>()
+    lazy var downloads = Downloads(agent: self)
     private var pressure: MemoryPressureMonitor?
     private let options: AgentOptions
     let taskLinger: Duration
@@ -81,7 +82,7 @@ public final class Agent {
     /// requesting the name, so the first call that arrives finds the object.
     public func start() throws {
         server.addObjectManager(at: NetActivityNames.objectPath)
-        server.export(path: NetActivityNames.objectPath, interfaces: [makeActivityInterface(), makeImageCacheInterface()])
+        server.export(path: NetActivityNames.objectPath, interfaces: [makeActivityInterface(), makeImageCacheInterface(), makeDownloaderInterface()])
         startMemoryPressure()
         if options.tray { desktopObservers.append(TrayIcon(agent: self)) }
         if let after = options.notifyAfter { desktopObservers.append(ActivityNotifier(agent: self, after: after)) }
@@ -265,6 +266,7 @@ public final class Agent {
             close(fd)
         }
         ownerVanished(client)
+        downloads.ownerVanished(client)
         onClientVanished?(client)
         guard let held = ledger.removeClient(client) else { return }
         if held.total > 0 {

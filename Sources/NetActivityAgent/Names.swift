@@ -6,6 +6,7 @@ public enum NetActivityNames {
     public static let errorPrefix = "org.example.NetActivity.Error."
     public static let taskInterface = "org.example.NetActivity.Task"
     public static let imageCacheInterface = "org.example.NetActivity.ImageCache"
+    public static let downloaderInterface = "org.example.NetActivity.Downloader"
     public static let taskPathPrefix = "/org/example/NetActivity/tasks/"
     /// The error a task completes with when its owner leaves the bus.
     public static let clientVanished = "org.example.NetActivity.Error.ClientVanished"
@@ -25,6 +26,8 @@ public enum AgentLimits {
     public static let maxLiveTasksPerClient = 1024
     /// Longest image identifier, request URL and additional identifier, in bytes.
     public static let maxImageKeyBytes = 4096
+    /// Downloads one client may wait for at once.
+    public static let maxPendingDownloadsPerClient = 1024
     /// The largest MemoryCapacity that may be set (1 TiB).
     public static let maxCacheCapacity: UInt64 = 1 << 40
     /// Completed tasks kept for observers, over all clients; past this the oldest leave early.

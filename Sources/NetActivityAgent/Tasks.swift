@@ -97,6 +97,16 @@ extension Agent {
                 "Client \(owner) already has \(live) tasks running or suspended, the most one client may have")
         }
         if state == .running { try add(.task, for: owner) }
+        let entry = createTask(owner: owner, description: description, state: state, progress: progress, desktopID: desktopID)
+        logger.debug("Task \(entry.path) for \(owner): \(description)")
+        return entry.path
+    }
+
+    /// A new task object, exported and announced; the caller has checked limits and added a
+    /// running task's activity.
+    func createTask(
+        owner: String, description: String, state: TaskState, progress: TaskProgress = TaskProgress(), desktopID: String? = nil
+    ) -> TaskEntry {
         let entry = TaskEntry(
             path: tasks.makePath(), record: TaskRecord(owner: owner, description: description, state: state, progress: progress),
             desktopID: desktopID)
@@ -107,8 +117,7 @@ extension Agent {
             tasks.liveByDesktopID[desktopID, default: []].insert(entry.path)
             updateLauncher(desktopID)
         }
-        logger.debug("Task \(entry.path) for \(owner): \(description)")
-        return entry.path
+        return entry
     }
 
     static let taskOptionTypes = ["suspended": "b", "expected-to-send": "t", "expected-to-receive": "t", "desktop-id": "s"]

@@ -15,6 +15,7 @@ FILES = {
     "share/dbus-1/interfaces/org.example.NetActivity.xml": 0o644,
     "share/dbus-1/interfaces/org.example.NetActivity.Task.xml": 0o644,
     "share/dbus-1/interfaces/org.example.NetActivity.ImageCache.xml": 0o644,
+    "share/dbus-1/interfaces/org.example.NetActivity.Downloader.xml": 0o644,
     "share/dbus-1/services/org.example.NetActivity.service": 0o644,
     "lib/systemd/user/netactivityd.service": 0o644,
     "share/doc/netactivity/waybar-netactivity.jsonc": 0o644,

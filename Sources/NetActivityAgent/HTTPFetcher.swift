@@ -1,0 +1,219 @@
+import CCurl
+import DBusKit
+import Glibc
+import NetActivityCore
+
+/// HTTP(S) for the downloader: libcurl's multi interface driven by the agent's own event loop
+/// (its sockets are loop watches, its timeout a loop timer), so downloads add no thread and an
+/// idle agent still wakes zero times. libcurl gives redirects, TLS, compression, timeouts and a
+/// size limit that are proven in the field; only http and https are allowed, also on redirects.
+final class HTTPFetcher {
+    struct Limits {
+        var maxBytes: Int
+        var maxRedirects = 5
+        var connectTimeout = 10
+        var totalTimeout = 120
+        /// A transfer that moves less than 1 byte/s for this long is a timeout.
+        var stallSeconds = 30
+    }
+
+    struct Response {
+        let status: Int
+        let headers: HTTPCachePolicy.Headers
+        let body: [UInt8]
+    }
+
+    typealias Completion = (Result<Response, ImageDownloader.Failure>) -> Void
+
+    private final class Transfer {
+        let url: String
+        let limit: Int
+        var body: [UInt8] = []
+        var headers: [(String, String)] = []
+        var tooLarge = false
+        var headerList: UnsafeMutablePointer<curl_slist>?
+        let progress: (UInt64, UInt64) -> Void
+        let completion: Completion
+        var easy: UnsafeMutableRawPointer?
+        init(url: String, limit: Int, progress: @escaping (UInt64, UInt64) -> Void, completion: @escaping Completion) {
+            self.url = url
+            self.limit = limit
+            self.progress = progress
+            self.completion = completion
+        }
+    }
+
+    private let loop: EventLoop
+    private let multi: UnsafeMutableRawPointer
+    private var timer: EventLoop.TimerID?
+    private var live: [ObjectIdentifier: Transfer] = [:]
+    var limits: Limits
+
+    init(loop: EventLoop, limits: Limits) {
+        self.loop = loop
+        self.limits = limits
+        curl_global_init(Int(CURL_GLOBAL_DEFAULT))
+        multi = curl_multi_init()
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        _ = ccurl_multi_set_socket_fn(multi, { _, fd, what, user, _ in
+            Unmanaged<HTTPFetcher>.fromOpaque(user!).takeUnretainedValue().socketChanged(fd: fd, what: what)
+            return 0
+        }, me)
+        _ = ccurl_multi_set_timer_fn(multi, { _, ms, user in
+            Unmanaged<HTTPFetcher>.fromOpaque(user!).takeUnretainedValue().timerChanged(milliseconds: ms)
+            return 0
+        }, me)
+    }
+
+    deinit {
+        for t in live.values { release(t) }
+        curl_multi_cleanup(multi)
+    }
+
+    var activeCount: Int { live.count }
+
+    /// Starts a GET of `url` with extra request headers; returns how to cancel it (the completion
+    /// is then never called). The completion comes on the loop's thread.
+    func fetch(
+        url: String, headers: [(String, String)] = [], progress: @escaping (UInt64, UInt64) -> Void,
+        completion: @escaping Completion
+    ) -> () -> Void {
+        let t = Transfer(url: url, limit: limits.maxBytes, progress: progress, completion: completion)
+        guard let easy = curl_easy_init() else {
+            completion(.failure(.failed(name: "Network", message: "Could not start a transfer")))
+            return {}
+        }
+        t.easy = easy
+        let user = Unmanaged.passUnretained(t).toOpaque()
+        _ = ccurl_set_str(easy, CURLOPT_URL, url)
+        _ = ccurl_set_str(easy, CURLOPT_PROTOCOLS_STR, "http,https")
+        _ = ccurl_set_str(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        _ = ccurl_set_long(easy, CURLOPT_FOLLOWLOCATION, 1)
+        _ = ccurl_set_long(easy, CURLOPT_MAXREDIRS, limits.maxRedirects)
+        _ = ccurl_set_long(easy, CURLOPT_CONNECTTIMEOUT, limits.connectTimeout)
+        _ = ccurl_set_long(easy, CURLOPT_TIMEOUT, limits.totalTimeout)
+        _ = ccurl_set_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
+        _ = ccurl_set_long(easy, CURLOPT_LOW_SPEED_TIME, limits.stallSeconds)
+        _ = ccurl_set_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limits.maxBytes))
+        _ = ccurl_set_long(easy, CURLOPT_NOSIGNAL, 1)
+        _ = ccurl_set_str(easy, CURLOPT_ACCEPT_ENCODING, "")
+        _ = ccurl_set_str(easy, CURLOPT_USERAGENT, "netactivity/1 (+libcurl)")
+        _ = ccurl_set_private(easy, user)
+        _ = ccurl_set_write_fn(easy, { data, size, count, user in
+            let t = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
+            let n = size * count
+            guard t.body.count + n <= t.limit else {
+                t.tooLarge = true
+                return 0  // anything but n ends the transfer with CURLE_WRITE_ERROR
+            }
+            t.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: n).bindMemory(to: UInt8.self))
+            return n
+        })
+        _ = ccurl_set_ptr(easy, CURLOPT_WRITEDATA, user)
+        _ = ccurl_set_header_fn(easy, { data, size, count, user in
+            let t = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
+            let n = size * count
+            let line = String(decoding: UnsafeRawBufferPointer(start: data, count: n), as: UTF8.self)
+            if line.hasPrefix("HTTP/") {
+                t.headers.removeAll()  // a new response (after a redirect or a 100)
+            } else if let colon = line.firstIndex(of: ":") {
+                let name = String(line[..<colon])
+                var value = line[line.index(after: colon)...]
+                while let c = value.first, c == " " || c == "\t" { value = value.dropFirst() }
+                while let c = value.last, c == " " || c == "\t" || c == "\r" || c == "\n" || c == "\r\n" { value = value.dropLast() }
+                t.headers.append((name, String(value)))
+            }
+            return n
+        })
+        _ = ccurl_set_ptr(easy, CURLOPT_HEADERDATA, user)
+        _ = ccurl_set_long(easy, CURLOPT_NOPROGRESS, 0)
+        _ = ccurl_set_progress_fn(easy, { user, total, now, _, _ in
+            let t = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
+            t.progress(UInt64(max(0, now)), UInt64(max(0, total)))
+            return 0
+        })
+        _ = ccurl_set_ptr(easy, CURLOPT_XFERINFODATA, user)
+        if !headers.isEmpty {
+            for (name, value) in headers { t.headerList = curl_slist_append(t.headerList, "\(name): \(value)") }
+            _ = ccurl_set_slist(easy, CURLOPT_HTTPHEADER, t.headerList)
+        }
+        live[ObjectIdentifier(t)] = t
+        curl_multi_add_handle(multi, easy)
+        return { [weak self, weak t] in
+            guard let self, let t, self.live.removeValue(forKey: ObjectIdentifier(t)) != nil else { return }
+            self.release(t)
+        }
+    }
+
+    private func release(_ t: Transfer) {
+        if let easy = t.easy {
+            curl_multi_remove_handle(multi, easy)
+            curl_easy_cleanup(easy)
+            t.easy = nil
+        }
+        if let list = t.headerList { curl_slist_free_all(list) }
+        t.headerList = nil
+    }
+
+    // MARK: libcurl <-> the event loop
+
+    private func socketChanged(fd: curl_socket_t, what: Int32) {
+        if what == CCURL_POLL_REMOVE {
+            loop.unwatch(fd: fd)
+            return
+        }
+        var events: UInt32 = 0
+        if what & CCURL_POLL_IN != 0 { events |= EventLoop.readable }
+        if what & CCURL_POLL_OUT != 0 { events |= EventLoop.writable }
+        loop.watch(fd: fd, events: events) { [unowned self] revents in
+            var flags: Int32 = 0
+            if revents & EventLoop.readable != 0 { flags |= CCURL_CSELECT_IN }
+            if revents & EventLoop.writable != 0 { flags |= CCURL_CSELECT_OUT }
+            if revents & (EventLoop.error | EventLoop.hangup) != 0 { flags |= CCURL_CSELECT_ERR }
+            self.act(fd: fd, flags: flags)
+        }
+    }
+
+    private func timerChanged(milliseconds: Int) {
+        if let t = timer { loop.cancel(t) }
+        timer = nil
+        guard milliseconds >= 0 else { return }
+        timer = loop.schedule(afterNanoseconds: UInt64(milliseconds) * 1_000_000) { [unowned self] in
+            self.timer = nil
+            self.act(fd: CCURL_SOCKET_TIMEOUT, flags: 0)
+        }
+    }
+
+    private func act(fd: curl_socket_t, flags: Int32) {
+        var running: Int32 = 0
+        _ = curl_multi_socket_action(multi, fd, flags, &running)
+        var result = CURLE_OK
+        while let easy = ccurl_next_done(multi, &result) {
+            guard let user = ccurl_info_private(easy) else { continue }
+            let t = Unmanaged<Transfer>.fromOpaque(user).takeUnretainedValue()
+            let status = ccurl_info_long(easy, CURLINFO_RESPONSE_CODE)
+            guard live.removeValue(forKey: ObjectIdentifier(t)) != nil else { continue }
+            release(t)
+            t.completion(Self.outcome(result, status: status, transfer: t))
+        }
+    }
+
+    private static func outcome(_ code: CURLcode, status: Int, transfer t: Transfer) -> Result<Response, ImageDownloader.Failure> {
+        if code == CURLE_OK { return .success(Response(status: status, headers: .init(t.headers), body: t.body)) }
+        let detail = String(cString: curl_easy_strerror(code))
+        switch code {
+        case CURLE_OPERATION_TIMEDOUT:
+            return .failure(.failed(name: "Timeout", message: "\(t.url): \(detail)"))
+        case CURLE_FILESIZE_EXCEEDED:
+            return .failure(.failed(name: "TooLarge", message: "\(t.url) is larger than the limit of \(t.limit) bytes"))
+        case CURLE_WRITE_ERROR where t.tooLarge:
+            return .failure(.failed(name: "TooLarge", message: "\(t.url) is larger than the limit of \(t.limit) bytes"))
+        case CURLE_TOO_MANY_REDIRECTS:
+            return .failure(.failed(name: "HTTP", message: "\(t.url): too many redirects"))
+        case CURLE_UNSUPPORTED_PROTOCOL:
+            return .failure(.failed(name: "InvalidURL", message: "\(t.url) led to a scheme other than http or https"))
+        default:
+            return .failure(.failed(name: "Network", message: "\(t.url): \(detail)"))
+        }
+    }
+}

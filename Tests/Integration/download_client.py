@@ -1,0 +1,48 @@
+#!/usr/bin/python3
+"""A client of the downloader in a process of its own, printing JSON lines:
+{"event": "requested", "url", "receipt", "task", "cached"} or {"event": "refused", "url", "error"} per URL,
+then {"event": "finished", receipt, url, ok, error_name, error_message} per DownloadFinished it receives.
+
+download_client.py ADDRESS [--times N] URL...   asks for each URL N times (default 1), then waits
+download_client.py ADDRESS --listen             asks for nothing: shows what a bystander receives
+Prints 'ready' first (after its match rule is in place)."""
+import json
+import sys
+import time
+
+import dbus
+import dbus.mainloop.glib
+from gi.repository import GLib
+
+dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
+bus = dbus.bus.BusConnection(sys.argv[1])
+args = sys.argv[2:]
+times = 1
+if args[:1] == ["--times"]:
+    times, args = int(args[1]), args[2:]
+
+
+def out(obj):
+    obj["t"] = time.monotonic()
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+bus.add_signal_receiver(
+    lambda receipt, url, ok, name, message: out({"event": "finished", "receipt": str(receipt), "url": str(url),
+                                                 "ok": bool(ok), "error_name": str(name), "error_message": str(message)}),
+    signal_name="DownloadFinished", dbus_interface="org.example.NetActivity.Downloader")
+bus.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus").GetId(dbus_interface="org.freedesktop.DBus")
+print("ready", flush=True)
+if args != ["--listen"]:
+    downloader = dbus.Interface(bus.get_object("org.example.NetActivity", "/org/example/NetActivity", introspect=False),
+                                "org.example.NetActivity.Downloader")
+    for _ in range(times):
+        for url in args:
+            try:
+                receipt, task, cached = downloader.DownloadImage(url, dbus.Dictionary({}, signature="sv"))
+                out({"event": "requested", "url": url, "receipt": str(receipt), "task": str(task), "cached": bool(cached),
+                     "unique_name": bus.get_unique_name()})
+            except dbus.exceptions.DBusException as e:
+                out({"event": "refused", "url": url, "error": e.get_dbus_name(), "message": e.get_dbus_message()})
+GLib.MainLoop().run()

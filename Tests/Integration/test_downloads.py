@@ -1,0 +1,263 @@
+"""The shared downloader against a local HTTP server on 127.0.0.1 (never the internet)."""
+import http.server
+import struct
+import threading
+import time
+import zlib
+
+import dbus
+
+from harness import NAME, PATH, PROPS, connect, iface, prop, wait_until
+from test_agent import AgentTestCase
+
+DOWNLOADER = "org.example.NetActivity.Downloader"
+CACHE = "org.example.NetActivity.ImageCache"
+ERR = "org.example.NetActivity.Error."
+
+
+def png(width=4, height=3, extra=0):
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    rows = b"".join(b"\x00" + b"\x10\x20\x30\xff" * width for _ in range(height))
+    body = chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)) + chunk(b"IDAT", zlib.compress(rows))
+    if extra:
+        body += chunk(b"prVt", b"\xa5" * extra)
+    return b"\x89PNG\r\n\x1a\n" + body + chunk(b"IEND", b"")
+
+
+class ImageServer:
+    """Serves /img/NAME.png, /gate/NAME.png (held until released), /slow.png (dribbles),
+    /redirect, /loop, /text, /big.png and 404s; counts requests and concurrent transfers."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.requests = []
+        self.active = 0
+        self.peak = 0
+        self.gates = {}
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                with server.lock:
+                    server.requests.append(self.path)
+                    server.active += 1
+                    server.peak = max(server.peak, server.active)
+                try:
+                    server.serve(self)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                finally:
+                    with server.lock:
+                        server.active -= 1
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def url(self, path):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def gate(self, name):
+        with self.lock:
+            return self.gates.setdefault(name, threading.Event())
+
+    def count(self, prefix):
+        with self.lock:
+            return len([p for p in self.requests if p.startswith(prefix)])
+
+    def send(self, h, status, body, ctype="image/png", extra=()):
+        h.send_response(status)
+        h.send_header("Content-Type", ctype)
+        h.send_header("Content-Length", str(len(body)))
+        for k, v in extra:
+            h.send_header(k, v)
+        h.end_headers()
+        h.wfile.write(body)
+
+    def serve(self, h):
+        path = h.path
+        if path.startswith("/img/"):
+            self.send(h, 200, png())
+        elif path.startswith("/gate/"):
+            self.gate(path).wait(20)
+            self.send(h, 200, png())
+        elif path == "/slow.png":
+            body = png(extra=20000)
+            h.send_response(200)
+            h.send_header("Content-Type", "image/png")
+            h.send_header("Content-Length", str(len(body)))
+            h.end_headers()
+            for i in range(0, len(body), 1000):
+                h.wfile.write(body[i:i + 1000])
+                h.wfile.flush()
+                time.sleep(0.05)
+        elif path == "/redirect":
+            self.send(h, 302, b"", "text/plain", [("Location", "/img/target.png")])
+        elif path == "/loop":
+            self.send(h, 302, b"", "text/plain", [("Location", "/loop")])
+        elif path == "/text":
+            self.send(h, 200, b"hello, world", "text/plain")
+        elif path == "/big.png":
+            self.send(h, 200, png(extra=3 * 1024 * 1024))
+        else:
+            self.send(h, 404, b"not found", "text/plain")
+
+    def stop(self):
+        for g in list(self.gates.values()):
+            g.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class DownloadTestCase(AgentTestCase):
+    agent_args = ("--activation-delay", "0", "--completion-delay", "0")
+
+    def setUp(self):
+        super().setUp()
+        self.http = ImageServer()
+        self.addCleanup(self.http.stop)
+
+    def downloader(self, conn=None):
+        return dbus.Interface((conn or self.conn).get_object(NAME, PATH, introspect=False), DOWNLOADER)
+
+    def set_dprop(self, name, value):
+        self.conn.get_object(NAME, PATH, introspect=False).Set(DOWNLOADER, name, value, dbus_interface=PROPS)
+
+    def client(self, *args):
+        return self.observe("download_client.py", *args)
+
+    @staticmethod
+    def events(c, kind):
+        return [e for e in c.snapshot() if e["event"] == kind]
+
+    def finished(self, c, n, timeout=10):
+        return wait_until(lambda: len(self.events(c, "finished")) >= n and self.events(c, "finished"), timeout=timeout,
+                          what="%d DownloadFinished" % n)
+
+
+class CoalescingTests(DownloadTestCase):
+    def test_fifty_requests_from_five_clients_make_one_http_request(self):
+        url = self.http.url("/gate/shared.png")
+        clients = [self.client("--times", "10", url) for _ in range(5)]
+        for c in clients:
+            wait_until(lambda: len(self.events(c, "requested")) == 10, what="10 receipts")
+        tasks = {e["task"] for c in clients for e in self.events(c, "requested")}
+        self.assertEqual(len(tasks), 1, "one transfer, one task object")
+        self.http.gate("/gate/shared.png").set()
+        for c in clients:
+            done = self.finished(c, 10)
+            self.assertTrue(all(e["ok"] for e in done))
+            mine = {e["receipt"] for e in self.events(c, "requested")}
+            self.assertEqual({e["receipt"] for e in done}, mine, "each client hears only its own receipts")
+        self.assertEqual(self.http.count("/gate/"), 1)
+        found, _ = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), CACHE).LookupImageForRequest(url, "")
+        self.assertTrue(found, "the image landed in the shared cache under the request key")
+        receipt, task, cached = self.downloader().DownloadImage(url, dbus.Dictionary({}, signature="sv"))
+        self.assertEqual((receipt, task, cached), ("", "/", True))
+
+    def test_download_finished_reaches_only_the_requester(self):
+        bystander = self.client("--listen")
+        requester = self.client(self.http.url("/img/solo.png"))
+        self.finished(requester, 1)
+        time.sleep(0.2)
+        self.assertEqual(self.events(bystander, "finished"), [])
+
+
+class QueueTests(DownloadTestCase):
+    def test_never_more_than_maximum_active_downloads(self):
+        self.set_dprop("MaximumActiveDownloads", dbus.UInt32(2, variant_level=1))
+        urls = [self.http.url("/gate/q%d.png" % i) for i in range(6)]
+        c = self.client(*urls)
+        wait_until(lambda: len(self.events(c, "requested")) == 6, what="6 receipts")
+        wait_until(lambda: self.http.active == 2, what="two transfers at the server")
+        self.assertEqual(int(prop(self.conn, "ActivityCount")), 2, "running downloads are the agent's activity")
+        props = self.conn.get_object(NAME, PATH, introspect=False).GetAll(DOWNLOADER, dbus_interface=PROPS)
+        self.assertEqual((int(props["ActiveDownloads"]), int(props["QueuedDownloads"])), (2, 4))
+        for i in range(6):
+            self.http.gate("/gate/q%d.png" % i).set()
+        self.finished(c, 6)
+        self.assertEqual(self.http.peak, 2)
+        wait_until(lambda: int(prop(self.conn, "ActivityCount")) == 0, what="activity released")
+
+    def test_lifo_order(self):
+        self.set_dprop("MaximumActiveDownloads", dbus.UInt32(1, variant_level=1))
+        self.set_dprop("DownloadPrioritization", dbus.String("lifo", variant_level=1))
+        first = self.client(self.http.url("/gate/first.png"))
+        wait_until(lambda: self.http.count("/gate/first") == 1, what="the first transfer")
+        rest = self.client(*[self.http.url("/img/%s.png" % n) for n in ("b", "c", "d")])
+        wait_until(lambda: len(self.events(rest, "requested")) == 3, what="3 queued")
+        self.http.gate("/gate/first.png").set()
+        self.finished(rest, 3)
+        self.assertEqual([p for p in self.http.requests if p.startswith("/img/")], ["/img/d.png", "/img/c.png", "/img/b.png"])
+        self.finished(first, 1)
+
+    def test_bad_property_values(self):
+        for name, value in (("MaximumActiveDownloads", dbus.UInt32(0, variant_level=1)),
+                            ("MaximumActiveDownloads", dbus.UInt32(65, variant_level=1)),
+                            ("DownloadPrioritization", dbus.String("random", variant_level=1))):
+            self.expect_error("org.freedesktop.DBus.Error.InvalidArgs", lambda: self.set_dprop(name, value))
+
+
+class CancelTests(DownloadTestCase):
+    def test_cancel_is_per_receipt_owner_only_and_stops_the_transfer(self):
+        url = self.http.url("/gate/c.png")
+        mine = self.downloader().DownloadImage(url, dbus.Dictionary({}, signature="sv"))[0]
+        other_conn = connect(self.bus)
+        self.addCleanup(other_conn.close)
+        theirs = self.downloader(other_conn).DownloadImage(url, dbus.Dictionary({}, signature="sv"))[0]
+        msg = self.expect_error("org.freedesktop.DBus.Error.AccessDenied", lambda: self.downloader(other_conn).CancelDownload(mine))
+        self.assertIn(other_conn.get_unique_name(), msg)
+        self.assertTrue(self.downloader().CancelDownload(mine))
+        self.assertFalse(self.downloader().CancelDownload(mine))
+        self.assertEqual(int(self.conn.get_object(NAME, PATH, introspect=False).Get(DOWNLOADER, "ActiveDownloads",
+                                                                                dbus_interface=PROPS)), 1, "theirs goes on")
+        self.assertTrue(self.downloader(other_conn).CancelDownload(theirs))
+        wait_until(lambda: int(self.conn.get_object(NAME, PATH, introspect=False).Get(
+            DOWNLOADER, "ActiveDownloads", dbus_interface=PROPS)) == 0, what="the transfer to stop")
+        self.assertFalse(self.downloader().CancelDownload("no-such-receipt"))
+
+    def test_a_client_leaving_cancels_its_receipts(self):
+        c = self.client(self.http.url("/gate/left.png"))
+        wait_until(lambda: self.http.count("/gate/left") == 1, what="the transfer")
+        c.close()
+        wait_until(lambda: int(prop(self.conn, "ActivityCount")) == 0, what="the download to stop with its client")
+
+    def test_indicator_is_visible_during_a_slow_download(self):
+        indicator = self.observe()
+        c = self.client(self.http.url("/slow.png"))
+        wait_until(lambda: [v for v, _ in indicator.visible() if v], what="Visible true")
+        task = self.events(c, "requested")[0]["task"]
+        obj = self.conn.get_object(NAME, task, introspect=False)
+        wait_until(lambda: int(obj.Get("org.example.NetActivity.Task", "CountOfBytesReceived", dbus_interface=PROPS)) > 0,
+                   what="byte progress on the task")
+        self.assertEqual(obj.Get("org.example.NetActivity.Task", "State", dbus_interface=PROPS), "running")
+        self.finished(c, 1)
+        wait_until(lambda: [v for v, _ in indicator.visible() if not v], what="Visible false")
+
+
+class ErrorTests(DownloadTestCase):
+    def test_clear_errors(self):
+        self.conn.get_object(NAME, PATH, introspect=False).Set(CACHE, "PreferredMemoryUsageAfterPurge",
+                                                                dbus.UInt64(1 << 20, variant_level=1), dbus_interface=PROPS)
+        self.conn.get_object(NAME, PATH, introspect=False).Set(CACHE, "MemoryCapacity",
+                                                                dbus.UInt64(2 << 20, variant_level=1), dbus_interface=PROPS)
+        cases = {"/missing.png": "HTTP", "/text": "NotAnImage", "/loop": "HTTP", "/big.png": "TooLarge"}
+        c = self.client(*[self.http.url(p) for p in cases], self.http.url("/redirect"))
+        done = {e["url"]: e for e in self.finished(c, 5)}
+        for path, name in cases.items():
+            e = done[self.http.url(path)]
+            self.assertEqual((e["ok"], e["error_name"]), (False, ERR + name), e)
+            self.assertTrue(e["error_message"])
+        self.assertTrue(done[self.http.url("/redirect")]["ok"], "a redirect is followed")
+        for url in ("ftp://example.com/a.png", "file:///etc/passwd", "http://", "http://exa mple.com/", "not a url"):
+            self.expect_error(ERR + "InvalidURL", lambda: self.downloader().DownloadImage(url, dbus.Dictionary({}, signature="sv")))
+        self.expect_error("org.freedesktop.DBus.Error.InvalidArgs", lambda: self.downloader().DownloadImage(
+            self.http.url("/img/x.png"), dbus.Dictionary({"reload": dbus.String("yes")}, signature="sv")))
+        self.assertTrue(self.agent.alive())
