@@ -354,4 +354,81 @@ public final class NetActivityClient {
         }
         return (properties, statistics)
     }
+
+    // MARK: downloads
+
+    static let downloaderInterface = "org.example.NetActivity.Downloader"
+
+    /// Downloads `url` through the shared downloader into the shared cache and waits for it:
+    /// `progress` gets (received, expected; 0 = unknown) as the transfer's task reports them.
+    /// Returns true when it was already cached. Errors are the agent's (`code` `.agent("HTTP")`,
+    /// `.agent("Timeout")`, ...). Blocking: for command-line tools.
+    @discardableResult
+    public func download(
+        url: String, additionalIdentifier: String = "", reload: Bool = false,
+        progress: @escaping (UInt64, UInt64) -> Void = { _, _ in }
+    ) throws(NetActivityError) -> Bool {
+        let loop = EventLoop()
+        connection.attach(to: loop)
+        // DownloadFinished is sent to us alone; it needs no match rule, only a handler.
+        var finished: (ok: Bool, name: String, message: String)?
+        var receipt = ""
+        connection.onSignal(SignalMatch(path: Self.path, interface: Self.downloaderInterface, member: "DownloadFinished")) { message in
+            var r = message.reader()
+            guard let got = try? r.read(String.self), got == receipt, (try? r.read(String.self)) != nil,
+                  let ok = try? r.read(Bool.self), let name = try? r.read(String.self), let text = try? r.read(String.self)
+            else { return }
+            finished = (ok, name, text)
+            loop.stop()
+        }
+        let reply = try call("DownloadImage", interface: Self.downloaderInterface) { w in
+            w.append(url)
+            var options: [String: DBusValue] = [:]
+            if !additionalIdentifier.isEmpty { options["additional-identifier"] = .string(additionalIdentifier) }
+            if reload { options["reload"] = .bool(true) }
+            try w.appendVardict(options)
+        }
+        var r = reply.reader()
+        let task: String
+        do {
+            receipt = try r.read(String.self)
+            task = try r.readObjectPath()
+            if try r.read(Bool.self) { return true }
+        } catch {
+            throw NetActivityError(error)
+        }
+        let changed = SignalMatch(path: task, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged")
+        try? connection.addMatch(changed.rule + ",sender='\(Self.busName)'")
+        var received: UInt64 = 0, expected: UInt64 = 0
+        connection.onSignal(changed) { message in
+            var r = message.reader()
+            guard (try? r.read(String.self)) == Self.taskInterface, let props = try? r.readVardict() else { return }
+            if let v = props["CountOfBytesReceived"]?.uint64Value { received = v }
+            if let v = props["CountOfBytesExpectedToReceive"]?.uint64Value { expected = v }
+            progress(received, expected)
+        }
+        connection.onDisconnect = { loop.stop() }
+        while finished == nil, connection.isConnected { loop.runOnce(maxWaitNanoseconds: nil) }
+        guard let finished else {
+            throw NetActivityError(name: "org.freedesktop.DBus.Error.Disconnected", message: "The bus went away during the download")
+        }
+        guard finished.ok else { throw NetActivityError(name: finished.name, message: finished.message) }
+        return false
+    }
+
+    /// The cached image for (url, additional identifier) as bytes, or nil.
+    public func cachedImage(url: String, additionalIdentifier: String = "") throws(NetActivityError) -> [UInt8]? {
+        let reply = try call("LookupImageForRequest", interface: Self.cacheInterface) { w in
+            w.append(url)
+            w.append(additionalIdentifier)
+        }
+        var r = reply.reader()
+        do {
+            let found = try r.read(Bool.self)
+            let data = try r.readBytes()
+            return found ? data : nil
+        } catch {
+            throw NetActivityError(error)
+        }
+    }
 }

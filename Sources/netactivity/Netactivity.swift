@@ -10,7 +10,7 @@ struct Netactivity: ParsableCommand {
             Exit status: 0 on success, 64 for usage errors, 69 when the agent is not running \
             (except `run`, which still runs the command, and `watch`, which waits for the agent).
             """,
-        subcommands: [Status.self, Watch.self, Tasks.self, Inc.self, Dec.self, Run.self, Cache.self])
+        subcommands: [Status.self, Watch.self, Tasks.self, Inc.self, Dec.self, Run.self, Cache.self, Fetch.self])
 }
 
 /// Options every subcommand shares.

@@ -11,7 +11,11 @@ func writeLine(_ line: String) {
 }
 
 func writeAll(_ fd: Int32, _ s: String) {
-    var bytes = Array(s.utf8)
+    writeAll(fd, Array(s.utf8))
+}
+
+func writeAll(_ fd: Int32, _ bytes: [UInt8]) {
+    var bytes = bytes
     var off = 0
     while off < bytes.count {
         let n = bytes.withUnsafeMutableBytes { write(fd, $0.baseAddress! + off, $0.count - off) }

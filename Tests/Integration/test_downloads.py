@@ -261,3 +261,47 @@ class ErrorTests(DownloadTestCase):
         self.expect_error("org.freedesktop.DBus.Error.InvalidArgs", lambda: self.downloader().DownloadImage(
             self.http.url("/img/x.png"), dbus.Dictionary({"reload": dbus.String("yes")}, signature="sv")))
         self.assertTrue(self.agent.alive())
+
+
+class FetchCLITests(DownloadTestCase):
+    def test_fetch_writes_the_image_and_reports_errors(self):
+        import os
+        import pty
+        import subprocess
+        import tempfile
+        from harness import BIN, cli
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "a.png")
+            r = cli(self.bus, "fetch", self.http.url("/img/a.png"), "-o", out)
+            self.assertEqual((r.returncode, r.stderr), (0, ""), "no progress bar when stderr is not a terminal")
+            with open(out, "rb") as f:
+                self.assertEqual(f.read(), png())
+        r = subprocess.run([os.path.join(BIN, "netactivity"), "fetch", self.http.url("/img/a.png")], env=self.bus.env(),
+                           capture_output=True, timeout=20)
+        self.assertEqual(r.stdout, png(), "cached now, written to stdout")
+        self.assertEqual(self.http.count("/img/a.png"), 1)
+        r = cli(self.bus, "fetch", self.http.url("/missing.png"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("HTTP 404", r.stderr)
+        r = cli(self.bus, "fetch", "ftp://example.com/x.png")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("InvalidURL", r.stderr)
+        # On a terminal, a progress bar.
+        master, slave = pty.openpty()
+        p = subprocess.Popen([os.path.join(BIN, "netactivity"), "fetch", self.http.url("/slow.png"), "-o", os.devnull],
+                             env=self.bus.env(), stderr=slave, stdout=subprocess.DEVNULL)
+        os.close(slave)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        os.close(master)
+        self.assertEqual(p.wait(20), 0)
+        self.assertIn(b"%", seen)
+        self.assertIn(b"100%", seen)
+        self.assertIn(b"[####", seen)
