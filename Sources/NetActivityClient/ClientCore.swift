@@ -135,6 +135,17 @@ final class ClientCore: @unchecked Sendable {
             guard (try? r.read(String.self)) == Self.interface, let props = try? r.readVardict() else { return }
             self.statusChanged(props)
         }
+        // DownloadFinished is sent to us alone: no match rule, only a handler.
+        c.onSignal(SignalMatch(path: Self.path, interface: Self.downloaderInterface, member: "DownloadFinished")) {
+            [unowned self] message in
+            guard message.sender == self.owner else { return }
+            var r = message.reader()
+            guard let receipt = try? r.read(String.self), (try? r.read(String.self)) != nil, let ok = try? r.read(Bool.self),
+                  let name = try? r.read(String.self), let text = try? r.read(String.self),
+                  let done = self.downloads.removeValue(forKey: receipt)
+            else { return }
+            done(ok ? .success(()) : .failure(NetActivityError(name: name, message: text)))
+        }
         c.onDisconnect = { [unowned self] in
             self.ownerChanged(to: "")
             self.shutDown()
@@ -164,6 +175,8 @@ final class ClientCore: @unchecked Sendable {
         isClosed = true
         owner = nil
         connection?.close()
+        for done in downloads.values { done(.failure(Self.closedError)) }
+        downloads = [:]
         for s in statusStreams.values { s.finish() }
         statusStreams = [:]
         for entry in tasks.values { for s in entry.streams.values { s.finish() } }
@@ -236,6 +249,12 @@ final class ClientCore: @unchecked Sendable {
             publish(entry)
         }
         status = nil
+        // Receipts die with the agent that issued them.
+        let orphaned = downloads
+        downloads = [:]
+        for done in orphaned.values {
+            done(.failure(NetActivityError(name: "org.freedesktop.DBus.Error.NoReply", message: "The agent restarted during the download")))
+        }
         guard owner != nil else {
             publishStatus()
             return
@@ -434,6 +453,38 @@ final class ClientCore: @unchecked Sendable {
     private func finish(_ id: Int) {
         guard let entry = tasks.removeValue(forKey: id) else { return }
         for s in entry.streams.values { s.finish() }
+    }
+
+    // MARK: downloads
+
+    static let downloaderInterface = "org.example.NetActivity.Downloader"
+    /// Receipts waiting for their DownloadFinished.
+    private var downloads: [String: Completion<Void>] = [:]
+
+    /// Asks the agent for a download and calls `done` when it has finished (true: it was cached).
+    func download(url: String, additionalIdentifier: String, reload: Bool, _ done: @escaping Completion<Bool>) {
+        let generation = self.generation
+        send("DownloadImage", interface: Self.downloaderInterface, { w in
+            w.append(url)
+            var options: [String: DBusValue] = [:]
+            if !additionalIdentifier.isEmpty { options["additional-identifier"] = .string(additionalIdentifier) }
+            if reload { options["reload"] = .bool(true) }
+            try w.appendVardict(options)
+        }, reply: { [unowned self] result in
+            switch result {
+            case .failure(let e):
+                done(.failure(e))
+            case .success(let reply):
+                var r = reply.reader()
+                guard let receipt = try? r.read(String.self), (try? r.readObjectPath()) != nil, let cached = try? r.read(Bool.self)
+                else { return done(.failure(NetActivityError(name: "org.freedesktop.DBus.Error.InvalidSignature", message: "Unexpected reply"))) }
+                if cached { return done(.success(true)) }
+                guard generation == self.generation else {
+                    return done(.failure(NetActivityError(name: "org.freedesktop.DBus.Error.NoReply", message: "The agent restarted during the download")))
+                }
+                self.downloads[receipt] = { result in done(result.map { false }) }
+            }
+        })
     }
 
     // MARK: plain requests (the image cache)

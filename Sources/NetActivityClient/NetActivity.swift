@@ -177,6 +177,22 @@ public final class NetActivity: Sendable {
         try await cacheCall("RemoveAllImages", { _ in }) { r throws(DBusError) in try r.read(Bool.self) }
     }
 
+    // MARK: the shared downloader
+
+    /// Downloads an image through the downloader all apps share, into the shared cache, and
+    /// returns its bytes. Requests for the same URL from any app share one transfer. Errors:
+    /// `.agent("InvalidURL")`, `.agent("HTTP")`, `.agent("Timeout")`, `.agent("TooLarge")`,
+    /// `.agent("NotAnImage")`, `.agent("Network")`.
+    public func downloadImage(url: String, additionalIdentifier: String = "", reload: Bool = false) async throws(NetActivityError) -> [UInt8] {
+        _ = try await perform { core, done in
+            core.download(url: url, additionalIdentifier: additionalIdentifier, reload: reload, done)
+        } as Bool
+        guard let bytes = try await image(url: url, additionalIdentifier: additionalIdentifier) else {
+            throw NetActivityError(name: "org.example.NetActivity.Error.NotFound", message: "\(url) was downloaded but is no longer cached")
+        }
+        return bytes
+    }
+
     // MARK: the indicator
 
     /// The agent's properties now.

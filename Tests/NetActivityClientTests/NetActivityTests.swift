@@ -196,4 +196,76 @@ struct NetActivityTests {
         app.close()
         other.close()
     }
+
+    @Test("downloadImage: one shared transfer into the shared cache; typed errors")
+    func download() async throws {
+        let bus = try TestBus()
+        try await bus.startAgent()
+        let server = try LocalHTTPServer(files: ["a.png": TestImages.png(width: 3, height: 3)])
+        defer { server.stop() }
+        let app = try await NetActivity.connect(address: bus.address)
+        let bytes = try await app.downloadImage(url: server.url("a.png"))
+        #expect(bytes == TestImages.png(width: 3, height: 3))
+        #expect(try await app.image(url: server.url("a.png")) == bytes)
+        do {
+            _ = try await app.downloadImage(url: server.url("missing.png"))
+            Issue.record("a 404 succeeded")
+        } catch {
+            #expect(error.code == .agent("HTTP"))
+        }
+        do {
+            _ = try await app.downloadImage(url: "ftp://example.com/a.png")
+            Issue.record("ftp was accepted")
+        } catch {
+            #expect(error.code == .agent("InvalidURL"))
+        }
+        app.close()
+    }
+}
+
+/// python3's http.server on 127.0.0.1 with a port of its own choosing, serving `files`.
+final class LocalHTTPServer {
+    let pid: Int32
+    let port: Int
+    let dir: String
+
+    init(files: [String: [UInt8]]) throws {
+        var template = Array("/tmp/netactivity-http-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw NetActivityError(name: "test.Failed", message: "mkdtemp") }
+        dir = String(cString: made)
+        for (name, bytes) in files {
+            let fd = open(dir + "/" + name, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+            _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            close(fd)
+        }
+        let script = """
+            import functools, http.server, sys
+            h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])
+            s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), h)
+            open(sys.argv[1] + "/.port", "w").write(str(s.server_address[1]))
+            s.serve_forever()
+            """
+        pid = try ServiceProcess.spawn(["/usr/bin/python3", "-c", script, dir])
+        var found = 0
+        for _ in 0..<500 {
+            let fd = open(dir + "/.port", O_RDONLY)
+            if fd >= 0 {
+                var buf = [UInt8](repeating: 0, count: 16)
+                let n = read(fd, &buf, 16)
+                close(fd)
+                if n > 0, let p = Int(String(decoding: buf[0..<n], as: UTF8.self)) { found = p; break }
+            }
+            usleep(10_000)
+        }
+        guard found > 0 else { throw NetActivityError(name: "test.Failed", message: "the HTTP server did not start") }
+        port = found
+    }
+
+    func url(_ name: String) -> String { "http://127.0.0.1:\(port)/\(name)" }
+
+    func stop() {
+        kill(pid, SIGTERM)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+    }
 }
