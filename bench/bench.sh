@@ -87,6 +87,31 @@ for spec in 4096:2000 262144:400 4194304:60; do
   bus_rows+="| $(( ${spec%%:*} / 1024 )) KiB | $(bf lookup_ay_mb_s) | $(bf open_fd_mb_s) | $(bf fd_over_ay)x | $(bf ping_per_s) |"$'\n'
 done
 
+# Downloads from a local server: the agent next to curl (both with 4 transfers at once), coalescing.
+taskset -c 1 "$PY" bench/http_server.py >"$WORK/http.port" &
+HTTP_PID=$!
+for _ in $(seq 100); do [ -s "$WORK/http.port" ] && break; sleep 0.05; done
+HTTP="http://127.0.0.1:$(head -n1 "$WORK/http.port")"
+small_urls=(); for i in $(seq 1000); do small_urls+=("$HTTP/small/$i.png"); done
+large_urls=(); for i in $(seq 20); do large_urls+=("$HTTP/large/$i.png"); done
+curl_run() {
+  local cfg="$WORK/curl.cfg"; : >"$cfg"
+  for u in "$@"; do printf 'url = "%s"\noutput = "/dev/null"\n' "$u" >>"$cfg"; done
+  local t0 t1; t0=$(date +%s.%N); taskset -c 0 curl -s --parallel --parallel-max 4 -K "$cfg"; t1=$(date +%s.%N)
+  echo "$t0 $t1"
+}
+dl() { sed -n "s/.*per_s=\([0-9]*\).*/\1/p" <<<"$1"; }
+dl_small=$(taskset -c 0 "$LOAD" downloads 1 "${small_urls[@]}")
+read -r a b < <(curl_run "${small_urls[@]}"); curl_small=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%d", 1000 / (b - a) }')
+dl_large=$(taskset -c 0 "$LOAD" downloads 1 "${large_urls[@]}")
+large_secs=$(sed -n 's/.*seconds=\([0-9.]*\).*/\1/p' <<<"$dl_large")
+read -r a b < <(curl_run "${large_urls[@]}"); curl_large_secs=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.3f", b - a }')
+mb() { awk -v s="$1" 'BEGIN { printf "%.0f", 20 * (4194304 + 1000) / s / 1e6 }'; }
+before=$(curl -s "$HTTP/count")
+coalesce=$(taskset -c 0 "$LOAD" downloads 50 "$HTTP/slow/shared.png")
+after=$(curl -s "$HTTP/count")
+kill "$HTTP_PID" 2>/dev/null; wait "$HTTP_PID" 2>/dev/null || true
+
 echo "## The agent on its own (private bus; daemon, agent and client pinned to CPU 0)"
 echo
 echo "| measure | value | target |"
@@ -125,3 +150,12 @@ echo
 echo "| image | LookupImage (ay) MB/s | OpenImage (fd) + read MB/s | fd / ay | bus daemon Ping calls/s (same run) |"
 echo "|---|---:|---:|---:|---:|"
 printf "%s" "$bus_rows"
+echo
+echo "## Downloads from a local server (python on CPU 1; agent, bus and curl on CPU 0; 4 transfers at once on both sides)"
+echo
+echo "| measure | netactivityd | curl --parallel-max 4 |"
+echo "|---|---:|---:|"
+echo "| 1,000 distinct small images (about 1 KiB), per second | $(dl "$dl_small") | $curl_small |"
+echo "| 20 large images (4 MiB), MB/s | $(mb "$large_secs") | $(mb "$curl_large_secs") |"
+echo "| coalescing: 50 requests for one URL became HTTP requests | $(( after - before )) | |"
+echo "| disk-tier hit latency | (no disk tier yet) | |"

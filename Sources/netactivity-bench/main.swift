@@ -5,6 +5,8 @@
 //   netactivity-bench cache-core N     in-process cache: add and lookup ops/s with N entries, one 40 % purge,
 //                                      next to a sort-on-purge baseline like AFNetworking's
 //   netactivity-bench cache-bus SIZE N N lookups of a SIZE-byte image through LookupImage (ay) and OpenImage (fd)
+//   netactivity-bench downloads N URL... asks the shared downloader for every URL, N times each, all at once,
+//                                      and waits for every DownloadFinished
 import DBusKit
 import Glibc
 import NetActivityCore
@@ -112,6 +114,9 @@ case "live":
     // Hold the tasks while the caller measures the agent.
     var byte: UInt8 = 0
     while read(0, &byte, 1) > 0 {}
+case "downloads":
+    guard args.count >= 4, let times = Int(args[2]), times > 0 else { usage() }
+    downloads(Array(args[3...]), times: times)
 case "cache-bus":
     guard args.count == 4, let size = Int(args[2]), let count = Int(args[3]), size >= 64, count > 0 else { usage() }
     cacheBus(size: size, count: count)
@@ -171,6 +176,48 @@ default:
     let fdPath = Double(total) / seconds(start) / 1e6
     let r2 = { (x: Double) in (x * 10).rounded() / 10 }
     print("size=\(size) calls=\(count) ping_per_s=\(Int(ping)) lookup_ay_mb_s=\(r2(bytesPath)) open_fd_mb_s=\(r2(fdPath)) fd_over_ay=\(r2(fdPath / bytesPath))")
+}
+
+@MainActor func downloads(_ urls: [String], times: Int) {
+    let downloader = "org.example.NetActivity.Downloader"
+    var waiting = 0, failed = 0, cached = 0
+    var started = false
+    connection.onSignal(SignalMatch(path: root, interface: downloader, member: "DownloadFinished")) { message in
+        var r = message.reader()
+        _ = try? r.read(String.self)
+        _ = try? r.read(String.self)
+        if (try? r.read(Bool.self)) != true { failed += 1 }
+        waiting -= 1
+        if started, waiting == 0 { loop.stop() }
+    }
+    let start = EventLoop.now()
+    for _ in 0..<times {
+        for url in urls {
+            do {
+                let m = try Message.methodCall(destination: name, path: root, interface: downloader, member: "DownloadImage")
+                var w = m.writer()
+                w.append(url)
+                try w.appendVardict([:])
+                waiting += 1
+                connection.callAsync(m, timeoutMilliseconds: 60_000) { result in
+                    guard case .success(let reply) = result else { die(result) }
+                    var r = reply.reader()
+                    _ = try? r.read(String.self)
+                    _ = try? r.readObjectPath()
+                    if (try? r.read(Bool.self)) == true {
+                        cached += 1
+                        waiting -= 1
+                        if started, waiting == 0 { loop.stop() }
+                    }
+                }
+            } catch { die(error) }
+        }
+    }
+    started = true
+    if waiting > 0 { loop.run() }
+    let secs = seconds(start)
+    let n = urls.count * times
+    print("requests=\(n) seconds=\(secs) per_s=\(Int(Double(n) / secs)) failed=\(failed) cached=\(cached)")
 }
 
 /// A sort-on-purge cache like AFAutoPurgingImageCache: one record object per image with a
