@@ -1,0 +1,75 @@
+/// One entry of the downloader's disk tier, as bytes: the cache key, the HTTP caching facts and the
+/// body, followed by the SHA-256 of all of it, so a torn or damaged file is detected and dropped,
+/// never served. The file name is the SHA-256 of the key (`fileName(for:)`): no identifier can
+/// name a path outside the cache directory, and the stored key settles a (theoretical) collision.
+public struct DiskEntry: Equatable, Sendable {
+    public var key: String
+    public var info: CachedResponseInfo
+    public var body: [UInt8]
+
+    public init(key: String, info: CachedResponseInfo, body: [UInt8]) {
+        self.key = key
+        self.info = info
+        self.body = body
+    }
+
+    static let magic: [UInt8] = Array("NAE1".utf8)
+    static let absent: UInt16 = 0xFFFF
+
+    public static func fileName(for key: String) -> String {
+        SHA256.hex(SHA256.hash(Array(key.utf8)))
+    }
+
+    public func encode() -> [UInt8] {
+        var out = Self.magic
+        func u16(_ v: UInt16) { out += [UInt8(v >> 8), UInt8(v & 0xFF)] }
+        func u32(_ v: UInt32) { for i in (0..<4).reversed() { out.append(UInt8(truncatingIfNeeded: v >> (UInt32(i) * 8))) } }
+        func u64(_ v: UInt64) { for i in (0..<8).reversed() { out.append(UInt8(truncatingIfNeeded: v >> (UInt64(i) * 8))) } }
+        func text(_ s: String?) {
+            guard let s else { return u16(Self.absent) }
+            let bytes = Array(s.utf8.prefix(Int(Self.absent) - 1))
+            u16(UInt16(bytes.count))
+            out += bytes
+        }
+        let keyBytes = Array(key.utf8)
+        u32(UInt32(keyBytes.count))
+        out += keyBytes
+        text(info.etag)
+        text(info.lastModified)
+        u64(info.storedAt.bitPattern)
+        u64(UInt64(bitPattern: Int64(info.freshFor)))
+        u64(UInt64(body.count))
+        out += body
+        out += SHA256.hash(out)
+        return out
+    }
+
+    /// The entry, or nil when the bytes are not a whole, undamaged entry.
+    public static func decode(_ bytes: [UInt8]) -> DiskEntry? {
+        guard bytes.count >= magic.count + 32, bytes.starts(with: magic) else { return nil }
+        let content = Array(bytes[..<(bytes.count - 32)])
+        guard SHA256.hash(content).elementsEqual(bytes[(bytes.count - 32)...]) else { return nil }
+        var at = magic.count
+        func take(_ n: Int) -> ArraySlice<UInt8>? {
+            guard n >= 0, at + n <= content.count else { return nil }
+            defer { at += n }
+            return content[at..<(at + n)]
+        }
+        func uint(_ n: Int) -> UInt64? {
+            take(n).map { $0.reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
+        }
+        func text() -> String?? {
+            guard let n = uint(2) else { return nil }
+            if n == UInt64(absent) { return .some(nil) }
+            return take(Int(n)).map { .some(String(decoding: $0, as: UTF8.self)) }
+        }
+        guard let keyLength = uint(4), let key = take(Int(keyLength)), let etag = text(), let lastModified = text(),
+              let stored = uint(8), let fresh = uint(8), let bodyLength = uint(8), bodyLength <= UInt64(content.count),
+              let body = take(Int(bodyLength)), at == content.count
+        else { return nil }
+        let info = CachedResponseInfo(
+            etag: etag, lastModified: lastModified, storedAt: Double(bitPattern: stored),
+            freshFor: Int(truncatingIfNeeded: Int64(bitPattern: fresh)))
+        return DiskEntry(key: String(decoding: key, as: UTF8.self), info: info, body: Array(body))
+    }
+}

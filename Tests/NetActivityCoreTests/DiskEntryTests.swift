@@ -1,0 +1,60 @@
+import NetActivityCore
+import Testing
+
+@Suite("SHA-256 and disk entries")
+struct DiskEntryTests {
+    @Test("SHA-256 matches the NIST vectors, whole or fed in pieces", arguments: [
+        ("", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
+        ("abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+        ("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"),
+        ("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu",
+         "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1"),
+    ])
+    func vectors(input: String, expected: String) {
+        #expect(SHA256.hex(SHA256.hash(Array(input.utf8))) == expected)
+        var h = SHA256()
+        for byte in input.utf8 { h.update([byte]) }
+        #expect(SHA256.hex(h.finish()) == expected)
+    }
+
+    @Test("a million 'a's")
+    func million() {
+        var h = SHA256()
+        let chunk = [UInt8](repeating: UInt8(ascii: "a"), count: 1000)
+        for _ in 0..<1000 { h.update(chunk) }
+        #expect(SHA256.hex(h.finish()) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+    }
+
+    let entry = DiskEntry(
+        key: "https://example.com/a.png\u{0}thumb",
+        info: CachedResponseInfo(etag: "\"v1\"", lastModified: nil, storedAt: 1_700_000_000.25, freshFor: 600),
+        body: Array(0..<200).map { UInt8($0) })
+
+    @Test("an entry survives a round trip")
+    func roundTrip() {
+        #expect(DiskEntry.decode(entry.encode()) == entry)
+        let empty = DiskEntry(key: "k", info: CachedResponseInfo(storedAt: 0, freshFor: 0), body: [])
+        #expect(DiskEntry.decode(empty.encode()) == empty)
+    }
+
+    @Test("every damaged byte and every truncation is detected")
+    func damage() {
+        let bytes = entry.encode()
+        for i in 0..<bytes.count {
+            var bad = bytes
+            bad[i] ^= 0x01
+            #expect(DiskEntry.decode(bad) == nil, "flipped byte \(i)")
+        }
+        for n in 0..<bytes.count { #expect(DiskEntry.decode(Array(bytes.prefix(n))) == nil) }
+        #expect(DiskEntry.decode(bytes + [0]) == nil)
+    }
+
+    @Test("file names are the key's hash: fixed length, hex only, one per key")
+    func names() {
+        let a = DiskEntry.fileName(for: "../../etc/passwd")
+        #expect(a.count == 64 && a.allSatisfy { $0.isHexDigit && !$0.isUppercase })
+        #expect(a == DiskEntry.fileName(for: "../../etc/passwd"))
+        #expect(a != DiskEntry.fileName(for: "../../etc/passwd\u{0}x"))
+    }
+}
