@@ -1,4 +1,5 @@
 import DBusKit
+import Glibc
 import NetActivityCore
 
 /// The shared image downloader on the bus: `ImageDownloader` (the pure queue and coalescing)
@@ -22,20 +23,65 @@ final class Downloads: ImageDownloader.Observer {
         let d = ImageDownloader(
             isCached: { [unowned self] key in self.agent.imageCache.peek(key) != nil },
             store: { [unowned self] key, fetched in self.store(key, fetched) },
-            fetch: { [unowned self] request, progress, completion in
-                self.fetcher.limits.maxBytes = self.maxBodyBytes
-                return self.fetcher.fetch(url: request.url, progress: progress) { result in
-                    completion(result.flatMap { response in
-                        guard response.status == 200 else {
-                            return .failure(.failed(name: "HTTP", message: "HTTP \(response.status) for \(request.url)"))
-                        }
-                        return .success(ImageDownloader.Fetched(bytes: response.body))
-                    })
-                }
-            })
+            fetch: { [unowned self] request, progress, completion in self.fetch(request, progress, completion) })
         d.observer = self
         return d
     }()
+
+    /// The disk tier (nil when there is no cache directory to use).
+    lazy var disk: DiskCache? = DiskCache.defaultDirectory().map { DiskCache(directory: $0, logger: agent.logger) }
+
+    static func wallClock() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    /// Disk first (unless reloading): a fresh entry answers without the network, a stale one is
+    /// revalidated with its ETag/Last-Modified; a 200 is written back when HTTP caching allows.
+    private func fetch(
+        _ request: ImageDownloader.Request, _ progress: @escaping (UInt64, UInt64) -> Void,
+        _ completion: @escaping (Result<ImageDownloader.Fetched, ImageDownloader.Failure>) -> Void
+    ) -> () -> Void {
+        var stale: DiskEntry?
+        var conditional: [(String, String)] = []
+        if !request.reload, let entry = disk?.read(key: request.key) {
+            switch HTTPCachePolicy.decide(entry.info, now: Self.wallClock()) {
+            case .fresh:
+                // Answered on the next turn of the loop (never inside the downloader's own call).
+                let timer = agent.loop.schedule(afterNanoseconds: 0) {
+                    completion(.success(ImageDownloader.Fetched(bytes: entry.body)))
+                }
+                return { [weak self] in self?.agent.loop.cancel(timer) }
+            case .revalidate(let headers):
+                stale = entry
+                conditional = headers
+            case .refetch:
+                break
+            }
+        }
+        fetcher.limits.maxBytes = maxBodyBytes
+        return fetcher.fetch(url: request.url, headers: conditional, progress: progress) { [weak self] result in
+            completion(result.flatMap { response in
+                if response.status == 304, var entry = stale {
+                    entry.info = HTTPCachePolicy.refreshed(entry.info, notModified: response.headers, now: Self.wallClock())
+                    self?.disk?.write(entry)
+                    return .success(ImageDownloader.Fetched(bytes: entry.body))
+                }
+                guard response.status == 200 else {
+                    return .failure(.failed(name: "HTTP", message: "HTTP \(response.status) for \(request.url)"))
+                }
+                if let info = HTTPCachePolicy.store(status: 200, headers: response.headers, now: Self.wallClock()) {
+                    if response.body.withUnsafeBytes({ ImageInfo.sniff($0) }) != nil {
+                        self?.disk?.write(DiskEntry(key: request.key, info: info, body: response.body))
+                    }
+                } else {
+                    self?.disk?.remove(key: request.key)  // no-store: keep no copy, not even an old one
+                }
+                return .success(ImageDownloader.Fetched(bytes: response.body))
+            })
+        }
+    }
 
     private func store(_ key: String, _ fetched: ImageDownloader.Fetched) -> Result<Void, ImageDownloader.Failure> {
         let capacity = agent.imageCache.memoryCapacity
@@ -224,6 +270,22 @@ extension Agent {
                 },
                 DBusProperty("QueuedDownloads", "u", emitsChanged: .false) { [unowned self] w, _ in
                     w.append(UInt32(self.downloads.core.queuedCount))
+                },
+                DBusProperty(
+                    "DiskCapacity", "t",
+                    get: { [unowned self] w, _ in w.append(self.downloads.disk?.capacity ?? DiskCache.defaultCapacity) }
+                ) { [unowned self] r, _, _ in
+                    let bytes = try r.read(UInt64.self)
+                    guard bytes <= AgentLimits.maxCacheCapacity else {
+                        throw DBusError.invalidArgs("DiskCapacity \(bytes) is above the limit of \(AgentLimits.maxCacheCapacity) bytes")
+                    }
+                    guard let disk = self.downloads.disk, bytes != disk.capacity else { return }
+                    disk.setCapacity(bytes)
+                    self.server.emitPropertiesChanged(
+                        path: NetActivityNames.objectPath, interface: NetActivityNames.downloaderInterface, changed: ["DiskCapacity"])
+                },
+                DBusProperty("DiskUsage", "t", emitsChanged: .false) { [unowned self] w, _ in
+                    w.append(self.downloads.disk?.usage ?? 0)
                 },
             ],
             signals: [DBusSignal("DownloadFinished", [

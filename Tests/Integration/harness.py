@@ -3,6 +3,7 @@
 Everything runs on a dbus-daemon of our own (stock session config), never the user's bus.
 """
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -21,6 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 class PrivateBus:
     def __init__(self, config_file=None):
         self.dir = tempfile.mkdtemp(prefix="netactivity-test-")
+        self.cache_home = os.path.join(self.dir, "cache")
         bus_args = ["--config-file=" + config_file] if config_file else [
             "--session", "--nopidfile", "--address=unix:path=%s/bus" % self.dir]
         self.proc = subprocess.Popen(
@@ -32,12 +34,15 @@ class PrivateBus:
     def env(self, **extra):
         e = clean_env()
         e["DBUS_SESSION_BUS_ADDRESS"] = self.address
+        # Agents on this bus keep their disk cache here, never in the user's ~/.cache.
+        e["XDG_CACHE_HOME"] = self.cache_home
         e.update(extra)
         return e
 
     def stop(self):
         self.proc.terminate()
         self.proc.wait(5)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def clean_env():

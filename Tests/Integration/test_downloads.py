@@ -35,6 +35,8 @@ class ImageServer:
         self.active = 0
         self.peak = 0
         self.gates = {}
+        self.full = []
+        self.revalidated = []
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -98,6 +100,19 @@ class ImageServer:
                 h.wfile.write(body[i:i + 1000])
                 h.wfile.flush()
                 time.sleep(0.05)
+        elif path.startswith("/etag/") or path.startswith("/fresh/") or path.startswith("/nostore/"):
+            control = {"etag": "max-age=0", "fresh": "max-age=3600", "nostore": "no-store"}[path.split("/")[1]]
+            if path.startswith("/etag/") and h.headers.get("If-None-Match") == '"v1"':
+                with self.lock:
+                    self.revalidated.append(path)
+                h.send_response(304)
+                h.send_header("ETag", '"v1"')
+                h.send_header("Cache-Control", control)
+                h.end_headers()
+                return
+            with self.lock:
+                self.full.append(path)
+            self.send(h, 200, png(), extra=[("ETag", '"v1"'), ("Cache-Control", control)])
         elif path == "/redirect":
             self.send(h, 302, b"", "text/plain", [("Location", "/img/target.png")])
         elif path == "/loop":
@@ -305,3 +320,71 @@ class FetchCLITests(DownloadTestCase):
         self.assertIn(b"%", seen)
         self.assertIn(b"100%", seen)
         self.assertIn(b"[####", seen)
+
+
+class DiskTierTests(DownloadTestCase):
+    def cache_dir(self):
+        import os
+        return os.path.join(self.bus.cache_home, "netactivity")
+
+    def restart(self):
+        from harness import Agent
+        self.agent.stop()
+        self.agent = Agent(self.bus, *self.agent_args)
+
+    def fetch(self, path):
+        c = self.client(self.http.url(path))
+        return self.finished(c, 1)[0]
+
+    def test_a_restart_serves_from_disk_with_a_304_and_no_full_download(self):
+        import os
+        import stat
+        self.assertTrue(self.fetch("/etag/a.png")["ok"])
+        self.assertTrue(self.fetch("/fresh/b.png")["ok"])
+        self.assertTrue(self.fetch("/nostore/c.png")["ok"])
+        files = os.listdir(self.cache_dir())
+        self.assertEqual(len(files), 2, "no-store is not kept")
+        self.assertEqual(stat.S_IMODE(os.stat(self.cache_dir()).st_mode), 0o700)
+        for f in files:
+            self.assertRegex(f, "^[0-9a-f]{64}$")
+            self.assertEqual(stat.S_IMODE(os.stat(os.path.join(self.cache_dir(), f)).st_mode), 0o600)
+        usage = int(self.conn.get_object(NAME, PATH, introspect=False).Get(DOWNLOADER, "DiskUsage", dbus_interface=PROPS))
+        self.assertEqual(usage, sum(os.path.getsize(os.path.join(self.cache_dir(), f)) for f in files))
+        self.restart()
+        self.assertTrue(self.fetch("/etag/a.png")["ok"])
+        self.assertTrue(self.fetch("/fresh/b.png")["ok"])
+        self.assertTrue(self.fetch("/nostore/c.png")["ok"])
+        self.assertEqual(self.http.revalidated, ["/etag/a.png"], "the stale entry was revalidated")
+        self.assertEqual(self.http.full.count("/etag/a.png"), 1, "and not downloaded again")
+        self.assertEqual(self.http.full.count("/fresh/b.png"), 1, "a fresh entry needs no request at all")
+        self.assertEqual(self.http.full.count("/nostore/c.png"), 2)
+        found, data = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), CACHE).LookupImageForRequest(
+            self.http.url("/etag/a.png"), "", byte_arrays=True)
+        self.assertEqual((bool(found), bytes(data)), (True, png()))
+
+    def test_a_damaged_entry_is_dropped_never_served(self):
+        import os
+        self.assertTrue(self.fetch("/fresh/d.png")["ok"])
+        [name] = os.listdir(self.cache_dir())
+        path = os.path.join(self.cache_dir(), name)
+        with open(path, "r+b") as f:
+            f.seek(60)
+            byte = f.read(1)
+            f.seek(60)
+            f.write(bytes([byte[0] ^ 0xFF]))
+        self.restart()
+        self.assertTrue(self.fetch("/fresh/d.png")["ok"])
+        self.assertEqual(self.http.full.count("/fresh/d.png"), 2, "downloaded again instead of served damaged")
+        with open(path, "rb") as f:
+            self.assertNotEqual(f.read()[60], byte[0] ^ 0xFF, "and the entry was rewritten")
+
+    def test_disk_capacity_is_enforced_at_write_time(self):
+        import os
+        self.assertTrue(self.fetch("/fresh/first.png")["ok"])
+        size = os.path.getsize(os.path.join(self.cache_dir(), os.listdir(self.cache_dir())[0]))
+        self.set_dprop("DiskCapacity", dbus.UInt64(2 * size + 10, variant_level=1))
+        for i in range(4):
+            self.assertTrue(self.fetch("/fresh/n%d.png" % i)["ok"])
+        self.assertEqual(len(os.listdir(self.cache_dir())), 2)
+        usage = int(self.conn.get_object(NAME, PATH, introspect=False).Get(DOWNLOADER, "DiskUsage", dbus_interface=PROPS))
+        self.assertLessEqual(usage, 2 * size + 10)

@@ -9,6 +9,9 @@ final class TestBus: @unchecked Sendable {
 
     init() throws {
         bus = try PrivateBus()
+        // Agents started here keep their disk cache in a temporary folder, not in ~/.cache.
+        var template = Array("/tmp/netactivity-cache-XXXXXX".utf8CString)
+        if let dir = mkdtemp(&template) { setenv("XDG_CACHE_HOME", dir, 1) }
     }
 
     var address: String { bus.address }

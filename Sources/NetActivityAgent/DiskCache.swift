@@ -1,0 +1,183 @@
+import Glibc
+import Logging
+import NetActivityCore
+
+/// The downloader's disk tier in `$XDG_CACHE_HOME/netactivity` (else `~/.cache/netactivity`):
+/// a directory of 0700 holding one 0600 file per entry, named by the SHA-256 of its key, each a
+/// `DiskEntry` with a checksum. Writes go to a temporary file that is renamed into place, so a
+/// reader never sees half an entry; a damaged entry is deleted, never served. `capacity` is
+/// enforced at write time by deleting the least recently used entries (recency survives restarts
+/// through the files' modification times, which reads refresh).
+///
+/// Nothing touches the disk until the first download (or a read of DiskUsage). Entries are small
+/// images, read and written on the agent's loop.
+final class DiskCache {
+    let directory: String
+    private(set) var capacity: UInt64
+    private let logger: Logger
+    /// File name -> size, in recency order.
+    private var index = LRUCache<String, UInt64>()
+    private var ready = false
+    private(set) var broken = false
+
+    static let defaultCapacity: UInt64 = 150 * 1024 * 1024
+
+    init(directory: String, capacity: UInt64 = DiskCache.defaultCapacity, logger: Logger) {
+        self.directory = directory
+        self.capacity = capacity
+        self.logger = logger
+    }
+
+    /// `$XDG_CACHE_HOME/netactivity`, else `$HOME/.cache/netactivity`.
+    static func defaultDirectory() -> String? {
+        func env(_ name: String) -> String? {
+            getenv(name).map { String(cString: $0) }.flatMap { $0.hasPrefix("/") ? $0 : nil }
+        }
+        if let base = env("XDG_CACHE_HOME") { return base + "/netactivity" }
+        if let home = env("HOME") { return home + "/.cache/netactivity" }
+        return nil
+    }
+
+    var usage: UInt64 {
+        prepare()
+        return index.totalCost
+    }
+
+    var count: Int {
+        prepare()
+        return index.count
+    }
+
+    /// Creates the directory (0700) and indexes what a previous run left.
+    private func prepare() {
+        guard !ready else { return }
+        ready = true
+        var path = ""
+        for part in directory.split(separator: "/") {
+            path += "/" + part
+            if mkdir(path, 0o700) != 0, errno != EEXIST {
+                logger.warning("Disk cache off: cannot create \(path): \(String(cString: strerror(errno)))")
+                broken = true
+                return
+            }
+        }
+        chmod(directory, 0o700)
+        guard let dir = opendir(directory) else {
+            broken = true
+            return
+        }
+        defer { closedir(dir) }
+        var found: [(name: String, size: UInt64, time: Int)] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+            }
+            if name.hasPrefix("tmp-") {
+                unlink(directory + "/" + name)  // a write that a crash interrupted
+                continue
+            }
+            guard name.utf8.count == 64 else { continue }
+            var st = stat()
+            guard stat(directory + "/" + name, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { continue }
+            found.append((name, UInt64(st.st_size), st.st_mtim.tv_sec))
+        }
+        for f in found.sorted(by: { $0.time < $1.time }) { index.set(f.size, cost: f.size, for: f.name) }
+        evict(toFit: 0)
+    }
+
+    /// The entry for `key`, refreshed as the most recently used; nil when absent or damaged
+    /// (a damaged file is deleted).
+    func read(key: String) -> DiskEntry? {
+        prepare()
+        let name = DiskEntry.fileName(for: key)
+        guard !broken, index.value(for: name) != nil else { return nil }
+        let path = directory + "/" + name
+        guard let bytes = readWhole(path), let entry = DiskEntry.decode(bytes), entry.key == key else {
+            logger.notice("Dropped a damaged disk cache entry \(name)")
+            drop(name)
+            return nil
+        }
+        utimensat(AT_FDCWD, path, nil, 0)  // recency for the next run
+        return entry
+    }
+
+    /// Stores `entry` atomically; false when it does not fit or the disk refused.
+    @discardableResult
+    func write(_ entry: DiskEntry) -> Bool {
+        prepare()
+        guard !broken else { return false }
+        let bytes = entry.encode()
+        let size = UInt64(bytes.count)
+        let name = DiskEntry.fileName(for: entry.key)
+        guard size <= capacity else {
+            drop(name)
+            return false
+        }
+        if let old = index.remove(name) { _ = old }
+        evict(toFit: size)
+        let temporary = directory + "/tmp-" + name
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { return failed("create", temporary) }
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else {
+                close(fd)
+                unlink(temporary)
+                return failed("write", temporary)
+            }
+            done += n
+        }
+        close(fd)
+        guard rename(temporary, directory + "/" + name) == 0 else {
+            unlink(temporary)
+            return failed("rename", temporary)
+        }
+        index.set(size, cost: size, for: name)
+        return true
+    }
+
+    func remove(key: String) {
+        prepare()
+        drop(DiskEntry.fileName(for: key))
+    }
+
+    func setCapacity(_ bytes: UInt64) {
+        capacity = bytes
+        if ready { evict(toFit: 0) }
+    }
+
+    private func evict(toFit incoming: UInt64) {
+        while index.totalCost + incoming > capacity, let oldest = index.removeOldest() {
+            unlink(directory + "/" + oldest.key)
+        }
+    }
+
+    private func drop(_ name: String) {
+        index.remove(name)
+        unlink(directory + "/" + name)
+    }
+
+    private func failed(_ what: String, _ path: String) -> Bool {
+        logger.warning("Disk cache: cannot \(what) \(path): \(String(cString: strerror(errno))); the memory cache goes on")
+        return false
+    }
+
+    private func readWhole(_ path: String) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_size >= 0, st.st_size <= Int(capacity) + 1 << 20 else { return nil }
+        var bytes = [UInt8](repeating: 0, count: Int(st.st_size))
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + done, $0.count - done) }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { return nil }
+            done += n
+        }
+        return bytes
+    }
+}
