@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""The bench's local image server: /small/N.png (about 1 KiB), /large/N.png (4 MiB), /slow/NAME.png
+"""The bench's local image server: /small/N.png (about 1 KiB), /fresh/N.png (the same, cacheable for an
+hour), /large/N.png (4 MiB), /slow/NAME.png
 (answers after 0.3 s, for coalescing), /count (requests served so far). Prints its port."""
 import http.server
 import socket
@@ -47,6 +48,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 time.sleep(0.3)
             body = LARGE if self.path.startswith("/large/") else SMALL
         self.send_response(200)
+        if self.path.startswith("/fresh/"):
+            self.send_header("Cache-Control", "max-age=3600")
         self.send_header("Content-Type", "image/png")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()

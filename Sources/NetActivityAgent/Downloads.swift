@@ -142,6 +142,9 @@ final class Downloads: ImageDownloader.Observer {
         case .failure(.cancelled): (false, NetActivityNames.errorPrefix + "Cancelled", "The download was cancelled")
         case .failure(.failed(let n, let m)): (false, NetActivityNames.errorPrefix + n, m)
         }
+        if !ok, name != NetActivityNames.errorPrefix + "Cancelled" {
+            for case let notifier as ActivityNotifier in agent.desktopObservers { notifier.downloadFailed(url: url, error: message) }
+        }
         agent.connection.emitSignal(
             path: NetActivityNames.objectPath, interface: NetActivityNames.downloaderInterface, member: "DownloadFinished",
             destination: owner

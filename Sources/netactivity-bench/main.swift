@@ -7,6 +7,7 @@
 //   netactivity-bench cache-bus SIZE N N lookups of a SIZE-byte image through LookupImage (ay) and OpenImage (fd)
 //   netactivity-bench downloads N URL... asks the shared downloader for every URL, N times each, all at once,
 //                                      and waits for every DownloadFinished
+//   netactivity-bench downloads-serial URL...  one at a time: the latency of each, request to DownloadFinished
 import DBusKit
 import Glibc
 import NetActivityCore
@@ -20,7 +21,7 @@ func say(_ s: String) {
 }
 
 func usage() -> Never {
-    say("usage: netactivity-bench churn N WINDOW | live N")
+    say("usage: netactivity-bench churn N WINDOW | live N | cache-core N | cache-bus SIZE N | downloads N URL... | downloads-serial URL...")
     exit(64)
 }
 
@@ -45,7 +46,8 @@ func complete(_ path: String) throws -> Message {
 }
 
 let args = CommandLine.arguments
-guard args.count >= 3, let n = Int(args[2]), n > 0 else { usage() }
+// downloads-serial takes URLs only; every other mode starts with a count.
+guard args.count >= 3, let n = Int(args[2]) ?? (args[1] == "downloads-serial" ? 1 : nil), n > 0 else { usage() }
 if args[1] == "cache-core" {
     cacheCore(n)
     exit(0)
@@ -117,6 +119,16 @@ case "live":
 case "downloads":
     guard args.count >= 4, let times = Int(args[2]), times > 0 else { usage() }
     downloads(Array(args[3...]), times: times)
+case "downloads-serial":
+    var latencies: [Double] = []
+    for url in args[2...] {
+        let start = EventLoop.now()
+        downloads([url], times: 1, quiet: true)
+        latencies.append(seconds(start) * 1000)
+    }
+    latencies.sort()
+    let r2 = { (x: Double) in (x * 100).rounded() / 100 }
+    print("requests=\(latencies.count) p50_ms=\(r2(latencies[latencies.count / 2])) p99_ms=\(r2(latencies[min(latencies.count - 1, latencies.count * 99 / 100)]))")
 case "cache-bus":
     guard args.count == 4, let size = Int(args[2]), let count = Int(args[3]), size >= 64, count > 0 else { usage() }
     cacheBus(size: size, count: count)
@@ -178,11 +190,11 @@ default:
     print("size=\(size) calls=\(count) ping_per_s=\(Int(ping)) lookup_ay_mb_s=\(r2(bytesPath)) open_fd_mb_s=\(r2(fdPath)) fd_over_ay=\(r2(fdPath / bytesPath))")
 }
 
-@MainActor func downloads(_ urls: [String], times: Int) {
+@MainActor func downloads(_ urls: [String], times: Int, quiet: Bool = false) {
     let downloader = "org.example.NetActivity.Downloader"
     var waiting = 0, failed = 0, cached = 0
     var started = false
-    connection.onSignal(SignalMatch(path: root, interface: downloader, member: "DownloadFinished")) { message in
+    let subscription = connection.onSignal(SignalMatch(path: root, interface: downloader, member: "DownloadFinished")) { message in
         var r = message.reader()
         _ = try? r.read(String.self)
         _ = try? r.read(String.self)
@@ -215,8 +227,10 @@ default:
     }
     started = true
     if waiting > 0 { loop.run() }
+    connection.removeSignalHandler(subscription)
     let secs = seconds(start)
     let n = urls.count * times
+    if quiet { return }
     print("requests=\(n) seconds=\(secs) per_s=\(Int(Double(n) / secs)) failed=\(failed) cached=\(cached)")
 }
 

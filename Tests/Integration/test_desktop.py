@@ -124,3 +124,18 @@ class NotificationTests(AgentTestCase):
         iface(self.conn).DecrementActivityCount()
         closed = wait_until(lambda: events(server, "Close"), what="CloseNotification")[0]
         self.assertEqual(closed["id"], note["id"])
+
+
+class DownloadFailureNotificationTests(AgentTestCase):
+    agent_args = ("--notify", "--notify-after", "30")
+
+    def test_a_failed_download_posts_a_transfer_error_notification(self):
+        server = self.observe("fake_desktop.py", "notifications")
+        downloader = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), "org.example.NetActivity.Downloader")
+        downloader.DownloadImage("http://127.0.0.1:9/missing.png", dbus.Dictionary({}, signature="sv"))
+        note = wait_until(lambda: events(server, "Notify"), what="the failure notification")[0]
+        self.assertEqual((note["summary"], note["hints"]["category"]), ("Download failed", "transfer.error"))
+        self.assertIn("127.0.0.1:9/missing.png", note["body"])
+        downloader.DownloadImage("http://127.0.0.1:9/other.png", dbus.Dictionary({}, signature="sv"))
+        second = wait_until(lambda: events(server, "Notify")[1:], what="the second failure")[0]
+        self.assertEqual(second["replaces"], note["id"], "replaced, not stacked")
