@@ -6,7 +6,9 @@ import os
 import shutil
 import signal
 import subprocess
+import struct
 import tempfile
+import zlib
 import time
 
 import dbus
@@ -135,3 +137,14 @@ def iface(conn):
 
 def dbus_send(bus, *args, **kw):
     return run(["dbus-send", "--bus=" + bus.address, *args], bus, **kw)
+
+
+def png(width=4, height=3, extra=0):
+    """A real PNG (RGBA, one colour), optionally with a private chunk to make it bigger."""
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    rows = b"".join(b"\x00" + b"\x10\x20\x30\xff" * width for _ in range(height))
+    body = chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)) + chunk(b"IDAT", zlib.compress(rows))
+    if extra:
+        body += chunk(b"prVt", os.urandom(extra))
+    return b"\x89PNG\r\n\x1a\n" + body + chunk(b"IEND", b"")

@@ -1,28 +1,16 @@
 """The shared downloader against a local HTTP server on 127.0.0.1 (never the internet)."""
 import http.server
-import struct
 import threading
 import time
-import zlib
 
 import dbus
 
-from harness import NAME, PATH, PROPS, connect, iface, prop, wait_until
+from harness import NAME, PATH, PROPS, connect, iface, png, prop, wait_until
 from test_agent import AgentTestCase
 
 DOWNLOADER = "org.example.NetActivity.Downloader"
 CACHE = "org.example.NetActivity.ImageCache"
 ERR = "org.example.NetActivity.Error."
-
-
-def png(width=4, height=3, extra=0):
-    def chunk(kind, data):
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-    rows = b"".join(b"\x00" + b"\x10\x20\x30\xff" * width for _ in range(height))
-    body = chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)) + chunk(b"IDAT", zlib.compress(rows))
-    if extra:
-        body += chunk(b"prVt", b"\xa5" * extra)
-    return b"\x89PNG\r\n\x1a\n" + body + chunk(b"IEND", b"")
 
 
 class ImageServer:
