@@ -321,6 +321,21 @@ public final class Connection {
         dbus_error_free(&err)
     }
 
+    /// Calls a method on the bus daemon itself, answering through the event loop (`busCall` is
+    /// the blocking twin).
+    public func busCallAsync(
+        _ member: String, timeoutMilliseconds: Int32 = 25_000, _ body: (inout MessageWriter) -> Void = { _ in },
+        _ completion: @escaping (Result<Message, DBusError>) -> Void
+    ) {
+        guard let m = try? Message.methodCall(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+            interface: "org.freedesktop.DBus", member: member)
+        else { return completion(.failure(.failed("Could not build a call to \(member)"))) }
+        var w = m.writer()
+        body(&w)
+        callAsync(m, timeoutMilliseconds: timeoutMilliseconds, completion)
+    }
+
     /// Calls a method on the bus daemon itself.
     public func busCall(
         _ member: String, _ body: (inout MessageWriter) throws -> Void = { _ in }
@@ -367,6 +382,15 @@ public struct SignalMatch: Sendable {
     public static let nameOwnerChanged = SignalMatch(
         sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
         member: "NameOwnerChanged")
+
+    /// The arguments of a NameOwnerChanged signal (nil for any other message).
+    public static func nameOwnerChange(_ message: Message) -> (name: String, oldOwner: String, newOwner: String)? {
+        guard message.member == "NameOwnerChanged" else { return nil }
+        var r = message.reader()
+        guard let name = try? r.read(String.self), let old = try? r.read(String.self), let new = try? r.read(String.self)
+        else { return nil }
+        return (name, old, new)
+    }
 
     /// The bus match rule for this filter.
     public var rule: String {

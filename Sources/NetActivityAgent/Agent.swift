@@ -100,11 +100,9 @@ public final class Agent {
         let vanished = SignalMatch.nameOwnerChanged
         try connection.addMatch(vanished.rule + ",arg2=''")
         connection.onSignal(vanished) { [unowned self] message in
-            var r = message.reader()
-            guard let name = try? r.read(String.self), let _ = try? r.read(String.self),
-                  let newOwner = try? r.read(String.self), newOwner.isEmpty, name.hasPrefix(":")
+            guard let change = SignalMatch.nameOwnerChange(message), change.newOwner.isEmpty, change.name.hasPrefix(":")
             else { return }
-            self.clientVanished(name)
+            self.clientVanished(change.name)
         }
         connection.onSignal(SignalMatch(sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameLost")) {
             [unowned self] message in
@@ -243,13 +241,8 @@ public final class Agent {
 
     /// Asks the bus for the client's pid (without blocking the loop) and records its process name.
     private func lookUpProcessName(_ client: String) {
-        guard let m = try? Message.methodCall(
-            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-            interface: "org.freedesktop.DBus", member: "GetConnectionUnixProcessID")
-        else { return }
-        var w = m.writer()
-        w.append(client)
-        connection.callAsync(m, timeoutMilliseconds: 5000) { [weak self] result in
+        connection.busCallAsync("GetConnectionUnixProcessID", timeoutMilliseconds: 5000, { w in w.append(client) }) {
+            [weak self] result in
             guard let self, case .success(let reply) = result else { return }
             var r = reply.reader()
             guard let pid = try? r.read(UInt32.self), self.ledger.clients[client] != nil else { return }
@@ -267,16 +260,12 @@ public final class Agent {
         }
         ownerVanished(client)
         downloads.ownerVanished(client)
-        onClientVanished?(client)
         guard let held = ledger.removeClient(client) else { return }
         if held.total > 0 {
             logger.debug("Client \(client) (\(held.processName)) left holding \(held.total)")
             totalChanged()
         }
     }
-
-    /// Later interfaces (downloads) hook client departure here.
-    var onClientVanished: ((String) -> Void)?
 
     // MARK: leases
 

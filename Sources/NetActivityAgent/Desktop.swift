@@ -22,18 +22,10 @@ extension Agent {
     func followOwner(of name: String, _ onOwner: @escaping (String) -> Void) throws {
         try connection.addMatch(SignalMatch.nameOwnerChanged.rule + ",arg0='\(name)'")
         connection.onSignal(SignalMatch.nameOwnerChanged) { message in
-            var r = message.reader()
-            guard (try? r.read(String.self)) == name, (try? r.read(String.self)) != nil, let owner = try? r.read(String.self)
-            else { return }
-            onOwner(owner)
+            guard let change = SignalMatch.nameOwnerChange(message), change.name == name else { return }
+            onOwner(change.newOwner)
         }
-        guard let m = try? Message.methodCall(
-            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
-            member: "GetNameOwner")
-        else { return }
-        var w = m.writer()
-        w.append(name)
-        connection.callAsync(m, timeoutMilliseconds: 5000) { result in
+        connection.busCallAsync("GetNameOwner", timeoutMilliseconds: 5000, { w in w.append(name) }) { result in
             guard case .success(let reply) = result else { return }
             var r = reply.reader()
             if let owner = try? r.read(String.self) { onOwner(owner) }

@@ -120,11 +120,8 @@ final class ClientCore: @unchecked Sendable {
         let owner = SignalMatch.nameOwnerChanged
         try c.addMatch(owner.rule + ",arg0='\(Self.busName)'")
         c.onSignal(owner) { [unowned self] message in
-            var r = message.reader()
-            guard (try? r.read(String.self)) == Self.busName, (try? r.read(String.self)) != nil,
-                  let new = try? r.read(String.self)
-            else { return }
-            self.ownerChanged(to: new)
+            guard let change = SignalMatch.nameOwnerChange(message), change.name == Self.busName else { return }
+            self.ownerChanged(to: change.newOwner)
         }
         // The agent's own signals come from its unique name; the bus resolves the well-known one.
         let changed = SignalMatch(path: Self.path, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged")
@@ -154,14 +151,10 @@ final class ClientCore: @unchecked Sendable {
 
     /// Asks the bus to start an activatable agent; its arrival shows up as an owner change.
     private func startAgent(_ c: Connection) {
-        guard let m = try? Message.methodCall(
-            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-            interface: "org.freedesktop.DBus", member: "StartServiceByName")
-        else { return }
-        var w = m.writer()
-        w.append(Self.busName)
-        w.append(UInt32(0))
-        c.callAsync(m, timeoutMilliseconds: 25_000) { _ in }
+        c.busCallAsync("StartServiceByName", { w in
+            w.append(Self.busName)
+            w.append(UInt32(0))
+        }) { _ in }
     }
 
     /// True once the connection is closed (by the app, or because the bus went away).

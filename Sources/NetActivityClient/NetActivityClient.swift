@@ -158,12 +158,9 @@ public final class NetActivityClient {
             if !onChange(s) { running = false; loop.stop() }
         }
         connection.onSignal(owner) { [unowned self] message in
-            var r = message.reader()
-            guard (try? r.read(String.self)) == Self.busName else { return }
-            _ = try? r.read(String.self)
-            let newOwner = (try? r.read(String.self)) ?? ""
+            guard let change = SignalMatch.nameOwnerChange(message), change.name == Self.busName else { return }
             // A new agent starts from its own state: read it whole.
-            current = newOwner.isEmpty ? nil : (try? self.status())
+            current = change.newOwner.isEmpty ? nil : (try? self.status())
             if !onChange(current) { running = false; loop.stop() }
         }
         connection.onDisconnect = { running = false; loop.stop() }
@@ -285,8 +282,7 @@ public final class NetActivityClient {
             emit(.changed(t))
         }
         connection.onSignal(owner) { message in
-            var r = message.reader()
-            guard (try? r.read(String.self)) == Self.busName else { return }
+            guard SignalMatch.nameOwnerChange(message)?.name == Self.busName else { return }
             reload()
         }
         connection.onDisconnect = { running = false; loop.stop() }
