@@ -268,34 +268,31 @@ public struct TaskSnapshot: Sendable, Equatable {
 
 extension TaskSnapshot {
     /// A task as another client sees it: from its `org.example.NetActivity.Task` properties.
-    init(path: String, properties p: [String: DBusValue]) {
-        state = p["State"]?.stringValue.flatMap(State.init(rawValue:)) ?? .running
-        description = p["Description"]?.stringValue ?? ""
+    init(path: String, properties: [String: DBusValue]) {
+        state = .running
+        description = ""
         self.path = path
-        owner = p["Owner"]?.stringValue ?? ""
-        countOfBytesSent = p["CountOfBytesSent"]?.uint64Value ?? 0
-        countOfBytesExpectedToSend = p["CountOfBytesExpectedToSend"]?.uint64Value ?? 0
-        countOfBytesReceived = p["CountOfBytesReceived"]?.uint64Value ?? 0
-        countOfBytesExpectedToReceive = p["CountOfBytesExpectedToReceive"]?.uint64Value ?? 0
-        fractionCompleted = p["FractionCompleted"]?.doubleValue ?? 0
-        error = p["Error"]?.stringValue ?? ""
+        owner = ""
+        countOfBytesSent = 0
+        countOfBytesExpectedToSend = 0
+        countOfBytesReceived = 0
+        countOfBytesExpectedToReceive = 0
+        fractionCompleted = 0
+        error = ""
+        apply(properties)
     }
 
-    /// Applies a PropertiesChanged.
+    /// Applies the properties present in `p` (all of them, or a PropertiesChanged).
     mutating func apply(_ p: [String: DBusValue]) {
-        self = TaskSnapshot(path: path ?? "", properties: merging(p))
-    }
-
-    private func merging(_ p: [String: DBusValue]) -> [String: DBusValue] {
-        var all: [String: DBusValue] = [
-            "State": .string(state.rawValue), "Description": .string(description), "Owner": .string(owner),
-            "CountOfBytesSent": .uint64(countOfBytesSent), "CountOfBytesExpectedToSend": .uint64(countOfBytesExpectedToSend),
-            "CountOfBytesReceived": .uint64(countOfBytesReceived),
-            "CountOfBytesExpectedToReceive": .uint64(countOfBytesExpectedToReceive),
-            "FractionCompleted": .double(fractionCompleted), "Error": .string(error),
-        ]
-        all.merge(p) { _, new in new }
-        return all
+        if let v = p["State"]?.stringValue.flatMap(State.init(rawValue:)) { state = v }
+        if let v = p["Description"]?.stringValue { description = v }
+        if let v = p["Owner"]?.stringValue { owner = v }
+        if let v = p["CountOfBytesSent"]?.uint64Value { countOfBytesSent = v }
+        if let v = p["CountOfBytesExpectedToSend"]?.uint64Value { countOfBytesExpectedToSend = v }
+        if let v = p["CountOfBytesReceived"]?.uint64Value { countOfBytesReceived = v }
+        if let v = p["CountOfBytesExpectedToReceive"]?.uint64Value { countOfBytesExpectedToReceive = v }
+        if let v = p["FractionCompleted"]?.doubleValue { fractionCompleted = v }
+        if let v = p["Error"]?.stringValue { error = v }
     }
 }
 
