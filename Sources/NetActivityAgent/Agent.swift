@@ -313,6 +313,4 @@ public final class Agent {
         close(fd)
         if ledger.remove(.lease, for: client) { totalChanged() }
     }
-
-    public var openLeaseCount: Int { leases.count }
 }

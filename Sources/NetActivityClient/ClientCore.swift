@@ -539,6 +539,4 @@ final class ClientCore: @unchecked Sendable {
             mailbox.post { [weak self] in self?.statusStreams[key] = nil }
         }
     }
-
-    var heldCount: Int { count }
 }

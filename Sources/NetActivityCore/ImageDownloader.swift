@@ -116,7 +116,6 @@ public final class ImageDownloader {
     }
 
     public var queuedCount: Int { queue.count }
-    public var receiptCount: Int { receipts.count }
 
     /// Asks for the image at `url` (cache key `key`) for `owner`. A cache hit answers `.cached`
     /// at once; otherwise `handler` is called exactly once with the outcome.

@@ -123,15 +123,6 @@ public struct LRUCache<Key: Hashable, Value> {
         return release(slot).0
     }
 
-    /// The least recently used key (the next to go).
-    @inlinable public var oldestKey: Key? { tail >= 0 ? entries[Int(tail)]!.key : nil }
-
-    /// Whether `key` is the least recently used entry.
-    @inlinable public func isOldest(_ key: Key) -> Bool {
-        guard tail >= 0, let found = find(key, hash: key.hashValue) else { return false }
-        return found.slot == Int(tail)
-    }
-
     @inlinable public mutating func removeAll() {
         self = LRUCache()
     }
