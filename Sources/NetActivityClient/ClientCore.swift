@@ -231,9 +231,10 @@ final class ClientCore: @unchecked Sendable {
         guard newOwner != owner else { return }
         generation += 1
         owner = newOwner
-        for lease in leases.keys {
-            if leases[lease]!.fd >= 0 { close(leases[lease]!.fd) }
-            leases[lease]!.fd = -1
+        // The old agent's lease pipes are dead; new ones come with the re-assertion below.
+        for (id, lease) in leases where lease.fd >= 0 {
+            close(lease.fd)
+            leases[id]?.fd = -1
         }
         for entry in tasks.values {
             entry.path = nil
