@@ -41,12 +41,12 @@ public final class NetActivityClient {
     public var uniqueName: String { connection.uniqueName }
 
     func call(
-        _ member: String, interface: String = NetActivityClient.interface,
+        _ member: String, interface: String = NetActivityClient.interface, path: String = NetActivityClient.path,
         _ body: (inout MessageWriter) throws -> Void = { _ in }
     ) throws(NetActivityError) -> Message {
         do {
             let m = try Message.methodCall(
-                destination: Self.busName, path: Self.path, interface: interface, member: member)
+                destination: Self.busName, path: path, interface: interface, member: member)
             var w = m.writer()
             try body(&w)
             return try connection.call(m, timeoutMilliseconds: 25_000)
@@ -396,12 +396,22 @@ public final class NetActivityClient {
         let changed = SignalMatch(path: task, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged")
         try? connection.addMatch(changed.rule + ",sender='\(Self.busName)'")
         var received: UInt64 = 0, expected: UInt64 = 0
+        func apply(_ props: [String: DBusValue]) {
+            // Counters only grow; a signal queued during the GetAll below may be older than its answer.
+            if let v = props["CountOfBytesReceived"]?.uint64Value { received = max(received, v) }
+            if let v = props["CountOfBytesExpectedToReceive"]?.uint64Value { expected = v }
+            progress(received, expected)
+        }
         connection.onSignal(changed) { message in
             var r = message.reader()
             guard (try? r.read(String.self)) == Self.taskInterface, let props = try? r.readVardict() else { return }
-            if let v = props["CountOfBytesReceived"]?.uint64Value { received = v }
-            if let v = props["CountOfBytesExpectedToReceive"]?.uint64Value { expected = v }
-            progress(received, expected)
+            apply(props)
+        }
+        // Changes sent before the match rule was in place are lost (the expected size usually comes with
+        // the first one), so read the current values once, now that every later change reaches us.
+        if let reply = try? call("GetAll", interface: "org.freedesktop.DBus.Properties", path: task, { w in w.append(Self.taskInterface) }) {
+            var r = reply.reader()
+            if let props = try? r.readVardict() { apply(props) }
         }
         connection.onDisconnect = { loop.stop() }
         while finished == nil, connection.isConnected { loop.runOnce(maxWaitNanoseconds: nil) }
