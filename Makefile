@@ -16,8 +16,10 @@ setup:
 build: setup
 	$(SWIFT) build
 
+# The agent, the CLI and the bench client only: apps' adapters (SwiftNIO) are not built for them.
 release: setup
-	$(SWIFT) build -c release
+	$(SWIFT) build -c release --product netactivityd
+	$(SWIFT) build -c release --product netactivity
 
 # Starts the agent on the session bus; with none, netactivityd starts a private bus and prints
 # its DBUS_SESSION_BUS_ADDRESS.
@@ -50,6 +52,7 @@ tsan: setup
 
 bench: release
 	@scripts/setup.sh --bench
+	$(SWIFT) build -c release --product netactivity-bench
 	bench/bench.sh $(RELEASE_BIN)
 
 # make install [PREFIX=/usr/local] [DESTDIR=] installs the binaries, the interface XML, the D-Bus

@@ -13,10 +13,15 @@ let package = Package(
         .executable(name: "netactivityd", targets: ["netactivityd"]),
         .executable(name: "netactivity", targets: ["netactivity"]),
         .library(name: "NetActivityClient", targets: ["NetActivityClient"]),
+        // Tracking for async-http-client: every request a task at the agent. A product of its own so
+        // that apps (and the agent) that do not use async-http-client never build SwiftNIO.
+        .library(name: "NetActivityAsyncHTTPClient", targets: ["NetActivityAsyncHTTPClient"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         // The only place that sees <dbus/dbus.h>.
@@ -55,6 +60,26 @@ let package = Package(
         ),
         // Swift API for apps and for the CLI.
         .target(name: "NetActivityClient", dependencies: ["DBusKit", "NetActivityCore"], swiftSettings: strict),
+        .target(
+            name: "NetActivityAsyncHTTPClient",
+            dependencies: [
+                "NetActivityClient",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+        // A newcomer's tour: fetches URLs through the tracked client and fills image slots.
+        .executableTarget(
+            name: "netactivity-example",
+            dependencies: [
+                "NetActivityClient", "NetActivityAsyncHTTPClient",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            path: "Sources/Examples/netactivity-example",
+            swiftSettings: strict
+        ),
         .executableTarget(
             name: "netactivity",
             dependencies: [
@@ -75,7 +100,11 @@ let package = Package(
         .testTarget(name: "DBusKitTests", dependencies: ["DBusKit"], swiftSettings: strict),
         // The library against the real agent (built beside the tests) on a private bus.
         .testTarget(
-            name: "NetActivityClientTests", dependencies: ["NetActivityClient", "DBusKit", "NetActivityTesting"],
+            name: "NetActivityClientTests",
+            dependencies: [
+                "NetActivityClient", "NetActivityAsyncHTTPClient", "DBusKit", "NetActivityTesting",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
             swiftSettings: strict),
     ]
 )

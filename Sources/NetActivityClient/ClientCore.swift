@@ -22,7 +22,7 @@ final class ClientCore: @unchecked Sendable {
 
     let loop = EventLoop()
     let mailbox: EventLoop.Mailbox
-    private var connection: Connection?
+    private(set) var connection: Connection?
     private(set) var uniqueName = ""
 
     /// The agent's unique name while it is on the bus.
@@ -32,8 +32,14 @@ final class ClientCore: @unchecked Sendable {
 
     private var count = 0
     private var leases: [Int: LeaseRecord] = [:]
-    private var tasks: [Int: TaskEntry] = [:]
-    private var nextID = 1
+    private(set) var tasks: [Int: TaskEntry] = [:]
+    /// Ids for holdings, streams and watches; unique for the life of the client.
+    var nextID = 1
+
+    /// Other processes' tasks (and our own, by path) followed for the task bindings, by path.
+    var remoteWatches: [String: RemoteWatch] = [:]
+    /// Where each watch id is: a path in `remoteWatches`, or a local task id.
+    var watchIndex: [Int: WatchPlace] = [:]
 
     private var status: ActivityStatus?
     private var statusStreams: [Int: AsyncStream<ActivityStatus?>.Continuation] = [:]
@@ -51,6 +57,8 @@ final class ClientCore: @unchecked Sendable {
         var agentProgress = TaskProgress()
         var progressInFlight = false
         var streams: [Int: AsyncStream<TaskSnapshot>.Continuation] = [:]
+        /// Task bindings following this task (see `watchTask`).
+        var watchers: [Int: TaskWatcher] = [:]
         init(record: TaskRecord) { self.record = record }
 
         var snapshot: TaskSnapshot { TaskSnapshot(record: record, path: path) }
@@ -143,6 +151,7 @@ final class ClientCore: @unchecked Sendable {
             else { return }
             done(ok ? .success(()) : .failure(NetActivityError(name: name, message: text)))
         }
+        subscribeToTasks(c)
         c.onDisconnect = { [unowned self] in
             self.ownerChanged(to: "")
             self.shutDown()
@@ -172,7 +181,11 @@ final class ClientCore: @unchecked Sendable {
         downloads = [:]
         for s in statusStreams.values { s.finish() }
         statusStreams = [:]
-        for entry in tasks.values { for s in entry.streams.values { s.finish() } }
+        endRemoteWatches()
+        for entry in tasks.values {
+            for s in entry.streams.values { s.finish() }
+            for w in entry.watchers.values { w(nil) }
+        }
         for lease in leases.values where lease.fd >= 0 { close(lease.fd) }
         leases = [:]
         tasks = [:]
@@ -183,7 +196,7 @@ final class ClientCore: @unchecked Sendable {
 
     // MARK: calls to the agent
 
-    private func send(
+    func send(
         _ member: String, path: String = ClientCore.path, interface: String = ClientCore.interface,
         _ body: (inout MessageWriter) throws -> Void = { _ in }, reply: Completion<Message>? = nil
     ) {
@@ -243,6 +256,8 @@ final class ClientCore: @unchecked Sendable {
             publish(entry)
         }
         status = nil
+        // Tasks at the old agent are gone with it.
+        endRemoteWatches()
         // Receipts die with the agent that issued them.
         let orphaned = downloads
         downloads = [:]
@@ -438,25 +453,31 @@ final class ClientCore: @unchecked Sendable {
     }
 
     private func publish(_ entry: TaskEntry) {
-        guard !entry.streams.isEmpty else { return }
+        guard !entry.streams.isEmpty || !entry.watchers.isEmpty else { return }
         let snapshot = entry.snapshot
         for s in entry.streams.values { s.yield(snapshot) }
+        for w in entry.watchers.values { w(snapshot) }
     }
 
     /// The task is done with locally: its streams end after the final snapshot.
     private func finish(_ id: Int) {
         guard let entry = tasks.removeValue(forKey: id) else { return }
         for s in entry.streams.values { s.finish() }
+        for key in entry.watchers.keys { watchIndex[key] = nil }
     }
 
     // MARK: downloads
 
     static let downloaderInterface = "org.example.NetActivity.Downloader"
     /// Receipts waiting for their DownloadFinished.
-    private var downloads: [String: Completion<Void>] = [:]
+    var downloads: [String: Completion<Void>] = [:]
 
     /// Asks the agent for a download and calls `done` when it has finished (true: it was cached).
-    func download(url: String, additionalIdentifier: String, reload: Bool, _ done: @escaping Completion<Bool>) {
+    /// `onReceipt` hears the receipt as soon as the agent gives one (not for a cache hit).
+    func download(
+        url: String, additionalIdentifier: String, reload: Bool, onReceipt: ((String) -> Void)? = nil,
+        _ done: @escaping Completion<Bool>
+    ) {
         let generation = self.generation
         send("DownloadImage", interface: Self.downloaderInterface, { w in
             w.append(url)
@@ -477,8 +498,31 @@ final class ClientCore: @unchecked Sendable {
                     return done(.failure(NetActivityError(name: "org.freedesktop.DBus.Error.NoReply", message: "The agent restarted during the download")))
                 }
                 self.downloads[receipt] = { result in done(result.map { false }) }
+                onReceipt?(receipt)
             }
         })
+    }
+
+    /// Gives up a receipt: its completion is never called, and the agent stops the transfer when
+    /// no receipt is left.
+    func cancelDownload(_ receipt: String) {
+        guard downloads.removeValue(forKey: receipt) != nil else { return }
+        send("CancelDownload", interface: Self.downloaderInterface, { w in w.append(receipt) }, reply: { _ in })
+    }
+
+    /// The cached image's bytes for (url, additionalIdentifier), or nil on a miss.
+    func lookupImage(url: String, additionalIdentifier: String, _ done: @escaping Completion<[UInt8]?>) {
+        request("LookupImageForRequest", interface: "org.example.NetActivity.ImageCache", { w in
+            w.append(url)
+            w.append(additionalIdentifier)
+        }, decode: Self.decodeLookup, done)
+    }
+
+    /// A lookup's (b found, ay data).
+    static func decodeLookup(_ r: inout MessageReader) throws(DBusError) -> [UInt8]? {
+        let found = try r.read(Bool.self)
+        let data = try r.readBytes()
+        return found ? data : nil
     }
 
     // MARK: plain requests (the image cache)

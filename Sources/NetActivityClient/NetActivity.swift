@@ -137,21 +137,12 @@ public final class NetActivity: Sendable {
 
     /// The cached image's bytes, or nil.
     public func image(identifier: String) async throws(NetActivityError) -> [UInt8]? {
-        try await cacheCall("LookupImage", { w in w.append(identifier) }, decode: Self.decodeLookup)
+        try await cacheCall("LookupImage", { w in w.append(identifier) }, decode: ClientCore.decodeLookup)
     }
 
     /// The image cached for (url, additionalIdentifier), or nil.
     public func image(url: String, additionalIdentifier: String = "") async throws(NetActivityError) -> [UInt8]? {
-        try await cacheCall("LookupImageForRequest", { w in
-            w.append(url)
-            w.append(additionalIdentifier)
-        }, decode: Self.decodeLookup)
-    }
-
-    private static func decodeLookup(_ r: inout MessageReader) throws(DBusError) -> [UInt8]? {
-        let found = try r.read(Bool.self)
-        let data = try r.readBytes()
-        return found ? data : nil
+        try await perform { core, done in core.lookupImage(url: url, additionalIdentifier: additionalIdentifier, done) }
     }
 
     /// The cached image as a read-only file (no copy through the bus: the better path for large

@@ -1,0 +1,208 @@
+import NetActivityCore
+
+// The UIActivityIndicatorView, UIRefreshControl and UIProgressView categories of AFNetworking,
+// as bindings a Linux UI can drive: each follows one task at a time (any client's, by path, or
+// one of this app's own) and tells the app what to show through a closure.
+//
+// Closures run on the client's own thread, one at a time and in order; hop to the UI thread
+// there (a GLib idle source, DispatchQueue.main, a MainActor task) and never block in them.
+
+/// Shows whether a task is running, like a spinner (UIActivityIndicatorView+AFNetworking).
+///
+/// On binding, the spinner is told the task's state at once (running: `true`; suspended: `false`),
+/// then each change of state; it stops following at completion (`false`). Binding again drops the
+/// previous task. A completed or unknown task is not followed: the spinner is told `false`, so a
+/// spinner left going by the previous task stops (AFNetworking left it spinning).
+public final class TaskSpinnerBinding: Sendable {
+    private let follower: TaskFollower
+
+    /// `onAnimatingChange(true)`: start animating; `false`: stop.
+    public init(_ activity: NetActivity, onAnimatingChange: @escaping @Sendable (Bool) -> Void) {
+        follower = TaskFollower(core: activity.core, reaction: SpinnerReaction(report: onAnimatingChange))
+    }
+
+    /// Follows the task at `path` (any client's, e.g. from `netactivity tasks` or GetManagedObjects).
+    public func bind(toTaskAt path: String) { follower.bind(.path(path)) }
+    /// Follows one of this app's tasks; this survives agent restarts.
+    public func bind(to task: NetActivityTask) { follower.bind(.task(task)) }
+    /// Stops following; nothing more is reported.
+    public func unbind() { follower.unbind() }
+}
+
+/// Drives a pull-to-refresh control (UIRefreshControl+AFNetworking).
+///
+/// It attaches only to a task that is running when bound: `onRefreshingChange(true)` at once, then
+/// `false` when the task is suspended or completes, `true` again if it resumes. A task that is not
+/// running when bound (suspended, completed or unknown) ends the refresh at once
+/// (`onRefreshingChange(false)`) and is not followed. Binding again drops the previous task.
+public final class RefreshControlBinding: Sendable {
+    private let follower: TaskFollower
+
+    public init(_ activity: NetActivity, onRefreshingChange: @escaping @Sendable (Bool) -> Void) {
+        follower = TaskFollower(core: activity.core, reaction: RefreshReaction(report: onRefreshingChange))
+    }
+
+    public func bind(toTaskAt path: String) { follower.bind(.path(path)) }
+    public func bind(to task: NetActivityTask) { follower.bind(.task(task)) }
+    public func unbind() { follower.unbind() }
+}
+
+/// Bytes done of bytes expected, in one direction.
+public struct TransferProgress: Sendable, Equatable {
+    public var completed: UInt64
+    public var expected: UInt64
+    /// completed / expected, at most 1.
+    public var fraction: Double { min(1, Double(completed) / Double(expected)) }
+
+    public init(completed: UInt64, expected: UInt64) {
+        self.completed = completed
+        self.expected = expected
+    }
+}
+
+/// Fills a progress bar from a task's upload or download (UIProgressView+AFNetworking).
+///
+/// Reports `sent / expected to send` (`.upload`) or `received / expected to receive` (`.download`)
+/// at binding and on each change, and only while the expected size is known (> 0); the last
+/// report comes with completion, and then the binding stops. A completed or unknown task is
+/// ignored: nothing is reported. Binding again drops the previous task.
+public final class ProgressBinding: Sendable {
+    public enum Direction: Sendable {
+        case upload, download
+    }
+
+    private let follower: TaskFollower
+
+    public init(_ activity: NetActivity, direction: Direction, onProgress: @escaping @Sendable (TransferProgress) -> Void) {
+        follower = TaskFollower(core: activity.core, reaction: ProgressReaction(direction: direction, report: onProgress))
+    }
+
+    public func bind(toTaskAt path: String) { follower.bind(.path(path)) }
+    public func bind(to task: NetActivityTask) { follower.bind(.task(task)) }
+    public func unbind() { follower.unbind() }
+}
+
+// MARK: the shared machinery
+
+/// What a binding does with its task's snapshots. `first` is the snapshot at binding; nil means
+/// the task can no longer be followed. Returns whether to keep following.
+protocol TaskReaction: AnyObject {
+    func react(to snapshot: TaskSnapshot?, first: Bool) -> Bool
+}
+
+/// One task at a time for one binding. Every method body runs on the client's thread (through
+/// its mailbox), so a rebinding and the old task's last signal can never interleave.
+///
+/// @unchecked Sendable: `key`, `generation` and the reaction are touched only on that thread.
+final class TaskFollower: @unchecked Sendable {
+    enum Target {
+        case path(String)
+        case task(NetActivityTask)
+    }
+
+    private let core: ClientCore
+    private let reaction: any TaskReaction
+    private var key: Int?
+    /// Bumped by every bind, unbind and end: a watcher of an older binding changes nothing.
+    private var generation = 0
+
+    init(core: ClientCore, reaction: any TaskReaction) {
+        self.core = core
+        self.reaction = reaction
+    }
+
+    deinit {
+        if let key { core.mailbox.post { [core] in core.unwatchTask(key) } }
+    }
+
+    func bind(_ target: Target) {
+        core.mailbox.post { [self] in
+            let generation = drop()
+            var first = true
+            // Weak: the binding may be released by the app's thread while a signal is being handled here.
+            let watcher: TaskWatcher = { [weak self] snapshot in
+                guard let self, self.generation == generation else { return }
+                let keep = self.reaction.react(to: snapshot, first: first)
+                first = false
+                if !keep { _ = self.drop() }
+            }
+            let key: Int
+            switch target {
+            case .path(let path):
+                key = core.watchTask(path: path, watcher)
+            case .task(let task) where task.core === core:
+                key = core.watchTask(id: task.id, watcher)
+            case .task:
+                // A task of another connection: its state lives on that connection's thread.
+                key = core.watchTask(path: "", watcher)
+            }
+            // The watcher may have ended the binding already (a completed or unknown task).
+            if self.generation == generation { self.key = key } else { core.unwatchTask(key) }
+        }
+    }
+
+    func unbind() {
+        core.mailbox.post { [self] in _ = drop() }
+    }
+
+    /// Ends the current binding; returns the new generation.
+    private func drop() -> Int {
+        generation += 1
+        if let key {
+            core.unwatchTask(key)
+            self.key = nil
+        }
+        return generation
+    }
+}
+
+final class SpinnerReaction: TaskReaction {
+    private let report: @Sendable (Bool) -> Void
+    private var animating: Bool?
+    init(report: @escaping @Sendable (Bool) -> Void) { self.report = report }
+
+    func react(to snapshot: TaskSnapshot?, first: Bool) -> Bool {
+        let state = snapshot?.state ?? .completed
+        // At binding the spinner is told where it stands; after that, only changes.
+        if first || (state == .running) != animating { report(state == .running) }
+        animating = state == .running
+        return state != .completed
+    }
+}
+
+final class RefreshReaction: TaskReaction {
+    private let report: @Sendable (Bool) -> Void
+    private var refreshing: Bool?
+    init(report: @escaping @Sendable (Bool) -> Void) { self.report = report }
+
+    func react(to snapshot: TaskSnapshot?, first: Bool) -> Bool {
+        let state = snapshot?.state ?? .completed
+        if first || (state == .running) != refreshing { report(state == .running) }
+        refreshing = state == .running
+        // Attached only to a task running at binding.
+        return state != .completed && (!first || state == .running)
+    }
+}
+
+final class ProgressReaction: TaskReaction {
+    private let direction: ProgressBinding.Direction
+    private let report: @Sendable (TransferProgress) -> Void
+    private var last: TransferProgress?
+    init(direction: ProgressBinding.Direction, report: @escaping @Sendable (TransferProgress) -> Void) {
+        self.direction = direction
+        self.report = report
+    }
+
+    func react(to snapshot: TaskSnapshot?, first: Bool) -> Bool {
+        guard let snapshot, !(first && snapshot.state == .completed) else { return false }
+        let progress = switch direction {
+        case .upload: TransferProgress(completed: snapshot.countOfBytesSent, expected: snapshot.countOfBytesExpectedToSend)
+        case .download: TransferProgress(completed: snapshot.countOfBytesReceived, expected: snapshot.countOfBytesExpectedToReceive)
+        }
+        if progress.expected > 0, progress != last {
+            last = progress
+            report(progress)
+        }
+        return snapshot.state != .completed
+    }
+}

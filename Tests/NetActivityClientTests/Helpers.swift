@@ -1,0 +1,203 @@
+import DBusKit
+import Glibc
+import NetActivityClient
+
+/// Collects what a binding or slot reports (from the client's thread) for the test to read.
+final class Recorder<T: Sendable>: @unchecked Sendable {
+    private var lock = pthread_mutex_t()
+    private var items: [T] = []
+
+    init() { pthread_mutex_init(&lock, nil) }
+    deinit { pthread_mutex_destroy(&lock) }
+
+    func append(_ item: T) {
+        pthread_mutex_lock(&lock)
+        items.append(item)
+        pthread_mutex_unlock(&lock)
+    }
+
+    var values: [T] {
+        pthread_mutex_lock(&lock)
+        defer { pthread_mutex_unlock(&lock) }
+        return items
+    }
+
+    /// Waits until `count` values have been recorded (or 5 s), and returns them all.
+    func wait(for count: Int, within seconds: Double = 5) async throws -> [T] {
+        let deadline = EventLoop.now() + UInt64(seconds * 1e9)
+        while values.count < count, EventLoop.now() < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        return values
+    }
+}
+
+/// A task owned by another process: python3-dbus begins it and then obeys lines written to a
+/// FIFO ("suspend", "resume", "progress S ES R ER", "complete [ERROR]").
+final class ForeignTask {
+    let pid: Int32
+    let path: String
+    private let commands: Int32
+    private let dir: String
+
+    init(address: String, description: String = "foreign", expectedToReceive: UInt64 = 0, suspended: Bool = false) throws {
+        var template = Array("/tmp/netactivity-foreign-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw NetActivityError(name: "test.Failed", message: "mkdtemp") }
+        dir = String(cString: made)
+        guard mkfifo(dir + "/commands", 0o600) == 0 else { throw NetActivityError(name: "test.Failed", message: "mkfifo") }
+        let script = """
+            import os, sys, dbus
+            bus = dbus.bus.BusConnection(sys.argv[1])
+            name, path_file = "org.example.NetActivity", sys.argv[2] + "/path"
+            agent = dbus.Interface(bus.get_object(name, "/org/example/NetActivity"), "org.example.NetActivity")
+            options = {"expected-to-receive": dbus.UInt64(int(sys.argv[4])), "suspended": sys.argv[5] == "1"}
+            path = agent.BeginTask(sys.argv[3], dbus.Dictionary(options, signature="sv"))
+            open(path_file + ".tmp", "w").write(str(path))
+            os.rename(path_file + ".tmp", path_file)
+            task = dbus.Interface(bus.get_object(name, path), "org.example.NetActivity.Task")
+            for line in open(sys.argv[2] + "/commands"):
+                word, _, rest = line.rstrip("\\n").partition(" ")
+                if word == "suspend": task.Suspend()
+                elif word == "resume": task.Resume()
+                elif word == "complete": task.Complete(rest)
+                elif word == "progress": task.SetProgress(*[dbus.UInt64(int(v)) for v in rest.split()])
+            """
+        pid = try ServiceProcess.spawn([
+            "/usr/bin/python3", "-c", script, address, dir, description, String(expectedToReceive), suspended ? "1" : "0",
+        ])
+        var found: String?
+        for _ in 0..<500 {
+            let fd = open(dir + "/path", O_RDONLY)
+            if fd >= 0 {
+                var buf = [UInt8](repeating: 0, count: 256)
+                let n = read(fd, &buf, 256)
+                close(fd)
+                if n > 0 { found = String(decoding: buf[0..<n], as: UTF8.self) }
+                break
+            }
+            usleep(10_000)
+        }
+        guard let found else {
+            kill(pid, SIGKILL)
+            throw NetActivityError(name: "test.Failed", message: "the foreign task did not start")
+        }
+        path = found
+        commands = open(dir + "/commands", O_WRONLY)
+    }
+
+    /// Sends one command; python3 runs them in order, each a blocking D-Bus call.
+    func send(_ line: String) {
+        let text = line + "\n"
+        _ = text.withCString { write(commands, $0, strlen($0)) }
+    }
+
+    deinit {
+        close(commands)
+        kill(pid, SIGKILL)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+    }
+}
+
+/// python3 on 127.0.0.1 with a port of its own choosing. Serves:
+/// - `/NAME`: files[NAME], with Content-Length;
+/// - `/slow/NAME`: the same in 8 parts 60 ms apart;
+/// - `/gate/NAME`: the same once `openGate(NAME)` was called for NAME;
+/// - `/drop/NAME`: a Content-Length of twice the file, half of it, then a closed connection;
+/// - `/status/CODE`: an empty answer with that status.
+/// Every request's path is logged; `count(_:)` reads the log.
+final class LocalHTTPServer {
+    private var pid: Int32
+    let port: Int
+    let dir: String
+
+    init(files: [String: [UInt8]]) throws {
+        var template = Array("/tmp/netactivity-http-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw NetActivityError(name: "test.Failed", message: "mkdtemp") }
+        dir = String(cString: made)
+        for (name, bytes) in files {
+            let fd = open(dir + "/" + name, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+            _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            close(fd)
+        }
+        let script = """
+            import http.server, os, sys, time
+            root = sys.argv[1]
+            class H(http.server.BaseHTTPRequestHandler):
+                protocol_version = "HTTP/1.1"
+                def log_message(self, *a): pass
+                def do_GET(self):
+                    with open(root + "/.log", "a") as log: log.write(self.path + "\\n")
+                    parts = self.path.strip("/").split("/")
+                    if parts[0] == "status":
+                        self.send_response(int(parts[1])); self.send_header("Content-Length", "0"); self.end_headers(); return
+                    mode, name = (parts[0], parts[1]) if len(parts) == 2 else ("plain", parts[0])
+                    try: data = open(root + "/" + name, "rb").read()
+                    except OSError:
+                        self.send_response(404); self.send_header("Content-Length", "0"); self.end_headers(); return
+                    if mode == "gate":
+                        while not os.path.exists(root + "/.open-" + name): time.sleep(0.01)
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/octet-stream")
+                    self.send_header("Content-Length", str(len(data) * (2 if mode == "drop" else 1)))
+                    self.end_headers()
+                    if mode == "drop":
+                        self.wfile.write(data); self.wfile.flush(); self.close_connection = True; return
+                    if mode == "slow":
+                        step = max(1, len(data) // 8)
+                        for i in range(0, len(data), step):
+                            self.wfile.write(data[i:i + step]); self.wfile.flush(); time.sleep(0.06)
+                        return
+                    self.wfile.write(data)
+            s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+            s.daemon_threads = True
+            open(root + "/.port.tmp", "w").write(str(s.server_address[1]))
+            os.rename(root + "/.port.tmp", root + "/.port")
+            s.serve_forever()
+            """
+        pid = try ServiceProcess.spawn(["/usr/bin/python3", "-c", script, dir])
+        var found = 0
+        for _ in 0..<500 {
+            let fd = Glibc.open(dir + "/.port", O_RDONLY)
+            if fd >= 0 {
+                var buf = [UInt8](repeating: 0, count: 16)
+                let n = read(fd, &buf, 16)
+                close(fd)
+                if n > 0, let p = Int(String(decoding: buf[0..<n], as: UTF8.self)) { found = p; break }
+            }
+            usleep(10_000)
+        }
+        guard found > 0 else { throw NetActivityError(name: "test.Failed", message: "the HTTP server did not start") }
+        port = found
+    }
+
+    func url(_ name: String) -> String { "http://127.0.0.1:\(port)/\(name)" }
+
+    /// Lets requests for /gate/NAME through.
+    func openGate(_ name: String) {
+        close(Glibc.open(dir + "/.open-" + name, O_WRONLY | O_CREAT, 0o644))
+    }
+
+    /// How many requests asked for `path` (e.g. "/gate/a.png").
+    func count(_ path: String) -> Int {
+        let fd = Glibc.open(dir + "/.log", O_RDONLY)
+        guard fd >= 0 else { return 0 }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var buf = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = read(fd, &buf, buf.count)
+            if n <= 0 { break }
+            bytes += buf[0..<n]
+        }
+        return String(decoding: bytes, as: UTF8.self).split(separator: "\n").filter { $0 == path }.count
+    }
+
+    func stop() {
+        guard pid > 0 else { return }
+        kill(pid, SIGTERM)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        pid = 0
+    }
+
+    deinit { stop() }
+}

@@ -1,0 +1,148 @@
+import DBusKit
+import Glibc
+import NetActivityClient
+import NetActivityTesting
+import Testing
+
+/// What a slot showed or reported, in order.
+enum Shown: Equatable, Sendable {
+    case applied([UInt8]?)
+    case success([UInt8], ImageSource)
+    case failure(NetActivityError.Code)
+}
+
+/// ImageSlot against the real agent, its shared cache and downloader, and a local HTTP server.
+@Suite("Image slots", .serialized)
+struct ImageSlotTests {
+    let bus: TestBus
+    let server: LocalHTTPServer
+    let activity: NetActivity
+    let a = TestImages.png(width: 1, height: 1)
+    let b = TestImages.png(width: 2, height: 2)
+    let placeholder = TestImages.png(width: 9, height: 9)
+
+    init() async throws {
+        bus = try TestBus()
+        try await bus.startAgent()
+        server = try LocalHTTPServer(files: ["a.png": a, "b.png": b])
+        activity = try await NetActivity.connect(address: bus.address)
+    }
+
+    func slot(_ shown: Recorder<Shown>) -> ImageSlot<[UInt8]> {
+        ImageSlot(activity) { shown.append(.applied($0)) }
+    }
+
+    func downloaderIdle() async throws -> Bool {
+        try await bus.eventually(within: 5) {
+            try bus.property("/org/example/NetActivity", "org.example.NetActivity.Downloader", "ActiveDownloads") == .uint32(0)
+        }
+    }
+
+    @Test("a miss shows the placeholder, then the downloaded image; a hit answers from the cache with no download")
+    func missThenHit() async throws {
+        let shown = Recorder<Shown>()
+        let view = slot(shown)
+        view.setImage(url: server.url("a.png"), placeholder: placeholder)
+        #expect(try await shown.wait(for: 2) == [.applied(placeholder), .applied(a)])
+        #expect(server.count("/a.png") == 1)
+
+        let other = Recorder<Shown>()
+        let second = slot(other)
+        second.setImage(url: server.url("a.png"), placeholder: placeholder, success: { other.append(.success($0, $1)) })
+        #expect(try await other.wait(for: 1) == [.success(a, .cache)], "no placeholder, no download")
+        #expect(server.count("/a.png") == 1)
+    }
+
+    @Test("a request for the URL the slot is loading does nothing; its handlers are never called")
+    func sameURLInFlight() async throws {
+        let shown = Recorder<Shown>()
+        let view = slot(shown)
+        let url = server.url("gate/a.png")
+        view.setImage(url: url, placeholder: placeholder, success: { shown.append(.success($0, $1)) })
+        view.setImage(url: url, placeholder: b, success: { _, _ in shown.append(.failure(.other)) })
+        #expect(try await bus.eventually(within: 5) { server.count("/gate/a.png") == 1 })
+        server.openGate("a.png")
+        #expect(try await shown.wait(for: 2) == [.applied(placeholder), .success(a, .download)])
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(shown.values.count == 2)
+        #expect(server.count("/gate/a.png") == 1)
+    }
+
+    @Test("a new URL cancels the slot's previous receipt; the old request's handlers are never called")
+    func newURLCancelsPrevious() async throws {
+        let shown = Recorder<Shown>()
+        let view = slot(shown)
+        view.setImage(url: server.url("gate/a.png"), placeholder: placeholder,
+                      success: { _, _ in shown.append(.failure(.other)) },
+                      failure: { shown.append(.failure($0.code)) })
+        #expect(try await bus.eventually(within: 5) { server.count("/gate/a.png") == 1 })
+        view.setImage(url: server.url("b.png"))
+        #expect(try await shown.wait(for: 2) == [.applied(placeholder), .applied(b)])
+        // Nobody else wanted a.png: its transfer stopped with its last receipt.
+        #expect(try await downloaderIdle())
+        server.openGate("a.png")
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(shown.values == [.applied(placeholder), .applied(b)])
+        #expect(try await activity.image(url: server.url("gate/a.png")) == nil)
+    }
+
+    @Test("a late answer for an old URL never overwrites a newer image")
+    func lateAnswerForOldURL() async throws {
+        // Another app wants a.png too, so its transfer goes on after the slot lets go of it,
+        // and finishes after the slot's newer image.
+        let otherApp = try await NetActivity.connect(address: bus.address)
+        let urlA = server.url("gate/a.png")
+        let slowA = Task { try await otherApp.downloadImage(url: urlA) }
+        #expect(try await bus.eventually(within: 5) { server.count("/gate/a.png") == 1 })
+
+        let shown = Recorder<Shown>()
+        let view = slot(shown)
+        view.setImage(url: server.url("gate/a.png"), placeholder: placeholder)
+        // A miss: the placeholder shows, and the slot joins the other app's transfer.
+        #expect(try await shown.wait(for: 1) == [.applied(placeholder)])
+        view.setImage(url: server.url("gate/b.png"))
+        #expect(try await bus.eventually(within: 5) { server.count("/gate/b.png") == 1 })
+        server.openGate("b.png")
+        #expect(try await shown.wait(for: 2) == [.applied(placeholder), .applied(b)])
+        server.openGate("a.png")
+        #expect(try await slowA.value == a)
+        #expect(try await activity.image(url: server.url("gate/a.png")) == a, "a.png did arrive, for the other app")
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(shown.values == [.applied(placeholder), .applied(b)])
+        otherApp.close()
+    }
+
+    @Test("custom handlers replace the default apply; failures keep the placeholder")
+    func customHandlersAndFailure() async throws {
+        let shown = Recorder<Shown>()
+        let view = slot(shown)
+        view.setImage(url: server.url("missing.png"), placeholder: placeholder, failure: { shown.append(.failure($0.code)) })
+        #expect(try await shown.wait(for: 2) == [.applied(placeholder), .failure(.agent("HTTP"))])
+        view.setImage(url: server.url("b.png"), success: { shown.append(.success($0, $1)) })
+        #expect(try await shown.wait(for: 3).last == .success(b, .download))
+        view.setImage(url: "")  // clears to the placeholder (none)
+        #expect(try await shown.wait(for: 4).last == .applied(nil))
+        view.setImage(url: "ftp://example.com/a.png", failure: { shown.append(.failure($0.code)) })
+        #expect(try await shown.wait(for: 5).last == .failure(.agent("InvalidURL")))
+
+        let decoding = Recorder<Shown>()
+        let strict = ImageSlot<[UInt8]>(activity, decode: { _ in nil }) { decoding.append(.applied($0)) }
+        strict.setImage(url: server.url("a.png"), failure: { decoding.append(.failure($0.code)) })
+        #expect(try await decoding.wait(for: 1) == [.failure(.agent("NotAnImage"))])
+    }
+
+    @Test("a slot the app lets go cancels its receipt")
+    func releasedSlotCancels() async throws {
+        let shown = Recorder<Shown>()
+        do {
+            let view = slot(shown)
+            view.setImage(url: server.url("gate/a.png"), placeholder: placeholder)
+            #expect(try await bus.eventually(within: 5) { server.count("/gate/a.png") == 1 })
+            #expect(try await shown.wait(for: 1) == [.applied(placeholder)])
+        }
+        #expect(try await downloaderIdle())
+        server.openGate("a.png")
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(shown.values == [.applied(placeholder)])
+    }
+}

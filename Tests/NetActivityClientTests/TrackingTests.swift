@@ -1,0 +1,170 @@
+import AsyncHTTPClient
+import DBusKit
+import Glibc
+import NetActivityAsyncHTTPClient
+import NetActivityClient
+import Testing
+
+/// TrackedHTTPClient against the real agent on a private bus and a local HTTP server.
+@Suite("Tracked HTTP requests", .serialized)
+struct TrackingTests {
+    let bus: TestBus
+    let server: LocalHTTPServer
+    let body = (0..<64_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+
+    init() async throws {
+        bus = try TestBus()
+        try await bus.startAgent()
+        server = try LocalHTTPServer(files: ["big.bin": body])
+    }
+
+    /// The only task at the agent, once it is there.
+    func onlyTask(_ observer: NetActivityClient) async throws -> TaskSnapshot {
+        #expect(try await bus.eventually(within: 5) { try observer.tasks().count == 1 })
+        return try #require(try observer.tasks().first)
+    }
+
+    /// Waits for the task at `path` to complete and returns it as it completed.
+    func completed(_ observer: NetActivityClient, _ path: String?) async throws -> TaskSnapshot {
+        #expect(try await bus.eventually(within: 5) {
+            try observer.tasks().first { $0.path == path }?.state == .completed
+        })
+        return try #require(try observer.tasks().first { $0.path == path })
+    }
+
+    func expectNoActivityLeft() async throws {
+        #expect(try await bus.eventually(within: 5) {
+            let s = try bus.status()
+            return s.activityCount == 0 && s.clients.allSatisfy { $0.count == 0 }
+        })
+    }
+
+    @Test("a request is a task with byte progress that completes when the body is read")
+    func success() async throws {
+        let activity = try await NetActivity.connect(address: bus.address)
+        let http = TrackedHTTPClient(.shared, activity: activity)
+        let observer = try NetActivityClient(address: bus.address)
+        let url = server.url("slow/big.bin")
+        let response = try await http.execute(HTTPClientRequest(url: url), timeout: .seconds(10))
+        let task = try await onlyTask(observer)
+        #expect(task.description == "GET \(url)")
+        #expect(task.owner == activity.uniqueName)
+        #expect(task.state == .running)
+        #expect(try bus.status().activityCount == 1)
+
+        // Another client's progress bar follows it.
+        let watcher = try await NetActivity.connect(address: bus.address)
+        let seen = Recorder<TransferProgress>()
+        let bar = ProgressBinding(watcher, direction: .download) { seen.append($0) }
+        bar.bind(toTaskAt: try #require(task.path))
+
+        let got = try await response.body.collect(upTo: 1 << 20)
+        #expect(Array(got.readableBytesView) == body)
+        let done = try await completed(observer, task.path)
+        #expect(done.error == "")
+        #expect(done.countOfBytesReceived == 64_000)
+        #expect(done.countOfBytesExpectedToReceive == 64_000)
+        #expect(done.fractionCompleted == 1)
+        let reports = try await seen.wait(for: 2)
+        #expect(reports.last == TransferProgress(completed: 64_000, expected: 64_000))
+        #expect(reports.count >= 2, "the body came in parts over ~0.5 s: \(reports)")
+        #expect(zip(reports, reports.dropFirst()).allSatisfy { $0.completed < $1.completed })
+        try await expectNoActivityLeft()
+        watcher.close()
+        activity.close()
+    }
+
+    @Test("failures complete the task with the error: an HTTP status, a dropped connection, a refused one")
+    func failure() async throws {
+        let activity = try await NetActivity.connect(address: bus.address)
+        let http = TrackedHTTPClient(.shared, activity: activity)
+        let observer = try NetActivityClient(address: bus.address)
+
+        let notFound = try await http.execute(HTTPClientRequest(url: server.url("status/404")), timeout: .seconds(10))
+        #expect(notFound.status.code == 404)
+        var task = try await onlyTask(observer)
+        task = try await completed(observer, task.path)
+        #expect(task.error == "HTTP 404 Not Found")
+
+        let dropped = try await http.execute(HTTPClientRequest(url: server.url("drop/big.bin")), timeout: .seconds(10))
+        await #expect(throws: (any Error).self) { _ = try await dropped.body.collect(upTo: 1 << 20) }
+        #expect(try await bus.eventually(within: 5) { try observer.tasks().filter { $0.state == .completed }.count == 2 })
+        let second = try #require(try observer.tasks().first { $0.path != task.path })
+        #expect(second.error != "")
+        #expect(second.countOfBytesReceived <= 64_000)
+
+        let closed = try LocalHTTPServer(files: [:])
+        let deadURL = closed.url("x")
+        closed.stop()
+        await #expect(throws: (any Error).self) {
+            _ = try await http.execute(HTTPClientRequest(url: deadURL), timeout: .seconds(10))
+        }
+        #expect(try await bus.eventually(within: 5) {
+            try observer.tasks().filter { $0.state == .completed && $0.description == "GET \(deadURL)" && $0.error != "" }.count == 1
+        })
+        try await expectNoActivityLeft()
+        activity.close()
+    }
+
+    @Test("a cancelled request, or a response dropped unread, completes as Cancelled")
+    func cancellation() async throws {
+        let activity = try await NetActivity.connect(address: bus.address)
+        let http = TrackedHTTPClient(.shared, activity: activity)
+        let observer = try NetActivityClient(address: bus.address)
+
+        // Cancelled while waiting for the head (the server holds /gate/ until opened).
+        let gated = HTTPClientRequest(url: server.url("gate/big.bin"))
+        let request = Task { try await http.execute(gated, timeout: .seconds(30)) }
+        let waiting = try await onlyTask(observer)
+        #expect(waiting.state == .running)
+        request.cancel()
+        await #expect(throws: (any Error).self) { _ = try await request.value }
+        #expect(try await completed(observer, waiting.path).error == "Cancelled")
+
+        // Dropped after the head, with the body still coming.
+        do {
+            let response = try await http.execute(HTTPClientRequest(url: server.url("slow/big.bin")), timeout: .seconds(30))
+            #expect(response.status.code == 200)
+        }
+        #expect(try await bus.eventually(within: 5) { try observer.tasks().count == 2 })
+        let dropped = try #require(try observer.tasks().first { $0.path != waiting.path })
+        #expect(try await completed(observer, dropped.path).error == "Cancelled")
+        try await expectNoActivityLeft()
+        server.openGate("big.bin")
+        activity.close()
+    }
+
+    @Test("withTransfer completes with the body's outcome; long errors are cut to the agent's limit")
+    func withTransfer() async throws {
+        let activity = try await NetActivity.connect(address: bus.address)
+        let observer = try NetActivityClient(address: bus.address)
+        let value = try await activity.withTransfer("custom stack", expectedToReceive: 10) { (transfer: TrackedTransfer) async throws -> Int in
+            transfer.didReceive(4)
+            transfer.suspend()
+            #expect(try await bus.eventually(within: 5) { try observer.tasks().first?.state == .suspended })
+            #expect(try bus.status().activityCount == 0, "a suspended transfer is not activity")
+            transfer.resume()
+            transfer.didReceive(16)  // more than announced: the expected size grows with it
+            return 42
+        }
+        #expect(value == 42)
+        let first = try await completed(observer, try await onlyTask(observer).path)
+        #expect(first.error == "")
+        #expect(first.countOfBytesReceived == 20)
+        #expect(first.countOfBytesExpectedToReceive == 20)
+
+        struct Long: Error, CustomStringConvertible { var description: String { String(repeating: "é", count: 2000) } }
+        await #expect(throws: Long.self) {
+            try await activity.withTransfer("fails") { _ in throw Long() }
+        }
+        #expect(try await bus.eventually(within: 5) {
+            try observer.tasks().first { $0.description == "fails" }?.state == .completed
+        })
+        let failed = try #require(try observer.tasks().first { $0.description == "fails" })
+        #expect(failed.error.utf8.count <= 1024)
+        #expect(failed.error.hasPrefix("éé"))
+        #expect(failed.error.hasSuffix("…"))
+        try await expectNoActivityLeft()
+        activity.close()
+    }
+}
