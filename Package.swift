@@ -16,6 +16,8 @@ let package = Package(
         // Tracking for async-http-client: every request a task at the agent. A product of its own so
         // that apps (and the agent) that do not use async-http-client never build SwiftNIO.
         .library(name: "NetActivityAsyncHTTPClient", targets: ["NetActivityAsyncHTTPClient"]),
+        // Tracking for FoundationNetworking's URLSession.
+        .library(name: "NetActivityURLSession", targets: ["NetActivityURLSession"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -70,6 +72,7 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        .target(name: "NetActivityURLSession", dependencies: ["NetActivityClient"], swiftSettings: strict),
         // A newcomer's tour: fetches URLs through the tracked client and fills image slots.
         .executableTarget(
             name: "netactivity-example",
@@ -102,7 +105,7 @@ let package = Package(
         .testTarget(
             name: "NetActivityClientTests",
             dependencies: [
-                "NetActivityClient", "NetActivityAsyncHTTPClient", "DBusKit", "NetActivityTesting",
+                "NetActivityClient", "NetActivityAsyncHTTPClient", "NetActivityURLSession", "DBusKit", "NetActivityTesting",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             swiftSettings: strict),

@@ -89,13 +89,14 @@ public final class TrackedTransfer: Sendable {
 }
 
 extension NetActivity {
-    /// Begins a tracked transfer: a running task with the description (cut to 1,024 bytes). It
-    /// never fails: when the agent refuses the task, the transfer is untracked.
+    /// Begins a tracked transfer: a task, running unless `suspended`, with the description (cut to
+    /// 1,024 bytes). It never fails: when the agent refuses the task, the transfer is untracked.
     public func beginTransfer(
-        _ description: String, expectedToSend: UInt64 = 0, expectedToReceive: UInt64 = 0
+        _ description: String, expectedToSend: UInt64 = 0, expectedToReceive: UInt64 = 0, suspended: Bool = false
     ) async -> TrackedTransfer {
         let task = try? await beginTask(
-            TrackedTransfer.fitting(description), expectedToSend: expectedToSend, expectedToReceive: expectedToReceive)
+            TrackedTransfer.fitting(description), expectedToSend: expectedToSend, expectedToReceive: expectedToReceive,
+            suspended: suspended)
         return TrackedTransfer(task: task)
     }
 

@@ -3,7 +3,14 @@ import DBusKit
 import Glibc
 import NetActivityAsyncHTTPClient
 import NetActivityClient
+import NetActivityURLSession
 import Testing
+#if canImport(FoundationNetworking)
+import Foundation
+import FoundationNetworking
+#else
+import Foundation
+#endif
 
 /// TrackedHTTPClient against the real agent on a private bus and a local HTTP server.
 @Suite("Tracked HTTP requests", .serialized)
@@ -164,6 +171,70 @@ struct TrackingTests {
         #expect(failed.error.utf8.count <= 1024)
         #expect(failed.error.hasPrefix("éé"))
         #expect(failed.error.hasSuffix("…"))
+        try await expectNoActivityLeft()
+        activity.close()
+    }
+
+    @Test("URLSession: a request is a task that completes with its outcome; failures and cancellation too")
+    func urlSession() async throws {
+        let activity = try await NetActivity.connect(address: bus.address)
+        let web = TrackedURLSession(activity: activity)
+        defer { web.invalidate() }
+        let observer = try NetActivityClient(address: bus.address)
+
+        let url = server.url("slow/big.bin")
+        let (data, response) = try await web.data(for: URLRequest(url: try #require(URL(string: url))))
+        #expect(Array(data) == body)
+        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        let done = try await completed(observer, try await onlyTask(observer).path)
+        #expect(done.description == "GET \(url)")
+        #expect(done.error == "")
+        #expect(done.countOfBytesReceived == 64_000)
+        #expect(done.countOfBytesExpectedToReceive == 64_000)
+
+        let missing = server.url("status/404")
+        _ = try await web.data(for: URLRequest(url: try #require(URL(string: missing))))
+        #expect(try await bus.eventually(within: 5) {
+            try observer.tasks().first { $0.description == "GET \(missing)" }?.error == "HTTP 404 Not Found"
+        })
+
+        let gated = URLRequest(url: try #require(URL(string: server.url("gate/big.bin"))))
+        let request = Task { try await web.data(for: gated) }
+        #expect(try await bus.eventually(within: 5) { server.count("/gate/big.bin") == 1 })
+        request.cancel()
+        await #expect(throws: (any Error).self) { _ = try await request.value }
+        #expect(try await bus.eventually(within: 5) {
+            try observer.tasks().first { $0.description == "GET \(server.url("gate/big.bin"))" }?.error == "Cancelled"
+        })
+        try await expectNoActivityLeft()
+        server.openGate("big.bin")
+        activity.close()
+    }
+
+    @Test("URLSession: a data task starts suspended and follows the app's resume and suspend")
+    func urlSessionSuspendResume() async throws {
+        let activity = try await NetActivity.connect(address: bus.address)
+        let web = TrackedURLSession(activity: activity)
+        defer { web.invalidate() }
+        let observer = try NetActivityClient(address: bus.address)
+        let finished = Recorder<Int>()
+        let task = await web.dataTask(with: URLRequest(url: try #require(URL(string: server.url("gate/big.bin"))))) {
+            data, _, error in finished.append(error == nil ? data.count : -1)
+        }
+        let path = try #require(try await onlyTask(observer).path)
+        func state() throws -> DBusValue { try bus.property(path, "org.example.NetActivity.Task", "State") }
+        #expect(try state() == .string("suspended"))
+        #expect(try bus.status().activityCount == 0)
+        task.resume()
+        #expect(try await bus.eventually(within: 5) { try state() == .string("running") && bus.status().activityCount == 1 })
+        task.suspend()
+        #expect(try await bus.eventually(within: 5) { try state() == .string("suspended") && bus.status().activityCount == 0 })
+        task.resume()
+        #expect(try await bus.eventually(within: 5) { try state() == .string("running") })
+        server.openGate("big.bin")
+        #expect(try await finished.wait(for: 1) == [64_000])
+        #expect(try await bus.eventually(within: 5) { try state() == .string("completed") })
+        #expect(try bus.property(path, "org.example.NetActivity.Task", "Error") == .string(""))
         try await expectNoActivityLeft()
         activity.close()
     }
