@@ -310,6 +310,42 @@ class FetchCLITests(DownloadTestCase):
         self.assertIn(b"[####", seen)
 
 
+class ExampleTests(DownloadTestCase):
+    def test_the_example_tracks_requests_and_fills_slots(self):
+        import os
+        import subprocess
+        from harness import BIN
+        example = os.path.join(BIN, "netactivity-example")
+        urls = [self.http.url("/img/one.png"), self.http.url("/img/two.png"), self.http.url("/nothing.png")]
+        observer = self.observe("task_observer.py")  # every task the example makes, as it happens
+        r = subprocess.run([example] + urls, env=self.bus.env(), capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = r.stdout
+        self.assertIn("GET %s: 200, %d bytes" % (urls[0], len(png())), out)
+        self.assertIn("GET %s: 404" % urls[2], out)
+        self.assertIn("slot 0: %s from the downloader" % urls[0], out)
+        self.assertIn("slot 2: %s failed" % urls[2], out)
+        self.assertIn("the agent holds 0 activity", out)
+        # What a panel saw: one task per tracked GET, the 404 completed with its status.
+        def seen():
+            events = observer.snapshot()
+            added = {e["props"].get("Description"): e["path"] for e in events if e["signal"] == "InterfacesAdded"}
+            errors = {e["path"]: e["changed"]["Error"] for e in events
+                      if e["signal"] == "PropertiesChanged" and "Error" in e["changed"]}
+            return added, errors
+        wait_until(lambda: len(seen()[0]) >= 3 and seen()[1], what="the example's tasks")
+        added, errors = seen()
+        for url in urls:
+            self.assertIn("GET " + url, added)
+        wait_until(lambda: seen()[1].get(added["GET " + urls[2]]), what="the 404's completion")
+        self.assertEqual(seen()[1].get(added["GET " + urls[2]]), "HTTP 404 Not Found")
+        # Run again: the slots answer from the shared cache and download nothing.
+        before = self.http.count("/img/one.png")
+        r = subprocess.run([example] + urls[:2], env=self.bus.env(), capture_output=True, text=True, timeout=60)
+        self.assertIn("slot 0: %s from the cache" % urls[0], r.stdout)
+        self.assertEqual(self.http.count("/img/one.png"), before + 1, "only the tracked GET went out")
+
+
 class DiskTierTests(DownloadTestCase):
     def cache_dir(self):
         import os
