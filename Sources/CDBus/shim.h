@@ -76,8 +76,10 @@ static inline int cdbus_block_signals_signalfd(void) {
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGHUP);
     if (pthread_sigmask(SIG_BLOCK, &set, 0) != 0) return -1;
-    /* A client that dies before reading its reply must not kill the agent. */
+    /* A client that dies before reading its reply must not kill the agent, and neither may a
+       file size limit (RLIMIT_FSIZE) on the disk tier: a write past it fails with EFBIG instead. */
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGXFSZ, SIG_IGN);
     return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 }
 

@@ -122,7 +122,7 @@ public struct MessageReader {
         return out
     }
 
-    /// The next value whatever its type.
+    /// The next value whatever its type. File descriptors in it are closed (`.unixFD(-1)`).
     public mutating func readValue() throws(DBusError) -> DBusValue {
         switch peekType() {
         case CDBUS_TYPE_BYTE: return .byte(try read())
@@ -137,7 +137,13 @@ public struct MessageReader {
         case CDBUS_TYPE_STRING: return .string(try read())
         case CDBUS_TYPE_OBJECT_PATH: return .objectPath(try readObjectPath())
         case CDBUS_TYPE_SIGNATURE: return .signature(try readSignature())
-        case CDBUS_TYPE_UNIX_FD: return .unixFD(try readFD())
+        case CDBUS_TYPE_UNIX_FD:
+            // libdbus hands out a duplicate. A generic value is for inspection, and a descriptor
+            // nobody asked for (a client can put one in any variant) would leak: close it at once.
+            // Take descriptors with readFD().
+            let fd = try readFD()
+            if fd >= 0 { close(fd) }
+            return .unixFD(-1)
         case CDBUS_TYPE_VARIANT:
             var (_, sub) = try enterVariant()
             return .variant(try sub.readValue())

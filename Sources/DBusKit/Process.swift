@@ -33,7 +33,7 @@ public enum ServiceProcess {
         posix_spawnattr_setsigmask(&attr, &empty)
         var defaults = sigset_t()
         sigemptyset(&defaults)
-        for sig in [SIGTERM, SIGINT, SIGHUP, SIGPIPE] { sigaddset(&defaults, sig) }
+        for sig in [SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGXFSZ] { sigaddset(&defaults, sig) }
         posix_spawnattr_setsigdefault(&attr, &defaults)
         posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         return attr
@@ -65,7 +65,7 @@ public enum ServiceProcess {
         return pid
     }
 
-    /// Blocks SIGTERM, SIGINT and SIGHUP, ignores SIGPIPE, and calls `handler` from the loop
+    /// Blocks SIGTERM, SIGINT and SIGHUP, ignores SIGPIPE and SIGXFSZ, and calls `handler` from the loop
     /// when one of the three arrives (through a signalfd, so no code runs in signal context).
     public static func onTerminationSignal(loop: EventLoop, _ handler: @escaping (Int32) -> Void) {
         let fd = cdbus_block_signals_signalfd()

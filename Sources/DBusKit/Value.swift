@@ -15,7 +15,8 @@ public indirect enum DBusValue: Sendable, Equatable, CustomStringConvertible {
     case string(String)
     case objectPath(String)
     case signature(String)
-    /// A file descriptor owned by the value's holder (close it when done).
+    /// A file descriptor to send (the writer duplicates it; the caller keeps its own). Values
+    /// read by `MessageReader.readValue` carry -1: received descriptors are taken with `readFD`.
     case unixFD(Int32)
     /// `ay`, kept as bytes for speed.
     case bytes([UInt8])

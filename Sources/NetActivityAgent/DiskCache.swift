@@ -56,13 +56,16 @@ final class DiskCache {
         for part in directory.split(separator: "/") {
             path += "/" + part
             if mkdir(path, 0o700) != 0, errno != EEXIST {
-                logger.warning("Disk cache off: cannot create \(path): \(String(cString: strerror(errno)))")
+                lastError = "cannot create \(path): \(String(cString: strerror(errno)))"
+                logger.warning("Disk cache off: \(lastError)")
                 broken = true
                 return
             }
         }
         chmod(directory, 0o700)
         guard let dir = opendir(directory) else {
+            lastError = "cannot read \(directory): \(String(cString: strerror(errno)))"
+            logger.warning("Disk cache off: \(lastError)")
             broken = true
             return
         }
@@ -117,24 +120,34 @@ final class DiskCache {
         evict(toFit: size)
         let temporary = directory + "/tmp-" + name
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard fd >= 0 else { return failed("create", temporary) }
+        // On any failure the older version of this entry goes too: it is out of date.
+        guard fd >= 0 else { return failed("create", temporary, dropping: name) }
         var done = 0
         while done < bytes.count {
             let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
             if n < 0, errno == EINTR { continue }
             guard n > 0 else {
+                let error = errno
                 close(fd)
                 unlink(temporary)
-                return failed("write", temporary)
+                errno = n == 0 ? ENOSPC : error
+                return failed("write", temporary, dropping: name)
             }
             done += n
         }
-        close(fd)
+        guard close(fd) == 0 else {
+            unlink(temporary)
+            return failed("write", temporary, dropping: name)
+        }
         guard rename(temporary, directory + "/" + name) == 0 else {
             unlink(temporary)
-            return failed("rename", temporary)
+            return failed("rename", temporary, dropping: name)
         }
         index.set(size, cost: size, for: name)
+        if !lastError.isEmpty {
+            logger.notice("Disk cache: writing again after: \(lastError)")
+            lastError = ""
+        }
         return true
     }
 
@@ -159,8 +172,16 @@ final class DiskCache {
         unlink(directory + "/" + name)
     }
 
-    private func failed(_ what: String, _ path: String) -> Bool {
-        logger.warning("Disk cache: cannot \(what) \(path): \(String(cString: strerror(errno))); the memory cache goes on")
+    /// The last write error (e.g. "cannot write ...: No space left on device"), "" after a good
+    /// write: the `DiskError` property.
+    private(set) var lastError = ""
+
+    private func failed(_ what: String, _ path: String, dropping name: String) -> Bool {
+        let message = "cannot \(what) \(path): \(String(cString: strerror(errno)))"
+        unlink(directory + "/" + name)
+        // Once per kind of failure, not once per image while the disk stays full.
+        if message != lastError { logger.warning("Disk cache: \(message); the memory cache goes on") }
+        lastError = message
         return false
     }
 

@@ -290,6 +290,11 @@ extension Agent {
                 DBusProperty("DiskUsage", "t", emitsChanged: .false) { [unowned self] w, _ in
                     w.append(self.downloads.disk?.usage ?? 0)
                 },
+                DBusProperty("DiskError", "s", emitsChanged: .false) { [unowned self] w, _ in
+                    guard let disk = self.downloads.disk else { return w.append("no cache directory: neither XDG_CACHE_HOME nor HOME is set") }
+                    _ = disk.usage  // the directory is checked on first use
+                    w.append(disk.lastError)
+                },
             ],
             signals: [DBusSignal("DownloadFinished", [
                 DBusArgument("receipt", "s"), DBusArgument("url", "s"), DBusArgument("ok", "b"),

@@ -8,6 +8,8 @@
 //   netactivity-bench downloads N URL... asks the shared downloader for every URL, N times each, all at once,
 //                                      and waits for every DownloadFinished
 //   netactivity-bench downloads-serial URL...  one at a time: the latency of each, request to DownloadFinished
+//   netactivity-bench load CLIENTS SECONDS [SEED]  CLIENTS connections churning counts, leases, tasks and the
+//                                      cache, one call at a time each; calls/s and latency percentiles
 import DBusKit
 import Glibc
 import NetActivityCore
@@ -21,7 +23,7 @@ func say(_ s: String) {
 }
 
 func usage() -> Never {
-    say("usage: netactivity-bench churn N WINDOW | live N | cache-core N | cache-bus SIZE N | downloads N URL... | downloads-serial URL...")
+    say("usage: netactivity-bench churn N WINDOW | live N | cache-core N | cache-bus SIZE N | downloads N URL... | downloads-serial URL... | load CLIENTS SECONDS [SEED]")
     exit(64)
 }
 
@@ -129,6 +131,9 @@ case "downloads-serial":
     latencies.sort()
     let r2 = { (x: Double) in (x * 100).rounded() / 100 }
     print("requests=\(latencies.count) p50_ms=\(r2(latencies[latencies.count / 2])) p99_ms=\(r2(latencies[min(latencies.count - 1, latencies.count * 99 / 100)]))")
+case "load":
+    guard args.count >= 4, let duration = Double(args[3]), duration > 0 else { usage() }
+    load(clients: n, seconds: duration, seed: args.count > 4 ? UInt64(args[4]) ?? 1 : 1)
 case "cache-bus":
     guard args.count == 4, let size = Int(args[2]), let count = Int(args[3]), size >= 64, count > 0 else { usage() }
     cacheBus(size: size, count: count)

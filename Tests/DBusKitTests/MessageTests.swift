@@ -1,4 +1,5 @@
 import DBusKit
+import Glibc
 import Testing
 
 /// Messages built and read with no bus: marshalling round trips and the checks that keep
@@ -63,6 +64,37 @@ struct MessageTests {
         #expect(m.signature == values.map(\.signature).joined())
         var r = m.reader()
         #expect(try r.readAll() == values)
+    }
+
+    @Test("a descriptor read as a generic value is closed, not leaked; readFD hands one out")
+    func descriptorsInValues() throws {
+        func openFDs() -> Int {
+            guard let dir = opendir("/proc/self/fd") else { return -1 }
+            defer { closedir(dir) }
+            var n = 0
+            while readdir(dir) != nil { n += 1 }
+            return n
+        }
+        var fds: [Int32] = [-1, -1]
+        #expect(pipe(&fds) == 0)
+        defer { close(fds[0]); close(fds[1]) }
+        let m = try call()
+        var w = m.writer()
+        try w.appendVardict(["hostile": .unixFD(fds[0])])
+        try w.append(DBusValue.unixFD(fds[1]))
+        let before = openFDs()
+        for _ in 0..<50 {
+            var r = m.reader()
+            let options = try r.readVardict()
+            #expect(options["hostile"] == .unixFD(-1))
+            #expect(try r.readValue() == .unixFD(-1))
+        }
+        #expect(openFDs() == before, "no descriptor kept from 100 generic reads")
+        var r = m.reader()
+        _ = try r.readVardict()
+        let taken = try r.readFD()
+        #expect(taken >= 0 && fcntl(taken, F_GETFD) != -1)
+        close(taken)
     }
 
     @Test("a{sv} reads as a dictionary")
