@@ -15,6 +15,9 @@ public struct AgentOptions: Sendable {
     public var tray = true
     /// Post org.freedesktop.Notifications when activity stays visible this long (nil: never).
     public var notifyAfter: Double?
+    /// The open-file limit the agent runs with (after raising it). Fd-hungry holdings scale with
+    /// it, so that no one client can run the agent out of descriptors.
+    public var fileLimit: UInt64 = 1024
     public init() {}
 }
 
@@ -71,6 +74,8 @@ public final class Agent {
         taskLinger = .seconds(double: options.completedTaskLinger)
         self.options = options
         ledger.limits[.task] = UInt32(AgentLimits.maxLiveTasksPerClient)
+        ledger.limits[.lease] = AgentLimits.leasesPerClient(fileLimit: options.fileLimit)
+        CachedImage.maxMemfds = AgentLimits.memfdImages(fileLimit: options.fileLimit)
         machine = ActivityIndicatorStateMachine(
             activationDelay: .seconds(double: options.activationDelay),
             completionDelay: .seconds(double: options.completionDelay))
@@ -274,7 +279,7 @@ public final class Agent {
             throw DBusError.invalidArgs("Reason is \(reason.utf8.count) bytes long; the limit is \(AgentLimits.maxReasonBytes)")
         }
         guard let (readEnd, writeEnd) = makeLeasePipe() else {
-            throw DBusError.failed("Could not create a lease: \(String(cString: strerror(errno)))")
+            throw DBusError.limitsExceeded("Could not create a lease: \(String(cString: strerror(errno)))")
         }
         // libdbus sends its own duplicate; ours closes at once, so only the client's copies count.
         defer { close(writeEnd) }

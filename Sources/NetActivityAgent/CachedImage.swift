@@ -9,6 +9,10 @@ import NetActivityCore
 final class CachedImage {
     /// Images from this size on are held in a memfd.
     static let memfdThreshold = 64 * 1024
+    /// At most this many images hold a memfd at once (`AgentLimits.memfdImages`). The agent's
+    /// loop thread is the only one that makes or frees images.
+    nonisolated(unsafe) static var maxMemfds = 4096
+    nonisolated(unsafe) private(set) static var memfds = 0
 
     let info: ImageInfo
     let size: Int
@@ -20,14 +24,22 @@ final class CachedImage {
     init(info: ImageInfo, data: UnsafeRawBufferPointer) {
         self.info = info
         size = data.count
-        if data.count >= Self.memfdThreshold, let fd = SealedMemory.make(name: "netactivity-image", bytes: data),
-           let map = mmap(nil, data.count, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED
+        if data.count >= Self.memfdThreshold, Self.memfds < Self.maxMemfds,
+           let fd = SealedMemory.make(name: "netactivity-image", bytes: data)
         {
+            guard let map = mmap(nil, data.count, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED else {
+                close(fd)
+                self.fd = -1
+                mapping = nil
+                bytes = Array(data.bindMemory(to: UInt8.self))
+                return
+            }
             self.fd = fd
             mapping = UnsafeRawPointer(map)
             bytes = []
+            Self.memfds += 1
         } else {
-            // No memfd (an old kernel, or out of fds): an array still works; OpenImage copies.
+            // No memfd (an old kernel, out of fds, or the cap reached): an array still works; OpenImage copies.
             fd = -1
             mapping = nil
             bytes = Array(data.bindMemory(to: UInt8.self))
@@ -36,7 +48,10 @@ final class CachedImage {
 
     deinit {
         if let mapping { munmap(UnsafeMutableRawPointer(mutating: mapping), size) }
-        if fd >= 0 { close(fd) }
+        if fd >= 0 {
+            close(fd)
+            Self.memfds -= 1
+        }
     }
 
     func withBytes<T>(_ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {

@@ -30,6 +30,19 @@ public enum AgentLimits {
     public static let maxPendingDownloadsPerClient = 1024
     /// The largest MemoryCapacity that may be set (1 TiB).
     public static let maxCacheCapacity: UInt64 = 1 << 40
+    /// Leases (each an fd in the agent) one client may hold: 256, or a sixteenth of the open-file
+    /// limit when that is lower, so that one client cannot take the agent's descriptors.
+    static func leasesPerClient(fileLimit: UInt64) -> UInt32 {
+        UInt32(min(256, max(1, fileLimit / 16)))
+    }
+
+    /// Cached images held in memfds (an fd each) over all clients: 4,096, or a quarter of the
+    /// open-file limit when lower. Past that, images are kept in plain memory (OpenImage then
+    /// copies into a new memfd per call).
+    static func memfdImages(fileLimit: UInt64) -> Int {
+        Int(min(4096, fileLimit / 4))
+    }
+
     /// Completed tasks kept for observers, over all clients; past this the oldest leave early.
     public static let maxLingeringTasks = 4096
 }

@@ -108,6 +108,7 @@ struct NetActivityDaemon: ParsableCommand {
         options.systemBusAddress = systemBusAddress
         options.tray = !noTray
         options.notifyAfter = notify ? notifyAfter : nil
+        options.fileLimit = fileLimit
         let agent = Agent(connection: connection, loop: loop, options: options, logger: logger)
         agent.onStop = { loop.stop() }
         try agent.start()

@@ -307,3 +307,49 @@ class FaultTests(DownloadTestCase):
         self.assertTrue(self.in_memory(url))
         self.assertIn("Read-only file system", self.disk_error())
         self.assertTrue(self.agent.alive())
+
+
+class DescriptorLimitTests(AgentTestCase):
+    """With a low open-file limit, no one client can take the agent's descriptors."""
+
+    def setUp(self):
+        super().setUp()
+        self.agent.stop()
+        self.agent = Agent.__new__(Agent)
+        self.agent.bus = self.bus
+        self.agent.log = tempfile.NamedTemporaryFile(prefix="netactivityd-", suffix=".log", delete=False)
+
+        def limit():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (160, 160))
+        self.agent.proc = subprocess.Popen([os.path.join(BIN, "netactivityd"), "--log-level", "debug"], env=self.bus.env(),
+                                           stdout=subprocess.PIPE, stderr=self.agent.log, preexec_fn=limit)
+        from harness import wait_for_name
+        wait_for_name(self.bus, NAME, self.agent.proc)
+
+    def test_leases_and_image_memfds_scale_with_the_file_limit(self):
+        pid = self.agent.proc.pid
+        greedy = connect(self.bus)
+        self.addCleanup(greedy.close)
+        agent = dbus.Interface(greedy.get_object(NAME, PATH), IFACE)
+        held = []
+        with self.assertRaises(dbus.exceptions.DBusException) as cm:
+            for _ in range(100):
+                held.append(agent.BeginActivity("greedy").take())
+        self.assertEqual(cm.exception.get_dbus_name(), "org.freedesktop.DBus.Error.LimitsExceeded")
+        self.assertEqual(len(held), 10, "a sixteenth of 160 descriptors")
+        # Everyone else still gets leases, and the agent is far from its limit.
+        other = dbus.Interface(self.conn.get_object(NAME, PATH), IFACE)
+        fd = other.BeginActivity("polite").take()
+        os.close(fd)
+        cache = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), CACHE)
+        for i in range(60):  # 64 KiB and more: each would be a memfd, but only 40 may be
+            cache.AddImage("big%d" % i, dbus.ByteArray(png(extra=70 * 1024)))
+        for i in range(60):
+            f, size = cache.OpenImage("big%d" % i)
+            f = f.take()
+            self.assertEqual(os.fstat(f).st_size, size)
+            os.close(f)
+        self.assertLess(len(os.listdir("/proc/%d/fd" % pid)), 120)
+        for f in held:
+            os.close(f)
+        self.assertTrue(self.agent.alive())
