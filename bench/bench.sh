@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make bench: the agent next to the shared D-Bus references, plus idle cost and signal timing.
 #   bench/bench.sh [BIN_DIR]     (default .build/release)
-# Knobs: REPEAT (rounds of the shared bench, default 3), IDLE_SECONDS (10), CYCLES (50),
+# Knobs: REPEAT (rounds of the shared bench, default 3), IDLE_SECONDS (10), CYCLES (50), LOAD_SECONDS (10),
 # SKIP_SHARED=1 (leave out the shared round-trip table).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -121,6 +121,17 @@ disk_hits=$(taskset -c 0 "$LOAD" downloads-serial "${fresh_urls[@]}")
 served_after=$(curl -s "$HTTP/count")
 kill "$HTTP_PID" 2>/dev/null; wait "$HTTP_PID" 2>/dev/null || true; HTTP_PID=
 
+# Load: 100 clients (connections) churning counts, leases, tasks, cache adds and lookups, one call in
+# flight each, for LOAD_SECONDS; agent and bus on CPU 0, the load client on CPU 1. Afterwards every
+# count must be back to 0 and the indicator off.
+rss_load0=$(rss_now)
+load=$(taskset -c 1 "$LOAD" load 100 "${LOAD_SECONDS:-10}" 2>&1 | tail -n1)
+lf() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $load"; }
+sleep 0.5
+after_load=$(busctl --address="$DBUS_SESSION_BUS_ADDRESS" get-property org.example.NetActivity /org/example/NetActivity \
+    org.example.NetActivity ActivityCount Visible 2>/dev/null | tr '\n' ' ')
+rss_load1=$(rss_now)
+
 echo "## The agent on its own (private bus; daemon, agent and client pinned to CPU 0)"
 echo
 echo "| measure | value | target |"
@@ -168,3 +179,13 @@ echo "| 1,000 distinct small images (about 1 KiB), per second | $(dl "$dl_small"
 echo "| 20 large images (4 MiB), MB/s | $(mb "$large_secs") | $(mb "$curl_large_secs") |"
 echo "| coalescing: 50 requests for one URL became HTTP requests | $(( after - before )) | |"
 echo "| disk-tier hit, request to DownloadFinished, p50 / p99 ms (HTTP requests made: $(( served_after - served_before )) of 200) | $(sed -n 's/.*p50_ms=\([0-9.]*\).*/\1/p' <<<"$disk_hits") / $(sed -n 's/.*p99_ms=\([0-9.]*\).*/\1/p' <<<"$disk_hits") | |"
+echo
+echo "## Load: 100 clients at once (connections on one load process on CPU 1; agent and bus on CPU 0)"
+echo
+echo "| measure | value |"
+echo "|---|---:|"
+echo "| calls/s over $(lf seconds) s (counts, leases, tasks, cache adds and lookups) | $(lf calls_per_s) |"
+echo "| latency p50 / p99 / max ms (100 calls in flight) | $(lf p50_ms) / $(lf p99_ms) / $(lf max_ms) |"
+echo "| failed calls | $(lf failures) |"
+echo "| afterwards: ActivityCount, Visible | ${after_load:-?} |"
+echo "| agent RSS growth over the load, KiB | $(( ${rss_load1:-0} - ${rss_load0:-0} )) |"
