@@ -6,7 +6,7 @@ PYTHON ?= /usr/bin/python3
 DEBUG_BIN = .build/debug
 RELEASE_BIN = .build/release
 
-.PHONY: all setup build release run test unit integration bench install uninstall clean asan tsan
+.PHONY: all setup build release run test unit integration bench install uninstall clean asan tsan check-sanitize soak
 
 all: build
 
@@ -48,7 +48,19 @@ asan: setup
 tsan: setup
 	$(SWIFT) build --build-tests --scratch-path .build-tsan -Xswiftc -sanitize=thread
 	TSAN_OPTIONS=halt_on_error=1 .build-tsan/debug/netactivityPackageTests.xctest --testing-library swift-testing \
-	    --filter "NetActivityTests|EventLoopTests"
+	    --filter "NetActivityTests|EventLoopTests|BindingTests|ImageSlotTests|TrackingTests"
+
+# Both sanitizer runs (each builds into its own folder: allow 20-30 minutes on 2 cores).
+check-sanitize: asan tsan
+
+# A long run of fuzzing, load and faults against one agent, watched for growth (SOAK_SECONDS,
+# default 600), after the parser fuzzers at FUZZ_ROUNDS times their make-test size.
+SOAK_SECONDS ?= 600
+FUZZ_ROUNDS ?= 20
+soak: setup
+	$(SWIFT) build --build-tests
+	NETACTIVITY_FUZZ_ROUNDS=$(FUZZ_ROUNDS) $(SWIFT) test --skip-build --filter ParserFuzzTests
+	$(PYTHON) Tests/Integration/soak.py --bin $(DEBUG_BIN) --seconds $(SOAK_SECONDS)
 
 bench: release
 	@scripts/setup.sh --bench

@@ -163,24 +163,18 @@ private final class Outcome: @unchecked Sendable {
     private var result: Result<(Data, URLResponse), any Error>?
     private var continuation: CheckedContinuation<(Data, URLResponse), any Error>?
 
-    func deliver(_ r: Result<(Data, URLResponse), any Error>) {
-        lock.lock()
-        guard let c = continuation else {
-            result = r
-            return lock.unlock()
-        }
-        continuation = nil
-        lock.unlock()
-        c.resume(with: r)
-    }
+    func deliver(_ r: Result<(Data, URLResponse), any Error>) { meet(r, nil) }
 
-    func wait(_ c: CheckedContinuation<(Data, URLResponse), any Error>) {
+    func wait(_ c: CheckedContinuation<(Data, URLResponse), any Error>) { meet(nil, c) }
+
+    /// Keeps what arrives; the second of the two resumes the continuation.
+    private func meet(_ r: Result<(Data, URLResponse), any Error>?, _ c: CheckedContinuation<(Data, URLResponse), any Error>?) {
         lock.lock()
-        guard let r = result else {
-            continuation = c
-            return lock.unlock()
-        }
+        if let r { result = r }
+        if let c { continuation = c }
+        guard let r = result, let c = continuation else { return lock.unlock() }
         result = nil
+        continuation = nil
         lock.unlock()
         c.resume(with: r)
     }

@@ -48,6 +48,8 @@ class ImageServer:
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
+        # A client that hangs up (the agent cancelling a transfer) is normal here, not worth a traceback.
+        self.httpd.handle_error = lambda request, address: None
         self.port = self.httpd.server_address[1]
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 

@@ -1,0 +1,138 @@
+#!/usr/bin/python3
+"""make soak: one agent under rounds of abuse for a bounded time, watched for growth.
+
+soak.py --bin DIR [--seconds 600]
+
+Each round, on one private bus and one agent that is never restarted by the soak itself:
+  - fuzz_bus.py with a new seed (1,500 calls, books checked);
+  - netactivity-bench load: 100 clients for 10 s, then 100 more killed -9 after 2 s;
+  - downloads from a local server, one of which is killed mid-transfer;
+and after each round: everything released (ActivityCount 0, no clients, no running task, no
+download), the image cache emptied, and the agent's anonymous RSS and open descriptors sampled. At the
+end the last third of the rounds must not have grown past the first third (RSS within 24 MiB,
+descriptors within 8), and the agent must be alive.
+Prints one line per round and a summary; exit status 0 when all held.
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import dbus
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+parser = argparse.ArgumentParser()
+parser.add_argument("--bin", default=".build/debug")
+parser.add_argument("--seconds", type=float, default=600)
+args = parser.parse_args()
+os.environ["NETACTIVITY_BIN"] = os.path.abspath(args.bin)
+
+from harness import NAME, PATH, PROPS, IFACE, Agent, PrivateBus, connect, wait_until  # noqa: E402
+from test_downloads import ImageServer  # noqa: E402
+
+DOWNLOADER = "org.example.NetActivity.Downloader"
+TASK = "org.example.NetActivity.Task"
+
+
+def released(conn):
+    obj = conn.get_object(NAME, PATH, introspect=False)
+    p = obj.GetAll(IFACE, dbus_interface=PROPS)
+    d = obj.GetAll(DOWNLOADER, dbus_interface=PROPS)
+    objects = obj.GetManagedObjects(dbus_interface="org.freedesktop.DBus.ObjectManager")
+    running = [o for o, i in objects.items() if TASK in i and str(i[TASK]["State"]) != "completed"]
+    return int(p["ActivityCount"]) == 0 and len(p["Clients"]) == 0 and not running and \
+        int(d["ActiveDownloads"]) == 0 and int(d["QueuedDownloads"]) == 0
+
+
+def sample(pid):
+    with open("/proc/%d/status" % pid) as f:
+        rss = next(int(line.split()[1]) for line in f if line.startswith("RssAnon:"))
+    kinds = {}
+    for name in os.listdir("/proc/%d/fd" % pid):
+        try:
+            target = os.readlink("/proc/%d/fd/%s" % (pid, name))
+        except OSError:
+            continue
+        kind = target.split(":")[0] if not target.startswith("/") else target.split(" ")[0]
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return rss, sum(kinds.values()), kinds
+
+
+def main():
+    bus = PrivateBus()
+    agent = Agent(bus, "--activation-delay", "0.1", "--completion-delay", "0.05")
+    http = ImageServer()
+    conn = connect(bus)
+    bench = os.path.join(args.bin, "netactivity-bench")
+    deadline = time.monotonic() + args.seconds
+    rounds, failures = [], []
+    seed = 100
+    try:
+        while time.monotonic() < deadline and not failures:
+            seed += 1
+            t = time.monotonic()
+            # The fuzzer checks the cache's books against the keys it used: start it on an empty cache.
+            conn.get_object(NAME, PATH, introspect=False).RemoveAllImages(dbus_interface="org.example.NetActivity.ImageCache")
+            fuzz = subprocess.run([sys.executable, os.path.join(HERE, "fuzz_bus.py"), bus.address, "--seed", str(seed),
+                                   "--calls", "1500", "--seconds", "60", "--http", http.url("")],
+                                  capture_output=True, text=True, timeout=300)
+            report = json.loads(fuzz.stdout.splitlines()[-1]) if fuzz.stdout.strip() else {}
+            if fuzz.returncode != 0:
+                failures.append({"round": len(rounds) + 1, "fuzz": report.get("failures") or report.get("mismatches")
+                                 or fuzz.stderr[-500:]})
+            load = subprocess.run([bench, "load", "100", "10", str(seed)], env=bus.env(), capture_output=True, text=True,
+                                  timeout=120)
+            if load.returncode != 0:
+                failures.append({"round": len(rounds) + 1, "load": load.stdout + load.stderr[-500:]})
+            killed = subprocess.Popen([bench, "load", "100", "60", str(seed)], env=bus.env(), stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL)
+            time.sleep(2)
+            killed.send_signal(signal.SIGKILL)
+            killed.wait()
+            dl = subprocess.Popen([sys.executable, os.path.join(HERE, "download_client.py"), bus.address,
+                                   *[http.url("/img/s%d-%d.png" % (seed, i)) for i in range(20)], http.url("/slow.png")],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(0.5)
+            dl.send_signal(signal.SIGKILL)  # its receipts die with it, mid-transfer
+            dl.wait()
+            try:
+                wait_until(lambda: released(conn), timeout=30, what="everything released")
+            except AssertionError as e:
+                failures.append({"round": len(rounds) + 1, "released": str(e)})
+            if not agent.alive():
+                failures.append({"round": len(rounds) + 1, "agent": "died", "log": agent.logtext()[-2000:]})
+                break
+            # Cached images hold memory and memfds by design: measure the agent without them.
+            conn.get_object(NAME, PATH, introspect=False).RemoveAllImages(dbus_interface="org.example.NetActivity.ImageCache")
+            rss, fds, kinds = sample(agent.proc.pid)
+            line = load.stdout.strip().splitlines()[-1] if load.stdout.strip() else ""
+            rounds.append({"round": len(rounds) + 1, "seconds": round(time.monotonic() - t, 1), "fuzz_calls": report.get("calls"),
+                           "load": line, "rss_anon_kib": rss, "fds": fds, "fd_kinds": kinds})
+            print(json.dumps(rounds[-1]), flush=True)
+        if rounds:
+            first = rounds[: max(1, len(rounds) // 3)]
+            last = rounds[-max(1, len(rounds) // 3):]
+            grew_rss = max(r["rss_anon_kib"] for r in last) - max(r["rss_anon_kib"] for r in first)
+            grew_fds = max(r["fds"] for r in last) - max(r["fds"] for r in first)
+            if grew_rss > 24 * 1024 or grew_fds > 8:
+                failures.append({"growth": {"rss_kib": grew_rss, "fds": grew_fds}})
+            print(json.dumps({"rounds": len(rounds), "rss_growth_kib": grew_rss, "fd_growth": grew_fds,
+                              "failures": failures}))
+        else:
+            print(json.dumps({"rounds": 0, "failures": failures}))
+    finally:
+        conn.close()
+        http.stop()
+        alive = agent.alive()
+        agent.stop()
+        bus.stop()
+    ok = alive and not failures and rounds
+    print("%d passed, %d failed" % (len(rounds), 0 if ok else max(1, len(failures))))
+    sys.exit(0 if ok else 1)
+
+
+main()
