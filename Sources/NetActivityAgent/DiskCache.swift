@@ -9,8 +9,8 @@ import NetActivityCore
 /// enforced at write time by deleting the least recently used entries (recency survives restarts
 /// through the files' modification times, which reads refresh).
 ///
-/// Nothing touches the disk until the first download (or a read of DiskUsage). Entries are small
-/// images, read and written on the agent's loop.
+/// Nothing touches the disk until the first download (or a read of DiskUsage or DiskError).
+/// Entries are small images, read and written on the agent's loop.
 final class DiskCache {
     let directory: String
     private(set) var capacity: UInt64
@@ -121,27 +121,28 @@ final class DiskCache {
         let temporary = directory + "/tmp-" + name
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
         // On any failure the older version of this entry goes too: it is out of date.
-        guard fd >= 0 else { return failed("create", temporary, dropping: name) }
+        guard fd >= 0 else { return failed("create", temporary, errno, dropping: name) }
         var done = 0
         while done < bytes.count {
             let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
             if n < 0, errno == EINTR { continue }
             guard n > 0 else {
-                let error = errno
+                let error = n == 0 ? ENOSPC : errno
                 close(fd)
                 unlink(temporary)
-                errno = n == 0 ? ENOSPC : error
-                return failed("write", temporary, dropping: name)
+                return failed("write", temporary, error, dropping: name)
             }
             done += n
         }
         guard close(fd) == 0 else {
+            let error = errno
             unlink(temporary)
-            return failed("write", temporary, dropping: name)
+            return failed("write", temporary, error, dropping: name)
         }
         guard rename(temporary, directory + "/" + name) == 0 else {
+            let error = errno
             unlink(temporary)
-            return failed("rename", temporary, dropping: name)
+            return failed("rename", temporary, error, dropping: name)
         }
         index.set(size, cost: size, for: name)
         if !lastError.isEmpty {
@@ -176,8 +177,8 @@ final class DiskCache {
     /// write: the `DiskError` property.
     private(set) var lastError = ""
 
-    private func failed(_ what: String, _ path: String, dropping name: String) -> Bool {
-        let message = "cannot \(what) \(path): \(String(cString: strerror(errno)))"
+    private func failed(_ what: String, _ path: String, _ error: Int32, dropping name: String) -> Bool {
+        let message = "cannot \(what) \(path): \(String(cString: strerror(error)))"
         unlink(directory + "/" + name)
         // Once per kind of failure, not once per image while the disk stays full.
         if message != lastError { logger.warning("Disk cache: \(message); the memory cache goes on") }
