@@ -512,7 +512,7 @@ final class ClientCore: @unchecked Sendable {
 
     /// The cached image's bytes for (url, additionalIdentifier), or nil on a miss.
     func lookupImage(url: String, additionalIdentifier: String, _ done: @escaping Completion<[UInt8]?>) {
-        request("LookupImageForRequest", interface: "org.example.NetActivity.ImageCache", { w in
+        request("LookupImageForRequest", interface: NetActivity.cacheInterface, { w in
             w.append(url)
             w.append(additionalIdentifier)
         }, decode: Self.decodeLookup, done)
