@@ -53,14 +53,15 @@ def clean_env():
 
 
 class Agent:
-    """netactivityd on the given bus."""
+    """netactivityd on the given bus. `env` adds to the bus's environment; `preexec` runs in the
+    child before exec (resource limits)."""
 
-    def __init__(self, bus, *args, wait=True):
+    def __init__(self, bus, *args, wait=True, env=None, preexec=None):
         self.bus = bus
         self.log = tempfile.NamedTemporaryFile(prefix="netactivityd-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
             [os.path.join(BIN, "netactivityd"), "--log-level", "debug", *args],
-            env=bus.env(), stdout=subprocess.PIPE, stderr=self.log)
+            env=bus.env(**(env or {})), stdout=subprocess.PIPE, stderr=self.log, preexec_fn=preexec)
         if wait:
             wait_for_name(bus, NAME, self.proc)
 
@@ -79,6 +80,49 @@ class Agent:
 
 def connect(bus):
     return dbus.bus.BusConnection(bus.address)
+
+
+def task_states(conn):
+    """{task path: (State, Error)} of every task object the agent shows."""
+    objects = conn.get_object(NAME, PATH, introspect=False).GetManagedObjects(
+        dbus_interface="org.freedesktop.DBus.ObjectManager")
+    task = IFACE + ".Task"
+    return {str(p): (str(i[task]["State"]), str(i[task]["Error"])) for p, i in objects.items() if task in i}
+
+
+def nothing_held(conn):
+    """True when the agent holds nothing for anyone: no activity, no client, the indicator off, no
+    download running or queued, and no task running or suspended."""
+    obj = conn.get_object(NAME, PATH, introspect=False)
+    p = obj.GetAll(IFACE, dbus_interface=PROPS)
+    d = obj.GetAll(IFACE + ".Downloader", dbus_interface=PROPS)
+    return int(p["ActivityCount"]) == 0 and len(p["Clients"]) == 0 and not bool(p["Visible"]) and \
+        int(d["ActiveDownloads"]) == 0 and int(d["QueuedDownloads"]) == 0 and \
+        all(state == "completed" for state, _ in task_states(conn).values())
+
+
+def fd_kinds(pid):
+    """A process's open fds by kind: pipe, socket, memfd, anon_inode, file."""
+    kinds = {}
+    folder = "/proc/%d/fd" % pid
+    for name in os.listdir(folder):
+        try:
+            target = os.readlink(os.path.join(folder, name))
+        except OSError:
+            continue
+        kind = target.split(":")[0] if ":" in target and not target.startswith("/") else \
+            ("memfd" if target.startswith("/memfd:") else "file")
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return kinds
+
+
+def status_kib(pid, field):
+    """A size from /proc/PID/status (VmRSS, RssAnon, ...), in KiB."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
 
 
 def wait_for_name(bus, name, proc=None, timeout=10):

@@ -31,21 +31,9 @@ parser.add_argument("--seconds", type=float, default=600)
 args = parser.parse_args()
 os.environ["NETACTIVITY_BIN"] = os.path.abspath(args.bin)
 
-from harness import NAME, PATH, PROPS, IFACE, Agent, PrivateBus, connect, wait_until  # noqa: E402
+from harness import NAME, PATH, PROPS, IFACE, Agent, PrivateBus, connect, fd_kinds, nothing_held, status_kib, wait_until  # noqa: E402
 from test_downloads import ImageServer  # noqa: E402
 
-DOWNLOADER = "org.example.NetActivity.Downloader"
-TASK = "org.example.NetActivity.Task"
-
-
-def released(conn):
-    obj = conn.get_object(NAME, PATH, introspect=False)
-    p = obj.GetAll(IFACE, dbus_interface=PROPS)
-    d = obj.GetAll(DOWNLOADER, dbus_interface=PROPS)
-    objects = obj.GetManagedObjects(dbus_interface="org.freedesktop.DBus.ObjectManager")
-    running = [o for o, i in objects.items() if TASK in i and str(i[TASK]["State"]) != "completed"]
-    return int(p["ActivityCount"]) == 0 and len(p["Clients"]) == 0 and not running and \
-        int(d["ActiveDownloads"]) == 0 and int(d["QueuedDownloads"]) == 0
 
 
 def reset_settings(conn):
@@ -58,17 +46,8 @@ def reset_settings(conn):
 
 
 def sample(pid):
-    with open("/proc/%d/status" % pid) as f:
-        rss = next(int(line.split()[1]) for line in f if line.startswith("RssAnon:"))
-    kinds = {}
-    for name in os.listdir("/proc/%d/fd" % pid):
-        try:
-            target = os.readlink("/proc/%d/fd/%s" % (pid, name))
-        except OSError:
-            continue
-        kind = target.split(":")[0] if not target.startswith("/") else target.split(" ")[0]
-        kinds[kind] = kinds.get(kind, 0) + 1
-    return rss, sum(kinds.values()), kinds
+    kinds = fd_kinds(pid)
+    return status_kib(pid, "RssAnon"), sum(kinds.values()), kinds
 
 
 def main():
@@ -110,7 +89,7 @@ def main():
             dl.send_signal(signal.SIGKILL)  # its receipts die with it, mid-transfer
             dl.wait()
             try:
-                wait_until(lambda: released(conn), timeout=30, what="everything released")
+                wait_until(lambda: nothing_held(conn), timeout=30, what="everything released")
             except AssertionError as e:
                 failures.append({"round": len(rounds) + 1, "released": str(e)})
             if not agent.alive():

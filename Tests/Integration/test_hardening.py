@@ -13,37 +13,14 @@ import time
 
 import dbus
 
-from harness import BIN, NAME, PATH, PROPS, IFACE, Agent, connect, png, prop, wait_until
+from harness import BIN, NAME, PATH, PROPS, IFACE, Agent, connect, fd_kinds, nothing_held, png, prop, \
+    status_kib, task_states, wait_until
 from test_agent import AgentTestCase
 from test_downloads import DownloadTestCase, ImageServer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CACHE = "org.example.NetActivity.ImageCache"
 DOWNLOADER = "org.example.NetActivity.Downloader"
-TASK = "org.example.NetActivity.Task"
-
-
-def fd_kinds(pid):
-    """The agent's open fds by kind: pipe, socket, memfd, anon_inode, file."""
-    kinds = {}
-    folder = "/proc/%d/fd" % pid
-    for name in os.listdir(folder):
-        try:
-            target = os.readlink(os.path.join(folder, name))
-        except OSError:
-            continue
-        kind = target.split(":")[0] if ":" in target and not target.startswith("/") else \
-            ("memfd" if target.startswith("/memfd:") else "file")
-        kinds[kind] = kinds.get(kind, 0) + 1
-    return kinds
-
-
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 class Books:
@@ -55,21 +32,11 @@ class Books:
     def props(self, iface=IFACE):
         return self.t.conn.get_object(NAME, PATH, introspect=False).GetAll(iface, dbus_interface=PROPS)
 
-    def nothing_held(self):
-        p = self.props()
-        d = self.props(DOWNLOADER)
-        return int(p["ActivityCount"]) == 0 and len(p["Clients"]) == 0 and not bool(p["Visible"]) and \
-            int(d["ActiveDownloads"]) == 0 and int(d["QueuedDownloads"]) == 0
-
     def task_states(self):
-        objects = self.t.conn.get_object(NAME, PATH, introspect=False).GetManagedObjects(
-            dbus_interface="org.freedesktop.DBus.ObjectManager")
-        return {str(p): (str(i[TASK]["State"]), str(i[TASK]["Error"])) for p, i in objects.items() if TASK in i}
+        return task_states(self.t.conn)
 
     def wait_released(self, what):
-        wait_until(self.nothing_held, timeout=10, what=what)
-        running = {p: s for p, s in self.task_states().items() if s[0] != "completed"}
-        self.t.assertEqual(running, {}, "no task left running or suspended")
+        wait_until(lambda: nothing_held(self.t.conn), timeout=10, what=what)
 
 
 class FuzzTests(AgentTestCase):
@@ -156,7 +123,7 @@ class SlowReaderTests(AgentTestCase):
         cache = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), CACHE)
         cache.AddImage("big", dbus.ByteArray(png(extra=256 * 1024)))
         pid = self.agent.proc.pid
-        rss_before = rss_kib(pid)
+        rss_before = status_kib(pid, "VmRSS")
 
         path = self.bus.address.split("path=")[1].split(",")[0]
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -190,7 +157,7 @@ class SlowReaderTests(AgentTestCase):
         self.assertLess(worst, 1.0)
         wait_until(lambda: cache.LookupImage("big", byte_arrays=True)[0], what="lookups still answered")
         time.sleep(0.5)
-        grown = rss_kib(pid) - rss_before
+        grown = status_kib(pid, "VmRSS") - rss_before
         self.assertLess(grown, 32 * 1024, "the agent grew by %d KiB" % grown)
         self.assertTrue(self.agent.alive())
         s.close()
@@ -241,9 +208,7 @@ class FaultTests(DownloadTestCase):
                    what="a transfer under way")
         self.agent.stop(signal.SIGKILL)
         del slow
-        self.agent = Agent(self.bus, *self.agent_args)
-        self.conn.close()
-        self.conn = connect(self.bus)
+        self.restart_with()
         before = self.http.count("/fresh/")
         for url in urls:
             self.assertTrue(self.downloaded(url)[0])
@@ -255,14 +220,7 @@ class FaultTests(DownloadTestCase):
 
     def restart_with(self, env=None, preexec=None):
         self.agent.stop()
-        e = self.bus.env(**(env or {}))
-        self.agent = Agent.__new__(Agent)
-        self.agent.bus = self.bus
-        self.agent.log = tempfile.NamedTemporaryFile(prefix="netactivityd-", suffix=".log", delete=False)
-        self.agent.proc = subprocess.Popen([os.path.join(BIN, "netactivityd"), "--log-level", "debug", *self.agent_args],
-                                           env=e, stdout=subprocess.PIPE, stderr=self.agent.log, preexec_fn=preexec)
-        from harness import wait_for_name
-        wait_for_name(self.bus, NAME, self.agent.proc)
+        self.agent = Agent(self.bus, *self.agent_args, env=env, preexec=preexec)
         self.conn.close()
         self.conn = connect(self.bus)
 
@@ -315,16 +273,10 @@ class DescriptorLimitTests(AgentTestCase):
     def setUp(self):
         super().setUp()
         self.agent.stop()
-        self.agent = Agent.__new__(Agent)
-        self.agent.bus = self.bus
-        self.agent.log = tempfile.NamedTemporaryFile(prefix="netactivityd-", suffix=".log", delete=False)
 
         def limit():
             resource.setrlimit(resource.RLIMIT_NOFILE, (160, 160))
-        self.agent.proc = subprocess.Popen([os.path.join(BIN, "netactivityd"), "--log-level", "debug"], env=self.bus.env(),
-                                           stdout=subprocess.PIPE, stderr=self.agent.log, preexec_fn=limit)
-        from harness import wait_for_name
-        wait_for_name(self.bus, NAME, self.agent.proc)
+        self.agent = Agent(self.bus, preexec=limit)
 
     def test_leases_and_image_memfds_scale_with_the_file_limit(self):
         pid = self.agent.proc.pid
