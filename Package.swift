@@ -38,15 +38,21 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
-        // Small Swift wrapper over libdbus: names, messages, connection, event loop, object export.
-        .target(name: "DBusKit", dependencies: ["CDBus"], swiftSettings: strict),
-        // Pure logic: state machine, ledger, coalescing. Imports nothing of ours.
-        .target(name: "NetActivityCore", swiftSettings: strict),
-        // Binds the core to the bus.
+        // The contract: names, limits and the one error type. Depends on nothing.
+        .target(name: "NetActivityContract", swiftSettings: strict),
+        // The Linux calls Swift's Glibc module does not import (eventfd, signalfd, memfd, seals).
+        .systemLibrary(name: "CLinux"),
+        // The platform: epoll loop and mailbox, timers (Scheduler), sealed memory, pipes, processes.
+        .target(name: "LinuxKit", dependencies: ["CLinux"], swiftSettings: strict),
+        // Small Swift wrapper over libdbus: names, messages, reader/writer, connection, object export.
+        .target(name: "DBusKit", dependencies: ["CDBus", "LinuxKit"], swiftSettings: strict),
+        // Pure logic: state machine, ledger, coalescing, caches, download queue. Imports only the contract.
+        .target(name: "NetActivityCore", dependencies: ["NetActivityContract"], swiftSettings: strict),
+        // The agent as services over the contract, bound to the bus.
         .target(
             name: "NetActivityAgent",
             dependencies: [
-                "DBusKit", "NetActivityCore", "CCurl",
+                "NetActivityContract", "LinuxKit", "DBusKit", "NetActivityCore", "CCurl",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -54,14 +60,16 @@ let package = Package(
         .executableTarget(
             name: "netactivityd",
             dependencies: [
-                "NetActivityAgent", "DBusKit",
+                "NetActivityAgent", "NetActivityContract", "LinuxKit", "DBusKit",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
         ),
         // Swift API for apps and for the CLI.
-        .target(name: "NetActivityClient", dependencies: ["DBusKit", "NetActivityCore"], swiftSettings: strict),
+        .target(
+            name: "NetActivityClient", dependencies: ["NetActivityContract", "LinuxKit", "DBusKit", "NetActivityCore"],
+            swiftSettings: strict),
         .target(
             name: "NetActivityAsyncHTTPClient",
             dependencies: [
@@ -86,26 +94,36 @@ let package = Package(
         .executableTarget(
             name: "netactivity",
             dependencies: [
-                "NetActivityClient",
+                "NetActivityClient", "NetActivityContract",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
         ),
         // A load client for `make bench` (not a product; not installed).
         .executableTarget(
-            name: "netactivity-bench", dependencies: ["DBusKit", "NetActivityCore", "NetActivityTesting"], swiftSettings: strict),
-        .target(name: "NetActivityTesting", dependencies: ["NetActivityCore"], swiftSettings: strict),
+            name: "netactivity-bench",
+            dependencies: ["NetActivityContract", "LinuxKit", "DBusKit", "NetActivityCore", "NetActivityTesting"],
+            swiftSettings: strict),
+        // Test kit: ManualClock, ManualScheduler, FakeFetcher, test images.
+        .target(name: "NetActivityTesting", dependencies: ["NetActivityContract", "NetActivityCore", "LinuxKit"], swiftSettings: strict),
         .testTarget(
             name: "NetActivityCoreTests",
-            dependencies: ["NetActivityCore", "NetActivityTesting"],
+            dependencies: ["NetActivityContract", "NetActivityCore", "NetActivityTesting"],
             swiftSettings: strict
         ),
-        .testTarget(name: "DBusKitTests", dependencies: ["DBusKit"], swiftSettings: strict),
+        .testTarget(name: "LinuxKitTests", dependencies: ["LinuxKit"], swiftSettings: strict),
+        .testTarget(name: "DBusKitTests", dependencies: ["DBusKit", "LinuxKit"], swiftSettings: strict),
+        // The agent's services driven with a manual scheduler and a recording sink: no bus, no sleep.
+        .testTarget(
+            name: "NetActivityAgentTests",
+            dependencies: ["NetActivityAgent", "NetActivityContract", "NetActivityCore", "DBusKit", "LinuxKit", "NetActivityTesting"],
+            swiftSettings: strict),
         // The library against the real agent (built beside the tests) on a private bus.
         .testTarget(
             name: "NetActivityClientTests",
             dependencies: [
-                "NetActivityClient", "NetActivityAsyncHTTPClient", "NetActivityURLSession", "DBusKit", "NetActivityTesting",
+                "NetActivityClient", "NetActivityAsyncHTTPClient", "NetActivityURLSession", "NetActivityContract", "DBusKit",
+                "LinuxKit", "NetActivityTesting",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             swiftSettings: strict),

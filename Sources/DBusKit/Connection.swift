@@ -1,12 +1,35 @@
 internal import CDBus
 import Glibc
+public import LinuxKit
+
+/// Where outgoing messages go: a bus connection, or a recorder in tests. The object server and
+/// signal emission need nothing more, so the services above them run with no bus in their tests.
+public protocol MessageSink: AnyObject {
+    /// Our unique name on the bus (the sender of what we emit).
+    var uniqueName: String { get }
+    func send(_ message: Message)
+}
+
+extension MessageSink {
+    /// Emits a signal from `path`. `destination` makes it unicast.
+    public func emitSignal(
+        path: String, interface: String, member: String, destination: String? = nil,
+        _ body: (inout MessageWriter) throws -> Void = { _ in }
+    ) rethrows {
+        guard let message = try? Message.signal(path: path, interface: interface, member: member) else { return }
+        if let destination { try? message.setDestination(destination) }
+        var writer = message.writer()
+        try body(&writer)
+        send(message)
+    }
+}
 
 /// A private connection to a message bus, driven by an `EventLoop` on one thread.
 ///
 /// The loop honours every libdbus watch (with its enabled flag) and timeout, and dispatches
 /// after each batch of I/O. libdbus calls the watch and timeout functions with the connection
 /// lock held, so they only update our tables and epoll; they never call back into libdbus.
-public final class Connection {
+public final class Connection: MessageSink {
     let raw: OpaquePointer
     public let uniqueName: String
     private weak var loop: EventLoop?
@@ -20,6 +43,13 @@ public final class Connection {
     public var methodCallHandler: ((Message) -> Void)?
     /// Called once when the bus connection is lost.
     public var onDisconnect: (() -> Void)?
+
+    /// libdbus aborts the process when a check on its API fails. An agent that serves the whole
+    /// session should log and carry on instead: this turns such checks into warnings. Call it
+    /// before the first libdbus call.
+    public static func makeLibdbusChecksNonFatal() {
+        setenv("DBUS_FATAL_WARNINGS", "0", 0)
+    }
 
     /// The session bus address: `$DBUS_SESSION_BUS_ADDRESS`, else the bus that activated us
     /// (`$DBUS_STARTER_ADDRESS` when `$DBUS_STARTER_BUS_TYPE` is session), else `$XDG_RUNTIME_DIR/bus`
@@ -277,18 +307,6 @@ public final class Connection {
             }
         }, box, { data in Unmanaged<ReplyBox>.fromOpaque(data!).release() })
         dbus_pending_call_unref(pending)
-    }
-
-    /// Emits a signal from `path`. `destination` makes it unicast.
-    public func emitSignal(
-        path: String, interface: String, member: String, destination: String? = nil,
-        _ body: (inout MessageWriter) throws -> Void = { _ in }
-    ) rethrows {
-        guard let message = try? Message.signal(path: path, interface: interface, member: member) else { return }
-        if let destination { try? message.setDestination(destination) }
-        var writer = message.writer()
-        try body(&writer)
-        send(message)
     }
 
     // MARK: bus daemon

@@ -114,6 +114,9 @@ public final class Message: @unchecked Sendable {
         _ = dbus_message_set_destination(raw, name)
     }
 
+    /// Sets the sender (the bus does this for real messages; tests that hand calls to an object
+    /// server directly set it themselves).
+    public func setSender(_ name: String) { dbus_message_set_sender(raw, name) }
     public func setAutoStart(_ on: Bool) { dbus_message_set_auto_start(raw, on ? 1 : 0) }
     public func setNoReply(_ on: Bool) { dbus_message_set_no_reply(raw, on ? 1 : 0) }
 }

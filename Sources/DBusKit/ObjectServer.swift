@@ -106,7 +106,11 @@ public final class DBusInterface {
 /// `org.freedesktop.DBus.Properties` and `Introspectable` for every exported object.
 /// (`org.freedesktop.DBus.Peer` is answered by libdbus itself before any filter runs.)
 public final class ObjectServer {
-    public let connection: Connection
+    /// Where replies and signals go.
+    public let sink: any MessageSink
+    /// Turns an error a handler threw that is not a `DBusError` into one (the agent maps its
+    /// contract's errors here); nil, or no mapper, makes it `org.freedesktop.DBus.Error.Failed`.
+    public var errorMapper: ((any Error) -> DBusError?)?
     private final class Object {
         // Objects are many (one per task) and have few interfaces: a list, searched in order.
         let interfaces: [DBusInterface]
@@ -123,9 +127,15 @@ public final class ObjectServer {
     static let peerInterface = "org.freedesktop.DBus.Peer"
     static let objectManagerInterface = "org.freedesktop.DBus.ObjectManager"
 
-    public init(connection: Connection) {
-        self.connection = connection
+    /// Serves calls that arrive on `connection`.
+    public convenience init(connection: Connection) {
+        self.init(sink: connection)
         connection.methodCallHandler = { [unowned self] message in self.handle(message) }
+    }
+
+    /// Answers calls handed to `handle(_:)`, replying and emitting through `sink`.
+    public init(sink: any MessageSink) {
+        self.sink = sink
     }
 
     /// Serves `interfaces` at `path`. Below an object manager, this announces the object with
@@ -136,7 +146,7 @@ public final class ObjectServer {
         objects[path] = object
         invalidateAncestors(of: path)
         if let manager = manager(above: path) {
-            try? connection.emitSignal(path: manager, interface: Self.objectManagerInterface, member: "InterfacesAdded") { w in
+            try? sink.emitSignal(path: manager, interface: Self.objectManagerInterface, member: "InterfacesAdded") { w in
                 try w.appendObjectPath(path)
                 try appendInterfaces(&w, object, path: path)
             }
@@ -148,7 +158,7 @@ public final class ObjectServer {
         guard let object = objects.removeValue(forKey: path) else { return }
         invalidateAncestors(of: path)
         if let manager = manager(above: path) {
-            try? connection.emitSignal(path: manager, interface: Self.objectManagerInterface, member: "InterfacesRemoved") { w in
+            try? sink.emitSignal(path: manager, interface: Self.objectManagerInterface, member: "InterfacesRemoved") { w in
                 try w.appendObjectPath(path)
                 w.appendArray(elementSignature: "s") { a in for table in object.interfaces { a.append(table.name) } }
             }
@@ -188,7 +198,8 @@ public final class ObjectServer {
 
     // MARK: dispatch
 
-    private func handle(_ message: Message) {
+    /// Routes one incoming method call (the connection calls this; tests may too).
+    public func handle(_ message: Message) {
         let raw = message.raw
         guard let pathC = dbus_message_get_path(raw), let memberC = dbus_message_get_member(raw) else { return }
         let path = String(cString: pathC)
@@ -242,7 +253,7 @@ public final class ObjectServer {
         } catch let error as DBusError {
             replyError(message, error)
         } catch {
-            replyError(message, .failed("\(error)"))
+            replyError(message, errorMapper?(error) ?? .failed("\(error)"))
         }
     }
 
@@ -257,7 +268,7 @@ public final class ObjectServer {
             message: message, path: path, sender: message.sender ?? "",
             args: message.reader(), reply: reply.writer())
         try method.handler(&call)
-        if !message.noReplyExpected { connection.send(reply) }
+        if !message.noReplyExpected { sink.send(reply) }
     }
 
     private func introspect(_ message: Message, path: String, object: Object) throws {
@@ -277,12 +288,12 @@ public final class ObjectServer {
         let reply = message.makeReturn()
         var w = reply.writer()
         try body(&w)
-        if !message.noReplyExpected { connection.send(reply) }
+        if !message.noReplyExpected { sink.send(reply) }
     }
 
     private func replyError(_ message: Message, _ error: DBusError) {
         guard !message.noReplyExpected else { return }
-        connection.send(message.makeError(error))
+        sink.send(message.makeError(error))
     }
 
     // MARK: org.freedesktop.DBus.Properties
@@ -352,7 +363,7 @@ public final class ObjectServer {
     /// Emits `PropertiesChanged` for `names` of `interface` at `path`, with their current values.
     public func emitPropertiesChanged(path: String, interface: String, changed names: [String], invalidated: [String] = []) {
         guard let object = objects[path], let table = object.interface(interface) else { return }
-        try? connection.emitSignal(path: path, interface: ObjectServer.propertiesInterface, member: "PropertiesChanged") { w in
+        try? sink.emitSignal(path: path, interface: ObjectServer.propertiesInterface, member: "PropertiesChanged") { w in
             w.append(interface)
             try w.appendArray(elementSignature: "{sv}") { a in
                 for name in names {

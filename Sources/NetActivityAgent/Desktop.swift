@@ -1,31 +1,18 @@
 import DBusKit
 import Glibc
+import LinuxKit
+import Logging
 
-/// Something on the desktop that follows the indicator (the tray icon, notifications).
-protocol DesktopObserver: AnyObject {
-    func start() throws
-    func visibleChanged(_ visible: Bool)
-    /// The coalesced client list changed (at most every 50 ms).
-    func clientsChanged()
-}
-
-extension Agent {
-    /// "firefox (2), thunderbird (1)": who holds the activity, for tooltips and notifications.
-    var clientsSummary: String {
-        let clients = currentClients()
-        guard !clients.isEmpty else { return "No network activity" }
-        return clients.map { "\($0.processName.isEmpty ? $0.name : $0.processName) (\($0.count))" }.joined(separator: ", ")
-    }
-
+extension Connection {
     /// Follows a bus name's owner: `onOwner` gets the owner now (looked up without blocking) and
     /// after every change ("" when it left).
     func followOwner(of name: String, _ onOwner: @escaping (String) -> Void) throws {
-        try connection.addMatch(SignalMatch.nameOwnerChanged.rule + ",arg0='\(name)'")
-        connection.onSignal(SignalMatch.nameOwnerChanged) { message in
+        try addMatch(SignalMatch.nameOwnerChanged.rule + ",arg0='\(name)'")
+        onSignal(SignalMatch.nameOwnerChanged) { message in
             guard let change = SignalMatch.nameOwnerChange(message), change.name == name else { return }
             onOwner(change.newOwner)
         }
-        connection.busCallAsync("GetNameOwner", timeoutMilliseconds: 5000, { w in w.append(name) }) { result in
+        busCallAsync("GetNameOwner", timeoutMilliseconds: 5000, { w in w.append(name) }) { result in
             guard case .success(let reply) = result else { return }
             var r = reply.reader()
             if let owner = try? r.read(String.self) { onOwner(owner) }
@@ -43,18 +30,26 @@ final class TrayIcon: DesktopObserver {
     static let watcher = "org.kde.StatusNotifierWatcher"
     static let icon = "network-transmit-receive"
 
-    unowned let agent: Agent
+    private let connection: Connection
+    private let server: ObjectServer
+    private unowned let indicator: any IndicatorSource
+    private let logger: Logger
     /// The name hosts know the item by (the spec's org.kde.StatusNotifierItem-PID-ID form).
     let itemName = "org.kde.StatusNotifierItem-\(getpid())-1"
 
-    init(agent: Agent) { self.agent = agent }
+    init(connection: Connection, server: ObjectServer, indicator: any IndicatorSource, logger: Logger) {
+        self.connection = connection
+        self.server = server
+        self.indicator = indicator
+        self.logger = logger
+    }
 
-    var status: String { agent.machine.isVisible ? "Active" : "Passive" }
+    var status: String { indicator.isVisible ? "Active" : "Passive" }
 
     func start() throws {
-        agent.server.export(path: Self.path, interfaces: [makeInterface()])
-        _ = try agent.connection.requestName(itemName, replace: false, allowReplacement: false)
-        try agent.followOwner(of: Self.watcher) { [unowned self] owner in
+        server.export(path: Self.path, interfaces: [makeInterface()])
+        _ = try connection.requestName(itemName, replace: false, allowReplacement: false)
+        try connection.followOwner(of: Self.watcher) { [unowned self] owner in
             if !owner.isEmpty { self.register() }
         }
     }
@@ -66,24 +61,24 @@ final class TrayIcon: DesktopObserver {
         else { return }
         var w = m.writer()
         w.append(itemName)
-        agent.connection.callAsync(m, timeoutMilliseconds: 5000) { [unowned self] result in
+        connection.callAsync(m, timeoutMilliseconds: 5000) { [unowned self] result in
             if case .failure(let e) = result {
-                self.agent.logger.notice("The tray (StatusNotifierWatcher) refused our item: \(e.message)")
+                self.logger.notice("The tray (StatusNotifierWatcher) refused our item: \(e.message)")
             } else {
-                self.agent.logger.debug("Registered the tray item \(self.itemName)")
+                self.logger.debug("Registered the tray item \(self.itemName)")
             }
         }
     }
 
     func visibleChanged(_ visible: Bool) {
         let status = self.status
-        agent.connection.emitSignal(path: Self.path, interface: Self.interface, member: "NewStatus") { w in w.append(status) }
-        agent.connection.emitSignal(path: Self.path, interface: Self.interface, member: "NewToolTip") { _ in }
+        connection.emitSignal(path: Self.path, interface: Self.interface, member: "NewStatus") { w in w.append(status) }
+        connection.emitSignal(path: Self.path, interface: Self.interface, member: "NewToolTip") { _ in }
     }
 
     func clientsChanged() {
-        guard agent.machine.isVisible else { return }
-        agent.connection.emitSignal(path: Self.path, interface: Self.interface, member: "NewToolTip") { _ in }
+        guard indicator.isVisible else { return }
+        connection.emitSignal(path: Self.path, interface: Self.interface, member: "NewToolTip") { _ in }
     }
 
     private func makeInterface() -> DBusInterface {
@@ -114,7 +109,7 @@ final class TrayIcon: DesktopObserver {
                 DBusProperty("AttentionIconPixmap", "a(iiay)", emitsChanged: .const) { w, _ in noPixmaps(&w) },
                 DBusProperty("AttentionMovieName", "s", emitsChanged: .const) { w, _ in w.append("") },
                 DBusProperty("ToolTip", "(sa(iiay)ss)", emitsChanged: .false) { [unowned self] w, _ in
-                    let text = self.agent.clientsSummary
+                    let text = self.indicator.clientsSummary
                     w.appendStruct { s in
                         s.append(Self.icon)
                         noPixmaps(&s)
@@ -140,26 +135,32 @@ final class ActivityNotifier: DesktopObserver {
     static let name = "org.freedesktop.Notifications"
     static let path = "/org/freedesktop/Notifications"
 
-    unowned let agent: Agent
+    private let connection: Connection
+    private let scheduler: any Scheduler
+    private unowned let indicator: any IndicatorSource
+    private let logger: Logger
     let after: Double
-    private var timer: EventLoop.TimerID?
+    private var timer: TimerID?
     /// The activity notification on screen (0: none), and the id to replace next.
     private var shownID: UInt32 = 0
     private var pending = false
     private var failureID: UInt32 = 0
 
-    init(agent: Agent, after: Double) {
-        self.agent = agent
+    init(connection: Connection, scheduler: any Scheduler, indicator: any IndicatorSource, logger: Logger, after: Double) {
+        self.connection = connection
+        self.scheduler = scheduler
+        self.indicator = indicator
+        self.logger = logger
         self.after = after
     }
 
     func start() throws {}
 
     func visibleChanged(_ visible: Bool) {
-        if let t = timer { agent.loop.cancel(t) }
+        if let t = timer { scheduler.cancel(t) }
         timer = nil
         if visible {
-            timer = agent.loop.schedule(afterNanoseconds: UInt64(after * 1e9)) { [unowned self] in
+            timer = scheduler.schedule(afterNanoseconds: UInt64(after * 1e9)) { [unowned self] in
                 self.timer = nil
                 self.show()
             }
@@ -170,20 +171,20 @@ final class ActivityNotifier: DesktopObserver {
     }
 
     func clientsChanged() {
-        if shownID != 0, agent.machine.isVisible { show() }
+        if shownID != 0, indicator.isVisible { show() }
     }
 
     private func show() {
-        guard agent.machine.isVisible, !pending else { return }
+        guard indicator.isVisible, !pending else { return }
         pending = true
         let seconds = after == after.rounded() ? String(Int(after)) : String(after)
         notify(
             replacing: shownID, summary: "Network activity",
-            body: "\(agent.clientsSummary) for more than \(seconds) s", category: "network"
+            body: "\(indicator.clientsSummary) for more than \(seconds) s", category: "network"
         ) { [unowned self] id in
             self.pending = false
             // Activity may have ended while the call was out: then close what was just shown.
-            if self.agent.machine.isVisible { self.shownID = id } else { self.close(id) }
+            if self.indicator.isVisible { self.shownID = id } else { self.close(id) }
         }
     }
 
@@ -206,7 +207,7 @@ final class ActivityNotifier: DesktopObserver {
         w.appendArray(elementSignature: "s") { _ in }
         try? w.appendVardict(["category": .string(category), "desktop-entry": .string("netactivityd")])
         w.append(Int32(-1))
-        agent.connection.callAsync(m, timeoutMilliseconds: 5000) { [weak self] result in
+        connection.callAsync(m, timeoutMilliseconds: 5000) { [weak self] result in
             guard let self else { return }
             switch result {
             case .success(let reply):
@@ -214,7 +215,7 @@ final class ActivityNotifier: DesktopObserver {
                 done((try? r.read(UInt32.self)) ?? 0)
             case .failure(let e):
                 self.pending = false
-                self.agent.logger.debug("No notification posted: \(e.message)")
+                self.logger.debug("No notification posted: \(e.message)")
             }
         }
     }
@@ -225,6 +226,6 @@ final class ActivityNotifier: DesktopObserver {
         else { return }
         var w = m.writer()
         w.append(id)
-        agent.connection.callAsync(m, timeoutMilliseconds: 5000) { _ in }
+        connection.callAsync(m, timeoutMilliseconds: 5000) { _ in }
     }
 }

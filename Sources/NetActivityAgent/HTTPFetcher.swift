@@ -1,6 +1,7 @@
 import CCurl
-import DBusKit
 import Glibc
+import LinuxKit
+import NetActivityContract
 import NetActivityCore
 
 /// HTTP(S) for the downloader: libcurl's multi interface driven by the agent's own event loop
@@ -80,7 +81,7 @@ final class HTTPFetcher {
     ) -> () -> Void {
         let t = Transfer(url: url, limit: limits.maxBytes, progress: progress, completion: completion)
         guard let easy = curl_easy_init() else {
-            completion(.failure(.failed(name: "Network", message: "Could not start a transfer")))
+            completion(.failure(.failed(NetActivityError(.network, "Could not start a transfer"))))
             return {}
         }
         t.easy = easy
@@ -203,17 +204,17 @@ final class HTTPFetcher {
         let detail = String(cString: curl_easy_strerror(code))
         switch code {
         case CURLE_OPERATION_TIMEDOUT:
-            return .failure(.failed(name: "Timeout", message: "\(t.url): \(detail)"))
+            return .failure(.failed(NetActivityError(.timeout, "\(t.url): \(detail)")))
         case CURLE_FILESIZE_EXCEEDED:
-            return .failure(.failed(name: "TooLarge", message: "\(t.url) is larger than the limit of \(t.limit) bytes"))
+            return .failure(.failed(NetActivityError(.tooLarge, "\(t.url) is larger than the limit of \(t.limit) bytes")))
         case CURLE_WRITE_ERROR where t.tooLarge:
-            return .failure(.failed(name: "TooLarge", message: "\(t.url) is larger than the limit of \(t.limit) bytes"))
+            return .failure(.failed(NetActivityError(.tooLarge, "\(t.url) is larger than the limit of \(t.limit) bytes")))
         case CURLE_TOO_MANY_REDIRECTS:
-            return .failure(.failed(name: "HTTP", message: "\(t.url): too many redirects"))
+            return .failure(.failed(NetActivityError(.http, "\(t.url): too many redirects")))
         case CURLE_UNSUPPORTED_PROTOCOL:
-            return .failure(.failed(name: "InvalidURL", message: "\(t.url) led to a scheme other than http or https"))
+            return .failure(.failed(NetActivityError(.invalidURL, "\(t.url) led to a scheme other than http or https")))
         default:
-            return .failure(.failed(name: "Network", message: "\(t.url): \(detail)"))
+            return .failure(.failed(NetActivityError(.network, "\(t.url): \(detail)")))
         }
     }
 }

@@ -1,4 +1,5 @@
 import DBusKit
+import LinuxKit
 import Glibc
 import Logging
 

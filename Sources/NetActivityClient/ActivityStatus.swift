@@ -21,14 +21,14 @@ public struct ActivityStatus: Equatable, Sendable {
 
     /// Updates the fields named in an `a{sv}` of the agent's properties.
     mutating func apply(_ props: [String: DBusValue]) {
-        if let v = props["Visible"]?.boolValue { visible = v }
-        if let v = props["State"]?.stringValue { state = v }
-        if let v = props["ActivityCount"]?.uint32Value { activityCount = v }
-        if let v = props["Enabled"]?.boolValue { enabled = v }
-        if let v = props["ActivationDelay"]?.doubleValue { activationDelay = v }
-        if let v = props["CompletionDelay"]?.doubleValue { completionDelay = v }
-        if let v = props["Version"]?.uint32Value { version = v }
-        if let list = props["Clients"]?.arrayElements {
+        if let v = props[ActivityMember.Property.visible.rawValue]?.boolValue { visible = v }
+        if let v = props[ActivityMember.Property.state.rawValue]?.stringValue { state = v }
+        if let v = props[ActivityMember.Property.activityCount.rawValue]?.uint32Value { activityCount = v }
+        if let v = props[ActivityMember.Property.enabled.rawValue]?.boolValue { enabled = v }
+        if let v = props[ActivityMember.Property.activationDelay.rawValue]?.doubleValue { activationDelay = v }
+        if let v = props[ActivityMember.Property.completionDelay.rawValue]?.doubleValue { completionDelay = v }
+        if let v = props[ActivityMember.Property.version.rawValue]?.uint32Value { version = v }
+        if let list = props[ActivityMember.Property.clients.rawValue]?.arrayElements {
             clients = list.compactMap { item in
                 guard case .structure(let f) = item, f.count == 3, let name = f[0].stringValue,
                       let process = f[1].stringValue, let count = f[2].uint32Value

@@ -49,7 +49,7 @@ extension ClientCore {
              reply: { [unowned self] result in
             guard self.remoteWatches[path] === watch else { return }
             var r = (try? result.get())?.reader()
-            guard let props = try? r?.readVardict(), props["State"] != nil else { return self.endRemoteWatch(path) }
+            guard let props = try? r?.readVardict(), props[TaskMember.Property.state.rawValue] != nil else { return self.endRemoteWatch(path) }
             let snapshot = TaskSnapshot(path: path, properties: props)
             self.deliver(snapshot, to: watch, path: path)
         })

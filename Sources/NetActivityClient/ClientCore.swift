@@ -1,3 +1,4 @@
+import LinuxKit
 import DBusKit
 import Glibc
 import NetActivityCore
@@ -15,10 +16,10 @@ import NetActivityCore
 final class ClientCore: @unchecked Sendable {
     typealias Completion<T> = (Result<T, NetActivityError>) -> Void
 
-    static let busName = "org.example.NetActivity"
-    static let path = "/org/example/NetActivity"
-    static let interface = "org.example.NetActivity"
-    static let taskInterface = "org.example.NetActivity.Task"
+    static let busName = NetActivityBus.name
+    static let path = NetActivityBus.objectPath
+    static let interface = NetActivityInterface.activity.rawValue
+    static let taskInterface = NetActivityInterface.task.rawValue
 
     let loop = EventLoop()
     let mailbox: EventLoop.Mailbox
@@ -82,7 +83,7 @@ final class ClientCore: @unchecked Sendable {
         }, context)
         if rc != 0 {
             Unmanaged<StartContext>.fromOpaque(context).release()
-            done(.failure(NetActivityError(name: "org.freedesktop.DBus.Error.Failed", message: "Could not start the client thread")))
+            done(.failure(NetActivityError(.failed, "Could not start the client thread")))
         } else {
             pthread_detach(thread)
         }
@@ -141,7 +142,7 @@ final class ClientCore: @unchecked Sendable {
             self.statusChanged(props)
         }
         // DownloadFinished is sent to us alone: no match rule, only a handler.
-        c.onSignal(SignalMatch(path: Self.path, interface: Self.downloaderInterface, member: "DownloadFinished")) {
+        c.onSignal(SignalMatch(path: Self.path, interface: Self.downloaderInterface, member: DownloaderMember.Signal.downloadFinished.rawValue)) {
             [unowned self] message in
             guard message.sender == self.owner else { return }
             var r = message.reader()
@@ -169,8 +170,7 @@ final class ClientCore: @unchecked Sendable {
     /// True once the connection is closed (by the app, or because the bus went away).
     private(set) var isClosed = false
 
-    static let closedError = NetActivityError(
-        name: "org.freedesktop.DBus.Error.Disconnected", message: "The connection to the bus is closed")
+    static let closedError = NetActivityError(.disconnected, "The connection to the bus is closed")
 
     func shutDown() {
         guard !isClosed else { return }
@@ -201,7 +201,7 @@ final class ClientCore: @unchecked Sendable {
         _ body: (inout MessageWriter) throws -> Void = { _ in }, reply: Completion<Message>? = nil
     ) {
         guard let owner, let connection else {
-            reply?(.failure(NetActivityError(name: "org.freedesktop.DBus.Error.ServiceUnknown", message: "The agent is not running")))
+            reply?(.failure(NetActivityError(.serviceUnknown, "The agent is not running")))
             return
         }
         do {
@@ -219,7 +219,7 @@ final class ClientCore: @unchecked Sendable {
         } catch let e as DBusError {
             reply?(.failure(NetActivityError(e)))
         } catch {
-            reply?(.failure(NetActivityError(name: "org.freedesktop.DBus.Error.Failed", message: "\(error)")))
+            reply?(.failure(NetActivityError(.failed, "\(error)")))
         }
     }
 
@@ -262,14 +262,14 @@ final class ClientCore: @unchecked Sendable {
         let orphaned = downloads
         downloads = [:]
         for done in orphaned.values {
-            done(.failure(NetActivityError(name: "org.freedesktop.DBus.Error.NoReply", message: "The agent restarted during the download")))
+            done(.failure(NetActivityError(.noReply, "The agent restarted during the download")))
         }
         guard owner != nil else {
             publishStatus()
             return
         }
         // Everything still held, afresh: counts, leases, live tasks.
-        for _ in 0..<count { send("IncrementActivityCount") }
+        for _ in 0..<count { send(ActivityMember.Method.incrementActivityCount.rawValue) }
         for id in leases.keys.sorted() { assertLease(id) { _ in } }
         for id in tasks.keys.sorted() {
             guard let entry = tasks[id] else { continue }
@@ -287,11 +287,11 @@ final class ClientCore: @unchecked Sendable {
     func increment(_ done: @escaping Completion<Void>) {
         count += 1
         let generation = self.generation
-        send("IncrementActivityCount", reply: { [unowned self] result in
+        send(ActivityMember.Method.incrementActivityCount.rawValue, reply: { [unowned self] result in
             if case .failure(let e) = result, !Self.isAbsence(e) {
                 // Refused (a limit): undo, and take it back from an agent that was told on re-assertion.
                 self.count -= 1
-                if generation != self.generation { self.send("DecrementActivityCount") }
+                if generation != self.generation { self.send(ActivityMember.Method.decrementActivityCount.rawValue) }
             }
             Self.settle(result, done)
         })
@@ -300,7 +300,7 @@ final class ClientCore: @unchecked Sendable {
     func decrement(_ done: @escaping Completion<Void>) {
         guard count > 0 else { return done(.success(())) }
         count -= 1
-        send("DecrementActivityCount", reply: { result in Self.settle(result, done) })
+        send(ActivityMember.Method.decrementActivityCount.rawValue, reply: { result in Self.settle(result, done) })
     }
 
     // MARK: leases
@@ -328,7 +328,7 @@ final class ClientCore: @unchecked Sendable {
     private func assertLease(_ id: Int, _ done: @escaping Completion<Void>) {
         guard let reason = leases[id]?.reason else { return done(.success(())) }
         let generation = self.generation
-        send("BeginActivity", { w in w.append(reason) }, reply: { [unowned self] result in
+        send(ActivityMember.Method.beginActivity.rawValue, { w in w.append(reason) }, reply: { [unowned self] result in
             guard case .success(let reply) = result else { return Self.settle(result, done) }
             var r = reply.reader()
             guard let fd = try? r.readFD() else { return done(.success(())) }
@@ -364,12 +364,12 @@ final class ClientCore: @unchecked Sendable {
         let generation = self.generation
         let begun = record.state == .suspended ? TaskState.suspended : .running
         let expected = TaskProgress(expectedToSend: record.progress.expectedToSend, expectedToReceive: record.progress.expectedToReceive)
-        send("BeginTask", { w in
+        send(ActivityMember.Method.beginTask.rawValue, { w in
             w.append(record.description)
             try w.appendVardict([
-                "suspended": .bool(begun == .suspended),
-                "expected-to-send": .uint64(expected.expectedToSend),
-                "expected-to-receive": .uint64(expected.expectedToReceive),
+                TaskMember.Option.suspended.rawValue: .bool(begun == .suspended),
+                TaskMember.Option.expectedToSend.rawValue: .uint64(expected.expectedToSend),
+                TaskMember.Option.expectedToReceive.rawValue: .uint64(expected.expectedToReceive),
             ])
         }, reply: { [unowned self] result in
             guard case .success(let reply) = result else { return Self.settle(result, done) }
@@ -399,7 +399,7 @@ final class ClientCore: @unchecked Sendable {
             entry.agentProgress = record.progress
             let p = record.progress
             let generation = self.generation
-            send("SetProgress", path: path, interface: Self.taskInterface, { w in
+            send(TaskMember.Method.setProgress.rawValue, path: path, interface: Self.taskInterface, { w in
                 w.append(p.sent)
                 w.append(p.expectedToSend)
                 w.append(p.received)
@@ -416,9 +416,9 @@ final class ClientCore: @unchecked Sendable {
         }
         entry.agentState = record.state
         let member = switch record.state {
-        case .running: "Resume"
-        case .suspended: "Suspend"
-        case .completed: "Complete"
+        case .running: TaskMember.Method.resume.rawValue
+        case .suspended: TaskMember.Method.suspend.rawValue
+        case .completed: TaskMember.Method.complete.rawValue
         }
         send(member, path: path, interface: Self.taskInterface, { w in
             if record.state == .completed { w.append(record.error) }
@@ -468,7 +468,7 @@ final class ClientCore: @unchecked Sendable {
 
     // MARK: downloads
 
-    static let downloaderInterface = "org.example.NetActivity.Downloader"
+    static let downloaderInterface = NetActivityInterface.downloader.rawValue
     /// Receipts waiting for their DownloadFinished.
     var downloads: [String: Completion<Void>] = [:]
 
@@ -479,11 +479,11 @@ final class ClientCore: @unchecked Sendable {
         _ done: @escaping Completion<Bool>
     ) {
         let generation = self.generation
-        send("DownloadImage", interface: Self.downloaderInterface, { w in
+        send(DownloaderMember.Method.downloadImage.rawValue, interface: Self.downloaderInterface, { w in
             w.append(url)
             var options: [String: DBusValue] = [:]
-            if !additionalIdentifier.isEmpty { options["additional-identifier"] = .string(additionalIdentifier) }
-            if reload { options["reload"] = .bool(true) }
+            if !additionalIdentifier.isEmpty { options[DownloaderMember.Option.additionalIdentifier.rawValue] = .string(additionalIdentifier) }
+            if reload { options[DownloaderMember.Option.reload.rawValue] = .bool(true) }
             try w.appendVardict(options)
         }, reply: { [unowned self] result in
             switch result {
@@ -492,10 +492,10 @@ final class ClientCore: @unchecked Sendable {
             case .success(let reply):
                 var r = reply.reader()
                 guard let receipt = try? r.read(String.self), (try? r.readObjectPath()) != nil, let cached = try? r.read(Bool.self)
-                else { return done(.failure(NetActivityError(name: "org.freedesktop.DBus.Error.InvalidSignature", message: "Unexpected reply"))) }
+                else { return done(.failure(NetActivityError(.invalidSignature, "Unexpected reply"))) }
                 if cached { return done(.success(true)) }
                 guard generation == self.generation else {
-                    return done(.failure(NetActivityError(name: "org.freedesktop.DBus.Error.NoReply", message: "The agent restarted during the download")))
+                    return done(.failure(NetActivityError(.noReply, "The agent restarted during the download")))
                 }
                 self.downloads[receipt] = { result in done(result.map { false }) }
                 onReceipt?(receipt)
@@ -507,12 +507,12 @@ final class ClientCore: @unchecked Sendable {
     /// no receipt is left.
     func cancelDownload(_ receipt: String) {
         guard downloads.removeValue(forKey: receipt) != nil else { return }
-        send("CancelDownload", interface: Self.downloaderInterface, { w in w.append(receipt) }, reply: { _ in })
+        send(DownloaderMember.Method.cancelDownload.rawValue, interface: Self.downloaderInterface, { w in w.append(receipt) }, reply: { _ in })
     }
 
     /// The cached image's bytes for (url, additionalIdentifier), or nil on a miss.
     func lookupImage(url: String, additionalIdentifier: String, _ done: @escaping Completion<[UInt8]?>) {
-        request("LookupImageForRequest", interface: NetActivity.cacheInterface, { w in
+        request(ImageCacheMember.Method.lookupImageForRequest.rawValue, interface: NetActivity.cacheInterface, { w in
             w.append(url)
             w.append(additionalIdentifier)
         }, decode: Self.decodeLookup, done)

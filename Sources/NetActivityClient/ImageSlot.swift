@@ -115,7 +115,7 @@ public final class ImageSlot<Image: Sendable>: @unchecked Sendable {
                         show(bytes, from: cached ? .cache : .download, for: request)
                     case .success(nil):
                         fail(request, NetActivityError(
-                            name: "org.example.NetActivity.Error.NotFound", message: "\(request.url) was downloaded but is no longer cached"))
+                            .notFound, "\(request.url) was downloaded but is no longer cached"))
                     case .failure(let error):
                         fail(request, error)
                     }
@@ -130,7 +130,7 @@ public final class ImageSlot<Image: Sendable>: @unchecked Sendable {
         current = nil
         guard let image = decode(bytes) else {
             request.failure?(NetActivityError(
-                name: "org.example.NetActivity.Error.NotAnImage", message: "\(request.url) could not be decoded"))
+                .notAnImage, "\(request.url) could not be decoded"))
             return
         }
         if let success = request.success { success(image, source) } else { apply(image) }

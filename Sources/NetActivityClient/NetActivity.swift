@@ -107,7 +107,7 @@ public final class NetActivity: Sendable {
 
     // MARK: the shared image cache
 
-    static let cacheInterface = "org.example.NetActivity.ImageCache"
+    static let cacheInterface = NetActivityInterface.imageCache.rawValue
 
     private func cacheCall<T: Sendable>(
         _ member: String, _ body: @escaping @Sendable (inout MessageWriter) throws -> Void,
@@ -120,7 +120,7 @@ public final class NetActivity: Sendable {
 
     /// Stores an image (PNG, JPEG, GIF, WebP, BMP, ICO or SVG) in the cache every app shares.
     public func addImage(_ data: [UInt8], identifier: String) async throws(NetActivityError) {
-        try await cacheCall("AddImage", { w in
+        try await cacheCall(ImageCacheMember.Method.addImage.rawValue, { w in
             w.append(identifier)
             try w.appendBytes(data)
         }, decode: { _ throws(DBusError) in })
@@ -128,7 +128,7 @@ public final class NetActivity: Sendable {
 
     /// Stores an image under the request key of (url, additionalIdentifier).
     public func addImage(_ data: [UInt8], url: String, additionalIdentifier: String = "") async throws(NetActivityError) {
-        try await cacheCall("AddImageForRequest", { w in
+        try await cacheCall(ImageCacheMember.Method.addImageForRequest.rawValue, { w in
             w.append(url)
             w.append(additionalIdentifier)
             try w.appendBytes(data)
@@ -137,7 +137,7 @@ public final class NetActivity: Sendable {
 
     /// The cached image's bytes, or nil.
     public func image(identifier: String) async throws(NetActivityError) -> [UInt8]? {
-        try await cacheCall("LookupImage", { w in w.append(identifier) }, decode: ClientCore.decodeLookup)
+        try await cacheCall(ImageCacheMember.Method.lookupImage.rawValue, { w in w.append(identifier) }, decode: ClientCore.decodeLookup)
     }
 
     /// The image cached for (url, additionalIdentifier), or nil.
@@ -149,7 +149,7 @@ public final class NetActivity: Sendable {
     /// images), or nil.
     public func openImage(identifier: String) async throws(NetActivityError) -> SharedImageFile? {
         do {
-            return try await cacheCall("OpenImage", { w in w.append(identifier) }) { r throws(DBusError) in
+            return try await cacheCall(ImageCacheMember.Method.openImage.rawValue, { w in w.append(identifier) }) { r throws(DBusError) in
                 let fd = try r.readFD()
                 return SharedImageFile(fd: fd, size: (try? r.read(UInt64.self)) ?? 0)
             }
@@ -160,12 +160,12 @@ public final class NetActivity: Sendable {
 
     /// Whether an image was removed.
     public func removeImage(identifier: String) async throws(NetActivityError) -> Bool {
-        try await cacheCall("RemoveImage", { w in w.append(identifier) }) { r throws(DBusError) in try r.read(Bool.self) }
+        try await cacheCall(ImageCacheMember.Method.removeImage.rawValue, { w in w.append(identifier) }) { r throws(DBusError) in try r.read(Bool.self) }
     }
 
     /// Empties the shared cache; whether it held anything.
     public func removeAllImages() async throws(NetActivityError) -> Bool {
-        try await cacheCall("RemoveAllImages", { _ in }) { r throws(DBusError) in try r.read(Bool.self) }
+        try await cacheCall(ImageCacheMember.Method.removeAllImages.rawValue, { _ in }) { r throws(DBusError) in try r.read(Bool.self) }
     }
 
     // MARK: the shared downloader
@@ -179,7 +179,7 @@ public final class NetActivity: Sendable {
             core.download(url: url, additionalIdentifier: additionalIdentifier, reload: reload, done)
         } as Bool
         guard let bytes = try await image(url: url, additionalIdentifier: additionalIdentifier) else {
-            throw NetActivityError(name: "org.example.NetActivity.Error.NotFound", message: "\(url) was downloaded but is no longer cached")
+            throw NetActivityError(.notFound, "\(url) was downloaded but is no longer cached")
         }
         return bytes
     }
@@ -275,15 +275,15 @@ extension TaskSnapshot {
 
     /// Applies the properties present in `p` (all of them, or a PropertiesChanged).
     mutating func apply(_ p: [String: DBusValue]) {
-        if let v = p["State"]?.stringValue.flatMap(State.init(rawValue:)) { state = v }
-        if let v = p["Description"]?.stringValue { description = v }
-        if let v = p["Owner"]?.stringValue { owner = v }
-        if let v = p["CountOfBytesSent"]?.uint64Value { countOfBytesSent = v }
-        if let v = p["CountOfBytesExpectedToSend"]?.uint64Value { countOfBytesExpectedToSend = v }
-        if let v = p["CountOfBytesReceived"]?.uint64Value { countOfBytesReceived = v }
-        if let v = p["CountOfBytesExpectedToReceive"]?.uint64Value { countOfBytesExpectedToReceive = v }
-        if let v = p["FractionCompleted"]?.doubleValue { fractionCompleted = v }
-        if let v = p["Error"]?.stringValue { error = v }
+        if let v = p[TaskMember.Property.state.rawValue]?.stringValue.flatMap(State.init(rawValue:)) { state = v }
+        if let v = p[TaskMember.Property.description.rawValue]?.stringValue { description = v }
+        if let v = p[TaskMember.Property.owner.rawValue]?.stringValue { owner = v }
+        if let v = p[TaskMember.Property.countOfBytesSent.rawValue]?.uint64Value { countOfBytesSent = v }
+        if let v = p[TaskMember.Property.countOfBytesExpectedToSend.rawValue]?.uint64Value { countOfBytesExpectedToSend = v }
+        if let v = p[TaskMember.Property.countOfBytesReceived.rawValue]?.uint64Value { countOfBytesReceived = v }
+        if let v = p[TaskMember.Property.countOfBytesExpectedToReceive.rawValue]?.uint64Value { countOfBytesExpectedToReceive = v }
+        if let v = p[TaskMember.Property.fractionCompleted.rawValue]?.doubleValue { fractionCompleted = v }
+        if let v = p[TaskMember.Property.error.rawValue]?.stringValue { error = v }
     }
 }
 

@@ -1,3 +1,4 @@
+import LinuxKit
 import DBusKit
 import Glibc
 
@@ -22,9 +23,9 @@ public final class ActivityLease: @unchecked Sendable {
 ///
 /// This is the synchronous core of the client library: each call is one blocking round trip.
 public final class NetActivityClient {
-    static let busName = "org.example.NetActivity"
-    static let path = "/org/example/NetActivity"
-    static let interface = "org.example.NetActivity"
+    static let busName = NetActivityBus.name
+    static let path = NetActivityBus.objectPath
+    static let interface = NetActivityInterface.activity.rawValue
 
     let connection: Connection
 
@@ -53,21 +54,21 @@ public final class NetActivityClient {
         } catch let e as DBusError {
             throw NetActivityError(e)
         } catch {
-            throw NetActivityError(name: "org.freedesktop.DBus.Error.Failed", message: "\(error)")
+            throw NetActivityError(.failed, "\(error)")
         }
     }
 
     public func incrementActivityCount() throws(NetActivityError) {
-        _ = try call("IncrementActivityCount")
+        _ = try call(ActivityMember.Method.incrementActivityCount.rawValue)
     }
 
     public func decrementActivityCount() throws(NetActivityError) {
-        _ = try call("DecrementActivityCount")
+        _ = try call(ActivityMember.Method.decrementActivityCount.rawValue)
     }
 
     /// Begins a lease; the activity lasts until the lease ends.
     public func beginActivity(reason: String) throws(NetActivityError) -> ActivityLease {
-        let reply = try call("BeginActivity") { w in w.append(reason) }
+        let reply = try call(ActivityMember.Method.beginActivity.rawValue) { w in w.append(reason) }
         var r = reply.reader()
         do {
             return ActivityLease(fd: try r.readFD())
@@ -97,15 +98,15 @@ public final class NetActivityClient {
     }
 
     public func setEnabled(_ enabled: Bool) throws(NetActivityError) {
-        try setProperty("Enabled", .bool(enabled))
+        try setProperty(ActivityMember.Property.enabled.rawValue, .bool(enabled))
     }
 
     public func setActivationDelay(seconds: Double) throws(NetActivityError) {
-        try setProperty("ActivationDelay", .double(seconds))
+        try setProperty(ActivityMember.Property.activationDelay.rawValue, .double(seconds))
     }
 
     public func setCompletionDelay(seconds: Double) throws(NetActivityError) {
-        try setProperty("CompletionDelay", .double(seconds))
+        try setProperty(ActivityMember.Property.completionDelay.rawValue, .double(seconds))
     }
 
     func setProperty(_ name: String, _ value: DBusValue) throws(NetActivityError) {
@@ -125,7 +126,7 @@ public final class NetActivityClient {
         } catch let e as DBusError {
             throw NetActivityError(e)
         } catch {
-            throw NetActivityError(name: "org.freedesktop.DBus.Error.Failed", message: "\(error)")
+            throw NetActivityError(.failed, "\(error)")
         }
     }
 
@@ -169,7 +170,7 @@ public final class NetActivityClient {
 
     // MARK: tasks
 
-    static let taskInterface = "org.example.NetActivity.Task"
+    static let taskInterface = NetActivityInterface.task.rawValue
 
     /// Every task the agent holds (live and recently completed), ordered by task number.
     public func tasks() throws(NetActivityError) -> [TaskSnapshot] {
@@ -291,11 +292,11 @@ public final class NetActivityClient {
 
     // MARK: image cache
 
-    static let cacheInterface = "org.example.NetActivity.ImageCache"
+    static let cacheInterface = NetActivityInterface.imageCache.rawValue
 
     /// Stores `data` (an image) under `identifier` in the shared cache.
     public func addImage(_ data: [UInt8], identifier: String) throws(NetActivityError) {
-        _ = try call("AddImage", interface: Self.cacheInterface) { w in
+        _ = try call(ImageCacheMember.Method.addImage.rawValue, interface: Self.cacheInterface) { w in
             w.append(identifier)
             try w.appendBytes(data)
         }
@@ -304,7 +305,7 @@ public final class NetActivityClient {
     /// The image as a sealed read-only memfd (close it when done) and its size; nil on a miss.
     public func openImage(identifier: String) throws(NetActivityError) -> (fd: Int32, size: UInt64)? {
         do {
-            let reply = try call("OpenImage", interface: Self.cacheInterface) { w in w.append(identifier) }
+            let reply = try call(ImageCacheMember.Method.openImage.rawValue, interface: Self.cacheInterface) { w in w.append(identifier) }
             var r = reply.reader()
             let fd = try r.readFD()
             let size = (try? r.read(UInt64.self)) ?? 0
@@ -314,18 +315,18 @@ public final class NetActivityClient {
         } catch let e as NetActivityError {
             throw e
         } catch {
-            throw NetActivityError(name: "org.freedesktop.DBus.Error.Failed", message: "\(error)")
+            throw NetActivityError(.failed, "\(error)")
         }
     }
 
     /// Whether an image was removed.
     public func removeImage(identifier: String) throws(NetActivityError) -> Bool {
-        try readBool(try call("RemoveImage", interface: Self.cacheInterface) { w in w.append(identifier) })
+        try readBool(try call(ImageCacheMember.Method.removeImage.rawValue, interface: Self.cacheInterface) { w in w.append(identifier) })
     }
 
     /// Whether the cache held anything.
     public func removeAllImages() throws(NetActivityError) -> Bool {
-        try readBool(try call("RemoveAllImages", interface: Self.cacheInterface))
+        try readBool(try call(ImageCacheMember.Method.removeAllImages.rawValue, interface: Self.cacheInterface))
     }
 
     private func readBool(_ reply: Message) throws(NetActivityError) -> Bool {
@@ -345,7 +346,7 @@ public final class NetActivityClient {
             if let n = v.uint64Value { properties[k] = n } else if let n = v.uint32Value { properties[k] = UInt64(n) }
         }
         var statistics: [(String, UInt64)] = []
-        if case .dict(_, _, let entries)? = all["Statistics"] {
+        if case .dict(_, _, let entries)? = all[ImageCacheMember.Property.statistics.rawValue] {
             for (k, v) in entries { if let name = k.stringValue, let n = v.uint64Value { statistics.append((name, n)) } }
         }
         return (properties, statistics)
@@ -353,7 +354,7 @@ public final class NetActivityClient {
 
     // MARK: downloads
 
-    static let downloaderInterface = "org.example.NetActivity.Downloader"
+    static let downloaderInterface = NetActivityInterface.downloader.rawValue
 
     /// Downloads `url` through the shared downloader into the shared cache and waits for it:
     /// `progress` gets (received, expected; 0 = unknown) as the transfer's task reports them.
@@ -369,7 +370,7 @@ public final class NetActivityClient {
         // DownloadFinished is sent to us alone; it needs no match rule, only a handler.
         var finished: (ok: Bool, name: String, message: String)?
         var receipt = ""
-        connection.onSignal(SignalMatch(path: Self.path, interface: Self.downloaderInterface, member: "DownloadFinished")) { message in
+        connection.onSignal(SignalMatch(path: Self.path, interface: Self.downloaderInterface, member: DownloaderMember.Signal.downloadFinished.rawValue)) { message in
             var r = message.reader()
             guard let got = try? r.read(String.self), got == receipt, (try? r.read(String.self)) != nil,
                   let ok = try? r.read(Bool.self), let name = try? r.read(String.self), let text = try? r.read(String.self)
@@ -377,11 +378,11 @@ public final class NetActivityClient {
             finished = (ok, name, text)
             loop.stop()
         }
-        let reply = try call("DownloadImage", interface: Self.downloaderInterface) { w in
+        let reply = try call(DownloaderMember.Method.downloadImage.rawValue, interface: Self.downloaderInterface) { w in
             w.append(url)
             var options: [String: DBusValue] = [:]
-            if !additionalIdentifier.isEmpty { options["additional-identifier"] = .string(additionalIdentifier) }
-            if reload { options["reload"] = .bool(true) }
+            if !additionalIdentifier.isEmpty { options[DownloaderMember.Option.additionalIdentifier.rawValue] = .string(additionalIdentifier) }
+            if reload { options[DownloaderMember.Option.reload.rawValue] = .bool(true) }
             try w.appendVardict(options)
         }
         var r = reply.reader()
@@ -398,8 +399,8 @@ public final class NetActivityClient {
         var received: UInt64 = 0, expected: UInt64 = 0
         func apply(_ props: [String: DBusValue]) {
             // Counters only grow; a signal queued during the GetAll below may be older than its answer.
-            if let v = props["CountOfBytesReceived"]?.uint64Value { received = max(received, v) }
-            if let v = props["CountOfBytesExpectedToReceive"]?.uint64Value { expected = v }
+            if let v = props[TaskMember.Property.countOfBytesReceived.rawValue]?.uint64Value { received = max(received, v) }
+            if let v = props[TaskMember.Property.countOfBytesExpectedToReceive.rawValue]?.uint64Value { expected = v }
             progress(received, expected)
         }
         connection.onSignal(changed) { message in
@@ -416,7 +417,7 @@ public final class NetActivityClient {
         connection.onDisconnect = { loop.stop() }
         while finished == nil, connection.isConnected { loop.runOnce(maxWaitNanoseconds: nil) }
         guard let finished else {
-            throw NetActivityError(name: "org.freedesktop.DBus.Error.Disconnected", message: "The bus went away during the download")
+            throw NetActivityError(.disconnected, "The bus went away during the download")
         }
         guard finished.ok else { throw NetActivityError(name: finished.name, message: finished.message) }
         return false
@@ -424,7 +425,7 @@ public final class NetActivityClient {
 
     /// The cached image for (url, additional identifier) as bytes, or nil.
     public func cachedImage(url: String, additionalIdentifier: String = "") throws(NetActivityError) -> [UInt8]? {
-        let reply = try call("LookupImageForRequest", interface: Self.cacheInterface) { w in
+        let reply = try call(ImageCacheMember.Method.lookupImageForRequest.rawValue, interface: Self.cacheInterface) { w in
             w.append(url)
             w.append(additionalIdentifier)
         }

@@ -1,17 +1,14 @@
-/// The four states of AFNetworkActivityIndicatorManager, with the names the D-Bus `State`
-/// property uses.
-public enum IndicatorState: String, Sendable, CaseIterable {
-    case notActive = "not-active"
-    case delayingStart = "delaying-start"
-    case active = "active"
-    case delayingEnd = "delaying-end"
-}
+public import NetActivityContract
+
+/// The four states of AFNetworkActivityIndicatorManager (the contract's `State` values).
+public typealias IndicatorState = ActivityMember.IndicatorState
 
 /// AFNetworkActivityIndicatorManager's delayed state machine, as a pure value.
 ///
 /// Events go in (`countChanged`, `timerFired`, `setEnabled`), actions come out; the driver
 /// performs them. There is at most one timer at a time (activation or completion); every new
-/// timer gets a fresh generation, so a timer that fires after it was replaced is ignored.
+/// timer gets a fresh generation, so a timer that fires after it was replaced is ignored. The
+/// machine keeps no count of its own: the driver's ledger is the one total, passed with each event.
 ///
 /// Transitions (exactly AFNetworking's):
 /// - NotActive + count > 0 -> DelayingStart (activation timer)
@@ -33,7 +30,6 @@ public struct ActivityIndicatorStateMachine: Sendable {
 
     public private(set) var state: IndicatorState = .notActive
     public private(set) var isEnabled = true
-    public private(set) var activityCount: UInt64 = 0
     public var activationDelay: Duration
     public var completionDelay: Duration
     /// The generation of the live timer, if any.
@@ -48,10 +44,8 @@ public struct ActivityIndicatorStateMachine: Sendable {
     /// The indicator shows in Active and while the completion delay runs.
     public var isVisible: Bool { state == .active || state == .delayingEnd }
 
-    private var isActivityOccurring: Bool { activityCount > 0 }
-
     public mutating func countChanged(to count: UInt64, now: Instant) -> [Action] {
-        activityCount = count
+        let isActivityOccurring = count > 0
         guard isEnabled else { return [] }
         switch state {
         case .notActive:
@@ -65,12 +59,13 @@ public struct ActivityIndicatorStateMachine: Sendable {
         }
     }
 
-    public mutating func timerFired(generation: UInt64, now: Instant) -> [Action] {
+    /// The live timer fired; `count` is the activity outstanding now.
+    public mutating func timerFired(generation: UInt64, count: UInt64, now: Instant) -> [Action] {
         guard generation == timerGeneration else { return [] }  // stale
         timerGeneration = nil
         switch state {
         case .delayingStart:
-            return enter(isActivityOccurring ? .active : .notActive, now: now)
+            return enter(count > 0 ? .active : .notActive, now: now)
         case .delayingEnd:
             return enter(.notActive, now: now)
         case .notActive, .active:
@@ -78,11 +73,12 @@ public struct ActivityIndicatorStateMachine: Sendable {
         }
     }
 
-    public mutating func setEnabled(_ enabled: Bool, now: Instant) -> [Action] {
+    /// Enables or disables the indicator; `count` is the activity outstanding now.
+    public mutating func setEnabled(_ enabled: Bool, count: UInt64, now: Instant) -> [Action] {
         guard enabled != isEnabled else { return [] }
         isEnabled = enabled
         if !enabled { return enter(.notActive, now: now) }
-        return isActivityOccurring ? enter(.delayingStart, now: now) : []
+        return count > 0 ? enter(.delayingStart, now: now) : []
     }
 
     private mutating func enter(_ new: IndicatorState, now: Instant) -> [Action] {

@@ -1,3 +1,5 @@
+public import NetActivityContract
+
 /// AFImageDownloader's logic, pure: one transfer per request key however many clients ask, one
 /// handler per receipt, a bounded number of running transfers with a FIFO or LIFO queue, and
 /// cancellation per receipt. Transport and storage are injected (`ImageFetching`, `store`,
@@ -15,8 +17,8 @@ public final class ImageDownloader {
 
     public enum Failure: Error, Equatable, Sendable {
         case cancelled
-        /// The fetcher's or the store's error, by name (e.g. "HTTP", "Timeout", "NotAnImage") and message.
-        case failed(name: String, message: String)
+        /// The fetcher's or the store's error (e.g. `.http`, `.timeout`, `.notAnImage`), with its message.
+        case failed(NetActivityError)
     }
 
     /// What `download` answered.

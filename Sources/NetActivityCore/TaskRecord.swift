@@ -1,7 +1,8 @@
-/// The life of a task: `running` and `suspended` until it is completed, once, for good.
-public enum TaskState: String, Sendable, CaseIterable {
-    case running, suspended, completed
-}
+public import NetActivityContract
+
+/// The life of a task: `running` and `suspended` until it is completed, once, for good (the
+/// contract's `State` values).
+public typealias TaskState = TaskMember.State
 
 /// Byte progress of a task, as NSURLSessionTask's four counters. An expected size of 0 means
 /// "unknown" (D-Bus `t` has no -1).

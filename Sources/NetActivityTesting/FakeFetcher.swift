@@ -1,4 +1,5 @@
 public import NetActivityCore
+public import NetActivityContract
 
 /// A gated, counting stand-in for the network (Nuke's MockDataLoader idea): every fetch waits
 /// until the test completes it, and the fake counts what was started, cancelled and running.
@@ -42,8 +43,8 @@ public final class FakeFetcher {
         pending.removeValue(forKey: transfer)?.completion(.success(ImageDownloader.Fetched(bytes: bytes)))
     }
 
-    public func fail(_ transfer: UInt64, name: String = "HTTP", message: String = "404 Not Found") {
-        pending.removeValue(forKey: transfer)?.completion(.failure(.failed(name: name, message: message)))
+    public func fail(_ transfer: UInt64, _ name: NetActivityError.Name = .http, message: String = "404 Not Found") {
+        pending.removeValue(forKey: transfer)?.completion(.failure(.failed(NetActivityError(name, message))))
     }
 
     /// Delivers the completion of a transfer that was cancelled, as a racy transport might.

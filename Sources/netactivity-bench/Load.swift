@@ -1,3 +1,5 @@
+import LinuxKit
+import NetActivityContract
 import DBusKit
 import Glibc
 import NetActivityTesting
@@ -14,10 +16,8 @@ import NetActivityTesting
     var latencies: [UInt64] = []
     latencies.reserveCapacity(1 << 20)
     var failures = 0, refusals = 0, finished = 0
-    let transportErrors: Set<String> = [
-        "org.freedesktop.DBus.Error.NoReply", "org.freedesktop.DBus.Error.Disconnected", "org.freedesktop.DBus.Error.Timeout",
-        "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner",
-    ]
+    let transportErrors: Set<String> = Set(
+        [NetActivityError.Name.noReply, .disconnected, .busTimeout, .serviceUnknown, .nameHasNoOwner].map(\.rawValue))
     var rng = seed | 1
 
     func random(_ n: Int) -> Int {
@@ -70,21 +70,21 @@ import NetActivityTesting
     func next(_ c: Client) {
         if let task = c.task {
             c.task = nil
-            return send(c, message("Complete", path: task, interface: name + ".Task") { w in w.append("") }) { _ in next(c) }
+            return send(c, message(TaskMember.Method.complete.rawValue, path: task, interface: NetActivityInterface.task.rawValue) { w in w.append("") }) { _ in next(c) }
         }
         guard EventLoop.now() < deadline else { return giveBack(c) }
         c.step += 1
-        let cache = "org.example.NetActivity.ImageCache"
+        let cache = NetActivityInterface.imageCache.rawValue
         let key = "load-\(c.index)-\(c.step % 16)"
         switch random(6) {
         case 0 where c.count < 4:
             c.count += 1
-            send(c, message("IncrementActivityCount")) { _ in next(c) }
+            send(c, message(ActivityMember.Method.incrementActivityCount.rawValue)) { _ in next(c) }
         case 0:
             c.count -= 1
-            send(c, message("DecrementActivityCount")) { _ in next(c) }
+            send(c, message(ActivityMember.Method.decrementActivityCount.rawValue)) { _ in next(c) }
         case 1 where c.leases.count < 3:
-            send(c, message("BeginActivity") { w in w.append("load") }) { reply in
+            send(c, message(ActivityMember.Method.beginActivity.rawValue) { w in w.append("load") }) { reply in
                 var r = reply.reader()
                 if let fd = try? r.readFD() { c.leases.append(fd) }
                 next(c)
@@ -93,7 +93,7 @@ import NetActivityTesting
             close(c.leases.removeFirst())
             next(c)
         case 2:
-            send(c, message("BeginTask") { w in
+            send(c, message(ActivityMember.Method.beginTask.rawValue) { w in
                 w.append("load task")
                 try w.appendVardict([:])
             }) { reply in
@@ -102,12 +102,12 @@ import NetActivityTesting
                 next(c)
             }
         case 3:
-            send(c, message("AddImage", interface: cache) { w in
+            send(c, message(ImageCacheMember.Method.addImage.rawValue, interface: cache) { w in
                 w.append(key)
                 try w.appendBytes(image)
             }) { _ in next(c) }
         default:
-            send(c, message("LookupImage", interface: cache) { w in w.append(key) }) { _ in next(c) }
+            send(c, message(ImageCacheMember.Method.lookupImage.rawValue, interface: cache) { w in w.append(key) }) { _ in next(c) }
         }
     }
 
@@ -117,7 +117,7 @@ import NetActivityTesting
         c.leases = []
         guard c.count == 0 else {
             c.count -= 1
-            return send(c, message("DecrementActivityCount")) { _ in giveBack(c) }
+            return send(c, message(ActivityMember.Method.decrementActivityCount.rawValue)) { _ in giveBack(c) }
         }
         finished += 1
         if finished == clients { loop.stop() }

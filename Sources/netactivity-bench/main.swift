@@ -10,12 +10,14 @@
 //   netactivity-bench downloads-serial URL...  one at a time: the latency of each, request to DownloadFinished
 //   netactivity-bench load CLIENTS SECONDS [SEED]  CLIENTS connections churning counts, leases, tasks and the
 //                                      cache, one call at a time each; calls/s and latency percentiles
+import LinuxKit
+import NetActivityContract
 import DBusKit
 import Glibc
 import NetActivityCore
 import NetActivityTesting
 
-let name = "org.example.NetActivity", root = "/org/example/NetActivity"
+let name = NetActivityBus.name, root = NetActivityBus.objectPath
 
 func say(_ s: String) {
     let bytes = Array((s + "\n").utf8)
@@ -33,7 +35,7 @@ func die(_ e: Any) -> Never {
 }
 
 func beginTask(_ description: String) throws -> Message {
-    let m = try Message.methodCall(destination: name, path: root, interface: name, member: "BeginTask")
+    let m = try Message.methodCall(destination: name, path: root, interface: name, member: ActivityMember.Method.beginTask.rawValue)
     var w = m.writer()
     w.append(description)
     try w.appendVardict([:])
@@ -41,7 +43,7 @@ func beginTask(_ description: String) throws -> Message {
 }
 
 func complete(_ path: String) throws -> Message {
-    let m = try Message.methodCall(destination: name, path: path, interface: name + ".Task", member: "Complete")
+    let m = try Message.methodCall(destination: name, path: path, interface: NetActivityInterface.task.rawValue, member: TaskMember.Method.complete.rawValue)
     var w = m.writer()
     w.append("")
     return m
@@ -151,9 +153,9 @@ default:
 }
 
 @MainActor func cacheBus(size: Int, count: Int) {
-    let cache = "org.example.NetActivity.ImageCache"
+    let cache = NetActivityInterface.imageCache.rawValue
     let image = TestImages.png(width: 64, height: 64, padding: size - TestImages.png(width: 64, height: 64).count)
-    _ = call("AddImage", interface: cache) { w in
+    _ = call(ImageCacheMember.Method.addImage.rawValue, interface: cache) { w in
         w.append("bench")
         try w.appendBytes(image)
     }
@@ -171,7 +173,7 @@ default:
     start = EventLoop.now()
     var total = 0
     for _ in 0..<count {
-        var r = call("LookupImage", interface: cache) { w in w.append("bench") }.reader()
+        var r = call(ImageCacheMember.Method.lookupImage.rawValue, interface: cache) { w in w.append("bench") }.reader()
         do {
             _ = try r.read(Bool.self)
             total += try r.withBytes { $0.count }
@@ -182,7 +184,7 @@ default:
     total = 0
     var buffer = [UInt8](repeating: 0, count: size)
     for _ in 0..<count {
-        var r = call("OpenImage", interface: cache) { w in w.append("bench") }.reader()
+        var r = call(ImageCacheMember.Method.openImage.rawValue, interface: cache) { w in w.append("bench") }.reader()
         do {
             let fd = try r.readFD()
             let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
@@ -196,10 +198,10 @@ default:
 }
 
 @MainActor func downloads(_ urls: [String], times: Int, quiet: Bool = false) {
-    let downloader = "org.example.NetActivity.Downloader"
+    let downloader = NetActivityInterface.downloader.rawValue
     var waiting = 0, failed = 0, cached = 0
     var started = false
-    let subscription = connection.onSignal(SignalMatch(path: root, interface: downloader, member: "DownloadFinished")) { message in
+    let subscription = connection.onSignal(SignalMatch(path: root, interface: downloader, member: DownloaderMember.Signal.downloadFinished.rawValue)) { message in
         var r = message.reader()
         _ = try? r.read(String.self)
         _ = try? r.read(String.self)
@@ -211,7 +213,7 @@ default:
     for _ in 0..<times {
         for url in urls {
             do {
-                let m = try Message.methodCall(destination: name, path: root, interface: downloader, member: "DownloadImage")
+                let m = try Message.methodCall(destination: name, path: root, interface: downloader, member: DownloaderMember.Method.downloadImage.rawValue)
                 var w = m.writer()
                 w.append(url)
                 try w.appendVardict([:])

@@ -1,3 +1,4 @@
+import NetActivityContract
 import ArgumentParser
 import Glibc
 import NetActivityClient
@@ -78,9 +79,9 @@ struct Cache: ParsableCommand {
             let status: (properties: [String: UInt64], statistics: [(String, UInt64)])
             do { status = try client.cacheStatus() } catch { fail(error) }
             let p = status.properties
-            writeLine("images:      \(p["ImageCount"] ?? 0)")
-            writeLine("usage:       \(Render.bytes(p["MemoryUsage"] ?? 0)) of \(Render.bytes(p["MemoryCapacity"] ?? 0))"
-                + " (purges down to \(Render.bytes(p["PreferredMemoryUsageAfterPurge"] ?? 0)))")
+            writeLine("images:      \(p[ImageCacheMember.Property.imageCount.rawValue] ?? 0)")
+            writeLine("usage:       \(Render.bytes(p[ImageCacheMember.Property.memoryUsage.rawValue] ?? 0)) of \(Render.bytes(p[ImageCacheMember.Property.memoryCapacity.rawValue] ?? 0))"
+                + " (purges down to \(Render.bytes(p[ImageCacheMember.Property.preferredMemoryUsageAfterPurge.rawValue] ?? 0)))")
             for (name, value) in status.statistics {
                 writeLine((name + ":").padded(to: 13) + String(value))
             }

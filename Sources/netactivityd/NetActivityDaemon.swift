@@ -1,8 +1,10 @@
 import ArgumentParser
 import DBusKit
 import Glibc
+import LinuxKit
 import Logging
 import NetActivityAgent
+import NetActivityContract
 
 /// The agent: owns `org.example.NetActivity` on the session bus and serves it until SIGTERM, SIGINT
 /// or the loss of the bus, then exits 0.
@@ -47,7 +49,7 @@ struct NetActivityDaemon: ParsableCommand {
 
     func validate() throws {
         for (flag, value) in [("--activation-delay", activationDelay), ("--completion-delay", completionDelay)] {
-            guard value.isFinite, value >= 0, value <= AgentLimits.maxDelaySeconds else {
+            guard value.isFinite, value >= 0, value <= NetActivityLimits.maxDelaySeconds else {
                 throw ValidationError("\(flag) must be between 0 and 60 seconds, got \(value)")
             }
         }
@@ -64,7 +66,7 @@ struct NetActivityDaemon: ParsableCommand {
     }
 
     func run() throws {
-        ServiceProcess.makeLibdbusChecksNonFatal()
+        Connection.makeLibdbusChecksNonFatal()
         let level = Logger.Level(rawValue: logLevel) ?? .notice
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
@@ -113,14 +115,14 @@ struct NetActivityDaemon: ParsableCommand {
         agent.onStop = { loop.stop() }
         try agent.start()
 
-        switch try connection.requestName(NetActivityNames.busName, replace: replace, allowReplacement: true) {
+        switch try connection.requestName(NetActivityBus.name, replace: replace, allowReplacement: true) {
         case .primaryOwner, .alreadyOwner:
             break
         case .exists, .inQueue:
-            logger.critical("\(NetActivityNames.busName) is already owned by another agent on this bus; use --replace to take it over")
+            logger.critical("\(NetActivityBus.name) is already owned by another agent on this bus; use --replace to take it over")
             throw ExitCode(1)
         }
-        logger.notice("Serving \(NetActivityNames.busName) as \(connection.uniqueName) (file limit \(fileLimit))")
+        logger.notice("Serving \(NetActivityBus.name) as \(connection.uniqueName) (file limit \(fileLimit))")
 
         connection.onDisconnect = {
             logger.notice("The bus went away; exiting")

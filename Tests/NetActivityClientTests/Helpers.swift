@@ -1,3 +1,4 @@
+import LinuxKit
 import DBusKit
 import Glibc
 import NetActivityClient

@@ -21,7 +21,7 @@ final class IndicatorHarness {
             switch action {
             case .scheduleTimer(let deadline, let generation):
                 clock.schedule(at: deadline) { [unowned self] in
-                    self.perform(self.machine.timerFired(generation: generation, now: self.clock.now))
+                    self.perform(self.machine.timerFired(generation: generation, count: self.count, now: self.clock.now))
                 }
             case .cancelTimer: break  // the generation makes the pending callback a no-op
             case .publishState(let s): states.append(s)
@@ -37,8 +37,8 @@ final class IndicatorHarness {
             switch event {
             case .inc: count += 1
             case .dec: count = count > 0 ? count - 1 : 0
-            case .enable: perform(machine.setEnabled(true, now: clock.now)); continue
-            case .disable: perform(machine.setEnabled(false, now: clock.now)); continue
+            case .enable: perform(machine.setEnabled(true, count: count, now: clock.now)); continue
+            case .disable: perform(machine.setEnabled(false, count: count, now: clock.now)); continue
             }
             perform(machine.countChanged(to: count, now: clock.now))
         }
@@ -129,9 +129,9 @@ struct ActivityIndicatorStateMachineTests {
         var m = ActivityIndicatorStateMachine(activationDelay: .seconds(1), completionDelay: .seconds(1))
         let first = m.countChanged(to: 1, now: .zero)
         guard case .scheduleTimer(_, let g1) = first.first else { Issue.record("no timer"); return }
-        _ = m.setEnabled(false, now: .zero)
-        _ = m.setEnabled(true, now: .zero)  // schedules a new activation timer
-        #expect(m.timerFired(generation: g1, now: .zero + .seconds(1)) == [])
+        _ = m.setEnabled(false, count: 1, now: .zero)
+        _ = m.setEnabled(true, count: 1, now: .zero)  // schedules a new activation timer
+        #expect(m.timerFired(generation: g1, count: 1, now: .zero + .seconds(1)) == [])
         #expect(m.state == .delayingStart)
     }
 

@@ -1,4 +1,5 @@
 import NetActivityCore
+import NetActivityContract
 import NetActivityTesting
 import Testing
 
@@ -118,8 +119,8 @@ struct ImageDownloaderTests {
         let h = Harness(max: 1)
         h.get("a")
         h.get("b")
-        h.fetcher.fail(h.fetcher.transfer(for: "a")!, name: "HTTP", message: "404 Not Found")
-        #expect(h.results["a"] == .failed(.failed(name: "HTTP", message: "404 Not Found")))
+        h.fetcher.fail(h.fetcher.transfer(for: "a")!, .http, message: "404 Not Found")
+        #expect(h.results["a"] == .failed(.failed(NetActivityError(.http, "404 Not Found"))))
         #expect(h.fetcher.transfer(for: "b") != nil)
         #expect(h.downloader.activeCount == 1)
     }
@@ -208,6 +209,6 @@ struct ImageDownloaderTests {
         h.fetcher.succeed(old, bytes: [1])
         #expect(h.cache["v"] == [1])
         #expect(h.results["plain"] == .ok)
-        #expect(h.results["reload"] == .failed(.failed(name: "HTTP", message: "404 Not Found")))
+        #expect(h.results["reload"] == .failed(.failed(NetActivityError(.http, "404 Not Found"))))
     }
 }

@@ -1,14 +1,16 @@
-import DBusKit
-import NetActivityCore
+public import DBusKit
+import LinuxKit
+import NetActivityContract
+public import NetActivityCore
 
 /// One task object: the pure record plus what the agent needs to announce it.
-final class TaskEntry {
+public final class TaskEntry {
     let path: String
     var record: TaskRecord
     /// Progress signals: at most one per 100 ms, the latest values always sent (DESIGN.md).
     var coalescer = ChangeCoalescer(interval: .milliseconds(100))
-    var progressTimer: EventLoop.TimerID?
-    var lingerTimer: EventLoop.TimerID?
+    var progressTimer: TimerID?
+    var lingerTimer: TimerID?
     /// What observers were last told.
     var announced: TaskProgress
     var announcedFraction: Double
@@ -39,7 +41,7 @@ struct TaskTable {
 
     mutating func makePath() -> String {
         defer { nextNumber += 1 }
-        return NetActivityNames.taskPathPrefix + String(nextNumber)
+        return NetActivityBus.taskPathPrefix + String(nextNumber)
     }
 
     mutating func noteCompleted(_ entry: TaskEntry) {
@@ -82,24 +84,69 @@ struct TaskTable {
     }
 }
 
-extension Agent {
+/// Makes and drives tasks for another service (the downloader's transfers are the agent's own tasks).
+public protocol TaskFactory: AnyObject {
+    /// A new suspended task owned by the agent itself.
+    func makeAgentTask(description: String) -> TaskEntry
+    func resume(_ entry: TaskEntry)
+    /// New byte counts (refused silently when they break the progress rule).
+    func setProgress(_ entry: TaskEntry, _ progress: TaskProgress)
+    func complete(_ entry: TaskEntry, error: String)
+}
+
+/// The task objects (`org.example.NetActivity.Task` at `/org/example/NetActivity/tasks/<n>`): their
+/// table, their progress signals (coalesced to one per 100 ms per task), their linger after
+/// completion, and dock progress. A running task adds 1 to its owner's activity through the
+/// `ActivitySink`.
+public final class TaskService: TaskBeginning, TaskFactory {
+    private let context: AgentContext
+    private unowned let activity: any ActivitySink
+    var tasks = TaskTable()
+    let taskLinger: Duration
+    /// One table serves every task object; handlers find the task by the call's path.
+    private lazy var taskInterface = makeInterface()
+
+    public init(context: AgentContext, activity: any ActivitySink, linger: Double) {
+        self.context = context
+        self.activity = activity
+        taskLinger = .seconds(double: linger)
+    }
+
     // MARK: BeginTask
 
-    func beginTask(for owner: String, description: String, options: [String: DBusValue]) throws -> String {
-        guard description.utf8.count <= AgentLimits.maxDescriptionBytes else {
-            throw DBusError.invalidArgs(
-                "Description is \(description.utf8.count) bytes long; the limit is \(AgentLimits.maxDescriptionBytes)")
+    public func beginTask(for owner: String, description: String, options: [String: DBusValue]) throws -> String {
+        guard description.utf8.count <= NetActivityLimits.maxDescriptionBytes else {
+            throw NetActivityError.invalidArgs(
+                "Description is \(description.utf8.count) bytes long; the limit is \(NetActivityLimits.maxDescriptionBytes)")
         }
         let (state, progress, desktopID) = try Self.taskOptions(options)
         let live = tasks.liveByOwner[owner]?.count ?? 0
-        guard live < AgentLimits.maxLiveTasksPerClient else {
-            throw DBusError.limitsExceeded(
+        guard live < NetActivityLimits.maxLiveTasksPerClient else {
+            throw NetActivityError.limitsExceeded(
                 "Client \(owner) already has \(live) tasks running or suspended, the most one client may have")
         }
-        if state == .running { try add(.task, for: owner) }
+        if state == .running { try activity.acquire(.task, for: owner) }
         let entry = createTask(owner: owner, description: description, state: state, progress: progress, desktopID: desktopID)
-        logger.debug("Task \(entry.path) for \(owner): \(description)")
+        context.logger.debug("Task \(entry.path) for \(owner): \(description)")
         return entry.path
+    }
+
+    // MARK: TaskFactory
+
+    public func makeAgentTask(description: String) -> TaskEntry {
+        createTask(owner: context.uniqueName, description: description, state: .suspended)
+    }
+
+    public func resume(_ entry: TaskEntry) {
+        apply(entry.record.resume(), to: entry)
+    }
+
+    public func setProgress(_ entry: TaskEntry, _ progress: TaskProgress) {
+        if (try? entry.record.setProgress(progress)) == true { progressChanged(entry) }
+    }
+
+    public func complete(_ entry: TaskEntry, error: String) {
+        apply(entry.record.complete(error: error), to: entry)
     }
 
     /// A new task object, exported and announced; the caller has checked limits and added a
@@ -112,7 +159,7 @@ extension Agent {
             desktopID: desktopID)
         tasks.byPath[entry.path] = entry
         tasks.liveByOwner[owner, default: []].insert(entry.path)
-        server.export(path: entry.path, interfaces: [taskInterface])
+        context.server.export(path: entry.path, interfaces: [taskInterface])
         if let desktopID {
             tasks.liveByDesktopID[desktopID, default: []].insert(entry.path)
             updateLauncher(desktopID)
@@ -120,26 +167,25 @@ extension Agent {
         return entry
     }
 
-    static let taskOptionTypes = ["suspended": "b", "expected-to-send": "t", "expected-to-receive": "t", "desktop-id": "s"]
-
     /// BeginTask's options: unknown keys and wrong types are refused by name, so typos surface.
-    static func taskOptions(_ options: [String: DBusValue]) throws -> (TaskState, TaskProgress, String?) {
+    static func taskOptions(_ options: [String: DBusValue]) throws(NetActivityError) -> (TaskState, TaskProgress, String?) {
+        typealias Option = TaskMember.Option
         for (key, value) in options {
-            guard let type = taskOptionTypes[key] else {
-                throw DBusError.invalidArgs(
-                    "Unknown BeginTask option '\(key)'; known options: \(taskOptionTypes.keys.sorted().joined(separator: ", "))")
+            guard let option = Option(rawValue: key) else {
+                throw .invalidArgs(
+                    "Unknown BeginTask option '\(key)'; known options: \(Option.allCases.map(\.rawValue).sorted().joined(separator: ", "))")
             }
-            guard value.signature == type else {
-                throw DBusError.invalidArgs("BeginTask option '\(key)' must have type '\(type)', got '\(value.signature)'")
+            guard value.signature == option.signature else {
+                throw .invalidArgs("BeginTask option '\(key)' must have type '\(option.signature)', got '\(value.signature)'")
             }
         }
-        let state: TaskState = options["suspended"]?.boolValue == true ? .suspended : .running
+        let state: TaskState = options[Option.suspended.rawValue]?.boolValue == true ? .suspended : .running
         var progress = TaskProgress()
-        progress.expectedToSend = options["expected-to-send"]?.uint64Value ?? 0
-        progress.expectedToReceive = options["expected-to-receive"]?.uint64Value ?? 0
-        let desktopID = options["desktop-id"]?.stringValue
+        progress.expectedToSend = options[Option.expectedToSend.rawValue]?.uint64Value ?? 0
+        progress.expectedToReceive = options[Option.expectedToReceive.rawValue]?.uint64Value ?? 0
+        let desktopID = options[Option.desktopID.rawValue]?.stringValue
         if let desktopID, !isValidDesktopID(desktopID) {
-            throw DBusError.invalidArgs(
+            throw .invalidArgs(
                 "BeginTask option 'desktop-id' must be a desktop file name like 'org.example.App.desktop' (letters, digits, '.', '_', '-'; at most 255 bytes), got '\(desktopID.prefix(300))'")
         }
         return (state, progress, desktopID)
@@ -177,7 +223,7 @@ extension Agent {
             "progress": .double(total > 0 ? done / total : 0), "progress-visible": .bool(total > 0),
             "count": .int64(Int64(live.count)), "count-visible": .bool(!live.isEmpty),
         ]
-        try? connection.emitSignal(path: Self.launcherPath, interface: Self.launcherInterface, member: "Update") { w in
+        try? context.sink.emitSignal(path: Self.launcherPath, interface: Self.launcherInterface, member: "Update") { w in
             w.append("application://" + desktopID)
             try w.appendVardict(properties)
         }
@@ -186,11 +232,11 @@ extension Agent {
     // MARK: the Task interface
 
     /// The task named by a call, if the caller owns it.
-    func ownedTask(_ call: MethodCall, _ member: String) throws -> TaskEntry {
+    func ownedTask(_ call: MethodCall, _ member: TaskMember.Method) throws -> TaskEntry {
         guard let entry = tasks.byPath[call.path] else { throw DBusError.unknownObject("No such task '\(call.path)'") }
         guard entry.record.owner == call.sender else {
-            throw DBusError.accessDenied(
-                "Only the owner of \(call.path) (\(entry.record.owner)) may call \(member); the caller is \(call.sender)")
+            throw NetActivityError.accessDenied(
+                "Only the owner of \(call.path) (\(entry.record.owner)) may call \(member.rawValue); the caller is \(call.sender)")
         }
         return entry
     }
@@ -206,24 +252,24 @@ extension Agent {
         let owner = entry.record.owner
         if change.activityDelta > 0 {
             // Cannot hit the ledger's limit: it equals the cap on live tasks.
-            try? add(.task, for: owner)
-        } else if change.activityDelta < 0, ledger.remove(.task, for: owner) {
-            totalChanged()
+            try? activity.acquire(.task, for: owner)
+        } else if change.activityDelta < 0 {
+            activity.release(.task, for: owner)
         }
-        var names = ["State"]
+        var names = [P.state.rawValue]
         if entry.record.state == .completed {
-            if !entry.record.error.isEmpty { names.append("Error") }
+            if !entry.record.error.isEmpty { names.append(P.error.rawValue) }
             completed(entry)
         }
         announce(entry, with: names)
     }
 
     func progressChanged(_ entry: TaskEntry) {
-        switch entry.coalescer.noteChange(now: now) {
+        switch entry.coalescer.noteChange(now: context.now) {
         case .emitNow:
             announce(entry, with: [])
         case .schedule(let deadline):
-            entry.progressTimer = loop.schedule(at: deadline.nanoseconds) { [unowned self, unowned entry] in
+            entry.progressTimer = context.schedule(at: deadline) { [unowned self, unowned entry] in
                 entry.progressTimer = nil
                 entry.coalescer.timerFired()
                 self.announce(entry, with: [])
@@ -237,36 +283,36 @@ extension Agent {
     /// change takes pending progress along, so the final values go out with `completed`.
     func announce(_ entry: TaskEntry, with names: [String]) {
         if !names.isEmpty, let t = entry.progressTimer {
-            loop.cancel(t)
+            context.scheduler.cancel(t)
             entry.progressTimer = nil
             entry.coalescer.timerFired()
         }
         var names = names
         let p = entry.record.progress, old = entry.announced
-        if p.sent != old.sent { names.append("CountOfBytesSent") }
-        if p.expectedToSend != old.expectedToSend { names.append("CountOfBytesExpectedToSend") }
-        if p.received != old.received { names.append("CountOfBytesReceived") }
-        if p.expectedToReceive != old.expectedToReceive { names.append("CountOfBytesExpectedToReceive") }
+        if p.sent != old.sent { names.append(P.countOfBytesSent.rawValue) }
+        if p.expectedToSend != old.expectedToSend { names.append(P.countOfBytesExpectedToSend.rawValue) }
+        if p.received != old.received { names.append(P.countOfBytesReceived.rawValue) }
+        if p.expectedToReceive != old.expectedToReceive { names.append(P.countOfBytesExpectedToReceive.rawValue) }
         let fraction = entry.record.fractionCompleted
-        if fraction != entry.announcedFraction { names.append("FractionCompleted") }
+        if fraction != entry.announcedFraction { names.append(P.fractionCompleted.rawValue) }
         guard !names.isEmpty else { return }
         if p != old || fraction != entry.announcedFraction {
             entry.announced = p
             entry.announcedFraction = fraction
-            entry.coalescer.didEmit(now: now)
+            entry.coalescer.didEmit(now: context.now)
         }
-        server.emitPropertiesChanged(path: entry.path, interface: NetActivityNames.taskInterface, changed: names)
+        context.emitPropertiesChanged(.task, at: entry.path, names)
         if let desktopID = entry.desktopID { updateLauncher(desktopID) }
     }
 
     /// A completed task stays for `taskLinger`, then leaves (InterfacesRemoved).
     private func completed(_ entry: TaskEntry) {
         tasks.noteCompleted(entry)
-        entry.lingerTimer = loop.schedule(afterNanoseconds: taskLinger.nanoseconds) { [unowned self, unowned entry] in
+        entry.lingerTimer = context.schedule(after: taskLinger) { [unowned self, unowned entry] in
             entry.lingerTimer = nil
             self.removeTask(entry)
         }
-        while tasks.lingeringCount > AgentLimits.maxLingeringTasks, let oldest = tasks.popOldestLingering(),
+        while tasks.lingeringCount > NetActivityLimits.maxLingeringTasks, let oldest = tasks.popOldestLingering(),
               let victim = tasks.byPath[oldest]
         {
             removeTask(victim)
@@ -274,84 +320,100 @@ extension Agent {
     }
 
     func removeTask(_ entry: TaskEntry) {
-        for t in [entry.progressTimer, entry.lingerTimer].compactMap({ $0 }) { loop.cancel(t) }
+        for t in [entry.progressTimer, entry.lingerTimer].compactMap({ $0 }) { context.scheduler.cancel(t) }
         entry.progressTimer = nil
         entry.lingerTimer = nil
         tasks.forget(entry)
-        server.unexport(path: entry.path)
+        context.server.unexport(path: entry.path)
     }
 
     /// The owner left the bus: its live tasks complete with ClientVanished. The ledger drops its
     /// activity as a whole afterwards, so no per-task decrement happens here.
-    func ownerVanished(_ owner: String) {
+    public func ownerVanished(_ owner: String) {
         guard let paths = tasks.liveByOwner[owner] else { return }
         for path in paths.sorted() {
-            guard let entry = tasks.byPath[path], entry.record.complete(error: NetActivityNames.clientVanished) != nil
+            guard let entry = tasks.byPath[path], entry.record.complete(error: NetActivityError.Name.clientVanished.rawValue) != nil
             else { continue }
             completed(entry)
-            announce(entry, with: ["State", "Error"])
+            announce(entry, with: [P.state.rawValue, P.error.rawValue])
         }
         tasks.liveByOwner[owner] = nil
     }
 
-    func makeTaskInterface() -> DBusInterface {
-        DBusInterface(
-            NetActivityNames.taskInterface,
+    // MARK: the Task interface table
+
+    private typealias P = TaskMember.Property
+
+    /// `org.example.NetActivity.Task` (documented in dbus/org.example.NetActivity.Task.xml).
+    func makeInterface() -> DBusInterface {
+        typealias M = TaskMember.Method
+        return DBusInterface(
+            NetActivityInterface.task.rawValue,
             methods: [
-                DBusMethod("Suspend") { [unowned self] call in
-                    let entry = try self.ownedTask(call, "Suspend")
-                    self.apply(entry.record.suspend(), to: entry)
-                },
-                DBusMethod("Resume") { [unowned self] call in
-                    let entry = try self.ownedTask(call, "Resume")
-                    self.apply(entry.record.resume(), to: entry)
-                },
-                DBusMethod("Complete", in: [DBusArgument("error", "s")]) { [unowned self] call in
-                    let entry = try self.ownedTask(call, "Complete")
-                    let error = try call.args.read(String.self)
-                    guard error.utf8.count <= AgentLimits.maxTaskErrorBytes else {
-                        throw DBusError.invalidArgs(
-                            "Error is \(error.utf8.count) bytes long; the limit is \(AgentLimits.maxTaskErrorBytes)")
-                    }
-                    self.apply(entry.record.complete(error: error), to: entry)
-                },
+                DBusMethod(M.suspend.rawValue) { [unowned self] in try self.suspend(&$0) },
+                DBusMethod(M.resume.rawValue) { [unowned self] in try self.resume(&$0) },
+                DBusMethod(M.complete.rawValue, in: [DBusArgument("error", "s")]) { [unowned self] in try self.complete(&$0) },
                 DBusMethod(
-                    "SetProgress",
+                    M.setProgress.rawValue,
                     in: [DBusArgument("sent", "t"), DBusArgument("expected_to_send", "t"),
                          DBusArgument("received", "t"), DBusArgument("expected_to_receive", "t")]
-                ) { [unowned self] call in
-                    let entry = try self.ownedTask(call, "SetProgress")
-                    let next = TaskProgress(
-                        sent: try call.args.read(), expectedToSend: try call.args.read(),
-                        received: try call.args.read(), expectedToReceive: try call.args.read())
-                    do {
-                        if try entry.record.setProgress(next) { self.progressChanged(entry) }
-                    } catch let refusal as TaskProgress.Refusal {
-                        throw DBusError.invalidArgs(refusal.message)
-                    }
-                },
+                ) { [unowned self] in try self.setProgress(&$0) },
             ],
             properties: [
-                DBusProperty("Version", "u", emitsChanged: .const) { w, _ in w.append(NetActivityNames.version) },
-                taskProperty("State", "s") { w, t in w.append(t.record.state.rawValue) },
-                taskProperty("Description", "s", emitsChanged: .const) { w, t in w.append(t.record.description) },
-                taskProperty("Owner", "s", emitsChanged: .const) { w, t in w.append(t.record.owner) },
-                taskProperty("CountOfBytesSent", "t") { w, t in w.append(t.record.progress.sent) },
-                taskProperty("CountOfBytesExpectedToSend", "t") { w, t in w.append(t.record.progress.expectedToSend) },
-                taskProperty("CountOfBytesReceived", "t") { w, t in w.append(t.record.progress.received) },
-                taskProperty("CountOfBytesExpectedToReceive", "t") { w, t in w.append(t.record.progress.expectedToReceive) },
-                taskProperty("FractionCompleted", "d") { w, t in w.append(t.record.fractionCompleted) },
-                taskProperty("Error", "s") { w, t in w.append(t.record.error) },
+                .contractVersion,
+                taskProperty(.state, "s") { w, t in w.append(t.record.state.rawValue) },
+                taskProperty(.description, "s", emitsChanged: .const) { w, t in w.append(t.record.description) },
+                taskProperty(.owner, "s", emitsChanged: .const) { w, t in w.append(t.record.owner) },
+                taskProperty(.countOfBytesSent, "t") { w, t in w.append(t.record.progress.sent) },
+                taskProperty(.countOfBytesExpectedToSend, "t") { w, t in w.append(t.record.progress.expectedToSend) },
+                taskProperty(.countOfBytesReceived, "t") { w, t in w.append(t.record.progress.received) },
+                taskProperty(.countOfBytesExpectedToReceive, "t") { w, t in w.append(t.record.progress.expectedToReceive) },
+                taskProperty(.fractionCompleted, "d") { w, t in w.append(t.record.fractionCompleted) },
+                taskProperty(.error, "s") { w, t in w.append(t.record.error) },
             ]
         )
     }
 
     private func taskProperty(
-        _ name: String, _ signature: String, emitsChanged: DBusProperty.EmitsChanged = .true,
+        _ property: TaskMember.Property, _ signature: String, emitsChanged: DBusProperty.EmitsChanged = .true,
         _ get: @escaping (inout MessageWriter, TaskEntry) -> Void
     ) -> DBusProperty {
-        DBusProperty(name, signature, emitsChanged: emitsChanged) { [unowned self] w, path in
+        DBusProperty(property.rawValue, signature, emitsChanged: emitsChanged) { [unowned self] w, path in
             get(&w, try self.task(at: path))
+        }
+    }
+
+    // MARK: handlers
+
+    func suspend(_ call: inout MethodCall) throws {
+        let entry = try ownedTask(call, .suspend)
+        apply(entry.record.suspend(), to: entry)
+    }
+
+    func resume(_ call: inout MethodCall) throws {
+        let entry = try ownedTask(call, .resume)
+        apply(entry.record.resume(), to: entry)
+    }
+
+    func complete(_ call: inout MethodCall) throws {
+        let entry = try ownedTask(call, .complete)
+        let error = try call.args.read(String.self)
+        guard error.utf8.count <= NetActivityLimits.maxTaskErrorBytes else {
+            throw NetActivityError.invalidArgs(
+                "Error is \(error.utf8.count) bytes long; the limit is \(NetActivityLimits.maxTaskErrorBytes)")
+        }
+        apply(entry.record.complete(error: error), to: entry)
+    }
+
+    func setProgress(_ call: inout MethodCall) throws {
+        let entry = try ownedTask(call, .setProgress)
+        let next = TaskProgress(
+            sent: try call.args.read(), expectedToSend: try call.args.read(),
+            received: try call.args.read(), expectedToReceive: try call.args.read())
+        do {
+            if try entry.record.setProgress(next) { progressChanged(entry) }
+        } catch let refusal as TaskProgress.Refusal {
+            throw NetActivityError.invalidArgs(refusal.message)
         }
     }
 }

@@ -1,4 +1,4 @@
-internal import CDBus
+internal import CLinux
 import Glibc
 
 /// A pipe whose ends are close-on-exec and non-blocking (the agent's leases).
@@ -17,7 +17,7 @@ public enum SealedMemory {
     /// A sealed memfd holding a copy of `bytes` (nobody can write, shrink, grow or unseal it),
     /// or nil with errno set.
     public static func make(name: String, bytes: UnsafeRawBufferPointer) -> Int32? {
-        let fd = cdbus_sealed_memfd(name, bytes.baseAddress, bytes.count)
+        let fd = clinux_sealed_memfd(name, bytes.baseAddress, bytes.count)
         return fd >= 0 ? fd : nil
     }
 
@@ -31,7 +31,7 @@ public enum SealedMemory {
 
     /// Whether `fd` carries all the read-only seals.
     public static func isSealedReadOnly(_ fd: Int32) -> Bool {
-        let seals = cdbus_get_seals(fd)
-        return seals >= 0 && seals & CDBUS_SEALS_READ_ONLY == CDBUS_SEALS_READ_ONLY
+        let seals = clinux_get_seals(fd)
+        return seals >= 0 && seals & CLINUX_SEALS_READ_ONLY == CLINUX_SEALS_READ_ONLY
     }
 }

@@ -1,15 +1,8 @@
-internal import CDBus
+internal import CLinux
 import Glibc
 
 /// Process-level set-up for a long-running bus service.
 public enum ServiceProcess {
-    /// libdbus aborts the process when a check on its API fails. An agent that serves the whole
-    /// session should log and carry on instead: this turns such checks into warnings. Call it
-    /// before the first libdbus call.
-    public static func makeLibdbusChecksNonFatal() {
-        setenv("DBUS_FATAL_WARNINGS", "0", 0)
-    }
-
     /// Raises the soft open-file limit to the hard one (leases are file descriptors).
     @discardableResult
     public static func raiseFileLimit() -> UInt64 {
@@ -54,21 +47,21 @@ public enum ServiceProcess {
 
     /// Starts `arguments[0]` (a path) with `arguments`, the current environment, an empty signal
     /// mask and default signal handlers; returns its pid.
-    public static func spawn(_ arguments: [String]) throws(DBusError) -> Int32 {
+    public static func spawn(_ arguments: [String]) throws(SystemError) -> Int32 {
         var attr = defaultSignalsSpawnAttributes()
         defer { posix_spawnattr_destroy(&attr) }
         var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
         defer { for p in argv { free(p) } }
         var pid: pid_t = 0
         let rc = posix_spawn(&pid, arguments[0], nil, &attr, &argv, environ)
-        guard rc == 0 else { throw .failed("Could not start \(arguments[0]): \(String(cString: strerror(rc)))") }
+        guard rc == 0 else { throw SystemError("Could not start \(arguments[0])", errno: rc) }
         return pid
     }
 
     /// Blocks SIGTERM, SIGINT and SIGHUP, ignores SIGPIPE and SIGXFSZ, and calls `handler` from the loop
     /// when one of the three arrives (through a signalfd, so no code runs in signal context).
     public static func onTerminationSignal(loop: EventLoop, _ handler: @escaping (Int32) -> Void) {
-        let fd = cdbus_block_signals_signalfd()
+        let fd = clinux_block_signals_signalfd()
         guard fd >= 0 else { return }
         loop.watch(fd: fd, events: EventLoop.readable) { _ in
             var info = signalfd_siginfo()
@@ -86,9 +79,9 @@ public final class PrivateBus {
 
     /// Starts `dbus-daemon --session --nofork` on a socket in a temporary directory and waits for
     /// its address.
-    public init(config: String = "--session") throws(DBusError) {
+    public init(config: String = "--session") throws(SystemError) {
         var out: [Int32] = [-1, -1]
-        guard pipe(&out) == 0 else { throw .failed("pipe: \(String(cString: strerror(errno)))") }
+        guard pipe(&out) == 0 else { throw SystemError("pipe", errno: errno) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         posix_spawn_file_actions_adddup2(&actions, out[1], 3)
@@ -104,7 +97,7 @@ public final class PrivateBus {
         close(out[1])
         guard rc == 0 else {
             close(out[0])
-            throw .failed("Could not start dbus-daemon: \(String(cString: strerror(rc)))")
+            throw SystemError("Could not start dbus-daemon", errno: rc)
         }
         var line: [UInt8] = []
         var byte: UInt8 = 0
@@ -112,7 +105,7 @@ public final class PrivateBus {
         close(out[0])
         guard !line.isEmpty else {
             kill(child, SIGTERM)
-            throw .failed("dbus-daemon did not print its address")
+            throw SystemError("dbus-daemon did not print its address")
         }
         pid = child
         address = String(decoding: line, as: UTF8.self)

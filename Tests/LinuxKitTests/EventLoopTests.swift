@@ -1,4 +1,4 @@
-import DBusKit
+import LinuxKit
 import Glibc
 import Testing
 

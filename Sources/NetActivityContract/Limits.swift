@@ -1,20 +1,6 @@
-/// The names of the contract (DESIGN.md, dbus/*.xml).
-public enum NetActivityNames {
-    public static let busName = "org.example.NetActivity"
-    public static let objectPath = "/org/example/NetActivity"
-    public static let interface = "org.example.NetActivity"
-    public static let errorPrefix = "org.example.NetActivity.Error."
-    public static let taskInterface = "org.example.NetActivity.Task"
-    public static let imageCacheInterface = "org.example.NetActivity.ImageCache"
-    public static let downloaderInterface = "org.example.NetActivity.Downloader"
-    public static let taskPathPrefix = "/org/example/NetActivity/tasks/"
-    /// The error a task completes with when its owner leaves the bus.
-    public static let clientVanished = "org.example.NetActivity.Error.ClientVanished"
-    public static let version: UInt32 = 1
-}
-
-/// Limits that keep one client from costing the others (README, "Limits").
-public enum AgentLimits {
+/// Limits that keep one client from costing the others (README, "Limits"). The agent enforces
+/// them; the client library cuts what it sends to fit them.
+public enum NetActivityLimits {
     /// Longest `reason` for BeginActivity, in bytes.
     public static let maxReasonBytes = 1024
     /// Delays are seconds in 0...60.
@@ -28,21 +14,25 @@ public enum AgentLimits {
     public static let maxImageKeyBytes = 4096
     /// Downloads one client may wait for at once.
     public static let maxPendingDownloadsPerClient = 1024
-    /// The largest MemoryCapacity that may be set (1 TiB).
+    /// The largest MemoryCapacity and DiskCapacity that may be set (1 TiB).
     public static let maxCacheCapacity: UInt64 = 1 << 40
+    /// The largest download body, whatever the cache's capacity (a bus message must carry it).
+    public static let maxDownloadBytes = 128 << 20
+    /// `MaximumActiveDownloads` may be set within this range.
+    public static let activeDownloads: ClosedRange<UInt32> = 1...64
+    /// Completed tasks kept for observers, over all clients; past this the oldest leave early.
+    public static let maxLingeringTasks = 4096
+
     /// Leases (each an fd in the agent) one client may hold: 256, or a sixteenth of the open-file
     /// limit when that is lower, so that one client cannot take the agent's descriptors.
-    static func leasesPerClient(fileLimit: UInt64) -> UInt32 {
+    public static func leasesPerClient(fileLimit: UInt64) -> UInt32 {
         UInt32(min(256, max(1, fileLimit / 16)))
     }
 
     /// Cached images held in memfds (an fd each) over all clients: 4,096, or a quarter of the
     /// open-file limit when lower. Past that, images are kept in plain memory (OpenImage then
     /// copies into a new memfd per call).
-    static func memfdImages(fileLimit: UInt64) -> Int {
+    public static func memfdImages(fileLimit: UInt64) -> Int {
         Int(min(4096, fileLimit / 4))
     }
-
-    /// Completed tasks kept for observers, over all clients; past this the oldest leave early.
-    public static let maxLingeringTasks = 4096
 }

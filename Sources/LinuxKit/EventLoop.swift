@@ -1,23 +1,32 @@
-internal import CDBus
+internal import CLinux
 import Glibc
 
 /// A single-threaded event loop on epoll: file-descriptor handlers and one-shot timers.
+///
+/// Each registration carries a token of its own in `epoll_data.u64` (as SwiftNIO's selector does),
+/// never the fd number: when a handler closes an fd whose event is still waiting in the same batch
+/// and the number is reused at once (a new lease, a new connection), the old event finds no
+/// registration with its token and is dropped instead of reaching the newcomer.
 ///
 /// It sleeps in `epoll_pwait2` with a nanosecond timeout taken from the earliest timer, so an idle
 /// loop with no timers makes no system calls and wakes zero times per second. Everything that
 /// touches the loop, its handlers and the D-Bus connections attached to it runs on the thread that
 /// calls `run()`.
-public final class EventLoop {
+public final class EventLoop: Scheduler {
     public typealias FDHandler = (_ events: UInt32) -> Void
+    public typealias TimerID = LinuxKit.TimerID
 
-    /// A handle to cancel a timer.
-    public struct TimerID: Hashable, Sendable {
-        fileprivate let raw: UInt64
+    private struct Registration {
+        let token: UInt64
+        var events: UInt32
+        var handler: FDHandler
     }
 
     private let epfd: Int32
-    private var handlers: [Int32: FDHandler] = [:]
-    private var registered: [Int32: UInt32] = [:]
+    /// The live registration of each watched fd, and which fd each live token belongs to.
+    private var registrations: [Int32: Registration] = [:]
+    private var fdByToken: [UInt64: Int32] = [:]
+    private var nextToken: UInt64 = 1
     private var heap: [(deadline: UInt64, id: UInt64)] = []
     private var timerCallbacks: [UInt64: () -> Void] = [:]
     private var nextTimerID: UInt64 = 1
@@ -42,6 +51,9 @@ public final class EventLoop {
         return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
     }
 
+    /// `Scheduler`: the monotonic clock.
+    public var nowNanoseconds: UInt64 { EventLoop.now() }
+
     // MARK: file descriptors
 
     public static let readable = UInt32(EPOLLIN.rawValue)
@@ -51,34 +63,42 @@ public final class EventLoop {
     /// Urgent data; PSI triggers report with it.
     public static let priority = UInt32(EPOLLPRI.rawValue)
 
-    /// Starts (or changes) watching `fd` for `events` (`readable`, `writable`). Errors and hang-ups
-    /// are always reported.
+    /// Starts watching `fd` for `events` (`readable`, `writable`), or replaces the handler and
+    /// events of its registration. Errors and hang-ups are always reported.
     public func watch(fd: Int32, events: UInt32, handler: @escaping FDHandler) {
-        handlers[fd] = handler
-        setEvents(fd: fd, events: events)
+        if registrations[fd] != nil {
+            registrations[fd]!.handler = handler
+            setEvents(fd: fd, events: events)
+            return
+        }
+        let token = nextToken
+        nextToken += 1
+        var ev = epoll_event()
+        ev.events = events
+        ev.data.u64 = token
+        guard epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0 else { return }
+        registrations[fd] = Registration(token: token, events: events, handler: handler)
+        fdByToken[token] = fd
     }
 
     /// Changes the events of a watched fd without replacing its handler.
     public func setEvents(fd: Int32, events: UInt32) {
+        guard let registration = registrations[fd], registration.events != events else { return }
         var ev = epoll_event()
         ev.events = events
-        ev.data.fd = fd
-        if registered[fd] == nil {
-            if epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0 { registered[fd] = events }
-        } else if registered[fd] != events {
-            if epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) == 0 { registered[fd] = events }
-        }
+        ev.data.u64 = registration.token
+        if epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) == 0 { registrations[fd]!.events = events }
     }
 
-    /// Stops watching `fd` (the caller still owns and closes it).
+    /// Stops watching `fd` (the caller still owns and closes it). An event for it still waiting
+    /// in the current batch is dropped.
     public func unwatch(fd: Int32) {
-        handlers[fd] = nil
-        if registered.removeValue(forKey: fd) != nil {
-            _ = epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nil)
-        }
+        guard let registration = registrations.removeValue(forKey: fd) else { return }
+        fdByToken[registration.token] = nil
+        _ = epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nil)
     }
 
-    public func isWatching(fd: Int32) -> Bool { registered[fd] != nil }
+    public func isWatching(fd: Int32) -> Bool { registrations[fd] != nil }
 
     // MARK: timers
 
@@ -91,6 +111,12 @@ public final class EventLoop {
         timerCallbacks[id] = callback
         heapPush((deadline, id))
         return TimerID(raw: id)
+    }
+
+    /// `Scheduler`: runs `callback` once at `deadline` (monotonic nanoseconds).
+    @discardableResult
+    public func schedule(atNanoseconds deadline: UInt64, _ callback: @escaping () -> Void) -> TimerID {
+        schedule(at: deadline, callback)
     }
 
     @discardableResult
@@ -124,7 +150,7 @@ public final class EventLoop {
         private var jobs: [@Sendable () -> Void] = []
 
         fileprivate init() {
-            fd = cdbus_eventfd()
+            fd = clinux_eventfd()
             precondition(fd >= 0, "eventfd failed: errno \(errno)")
             pthread_mutex_init(lock, nil)
         }
@@ -229,9 +255,12 @@ public final class EventLoop {
         }
         if n > 0 {
             for i in 0..<Int(n) {
-                let fd = eventBuffer[i].data.fd
-                // A handler earlier in this batch may have removed this fd.
-                if let handler = handlers[fd] { handler(eventBuffer[i].events) }
+                // A handler earlier in this batch may have removed this registration (and the
+                // fd number may already belong to a new one, with a new token).
+                let token = eventBuffer[i].data.u64
+                guard let fd = fdByToken[token], let registration = registrations[fd], registration.token == token
+                else { continue }
+                registration.handler(eventBuffer[i].events)
             }
         }
         fireDueTimers()

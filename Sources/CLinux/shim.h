@@ -1,0 +1,88 @@
+#ifndef NETACTIVITY_CLINUX_SHIM_H
+#define NETACTIVITY_CLINUX_SHIM_H
+
+/* The Linux calls LinuxKit needs that Swift's Glibc module does not import: eventfd, signalfd
+   with a blocked signal set, memfd_create and file seals. The only C the platform module sees. */
+
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <signal.h>
+#include <pthread.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+
+/* sigset manipulation macros/functions are awkward from Swift: a tiny helper that blocks
+   the termination signals and returns a signalfd for them. */
+static inline int clinux_block_signals_signalfd(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    if (pthread_sigmask(SIG_BLOCK, &set, 0) != 0) return -1;
+    /* A client that dies before reading its reply must not kill the agent, and neither may a
+       file size limit (RLIMIT_FSIZE) on the disk tier: a write past it fails with EFBIG instead. */
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGXFSZ, SIG_IGN);
+    return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+/* A non-blocking eventfd for waking an event loop from another thread (eventfd(2) does not
+   import into Swift's Glibc module). */
+static inline int clinux_eventfd(void) {
+    return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
+/* Sealed memfds (the image cache's zero-copy path). memfd_create and the seal constants need
+   _GNU_SOURCE, which the Swift Glibc module is not built with: use the raw syscall and the
+   kernel's constant values. */
+#ifndef MFD_CLOEXEC
+#define MFD_CLOEXEC 0x0001U
+#define MFD_ALLOW_SEALING 0x0002U
+#endif
+#ifndef F_ADD_SEALS
+#define F_ADD_SEALS 1033
+#define F_GET_SEALS 1034
+#define F_SEAL_SEAL 0x0001
+#define F_SEAL_SHRINK 0x0002
+#define F_SEAL_GROW 0x0004
+#define F_SEAL_WRITE 0x0008
+#endif
+static const int CLINUX_SEALS_READ_ONLY = F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
+
+/* A memfd holding a copy of `data`, sealed so that nobody (its holders included) can write,
+   shrink, grow or unseal it. Returns the fd, or -1 with errno set. */
+static inline int clinux_sealed_memfd(const char *name, const void *data, size_t length) {
+    int fd = (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return -1;
+    size_t done = 0;
+    while (done < length) {
+        ssize_t n = pwrite(fd, (const char *)data + done, length - done, (off_t)done);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            goto fail;
+        }
+        done += (size_t)n;
+    }
+    if (fcntl(fd, F_ADD_SEALS, CLINUX_SEALS_READ_ONLY) != 0) goto fail;
+    return fd;
+fail: {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+}
+
+/* The seals on an fd (F_GET_SEALS), or -1. */
+static inline int clinux_get_seals(int fd) {
+    return fcntl(fd, F_GET_SEALS);
+}
+
+#endif

@@ -1,0 +1,372 @@
+public import DBusKit
+import Glibc
+public import LinuxKit
+public import NetActivityContract
+public import NetActivityCore
+
+/// Where activity is counted: other services (tasks) add and release theirs through this.
+public protocol ActivitySink: AnyObject {
+    /// One more of `source` for `client`, or `LimitsExceeded` naming the limit.
+    func acquire(_ source: ActivityLedger.Source, for client: String) throws(NetActivityError)
+    /// One less of `source` for `client` (never below zero).
+    func release(_ source: ActivityLedger.Source, for client: String)
+}
+
+/// What the desktop observers read of the indicator.
+public protocol IndicatorSource: AnyObject {
+    var isVisible: Bool { get }
+    /// "firefox (2), thunderbird (1)": who holds the activity, for tooltips and notifications.
+    var clientsSummary: String { get }
+}
+
+/// Something on the desktop that follows the indicator (the tray icon, notifications).
+public protocol DesktopObserver: AnyObject {
+    func start() throws
+    func visibleChanged(_ visible: Bool)
+    /// The coalesced client list changed (at most every 50 ms).
+    func clientsChanged()
+}
+
+/// Begins a task for a client (the `BeginTask` method lives on this service's interface, the
+/// tasks in `TaskService`).
+public protocol TaskBeginning: AnyObject {
+    func beginTask(for owner: String, description: String, options: [String: DBusValue]) throws -> String
+}
+
+/// `org.example.NetActivity`: per-client counts and fd leases feed the ledger, the ledger's total
+/// drives the delayed state machine, and the machine's actions become timers, PropertiesChanged
+/// and the `Visible` signal. ActivityCount and Clients change on every call, so their signal is
+/// coalesced (DESIGN.md). Everything runs on the loop's thread; nothing is locked.
+public final class ActivityService: ActivitySink, IndicatorSource {
+    private let context: AgentContext
+    /// Lease fds are watched here (the production loop; tests pass one they never run).
+    private let loop: EventLoop
+    private(set) var machine: ActivityIndicatorStateMachine
+    private(set) var ledger = ActivityLedger()
+    private var indicatorTimer: TimerID?
+
+    /// Open leases: our read end of the pipe -> the holder.
+    private var leases: [Int32: String] = [:]
+    private var leasesByClient: [String: Set<Int32>] = [:]
+
+    private var countCoalescer = ChangeCoalescer(interval: .milliseconds(50))
+    private var emittedCount: UInt32 = 0
+    private var emittedClients: [ClientEntry] = []
+
+    /// The tray icon and notifications follow the indicator through these.
+    public var observers: [any DesktopObserver] = []
+    /// Serves `BeginTask`.
+    public weak var tasks: (any TaskBeginning)?
+
+    struct ClientEntry: Equatable {
+        let name: String
+        let processName: String
+        let count: UInt32
+    }
+
+    public init(context: AgentContext, loop: EventLoop, activationDelay: Double, completionDelay: Double, fileLimit: UInt64) {
+        self.context = context
+        self.loop = loop
+        ledger.limits[.task] = UInt32(NetActivityLimits.maxLiveTasksPerClient)
+        ledger.limits[.lease] = NetActivityLimits.leasesPerClient(fileLimit: fileLimit)
+        machine = ActivityIndicatorStateMachine(
+            activationDelay: .seconds(double: activationDelay), completionDelay: .seconds(double: completionDelay))
+    }
+
+    public var isVisible: Bool { machine.isVisible }
+    public var state: IndicatorState { machine.state }
+    public var total: UInt64 { ledger.total }
+
+    // MARK: the interface table
+
+    /// `org.example.NetActivity` (documented in dbus/org.example.NetActivity.xml).
+    public func makeInterface() -> DBusInterface {
+        typealias M = ActivityMember.Method
+        typealias P = ActivityMember.Property
+        return DBusInterface(
+            NetActivityInterface.activity.rawValue,
+            methods: [
+                DBusMethod(M.incrementActivityCount.rawValue) { [unowned self] in try self.incrementActivityCount(&$0) },
+                DBusMethod(M.decrementActivityCount.rawValue) { [unowned self] in self.decrementActivityCount(&$0) },
+                DBusMethod(M.beginActivity.rawValue, in: [DBusArgument("reason", "s")], out: [DBusArgument("lease", "h")]) {
+                    [unowned self] in try self.beginActivity(&$0)
+                },
+                DBusMethod(
+                    M.beginTask.rawValue, in: [DBusArgument("description", "s"), DBusArgument("options", "a{sv}")],
+                    out: [DBusArgument("task", "o")]
+                ) { [unowned self] in try self.beginTask(&$0) },
+            ],
+            properties: [
+                .contractVersion,
+                DBusProperty(P.enabled.rawValue, "b", get: { [unowned self] w, _ in w.append(self.machine.isEnabled) }) {
+                    [unowned self] r, _, _ in try self.setEnabled(try r.read(Bool.self))
+                },
+                DBusProperty(P.visible.rawValue, "b") { [unowned self] w, _ in w.append(self.machine.isVisible) },
+                DBusProperty(P.state.rawValue, "s") { [unowned self] w, _ in w.append(self.machine.state.rawValue) },
+                DBusProperty(P.activityCount.rawValue, "u") { [unowned self] w, _ in w.append(UInt32(clamping: self.ledger.total)) },
+                delayProperty(.activationDelay, \.activationDelay),
+                delayProperty(.completionDelay, \.completionDelay),
+                DBusProperty(P.clients.rawValue, "a(ssu)") { [unowned self] w, _ in self.writeClients(&w) },
+            ],
+            signals: [DBusSignal(ActivityMember.Signal.visible.rawValue, [DBusArgument("visible", "b")])]
+        )
+    }
+
+    private func delayProperty(
+        _ property: ActivityMember.Property, _ keyPath: WritableKeyPath<ActivityIndicatorStateMachine, Duration>
+    ) -> DBusProperty {
+        DBusProperty(property.rawValue, "d", get: { [unowned self] w, _ in w.append(self.machine[keyPath: keyPath].seconds) }) {
+            [unowned self] r, _, _ in try self.setDelay(property, keyPath, seconds: try r.read(Double.self))
+        }
+    }
+
+    // MARK: handlers
+
+    func incrementActivityCount(_ call: inout MethodCall) throws {
+        try acquire(.count, for: call.sender)
+    }
+
+    func decrementActivityCount(_ call: inout MethodCall) {
+        // Only the caller's own count; at zero this is a no-op, never an error.
+        release(.count, for: call.sender)
+    }
+
+    func beginActivity(_ call: inout MethodCall) throws {
+        let reason = try call.args.read(String.self)
+        try beginLease(for: call.sender, reason: reason, reply: &call.reply)
+    }
+
+    func beginTask(_ call: inout MethodCall) throws {
+        let description = try call.args.read(String.self)
+        let options = try call.args.readVardict()
+        guard let tasks else { throw NetActivityError.failed("Tasks are not served") }
+        let path = try tasks.beginTask(for: call.sender, description: description, options: options)
+        try call.reply.appendObjectPath(path)
+    }
+
+    func setEnabled(_ enabled: Bool) {
+        guard enabled != machine.isEnabled else { return }
+        let actions = machine.setEnabled(enabled, count: ledger.total, now: context.now)
+        emitChanged([ActivityMember.Property.enabled.rawValue])
+        perform(actions)
+    }
+
+    func setDelay(
+        _ property: ActivityMember.Property, _ keyPath: WritableKeyPath<ActivityIndicatorStateMachine, Duration>, seconds: Double
+    ) throws(NetActivityError) {
+        guard seconds.isFinite, seconds >= 0, seconds <= NetActivityLimits.maxDelaySeconds else {
+            throw .invalidArgs(
+                "\(property.rawValue) must be between 0 and \(Int(NetActivityLimits.maxDelaySeconds)) seconds, got \(seconds)")
+        }
+        let value = Duration.seconds(double: seconds)
+        guard value != machine[keyPath: keyPath] else { return }
+        machine[keyPath: keyPath] = value
+        emitChanged([property.rawValue])
+    }
+
+    private func writeClients(_ w: inout MessageWriter) {
+        w.appendArray(elementSignature: "(ssu)") { a in
+            for c in ledger.activeClients {
+                a.appendStruct { s in
+                    s.append(c.name)
+                    s.append(c.processName)
+                    s.append(c.count)
+                }
+            }
+        }
+    }
+
+    // MARK: ActivitySink: the one route to the ledger
+
+    public func acquire(_ source: ActivityLedger.Source, for client: String) throws(NetActivityError) {
+        let isNew = ledger.touch(client)
+        do {
+            try ledger.add(source, for: client)
+        } catch {
+            throw .limitsExceeded(
+                "Client \(client) already holds \(error.limit) \(Self.noun(source)), the most one client may hold")
+        }
+        if isNew { lookUpProcessName(client) }
+        totalChanged()
+    }
+
+    public func release(_ source: ActivityLedger.Source, for client: String) {
+        if ledger.remove(source, for: client) { totalChanged() }
+    }
+
+    static func noun(_ source: ActivityLedger.Source) -> String {
+        switch source {
+        case .count: "activity counts"
+        case .lease: "activity leases"
+        case .task: "running tasks"
+        }
+    }
+
+    private func lookUpProcessName(_ client: String) {
+        context.peers.lookUpProcessName(of: client) { [weak self] name in
+            guard let self, self.ledger.clients[client] != nil else { return }
+            self.ledger.setProcessName(name, for: client)
+            if self.ledger.count(of: client) > 0 { self.noteCountChange() }
+        }
+    }
+
+    /// The client left the bus: everything it held goes at once.
+    public func clientVanished(_ client: String) {
+        for fd in leasesByClient.removeValue(forKey: client) ?? [] {
+            leases[fd] = nil
+            loop.unwatch(fd: fd)
+            close(fd)
+        }
+        guard let held = ledger.removeClient(client) else { return }
+        if held.total > 0 {
+            context.logger.debug("Client \(client) (\(held.processName)) left holding \(held.total)")
+            totalChanged()
+        }
+    }
+
+    // MARK: the indicator
+
+    /// Applies a change of the ledger's total to the machine, and notes it for the coalesced signal.
+    private func totalChanged() {
+        perform(machine.countChanged(to: ledger.total, now: context.now))
+        noteCountChange()
+    }
+
+    private func perform(_ actions: [ActivityIndicatorStateMachine.Action]) {
+        guard !actions.isEmpty else { return }
+        var changed: [String] = []
+        var visibleChanged = false
+        for action in actions {
+            switch action {
+            case .scheduleTimer(let deadline, let generation):
+                if let t = indicatorTimer { context.scheduler.cancel(t) }
+                indicatorTimer = context.schedule(at: deadline) { [unowned self] in
+                    self.indicatorTimer = nil
+                    self.perform(self.machine.timerFired(generation: generation, count: self.ledger.total, now: self.context.now))
+                }
+            case .cancelTimer:
+                if let t = indicatorTimer { context.scheduler.cancel(t) }
+                indicatorTimer = nil
+            case .publishState:
+                if !changed.contains(ActivityMember.Property.state.rawValue) { changed.append(ActivityMember.Property.state.rawValue) }
+            case .publishVisible:
+                visibleChanged = true
+                if !changed.contains(ActivityMember.Property.visible.rawValue) {
+                    changed.insert(ActivityMember.Property.visible.rawValue, at: 0)
+                }
+            }
+        }
+        if visibleChanged {
+            let visible = machine.isVisible
+            context.logger.debug("Visible=\(visible) state=\(machine.state.rawValue) count=\(ledger.total)")
+            context.sink.emitSignal(
+                path: NetActivityBus.objectPath, interface: NetActivityInterface.activity.rawValue,
+                member: ActivityMember.Signal.visible.rawValue
+            ) { w in w.append(visible) }
+        }
+        emitChanged(changed)
+        if visibleChanged { for observer in observers { observer.visibleChanged(machine.isVisible) } }
+    }
+
+    private func emitChanged(_ names: [String]) {
+        guard !names.isEmpty else { return }
+        // A signal that goes out anyway carries the coalesced values too when the interval allows,
+        // so observers rarely see a state that disagrees with the count.
+        let names = countCoalescer.mayEmit(now: context.now) ? names + takeCoalescedChanges() : names
+        context.emitPropertiesChanged(.activity, names)
+    }
+
+    private func noteCountChange() {
+        switch countCoalescer.noteChange(now: context.now) {
+        case .emitNow:
+            emitCountAndClients()
+        case .schedule(let deadline):
+            context.schedule(at: deadline) { [unowned self] in
+                self.countCoalescer.timerFired()
+                self.emitCountAndClients()
+            }
+        case .wait:
+            break
+        }
+    }
+
+    private func emitCountAndClients() {
+        context.emitPropertiesChanged(.activity, takeCoalescedChanges())
+    }
+
+    /// The coalesced properties whose values differ from what was last sent, marked as sent.
+    private func takeCoalescedChanges() -> [String] {
+        var names: [String] = []
+        let count = UInt32(clamping: ledger.total)
+        if count != emittedCount {
+            emittedCount = count
+            names.append(ActivityMember.Property.activityCount.rawValue)
+        }
+        let clients = currentClients()
+        if clients != emittedClients {
+            emittedClients = clients
+            names.append(ActivityMember.Property.clients.rawValue)
+            for observer in observers { observer.clientsChanged() }
+        }
+        if !names.isEmpty { countCoalescer.didEmit(now: context.now) }
+        return names
+    }
+
+    private func currentClients() -> [ClientEntry] {
+        ledger.activeClients.map { ClientEntry(name: $0.name, processName: $0.processName, count: $0.count) }
+    }
+
+    public var clientsSummary: String {
+        let clients = currentClients()
+        guard !clients.isEmpty else { return "No network activity" }
+        return clients.map { "\($0.processName.isEmpty ? $0.name : $0.processName) (\($0.count))" }.joined(separator: ", ")
+    }
+
+    // MARK: leases
+
+    private func beginLease(for client: String, reason: String, reply: inout MessageWriter) throws {
+        guard reason.utf8.count <= NetActivityLimits.maxReasonBytes else {
+            throw NetActivityError.invalidArgs(
+                "Reason is \(reason.utf8.count) bytes long; the limit is \(NetActivityLimits.maxReasonBytes)")
+        }
+        guard let (readEnd, writeEnd) = makeLeasePipe() else {
+            throw NetActivityError.limitsExceeded("Could not create a lease: \(String(cString: strerror(errno)))")
+        }
+        // libdbus sends its own duplicate; ours closes at once, so only the client's copies count.
+        defer { close(writeEnd) }
+        do {
+            try reply.appendFD(writeEnd)
+            try acquire(.lease, for: client)
+        } catch {
+            close(readEnd)
+            throw error
+        }
+        leases[readEnd] = client
+        leasesByClient[client, default: []].insert(readEnd)
+        loop.watch(fd: readEnd, events: EventLoop.readable) { [unowned self] events in
+            self.leaseEvent(fd: readEnd, events: events)
+        }
+        context.logger.debug("Lease \(readEnd) for \(client): \(reason)")
+    }
+
+    private func leaseEvent(fd: Int32, events: UInt32) {
+        // Anything a holder writes is drained and ignored; EOF means every copy is closed.
+        var buf = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+        while true {
+            let n = withUnsafeMutableBytes(of: &buf) { read(fd, $0.baseAddress, $0.count) }
+            if n > 0 { continue }
+            if n == 0 || (errno != EAGAIN && errno != EINTR) || events & EventLoop.hangup != 0 { break }
+            return
+        }
+        endLease(fd: fd)
+    }
+
+    private func endLease(fd: Int32) {
+        guard let client = leases.removeValue(forKey: fd) else { return }
+        leasesByClient[client]?.remove(fd)
+        if leasesByClient[client]?.isEmpty == true { leasesByClient[client] = nil }
+        loop.unwatch(fd: fd)
+        close(fd)
+        release(.lease, for: client)
+    }
+}

@@ -1,0 +1,56 @@
+public import DBusKit
+public import LinuxKit
+public import Logging
+import NetActivityContract
+import NetActivityCore
+
+/// What every service of the agent shares: time (a `Scheduler`: the event loop, or a manual one in
+/// tests), the object server and the sink its replies and signals go to, the peer registry, and
+/// the log. Services meet here and through narrow protocols, never through each other's state.
+public final class AgentContext {
+    public let scheduler: any Scheduler
+    public let server: ObjectServer
+    public let peers: any PeerRegistry
+    public let logger: Logger
+
+    public init(scheduler: any Scheduler, server: ObjectServer, peers: any PeerRegistry, logger: Logger) {
+        self.scheduler = scheduler
+        self.server = server
+        self.peers = peers
+        self.logger = logger
+        // Handlers throw the contract's errors; the bus carries their names.
+        server.errorMapper = { error in
+            (error as? NetActivityError).map { DBusError(name: $0.name, message: $0.message) }
+        }
+    }
+
+    /// Where signals go.
+    public var sink: any MessageSink { server.sink }
+
+    /// Our own unique name: the owner of the agent's own tasks.
+    public var uniqueName: String { sink.uniqueName }
+
+    var now: Instant { Instant(nanoseconds: scheduler.nowNanoseconds) }
+
+    func emitPropertiesChanged(_ interface: NetActivityInterface, at path: String = NetActivityBus.objectPath, _ names: [String]) {
+        guard !names.isEmpty else { return }
+        server.emitPropertiesChanged(path: path, interface: interface.rawValue, changed: names)
+    }
+
+    @discardableResult
+    func schedule(at instant: Instant, _ callback: @escaping () -> Void) -> TimerID {
+        scheduler.schedule(atNanoseconds: instant.nanoseconds, callback)
+    }
+
+    @discardableResult
+    func schedule(after duration: Duration, _ callback: @escaping () -> Void) -> TimerID {
+        scheduler.schedule(afterNanoseconds: duration.nanoseconds, callback)
+    }
+}
+
+extension DBusProperty {
+    /// The `Version` property every interface of the contract has.
+    static var contractVersion: DBusProperty {
+        DBusProperty("Version", "u", emitsChanged: .const) { w, _ in w.append(NetActivityBus.version) }
+    }
+}

@@ -1,0 +1,323 @@
+public import DBusKit
+import Glibc
+public import LinuxKit
+import NetActivityContract
+public import NetActivityCore
+
+/// `org.example.NetActivity.Downloader`, the shared image downloader: `ImageDownloader` (the pure
+/// queue and coalescing) with `HTTPFetcher` as its transport, the disk tier, and an `ImageStore`
+/// (the image cache) for what it fetched. Each transfer is a task object owned by the agent (made
+/// through a `TaskFactory`), suspended while queued and running while it downloads, so a running
+/// download is the agent's own activity and a queued one is not. The HTTP side starts on the
+/// first download, so an agent that never downloads never loads it.
+public final class DownloadService: ImageDownloader.Observer {
+    private let context: AgentContext
+    /// libcurl's sockets are watched here.
+    private let loop: EventLoop
+    private unowned let images: any ImageStore
+    private unowned let tasks: any TaskFactory
+    private var transferTasks: [UInt64: TaskEntry] = [:]
+    private var pendingByOwner: [String: Int] = [:]
+    /// Told of every failed download but cancellations (the notifier posts them).
+    public var onFailure: [(_ url: String, _ message: String) -> Void] = []
+
+    public init(context: AgentContext, loop: EventLoop, images: any ImageStore, tasks: any TaskFactory) {
+        self.context = context
+        self.loop = loop
+        self.images = images
+        self.tasks = tasks
+    }
+
+    private lazy var fetcher = HTTPFetcher(loop: loop, limits: .init(maxBytes: maxBodyBytes))
+
+    /// An image must fit in the cache, and a bus message in any case.
+    private var maxBodyBytes: Int { Int(min(images.memoryCapacity, UInt64(NetActivityLimits.maxDownloadBytes))) }
+
+    lazy var core: ImageDownloader = {
+        let d = ImageDownloader(
+            isCached: { [unowned self] key in self.images.contains(key) },
+            store: { [unowned self] key, fetched in self.images.store(fetched.bytes, for: key) },
+            fetch: { [unowned self] request, progress, completion in self.fetch(request, progress, completion) })
+        d.observer = self
+        return d
+    }()
+
+    /// The disk tier (nil when there is no cache directory to use).
+    lazy var disk: DiskCache? = DiskCache.defaultDirectory().map { DiskCache(directory: $0, logger: context.logger) }
+
+    static func wallClock() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    /// Disk first (unless reloading): a fresh entry answers without the network, a stale one is
+    /// revalidated with its ETag/Last-Modified; a 200 is written back when HTTP caching allows.
+    private func fetch(
+        _ request: ImageDownloader.Request, _ progress: @escaping (UInt64, UInt64) -> Void,
+        _ completion: @escaping (Result<ImageDownloader.Fetched, ImageDownloader.Failure>) -> Void
+    ) -> () -> Void {
+        var stale: DiskEntry?
+        var conditional: [(String, String)] = []
+        if !request.reload, let entry = disk?.read(key: request.key) {
+            switch HTTPCachePolicy.decide(entry.info, now: Self.wallClock()) {
+            case .fresh:
+                // Answered on the next turn of the loop (never inside the downloader's own call).
+                let timer = context.scheduler.schedule(afterNanoseconds: 0) {
+                    completion(.success(ImageDownloader.Fetched(bytes: entry.body)))
+                }
+                return { [weak self] in self?.context.scheduler.cancel(timer) }
+            case .revalidate(let headers):
+                stale = entry
+                conditional = headers
+            case .refetch:
+                break
+            }
+        }
+        fetcher.limits.maxBytes = maxBodyBytes
+        return fetcher.fetch(url: request.url, headers: conditional, progress: progress) { [weak self] result in
+            completion(result.flatMap { response in
+                if response.status == 304, var entry = stale {
+                    entry.info = HTTPCachePolicy.refreshed(entry.info, notModified: response.headers, now: Self.wallClock())
+                    self?.disk?.write(entry)
+                    return .success(ImageDownloader.Fetched(bytes: entry.body))
+                }
+                guard response.status == 200 else {
+                    return .failure(.failed(NetActivityError(.http, "HTTP \(response.status) for \(request.url)")))
+                }
+                if let info = HTTPCachePolicy.store(status: 200, headers: response.headers, now: Self.wallClock()) {
+                    if response.body.withUnsafeBytes({ ImageInfo.sniff($0) }) != nil {
+                        self?.disk?.write(DiskEntry(key: request.key, info: info, body: response.body))
+                    }
+                } else {
+                    self?.disk?.remove(key: request.key)  // no-store: keep no copy, not even an old one
+                }
+                return .success(ImageDownloader.Fetched(bytes: response.body))
+            })
+        }
+    }
+
+    // MARK: requests
+
+    func download(url: String, options: [String: DBusValue], owner: String) throws(NetActivityError) -> (receipt: String, task: String, cached: Bool) {
+        typealias Option = DownloaderMember.Option
+        try Self.checkURL(url)
+        for (key, value) in options {
+            guard let option = Option(rawValue: key) else {
+                throw .invalidArgs(
+                    "Unknown DownloadImage option '\(key)'; known options: \(Option.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            guard value.signature == option.signature else {
+                throw .invalidArgs("DownloadImage option '\(key)' must have type '\(option.signature)', got '\(value.signature)'")
+            }
+        }
+        let additional = options[Option.additionalIdentifier.rawValue]?.stringValue ?? ""
+        guard additional.utf8.count <= NetActivityLimits.maxImageKeyBytes else {
+            throw .invalidArgs(
+                "additional-identifier is \(additional.utf8.count) bytes long; the limit is \(NetActivityLimits.maxImageKeyBytes)")
+        }
+        let pending = pendingByOwner[owner] ?? 0
+        guard pending < NetActivityLimits.maxPendingDownloadsPerClient else {
+            throw .limitsExceeded("Client \(owner) already waits for \(pending) downloads, the most one client may")
+        }
+        let key = ImageRequestKey.make(url: url, additional: additional)
+        var receipt = ""
+        let reload = options[Option.reload.rawValue]?.boolValue ?? false
+        let ticket = core.download(url: url, key: key, owner: owner, reload: reload) {
+            [unowned self] result in
+            self.finished(receipt: receipt, url: url, owner: owner, result)
+        }
+        switch ticket {
+        case .cached:
+            return ("", "/", true)
+        case .receipt(let r, let transfer):
+            receipt = r
+            pendingByOwner[owner, default: 0] += 1
+            return (r, transferTasks[transfer]?.path ?? "/", false)
+        }
+    }
+
+    /// DownloadFinished goes to the requester only (a unicast signal).
+    private func finished(receipt: String, url: String, owner: String, _ result: Result<Void, ImageDownloader.Failure>) {
+        release(owner)
+        let (ok, name, message): (Bool, String, String) = switch result {
+        case .success: (true, "", "")
+        case .failure(.cancelled): (false, NetActivityError.Name.cancelled.rawValue, "The download was cancelled")
+        case .failure(.failed(let error)): (false, error.name, error.message)
+        }
+        if !ok, name != NetActivityError.Name.cancelled.rawValue {
+            for observer in onFailure { observer(url, message) }
+        }
+        context.sink.emitSignal(
+            path: NetActivityBus.objectPath, interface: NetActivityInterface.downloader.rawValue,
+            member: DownloaderMember.Signal.downloadFinished.rawValue, destination: owner
+        ) { w in
+            w.append(receipt)
+            w.append(url)
+            w.append(ok)
+            w.append(name)
+            w.append(message)
+        }
+    }
+
+    private func release(_ owner: String) {
+        guard let n = pendingByOwner[owner] else { return }
+        pendingByOwner[owner] = n > 1 ? n - 1 : nil
+    }
+
+    func cancel(receipt: String, by caller: String) throws(NetActivityError) -> Bool {
+        guard let owner = core.owner(of: receipt) else { return false }
+        guard owner == caller else {
+            throw .accessDenied("Only the owner of receipt \(receipt) (\(owner)) may cancel it; the caller is \(caller)")
+        }
+        return core.cancel(receipt: receipt)
+    }
+
+    public func ownerVanished(_ owner: String) {
+        guard pendingByOwner.removeValue(forKey: owner) != nil else { return }
+        core.ownerVanished(owner)
+    }
+
+    /// http or https, with a host, no spaces or control characters, at most 4096 bytes.
+    static func checkURL(_ url: String) throws(NetActivityError) {
+        func refuse(_ why: String) -> NetActivityError {
+            NetActivityError(.invalidURL, "'\(url.prefix(200))' \(why)")
+        }
+        guard url.utf8.count <= NetActivityLimits.maxImageKeyBytes else {
+            throw refuse("is longer than \(NetActivityLimits.maxImageKeyBytes) bytes")
+        }
+        guard !url.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else { throw refuse("contains spaces or control characters") }
+        let lower = url.lowercased()
+        let rest: Substring
+        if lower.hasPrefix("http://") { rest = url.dropFirst(7) } else if lower.hasPrefix("https://") { rest = url.dropFirst(8) } else {
+            throw refuse("is not an http or https URL")
+        }
+        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        let host = authority.split(separator: "@").last.map { $0.hasPrefix("[") ? $0 : $0.split(separator: ":").first ?? "" } ?? ""
+        guard !host.isEmpty else { throw refuse("has no host") }
+    }
+
+    // MARK: ImageDownloader.Observer: one task object per transfer
+
+    public func transferQueued(_ transfer: UInt64, url: String) {
+        transferTasks[transfer] = tasks.makeAgentTask(
+            description: "Download \(url.prefix(NetActivityLimits.maxDescriptionBytes - 9))")
+    }
+
+    public func transferStarted(_ transfer: UInt64, url: String) {
+        guard let entry = transferTasks[transfer] else { return }
+        tasks.resume(entry)
+    }
+
+    public func transferProgress(_ transfer: UInt64, received: UInt64, expected: UInt64) {
+        guard let entry = transferTasks[transfer] else { return }
+        tasks.setProgress(entry, TaskProgress(received: received, expectedToReceive: max(expected, received)))
+    }
+
+    public func transferEnded(_ transfer: UInt64, outcome: Result<Void, ImageDownloader.Failure>) {
+        guard let entry = transferTasks.removeValue(forKey: transfer) else { return }
+        let error: String = switch outcome {
+        case .success: ""
+        case .failure(.cancelled): NetActivityError.Name.cancelled.rawValue
+        case .failure(.failed(let failure)): failure.name + ": " + failure.message
+        }
+        tasks.complete(entry, error: String(error.prefix(NetActivityLimits.maxTaskErrorBytes)))
+    }
+
+    // MARK: the interface table
+
+    /// `org.example.NetActivity.Downloader` (dbus/org.example.NetActivity.Downloader.xml).
+    public func makeInterface() -> DBusInterface {
+        typealias M = DownloaderMember.Method
+        typealias P = DownloaderMember.Property
+        return DBusInterface(
+            NetActivityInterface.downloader.rawValue,
+            methods: [
+                DBusMethod(
+                    M.downloadImage.rawValue, in: [DBusArgument("url", "s"), DBusArgument("options", "a{sv}")],
+                    out: [DBusArgument("receipt", "s"), DBusArgument("task", "o"), DBusArgument("cached", "b")]
+                ) { [unowned self] in try self.downloadImage(&$0) },
+                DBusMethod(M.cancelDownload.rawValue, in: [DBusArgument("receipt", "s")], out: [DBusArgument("cancelled", "b")]) {
+                    [unowned self] in try self.cancelDownload(&$0)
+                },
+            ],
+            properties: [
+                .contractVersion,
+                DBusProperty(
+                    P.maximumActiveDownloads.rawValue, "u", get: { [unowned self] w, _ in w.append(UInt32(self.core.maximumActiveDownloads)) }
+                ) { [unowned self] r, _, _ in try self.setMaximumActiveDownloads(try r.read(UInt32.self)) },
+                DBusProperty(
+                    P.downloadPrioritization.rawValue, "s", get: { [unowned self] w, _ in w.append(self.core.prioritization.rawValue) }
+                ) { [unowned self] r, _, _ in try self.setPrioritization(try r.read(String.self)) },
+                DBusProperty(P.activeDownloads.rawValue, "u", emitsChanged: .false) { [unowned self] w, _ in
+                    w.append(UInt32(self.core.activeCount))
+                },
+                DBusProperty(P.queuedDownloads.rawValue, "u", emitsChanged: .false) { [unowned self] w, _ in
+                    w.append(UInt32(self.core.queuedCount))
+                },
+                DBusProperty(
+                    P.diskCapacity.rawValue, "t", get: { [unowned self] w, _ in w.append(self.disk?.capacity ?? DiskCache.defaultCapacity) }
+                ) { [unowned self] r, _, _ in try self.setDiskCapacity(try r.read(UInt64.self)) },
+                DBusProperty(P.diskUsage.rawValue, "t", emitsChanged: .false) { [unowned self] w, _ in
+                    w.append(self.disk?.usage ?? 0)
+                },
+                DBusProperty(P.diskError.rawValue, "s", emitsChanged: .false) { [unowned self] w, _ in
+                    w.append(self.diskError)
+                },
+            ],
+            signals: [DBusSignal(DownloaderMember.Signal.downloadFinished.rawValue, [
+                DBusArgument("receipt", "s"), DBusArgument("url", "s"), DBusArgument("ok", "b"),
+                DBusArgument("error_name", "s"), DBusArgument("error_message", "s"),
+            ])]
+        )
+    }
+
+    // MARK: handlers
+
+    func downloadImage(_ call: inout MethodCall) throws {
+        let url = try call.args.read(String.self)
+        let options = try call.args.readVardict()
+        let answer = try download(url: url, options: options, owner: call.sender)
+        call.reply.append(answer.receipt)
+        try call.reply.appendObjectPath(answer.task)
+        call.reply.append(answer.cached)
+    }
+
+    func cancelDownload(_ call: inout MethodCall) throws {
+        call.reply.append(try cancel(receipt: try call.args.read(String.self), by: call.sender))
+    }
+
+    func setMaximumActiveDownloads(_ n: UInt32) throws(NetActivityError) {
+        let range = NetActivityLimits.activeDownloads
+        guard range.contains(n) else {
+            throw .invalidArgs("MaximumActiveDownloads must be between \(range.lowerBound) and \(range.upperBound), got \(n)")
+        }
+        guard Int(n) != core.maximumActiveDownloads else { return }
+        core.maximumActiveDownloads = Int(n)
+        context.emitPropertiesChanged(.downloader, [DownloaderMember.Property.maximumActiveDownloads.rawValue])
+    }
+
+    func setPrioritization(_ value: String) throws(NetActivityError) {
+        guard let order = ImageDownloader.Prioritization(rawValue: value) else {
+            throw .invalidArgs("DownloadPrioritization must be 'fifo' or 'lifo', got '\(value.prefix(100))'")
+        }
+        guard order != core.prioritization else { return }
+        core.prioritization = order
+        context.emitPropertiesChanged(.downloader, [DownloaderMember.Property.downloadPrioritization.rawValue])
+    }
+
+    func setDiskCapacity(_ bytes: UInt64) throws(NetActivityError) {
+        guard bytes <= NetActivityLimits.maxCacheCapacity else {
+            throw .invalidArgs("DiskCapacity \(bytes) is above the limit of \(NetActivityLimits.maxCacheCapacity) bytes")
+        }
+        guard let disk, bytes != disk.capacity else { return }
+        disk.setCapacity(bytes)
+        context.emitPropertiesChanged(.downloader, [DownloaderMember.Property.diskCapacity.rawValue])
+    }
+
+    var diskError: String {
+        guard let disk else { return "no cache directory: neither XDG_CACHE_HOME nor HOME is set" }
+        _ = disk.usage  // the directory is checked on first use
+        return disk.lastError
+    }
+}

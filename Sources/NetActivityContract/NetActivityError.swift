@@ -1,0 +1,104 @@
+/// An error of the contract: a D-Bus error name, a human message, and a typed `code` for the
+/// cases an app handles. The agent throws these (the bus carries `name` and `message`), the client
+/// library hands them to apps, and `Name` is the one table of every error name either side uses
+/// (in the style of systemd's `bus-common-errors.h`).
+public struct NetActivityError: Error, Equatable, Sendable, CustomStringConvertible {
+    public let name: String
+    public let message: String
+
+    /// Every error name of the contract: the agent's own (`org.example.NetActivity.Error.*`) and
+    /// the standard ones it and the bus answer with (`org.freedesktop.DBus.Error.*`).
+    public enum Name: String, Sendable, CaseIterable {
+        // org.example.NetActivity.Error.*
+        case notFound = "org.example.NetActivity.Error.NotFound"
+        case notAnImage = "org.example.NetActivity.Error.NotAnImage"
+        case tooLarge = "org.example.NetActivity.Error.TooLarge"
+        case invalidURL = "org.example.NetActivity.Error.InvalidURL"
+        case cancelled = "org.example.NetActivity.Error.Cancelled"
+        case http = "org.example.NetActivity.Error.HTTP"
+        case timeout = "org.example.NetActivity.Error.Timeout"
+        case network = "org.example.NetActivity.Error.Network"
+        case clientVanished = "org.example.NetActivity.Error.ClientVanished"
+        // org.freedesktop.DBus.Error.*
+        case invalidArgs = "org.freedesktop.DBus.Error.InvalidArgs"
+        case accessDenied = "org.freedesktop.DBus.Error.AccessDenied"
+        case limitsExceeded = "org.freedesktop.DBus.Error.LimitsExceeded"
+        case failed = "org.freedesktop.DBus.Error.Failed"
+        case unknownObject = "org.freedesktop.DBus.Error.UnknownObject"
+        case serviceUnknown = "org.freedesktop.DBus.Error.ServiceUnknown"
+        case nameHasNoOwner = "org.freedesktop.DBus.Error.NameHasNoOwner"
+        case disconnected = "org.freedesktop.DBus.Error.Disconnected"
+        case noReply = "org.freedesktop.DBus.Error.NoReply"
+        case busTimeout = "org.freedesktop.DBus.Error.Timeout"
+        case noServer = "org.freedesktop.DBus.Error.NoServer"
+        case invalidSignature = "org.freedesktop.DBus.Error.InvalidSignature"
+
+        /// The prefix of the agent's own error names.
+        public static let agentPrefix = "org.example.NetActivity.Error."
+
+        /// The last part of the name (`TooLarge` for `org.example.NetActivity.Error.TooLarge`).
+        public var shortName: String { String(rawValue[rawValue.index(after: rawValue.lastIndex(of: ".")!)...]) }
+    }
+
+    /// What kind of error this is, from its D-Bus name.
+    public enum Code: Sendable, Equatable {
+        /// The agent is not on the bus (and the bus could not start it).
+        case agentNotRunning
+        /// The bus connection is gone, or no reply came in time.
+        case disconnected
+        /// A bad argument; the message names the value (`org.freedesktop.DBus.Error.InvalidArgs`).
+        case invalidArguments
+        /// A call on another client's task or receipt.
+        case accessDenied
+        /// A per-client limit; the message names it.
+        case limitsExceeded
+        /// No such object, task or cache entry.
+        case notFound
+        /// A task's owner left the bus (`org.example.NetActivity.Error.ClientVanished`).
+        case clientVanished
+        /// Another `org.example.NetActivity.Error.<Name>`: the name's last part.
+        case agent(String)
+        /// Anything else.
+        case other
+    }
+
+    public init(name: String, message: String) {
+        self.name = name
+        self.message = message
+    }
+
+    public init(_ name: Name, _ message: String) {
+        self.init(name: name.rawValue, message: message)
+    }
+
+    public static func invalidArgs(_ message: String) -> NetActivityError { NetActivityError(.invalidArgs, message) }
+    public static func accessDenied(_ message: String) -> NetActivityError { NetActivityError(.accessDenied, message) }
+    public static func limitsExceeded(_ message: String) -> NetActivityError { NetActivityError(.limitsExceeded, message) }
+    public static func failed(_ message: String) -> NetActivityError { NetActivityError(.failed, message) }
+
+    /// The error's name as one of the contract's, if it is.
+    public var knownName: Name? { Name(rawValue: name) }
+
+    public var code: Code {
+        switch knownName {
+        case .serviceUnknown, .nameHasNoOwner: .agentNotRunning
+        case .disconnected, .noReply, .busTimeout, .noServer: .disconnected
+        case .invalidArgs: .invalidArguments
+        case .accessDenied: .accessDenied
+        case .limitsExceeded: .limitsExceeded
+        case .unknownObject, .notFound: .notFound
+        case .clientVanished: .clientVanished
+        default:
+            name.hasPrefix(Name.agentPrefix) ? .agent(String(name.dropFirst(Name.agentPrefix.count))) : .other
+        }
+    }
+
+    /// The agent is not on the bus (and the bus could not start it).
+    public var isAgentNotRunning: Bool { code == .agentNotRunning }
+
+    public var description: String {
+        isAgentNotRunning
+            ? "the netactivity agent is not running on this bus (start it with `netactivityd` or `make run`)"
+            : "\(message) (\(name))"
+    }
+}

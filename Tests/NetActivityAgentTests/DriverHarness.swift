@@ -1,0 +1,125 @@
+import DBusKit
+import LinuxKit
+import Logging
+import NetActivityAgent
+import NetActivityContract
+import NetActivityCore
+import NetActivityTesting
+
+/// Records every message the services send, with the manual time it was sent at.
+final class RecordingSink: MessageSink {
+    let uniqueName = ":1.1"
+    private let scheduler: ManualScheduler
+    private(set) var sent: [(at: Double, message: Message)] = []
+
+    init(scheduler: ManualScheduler) { self.scheduler = scheduler }
+
+    func send(_ message: Message) { sent.append((Double(scheduler.nowNanoseconds) / 1e9, message)) }
+}
+
+/// A peer registry the test drives: process names arrive when the test delivers them, and
+/// departures when it says so.
+final class ManualPeers: PeerRegistry {
+    private var handlers: [(String) -> Void] = []
+    private var lookups: [(peer: String, known: (String) -> Void)] = []
+    var names: [String: String] = [:]
+
+    func lookUpProcessName(of peer: String, _ known: @escaping (String) -> Void) { lookups.append((peer, known)) }
+    func onDeparture(_ handler: @escaping (String) -> Void) { handlers.append(handler) }
+
+    func deliverNames() {
+        let pending = lookups
+        lookups.removeAll()
+        for lookup in pending { lookup.known(names[lookup.peer] ?? "") }
+    }
+
+    func depart(_ peer: String) { for handler in handlers { handler(peer) } }
+}
+
+/// The activity and task services as the agent wires them, on a manual scheduler with a
+/// recording sink and a manual peer registry: no bus, no sleeping.
+final class DriverHarness {
+    let scheduler = ManualScheduler()
+    let sink: RecordingSink
+    let peers = ManualPeers()
+    let server: ObjectServer
+    let context: AgentContext
+    let activity: ActivityService
+    let tasks: TaskService
+    /// Lease fds would be watched here; the driver tests never run it.
+    let loop = EventLoop()
+
+    init(activation: Double = 1.0, completion: Double = 0.17, linger: Double = 5.0) {
+        sink = RecordingSink(scheduler: scheduler)
+        server = ObjectServer(sink: sink)
+        var logger = Logger(label: "driver-test")
+        logger.logLevel = .critical
+        context = AgentContext(scheduler: scheduler, server: server, peers: peers, logger: logger)
+        activity = ActivityService(context: context, loop: loop, activationDelay: activation, completionDelay: completion, fileLimit: 1024)
+        tasks = TaskService(context: context, activity: activity, linger: linger)
+        activity.tasks = tasks
+        peers.onDeparture { [unowned self] peer in
+            self.tasks.ownerVanished(peer)
+            self.activity.clientVanished(peer)
+        }
+        server.addObjectManager(at: NetActivityBus.objectPath)
+        server.export(path: NetActivityBus.objectPath, interfaces: [activity.makeInterface()])
+    }
+
+    func at(_ seconds: Double) { scheduler.advance(toNanoseconds: UInt64((seconds * 1e9).rounded())) }
+
+    /// Hands a method call from `sender` to the object server, as the bus would; returns the reply.
+    @discardableResult
+    func call(
+        _ sender: String, _ member: String, path: String = NetActivityBus.objectPath,
+        interface: NetActivityInterface = .activity, _ body: (inout MessageWriter) throws -> Void = { _ in }
+    ) throws -> Message? {
+        let message = try Message.methodCall(destination: NetActivityBus.name, path: path, interface: interface.rawValue, member: member)
+        message.setSender(sender)
+        var w = message.writer()
+        try body(&w)
+        let before = sink.sent.count
+        server.handle(message)
+        return sink.sent[before...].last { $0.message.kind == .methodReturn || $0.message.kind == .error }?.message
+    }
+
+    func increment(_ sender: String) throws { try call(sender, ActivityMember.Method.incrementActivityCount.rawValue) }
+    func decrement(_ sender: String) throws { try call(sender, ActivityMember.Method.decrementActivityCount.rawValue) }
+
+    // MARK: reading what was sent
+
+    var signals: [(at: Double, message: Message)] { sink.sent.filter { $0.message.kind == .signal } }
+
+    /// The Visible signal's values, with their times.
+    var visible: [(at: Double, value: Bool)] {
+        signals.compactMap { entry in
+            guard entry.message.interface == NetActivityInterface.activity.rawValue,
+                  entry.message.member == ActivityMember.Signal.visible.rawValue
+            else { return nil }
+            var r = entry.message.reader()
+            return (try? r.read(Bool.self)).map { (entry.at, $0) }
+        }
+    }
+
+    /// PropertiesChanged of `interface` at `path`: each signal's changed properties with values.
+    func changes(_ interface: NetActivityInterface, at path: String = NetActivityBus.objectPath)
+        -> [(at: Double, values: [String: DBusValue])]
+    {
+        signals.compactMap { entry in
+            guard entry.message.member == "PropertiesChanged", entry.message.path == path else { return nil }
+            var r = entry.message.reader()
+            guard (try? r.read(String.self)) == interface.rawValue, let values = try? r.readVardict() else { return nil }
+            return (entry.at, values)
+        }
+    }
+
+    /// ObjectManager signals (InterfacesAdded/Removed) naming `path`, with their times.
+    func objectManagerSignals(for path: String) -> [(at: Double, member: String)] {
+        signals.compactMap { entry in
+            guard entry.message.interface == "org.freedesktop.DBus.ObjectManager", let member = entry.message.member else { return nil }
+            var r = entry.message.reader()
+            guard (try? r.readObjectPath()) == path else { return nil }
+            return (entry.at, member)
+        }
+    }
+}

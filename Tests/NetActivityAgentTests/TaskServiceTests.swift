@@ -1,0 +1,101 @@
+import DBusKit
+import NetActivityContract
+import Testing
+
+/// Task progress coalescing, completion and linger, driven through the real TaskService (its
+/// table, the object server, the ObjectManager signals) on a manual scheduler.
+@Suite("TaskService on a manual scheduler")
+struct TaskServiceTests {
+    typealias P = TaskMember.Property
+
+    func ms(_ seconds: Double) -> Int { Int((seconds * 1000).rounded()) }
+
+    func begin(_ h: DriverHarness, _ owner: String, expectedToSend: UInt64 = 0) throws -> String {
+        let reply = try h.call(owner, ActivityMember.Method.beginTask.rawValue) { w in
+            w.append("upload")
+            try w.appendVardict(expectedToSend > 0 ? [TaskMember.Option.expectedToSend.rawValue: .uint64(expectedToSend)] : [:])
+        }
+        var r = try #require(reply).reader()
+        return try r.readObjectPath()
+    }
+
+    func setProgress(_ h: DriverHarness, _ owner: String, _ path: String, sent: UInt64, expected: UInt64) throws -> Message? {
+        try h.call(owner, TaskMember.Method.setProgress.rawValue, path: path, interface: .task) { w in
+            w.append(sent)
+            w.append(expected)
+            w.append(UInt64(0))
+            w.append(UInt64(0))
+        }
+    }
+
+    @Test("progress: the first change at once, one signal per 100 ms after, and the final values ride on completion")
+    func progressCoalescing() throws {
+        let h = DriverHarness()
+        let path = try begin(h, ":1.7", expectedToSend: 1000)
+        #expect(path == NetActivityBus.taskPathPrefix + "1")
+        h.at(0.01)
+        _ = try setProgress(h, ":1.7", path, sent: 100, expected: 1000)
+        for (i, sent) in [200, 300, 400, 500].enumerated() {
+            h.at(0.02 + Double(i) / 100)
+            _ = try setProgress(h, ":1.7", path, sent: UInt64(sent), expected: 1000)
+        }
+        h.at(0.15)
+        _ = try setProgress(h, ":1.7", path, sent: 600, expected: 1000)
+        h.at(0.16)
+        try h.call(":1.7", TaskMember.Method.complete.rawValue, path: path, interface: .task) { w in w.append("") }
+        h.at(1)
+        let sent = h.changes(.task, at: path).compactMap { c in
+            c.values[P.countOfBytesSent.rawValue]?.unwrapped.uint64Value.map { [ms(c.at), Int($0)] }
+        }
+        #expect(sent == [[10, 100], [110, 500], [160, 600]])
+        let last = try #require(h.changes(.task, at: path).last)
+        #expect(last.values[P.state.rawValue]?.unwrapped.stringValue == "completed")
+        #expect(last.values[P.fractionCompleted.rawValue]?.unwrapped.doubleValue == 1.0)
+    }
+
+    @Test("a completed task lingers 5 s, then leaves with InterfacesRemoved and answers UnknownObject")
+    func linger() throws {
+        let h = DriverHarness()
+        let path = try begin(h, ":1.7")
+        h.at(2)
+        try h.call(":1.7", TaskMember.Method.complete.rawValue, path: path, interface: .task) { w in w.append("") }
+        h.at(7.0 - 0.001)
+        #expect(h.objectManagerSignals(for: path).map(\.member) == ["InterfacesAdded"])
+        h.at(7.5)
+        #expect(h.objectManagerSignals(for: path).map { "\($0.member)@\(ms($0.at))" } == ["InterfacesAdded@0", "InterfacesRemoved@7000"])
+        let reply = try h.call(":1.7", TaskMember.Method.suspend.rawValue, path: path, interface: .task)
+        #expect(reply?.errorName == "org.freedesktop.DBus.Error.UnknownObject")
+    }
+
+    @Test("only the owner drives a task; a running task counts for its owner until it is suspended")
+    func ownershipAndActivity() throws {
+        let h = DriverHarness(activation: 0, completion: 0)
+        let path = try begin(h, ":1.7")
+        h.at(0.5)
+        let denied = try setProgress(h, ":1.8", path, sent: 1, expected: 0)
+        #expect(denied?.errorName == NetActivityError.Name.accessDenied.rawValue)
+        try h.call(":1.7", TaskMember.Method.suspend.rawValue, path: path, interface: .task)
+        h.at(1)
+        #expect(h.visible.map { [ms($0.at), $0.value ? 1 : 0] } == [[0, 1], [500, 0]])
+        #expect(h.activity.total == 0)
+    }
+
+    @Test("the owner leaves: its live tasks complete with ClientVanished before its activity is dropped")
+    func ownerLeaves() throws {
+        let h = DriverHarness(activation: 0, completion: 0.17)
+        let path = try begin(h, ":1.7")
+        h.at(1)
+        h.peers.depart(":1.7")
+        h.at(2)
+        let completed = try #require(h.changes(.task, at: path).last)
+        #expect(ms(completed.at) == 1000)
+        #expect(completed.values[P.error.rawValue]?.unwrapped.stringValue == NetActivityError.Name.clientVanished.rawValue)
+        #expect(h.visible.map { [ms($0.at), $0.value ? 1 : 0] } == [[0, 1], [1170, 0]])
+        // Order on the bus: the task's completion, then the indicator's delaying-end.
+        let order = h.signals.compactMap { entry -> String? in
+            guard entry.message.member == "PropertiesChanged", ms(entry.at) == 1000 else { return nil }
+            return entry.message.path
+        }
+        #expect(order == [path, NetActivityBus.objectPath])
+    }
+}
