@@ -6,7 +6,7 @@ PYTHON ?= /usr/bin/python3
 DEBUG_BIN = .build/debug
 RELEASE_BIN = .build/release
 
-.PHONY: all setup build release run test unit integration bench install uninstall clean asan tsan check-sanitize soak
+.PHONY: all setup build release run test unit integration bench install uninstall clean asan tsan check-sanitize soak check-layering
 
 all: build
 
@@ -26,7 +26,11 @@ release: setup
 run: release
 	exec $(RELEASE_BIN)/netactivityd $(ARGS)
 
-test: setup
+# No module imports against the direction README.md's "Modules" section draws.
+check-layering:
+	$(PYTHON) scripts/check-layering.py
+
+test: setup check-layering
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 	$(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN)

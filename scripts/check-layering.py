@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""Checks that no module imports against the direction drawn in README.md ("Modules").
+
+The README's block between `<!-- layering:begin -->` and `<!-- layering:end -->` lists, for every
+module under Sources/, the modules of ours it may import. Every `import` of one of our modules in
+a module's Swift files must be listed there, and every module must be listed. Exit 1 on a breach.
+"""
+import pathlib
+import re
+import sys
+
+root = pathlib.Path(__file__).resolve().parent.parent
+readme = (root / "README.md").read_text()
+match = re.search(r"<!-- layering:begin -->(.*?)<!-- layering:end -->", readme, re.S)
+if not match:
+    sys.exit("check-layering: README.md has no layering block")
+
+allowed = {}
+for line in match.group(1).splitlines():
+    line = line.strip()
+    if not line or line.startswith(("```", "#")):
+        continue
+    name, _, deps = line.partition(":")
+    allowed[name.strip()] = {d for d in deps.split() if d != "-"}
+
+modules = {}
+for d in sorted((root / "Sources").iterdir()):
+    if d.name == "Examples":
+        for e in sorted(d.iterdir()):
+            modules[e.name] = e
+    elif d.is_dir():
+        modules[d.name] = d
+
+import_re = re.compile(r"^\s*(?:@_exported\s+)?(?:(?:public|package|internal|fileprivate|private)\s+)?import\s+([A-Za-z0-9_]+)", re.M)
+problems = []
+for name, path in modules.items():
+    if name not in allowed:
+        problems.append(f"{name}: not drawn in README.md's Modules section")
+        continue
+    for source in sorted(path.rglob("*.swift")):
+        for imported in import_re.findall(source.read_text()):
+            if imported in modules and imported not in allowed[name]:
+                problems.append(f"{source.relative_to(root)}: {name} imports {imported}, against the direction drawn in README.md")
+for name in allowed:
+    if name not in modules:
+        problems.append(f"README.md draws {name}, which is not a module under Sources/")
+
+if problems:
+    print("\n".join(problems))
+    sys.exit(1)
+print(f"check-layering: {len(modules)} modules import only in the direction README.md draws")
