@@ -215,10 +215,19 @@ public final class Connection: MessageSink {
         if firingTimeout == timeout { firingTimeout = nil }
     }
 
-    /// Dispatches every queued incoming message.
+    /// While more than this many bytes wait to be written to the bus, no further incoming message
+    /// is dispatched: a burst of large replies (a client asking for a big image hundreds of times)
+    /// then waits in the bus daemon's queue for that client, not in our memory. Dispatching resumes
+    /// when the socket has taken enough (each write is followed by `dispatchAll`); meanwhile libdbus
+    /// keeps incoming messages up to its own received-size limit and then stops reading.
+    public var maxOutgoingBytes = 4 << 20
+
+    /// Dispatches every queued incoming message (as long as the outgoing queue is below
+    /// `maxOutgoingBytes`).
     public func dispatchAll() {
         guard !closed else { return }
-        while dbus_connection_dispatch(raw) == DBUS_DISPATCH_DATA_REMAINS {}
+        while dbus_connection_get_outgoing_size(raw) < maxOutgoingBytes,
+              dbus_connection_dispatch(raw) == DBUS_DISPATCH_DATA_REMAINS {}
     }
 
     // MARK: incoming messages

@@ -48,6 +48,20 @@ public final class AgentContext {
     }
 }
 
+/// Checks an `a{sv}` options argument: an unknown key or a wrong type is InvalidArgs naming it,
+/// so a typo does not pass silently.
+func checkOptions<Option: MethodOption>(_ options: [String: DBusValue], of method: String, _: Option.Type) throws(NetActivityError) {
+    for (key, value) in options {
+        guard let option = Option(rawValue: key) else {
+            let known = Option.allCases.map(\.rawValue).sorted().joined(separator: ", ")
+            throw .invalidArgs("Unknown \(method) option '\(key)'; known options: \(known)")
+        }
+        guard value.signature == option.signature else {
+            throw .invalidArgs("\(method) option '\(key)' must have type '\(option.signature)', got '\(value.signature)'")
+        }
+    }
+}
+
 extension DBusProperty {
     /// The `Version` property every interface of the contract has.
     static var contractVersion: DBusProperty {

@@ -102,15 +102,7 @@ public final class DownloadService: ImageDownloader.Observer {
     func download(url: String, options: [String: DBusValue], owner: String) throws(NetActivityError) -> (receipt: String, task: String, cached: Bool) {
         typealias Option = DownloaderMember.Option
         try Self.checkURL(url)
-        for (key, value) in options {
-            guard let option = Option(rawValue: key) else {
-                throw .invalidArgs(
-                    "Unknown DownloadImage option '\(key)'; known options: \(Option.allCases.map(\.rawValue).joined(separator: ", "))")
-            }
-            guard value.signature == option.signature else {
-                throw .invalidArgs("DownloadImage option '\(key)' must have type '\(option.signature)', got '\(value.signature)'")
-            }
-        }
+        try checkOptions(options, of: DownloaderMember.Method.downloadImage.rawValue, Option.self)
         let additional = options[Option.additionalIdentifier.rawValue]?.stringValue ?? ""
         guard additional.utf8.count <= NetActivityLimits.maxImageKeyBytes else {
             throw .invalidArgs(

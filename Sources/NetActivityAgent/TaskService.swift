@@ -170,15 +170,7 @@ public final class TaskService: TaskBeginning, TaskFactory {
     /// BeginTask's options: unknown keys and wrong types are refused by name, so typos surface.
     static func taskOptions(_ options: [String: DBusValue]) throws(NetActivityError) -> (TaskState, TaskProgress, String?) {
         typealias Option = TaskMember.Option
-        for (key, value) in options {
-            guard let option = Option(rawValue: key) else {
-                throw .invalidArgs(
-                    "Unknown BeginTask option '\(key)'; known options: \(Option.allCases.map(\.rawValue).sorted().joined(separator: ", "))")
-            }
-            guard value.signature == option.signature else {
-                throw .invalidArgs("BeginTask option '\(key)' must have type '\(option.signature)', got '\(value.signature)'")
-            }
-        }
+        try checkOptions(options, of: ActivityMember.Method.beginTask.rawValue, Option.self)
         let state: TaskState = options[Option.suspended.rawValue]?.boolValue == true ? .suspended : .running
         var progress = TaskProgress()
         progress.expectedToSend = options[Option.expectedToSend.rawValue]?.uint64Value ?? 0

@@ -12,6 +12,11 @@ public enum NetActivityBus {
     public static let version: UInt32 = 1
 }
 
+/// A key of an `a{sv}` options argument, with the D-Bus type its value must have.
+public protocol MethodOption: RawRepresentable, CaseIterable where RawValue == String {
+    var signature: String { get }
+}
+
 /// The interfaces the agent serves.
 public enum NetActivityInterface: String, Sendable, CaseIterable {
     case activity = "org.example.NetActivity"
@@ -76,7 +81,7 @@ public enum TaskMember {
     }
 
     /// `BeginTask` options (a{sv}) and their D-Bus types.
-    public enum Option: String, Sendable, CaseIterable {
+    public enum Option: String, Sendable, MethodOption {
         case suspended = "suspended"
         case expectedToSend = "expected-to-send"
         case expectedToReceive = "expected-to-receive"
@@ -143,7 +148,7 @@ public enum DownloaderMember {
     }
 
     /// `DownloadImage` options (a{sv}) and their D-Bus types.
-    public enum Option: String, Sendable, CaseIterable {
+    public enum Option: String, Sendable, MethodOption {
         case additionalIdentifier = "additional-identifier"
         case reload = "reload"
 

@@ -118,7 +118,7 @@ class SlowReaderTests(AgentTestCase):
         """A raw socket client: authenticates, says Hello, subscribes to every signal, asks for a
         256 KiB image 400 times (100 MiB of replies), and never reads another byte. dbus-daemon
         queues what it is sent (up to its max_outgoing_bytes, 1 GB on the session bus); the agent
-        hands each reply to the daemon and moves on."""
+        hands each reply to the daemon and dispatches no more while 4 MiB wait to be written."""
         from gi.repository import Gio, GLib
         cache = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), CACHE)
         cache.AddImage("big", dbus.ByteArray(png(extra=256 * 1024)))
@@ -158,7 +158,9 @@ class SlowReaderTests(AgentTestCase):
         wait_until(lambda: cache.LookupImage("big", byte_arrays=True)[0], what="lookups still answered")
         time.sleep(0.5)
         grown = status_kib(pid, "VmRSS") - rss_before
-        self.assertLess(grown, 32 * 1024, "the agent grew by %d KiB" % grown)
+        # The agent stops dispatching while 4 MiB wait for the bus (Connection.maxOutgoingBytes), so
+        # the replies queue in the daemon, not here (measured: 4.5-4.8 MiB; 10-60 MiB without it).
+        self.assertLess(grown, 16 * 1024, "the agent grew by %d KiB" % grown)
         self.assertTrue(self.agent.alive())
         s.close()
         wait_until(lambda: len(Books(self).props()["Clients"]) == 0, what="the silent client gone")
