@@ -99,7 +99,7 @@ public final class ActivityService: ActivitySink, IndicatorSource {
             properties: [
                 .contractVersion,
                 DBusProperty(P.enabled.rawValue, "b", get: { [unowned self] w, _ in w.append(self.machine.isEnabled) }) {
-                    [unowned self] r, _, _ in try self.setEnabled(try r.read(Bool.self))
+                    [unowned self] r, _, _ in self.setEnabled(try r.read(Bool.self))
                 },
                 DBusProperty(P.visible.rawValue, "b") { [unowned self] w, _ in w.append(self.machine.isVisible) },
                 DBusProperty(P.state.rawValue, "s") { [unowned self] w, _ in w.append(self.machine.state.rawValue) },

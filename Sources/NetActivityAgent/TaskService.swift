@@ -404,8 +404,8 @@ public final class TaskService: TaskBeginning, TaskFactory {
             received: try call.args.read(), expectedToReceive: try call.args.read())
         do {
             if try entry.record.setProgress(next) { progressChanged(entry) }
-        } catch let refusal as TaskProgress.Refusal {
-            throw NetActivityError.invalidArgs(refusal.message)
+        } catch {
+            throw NetActivityError.invalidArgs(error.message)
         }
     }
 }
