@@ -343,22 +343,10 @@ public final class ActivityService: ActivitySink, IndicatorSource {
         }
         leases[readEnd] = client
         leasesByClient[client, default: []].insert(readEnd)
-        loop.watch(fd: readEnd, events: EventLoop.readable) { [unowned self] events in
-            self.leaseEvent(fd: readEnd, events: events)
-        }
+        // Watched for the hang-up alone (epoll always reports it): the agent never reads a lease,
+        // so a holder that writes into it only fills its own pipe and never wakes the loop.
+        loop.watch(fd: readEnd, events: 0) { [unowned self] _ in self.endLease(fd: readEnd) }
         context.logger.debug("Lease \(readEnd) for \(client): \(reason)")
-    }
-
-    private func leaseEvent(fd: Int32, events: UInt32) {
-        // Anything a holder writes is drained and ignored; EOF means every copy is closed.
-        var buf = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
-        while true {
-            let n = withUnsafeMutableBytes(of: &buf) { read(fd, $0.baseAddress, $0.count) }
-            if n > 0 { continue }
-            if n == 0 || (errno != EAGAIN && errno != EINTR) || events & EventLoop.hangup != 0 { break }
-            return
-        }
-        endLease(fd: fd)
     }
 
     private func endLease(fd: Int32) {

@@ -19,6 +19,8 @@ final class DiskCache {
     private var index = LRUCache<String, UInt64>()
     private var ready = false
     private(set) var broken = false
+    /// The directory's lock, held for the agent's life (closed with the process).
+    private var lockFD: Int32 = -1
 
     static let defaultCapacity: UInt64 = 150 * 1024 * 1024
 
@@ -63,6 +65,24 @@ final class DiskCache {
             }
         }
         chmod(directory, 0o700)
+        // One writer per directory: a second agent of the same user (a second session) keeps its
+        // images in memory, so the two never pass DiskCapacity together or delete each other's entries.
+        // The lock is on the directory itself (flock works on a directory's fd): no extra file.
+        lockFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)
+        guard lockFD >= 0 else {
+            lastError = "cannot lock \(directory): \(String(cString: strerror(errno)))"
+            logger.warning("Disk cache off: \(lastError)")
+            broken = true
+            return
+        }
+        guard flock(lockFD, LOCK_EX | LOCK_NB) == 0 else {
+            lastError = "another netactivityd uses \(directory); this one keeps images in memory only"
+            logger.notice("Disk cache off: \(lastError)")
+            close(lockFD)
+            lockFD = -1
+            broken = true
+            return
+        }
         guard let dir = opendir(directory) else {
             lastError = "cannot read \(directory): \(String(cString: strerror(errno)))"
             logger.warning("Disk cache off: \(lastError)")
@@ -81,7 +101,7 @@ final class DiskCache {
             }
             guard name.utf8.count == 64 else { continue }
             var st = stat()
-            guard stat(directory + "/" + name, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { continue }
+            guard lstat(directory + "/" + name, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { continue }
             found.append((name, UInt64(st.st_size), st.st_mtim.tv_sec))
         }
         for f in found.sorted(by: { $0.time < $1.time }) { index.set(f.size, cost: f.size, for: f.name) }
@@ -119,7 +139,10 @@ final class DiskCache {
         if let old = index.remove(name) { _ = old }
         evict(toFit: size)
         let temporary = directory + "/tmp-" + name
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        // Whatever is there (a crash's leftover, or a FIFO someone put in its place) goes; O_EXCL
+        // then makes a new regular file or fails, and never opens something else that could block.
+        unlink(temporary)
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o600)
         // On any failure the older version of this entry goes too: it is out of date.
         guard fd >= 0 else { return failed("create", temporary, errno, dropping: name) }
         var done = 0
@@ -186,12 +209,16 @@ final class DiskCache {
         return false
     }
 
+    /// A regular file's bytes. Opened without following a link and without blocking (a FIFO put in
+    /// an entry's place would otherwise hold the loop until someone writes to it), then checked to
+    /// be a regular file before a byte is read.
     private func readWhole(_ path: String) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var st = stat()
-        guard fstat(fd, &st) == 0, st.st_size >= 0, st.st_size <= Int(capacity) + 1 << 20 else { return nil }
+        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, st.st_size >= 0, st.st_size <= Int(capacity) + 1 << 20
+        else { return nil }
         var bytes = [UInt8](repeating: 0, count: Int(st.st_size))
         var done = 0
         while done < bytes.count {

@@ -83,7 +83,7 @@ public final class DownloadService: ImageDownloader.Observer {
                     return .success(ImageDownloader.Fetched(bytes: entry.body))
                 }
                 guard response.status == 200 else {
-                    return .failure(.failed(NetActivityError(.http, "HTTP \(response.status) for \(request.url)")))
+                    return .failure(.failed(NetActivityError(.http, "HTTP \(response.status) for \(PublishedURL.redact(request.url))")))
                 }
                 if let info = HTTPCachePolicy.store(status: 200, headers: response.headers, now: Self.wallClock()) {
                     if response.body.withUnsafeBytes({ ImageInfo.sniff($0) }) != nil {
@@ -138,7 +138,7 @@ public final class DownloadService: ImageDownloader.Observer {
         case .failure(.failed(let error)): (false, error.name, error.message)
         }
         if !ok, name != NetActivityError.Name.cancelled.rawValue {
-            for observer in onFailure { observer(url, message) }
+            for observer in onFailure { observer(PublishedURL.redact(url), message) }
         }
         context.sink.emitSignal(
             path: NetActivityBus.objectPath, interface: NetActivityInterface.downloader.rawValue,
@@ -193,7 +193,7 @@ public final class DownloadService: ImageDownloader.Observer {
 
     public func transferQueued(_ transfer: UInt64, url: String) {
         transferTasks[transfer] = tasks.makeAgentTask(
-            description: "Download \(url.prefix(NetActivityLimits.maxDescriptionBytes - 9))")
+            description: "Download \(PublishedURL.redact(url))".prefix(utf8Bytes: NetActivityLimits.maxDescriptionBytes))
     }
 
     public func transferStarted(_ transfer: UInt64, url: String) {
@@ -213,7 +213,7 @@ public final class DownloadService: ImageDownloader.Observer {
         case .failure(.cancelled): NetActivityError.Name.cancelled.rawValue
         case .failure(.failed(let failure)): failure.name + ": " + failure.message
         }
-        tasks.complete(entry, error: String(error.prefix(NetActivityLimits.maxTaskErrorBytes)))
+        tasks.complete(entry, error: error.prefix(utf8Bytes: NetActivityLimits.maxTaskErrorBytes))
     }
 
     // MARK: the interface table

@@ -97,7 +97,11 @@ final class HTTPFetcher {
         _ = ccurl_set_long(easy, CURLOPT_LOW_SPEED_TIME, limits.stallSeconds)
         _ = ccurl_set_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limits.maxBytes))
         _ = ccurl_set_long(easy, CURLOPT_NOSIGNAL, 1)
-        _ = ccurl_set_str(easy, CURLOPT_ACCEPT_ENCODING, "")
+        // Identity only, and no decoding at all: images are compressed already, and a gzip body
+        // would let a 92 KB response decode into 90 MiB on the loop (a decompression bomb). A
+        // server that encodes anyway delivers bytes that are not an image (NotAnImage), never more
+        // than maxBytes of them. (CURLOPT_ACCEPT_ENCODING stays unset: set, libcurl decodes.)
+        _ = ccurl_set_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 0)
         _ = ccurl_set_str(easy, CURLOPT_USERAGENT, "netactivity/1 (+libcurl)")
         _ = ccurl_set_private(easy, user)
         _ = ccurl_set_write_fn(easy, { data, size, count, user in
@@ -134,10 +138,10 @@ final class HTTPFetcher {
             return 0
         })
         _ = ccurl_set_ptr(easy, CURLOPT_XFERINFODATA, user)
-        if !headers.isEmpty {
-            for (name, value) in headers { t.headerList = curl_slist_append(t.headerList, "\(name): \(value)") }
-            _ = ccurl_set_slist(easy, CURLOPT_HTTPHEADER, t.headerList)
+        for (name, value) in [("Accept-Encoding", "identity")] + headers {
+            t.headerList = curl_slist_append(t.headerList, "\(name): \(value)")
         }
+        _ = ccurl_set_slist(easy, CURLOPT_HTTPHEADER, t.headerList)
         live[ObjectIdentifier(t)] = t
         curl_multi_add_handle(multi, easy)
         return { [weak self, weak t] in
@@ -202,19 +206,21 @@ final class HTTPFetcher {
     private static func outcome(_ code: CURLcode, status: Int, transfer t: Transfer) -> Result<Response, ImageDownloader.Failure> {
         if code == CURLE_OK { return .success(Response(status: status, headers: .init(t.headers), body: t.body)) }
         let detail = String(cString: curl_easy_strerror(code))
+        // Errors are published (the task's Error, notifications): no userinfo, no query.
+        let url = PublishedURL.redact(t.url)
         switch code {
         case CURLE_OPERATION_TIMEDOUT:
-            return .failure(.failed(NetActivityError(.timeout, "\(t.url): \(detail)")))
+            return .failure(.failed(NetActivityError(.timeout, "\(url): \(detail)")))
         case CURLE_FILESIZE_EXCEEDED:
-            return .failure(.failed(NetActivityError(.tooLarge, "\(t.url) is larger than the limit of \(t.limit) bytes")))
+            return .failure(.failed(NetActivityError(.tooLarge, "\(url) is larger than the limit of \(t.limit) bytes")))
         case CURLE_WRITE_ERROR where t.tooLarge:
-            return .failure(.failed(NetActivityError(.tooLarge, "\(t.url) is larger than the limit of \(t.limit) bytes")))
+            return .failure(.failed(NetActivityError(.tooLarge, "\(url) is larger than the limit of \(t.limit) bytes")))
         case CURLE_TOO_MANY_REDIRECTS:
-            return .failure(.failed(NetActivityError(.http, "\(t.url): too many redirects")))
+            return .failure(.failed(NetActivityError(.http, "\(url): too many redirects")))
         case CURLE_UNSUPPORTED_PROTOCOL:
-            return .failure(.failed(NetActivityError(.invalidURL, "\(t.url) led to a scheme other than http or https")))
+            return .failure(.failed(NetActivityError(.invalidURL, "\(url) led to a scheme other than http or https")))
         default:
-            return .failure(.failed(NetActivityError(.network, "\(t.url): \(detail)")))
+            return .failure(.failed(NetActivityError(.network, "\(url): \(detail)")))
         }
     }
 }

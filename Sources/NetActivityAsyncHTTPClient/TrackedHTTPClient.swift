@@ -49,7 +49,7 @@ public struct TrackedHTTPClient: Sendable {
     ) async throws -> HTTPClientResponse {
         let sendLength = request.headers.first(name: "content-length").flatMap(UInt64.init) ?? 0
         let transfer = await activity.beginTransfer(
-            description ?? "\(request.method.rawValue) \(request.url)", expectedToSend: sendLength)
+            description ?? "\(request.method.rawValue) \(TrackedTransfer.publishable(url: request.url))", expectedToSend: sendLength)
         var request = request
         if sendLength > 0, let body = request.body {
             // The same framing (a known length), with each part counted as it goes out.

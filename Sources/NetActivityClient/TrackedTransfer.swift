@@ -71,7 +71,11 @@ public final class TrackedTransfer: Sendable {
     }
 
     /// The agent's limit for descriptions and errors.
-    static let textLimit = 1024
+    static let textLimit = NetActivityLimits.maxDescriptionBytes
+
+    /// What a task description may say about `url`: every client on the bus can read it, so the
+    /// userinfo, the query and the fragment are left out ("GET https://example.com/a.png").
+    public static func publishable(url: String) -> String { PublishedURL.redact(url) }
 
     /// `text` cut to at most `limit` bytes of UTF-8 at a character boundary, with "…" when cut.
     static func fitting(_ text: String, limit: Int = textLimit) -> String {

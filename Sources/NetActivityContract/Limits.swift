@@ -16,8 +16,10 @@ public enum NetActivityLimits {
     public static let maxPendingDownloadsPerClient = 1024
     /// The largest MemoryCapacity and DiskCapacity that may be set (1 TiB).
     public static let maxCacheCapacity: UInt64 = 1 << 40
-    /// The largest download body, whatever the cache's capacity (a bus message must carry it).
-    public static let maxDownloadBytes = 128 << 20
+    /// The largest download body, whatever the cache's capacity: the largest image `LookupImage`
+    /// can return (a D-Bus array holds at most 64 MiB), so what the downloader accepts, every
+    /// documented read path delivers.
+    public static let maxDownloadBytes = 64 << 20
     /// `MaximumActiveDownloads` may be set within this range.
     public static let activeDownloads: ClosedRange<UInt32> = 1...64
     /// Completed tasks kept for observers, over all clients; past this the oldest leave early.

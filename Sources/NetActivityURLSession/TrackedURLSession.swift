@@ -53,7 +53,7 @@ public final class TrackedURLSession: Sendable {
         with request: URLRequest, completion: (@Sendable (Data, URLResponse?, (any Error)?) -> Void)? = nil
     ) async -> TrackedDataTask {
         let method = request.httpMethod ?? "GET"
-        let url = request.url?.absoluteString ?? ""
+        let url = TrackedTransfer.publishable(url: request.url?.absoluteString ?? "")
         let sendLength = UInt64(max(0, request.httpBody?.count ?? 0))
         let transfer = await activity.beginTransfer("\(method) \(url)", expectedToSend: sendLength, suspended: true)
         let task = session.dataTask(with: request)

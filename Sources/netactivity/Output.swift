@@ -37,13 +37,41 @@ func jsonString(_ s: String) -> String {
         case "\n": out += "\\n"
         case "\r": out += "\\r"
         case "\t": out += "\\t"
-        case _ where u.value < 0x20:
+        case _ where isControl(u):
             let hex = String(u.value, radix: 16)
             out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
         default: out.unicodeScalars.append(u)
         }
     }
     return out + "\""
+}
+
+/// C0 controls, DEL and C1 controls (a terminal acts on all of them: ESC, CSI as U+009B, ...),
+/// and the Unicode line and paragraph separators.
+func isControl(_ u: Unicode.Scalar) -> Bool {
+    u.value < 0x20 || (0x7F...0x9F).contains(u.value) || u.value == 0x2028 || u.value == 0x2029
+}
+
+/// A string that came from another app, made safe for a terminal and for scripts that split
+/// lines: every control character becomes a visible escape (`\n`, `\x1b`, `\u{9b}`), and `\`
+/// itself is doubled so an escape can never be faked.
+func safe(_ s: String) -> String {
+    guard s.unicodeScalars.contains(where: { isControl($0) || $0 == "\\" }) else { return s }
+    var out = ""
+    for u in s.unicodeScalars {
+        switch u {
+        case "\\": out += "\\\\"
+        case "\n": out += "\\n"
+        case "\r": out += "\\r"
+        case "\t": out += "\\t"
+        case _ where u.value < 0x80 && isControl(u):
+            let hex = String(u.value, radix: 16)
+            out += "\\x" + (hex.count < 2 ? "0" : "") + hex
+        case _ where isControl(u): out += "\\u{" + String(u.value, radix: 16) + "}"
+        default: out.unicodeScalars.append(u)
+        }
+    }
+    return out
 }
 
 func formatSeconds(_ d: Double) -> String {
@@ -54,12 +82,12 @@ func formatSeconds(_ d: Double) -> String {
 
 enum Render {
     static func clientsSummary(_ s: ActivityStatus) -> String {
-        s.clients.map { "\($0.processName.isEmpty ? $0.busName : $0.processName) (\($0.count))" }.joined(separator: ", ")
+        s.clients.map { "\(safe($0.processName.isEmpty ? $0.busName : $0.processName)) (\($0.count))" }.joined(separator: ", ")
     }
 
     static func text(_ s: ActivityStatus?) -> String {
         guard let s else { return "agent=stopped visible=no" }
-        let clients = s.clients.map { "\($0.processName.isEmpty ? $0.busName : $0.processName):\($0.count)" }
+        let clients = s.clients.map { "\(safe($0.processName.isEmpty ? $0.busName : $0.processName)):\($0.count)" }
         return "visible=\(s.visible ? "yes" : "no") state=\(s.state) count=\(s.activityCount)"
             + " enabled=\(s.enabled ? "yes" : "no")" + (clients.isEmpty ? "" : " clients=" + clients.joined(separator: ","))
     }
@@ -124,7 +152,7 @@ extension Render {
     }
 
     static func stateWithError(_ t: TaskSnapshot) -> String {
-        t.error.isEmpty ? t.state.rawValue : "\(t.state.rawValue) (\(t.error))"
+        t.error.isEmpty ? t.state.rawValue : "\(t.state.rawValue) (\(safe(t.error)))"
     }
 
     /// One line per task event for `watch --tasks`.
@@ -140,7 +168,8 @@ extension Render {
         "task=\(taskNumber(t)) state=\(t.state.rawValue) done=\(percent(t))"
             + " received=\(transfer(t.countOfBytesReceived, t.countOfBytesExpectedToReceive).replacing(" ", with: ""))"
             + " sent=\(transfer(t.countOfBytesSent, t.countOfBytesExpectedToSend).replacing(" ", with: ""))"
-            + " owner=\(t.owner)" + (t.error.isEmpty ? "" : " error=\(t.error)") + " description=\(jsonString(t.description))"
+            + " owner=\(safe(t.owner))" + (t.error.isEmpty ? "" : " error=\(safe(t.error))")
+            + " description=\(jsonString(t.description))"
     }
 
     static func taskJSON(_ event: NetActivityClient.TaskEvent) -> String {

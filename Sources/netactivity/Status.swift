@@ -26,7 +26,7 @@ struct Status: ParsableCommand {
         } else {
             writeLine("clients:")
             for c in s.clients {
-                writeLine("  \(c.busName)  \(c.processName.isEmpty ? "?" : c.processName)  \(c.count)")
+                writeLine("  \(c.busName)  \(c.processName.isEmpty ? "?" : safe(c.processName))  \(c.count)")
             }
         }
     }

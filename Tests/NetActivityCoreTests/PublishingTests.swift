@@ -1,0 +1,30 @@
+import NetActivityCore
+import Testing
+
+@Suite("What is published about URLs and how strings are cut")
+struct PublishingTests {
+    @Test("userinfo, query and fragment never leave; scheme, host, port and path do", arguments: [
+        ("http://alice:hunter2@host/a.png?access_token=secret", "http://host/a.png"),
+        ("https://user@example.com:8443/img/x.png#frag", "https://example.com:8443/img/x.png"),
+        ("https://example.com?x=1", "https://example.com"),
+        ("https://a@b@example.com/p", "https://example.com/p"),
+        ("http://[::1]:8080/p?q", "http://[::1]:8080/p"),
+        ("https://example.com/plain.png", "https://example.com/plain.png"),
+        ("not a url?with=query", "not a url"),
+    ])
+    func redaction(url: String, published: String) {
+        #expect(PublishedURL.redact(url) == published)
+    }
+
+    @Test("cuts count UTF-8 bytes and never split a character")
+    func utf8Prefix() {
+        let s = String(repeating: "é", count: 600)  // 2 bytes each: 1200 bytes
+        let cut = s.prefix(utf8Bytes: 1024)
+        #expect(cut.utf8.count == 1024)
+        #expect(cut.count == 512)
+        let emoji = String(repeating: "👍", count: 10)  // 4 bytes each
+        #expect(emoji.prefix(utf8Bytes: 7).utf8.count == 4)
+        #expect("short".prefix(utf8Bytes: 100) == "short")
+        #expect("abc".prefix(utf8Bytes: 0) == "")
+    }
+}
