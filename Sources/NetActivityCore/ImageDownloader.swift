@@ -91,9 +91,16 @@ public final class ImageDownloader {
 
     /// Transfers by key (at most one per key), queued ones in `queue` order.
     private var byKey: [String: Transfer] = [:]
+    /// Queued transfer ids in arrival order, from `queueHead` on. A transfer that leaves the queue
+    /// early (abandoned) stays in it as a dead id, skipped when reached, so leaving is O(1); the
+    /// array is compacted when dead ids are the majority.
     private var queue: [UInt64] = []
+    private var queueHead = 0
+    public private(set) var queuedCount = 0
     private var transfersByID: [UInt64: Transfer] = [:]
     private var receipts: [String: UInt64] = [:]
+    /// Each owner's live receipts, so an owner's departure touches only what it held.
+    private var receiptsByOwner: [String: Set<String>] = [:]
     private var nextTransfer: UInt64 = 1
     private var nextReceipt: UInt64 = 1
     public private(set) var activeCount = 0
@@ -117,8 +124,6 @@ public final class ImageDownloader {
         self.fetch = fetch
     }
 
-    public var queuedCount: Int { queue.count }
-
     /// Asks for the image at `url` (cache key `key`) for `owner`. A cache hit answers `.cached`
     /// at once; otherwise `handler` is called exactly once with the outcome.
     public func download(
@@ -132,6 +137,7 @@ public final class ImageDownloader {
         // Merge into the transfer for this key, unless this one must skip the caches and that one
         // is already running without doing so (a reload wants fresh bytes). A queued one simply
         // becomes a reload.
+        receiptsByOwner[owner, default: []].insert(receipt)
         if let existing = byKey[key], existing.reload || !reload || !existing.running {
             if reload { existing.reload = true }
             existing.waiters.append(waiter)
@@ -147,6 +153,7 @@ public final class ImageDownloader {
         transfersByID[transfer.id] = transfer
         receipts[receipt] = transfer.id
         queue.append(transfer.id)
+        queuedCount += 1
         observer?.transferQueued(transfer.id, url: url)
         startQueued()
         return .receipt(receipt, transfer: transfer.id)
@@ -166,19 +173,31 @@ public final class ImageDownloader {
               let index = t.waiters.firstIndex(where: { $0.receipt == receipt })
         else { return false }
         let waiter = t.waiters.remove(at: index)
+        forget(receipt, of: waiter.owner)
         if t.waiters.isEmpty { abandon(t) }
         waiter.handler(.failure(.cancelled))
         return true
     }
 
+    private func forget(_ receipt: String, of owner: String) {
+        guard receiptsByOwner[owner]?.remove(receipt) != nil, receiptsByOwner[owner]?.isEmpty == true else { return }
+        receiptsByOwner[owner] = nil
+    }
+
     /// The owner left: every receipt it held is cancelled (its handlers are not called: nobody
     /// is there to hear them).
+    /// O(the owner's receipts and their transfers' waiters): thousands of abandoned receipts
+    /// leave without a scan of every transfer or of the queue.
     public func ownerVanished(_ owner: String) {
-        for t in Array(transfersByID.values) {
-            let before = t.waiters.count
-            for w in t.waiters where w.owner == owner { receipts[w.receipt] = nil }
+        guard let held = receiptsByOwner.removeValue(forKey: owner) else { return }
+        var touched: [UInt64] = []
+        for receipt in held {
+            if let id = receipts.removeValue(forKey: receipt) { touched.append(id) }
+        }
+        for id in Set(touched).sorted() {
+            guard let t = transfersByID[id] else { continue }
             t.waiters.removeAll { $0.owner == owner }
-            if before > 0, t.waiters.isEmpty { abandon(t) }
+            if t.waiters.isEmpty { abandon(t) }
         }
     }
 
@@ -195,16 +214,37 @@ public final class ImageDownloader {
             observer?.transferEnded(t.id, outcome: .failure(.cancelled))
             startQueued()
         } else {
-            queue.removeAll { $0 == t.id }
+            // Its id stays in `queue` as a dead entry (skipped when reached): O(1).
+            queuedCount -= 1
+            compactQueue()
             observer?.transferEnded(t.id, outcome: .failure(.cancelled))
         }
     }
 
+    private func compactQueue() {
+        let slots = queue.count - queueHead
+        guard slots > 64, queuedCount * 2 < slots else { return }
+        queue = queue[queueHead...].filter { transfersByID[$0].map { !$0.running } ?? false }
+        queueHead = 0
+    }
+
+    /// The next live queued transfer in the current order, taken off the queue.
+    private func popQueued() -> Transfer? {
+        while queueHead < queue.count {
+            let id = prioritization == .fifo ? queue[queueHead] : queue[queue.count - 1]
+            if prioritization == .fifo { queueHead += 1 } else { queue.removeLast() }
+            if let t = transfersByID[id], !t.running { return t }
+        }
+        queue.removeAll(keepingCapacity: true)
+        queueHead = 0
+        return nil
+    }
+
     /// Starts queued transfers while there is room.
     private func startQueued() {
-        while activeCount < maximumActiveDownloads, !queue.isEmpty {
-            let id = prioritization == .fifo ? queue.removeFirst() : queue.removeLast()
-            guard let t = transfersByID[id] else { continue }
+        while activeCount < maximumActiveDownloads, queuedCount > 0, let t = popQueued() {
+            let id = t.id
+            queuedCount -= 1
             t.running = true
             activeCount += 1
             observer?.transferStarted(id, url: t.url)
@@ -233,8 +273,14 @@ public final class ImageDownloader {
         activeCount -= 1
         transfersByID[id] = nil
         if let newer = byKey[t.key], newer !== t {
-            // Overtaken by a reload of the same key: its bytes must not overwrite the newer
-            // ones, so its waiters move to the newer transfer and are answered with it.
+            // Overtaken by a reload of the same key that is still under way. A download that
+            // succeeded is answered with its own bytes (stored now; the reload's, newer, replace
+            // them when they come): another app's reload never fails it. One that failed hands
+            // its waiters to the reload, their second chance.
+            if case .success(let fetched) = result, case .success = store(t.key, fetched) {
+                complete(t, .success(()))
+                return
+            }
             for w in t.waiters { receipts[w.receipt] = newer.id }
             newer.waiters += t.waiters
             observer?.transferEnded(id, outcome: .failure(.cancelled))
@@ -246,8 +292,15 @@ public final class ImageDownloader {
             // An overtaken transfer stores only if the reload that overtook it left nothing.
             t.overtaken && isCached(t.key) ? .success(()) : store(t.key, fetched)
         }
-        for w in t.waiters { receipts[w.receipt] = nil }
-        observer?.transferEnded(id, outcome: outcome)
+        complete(t, outcome)
+    }
+
+    private func complete(_ t: Transfer, _ outcome: Result<Void, Failure>) {
+        for w in t.waiters {
+            receipts[w.receipt] = nil
+            forget(w.receipt, of: w.owner)
+        }
+        observer?.transferEnded(t.id, outcome: outcome)
         for w in t.waiters { w.handler(outcome) }
         startQueued()
     }

@@ -58,6 +58,15 @@ class HostileServer:
                 with http.lock:
                     http.encodings.append(h.headers.get("Accept-Encoding"))
                 http.send(h, 200, HostileServer.bomb(), extra=[("Content-Encoding", "gzip")])
+            elif path.startswith("/flip/"):
+                # The first request for the path answers 200 when its gate opens, later ones 500.
+                with http.lock:
+                    n = http.requests.count(h.path)
+                http.gate(path + "#%d" % n).wait(20)
+                if n == 1:
+                    http.send(h, 200, png())
+                else:
+                    http.send(h, 500, b"overloaded", "text/plain")
             elif path.startswith("/sized/"):
                 n = int(path.split("/")[2].split(".")[0])
                 body = bytes(png())
@@ -188,6 +197,29 @@ class HostileDownloadTests(DownloadTestCase):
         for secret in ("hunter2", "alice", "SECRET1", "SECRET2", "bob:pw", "frag"):
             self.assertNotIn(secret, listing)
             self.assertNotIn(secret, repr(seen))
+
+    def test_another_apps_reload_never_fails_a_completed_plain_download(self):
+        url = self.http.url("/flip/shared.png")
+        a = self.client(url)
+        wait_until(lambda: self.http.count("/flip/") == 1, what="app A's request at the server")
+        conn = connect(self.bus)
+        self.addCleanup(conn.close)
+        downloader = dbus.Interface(conn.get_object(NAME, PATH, introspect=False), DOWNLOADER)
+        listener = self.client("--listen")
+        downloader.DownloadImage(url, dbus.Dictionary({"reload": True}, signature="sv"))
+        wait_until(lambda: self.http.count("/flip/") == 2, what="app B's reload at the server")
+        self.http.gate("/flip/shared.png#1").set()
+        done = self.finished(a, 1)[0]
+        self.assertTrue(done["ok"], "app A got its 200: %s" % done)
+        cache = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), CACHE)
+        found, data = cache.LookupImageForRequest(url, "", byte_arrays=True)
+        self.assertEqual((bool(found), bytes(data)), (True, bytes(png())))
+        self.http.gate("/flip/shared.png#2").set()
+        wait_until(lambda: int(self.conn.get_object(NAME, PATH, introspect=False).Get(
+            DOWNLOADER, "ActiveDownloads", dbus_interface=PROPS)) == 0, what="the reload ended")
+        self.assertEqual(len(self.events(a, "finished")), 1, "app A heard once, and only its success")
+        self.assertTrue(cache.LookupImageForRequest(url, "", byte_arrays=True)[0], "the failed reload removed nothing")
+        self.assertEqual(self.events(listener, "finished"), [], "bystanders hear nothing")
 
     def test_a_multibyte_url_description_is_cut_by_bytes(self):
         url = self.http.url("/img/" + "é" * 2000 + ".png")

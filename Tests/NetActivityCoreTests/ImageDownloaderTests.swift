@@ -211,4 +211,59 @@ struct ImageDownloaderTests {
         #expect(h.results["plain"] == .ok)
         #expect(h.results["reload"] == .failed(.failed(NetActivityError(.http, "404 Not Found"))))
     }
+
+    @Test("a plain download that succeeds while another app's reload runs gets its own bytes, never the reload's failure")
+    func plainNeverFailedByReload() {
+        let h = Harness()
+        h.get("w", owner: ":1.1", label: "plain")
+        let old = h.fetcher.transfer(for: "w")!
+        h.get("w", owner: ":1.2", reload: true, label: "reload")
+        let new = h.fetcher.transfer(for: "w")!
+        h.fetcher.succeed(old, bytes: [1])
+        #expect(h.results["plain"] == .ok, "answered at once with its own 200")
+        #expect(h.cache["w"] == [1])
+        #expect(h.results["reload"] == nil)
+        h.fetcher.fail(new, .http, message: "HTTP 500 for w")
+        #expect(h.results["plain"] == .ok)
+        #expect(h.results["reload"] == .failed(.failed(NetActivityError(.http, "HTTP 500 for w"))))
+        #expect(h.cache["w"] == [1], "the failed reload took nothing away")
+    }
+
+    @Test("a plain download that fails while a reload runs waits for the reload, its second chance")
+    func failedPlainJoinsReload() {
+        let h = Harness()
+        h.get("x", label: "plain")
+        let old = h.fetcher.transfer(for: "x")!
+        h.get("x", reload: true, label: "reload")
+        let new = h.fetcher.transfer(for: "x")!
+        h.fetcher.fail(old)
+        #expect(h.results["plain"] == nil)
+        h.fetcher.succeed(new, bytes: [3])
+        #expect(h.results["plain"] == .ok && h.results["reload"] == .ok)
+        #expect(h.cache["x"] == [3])
+    }
+
+    @Test("thousands of queued receipts of one owner leave at once; the queue keeps its order and its count")
+    func abandonedReceiptsLeave() {
+        for order in [ImageDownloader.Prioritization.fifo, .lifo] {
+            let h = Harness(max: 1, order: order)
+            h.get("running", owner: ":1.9")
+            h.get("before", owner: ":1.8")
+            for i in 0..<5000 { h.get("hostile-\(i)", owner: ":1.7") }
+            h.get("after", owner: ":1.8")
+            #expect(h.downloader.queuedCount == 5002)
+            h.downloader.ownerVanished(":1.7")
+            #expect(h.downloader.queuedCount == 2)
+            #expect(h.fetcher.cancelled.isEmpty, "queued transfers were never started, so none is cancelled")
+            h.fetcher.succeed(h.fetcher.transfer(for: "running")!)
+            let next = order == .fifo ? "before" : "after"
+            #expect(h.fetcher.started.last?.url == next)
+            h.fetcher.succeed(h.fetcher.transfer(for: next)!)
+            #expect(h.fetcher.started.last?.url == (order == .fifo ? "after" : "before"))
+            #expect(h.downloader.queuedCount == 0)
+            #expect(h.fetcher.startedCount == 3, "no abandoned transfer ever started")
+            #expect(h.downloader.owner(of: "r3") == nil)
+        }
+    }
 }
+
