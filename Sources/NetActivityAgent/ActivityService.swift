@@ -48,6 +48,7 @@ public final class ActivityService: ActivitySink, IndicatorSource {
     /// Open leases: our read end of the pipe -> the holder.
     private var leases: [Int32: String] = [:]
     private var leasesByClient: [String: Set<Int32>] = [:]
+    private let leasesInAll: Int
 
     private var countCoalescer = ChangeCoalescer(interval: .milliseconds(50))
     private var emittedCount: UInt32 = 0
@@ -69,6 +70,7 @@ public final class ActivityService: ActivitySink, IndicatorSource {
         self.loop = loop
         ledger.limits[.task] = UInt32(NetActivityLimits.maxLiveTasksPerClient)
         ledger.limits[.lease] = NetActivityLimits.leasesPerClient(fileLimit: fileLimit)
+        leasesInAll = NetActivityLimits.leasesInAll(fileLimit: fileLimit)
         machine = ActivityIndicatorStateMachine(
             activationDelay: .seconds(double: activationDelay), completionDelay: .seconds(double: completionDelay))
     }
@@ -328,6 +330,10 @@ public final class ActivityService: ActivitySink, IndicatorSource {
         guard reason.utf8.count <= NetActivityLimits.maxReasonBytes else {
             throw NetActivityError.invalidArgs(
                 "Reason is \(reason.utf8.count) bytes long; the limit is \(NetActivityLimits.maxReasonBytes)")
+        }
+        guard leases.count < leasesInAll else {
+            throw NetActivityError.limitsExceeded(
+                "The agent already holds \(leases.count) leases, the most it holds for all clients (half its open-file limit)")
         }
         guard let (readEnd, writeEnd) = makeLeasePipe() else {
             throw NetActivityError.limitsExceeded("Could not create a lease: \(String(cString: strerror(errno)))")

@@ -18,6 +18,7 @@ public final class DownloadService: ImageDownloader.Observer {
     private unowned let tasks: any TaskFactory
     private var transferTasks: [UInt64: TaskEntry] = [:]
     private var pendingByOwner: [String: Int] = [:]
+    private var pendingInAll = 0
     /// Told of every failed download but cancellations (the notifier posts them).
     public var onFailure: [(_ url: String, _ message: String) -> Void] = []
 
@@ -112,19 +113,25 @@ public final class DownloadService: ImageDownloader.Observer {
         guard pending < NetActivityLimits.maxPendingDownloadsPerClient else {
             throw .limitsExceeded("Client \(owner) already waits for \(pending) downloads, the most one client may")
         }
+        guard pendingInAll < NetActivityLimits.maxPendingDownloads else {
+            throw .limitsExceeded("The agent already waits for \(pendingInAll) downloads, the most it takes for all clients")
+        }
         let key = ImageRequestKey.make(url: url, additional: additional)
         var receipt = ""
         let reload = options[Option.reload.rawValue]?.boolValue ?? false
+        // Counted before the call: a transport that fails at once answers inside it.
+        pendingByOwner[owner, default: 0] += 1
+        pendingInAll += 1
         let ticket = core.download(url: url, key: key, owner: owner, reload: reload) {
             [unowned self] result in
             self.finished(receipt: receipt, url: url, owner: owner, result)
         }
         switch ticket {
         case .cached:
+            release(owner)
             return ("", "/", true)
         case .receipt(let r, let transfer):
             receipt = r
-            pendingByOwner[owner, default: 0] += 1
             return (r, transferTasks[transfer]?.path ?? "/", false)
         }
     }
@@ -155,6 +162,7 @@ public final class DownloadService: ImageDownloader.Observer {
     private func release(_ owner: String) {
         guard let n = pendingByOwner[owner] else { return }
         pendingByOwner[owner] = n > 1 ? n - 1 : nil
+        pendingInAll -= 1
     }
 
     func cancel(receipt: String, by caller: String) throws(NetActivityError) -> Bool {
@@ -166,7 +174,8 @@ public final class DownloadService: ImageDownloader.Observer {
     }
 
     public func ownerVanished(_ owner: String) {
-        guard pendingByOwner.removeValue(forKey: owner) != nil else { return }
+        guard let n = pendingByOwner.removeValue(forKey: owner) else { return }
+        pendingInAll -= n
         core.ownerVanished(owner)
     }
 

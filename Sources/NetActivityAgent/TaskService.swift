@@ -33,6 +33,8 @@ struct TaskTable {
     var liveByOwner: [String: Set<String>] = [:]
     /// Live task paths per desktop id (dock progress).
     var liveByDesktopID: [String: Set<String>] = [:]
+    /// Tasks running or suspended, over all owners.
+    var liveCount = 0
     var nextNumber: UInt64 = 1
     /// Completed tasks in completion order (they leave in this order, since the linger is fixed).
     var lingering: [String] = []
@@ -46,7 +48,7 @@ struct TaskTable {
 
     mutating func noteCompleted(_ entry: TaskEntry) {
         let owner = entry.record.owner
-        liveByOwner[owner]?.remove(entry.path)
+        if liveByOwner[owner]?.remove(entry.path) != nil { liveCount -= 1 }
         if liveByOwner[owner]?.isEmpty == true { liveByOwner[owner] = nil }
         if let id = entry.desktopID {
             liveByDesktopID[id]?.remove(entry.path)
@@ -125,6 +127,10 @@ public final class TaskService: TaskBeginning, TaskFactory {
             throw NetActivityError.limitsExceeded(
                 "Client \(owner) already has \(live) tasks running or suspended, the most one client may have")
         }
+        guard tasks.liveCount < NetActivityLimits.maxLiveTasks else {
+            throw NetActivityError.limitsExceeded(
+                "The agent already serves \(tasks.liveCount) tasks running or suspended, the most it serves for all clients")
+        }
         if state == .running { try activity.acquire(.task, for: owner) }
         let entry = createTask(owner: owner, description: description, state: state, progress: progress, desktopID: desktopID)
         context.logger.debug("Task \(entry.path) for \(owner): \(description)")
@@ -158,7 +164,7 @@ public final class TaskService: TaskBeginning, TaskFactory {
             path: tasks.makePath(), record: TaskRecord(owner: owner, description: description, state: state, progress: progress),
             desktopID: desktopID)
         tasks.byPath[entry.path] = entry
-        tasks.liveByOwner[owner, default: []].insert(entry.path)
+        if tasks.liveByOwner[owner, default: []].insert(entry.path).inserted { tasks.liveCount += 1 }
         context.server.export(path: entry.path, interfaces: [taskInterface])
         if let desktopID {
             tasks.liveByDesktopID[desktopID, default: []].insert(entry.path)

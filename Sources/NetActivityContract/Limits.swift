@@ -25,6 +25,21 @@ public enum NetActivityLimits {
     /// Completed tasks kept for observers, over all clients; past this the oldest leave early.
     public static let maxLingeringTasks = 4096
 
+    /// Tasks running or suspended over all clients. With the downloads' own cap and the lingering
+    /// tasks, GetManagedObjects stays far below the bus's 64 MiB array limit: (8,192 + 8,192) live
+    /// objects of at most ~1.5 KB and 4,096 completed ones of at most ~2.5 KB (a 1 KiB error) is
+    /// about 35 MB, where 64 connections of 1,024 tasks each used to pass 64 MiB and get the agent
+    /// dropped by the bus.
+    public static let maxLiveTasks = 8192
+    /// Downloads waited for over all clients (each queued transfer is a task object too).
+    public static let maxPendingDownloads = 8192
+
+    /// Leases over all clients: half the open-file limit, so that however many connections ask,
+    /// the agent keeps descriptors for its own work (bus messages carrying fds, images, HTTP).
+    public static func leasesInAll(fileLimit: UInt64) -> Int {
+        Int(max(1, fileLimit / 2))
+    }
+
     /// Leases (each an fd in the agent) one client may hold: 256, or a sixteenth of the open-file
     /// limit when that is lower, so that one client cannot take the agent's descriptors.
     public static func leasesPerClient(fileLimit: UInt64) -> UInt32 {

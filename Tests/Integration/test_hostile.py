@@ -281,3 +281,65 @@ sys.stdin.read()
         self.assertEqual(len(table), 2, "a header and one task: no forged line\n" + "\n".join(table))
         self.assertIn("evil\\x1b]0;pwned\\x07\\n7 running 100% FORGED", table[1])
         self.assertIn("ev\\x1b[31mil", cli(self.bus, "status").stdout)
+
+
+class GlobalBudgetTests(AgentTestCase):
+    """Many connections from one process: the per-client caps alone no longer add up to more than
+    the agent can hold."""
+
+    def test_many_connections_cannot_take_the_agents_descriptors(self):
+        import resource
+        self.agent.stop()
+        self.agent = Agent(self.bus, preexec=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (160, 160)))
+        conns, held, refusal = [], [], None
+        for _ in range(12):  # 12 x 10 (a sixteenth of 160 each) would be 120 of 160 descriptors
+            c = connect(self.bus)
+            conns.append(c)
+            agent = dbus.Interface(c.get_object(NAME, PATH), IFACE)
+            for _ in range(10):
+                try:
+                    held.append(agent.BeginActivity("greedy").take())
+                except dbus.exceptions.DBusException as e:
+                    refusal = e
+                    break
+        self.addCleanup(lambda: [c.close() for c in conns])
+        self.assertEqual(len(held), 80, "half of the 160 descriptors, over all connections")
+        self.assertEqual(refusal.get_dbus_name(), "org.freedesktop.DBus.Error.LimitsExceeded")
+        self.assertIn("for all clients", refusal.get_dbus_message())
+        # The agent still has descriptors for its own work: images in memfds and fds it sends.
+        cache = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), CACHE)
+        cache.AddImage("big", dbus.ByteArray(png(extra=70 * 1024)))
+        f, size = cache.OpenImage("big")
+        f = f.take()
+        self.assertEqual(os.fstat(f).st_size, size)
+        os.close(f)
+        for f in held:
+            os.close(f)
+        wait_until(lambda: self.count() == 0, what="every lease released")
+        self.assertTrue(self.agent.alive())
+
+    def test_live_tasks_have_a_global_cap_and_get_managed_objects_stays_answerable(self):
+        description = "x" * 1000
+        conns, begun, refusal = [], 0, None
+        for _ in range(9):  # 9 x 1,024 would pass the 8,192 tasks the agent serves in all
+            c = connect(self.bus)
+            conns.append(c)
+            obj = c.get_object(NAME, PATH, introspect=False)
+            for _ in range(1024):
+                try:
+                    obj.BeginTask(description, dbus.Dictionary({}, signature="sv"), dbus_interface=IFACE)
+                    begun += 1
+                except dbus.exceptions.DBusException as e:
+                    refusal = e
+                    break
+            if refusal:
+                break
+        self.addCleanup(lambda: [c.close() for c in conns])
+        self.assertEqual(begun, 8192)
+        self.assertEqual(refusal.get_dbus_name(), "org.freedesktop.DBus.Error.LimitsExceeded")
+        self.assertIn("for all clients", refusal.get_dbus_message())
+        managed = self.conn.get_object(NAME, PATH, introspect=False).GetManagedObjects(
+            dbus_interface="org.freedesktop.DBus.ObjectManager", timeout=60)
+        self.assertEqual(len(managed), 8192)
+        self.assertTrue(self.agent.alive(), "the reply fitted the bus's limits: the agent is still on the bus")
+        self.assertEqual(self.count(), 8192)
