@@ -16,14 +16,18 @@ final class CachedImage {
 
     let info: ImageInfo
     let size: Int
+    /// The client that added it with AddImage; nil for the downloader's own entries. A download
+    /// cache hit counts only the downloader's entries and the caller's own.
+    let addedBy: String?
     private let bytes: [UInt8]
     private let fd: Int32
     private let mapping: UnsafeRawPointer?
 
     /// Copies `data` into the cache's storage.
-    init(info: ImageInfo, data: UnsafeRawBufferPointer) {
+    init(info: ImageInfo, data: UnsafeRawBufferPointer, addedBy: String? = nil) {
         self.info = info
         size = data.count
+        self.addedBy = addedBy
         if data.count >= Self.memfdThreshold, Self.memfds < Self.maxMemfds,
            let fd = SealedMemory.make(name: "netactivity-image", bytes: data)
         {

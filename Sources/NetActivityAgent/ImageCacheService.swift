@@ -7,8 +7,10 @@ public import NetActivityCore
 public protocol ImageStore: AnyObject {
     /// The largest image the store can hold.
     var memoryCapacity: UInt64 { get }
-    /// Whether `key` is held (without refreshing its recency).
-    func contains(_ key: String) -> Bool
+    /// Whether `key` is held by an entry that may answer `owner`'s download (without refreshing
+    /// its recency): one the downloader stored, or one `owner` added itself (nil: the downloader's
+    /// only). An entry another app added under someone's URL is never served as that URL.
+    func contains(_ key: String, answeringFor owner: String?) -> Bool
     /// Keeps `bytes` under `key`, or says why not (`TooLarge`, `NotAnImage`).
     func store(_ bytes: [UInt8], for key: String) -> Result<Void, ImageDownloader.Failure>
 }
@@ -177,7 +179,7 @@ public final class ImageCacheService: ImageStore {
                 return .failure(NetActivityError(
                     .notAnImage, "The \(data.count) bytes for '\(Self.printable(key))' are not a PNG, JPEG, GIF, WebP, BMP, ICO or SVG image (or its header is damaged)"))
             }
-            return .success(CachedImage(info: info, data: data))
+            return .success(CachedImage(info: info, data: data, addedBy: call.sender))
         }
         let image = try made.get()
         // Cannot throw: the size was checked against the capacity above.
@@ -232,7 +234,10 @@ extension ImageCacheService {
 
     public var memoryCapacity: UInt64 { imageCache.memoryCapacity }
 
-    public func contains(_ key: String) -> Bool { imageCache.peek(key) != nil }
+    public func contains(_ key: String, answeringFor owner: String?) -> Bool {
+        guard let image = imageCache.peek(key) else { return false }
+        return image.addedBy == nil || image.addedBy == owner
+    }
 
     public func store(_ bytes: [UInt8], for key: String) -> Result<Void, ImageDownloader.Failure> {
         let capacity = imageCache.memoryCapacity

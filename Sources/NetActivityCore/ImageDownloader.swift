@@ -85,7 +85,9 @@ public final class ImageDownloader {
     ) -> (() -> Void)
 
     private let fetch: Fetch
-    private let isCached: (String) -> Bool
+    /// Whether a cache entry answers `key` for `owner`: one the downloader stored, or one `owner`
+    /// added itself (nil: only the downloader's count). Another app's entry never does.
+    private let isCached: (_ key: String, _ owner: String?) -> Bool
     private let store: (String, Fetched) -> Result<Void, Failure>
     public weak var observer: (any Observer)?
 
@@ -113,7 +115,7 @@ public final class ImageDownloader {
 
     public init(
         maximumActiveDownloads: Int = 4, prioritization: Prioritization = .fifo,
-        isCached: @escaping (String) -> Bool, store: @escaping (String, Fetched) -> Result<Void, Failure>,
+        isCached: @escaping (_ key: String, _ owner: String?) -> Bool, store: @escaping (String, Fetched) -> Result<Void, Failure>,
         fetch: @escaping Fetch
     ) {
         precondition(maximumActiveDownloads >= 1)
@@ -130,7 +132,7 @@ public final class ImageDownloader {
         url: String, key: String, owner: String, reload: Bool = false,
         handler: @escaping (Result<Void, Failure>) -> Void
     ) -> Ticket {
-        if !reload, isCached(key) { return .cached }
+        if !reload, isCached(key, owner) { return .cached }
         let receipt = "r\(nextReceipt)"
         nextReceipt += 1
         let waiter = Waiter(receipt: receipt, owner: owner, handler: handler)
@@ -290,7 +292,7 @@ public final class ImageDownloader {
         if byKey[t.key] === t { byKey[t.key] = nil }
         let outcome: Result<Void, Failure> = result.flatMap { fetched in
             // An overtaken transfer stores only if the reload that overtook it left nothing.
-            t.overtaken && isCached(t.key) ? .success(()) : store(t.key, fetched)
+            t.overtaken && isCached(t.key, nil) ? .success(()) : store(t.key, fetched)
         }
         complete(t, outcome)
     }

@@ -221,6 +221,27 @@ class HostileDownloadTests(DownloadTestCase):
         self.assertTrue(cache.LookupImageForRequest(url, "", byte_arrays=True)[0], "the failed reload removed nothing")
         self.assertEqual(self.events(listener, "finished"), [], "bystanders hear nothing")
 
+    def test_bytes_another_app_planted_under_a_url_are_never_served_as_that_url(self):
+        url = self.http.url("/img/victim.png")
+        planted = bytes(png(width=66, height=66))
+        attacker = connect(self.bus)
+        self.addCleanup(attacker.close)
+        cache = dbus.Interface(attacker.get_object(NAME, PATH, introspect=False), CACHE)
+        cache.AddImageForRequest(url, "", dbus.ByteArray(planted))
+        mine = dbus.Interface(attacker.get_object(NAME, PATH, introspect=False), DOWNLOADER)
+        self.assertEqual(mine.DownloadImage(url, dbus.Dictionary({}, signature="sv")), ("", "/", True),
+                         "the app that added it may use its own entry")
+        c = self.client(url)
+        [req] = wait_until(lambda: self.events(c, "requested"), what="a receipt")
+        self.assertFalse(req["cached"], "another app's entry is no cache hit for the victim")
+        self.assertTrue(self.finished(c, 1)[0]["ok"])
+        self.assertEqual(self.http.count("/img/victim.png"), 1, "the victim's download asked the server")
+        found, data = cache.LookupImageForRequest(url, "", byte_arrays=True)
+        self.assertEqual(bytes(data), bytes(png()), "the server's bytes replaced the planted ones")
+        c2 = self.client(url)
+        [again] = wait_until(lambda: self.events(c2, "requested"), what="a second answer")
+        self.assertTrue(again["cached"], "the downloader's own entry is a hit for everyone")
+
     def test_a_multibyte_url_description_is_cut_by_bytes(self):
         url = self.http.url("/img/" + "é" * 2000 + ".png")
         c = self.client(url)

@@ -17,7 +17,7 @@ struct ImageDownloaderTests {
         init(max: Int = 4, order: ImageDownloader.Prioritization = .fifo) {
             downloader = ImageDownloader(
                 maximumActiveDownloads: max, prioritization: order,
-                isCached: { [unowned self] key in self.cache[key] != nil },
+                isCached: { [unowned self] key, _ in self.cache[key] != nil },
                 store: { [unowned self] key, fetched in
                     self.stores.append(key)
                     self.cache[key] = fetched.bytes
