@@ -19,6 +19,23 @@ typedef size_t (*ccurl_data_fn)(char *data, size_t size, size_t count, void *use
 typedef int (*ccurl_progress_fn)(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow);
 typedef int (*ccurl_socket_fn)(CURL *easy, curl_socket_t fd, int what, void *user, void *socket_user);
 typedef int (*ccurl_timer_fn)(CURLM *multi, long timeout_ms, void *user);
+typedef int (*ccurl_close_fn)(void *user, curl_socket_t fd);
+
+/* Every socket libcurl closes goes through this callback (the fetcher stops watching it first). */
+static inline CURLcode ccurl_set_close_fn(CURL *h, ccurl_close_fn f, void *user) {
+    CURLcode rc = curl_easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, f);
+    if (rc == CURLE_OK) rc = curl_easy_setopt(h, CURLOPT_CLOSESOCKETDATA, user);
+    return rc;
+}
+
+/* The socket of the connection a finished transfer used, if libcurl still keeps it, else -1. */
+static inline curl_socket_t ccurl_info_socket(CURL *h) {
+    curl_socket_t s = CURL_SOCKET_BAD;
+    if (curl_easy_getinfo(h, CURLINFO_ACTIVESOCKET, &s) != CURLE_OK) return CURL_SOCKET_BAD;
+    return s;
+}
+
+static const long CCURL_HTTP_VERSION_2_0 = CURL_HTTP_VERSION_2_0;
 
 static inline CURLcode ccurl_set_long(CURL *h, CURLoption o, long v) { return curl_easy_setopt(h, o, v); }
 static inline CURLcode ccurl_set_off(CURL *h, CURLoption o, curl_off_t v) { return curl_easy_setopt(h, o, v); }

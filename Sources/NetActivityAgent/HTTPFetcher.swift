@@ -46,6 +46,10 @@ final class HTTPFetcher {
 
     private let loop: EventLoop
     private let multi: UnsafeMutableRawPointer
+    /// Sockets libcurl asked us to watch for a transfer now.
+    private var busySockets: Set<curl_socket_t> = []
+    /// HTTP/1 connections idle in libcurl's pool, watched by us: see `idleSocketReadable`.
+    private var idleSockets: Set<curl_socket_t> = []
     private var timer: EventLoop.TimerID?
     private var live: [ObjectIdentifier: Transfer] = [:]
     var limits: Limits
@@ -104,6 +108,10 @@ final class HTTPFetcher {
         _ = ccurl_set_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 0)
         _ = ccurl_set_str(easy, CURLOPT_USERAGENT, "netactivity/1 (+libcurl)")
         _ = ccurl_set_private(easy, user)
+        _ = ccurl_set_close_fn(easy, { user, fd in
+            Unmanaged<HTTPFetcher>.fromOpaque(user!).takeUnretainedValue().socketClosing(fd)
+            return close(fd)
+        }, Unmanaged.passUnretained(self).toOpaque())
         _ = ccurl_set_write_fn(easy, { data, size, count, user in
             let t = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
             let n = size * count
@@ -164,9 +172,12 @@ final class HTTPFetcher {
 
     private func socketChanged(fd: curl_socket_t, what: Int32) {
         if what == CCURL_POLL_REMOVE {
+            busySockets.remove(fd)
             loop.unwatch(fd: fd)
             return
         }
+        busySockets.insert(fd)
+        idleSockets.remove(fd)
         var events: UInt32 = 0
         if what & CCURL_POLL_IN != 0 { events |= EventLoop.readable }
         if what & CCURL_POLL_OUT != 0 { events |= EventLoop.writable }
@@ -197,10 +208,56 @@ final class HTTPFetcher {
             guard let user = ccurl_info_private(easy) else { continue }
             let t = Unmanaged<Transfer>.fromOpaque(user).takeUnretainedValue()
             let status = ccurl_info_long(easy, CURLINFO_RESPONSE_CODE)
+            keepWatchingIdle(socket: ccurl_info_socket(easy), http2: ccurl_info_long(easy, CURLINFO_HTTP_VERSION) >= CCURL_HTTP_VERSION_2_0)
             guard live.removeValue(forKey: ObjectIdentifier(t)) != nil else { continue }
             release(t)
             t.completion(Self.outcome(result, status: status, transfer: t))
         }
+    }
+
+    // MARK: idle connections
+
+    /// An HTTP/1 connection back in libcurl's pool must stay silent until it is used again. A
+    /// server that sent more than its response's framing (bytes past Content-Length: a whole
+    /// forged response) would otherwise answer the next request to the same origin from them, as
+    /// libcurl checks an idle connection only after a second. So the fetcher watches idle HTTP/1
+    /// sockets itself, and one that turns readable (stray bytes, or the server's FIN) is made
+    /// dead: libcurl's next send on it fails and it reconnects, its own retry for a reused
+    /// connection that died. (HTTP/2 connections carry frames while idle and frame their own data.)
+    private func keepWatchingIdle(socket fd: curl_socket_t, http2: Bool) {
+        guard fd >= 0, !busySockets.contains(fd), !http2 else { return }
+        if hasStrayBytes(fd) { return neutralize(fd) }
+        idleSockets.insert(fd)
+        loop.watch(fd: fd, events: EventLoop.readable) { [unowned self] _ in
+            guard self.idleSockets.contains(fd) else { return }
+            self.neutralize(fd)
+        }
+    }
+
+    private func hasStrayBytes(_ fd: curl_socket_t) -> Bool {
+        var byte: UInt8 = 0
+        return recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) >= 0
+    }
+
+    /// Puts an unconnected socket in place of `fd` (same number, so libcurl's bookkeeping holds):
+    /// whatever was queued on the old connection is dropped with it.
+    private func neutralize(_ fd: curl_socket_t) {
+        idleSockets.remove(fd)
+        loop.unwatch(fd: fd)
+        let dead = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard dead >= 0 else { return shutdownBoth(fd) }
+        dup2(dead, fd)
+        close(dead)
+    }
+
+    private func shutdownBoth(_ fd: curl_socket_t) {
+        shutdown(fd, Int32(SHUT_RDWR))
+    }
+
+    private func socketClosing(_ fd: curl_socket_t) {
+        idleSockets.remove(fd)
+        busySockets.remove(fd)
+        loop.unwatch(fd: fd)
     }
 
     private static func outcome(_ code: CURLcode, status: Int, transfer t: Transfer) -> Result<Response, ImageDownloader.Failure> {

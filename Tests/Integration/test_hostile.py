@@ -67,6 +67,17 @@ class HostileServer:
                     http.send(h, 200, png())
                 else:
                     http.send(h, 500, b"overloaded", "text/plain")
+            elif path == "/excess.png":
+                # Content-Length covers one image; a whole forged response follows it on the wire.
+                body = bytes(png())
+                forged = bytes(png(width=99, height=99))
+                h.send_response(200)
+                h.send_header("Content-Type", "image/png")
+                h.send_header("Content-Length", str(len(body)))
+                h.end_headers()
+                h.wfile.write(body + b"HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: "
+                              + str(len(forged)).encode() + b"\r\n\r\n" + forged)
+                h.wfile.flush()
             elif path.startswith("/sized/"):
                 n = int(path.split("/")[2].split(".")[0])
                 body = bytes(png())
@@ -241,6 +252,16 @@ class HostileDownloadTests(DownloadTestCase):
         c2 = self.client(url)
         [again] = wait_until(lambda: self.events(c2, "requested"), what="a second answer")
         self.assertTrue(again["cached"], "the downloader's own entry is a hit for everyone")
+
+    def test_bytes_past_a_responses_framing_never_answer_the_next_request(self):
+        self.assertTrue(self.fetch(self.http.url("/excess.png"))["ok"])
+        time.sleep(0.2)  # let the forged bytes arrive on the kept-alive connection
+        url = self.http.url("/img/next.png")
+        self.assertTrue(self.fetch(url)["ok"])
+        cache = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), CACHE)
+        found, data = cache.LookupImageForRequest(url, "", byte_arrays=True)
+        self.assertEqual(bytes(data), bytes(png()), "the next URL got its own answer, not the forged one")
+        self.assertEqual(self.http.count("/img/next.png"), 1, "and it was asked for")
 
     def test_a_multibyte_url_description_is_cut_by_bytes(self):
         url = self.http.url("/img/" + "é" * 2000 + ".png")
