@@ -69,16 +69,27 @@ struct MessageTests {
 
     @Test("a descriptor read as a generic value is closed, not leaked; readFD hands one out")
     func descriptorsInValues() throws {
+        var fds: [Int32] = [-1, -1]
+        #expect(pipe(&fds) == 0)
+        defer { close(fds[0]); close(fds[1]) }
+        func target(_ path: String) -> String {
+            var buf = [CChar](repeating: 0, count: 256)
+            let n = readlink(path, &buf, buf.count - 1)
+            return n > 0 ? String(decoding: buf[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
+        }
+        // Only descriptors of this test's own pipe are counted: tests run in parallel, and any
+        // other test may open and close descriptors of its own meanwhile.
+        let pipeName = target("/proc/self/fd/\(fds[0])")
         func openFDs() -> Int {
             guard let dir = opendir("/proc/self/fd") else { return -1 }
             defer { closedir(dir) }
             var n = 0
-            while readdir(dir) != nil { n += 1 }
+            while let entry = readdir(dir) {
+                let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+                if target("/proc/self/fd/" + name) == pipeName { n += 1 }
+            }
             return n
         }
-        var fds: [Int32] = [-1, -1]
-        #expect(pipe(&fds) == 0)
-        defer { close(fds[0]); close(fds[1]) }
         let m = try call()
         var w = m.writer()
         try w.appendVardict(["hostile": .unixFD(fds[0])])
