@@ -40,6 +40,7 @@ public final class Agent {
     private let connection: Connection
     private let loop: EventLoop
     private let peers: BusPeerRegistry
+    private let gate: PeerGate
     private let options: AgentOptions
     private var pressure: MemoryPressureMonitor?
 
@@ -50,8 +51,11 @@ public final class Agent {
         self.connection = connection
         self.loop = loop
         self.options = options
-        peers = BusPeerRegistry(connection: connection)
-        context = AgentContext(scheduler: loop, server: ObjectServer(connection: connection), peers: peers, logger: logger)
+        peers = BusPeerRegistry(connection: connection, scheduler: loop)
+        let server = ObjectServer(sink: connection)
+        context = AgentContext(scheduler: loop, server: server, peers: peers, logger: logger)
+        gate = PeerGate(server: server, peers: peers)
+        connection.methodCallHandler = { [unowned gate] message in gate.dispatch(message) }
         activity = ActivityService(
             context: context, loop: loop, activationDelay: options.activationDelay, completionDelay: options.completionDelay,
             fileLimit: options.fileLimit)
@@ -62,6 +66,7 @@ public final class Agent {
         // A departing client's tasks complete (ClientVanished) and its receipts go before its
         // activity is dropped as a whole, so observers see the completions first.
         peers.onDeparture { [unowned self] peer in
+            self.gate.peerLeft(peer)
             self.tasks.ownerVanished(peer)
             self.downloads.ownerVanished(peer)
             self.activity.clientVanished(peer)
@@ -123,5 +128,34 @@ public final class Agent {
         }
         context.logger.info("Memory pressure: \(triggers) PSI triggers, LowMemoryMonitor \(lowMemory ? "followed" : "not available")")
         pressure = monitor
+    }
+}
+
+/// Holds a new peer's calls, in order, until the registry knows its app (one bus round trip), so
+/// that every handler charges what it grants to the right app. A peer that leaves meanwhile has
+/// its calls dropped: nothing is granted to a client that is gone.
+final class PeerGate {
+    private let server: ObjectServer
+    private let peers: BusPeerRegistry
+    private var waiting: [String: [Message]] = [:]
+
+    init(server: ObjectServer, peers: BusPeerRegistry) {
+        self.server = server
+        self.peers = peers
+    }
+
+    func dispatch(_ message: Message) {
+        guard let sender = message.sender, sender.hasPrefix(":") else { return server.handle(message) }
+        if waiting[sender] == nil, peers.isKnown(sender) { return server.handle(message) }
+        if waiting[sender] != nil { return waiting[sender]!.append(message) }
+        waiting[sender] = [message]
+        peers.resolve(sender) { [weak self] in
+            guard let self, let messages = self.waiting.removeValue(forKey: sender) else { return }
+            for m in messages { self.server.handle(m) }
+        }
+    }
+
+    func peerLeft(_ peer: String) {
+        waiting[peer] = nil
     }
 }

@@ -19,6 +19,9 @@ public final class DownloadService: ImageDownloader.Observer {
     private var transferTasks: [UInt64: TaskEntry] = [:]
     private var pendingByOwner: [String: Int] = [:]
     private var pendingInAll = 0
+    /// Pending receipts per app (the unit of fairness), and each owner's app.
+    private var pendingByApp: [String: Int] = [:]
+    private var appOfOwner: [String: String] = [:]
     /// Told of every failed download but cancellations (the notifier posts them).
     public var onFailure: [(_ url: String, _ message: String) -> Void] = []
 
@@ -116,12 +119,20 @@ public final class DownloadService: ImageDownloader.Observer {
         guard pendingInAll < NetActivityLimits.maxPendingDownloads else {
             throw .limitsExceeded("The agent already waits for \(pendingInAll) downloads, the most it takes for all clients")
         }
+        let app = context.peers.app(of: owner)
+        let share = NetActivityLimits.appShare(of: NetActivityLimits.maxPendingDownloads)
+        guard pendingByApp[app, default: 0] < share else {
+            throw .limitsExceeded(
+                "The app \(app) already waits for \(share) downloads over all its connections, its share of the agent's \(NetActivityLimits.maxPendingDownloads)")
+        }
         let key = ImageRequestKey.make(url: url, additional: additional)
         var receipt = ""
         let reload = options[Option.reload.rawValue]?.boolValue ?? false
         // Counted before the call: a transport that fails at once answers inside it.
         pendingByOwner[owner, default: 0] += 1
         pendingInAll += 1
+        pendingByApp[app, default: 0] += 1
+        appOfOwner[owner] = app
         let ticket = core.download(url: url, key: key, owner: owner, reload: reload) {
             [unowned self] result in
             self.finished(receipt: receipt, url: url, owner: owner, result)
@@ -159,10 +170,15 @@ public final class DownloadService: ImageDownloader.Observer {
         }
     }
 
-    private func release(_ owner: String) {
+    private func release(_ owner: String, count: Int = 1) {
         guard let n = pendingByOwner[owner] else { return }
-        pendingByOwner[owner] = n > 1 ? n - 1 : nil
-        pendingInAll -= 1
+        let released = min(n, count)
+        pendingByOwner[owner] = n > released ? n - released : nil
+        pendingInAll -= released
+        if let app = appOfOwner[owner], let m = pendingByApp[app] {
+            pendingByApp[app] = m > released ? m - released : nil
+        }
+        if pendingByOwner[owner] == nil { appOfOwner[owner] = nil }
     }
 
     func cancel(receipt: String, by caller: String) throws(NetActivityError) -> Bool {
@@ -174,8 +190,8 @@ public final class DownloadService: ImageDownloader.Observer {
     }
 
     public func ownerVanished(_ owner: String) {
-        guard let n = pendingByOwner.removeValue(forKey: owner) else { return }
-        pendingInAll -= n
+        guard let n = pendingByOwner[owner] else { return }
+        release(owner, count: n)
         core.ownerVanished(owner)
     }
 

@@ -1,9 +1,15 @@
 public import DBusKit
-import LinuxKit
+import Glibc
+public import LinuxKit
+import NetActivityCore
 
-/// Who is on the bus: each peer's process, and its departure. Services ask it for a client's
-/// process name and hear departures through it, in the order they registered.
+/// Who is on the bus: each peer's app (the unit of fairness: `AppIdentity`), its process, and its
+/// departure. Services charge what a client holds to its app and hear departures through this, in
+/// the order they registered.
 public protocol PeerRegistry: AnyObject {
+    /// The app `peer` belongs to ("unit:app-firefox-12.scope", "flatpak:org.example.App",
+    /// "pid:1234"); the peer's own name while it is not known.
+    func app(of peer: String) -> String
     /// The process name of `peer` (`/proc/PID/comm`), delivered once, later (never inside the call);
     /// "" when it cannot be known.
     func lookUpProcessName(of peer: String, _ known: @escaping (String) -> Void)
@@ -12,17 +18,23 @@ public protocol PeerRegistry: AnyObject {
 }
 
 /// The registry of a real bus: NameOwnerChanged for departures (only disappearances of unique
-/// names, so a busy bus wakes the agent less), GetConnectionUnixProcessID for processes, asked
-/// without blocking the loop.
+/// names, so a busy bus wakes the agent less), GetConnectionCredentials for each new peer's
+/// process, and `/proc/PID/cgroup` for its app. All asked without blocking the loop.
 public final class BusPeerRegistry: PeerRegistry {
     private let connection: Connection
+    private let scheduler: any Scheduler
     private var departureHandlers: [(String) -> Void] = []
-    /// The process names looked up so far, of peers still on the bus (the per-app shares of
-    /// "No app can harm another" will key on these).
-    private(set) var processNames: [String: String] = [:]
+    private struct Peer {
+        let pid: UInt32
+        let app: String
+    }
+    private var peers: [String: Peer] = [:]
+    /// Peers being resolved, with what waits for them.
+    private var resolving: [String: [() -> Void]] = [:]
 
-    public init(connection: Connection) {
+    public init(connection: Connection, scheduler: any Scheduler) {
         self.connection = connection
+        self.scheduler = scheduler
     }
 
     /// Subscribes to departures; call before serving.
@@ -36,7 +48,8 @@ public final class BusPeerRegistry: PeerRegistry {
     }
 
     func departed(_ peer: String) {
-        processNames[peer] = nil
+        peers[peer] = nil
+        resolving[peer] = nil
         for handler in departureHandlers { handler(peer) }
     }
 
@@ -44,15 +57,50 @@ public final class BusPeerRegistry: PeerRegistry {
         departureHandlers.append(handler)
     }
 
-    public func lookUpProcessName(of peer: String, _ known: @escaping (String) -> Void) {
+    public func app(of peer: String) -> String { peers[peer]?.app ?? peer }
+
+    public func isKnown(_ peer: String) -> Bool { peers[peer] != nil }
+
+    /// Learns `peer`'s process and app, then runs `then` (at once when already known). A peer that
+    /// leaves first never runs it.
+    public func resolve(_ peer: String, then: @escaping () -> Void) {
+        if peers[peer] != nil { return then() }
+        if resolving[peer] != nil {
+            resolving[peer]!.append(then)
+            return
+        }
+        resolving[peer] = [then]
         connection.busCallAsync("GetConnectionUnixProcessID", timeoutMilliseconds: 5000, { w in w.append(peer) }) {
             [weak self] result in
-            guard let self, case .success(let reply) = result else { return }
-            var r = reply.reader()
-            guard let pid = try? r.read(UInt32.self) else { return }
-            let name = ServiceProcess.processName(pid: pid)
-            self.processNames[peer] = name
-            known(name)
+            guard let self, let waiting = self.resolving.removeValue(forKey: peer) else { return }
+            var pid: UInt32 = 0
+            if case .success(let reply) = result {
+                var r = reply.reader()
+                pid = (try? r.read(UInt32.self)) ?? 0
+            }
+            // A peer whose process cannot be known (it left meanwhile) is an app of its own.
+            let app = pid == 0 ? "peer:" + peer : AppIdentity.app(pid: pid, cgroup: Self.read("/proc/\(pid)/cgroup"))
+            self.peers[peer] = Peer(pid: pid, app: app)
+            for job in waiting { job() }
         }
+    }
+
+    public func lookUpProcessName(of peer: String, _ known: @escaping (String) -> Void) {
+        resolve(peer) { [weak self] in
+            guard let self, let pid = self.peers[peer]?.pid, pid != 0 else { return known("") }
+            // Later, as the protocol promises: on the next turn of the loop.
+            let name = ServiceProcess.processName(pid: pid)
+            self.scheduler.schedule(afterNanoseconds: 0) { known(name) }
+        }
+    }
+
+    /// A small procfs file, read without blocking (procfs files never block).
+    static func read(_ path: String) -> String {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else { return "" }
+        defer { close(fd) }
+        var buf = [UInt8](repeating: 0, count: 4096)
+        let n = Glibc.read(fd, &buf, buf.count)
+        return n > 0 ? String(decoding: buf[..<n], as: UTF8.self) : ""
     }
 }

@@ -16,11 +16,14 @@ public final class TaskEntry {
     var announcedFraction: Double
     /// The app's desktop entry, for dock progress (com.canonical.Unity.LauncherEntry).
     let desktopID: String?
+    /// The app the task is charged to.
+    let app: String
 
-    init(path: String, record: TaskRecord, desktopID: String? = nil) {
+    init(path: String, record: TaskRecord, desktopID: String? = nil, app: String) {
         self.path = path
         self.record = record
         self.desktopID = desktopID
+        self.app = app
         announced = record.progress
         announcedFraction = record.fractionCompleted
     }
@@ -33,8 +36,9 @@ struct TaskTable {
     var liveByOwner: [String: Set<String>] = [:]
     /// Live task paths per desktop id (dock progress).
     var liveByDesktopID: [String: Set<String>] = [:]
-    /// Tasks running or suspended, over all owners.
+    /// Tasks running or suspended, over all owners, and per app (the unit of fairness).
     var liveCount = 0
+    var liveByApp: [String: Int] = [:]
     var nextNumber: UInt64 = 1
     /// Completed tasks in completion order (they leave in this order, since the linger is fixed).
     var lingering: [String] = []
@@ -48,7 +52,10 @@ struct TaskTable {
 
     mutating func noteCompleted(_ entry: TaskEntry) {
         let owner = entry.record.owner
-        if liveByOwner[owner]?.remove(entry.path) != nil { liveCount -= 1 }
+        if liveByOwner[owner]?.remove(entry.path) != nil {
+            liveCount -= 1
+            if let n = liveByApp[entry.app] { liveByApp[entry.app] = n > 1 ? n - 1 : nil }
+        }
         if liveByOwner[owner]?.isEmpty == true { liveByOwner[owner] = nil }
         if let id = entry.desktopID {
             liveByDesktopID[id]?.remove(entry.path)
@@ -131,6 +138,12 @@ public final class TaskService: TaskBeginning, TaskFactory {
             throw NetActivityError.limitsExceeded(
                 "The agent already serves \(tasks.liveCount) tasks running or suspended, the most it serves for all clients")
         }
+        let app = context.peers.app(of: owner)
+        let share = NetActivityLimits.appShare(of: NetActivityLimits.maxLiveTasks)
+        guard tasks.liveByApp[app, default: 0] < share else {
+            throw NetActivityError.limitsExceeded(
+                "The app \(app) already has \(share) tasks running or suspended over all its connections, its share of the agent's \(NetActivityLimits.maxLiveTasks)")
+        }
         if state == .running { try activity.acquire(.task, for: owner) }
         let entry = createTask(owner: owner, description: description, state: state, progress: progress, desktopID: desktopID)
         context.logger.debug("Task \(entry.path) for \(owner): \(description)")
@@ -162,9 +175,12 @@ public final class TaskService: TaskBeginning, TaskFactory {
     ) -> TaskEntry {
         let entry = TaskEntry(
             path: tasks.makePath(), record: TaskRecord(owner: owner, description: description, state: state, progress: progress),
-            desktopID: desktopID)
+            desktopID: desktopID, app: context.peers.app(of: owner))
         tasks.byPath[entry.path] = entry
-        if tasks.liveByOwner[owner, default: []].insert(entry.path).inserted { tasks.liveCount += 1 }
+        if tasks.liveByOwner[owner, default: []].insert(entry.path).inserted {
+            tasks.liveCount += 1
+            tasks.liveByApp[entry.app, default: 0] += 1
+        }
         context.server.export(path: entry.path, interfaces: [taskInterface])
         if let desktopID {
             tasks.liveByDesktopID[desktopID, default: []].insert(entry.path)

@@ -34,6 +34,11 @@ public enum NetActivityLimits {
     /// Downloads waited for over all clients (each queued transfer is a task object too).
     public static let maxPendingDownloads = 8192
 
+    /// An app's share of each budget over all clients: a quarter. An app is its systemd unit, its
+    /// Flatpak id or its process, however many connections it opens, so one app leaves at least
+    /// three quarters of every budget to the others.
+    public static func appShare(of budget: Int) -> Int { max(1, budget / 4) }
+
     /// Leases over all clients: half the open-file limit, so that however many connections ask,
     /// the agent keeps descriptors for its own work (bus messages carrying fds, images, HTTP).
     public static func leasesInAll(fileLimit: UInt64) -> Int {

@@ -325,29 +325,52 @@ sys.stdin.read()
         self.assertIn("ev\\x1b[31mil", cli(self.bus, "status").stdout)
 
 
-class GlobalBudgetTests(AgentTestCase):
-    """Many connections from one process: the per-client caps alone no longer add up to more than
-    the agent can hold."""
+class Hog:
+    """hog.py: one hostile app (a process) with many connections, holding what it was granted."""
 
-    def test_many_connections_cannot_take_the_agents_descriptors(self):
+    def __init__(self, bus, *args):
+        self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "hog.py"), bus.address, *map(str, args)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.report = json.loads(self.proc.stdout.readline())
+
+    def stop(self):
+        self.proc.stdin.close()
+        self.proc.wait(10)
+
+
+class BudgetTests(AgentTestCase):
+    """Apps, not connections, are the unit of fairness: one process with many connections gets its
+    app's share of each budget; the budgets over all apps keep the agent up."""
+
+    def hog(self, *args):
+        h = Hog(self.bus, *args)
+        self.addCleanup(h.stop)
+        return h.report
+
+    def low_file_limit(self):
         import resource
         self.agent.stop()
         self.agent = Agent(self.bus, preexec=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (160, 160)))
-        conns, held, refusal = [], [], None
-        for _ in range(12):  # 12 x 10 (a sixteenth of 160 each) would be 120 of 160 descriptors
-            c = connect(self.bus)
-            conns.append(c)
-            agent = dbus.Interface(c.get_object(NAME, PATH), IFACE)
-            for _ in range(10):
-                try:
-                    held.append(agent.BeginActivity("greedy").take())
-                except dbus.exceptions.DBusException as e:
-                    refusal = e
-                    break
-        self.addCleanup(lambda: [c.close() for c in conns])
-        self.assertEqual(len(held), 80, "half of the 160 descriptors, over all connections")
-        self.assertEqual(refusal.get_dbus_name(), "org.freedesktop.DBus.Error.LimitsExceeded")
-        self.assertIn("for all clients", refusal.get_dbus_message())
+
+    def test_one_app_with_many_connections_gets_its_share_of_leases(self):
+        self.low_file_limit()
+        # 12 connections x 10 (a sixteenth of 160 each) would be 120 of 160 descriptors.
+        greedy = self.hog("leases", 12, 10)
+        self.assertEqual(greedy["granted"], 20, "a quarter of the 80 leases the agent holds in all")
+        self.assertEqual(greedy["refusal"][0], "org.freedesktop.DBus.Error.LimitsExceeded")
+        self.assertIn("over all its connections", greedy["refusal"][1])
+        # Another app is served as if the first were not there.
+        other = dbus.Interface(self.conn.get_object(NAME, PATH), IFACE)
+        fds = [other.BeginActivity("polite").take() for _ in range(10)]
+        for f in fds:
+            os.close(f)
+
+    def test_many_apps_cannot_take_the_agents_descriptors(self):
+        self.low_file_limit()
+        reports = [self.hog("leases", 3, 10) for _ in range(5)]
+        granted = [r["granted"] for r in reports]
+        self.assertEqual(sum(granted), 80, "half of the 160 descriptors in all: %s" % granted)
+        self.assertIn("for all clients", reports[-1]["refusal"][1])
         # The agent still has descriptors for its own work: images in memfds and fds it sends.
         cache = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), CACHE)
         cache.AddImage("big", dbus.ByteArray(png(extra=70 * 1024)))
@@ -355,33 +378,16 @@ class GlobalBudgetTests(AgentTestCase):
         f = f.take()
         self.assertEqual(os.fstat(f).st_size, size)
         os.close(f)
-        for f in held:
-            os.close(f)
-        wait_until(lambda: self.count() == 0, what="every lease released")
         self.assertTrue(self.agent.alive())
 
-    def test_live_tasks_have_a_global_cap_and_get_managed_objects_stays_answerable(self):
-        description = "x" * 1000
-        conns, begun, refusal = [], 0, None
-        for _ in range(9):  # 9 x 1,024 would pass the 8,192 tasks the agent serves in all
-            c = connect(self.bus)
-            conns.append(c)
-            obj = c.get_object(NAME, PATH, introspect=False)
-            for _ in range(1024):
-                try:
-                    obj.BeginTask(description, dbus.Dictionary({}, signature="sv"), dbus_interface=IFACE)
-                    begun += 1
-                except dbus.exceptions.DBusException as e:
-                    refusal = e
-                    break
-            if refusal:
-                break
-        self.addCleanup(lambda: [c.close() for c in conns])
-        self.assertEqual(begun, 8192)
-        self.assertEqual(refusal.get_dbus_name(), "org.freedesktop.DBus.Error.LimitsExceeded")
-        self.assertIn("for all clients", refusal.get_dbus_message())
+    def test_one_app_gets_its_share_of_tasks_and_get_managed_objects_stays_answerable(self):
+        greedy = self.hog("tasks", 3, 1024, 1000)
+        self.assertEqual(greedy["granted"], 2048, "a quarter of the 8,192 tasks the agent serves in all")
+        self.assertIn("over all its connections", greedy["refusal"][1])
+        others = [self.hog("tasks", 2, 1024, 1000) for _ in range(4)]
+        self.assertEqual(sum(r["granted"] for r in others), 8192 - 2048)
+        self.assertIn("for all clients", others[-1]["refusal"][1])
         managed = self.conn.get_object(NAME, PATH, introspect=False).GetManagedObjects(
             dbus_interface="org.freedesktop.DBus.ObjectManager", timeout=60)
         self.assertEqual(len(managed), 8192)
         self.assertTrue(self.agent.alive(), "the reply fitted the bus's limits: the agent is still on the bus")
-        self.assertEqual(self.count(), 8192)

@@ -23,6 +23,9 @@ final class ManualPeers: PeerRegistry {
     private var handlers: [(String) -> Void] = []
     private var lookups: [(peer: String, known: (String) -> Void)] = []
     var names: [String: String] = [:]
+    var apps: [String: String] = [:]
+
+    func app(of peer: String) -> String { apps[peer] ?? peer }
 
     func lookUpProcessName(of peer: String, _ known: @escaping (String) -> Void) { lookups.append((peer, known)) }
     func onDeparture(_ handler: @escaping (String) -> Void) { handlers.append(handler) }
