@@ -133,7 +133,7 @@ public final class DownloadService: ImageDownloader.Observer {
         pendingInAll += 1
         pendingByApp[app, default: 0] += 1
         appOfOwner[owner] = app
-        let ticket = core.download(url: url, key: key, owner: owner, reload: reload) {
+        let ticket = core.download(url: url, key: key, owner: owner, app: app, reload: reload) {
             [unowned self] result in
             self.finished(receipt: receipt, url: url, owner: owner, result)
         }

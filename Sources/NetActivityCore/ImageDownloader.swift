@@ -54,6 +54,8 @@ public final class ImageDownloader {
     private struct Waiter {
         let receipt: String
         let owner: String
+        /// The app the owner belongs to (the unit of fairness); the owner itself by default.
+        let app: String
         let handler: (Result<Void, Failure>) -> Void
     }
 
@@ -93,13 +95,25 @@ public final class ImageDownloader {
 
     /// Transfers by key (at most one per key), queued ones in `queue` order.
     private var byKey: [String: Transfer] = [:]
-    /// Queued transfer ids in arrival order, from `queueHead` on. A transfer that leaves the queue
-    /// early (abandoned) stays in it as a dead id, skipped when reached, so leaving is O(1); the
-    /// array is compacted when dead ids are the majority.
-    private var queue: [UInt64] = []
-    private var queueHead = 0
+    /// One app's queued transfer ids in arrival order, from `head` on. A transfer that leaves early
+    /// (abandoned, started for another app, or no longer waited for by this app) stays as a dead
+    /// id, skipped when reached, so leaving is O(1); the array is compacted when dead ids are the
+    /// majority.
+    private struct AppQueue {
+        var ids: [UInt64] = []
+        var head = 0
+        var isEmpty: Bool { head >= ids.count }
+    }
+
+    /// The queue, per app: the next transfer to start comes from the app with the fewest running
+    /// transfers (a merged transfer runs for all its apps), FIFO or LIFO within the app; among
+    /// apps with as few, the one whose next transfer is oldest (FIFO) or newest (LIFO). With one
+    /// app this is exactly AFNetworking's single FIFO/LIFO queue.
+    private var queues: [String: AppQueue] = [:]
     public private(set) var queuedCount = 0
     private var transfersByID: [UInt64: Transfer] = [:]
+    /// The running transfers (at most `maximumActiveDownloads`), for the fair choice of the next.
+    private var runningByID: [UInt64: Transfer] = [:]
     private var receipts: [String: UInt64] = [:]
     /// Each owner's live receipts, so an owner's departure touches only what it held.
     private var receiptsByOwner: [String: Set<String>] = [:]
@@ -129,19 +143,23 @@ public final class ImageDownloader {
     /// Asks for the image at `url` (cache key `key`) for `owner`. A cache hit answers `.cached`
     /// at once; otherwise `handler` is called exactly once with the outcome.
     public func download(
-        url: String, key: String, owner: String, reload: Bool = false,
+        url: String, key: String, owner: String, app: String? = nil, reload: Bool = false,
         handler: @escaping (Result<Void, Failure>) -> Void
     ) -> Ticket {
         if !reload, isCached(key, owner) { return .cached }
         let receipt = "r\(nextReceipt)"
         nextReceipt += 1
-        let waiter = Waiter(receipt: receipt, owner: owner, handler: handler)
+        let waiter = Waiter(receipt: receipt, owner: owner, app: app ?? owner, handler: handler)
         // Merge into the transfer for this key, unless this one must skip the caches and that one
         // is already running without doing so (a reload wants fresh bytes). A queued one simply
         // becomes a reload.
         receiptsByOwner[owner, default: []].insert(receipt)
         if let existing = byKey[key], existing.reload || !reload || !existing.running {
             if reload { existing.reload = true }
+            // A merged transfer belongs to every app that waits for it: queued, any of them may pull it.
+            if !existing.running, !existing.waiters.contains(where: { $0.app == waiter.app }) {
+                queues[waiter.app, default: AppQueue()].ids.append(existing.id)
+            }
             existing.waiters.append(waiter)
             receipts[receipt] = existing.id
             return .receipt(receipt, transfer: existing.id)
@@ -154,7 +172,7 @@ public final class ImageDownloader {
         byKey[key] = transfer
         transfersByID[transfer.id] = transfer
         receipts[receipt] = transfer.id
-        queue.append(transfer.id)
+        queues[waiter.app, default: AppQueue()].ids.append(transfer.id)
         queuedCount += 1
         observer?.transferQueued(transfer.id, url: url)
         startQueued()
@@ -209,6 +227,7 @@ public final class ImageDownloader {
         if byKey[t.key] === t { byKey[t.key] = nil }
         if t.running {
             t.running = false
+            runningByID[t.id] = nil
             activeCount -= 1
             let cancel = t.cancel
             t.cancel = nil
@@ -216,30 +235,55 @@ public final class ImageDownloader {
             observer?.transferEnded(t.id, outcome: .failure(.cancelled))
             startQueued()
         } else {
-            // Its id stays in `queue` as a dead entry (skipped when reached): O(1).
+            // Its id stays in the app queues as a dead entry (skipped when reached): O(1).
             queuedCount -= 1
-            compactQueue()
             observer?.transferEnded(t.id, outcome: .failure(.cancelled))
         }
     }
 
-    private func compactQueue() {
-        let slots = queue.count - queueHead
-        guard slots > 64, queuedCount * 2 < slots else { return }
-        queue = queue[queueHead...].filter { transfersByID[$0].map { !$0.running } ?? false }
-        queueHead = 0
+    /// Whether `id` is still a queued transfer that `app` waits for.
+    private func isQueued(_ id: UInt64, for app: String) -> Transfer? {
+        guard let t = transfersByID[id], !t.running, t.waiters.contains(where: { $0.app == app }) else { return nil }
+        return t
     }
 
-    /// The next live queued transfer in the current order, taken off the queue.
-    private func popQueued() -> Transfer? {
-        while queueHead < queue.count {
-            let id = prioritization == .fifo ? queue[queueHead] : queue[queue.count - 1]
-            if prioritization == .fifo { queueHead += 1 } else { queue.removeLast() }
-            if let t = transfersByID[id], !t.running { return t }
+    /// Drops dead ids from the front (FIFO) or back (LIFO) of `app`'s queue, and the queue itself
+    /// when nothing is left in it; compacts it when dead ids are the majority. Returns the app's
+    /// next transfer in the current order, left in place.
+    private func peekQueue(of app: String) -> Transfer? {
+        guard var q = queues[app] else { return nil }
+        defer { queues[app] = q.isEmpty ? nil : q }
+        while !q.isEmpty {
+            let id = prioritization == .fifo ? q.ids[q.head] : q.ids[q.ids.count - 1]
+            if let t = isQueued(id, for: app) {
+                if q.head > 64, q.head * 2 > q.ids.count {
+                    q.ids.removeFirst(q.head)
+                    q.head = 0
+                }
+                return t
+            }
+            if prioritization == .fifo { q.head += 1 } else { q.ids.removeLast() }
         }
-        queue.removeAll(keepingCapacity: true)
-        queueHead = 0
         return nil
+    }
+
+    /// The next transfer to start: from the app with the fewest running transfers, then by order.
+    private func popQueued() -> Transfer? {
+        var running: [String: Int] = [:]
+        for t in runningByID.values {
+            for app in Set(t.waiters.map(\.app)) { running[app, default: 0] += 1 }
+        }
+        var best: (app: String, running: Int, id: UInt64)?
+        for app in Array(queues.keys) {
+            guard let t = peekQueue(of: app) else { continue }
+            let r = running[app] ?? 0
+            let better: Bool = if let b = best {
+                r < b.running || (r == b.running && (prioritization == .fifo ? t.id < b.id : t.id > b.id))
+            } else { true }
+            if better { best = (app, r, t.id) }
+        }
+        guard let best, let t = transfersByID[best.id] else { return nil }
+        return t
     }
 
     /// Starts queued transfers while there is room.
@@ -248,6 +292,7 @@ public final class ImageDownloader {
             let id = t.id
             queuedCount -= 1
             t.running = true
+            runningByID[id] = t
             activeCount += 1
             observer?.transferStarted(id, url: t.url)
             let request = Request(url: t.url, key: t.key, reload: t.reload, transfer: id)
@@ -271,6 +316,7 @@ public final class ImageDownloader {
         // newer transfer of the same key has its own id.
         guard let t = transfersByID[id], t.running else { return }
         t.running = false
+        runningByID[id] = nil
         t.cancel = nil
         activeCount -= 1
         transfersByID[id] = nil

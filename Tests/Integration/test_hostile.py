@@ -263,6 +263,24 @@ class HostileDownloadTests(DownloadTestCase):
         self.assertEqual(bytes(data), bytes(png()), "the next URL got its own answer, not the forged one")
         self.assertEqual(self.http.count("/img/next.png"), 1, "and it was asked for")
 
+    def test_one_apps_queue_of_slow_transfers_cannot_starve_another_app(self):
+        greedy = self.client(*[self.http.url("/gate/greedy%d.png" % i) for i in range(12)])
+        wait_until(lambda: self.http.count("/gate/") == 4, what="four of the greedy app's transfers running")
+        small = self.client(self.http.url("/img/small.png"))
+        wait_until(lambda: len(self.events(small, "requested")) == 1, what="the small image queued")
+        self.assertEqual(self.http.count("/img/small.png"), 0, "all four slots are taken")
+        started = time.monotonic()
+        self.http.gate("/gate/greedy0.png").set()
+        done = self.finished(small, 1)[0]
+        waited = time.monotonic() - started
+        self.assertTrue(done["ok"])
+        order = list(self.http.requests)
+        self.assertEqual(order[4], "/img/small.png", "the app with nothing running went first: %s" % order)
+        self.assertLess(waited, 5, "one slot's wait, not the greedy app's whole queue")
+        for i in range(1, 12):
+            self.http.gate("/gate/greedy%d.png" % i).set()
+        self.finished(greedy, 12)
+
     def test_a_multibyte_url_description_is_cut_by_bytes(self):
         url = self.http.url("/img/" + "é" * 2000 + ".png")
         c = self.client(url)

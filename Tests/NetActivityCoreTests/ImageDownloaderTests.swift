@@ -28,8 +28,8 @@ struct ImageDownloaderTests {
 
         /// Downloads `url` (key = url) for `owner`; returns the receipt ("" on a cache hit).
         @discardableResult
-        func get(_ url: String, owner: String = ":1.1", reload: Bool = false, label: String? = nil) -> String {
-            switch downloader.download(url: url, key: url, owner: owner, reload: reload, handler: { [unowned self] result in
+        func get(_ url: String, owner: String = ":1.1", app: String? = nil, reload: Bool = false, label: String? = nil) -> String {
+            switch downloader.download(url: url, key: url, owner: owner, app: app, reload: reload, handler: { [unowned self] result in
                 switch result {
                 case .success: self.results[label ?? url] = .ok
                 case .failure(let f): self.results[label ?? url] = .failed(f)
@@ -264,6 +264,44 @@ struct ImageDownloaderTests {
             #expect(h.fetcher.startedCount == 3, "no abandoned transfer ever started")
             #expect(h.downloader.owner(of: "r3") == nil)
         }
+    }
+
+    @Test("the next transfer comes from the app with the fewest running: one app's queue cannot starve another's")
+    func fairAcrossApps() {
+        let h = Harness(max: 2)
+        for i in 1...12 { h.get("a\(i)", owner: ":1.1", app: "greedy") }
+        h.get("b1", owner: ":1.2", app: "small")
+        #expect(h.fetcher.running.count == 2)
+        h.fetcher.succeed(h.fetcher.transfer(for: "a1")!)
+        #expect(h.fetcher.started.last?.url == "b1", "the app with nothing running goes first, not a3")
+        h.fetcher.succeed(h.fetcher.transfer(for: "a2")!)
+        #expect(h.fetcher.started.last?.url == "a3", "then FIFO within the greedy app")
+        h.fetcher.succeed(h.fetcher.transfer(for: "b1")!)
+        #expect(h.fetcher.started.last?.url == "a4")
+    }
+
+    @Test("a merged transfer runs for every app that waits for it")
+    func mergedBelongsToAllApps() {
+        let h = Harness(max: 2)
+        h.get("shared", owner: ":1.1", app: "A")
+        h.get("shared", owner: ":1.2", app: "B")
+        h.get("a1", owner: ":1.1", app: "A")
+        h.get("b1", owner: ":1.2", app: "B")
+        h.get("c1", owner: ":1.3", app: "C")
+        h.fetcher.succeed(h.fetcher.transfer(for: "a1")!)
+        #expect(h.fetcher.started.last?.url == "c1", "A and B each have the shared transfer running; C has none")
+    }
+
+    @Test("LIFO within an app, fewest running across apps")
+    func fairLIFO() {
+        let h = Harness(max: 1, order: .lifo)
+        h.get("run", owner: ":1.1", app: "A")
+        for i in 1...3 { h.get("a\(i)", owner: ":1.1", app: "A") }
+        h.get("b1", owner: ":1.2", app: "B")
+        h.fetcher.succeed(h.fetcher.transfer(for: "run")!)
+        #expect(h.fetcher.started.last?.url == "b1", "equal running (none): the newest next transfer")
+        h.fetcher.succeed(h.fetcher.transfer(for: "b1")!)
+        #expect(h.fetcher.started.last?.url == "a3")
     }
 }
 
