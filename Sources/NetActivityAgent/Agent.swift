@@ -66,7 +66,6 @@ public final class Agent {
         // A departing client's tasks complete (ClientVanished) and its receipts go before its
         // activity is dropped as a whole, so observers see the completions first.
         peers.onDeparture { [unowned self] peer in
-            self.gate.peerLeft(peer)
             self.tasks.ownerVanished(peer)
             self.downloads.ownerVanished(peer)
             self.activity.clientVanished(peer)
@@ -133,7 +132,7 @@ public final class Agent {
 
 /// Holds a new peer's calls, in order, until the registry knows its app (one bus round trip), so
 /// that every handler charges what it grants to the right app. A peer that leaves meanwhile has
-/// its calls dropped: nothing is granted to a client that is gone.
+/// its calls served just before its departure releases what they granted.
 final class PeerGate {
     private let server: ObjectServer
     private let peers: BusPeerRegistry
@@ -153,9 +152,5 @@ final class PeerGate {
             guard let self, let messages = self.waiting.removeValue(forKey: sender) else { return }
             for m in messages { self.server.handle(m) }
         }
-    }
-
-    func peerLeft(_ peer: String) {
-        waiting[peer] = nil
     }
 }

@@ -47,10 +47,15 @@ public final class BusPeerRegistry: PeerRegistry {
         }
     }
 
+    /// A peer that leaves while its calls wait for its app has them served first, as an app of its
+    /// own (a fire-and-forget setter still takes effect), then everything it held is released.
     func departed(_ peer: String) {
-        peers[peer] = nil
-        resolving[peer] = nil
+        if let waiting = resolving.removeValue(forKey: peer) {
+            peers[peer] = Peer(pid: 0, app: "peer:" + peer)
+            for job in waiting { job() }
+        }
         for handler in departureHandlers { handler(peer) }
+        peers[peer] = nil
     }
 
     public func onDeparture(_ handler: @escaping (String) -> Void) {
@@ -61,8 +66,8 @@ public final class BusPeerRegistry: PeerRegistry {
 
     public func isKnown(_ peer: String) -> Bool { peers[peer] != nil }
 
-    /// Learns `peer`'s process and app, then runs `then` (at once when already known). A peer that
-    /// leaves first never runs it.
+    /// Learns `peer`'s process and app, then runs `then` (at once when already known; before the
+    /// departure handlers when the peer leaves first).
     public func resolve(_ peer: String, then: @escaping () -> Void) {
         if peers[peer] != nil { return then() }
         if resolving[peer] != nil {

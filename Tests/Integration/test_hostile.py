@@ -409,3 +409,20 @@ class BudgetTests(AgentTestCase):
             dbus_interface="org.freedesktop.DBus.ObjectManager", timeout=60)
         self.assertEqual(len(managed), 8192)
         self.assertTrue(self.agent.alive(), "the reply fitted the bus's limits: the agent is still on the bus")
+
+
+class GateTests(AgentTestCase):
+    def test_a_fire_and_forget_call_from_a_client_that_left_at_once_still_takes_effect(self):
+        """A new peer's calls wait until its app is known; one that leaves first is served before
+        its departure is handled, so nothing it sent is lost and nothing it was granted stays."""
+        obj = self.conn.get_object(NAME, PATH, introspect=False)
+        for i in range(6):
+            value = "false" if i % 2 == 0 else "true"
+            subprocess.run(["dbus-send", "--address=" + self.bus.address, "--dest=" + NAME, PATH,
+                            "org.freedesktop.DBus.Properties.Set", "string:" + IFACE, "string:Enabled",
+                            "variant:boolean:" + value], check=True, timeout=10)
+            subprocess.run(["dbus-send", "--address=" + self.bus.address, "--dest=" + NAME, PATH,
+                            IFACE + ".IncrementActivityCount"], check=True, timeout=10)
+            wait_until(lambda: bool(obj.Get(IFACE, "Enabled", dbus_interface=PROPS)) == (value == "true"),
+                       what="the setter of a client that left at once")
+        wait_until(lambda: self.count() == 0, what="the counts of the departed clients released")
