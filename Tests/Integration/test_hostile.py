@@ -418,10 +418,10 @@ class GateTests(AgentTestCase):
         obj = self.conn.get_object(NAME, PATH, introspect=False)
         for i in range(6):
             value = "false" if i % 2 == 0 else "true"
-            subprocess.run(["dbus-send", "--bus=" + self.bus.address, "--dest=" + NAME, PATH,
+            subprocess.run(["dbus-send", "--bus=" + self.bus.address, "--type=method_call", "--dest=" + NAME, PATH,
                             "org.freedesktop.DBus.Properties.Set", "string:" + IFACE, "string:Enabled",
                             "variant:boolean:" + value], check=True, timeout=10)
-            subprocess.run(["dbus-send", "--bus=" + self.bus.address, "--dest=" + NAME, PATH,
+            subprocess.run(["dbus-send", "--bus=" + self.bus.address, "--type=method_call", "--dest=" + NAME, PATH,
                             IFACE + ".IncrementActivityCount"], check=True, timeout=10)
             wait_until(lambda: bool(obj.Get(IFACE, "Enabled", dbus_interface=PROPS)) == (value == "true"),
                        what="the setter of a client that left at once")
