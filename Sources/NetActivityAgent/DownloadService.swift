@@ -40,7 +40,7 @@ public final class DownloadService: ImageDownloader.Observer {
     lazy var core: ImageDownloader = {
         let d = ImageDownloader(
             isCached: { [unowned self] key, owner in self.images.contains(key, answeringFor: owner) },
-            store: { [unowned self] key, fetched in self.images.store(fetched.bytes, for: key) },
+            store: { [unowned self] key, fetched, app in self.images.store(fetched.bytes, for: key, app: app) },
             fetch: { [unowned self] request, progress, completion in self.fetch(request, progress, completion) })
         d.observer = self
         return d

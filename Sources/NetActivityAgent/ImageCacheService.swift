@@ -11,8 +11,8 @@ public protocol ImageStore: AnyObject {
     /// its recency): one the downloader stored, or one `owner` added itself (nil: the downloader's
     /// only). An entry another app added under someone's URL is never served as that URL.
     func contains(_ key: String, answeringFor owner: String?) -> Bool
-    /// Keeps `bytes` under `key`, or says why not (`TooLarge`, `NotAnImage`).
-    func store(_ bytes: [UInt8], for key: String) -> Result<Void, ImageDownloader.Failure>
+    /// Keeps `bytes` under `key`, charged to `app`, or says why not (`TooLarge`, `NotAnImage`).
+    func store(_ bytes: [UInt8], for key: String, app: String) -> Result<Void, ImageDownloader.Failure>
 }
 
 /// `org.example.NetActivity.ImageCache`: AFAutoPurgingImageCache for every app, with large images
@@ -81,6 +81,16 @@ public final class ImageCacheService: ImageStore {
                 },
                 DBusProperty(P.imageCount.rawValue, "u", emitsChanged: .false) { [unowned self] w, _ in
                     w.append(UInt32(clamping: self.imageCache.count))
+                },
+                DBusProperty(P.memoryUsageByApp.rawValue, "a{st}", emitsChanged: .false) { [unowned self] w, _ in
+                    w.appendArray(elementSignature: "{st}") { a in
+                        for (app, bytes) in self.imageCache.usageByOwner.sorted(by: { $0.key < $1.key }) {
+                            a.appendDictEntry { e in
+                                e.append(app)
+                                e.append(bytes)
+                            }
+                        }
+                    }
                 },
                 DBusProperty(P.statistics.rawValue, "a{st}", emitsChanged: .false) { [unowned self] w, _ in
                     let s = self.imageCache.statistics
@@ -182,8 +192,9 @@ public final class ImageCacheService: ImageStore {
             return .success(CachedImage(info: info, data: data, addedBy: call.sender))
         }
         let image = try made.get()
-        // Cannot throw: the size was checked against the capacity above.
-        _ = try? imageCache.add(image, cost: UInt64(image.size), for: key)
+        // Cannot throw: the size was checked against the capacity above. Charged to the caller's
+        // app, for fair eviction.
+        _ = try? imageCache.add(image, cost: UInt64(image.size), for: key, owner: context.peers.app(of: call.sender))
         context.logger.trace("Cached \(image.info.format.rawValue) \(image.info.width ?? 0)x\(image.info.height ?? 0), \(image.size) bytes")
     }
 
@@ -239,7 +250,7 @@ extension ImageCacheService {
         return image.addedBy == nil || image.addedBy == owner
     }
 
-    public func store(_ bytes: [UInt8], for key: String) -> Result<Void, ImageDownloader.Failure> {
+    public func store(_ bytes: [UInt8], for key: String, app: String) -> Result<Void, ImageDownloader.Failure> {
         let capacity = imageCache.memoryCapacity
         guard UInt64(bytes.count) <= capacity else {
             return .failure(.failed(NetActivityError(.tooLarge, "The image is \(bytes.count) bytes; the cache holds at most \(capacity)")))
@@ -248,7 +259,7 @@ extension ImageCacheService {
             guard let info = ImageInfo.sniff(data) else {
                 return .failure(.failed(NetActivityError(.notAnImage, "The \(data.count) bytes received are not an image of a known format")))
             }
-            _ = try? imageCache.add(CachedImage(info: info, data: data), cost: UInt64(data.count), for: key)
+            _ = try? imageCache.add(CachedImage(info: info, data: data), cost: UInt64(data.count), for: key, owner: app)
             return .success(())
         }
     }

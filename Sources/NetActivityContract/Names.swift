@@ -121,6 +121,7 @@ public enum ImageCacheMember {
         case preferredMemoryUsageAfterPurge = "PreferredMemoryUsageAfterPurge"
         case memoryUsage = "MemoryUsage"
         case imageCount = "ImageCount"
+        case memoryUsageByApp = "MemoryUsageByApp"
         case statistics = "Statistics"
     }
 }

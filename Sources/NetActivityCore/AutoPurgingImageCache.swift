@@ -1,7 +1,13 @@
 /// AFAutoPurgingImageCache, without its faults: an in-memory cache whose cost is the bytes held,
-/// with two watermarks. When usage exceeds `memoryCapacity` (strictly), least-recently-used
-/// entries go until usage is at or under `preferredMemoryUsageAfterPurge`. Every operation is
-/// O(1) (amortised; a purge is O(entries evicted)), and recency is an order, not a clock.
+/// with two watermarks. When usage exceeds `memoryCapacity` (strictly), entries go until usage is
+/// at or under `preferredMemoryUsageAfterPurge`. Every operation is O(1) (amortised; a purge is
+/// O(entries evicted × owners)), and recency is an order, not a clock.
+///
+/// Fair eviction: each entry has an owner (the app that stored it). A purge first takes from the
+/// owners above their fair share (capacity ÷ owners holding entries), the one holding most first,
+/// least recently used within that owner; when no owner is above its share, plain LRU. With one
+/// owner this is exactly AFNetworking's LRU purge, and one app filling the cache can no longer
+/// push out every image the others hold.
 public struct AutoPurgingImageCache<Image> {
     public static var defaultCapacity: UInt64 { 100 * 1024 * 1024 }
     public static var defaultPreferred: UInt64 { 60 * 1024 * 1024 }
@@ -11,6 +17,9 @@ public struct AutoPurgingImageCache<Image> {
     @usableFromInline var _preferredMemoryUsageAfterPurge: UInt64
     @inlinable public var preferredMemoryUsageAfterPurge: UInt64 { _preferredMemoryUsageAfterPurge }
     @usableFromInline var entries = LRUCache<String, Image>()
+    /// Each owner's keys in recency order, with their costs (so each list's total is its usage).
+    @usableFromInline var byOwner: [String: LRUCache<String, Bool>] = [:]
+    @usableFromInline var ownerOf: [String: String] = [:]
     @usableFromInline var _statistics = Statistics()
     @inlinable public var statistics: Statistics { _statistics }
 
@@ -43,14 +52,30 @@ public struct AutoPurgingImageCache<Image> {
     @inlinable public var memoryUsage: UInt64 { entries.totalCost }
     @inlinable public var count: Int { entries.count }
 
+    /// The bytes each owner holds.
+    @inlinable public var usageByOwner: [String: UInt64] { byOwner.mapValues(\.totalCost) }
+
+    @inlinable mutating func noteOwner(_ owner: String, of key: String, cost: UInt64) {
+        if let old = ownerOf[key], old != owner { forgetOwner(of: key) }
+        ownerOf[key] = owner
+        _ = byOwner[owner, default: LRUCache()].set(true, cost: cost, for: key)
+    }
+
+    @inlinable mutating func forgetOwner(of key: String) {
+        guard let owner = ownerOf.removeValue(forKey: key) else { return }
+        _ = byOwner[owner]?.remove(key)
+        if byOwner[owner]?.isEmpty == true { byOwner[owner] = nil }
+    }
+
     /// Adds or replaces the image for `key`. Returns what the purge evicted (oldest first), so the
     /// caller can release resources the images hold. The image just added is never evicted by its
     /// own insertion (it is the most recent, and it fits within the capacity).
     @discardableResult
-    @inlinable public mutating func add(_ image: Image, cost: UInt64, for key: String) throws(Refusal) -> [Image] {
+    @inlinable public mutating func add(_ image: Image, cost: UInt64, for key: String, owner: String = "") throws(Refusal) -> [Image] {
         guard cost <= memoryCapacity else { throw .tooLarge(cost: cost, capacity: memoryCapacity) }
         var evicted: [Image] = []
         if let old = entries.set(image, cost: cost, for: key) { evicted.append(old) }
+        noteOwner(owner, of: key, cost: cost)
         _statistics.insertions += 1
         if memoryUsage > memoryCapacity { evicted += purge(to: preferredMemoryUsageAfterPurge, keeping: key) }
         return evicted
@@ -60,6 +85,7 @@ public struct AutoPurgingImageCache<Image> {
     @inlinable public mutating func image(for key: String) -> Image? {
         if let image = entries.value(for: key) {
             _statistics.hits += 1
+            if let owner = ownerOf[key] { _ = byOwner[owner]?.value(for: key) }
             return image
         }
         _statistics.misses += 1
@@ -71,13 +97,16 @@ public struct AutoPurgingImageCache<Image> {
 
     /// Removes the image for `key`; nil when there was none.
     @inlinable public mutating func remove(_ key: String) -> Image? {
-        entries.remove(key)?.value
+        forgetOwner(of: key)
+        return entries.remove(key)?.value
     }
 
     /// Removes everything; returns what was held.
     @inlinable public mutating func removeAll() -> [Image] {
         var all: [Image] = []
         while let e = entries.removeOldest() { all.append(e.value) }
+        byOwner.removeAll()
+        ownerOf.removeAll()
         return all
     }
 
@@ -110,13 +139,31 @@ public struct AutoPurgingImageCache<Image> {
     @inlinable public var keysByRecency: [String] { entries.keysByRecency }
 
     @inlinable mutating func purge(to target: UInt64, keeping kept: String?) -> [Image] {
-        let keptSlot = kept.flatMap { entries.find($0, hash: $0.hashValue)?.slot } ?? -1
         var evicted: [Image] = []
-        while memoryUsage > target, entries.tail >= 0, Int(entries.tail) != keptSlot, let image = entries.dropOldest() {
-            evicted.append(image)
+        while memoryUsage > target, let key = nextVictim(keeping: kept) {
+            forgetOwner(of: key)
+            if let e = entries.remove(key) { evicted.append(e.value) }
         }
         _statistics.evictions += UInt64(evicted.count)
         return evicted
+    }
+
+    /// The entry a purge takes next, never `kept`: the least recently used of the owner furthest
+    /// above its fair share, if any owner is above it; else the least recently used of all. While
+    /// an owner is above its share with nothing left to take but `kept`, the purge takes nothing
+    /// from owners within their share unless the capacity itself is passed: the preferred usage is
+    /// a wish, the capacity a bound.
+    @inlinable func nextVictim(keeping kept: String?) -> String? {
+        if byOwner.count > 1 {
+            let share = memoryCapacity / UInt64(byOwner.count)
+            let over = byOwner.filter { $0.value.totalCost > share }.sorted { $0.value.totalCost > $1.value.totalCost }
+            for (_, keys) in over {
+                if let oldest = keys.oldestKey, oldest != kept { return oldest }
+            }
+            if !over.isEmpty, memoryUsage <= memoryCapacity { return nil }
+        }
+        guard let oldest = entries.oldestKey, oldest != kept else { return nil }
+        return oldest
     }
 }
 

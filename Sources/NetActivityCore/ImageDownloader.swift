@@ -69,12 +69,15 @@ public final class ImageDownloader {
         var running = false
         /// A reload of the same key took over while this one ran.
         var overtaken = false
+        /// The app of the first waiter: what the transfer stores is charged to it.
+        let firstApp: String
         init(id: UInt64, url: String, key: String, reload: Bool, waiter: Waiter) {
             self.id = id
             self.url = url
             self.key = key
             self.reload = reload
             waiters = [waiter]
+            firstApp = waiter.app
         }
     }
 
@@ -90,7 +93,8 @@ public final class ImageDownloader {
     /// Whether a cache entry answers `key` for `owner`: one the downloader stored, or one `owner`
     /// added itself (nil: only the downloader's count). Another app's entry never does.
     private let isCached: (_ key: String, _ owner: String?) -> Bool
-    private let store: (String, Fetched) -> Result<Void, Failure>
+    /// Keeps what a transfer fetched under its key, charged to `app` (the first app that asked).
+    private let store: (_ key: String, _ fetched: Fetched, _ app: String) -> Result<Void, Failure>
     public weak var observer: (any Observer)?
 
     /// Transfers by key (at most one per key), queued ones in `queue` order.
@@ -129,7 +133,7 @@ public final class ImageDownloader {
 
     public init(
         maximumActiveDownloads: Int = 4, prioritization: Prioritization = .fifo,
-        isCached: @escaping (_ key: String, _ owner: String?) -> Bool, store: @escaping (String, Fetched) -> Result<Void, Failure>,
+        isCached: @escaping (_ key: String, _ owner: String?) -> Bool, store: @escaping (_ key: String, _ fetched: Fetched, _ app: String) -> Result<Void, Failure>,
         fetch: @escaping Fetch
     ) {
         precondition(maximumActiveDownloads >= 1)
@@ -325,7 +329,7 @@ public final class ImageDownloader {
             // succeeded is answered with its own bytes (stored now; the reload's, newer, replace
             // them when they come): another app's reload never fails it. One that failed hands
             // its waiters to the reload, their second chance.
-            if case .success(let fetched) = result, case .success = store(t.key, fetched) {
+            if case .success(let fetched) = result, case .success = store(t.key, fetched, t.firstApp) {
                 complete(t, .success(()))
                 return
             }
@@ -338,7 +342,7 @@ public final class ImageDownloader {
         if byKey[t.key] === t { byKey[t.key] = nil }
         let outcome: Result<Void, Failure> = result.flatMap { fetched in
             // An overtaken transfer stores only if the reload that overtook it left nothing.
-            t.overtaken && isCached(t.key, nil) ? .success(()) : store(t.key, fetched)
+            t.overtaken && isCached(t.key, nil) ? .success(()) : store(t.key, fetched, t.firstApp)
         }
         complete(t, outcome)
     }

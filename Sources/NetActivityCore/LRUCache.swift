@@ -115,6 +115,9 @@ public struct LRUCache<Key: Hashable, Value> {
         return (key, value, cost)
     }
 
+    /// The least recently used key, if any.
+    @inlinable public var oldestKey: Key? { tail >= 0 ? entries[Int(tail)]!.key : nil }
+
     /// Removes the least recently used entry and returns its value (no key copy, no hashing).
     @inlinable public mutating func dropOldest() -> Value? {
         guard tail >= 0 else { return nil }

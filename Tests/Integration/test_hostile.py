@@ -426,3 +426,32 @@ class GateTests(AgentTestCase):
             wait_until(lambda: bool(obj.Get(IFACE, "Enabled", dbus_interface=PROPS)) == (value == "true"),
                        what="the setter of a client that left at once")
         wait_until(lambda: self.count() == 0, what="the counts of the departed clients released")
+
+
+class FairEvictionTests(AgentTestCase):
+    def test_one_apps_large_images_do_not_evict_another_apps_images(self):
+        obj = self.conn.get_object(NAME, PATH, introspect=False)
+        obj.Set(CACHE, "PreferredMemoryUsageAfterPurge", dbus.UInt64(6 << 20, variant_level=1), dbus_interface=PROPS)
+        obj.Set(CACHE, "MemoryCapacity", dbus.UInt64(10 << 20, variant_level=1), dbus_interface=PROPS)
+        small = bytes(png(extra=20 * 1024))
+        code = """
+import sys, dbus
+bus = dbus.bus.BusConnection(sys.argv[1])
+cache = dbus.Interface(bus.get_object("org.example.NetActivity", "/org/example/NetActivity", introspect=False),
+                       "org.example.NetActivity.ImageCache")
+data = dbus.ByteArray(bytes.fromhex(sys.argv[2]))
+for i in range(40):
+    cache.AddImage("victim%d" % i, data)
+"""
+        victim = subprocess.run(["/usr/bin/python3", "-c", code, self.bus.address, small.hex()], timeout=30)
+        self.assertEqual(victim.returncode, 0)
+        cache = dbus.Interface(obj, CACHE)
+        big = dbus.ByteArray(bytes(png(extra=6 << 20)))
+        cache.AddImage("greedy1", big)
+        cache.AddImage("greedy2", big)  # 12.8 MiB > 10: a purge
+        kept = [bool(cache.LookupImage("victim%d" % i, byte_arrays=True)[0]) for i in range(40)]
+        self.assertEqual(kept, [True] * 40, "the other app's images all stayed")
+        self.assertFalse(cache.LookupImage("greedy1", byte_arrays=True)[0], "the greedy app lost its own older image")
+        by_app = {str(k): int(v) for k, v in obj.Get(CACHE, "MemoryUsageByApp", dbus_interface=PROPS).items()}
+        self.assertEqual(sorted(by_app.values()), sorted([40 * len(small), len(big)]), by_app)
+        self.assertIn("pid:%d" % os.getpid(), by_app, "an app is its process when it has no systemd unit")

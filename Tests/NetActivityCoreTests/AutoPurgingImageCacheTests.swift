@@ -229,4 +229,52 @@ struct LRUCacheTests {
         }
         for (key, value) in model { #expect(lru.peek(key) == value) }
     }
+
+    @Test("fair eviction: the app above its share loses first; then LRU; its next large image takes nothing from the others")
+    func fairEviction() throws {
+        var cache = AutoPurgingImageCache<Int>(memoryCapacity: 100, preferredMemoryUsageAfterPurge: 60)
+        for i in 0..<40 { _ = try cache.add(i, cost: 1, for: "small\(i)", owner: "victim") }
+        _ = try cache.add(100, cost: 45, for: "big1", owner: "greedy")
+        // 130 > 100: the greedy app (90, share 50) loses its own least recent image first, although
+        // the victim's images are older; then, nobody above its share, LRU down to 60.
+        let evicted = try cache.add(101, cost: 45, for: "big2", owner: "greedy")
+        #expect(evicted.first == 100)
+        #expect(cache.usageByOwner == ["victim": 15, "greedy": 45])
+        // Another 64: the greedy app (109) loses big2 and, left with only the image just added, above
+        // its share, it cannot make the purge take from the victim: usage stays within the capacity.
+        let evicted2 = try cache.add(102, cost: 64, for: "big3", owner: "greedy")
+        #expect(evicted2 == [101])
+        #expect(cache.usageByOwner == ["victim": 15, "greedy": 64])
+        #expect(cache.memoryUsage <= cache.memoryCapacity)
+    }
+
+    @Test("fair eviction with one owner is exactly the LRU purge")
+    func fairEvictionOneOwnerIsLRU() throws {
+        var fair = AutoPurgingImageCache<Int>(memoryCapacity: 10, preferredMemoryUsageAfterPurge: 6)
+        var plain = AutoPurgingImageCache<Int>(memoryCapacity: 10, preferredMemoryUsageAfterPurge: 6)
+        var rng: UInt64 = 42
+        for i in 0..<500 {
+            rng = rng &* 6364136223846793005 &+ 1442695040888963407
+            let key = "k\(rng >> 60)", cost = (rng >> 40) % 4 + 1
+            if (rng >> 20) % 3 == 0 {
+                _ = fair.image(for: key)
+                _ = plain.image(for: key)
+            } else {
+                _ = try fair.add(i, cost: cost, for: key, owner: "only")
+                _ = try plain.add(i, cost: cost, for: key)
+            }
+            #expect(fair.keysByRecency == plain.keysByRecency)
+        }
+    }
+
+    @Test("an owner above its share cannot make a purge take from owners within theirs")
+    func fairEvictionStopsAtKept() throws {
+        var cache = AutoPurgingImageCache<Int>(memoryCapacity: 100, preferredMemoryUsageAfterPurge: 60)
+        for i in 0..<10 { _ = try cache.add(i, cost: 1, for: "s\(i)", owner: "victim") }
+        _ = try cache.add(1, cost: 64, for: "a", owner: "greedy")
+        _ = try cache.add(2, cost: 64, for: "b", owner: "greedy")
+        #expect(cache.peek("a") == nil && cache.peek("b") != nil)
+        #expect(cache.count == 11, "above the preferred usage, within the capacity, and the victim whole")
+    }
 }
+
