@@ -132,6 +132,12 @@ after_load=$(busctl --address="$DBUS_SESSION_BUS_ADDRESS" get-property org.examp
     org.example.NetActivity ActivityCount Visible 2>/dev/null | tr '\n' ' ')
 rss_load1=$(rss_now)
 
+# The loop under attack: a separate prober's Peer.Ping worst round trip during each attack (a holder
+# writing into its lease, a decompression bomb, 5,100 abandoned receipts of three apps leaving at
+# once), and another app's small image behind one app's 12 slow (2 s) transfers.
+attack=$(taskset -c 1 "$PY" bench/attack.py "$DBUS_SESSION_BUS_ADDRESS" Tests/Integration/prober.py 2>/dev/null | tail -n1)
+af() { "$PY" -c 'import json, sys; print(json.loads(sys.argv[1]).get(sys.argv[2], "?"))' "$attack" "$1" 2>/dev/null || echo "?"; }
+
 echo "## The agent on its own (private bus; daemon, agent and client pinned to CPU 0)"
 echo
 echo "| measure | value | target |"
@@ -189,3 +195,13 @@ echo "| latency p50 / p99 / max ms (100 calls in flight) | $(lf p50_ms) / $(lf p
 echo "| failed calls | $(lf failures) |"
 echo "| afterwards: ActivityCount, Visible | ${after_load:-?} |"
 echo "| agent RSS growth over the load, KiB | $(( ${rss_load1:-0} - ${rss_load0:-0} )) |"
+echo
+echo "## Under attack (the attacks and a separate Peer.Ping prober on CPU 1; agent and bus on CPU 0)"
+echo
+echo "| measure | value | target |"
+echo "|---|---:|---|"
+echo "| loop stall: a holder writing into its lease, worst Ping ms | $(af lease_writer_max_ms) | < 20 |"
+echo "| loop stall: a 64 KiB gzip body that would inflate to 64 MiB, worst Ping ms | $(af bomb_max_ms) | < 20 |"
+echo "| loop stall: 5,100 queued receipts of three apps leaving at once, worst Ping ms | $(af abandoned_max_ms) | < 20 |"
+echo "| another app's small image behind one app's 12 slow transfers, wait s | $(af fair_wait_s) | < 1 (it takes the first slot that frees: one 2 s transfer) |"
+

@@ -211,18 +211,25 @@ public final class ImageDownloader {
     /// The owner left: every receipt it held is cancelled (its handlers are not called: nobody
     /// is there to hear them).
     /// O(the owner's receipts and their transfers' waiters): thousands of abandoned receipts
-    /// leave without a scan of every transfer or of the queue.
-    public func ownerVanished(_ owner: String) {
-        guard let held = receiptsByOwner.removeValue(forKey: owner) else { return }
+    /// leave without a scan of every transfer or of the queue. With `atMost`, only that many of the
+    /// owner's receipts go now (the driver spreads a large departure over turns of its loop, so
+    /// nobody else waits for it); returns whether any are left.
+    @discardableResult
+    public func ownerVanished(_ owner: String, atMost limit: Int = .max) -> Bool {
+        guard var held = receiptsByOwner[owner] else { return false }
         var touched: [UInt64] = []
-        for receipt in held {
+        var taken = 0
+        while taken < limit, let receipt = held.popFirst() {
+            taken += 1
             if let id = receipts.removeValue(forKey: receipt) { touched.append(id) }
         }
+        receiptsByOwner[owner] = held.isEmpty ? nil : held
         for id in Set(touched).sorted() {
             guard let t = transfersByID[id] else { continue }
-            t.waiters.removeAll { $0.owner == owner }
+            t.waiters.removeAll { $0.owner == owner && receipts[$0.receipt] == nil }
             if t.waiters.isEmpty { abandon(t) }
         }
+        return !held.isEmpty
     }
 
     /// A transfer nobody waits for any more: out of the queue, or stopped.

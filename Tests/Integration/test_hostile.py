@@ -281,6 +281,35 @@ class HostileDownloadTests(DownloadTestCase):
             self.http.gate("/gate/greedy%d.png" % i).set()
         self.finished(greedy, 12)
 
+    def test_thousands_of_abandoned_receipts_leave_without_stalling_the_loop(self):
+        code = """
+import sys, dbus
+conns = [dbus.bus.BusConnection(sys.argv[1]) for _ in range(2)]
+for c, bus in enumerate(conns):
+    d = dbus.Interface(bus.get_object("org.example.NetActivity", "/org/example/NetActivity", introspect=False),
+                       "org.example.NetActivity.Downloader")
+    for i in range(850):
+        d.DownloadImage(sys.argv[2] + "/gate/%s-%d-%d.png" % (sys.argv[3], c, i), dbus.Dictionary({}, signature="sv"))
+print("queued", flush=True)
+sys.stdin.read()
+"""
+        hogs = [subprocess.Popen([sys.executable, "-c", code, self.bus.address, self.http.url(""), str(n)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for n in range(3)]
+        for h in hogs:
+            self.assertEqual(h.stdout.readline().strip(), "queued")
+        obj = self.conn.get_object(NAME, PATH, introspect=False)
+        self.assertEqual(int(obj.Get(DOWNLOADER, "QueuedDownloads", dbus_interface=PROPS)), 5100 - 4)
+        prober = Prober(self.bus)
+        for h in hogs:
+            h.kill()
+        for h in hogs:
+            h.wait()
+        wait_until(lambda: int(obj.Get(DOWNLOADER, "QueuedDownloads", dbus_interface=PROPS)) == 0
+                   and int(obj.Get(DOWNLOADER, "ActiveDownloads", dbus_interface=PROPS)) == 0,
+                   timeout=20, what="every abandoned transfer gone")
+        report = prober.stop()
+        self.assertLess(report["max_ms"], STALL_MS, report)
+
     def test_a_multibyte_url_description_is_cut_by_bytes(self):
         url = self.http.url("/img/" + "é" * 2000 + ".png")
         c = self.client(url)
