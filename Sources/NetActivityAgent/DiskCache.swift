@@ -17,6 +17,8 @@ final class DiskCache {
     private let logger: Logger
     /// File name -> size, in recency order.
     private var index = LRUCache<String, UInt64>()
+    /// Each file's app (entries from an earlier run belong to "", unknown), for fair eviction.
+    private var owners = OwnerLedger<String>()
     private var ready = false
     private(set) var broken = false
     /// The directory's lock, held for the agent's life (closed with the process).
@@ -104,7 +106,10 @@ final class DiskCache {
             guard lstat(directory + "/" + name, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { continue }
             found.append((name, UInt64(st.st_size), st.st_mtim.tv_sec))
         }
-        for f in found.sorted(by: { $0.time < $1.time }) { index.set(f.size, cost: f.size, for: f.name) }
+        for f in found.sorted(by: { $0.time < $1.time }) {
+            index.set(f.size, cost: f.size, for: f.name)
+            owners.note(f.name, cost: f.size, owner: "")
+        }
         evict(toFit: 0)
     }
 
@@ -120,13 +125,16 @@ final class DiskCache {
             drop(name)
             return nil
         }
+        owners.touch(name)
         utimensat(AT_FDCWD, path, nil, 0)  // recency for the next run
         return entry
     }
 
-    /// Stores `entry` atomically; false when it does not fit or the disk refused.
+    /// Stores `entry` atomically, charged to `owner` (an app); false when it does not fit, when
+    /// making room would take from apps within their fair share while `owner` is above its own,
+    /// or when the disk refused.
     @discardableResult
-    func write(_ entry: DiskEntry) -> Bool {
+    func write(_ entry: DiskEntry, owner: String = "") -> Bool {
         prepare()
         guard !broken else { return false }
         let bytes = entry.encode()
@@ -137,7 +145,11 @@ final class DiskCache {
             return false
         }
         if let old = index.remove(name) { _ = old }
-        evict(toFit: size)
+        owners.forget(name)
+        guard evict(toFit: size, for: name, owner: owner) else {
+            drop(name)
+            return false
+        }
         let temporary = directory + "/tmp-" + name
         // Whatever is there (a crash's leftover, or a FIFO someone put in its place) goes; O_EXCL
         // then makes a new regular file or fails, and never opens something else that could block.
@@ -168,6 +180,7 @@ final class DiskCache {
             return failed("rename", temporary, error, dropping: name)
         }
         index.set(size, cost: size, for: name)
+        owners.note(name, cost: size, owner: owner)
         if !lastError.isEmpty {
             logger.notice("Disk cache: writing again after: \(lastError)")
             lastError = ""
@@ -185,14 +198,38 @@ final class DiskCache {
         if ready { evict(toFit: 0) }
     }
 
-    private func evict(toFit incoming: UInt64) {
-        while index.totalCost + incoming > capacity, let oldest = index.removeOldest() {
+    /// The bytes each app holds on disk ("" for entries from an earlier run).
+    var usageByApp: [String: UInt64] {
+        prepare()
+        return owners.usage
+    }
+
+    /// Makes room for `incoming` bytes of `name` (owned by `owner`): first from the apps above
+    /// their fair share of the capacity (the incoming entry counted), LRU within the app, then
+    /// plain LRU. Returns false, taking nothing more, when only `owner` itself is above its share
+    /// and nothing of its own is left to take: one app's entries never push out the entries of
+    /// apps within their share.
+    @discardableResult
+    private func evict(toFit incoming: UInt64, for name: String? = nil, owner: String = "") -> Bool {
+        if let name { owners.note(name, cost: incoming, owner: owner) }
+        defer { if let name { owners.forget(name) } }
+        while index.totalCost + incoming > capacity {
+            let fair = owners.victim(capacity: capacity, keeping: name)
+            if let victim = fair.key {
+                drop(victim)
+                continue
+            }
+            if fair.someoneOver { return false }
+            guard let oldest = index.removeOldest() else { return false }
+            owners.forget(oldest.key)
             unlink(directory + "/" + oldest.key)
         }
+        return true
     }
 
     private func drop(_ name: String) {
         index.remove(name)
+        owners.forget(name)
         unlink(directory + "/" + name)
     }
 

@@ -83,7 +83,7 @@ public final class DownloadService: ImageDownloader.Observer {
             completion(result.flatMap { response in
                 if response.status == 304, var entry = stale {
                     entry.info = HTTPCachePolicy.refreshed(entry.info, notModified: response.headers, now: Self.wallClock())
-                    self?.disk?.write(entry)
+                    self?.disk?.write(entry, owner: request.app)
                     return .success(ImageDownloader.Fetched(bytes: entry.body))
                 }
                 guard response.status == 200 else {
@@ -91,7 +91,7 @@ public final class DownloadService: ImageDownloader.Observer {
                 }
                 if let info = HTTPCachePolicy.store(status: 200, headers: response.headers, now: Self.wallClock()) {
                     if response.body.withUnsafeBytes({ ImageInfo.sniff($0) }) != nil {
-                        self?.disk?.write(DiskEntry(key: request.key, info: info, body: response.body))
+                        self?.disk?.write(DiskEntry(key: request.key, info: info, body: response.body), owner: request.app)
                     }
                 } else {
                     self?.disk?.remove(key: request.key)  // no-store: keep no copy, not even an old one

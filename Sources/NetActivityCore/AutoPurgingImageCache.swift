@@ -16,10 +16,22 @@ public struct AutoPurgingImageCache<Image> {
     @inlinable public var memoryCapacity: UInt64 { _memoryCapacity }
     @usableFromInline var _preferredMemoryUsageAfterPurge: UInt64
     @inlinable public var preferredMemoryUsageAfterPurge: UInt64 { _preferredMemoryUsageAfterPurge }
-    @usableFromInline var entries = LRUCache<String, Image>()
-    /// Each owner's keys in recency order, with their costs (so each list's total is its usage).
-    @usableFromInline var byOwner: [String: LRUCache<String, Bool>] = [:]
-    @usableFromInline var ownerOf: [String: String] = [:]
+    @usableFromInline var entries = LRUCache<String, Entry>()
+
+    @usableFromInline struct Entry {
+        @usableFromInline var image: Image
+        @usableFromInline var owner: String
+        @inlinable init(image: Image, owner: String) {
+            self.image = image
+            self.owner = owner
+        }
+    }
+    /// Each entry's owner and each owner's keys in recency order, for fair eviction. Kept only while
+    /// the cache holds entries of more than one owner: with one (the common case), the purge is the
+    /// plain LRU walk with no hashing at all, and adds and lookups pay nothing for fairness.
+    @usableFromInline var owners: OwnerLedger<String>?
+    /// The owner of every entry while `owners` is nil.
+    @usableFromInline var soleOwner: String?
     @usableFromInline var _statistics = Statistics()
     @inlinable public var statistics: Statistics { _statistics }
 
@@ -53,18 +65,37 @@ public struct AutoPurgingImageCache<Image> {
     @inlinable public var count: Int { entries.count }
 
     /// The bytes each owner holds.
-    @inlinable public var usageByOwner: [String: UInt64] { byOwner.mapValues(\.totalCost) }
-
-    @inlinable mutating func noteOwner(_ owner: String, of key: String, cost: UInt64) {
-        if let old = ownerOf[key], old != owner { forgetOwner(of: key) }
-        ownerOf[key] = owner
-        _ = byOwner[owner, default: LRUCache()].set(true, cost: cost, for: key)
+    @inlinable public var usageByOwner: [String: UInt64] {
+        if let owners { return owners.usage }
+        return soleOwner.map { [$0: memoryUsage] } ?? [:]
     }
 
-    @inlinable mutating func forgetOwner(of key: String) {
-        guard let owner = ownerOf.removeValue(forKey: key) else { return }
-        _ = byOwner[owner]?.remove(key)
-        if byOwner[owner]?.isEmpty == true { byOwner[owner] = nil }
+    /// Records `owner` for `key`: the ledger starts, from the entries as they are, when a second
+    /// owner appears.
+    @inlinable mutating func noteOwner(_ owner: String, of key: String, cost: UInt64) {
+        if owners == nil {
+            if soleOwner == nil || soleOwner == owner || entries.count <= 1 {
+                soleOwner = owner
+                return
+            }
+            var ledger = OwnerLedger<String>()
+            for k in entries.keysByRecency.reversed() where k != key {
+                if let e = entries.peekEntry(k) { ledger.note(k, cost: e.cost, owner: e.value.owner) }
+            }
+            owners = ledger
+            soleOwner = nil
+        }
+        owners!.note(key, cost: cost, owner: owner)
+    }
+
+    /// Back to the ledger-free path once one owner is left.
+    @inlinable mutating func settleOwners() {
+        guard let ledger = owners, ledger.ownerCount <= 1 else {
+            if entries.count == 0 { soleOwner = nil; owners = nil }
+            return
+        }
+        soleOwner = ledger.usage.keys.first
+        owners = nil
     }
 
     /// Adds or replaces the image for `key`. Returns what the purge evicted (oldest first), so the
@@ -74,7 +105,7 @@ public struct AutoPurgingImageCache<Image> {
     @inlinable public mutating func add(_ image: Image, cost: UInt64, for key: String, owner: String = "") throws(Refusal) -> [Image] {
         guard cost <= memoryCapacity else { throw .tooLarge(cost: cost, capacity: memoryCapacity) }
         var evicted: [Image] = []
-        if let old = entries.set(image, cost: cost, for: key) { evicted.append(old) }
+        if let old = entries.set(Entry(image: image, owner: owner), cost: cost, for: key) { evicted.append(old.image) }
         noteOwner(owner, of: key, cost: cost)
         _statistics.insertions += 1
         if memoryUsage > memoryCapacity { evicted += purge(to: preferredMemoryUsageAfterPurge, keeping: key) }
@@ -83,30 +114,31 @@ public struct AutoPurgingImageCache<Image> {
 
     /// The image for `key`, refreshed as the most recently used; counts a hit or a miss.
     @inlinable public mutating func image(for key: String) -> Image? {
-        if let image = entries.value(for: key) {
+        if let entry = entries.value(for: key) {
             _statistics.hits += 1
-            if let owner = ownerOf[key] { _ = byOwner[owner]?.value(for: key) }
-            return image
+            owners?.touch(key)
+            return entry.image
         }
         _statistics.misses += 1
         return nil
     }
 
     /// The image for `key` without counting or refreshing it.
-    @inlinable public func peek(_ key: String) -> Image? { entries.peek(key) }
+    @inlinable public func peek(_ key: String) -> Image? { entries.peek(key)?.image }
 
     /// Removes the image for `key`; nil when there was none.
     @inlinable public mutating func remove(_ key: String) -> Image? {
-        forgetOwner(of: key)
-        return entries.remove(key)?.value
+        owners?.forget(key)
+        defer { settleOwners() }
+        return entries.remove(key)?.value.image
     }
 
     /// Removes everything; returns what was held.
     @inlinable public mutating func removeAll() -> [Image] {
         var all: [Image] = []
-        while let e = entries.removeOldest() { all.append(e.value) }
-        byOwner.removeAll()
-        ownerOf.removeAll()
+        while let e = entries.removeOldest() { all.append(e.value.image) }
+        owners = nil
+        soleOwner = nil
         return all
     }
 
@@ -140,10 +172,20 @@ public struct AutoPurgingImageCache<Image> {
 
     @inlinable mutating func purge(to target: UInt64, keeping kept: String?) -> [Image] {
         var evicted: [Image] = []
-        while memoryUsage > target, let key = nextVictim(keeping: kept) {
-            forgetOwner(of: key)
-            if let e = entries.remove(key) { evicted.append(e.value) }
+        if owners == nil {
+            // One owner: plain LRU, walking the tail with no hashing (AFNetworking's purge).
+            let keptSlot = kept.flatMap { entries.find($0, hash: $0.hashValue)?.slot } ?? -1
+            while memoryUsage > target, entries.tail >= 0, Int(entries.tail) != keptSlot, let e = entries.dropOldest() {
+                evicted.append(e.image)
+            }
+        } else {
+            while memoryUsage > target, let key = nextVictim(keeping: kept) {
+                owners?.forget(key)
+                if let e = entries.remove(key) { evicted.append(e.value.image) }
+            }
+            settleOwners()
         }
+        if entries.count == 0 { soleOwner = nil }
         _statistics.evictions += UInt64(evicted.count)
         return evicted
     }
@@ -154,20 +196,16 @@ public struct AutoPurgingImageCache<Image> {
     /// from owners within their share unless the capacity itself is passed: the preferred usage is
     /// a wish, the capacity a bound.
     @inlinable func nextVictim(keeping kept: String?) -> String? {
-        if byOwner.count > 1 {
-            let share = memoryCapacity / UInt64(byOwner.count)
-            let over = byOwner.filter { $0.value.totalCost > share }.sorted { $0.value.totalCost > $1.value.totalCost }
-            for (_, keys) in over {
-                if let oldest = keys.oldestKey, oldest != kept { return oldest }
-            }
-            if !over.isEmpty, memoryUsage <= memoryCapacity { return nil }
-        }
+        let fair: (key: String?, someoneOver: Bool) = owners?.victim(capacity: memoryCapacity, keeping: kept) ?? (nil, false)
+        if let key = fair.key { return key }
+        if fair.someoneOver, memoryUsage <= memoryCapacity { return nil }
         guard let oldest = entries.oldestKey, oldest != kept else { return nil }
         return oldest
     }
 }
 
 extension AutoPurgingImageCache: Sendable where Image: Sendable {}
+extension AutoPurgingImageCache.Entry: Sendable where Image: Sendable {}
 
 /// The cache key of an image request, without AFNetworking's ambiguity (it joined URL and
 /// identifier with nothing between, so "u"+"rl" and "ur"+"l" collided).

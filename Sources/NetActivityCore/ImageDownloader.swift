@@ -41,6 +41,8 @@ public final class ImageDownloader {
         /// Skip every cache (memory and disk) for this transfer.
         public let reload: Bool
         public let transfer: UInt64
+        /// The app of the first waiter: what the transfer stores is charged to it.
+        public var app: String = ""
     }
 
     /// Events for the driver (task objects, activity, progress on the bus).
@@ -306,7 +308,7 @@ public final class ImageDownloader {
             runningByID[id] = t
             activeCount += 1
             observer?.transferStarted(id, url: t.url)
-            let request = Request(url: t.url, key: t.key, reload: t.reload, transfer: id)
+            let request = Request(url: t.url, key: t.key, reload: t.reload, transfer: id, app: t.firstApp)
             let cancel = fetch(request, { [weak self] received, expected in
                 self?.progress(id, received: received, expected: expected)
             }, { [weak self] result in

@@ -115,6 +115,12 @@ public struct LRUCache<Key: Hashable, Value> {
         return (key, value, cost)
     }
 
+    /// The value and cost for `key` without refreshing it.
+    @inlinable public func peekEntry(_ key: Key) -> (value: Value, cost: UInt64)? {
+        guard let (_, slot) = find(key, hash: key.hashValue), let e = entries[slot] else { return nil }
+        return (e.value, nodes[slot].cost)
+    }
+
     /// The least recently used key, if any.
     @inlinable public var oldestKey: Key? { tail >= 0 ? entries[Int(tail)]!.key : nil }
 

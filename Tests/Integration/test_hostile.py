@@ -484,3 +484,21 @@ for i in range(40):
         by_app = {str(k): int(v) for k, v in obj.Get(CACHE, "MemoryUsageByApp", dbus_interface=PROPS).items()}
         self.assertEqual(sorted(by_app.values()), sorted([40 * len(small), len(big)]), by_app)
         self.assertIn("pid:%d" % os.getpid(), by_app, "an app is its process when it has no systemd unit")
+
+
+class DiskFairnessTests(DownloadTestCase):
+    def test_one_apps_downloads_do_not_push_another_apps_entries_off_the_disk(self):
+        cache_dir = os.path.join(self.bus.cache_home, "netactivity")
+        victim_urls = [self.http.url("/fresh/victim%d.png" % i) for i in range(3)]
+        v = self.client(*victim_urls)
+        self.assertTrue(all(e["ok"] for e in self.finished(v, 3)))
+        size = os.path.getsize(os.path.join(cache_dir, os.listdir(cache_dir)[0]))
+        self.set_dprop("DiskCapacity", dbus.UInt64(10 * size, variant_level=1))
+        greedy = self.client(*[self.http.url("/fresh/greedy%d.png" % i) for i in range(20)])
+        self.assertTrue(all(e["ok"] for e in self.finished(greedy, 20)))
+        names = set(os.listdir(cache_dir))
+        for url in victim_urls:
+            self.assertIn(hashlib.sha256(url.encode()).hexdigest(), names, "the other app's entries stayed on disk")
+        usage = int(self.conn.get_object(NAME, PATH, introspect=False).Get(DOWNLOADER, "DiskUsage", dbus_interface=PROPS))
+        self.assertLessEqual(usage, 10 * size + 32, "DiskCapacity holds")
+        self.assertGreaterEqual(len(names), 8, "the greedy app used what is left, its own older entries going first")

@@ -276,5 +276,77 @@ struct LRUCacheTests {
         #expect(cache.peek("a") == nil && cache.peek("b") != nil)
         #expect(cache.count == 11, "above the preferred usage, within the capacity, and the victim whole")
     }
+
+    /// The fair purge written the slow, obvious way: a list in recency order, scanned every time.
+    struct NaiveFairCache {
+        var items: [(key: String, owner: String, cost: UInt64)] = []  // most recent first
+        let capacity: UInt64, preferred: UInt64
+        var usage: UInt64 { items.reduce(0) { $0 + $1.cost } }
+
+        mutating func add(_ key: String, _ cost: UInt64, _ owner: String) {
+            items.removeAll { $0.key == key }
+            items.insert((key, owner, cost), at: 0)
+            if usage > capacity { purge(keeping: key) }
+        }
+
+        mutating func touch(_ key: String) {
+            guard let i = items.firstIndex(where: { $0.key == key }) else { return }
+            items.insert(items.remove(at: i), at: 0)
+        }
+
+        mutating func purge(keeping kept: String) {
+            while usage > preferred {
+                var byOwner: [String: UInt64] = [:]
+                for item in items { byOwner[item.owner, default: 0] += item.cost }
+                var victim: String?
+                var someoneOver = false
+                if byOwner.count > 1 {
+                    let share = capacity / UInt64(byOwner.count)
+                    let over = byOwner.filter { $0.value > share }.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }
+                    someoneOver = !over.isEmpty
+                    for (owner, _) in over {
+                        if let oldest = items.last(where: { $0.owner == owner }), oldest.key != kept { victim = oldest.key; break }
+                    }
+                }
+                if victim == nil {
+                    if someoneOver, usage <= capacity { return }
+                    guard let oldest = items.last, oldest.key != kept else { return }
+                    victim = oldest.key
+                }
+                items.removeAll { $0.key == victim }
+            }
+        }
+    }
+
+    @Test("the fair purge, with owners coming and going, matches the obvious implementation over 3,000 random operations")
+    func fairEvictionMatchesNaive() throws {
+        var cache = AutoPurgingImageCache<Int>(memoryCapacity: 40, preferredMemoryUsageAfterPurge: 24)
+        var naive = NaiveFairCache(capacity: 40, preferred: 24)
+        var rng: UInt64 = 7
+        func next() -> UInt64 {
+            rng = rng &* 6364136223846793005 &+ 1442695040888963407
+            return rng >> 33
+        }
+        for i in 0..<3000 {
+            let key = "k\(next() % 30)"
+            // Phases: one owner for a while (the ledger-free path), then three, then one again.
+            let owners = (i / 500) % 2 == 0 ? ["a"] : ["a", "b", "c"]
+            let owner = owners[Int(next() % UInt64(owners.count))]
+            switch next() % 10 {
+            case 0..<6:
+                let cost = next() % 9 + 1
+                _ = try cache.add(i, cost: cost, for: key, owner: owner)
+                naive.add(key, cost, owner)
+            case 6..<9:
+                _ = cache.image(for: key)
+                naive.touch(key)
+            default:
+                _ = cache.remove(key)
+                naive.items.removeAll { $0.key == key }
+            }
+            #expect(cache.keysByRecency == naive.items.map(\.key), "after operation \(i)")
+            if cache.keysByRecency != naive.items.map(\.key) { return }
+        }
+    }
 }
 
