@@ -30,10 +30,13 @@ listener.add_signal_receiver(on_visible, signal_name="Visible", dbus_interface="
 threading.Thread(target=GLib.MainLoop().run, daemon=True).start()
 
 caller = dbus.bus.BusConnection(address, mainloop=None)
-obj = caller.get_object("org.example.NetActivity", "/org/example/NetActivity")
+# No introspection: this connection shares the GLib loop running in the other thread, which can
+# finish the proxy's introspection call after a blocking call has stopped waiting for it, and the
+# call then goes out with a guessed signature ("ssd" for Set). Variants are explicit instead.
+obj = caller.get_object("org.example.NetActivity", "/org/example/NetActivity", introspect=False)
 props = dbus.Interface(obj, "org.freedesktop.DBus.Properties")
-props.Set("org.example.NetActivity", "ActivationDelay", dbus.Double(activation))
-props.Set("org.example.NetActivity", "CompletionDelay", dbus.Double(completion))
+props.Set("org.example.NetActivity", "ActivationDelay", dbus.Double(activation, variant_level=1))
+props.Set("org.example.NetActivity", "CompletionDelay", dbus.Double(completion, variant_level=1))
 agent = dbus.Interface(obj, "org.example.NetActivity")
 # Start from a quiet indicator, with no signal of earlier activity still in flight.
 deadline = time.monotonic() + 10
