@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """make bench: the loop under attack, measured from outside by a separate Peer.Ping prober.
 
-attack.py ADDRESS PROBER   (PROBER: the path of Tests/Integration/prober.py)
+attack.py ADDRESS PROBER   (PROBER: the path of Tests/Integration/prober.py; hog.py beside it)
 Runs, against the agent on ADDRESS, each attack with a fresh prober, and prints one JSON line:
   lease_writer_max_ms     a holder writing into its lease for 2 s
   bomb_max_ms             a 64 KiB gzip body that would inflate to 64 MiB, downloaded
@@ -135,21 +135,12 @@ wait_finished(bus, [r], 30)
 results["bomb_max_ms"] = p.stop()
 
 # 3. 5,100 queued receipts of three apps (processes), who all leave at once.
-code = """
-import sys, dbus
-conns = [dbus.bus.BusConnection(sys.argv[1]) for _ in range(2)]  # 1,024 receipts per connection at most
-for c, bus in enumerate(conns):
-    d = dbus.Interface(bus.get_object("org.example.NetActivity", "/org/example/NetActivity", introspect=False),
-                       "org.example.NetActivity.Downloader")
-    for i in range(850):
-        d.DownloadImage(sys.argv[2] + "/gate/%s-%d-%d.png" % (sys.argv[3], c, i), dbus.Dictionary({}, signature="sv"))
-print("queued", flush=True)
-sys.stdin.read()
-"""
-hogs = [subprocess.Popen([sys.executable, "-c", code, ADDRESS, HTTP, str(n)], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True) for n in range(3)]
+# Two connections of 850 each (1,024 receipts per connection at most).
+HOG = os.path.join(os.path.dirname(PROBER), "hog.py")
+hogs = [subprocess.Popen([sys.executable, HOG, ADDRESS, "downloads", "2", "850", HTTP + "/gate/app%d" % n],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for n in range(3)]
 for h in hogs:
-    assert h.stdout.readline().strip() == "queued", "a hog could not queue its receipts"
+    assert json.loads(h.stdout.readline())["granted"] == 1700, "a hog could not queue its receipts"
 p = Prober()
 for h in hogs:
     h.kill()

@@ -49,9 +49,9 @@ public final class ActivityService: ActivitySink, IndicatorSource {
     private var leases: [Int32: String] = [:]
     private var leasesByClient: [String: Set<Int32>] = [:]
     private let leasesInAll: Int
-    /// Leases per app (the unit of fairness), and the app of each lease.
+    /// Leases per app (the unit of fairness). A holder's app is known from its first call until
+    /// its departure has been handled, so acquiring and releasing always agree on it.
     private var leasesByApp: [String: Int] = [:]
-    private var leaseApp: [Int32: String] = [:]
 
     private var countCoalescer = ChangeCoalescer(interval: .milliseconds(50))
     private var emittedCount: UInt32 = 0
@@ -219,7 +219,7 @@ public final class ActivityService: ActivitySink, IndicatorSource {
     public func clientVanished(_ client: String) {
         for fd in leasesByClient.removeValue(forKey: client) ?? [] {
             leases[fd] = nil
-            forgetLeaseApp(fd)
+            releaseLeaseOfApp(of: client)
             loop.unwatch(fd: fd)
             close(fd)
         }
@@ -360,21 +360,21 @@ public final class ActivityService: ActivitySink, IndicatorSource {
         leases[readEnd] = client
         leasesByClient[client, default: []].insert(readEnd)
         leasesByApp[app, default: 0] += 1
-        leaseApp[readEnd] = app
         // Watched for the hang-up alone (epoll always reports it): the agent never reads a lease,
         // so a holder that writes into it only fills its own pipe and never wakes the loop.
         loop.watch(fd: readEnd, events: 0) { [unowned self] _ in self.endLease(fd: readEnd) }
         context.logger.debug("Lease \(readEnd) for \(client): \(reason)")
     }
 
-    private func forgetLeaseApp(_ fd: Int32) {
-        guard let app = leaseApp.removeValue(forKey: fd), let n = leasesByApp[app] else { return }
+    private func releaseLeaseOfApp(of client: String) {
+        let app = context.peers.app(of: client)
+        guard let n = leasesByApp[app] else { return }
         leasesByApp[app] = n > 1 ? n - 1 : nil
     }
 
     private func endLease(fd: Int32) {
         guard let client = leases.removeValue(forKey: fd) else { return }
-        forgetLeaseApp(fd)
+        releaseLeaseOfApp(of: client)
         leasesByClient[client]?.remove(fd)
         if leasesByClient[client]?.isEmpty == true { leasesByClient[client] = nil }
         loop.unwatch(fd: fd)

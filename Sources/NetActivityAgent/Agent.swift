@@ -40,7 +40,6 @@ public final class Agent {
     private let connection: Connection
     private let loop: EventLoop
     private let peers: BusPeerRegistry
-    private let gate: PeerGate
     private let options: AgentOptions
     private var pressure: MemoryPressureMonitor?
 
@@ -54,8 +53,13 @@ public final class Agent {
         peers = BusPeerRegistry(connection: connection, scheduler: loop)
         let server = ObjectServer(sink: connection)
         context = AgentContext(scheduler: loop, server: server, peers: peers, logger: logger)
-        gate = PeerGate(server: server, peers: peers)
-        connection.methodCallHandler = { [unowned gate] message in gate.dispatch(message) }
+        // A new peer's calls wait, in order, until the registry knows its app (one bus round trip),
+        // so that every handler charges what it grants to the right app; a peer that leaves
+        // meanwhile has its calls served just before its departure releases what they granted.
+        connection.methodCallHandler = { [unowned peers, unowned server] message in
+            guard let sender = message.sender, sender.hasPrefix(":") else { return server.handle(message) }
+            peers.resolve(sender) { server.handle(message) }
+        }
         activity = ActivityService(
             context: context, loop: loop, activationDelay: options.activationDelay, completionDelay: options.completionDelay,
             fileLimit: options.fileLimit)
@@ -127,30 +131,5 @@ public final class Agent {
         }
         context.logger.info("Memory pressure: \(triggers) PSI triggers, LowMemoryMonitor \(lowMemory ? "followed" : "not available")")
         pressure = monitor
-    }
-}
-
-/// Holds a new peer's calls, in order, until the registry knows its app (one bus round trip), so
-/// that every handler charges what it grants to the right app. A peer that leaves meanwhile has
-/// its calls served just before its departure releases what they granted.
-final class PeerGate {
-    private let server: ObjectServer
-    private let peers: BusPeerRegistry
-    private var waiting: [String: [Message]] = [:]
-
-    init(server: ObjectServer, peers: BusPeerRegistry) {
-        self.server = server
-        self.peers = peers
-    }
-
-    func dispatch(_ message: Message) {
-        guard let sender = message.sender, sender.hasPrefix(":") else { return server.handle(message) }
-        if waiting[sender] == nil, peers.isKnown(sender) { return server.handle(message) }
-        if waiting[sender] != nil { return waiting[sender]!.append(message) }
-        waiting[sender] = [message]
-        peers.resolve(sender) { [weak self] in
-            guard let self, let messages = self.waiting.removeValue(forKey: sender) else { return }
-            for m in messages { self.server.handle(m) }
-        }
     }
 }

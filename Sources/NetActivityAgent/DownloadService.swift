@@ -19,9 +19,9 @@ public final class DownloadService: ImageDownloader.Observer {
     private var transferTasks: [UInt64: TaskEntry] = [:]
     private var pendingByOwner: [String: Int] = [:]
     private var pendingInAll = 0
-    /// Pending receipts per app (the unit of fairness), and each owner's app.
+    /// Pending receipts per app (the unit of fairness). An owner's app is known from its first
+    /// call until its departure has been handled, so counting and releasing agree on it.
     private var pendingByApp: [String: Int] = [:]
-    private var appOfOwner: [String: String] = [:]
     /// Told of every failed download but cancellations (the notifier posts them).
     public var onFailure: [(_ url: String, _ message: String) -> Void] = []
 
@@ -132,7 +132,6 @@ public final class DownloadService: ImageDownloader.Observer {
         pendingByOwner[owner, default: 0] += 1
         pendingInAll += 1
         pendingByApp[app, default: 0] += 1
-        appOfOwner[owner] = app
         let ticket = core.download(url: url, key: key, owner: owner, app: app, reload: reload) {
             [unowned self] result in
             self.finished(receipt: receipt, url: url, owner: owner, result)
@@ -175,10 +174,8 @@ public final class DownloadService: ImageDownloader.Observer {
         let released = min(n, count)
         pendingByOwner[owner] = n > released ? n - released : nil
         pendingInAll -= released
-        if let app = appOfOwner[owner], let m = pendingByApp[app] {
-            pendingByApp[app] = m > released ? m - released : nil
-        }
-        if pendingByOwner[owner] == nil { appOfOwner[owner] = nil }
+        let app = context.peers.app(of: owner)
+        if let m = pendingByApp[app] { pendingByApp[app] = m > released ? m - released : nil }
     }
 
     func cancel(receipt: String, by caller: String) throws(NetActivityError) -> Bool {
@@ -205,13 +202,9 @@ public final class DownloadService: ImageDownloader.Observer {
     private func drainDepartures() {
         var budget = Self.departureSlice
         while budget > 0, let owner = departing.first {
-            let before = budget
-            if core.ownerVanished(owner, atMost: budget) {
-                budget = 0
-            } else {
-                departing.removeFirst()
-                budget = max(0, before - 1)
-            }
+            let (taken, more) = core.ownerVanished(owner, atMost: budget)
+            budget -= taken
+            if !more { departing.removeFirst() }
         }
         guard !departing.isEmpty else { return }
         context.scheduler.schedule(afterNanoseconds: 0) { [weak self] in self?.drainDepartures() }

@@ -18,7 +18,7 @@ public protocol PeerRegistry: AnyObject {
 }
 
 /// The registry of a real bus: NameOwnerChanged for departures (only disappearances of unique
-/// names, so a busy bus wakes the agent less), GetConnectionCredentials for each new peer's
+/// names, so a busy bus wakes the agent less), GetConnectionUnixProcessID for each new peer's
 /// process, and `/proc/PID/cgroup` for its app. All asked without blocking the loop.
 public final class BusPeerRegistry: PeerRegistry {
     private let connection: Connection
@@ -66,8 +66,9 @@ public final class BusPeerRegistry: PeerRegistry {
 
     public func isKnown(_ peer: String) -> Bool { peers[peer] != nil }
 
-    /// Learns `peer`'s process and app, then runs `then` (at once when already known; before the
-    /// departure handlers when the peer leaves first).
+    /// Learns `peer`'s process and app, then runs `then` (at once when already known; jobs queued
+    /// meanwhile run in the order they came; before the departure handlers when the peer leaves
+    /// first).
     public func resolve(_ peer: String, then: @escaping () -> Void) {
         if peers[peer] != nil { return then() }
         if resolving[peer] != nil {

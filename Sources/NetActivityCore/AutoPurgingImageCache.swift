@@ -30,8 +30,6 @@ public struct AutoPurgingImageCache<Image> {
     /// the cache holds entries of more than one owner: with one (the common case), the purge is the
     /// plain LRU walk with no hashing at all, and adds and lookups pay nothing for fairness.
     @usableFromInline var owners: OwnerLedger<String>?
-    /// The owner of every entry while `owners` is nil.
-    @usableFromInline var soleOwner: String?
     @usableFromInline var _statistics = Statistics()
     @inlinable public var statistics: Statistics { _statistics }
 
@@ -67,35 +65,29 @@ public struct AutoPurgingImageCache<Image> {
     /// The bytes each owner holds.
     @inlinable public var usageByOwner: [String: UInt64] {
         if let owners { return owners.usage }
-        return soleOwner.map { [$0: memoryUsage] } ?? [:]
+        // Without a ledger every entry has the same owner.
+        return entries.oldestValue.map { [$0.owner: memoryUsage] } ?? [:]
     }
 
     /// Records `owner` for `key`: the ledger starts, from the entries as they are, when a second
     /// owner appears.
     @inlinable mutating func noteOwner(_ owner: String, of key: String, cost: UInt64) {
         if owners == nil {
-            if soleOwner == nil || soleOwner == owner || entries.count <= 1 {
-                soleOwner = owner
-                return
-            }
+            // `key` is already in, as the most recent: the oldest entry is another one when there
+            // are two or more, and without a ledger it has the owner of them all.
+            guard entries.count > 1, let other = entries.oldestValue?.owner, other != owner else { return }
             var ledger = OwnerLedger<String>()
             for k in entries.keysByRecency.reversed() where k != key {
                 if let e = entries.peekEntry(k) { ledger.note(k, cost: e.cost, owner: e.value.owner) }
             }
             owners = ledger
-            soleOwner = nil
         }
         owners!.note(key, cost: cost, owner: owner)
     }
 
     /// Back to the ledger-free path once one owner is left.
     @inlinable mutating func settleOwners() {
-        guard let ledger = owners, ledger.ownerCount <= 1 else {
-            if entries.count == 0 { soleOwner = nil; owners = nil }
-            return
-        }
-        soleOwner = ledger.usage.keys.first
-        owners = nil
+        if let ledger = owners, ledger.ownerCount <= 1 { owners = nil }
     }
 
     /// Adds or replaces the image for `key`. Returns what the purge evicted (oldest first), so the
@@ -138,7 +130,6 @@ public struct AutoPurgingImageCache<Image> {
         var all: [Image] = []
         while let e = entries.removeOldest() { all.append(e.value.image) }
         owners = nil
-        soleOwner = nil
         return all
     }
 
@@ -185,7 +176,6 @@ public struct AutoPurgingImageCache<Image> {
             }
             settleOwners()
         }
-        if entries.count == 0 { soleOwner = nil }
         _statistics.evictions += UInt64(evicted.count)
         return evicted
     }

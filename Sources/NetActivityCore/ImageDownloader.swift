@@ -215,10 +215,10 @@ public final class ImageDownloader {
     /// O(the owner's receipts and their transfers' waiters): thousands of abandoned receipts
     /// leave without a scan of every transfer or of the queue. With `atMost`, only that many of the
     /// owner's receipts go now (the driver spreads a large departure over turns of its loop, so
-    /// nobody else waits for it); returns whether any are left.
+    /// nobody else waits for it); returns how many went and whether any are left.
     @discardableResult
-    public func ownerVanished(_ owner: String, atMost limit: Int = .max) -> Bool {
-        guard var held = receiptsByOwner[owner] else { return false }
+    public func ownerVanished(_ owner: String, atMost limit: Int = .max) -> (taken: Int, more: Bool) {
+        guard var held = receiptsByOwner[owner] else { return (0, false) }
         var touched: [UInt64] = []
         var taken = 0
         while taken < limit, let receipt = held.popFirst() {
@@ -231,7 +231,7 @@ public final class ImageDownloader {
             t.waiters.removeAll { $0.owner == owner && receipts[$0.receipt] == nil }
             if t.waiters.isEmpty { abandon(t) }
         }
-        return !held.isEmpty
+        return (taken, !held.isEmpty)
     }
 
     /// A transfer nobody waits for any more: out of the queue, or stopped.
@@ -254,8 +254,8 @@ public final class ImageDownloader {
         }
     }
 
-    /// Whether `id` is still a queued transfer that `app` waits for.
-    private func isQueued(_ id: UInt64, for app: String) -> Transfer? {
+    /// The transfer `id` if it is still queued and `app` waits for it.
+    private func queuedTransfer(_ id: UInt64, for app: String) -> Transfer? {
         guard let t = transfersByID[id], !t.running, t.waiters.contains(where: { $0.app == app }) else { return nil }
         return t
     }
@@ -268,7 +268,7 @@ public final class ImageDownloader {
         defer { queues[app] = q.isEmpty ? nil : q }
         while !q.isEmpty {
             let id = prioritization == .fifo ? q.ids[q.head] : q.ids[q.ids.count - 1]
-            if let t = isQueued(id, for: app) {
+            if let t = queuedTransfer(id, for: app) {
                 if q.head > 64, q.head * 2 > q.ids.count {
                     q.ids.removeFirst(q.head)
                     q.head = 0

@@ -121,6 +121,9 @@ public struct LRUCache<Key: Hashable, Value> {
         return (e.value, nodes[slot].cost)
     }
 
+    /// The least recently used value, if any (no hashing).
+    @inlinable public var oldestValue: Value? { tail >= 0 ? entries[Int(tail)]!.value : nil }
+
     /// The least recently used key, if any.
     @inlinable public var oldestKey: Key? { tail >= 0 ? entries[Int(tail)]!.key : nil }
 

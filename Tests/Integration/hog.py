@@ -2,25 +2,30 @@
 """One hostile app: a process that opens many connections and takes as much as the agent gives.
 
 hog.py ADDRESS leases|tasks CONNECTIONS PER_CONNECTION [DESCRIPTION_BYTES]
+hog.py ADDRESS downloads CONNECTIONS PER_CONNECTION URL_PREFIX   (URL_PREFIX-C-I.png, never cached)
 Prints one JSON line {"granted": N, "refusal": [name, message] or null} after trying, then holds
-everything until stdin closes."""
+everything until stdin closes (used by the hostile tests and by bench/attack.py)."""
 import json
 import sys
 
 import dbus
 
 address, what, connections, each = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-description = "x" * (int(sys.argv[5]) if len(sys.argv) > 5 else 10)
+extra = sys.argv[5] if len(sys.argv) > 5 else "10"
+description = "x" * (int(extra) if what == "tasks" else 0)
 held, conns, granted, refusal = [], [], 0, None
-for _ in range(connections):
+for n in range(connections):
     c = dbus.bus.BusConnection(address)
     conns.append(c)
-    agent = dbus.Interface(c.get_object("org.example.NetActivity", "/org/example/NetActivity", introspect=False),
-                           "org.example.NetActivity")
-    for _ in range(each):
+    obj = c.get_object("org.example.NetActivity", "/org/example/NetActivity", introspect=False)
+    agent = dbus.Interface(obj, "org.example.NetActivity")
+    downloader = dbus.Interface(obj, "org.example.NetActivity.Downloader")
+    for i in range(each):
         try:
             if what == "leases":
                 held.append(agent.BeginActivity("hog").take())
+            elif what == "downloads":
+                downloader.DownloadImage("%s-%d-%d.png" % (extra, n, i), dbus.Dictionary({}, signature="sv"))
             else:
                 agent.BeginTask(description, dbus.Dictionary({}, signature="sv"))
             granted += 1

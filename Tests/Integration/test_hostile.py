@@ -282,28 +282,17 @@ class HostileDownloadTests(DownloadTestCase):
         self.finished(greedy, 12)
 
     def test_thousands_of_abandoned_receipts_leave_without_stalling_the_loop(self):
-        code = """
-import sys, dbus
-conns = [dbus.bus.BusConnection(sys.argv[1]) for _ in range(2)]
-for c, bus in enumerate(conns):
-    d = dbus.Interface(bus.get_object("org.example.NetActivity", "/org/example/NetActivity", introspect=False),
-                       "org.example.NetActivity.Downloader")
-    for i in range(850):
-        d.DownloadImage(sys.argv[2] + "/gate/%s-%d-%d.png" % (sys.argv[3], c, i), dbus.Dictionary({}, signature="sv"))
-print("queued", flush=True)
-sys.stdin.read()
-"""
-        hogs = [subprocess.Popen([sys.executable, "-c", code, self.bus.address, self.http.url(""), str(n)],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for n in range(3)]
+        # Three apps, each with two connections of 850 receipts (1,024 per connection at most).
+        hogs = [Hog(self.bus, "downloads", 2, 850, self.http.url("/gate/app%d" % n)) for n in range(3)]
         for h in hogs:
-            self.assertEqual(h.stdout.readline().strip(), "queued")
+            self.assertEqual(h.report, {"granted": 1700, "refusal": None})
         obj = self.conn.get_object(NAME, PATH, introspect=False)
         self.assertEqual(int(obj.Get(DOWNLOADER, "QueuedDownloads", dbus_interface=PROPS)), 5100 - 4)
         prober = Prober(self.bus)
         for h in hogs:
-            h.kill()
+            h.proc.kill()
         for h in hogs:
-            h.wait()
+            h.proc.wait()
         wait_until(lambda: int(obj.Get(DOWNLOADER, "QueuedDownloads", dbus_interface=PROPS)) == 0
                    and int(obj.Get(DOWNLOADER, "ActiveDownloads", dbus_interface=PROPS)) == 0,
                    timeout=20, what="every abandoned transfer gone")
