@@ -223,11 +223,35 @@ public final class Connection: MessageSink {
     public var maxOutgoingBytes = 4 << 20
 
     /// Dispatches every queued incoming message (as long as the outgoing queue is below
-    /// `maxOutgoingBytes`).
+    /// `maxOutgoingBytes`): first the method calls handed back with `redeliver`, in order, then
+    /// libdbus's queue.
     public func dispatchAll() {
         guard !closed else { return }
-        while dbus_connection_get_outgoing_size(raw) < maxOutgoingBytes,
-              dbus_connection_dispatch(raw) == DBUS_DISPATCH_DATA_REMAINS {}
+        while dbus_connection_get_outgoing_size(raw) < maxOutgoingBytes {
+            if redeliveredHead < redelivered.count {
+                let message = redelivered[redeliveredHead]
+                redeliveredHead += 1
+                methodCallHandler?(message)
+                continue
+            }
+            redelivered.removeAll(keepingCapacity: true)
+            redeliveredHead = 0
+            if dbus_connection_dispatch(raw) == DBUS_DISPATCH_DATA_REMAINS { continue }
+            // The last message dispatched may have handed calls back.
+            if redelivered.isEmpty { break }
+        }
+    }
+
+    /// Method calls a handler held back (the agent's, until it knows the caller's app), handed
+    /// back to be dispatched again, in order, under the same limit on the outgoing queue as
+    /// everything else: a burst of held calls cannot queue more replies than fresh ones could.
+    private var redelivered: [Message] = []
+    private var redeliveredHead = 0
+
+    /// Hands a held method call back to `methodCallHandler`, after the ones handed back before
+    /// it and before any message not yet dispatched.
+    public func redeliver(_ message: Message) {
+        redelivered.append(message)
     }
 
     // MARK: incoming messages

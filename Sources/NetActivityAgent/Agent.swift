@@ -54,11 +54,17 @@ public final class Agent {
         let server = ObjectServer(sink: connection)
         context = AgentContext(scheduler: loop, server: server, peers: peers, logger: logger)
         // A new peer's calls wait, in order, until the registry knows its app (one bus round trip),
-        // so that every handler charges what it grants to the right app; a peer that leaves
-        // meanwhile has its calls served just before its departure releases what they granted.
-        connection.methodCallHandler = { [unowned peers, unowned server] message in
-            guard let sender = message.sender, sender.hasPrefix(":") else { return server.handle(message) }
-            peers.resolve(sender) { server.handle(message) }
+        // so that every handler charges what it grants to the right app. They are then handed back
+        // to the connection, which dispatches them like any other call (under its limit on queued
+        // replies); a peer that leaves meanwhile has them served at once, just before its
+        // departure releases what they granted.
+        connection.methodCallHandler = { [unowned peers, unowned server, unowned connection] message in
+            guard let sender = message.sender, sender.hasPrefix(":"), !peers.isKnown(sender) else {
+                return server.handle(message)
+            }
+            peers.resolve(sender) { leaving in
+                if leaving { server.handle(message) } else { connection.redeliver(message) }
+            }
         }
         activity = ActivityService(
             context: context, loop: loop, activationDelay: options.activationDelay, completionDelay: options.completionDelay,

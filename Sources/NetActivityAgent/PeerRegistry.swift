@@ -30,7 +30,7 @@ public final class BusPeerRegistry: PeerRegistry {
     }
     private var peers: [String: Peer] = [:]
     /// Peers being resolved, with what waits for them.
-    private var resolving: [String: [() -> Void]] = [:]
+    private var resolving: [String: [(_ leaving: Bool) -> Void]] = [:]
 
     public init(connection: Connection, scheduler: any Scheduler) {
         self.connection = connection
@@ -52,7 +52,7 @@ public final class BusPeerRegistry: PeerRegistry {
     func departed(_ peer: String) {
         if let waiting = resolving.removeValue(forKey: peer) {
             peers[peer] = Peer(pid: 0, app: "peer:" + peer)
-            for job in waiting { job() }
+            for job in waiting { job(true) }
         }
         for handler in departureHandlers { handler(peer) }
         peers[peer] = nil
@@ -67,10 +67,10 @@ public final class BusPeerRegistry: PeerRegistry {
     public func isKnown(_ peer: String) -> Bool { peers[peer] != nil }
 
     /// Learns `peer`'s process and app, then runs `then` (at once when already known; jobs queued
-    /// meanwhile run in the order they came; before the departure handlers when the peer leaves
-    /// first).
-    public func resolve(_ peer: String, then: @escaping () -> Void) {
-        if peers[peer] != nil { return then() }
+    /// meanwhile run in the order they came). `leaving` is true when the peer left first: the jobs
+    /// then run just before the departure handlers.
+    public func resolve(_ peer: String, then: @escaping (_ leaving: Bool) -> Void) {
+        if peers[peer] != nil { return then(false) }
         if resolving[peer] != nil {
             resolving[peer]!.append(then)
             return
@@ -87,12 +87,12 @@ public final class BusPeerRegistry: PeerRegistry {
             // A peer whose process cannot be known (it left meanwhile) is an app of its own.
             let app = pid == 0 ? "peer:" + peer : AppIdentity.app(pid: pid, cgroup: Self.read("/proc/\(pid)/cgroup"))
             self.peers[peer] = Peer(pid: pid, app: app)
-            for job in waiting { job() }
+            for job in waiting { job(false) }
         }
     }
 
     public func lookUpProcessName(of peer: String, _ known: @escaping (String) -> Void) {
-        resolve(peer) { [weak self] in
+        resolve(peer) { [weak self] _ in
             guard let self, let pid = self.peers[peer]?.pid, pid != 0 else { return known("") }
             // Later, as the protocol promises: on the next turn of the loop.
             let name = ServiceProcess.processName(pid: pid)
