@@ -14,6 +14,8 @@ static const int CCURL_CSELECT_IN = CURL_CSELECT_IN;
 static const int CCURL_CSELECT_OUT = CURL_CSELECT_OUT;
 static const int CCURL_CSELECT_ERR = CURL_CSELECT_ERR;
 static const curl_socket_t CCURL_SOCKET_TIMEOUT = CURL_SOCKET_TIMEOUT;
+static const size_t CCURL_WRITEFUNC_PAUSE = CURL_WRITEFUNC_PAUSE;
+static const int CCURL_PAUSE_CONT = CURLPAUSE_CONT;
 
 typedef size_t (*ccurl_data_fn)(char *data, size_t size, size_t count, void *user);
 typedef int (*ccurl_progress_fn)(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow);

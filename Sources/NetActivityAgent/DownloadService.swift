@@ -79,7 +79,7 @@ public final class DownloadService: ImageDownloader.Observer {
             }
         }
         fetcher.limits.maxBytes = maxBodyBytes
-        return fetcher.fetch(url: request.url, headers: conditional, progress: progress) { [weak self] result in
+        return fetcher.fetch(url: request.url, app: request.app, headers: conditional, progress: progress) { [weak self] result in
             completion(result.flatMap { response in
                 if response.status == 304, var entry = stale {
                     entry.info = HTTPCachePolicy.refreshed(entry.info, notModified: response.headers, now: Self.wallClock())

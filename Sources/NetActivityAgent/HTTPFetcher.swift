@@ -29,16 +29,28 @@ final class HTTPFetcher {
     private final class Transfer {
         let url: String
         let limit: Int
+        /// The app the bytes are charged to, and the order the transfer started in.
+        let app: String
+        let serial: UInt64
+        unowned let fetcher: HTTPFetcher
         var body: [UInt8] = []
+        /// Waiting for the in-flight budget (see `admit`).
+        var paused = false
         var headers: [(String, String)] = []
         var tooLarge = false
         var headerList: UnsafeMutablePointer<curl_slist>?
         let progress: (UInt64, UInt64) -> Void
         let completion: Completion
         var easy: UnsafeMutableRawPointer?
-        init(url: String, limit: Int, progress: @escaping (UInt64, UInt64) -> Void, completion: @escaping Completion) {
+        init(
+            url: String, limit: Int, app: String, serial: UInt64, fetcher: HTTPFetcher,
+            progress: @escaping (UInt64, UInt64) -> Void, completion: @escaping Completion
+        ) {
             self.url = url
             self.limit = limit
+            self.app = app
+            self.serial = serial
+            self.fetcher = fetcher
             self.progress = progress
             self.completion = completion
         }
@@ -52,6 +64,11 @@ final class HTTPFetcher {
     private var idleSockets: Set<curl_socket_t> = []
     private var timer: EventLoop.TimerID?
     private var live: [ObjectIdentifier: Transfer] = [:]
+    private var serials: UInt64 = 0
+    /// Response bytes held by running transfers, in all and per app (`Limits.bodiesInFlight`).
+    private var buffered = 0
+    private var bufferedByApp: [String: Int] = [:]
+    private var resumeScheduled = false
     var limits: Limits
 
     init(loop: EventLoop, limits: Limits) {
@@ -76,14 +93,18 @@ final class HTTPFetcher {
     }
 
     var activeCount: Int { live.count }
+    /// Response bytes running transfers hold now.
+    var bufferedBytes: Int { buffered }
 
-    /// Starts a GET of `url` with extra request headers; returns how to cancel it (the completion
-    /// is then never called). The completion comes on the loop's thread.
+    /// Starts a GET of `url` with extra request headers, its body charged to `app`; returns how to
+    /// cancel it (the completion is then never called). The completion comes on the loop's thread.
     func fetch(
-        url: String, headers: [(String, String)] = [], progress: @escaping (UInt64, UInt64) -> Void,
+        url: String, app: String = "", headers: [(String, String)] = [], progress: @escaping (UInt64, UInt64) -> Void,
         completion: @escaping Completion
     ) -> () -> Void {
-        let t = Transfer(url: url, limit: limits.maxBytes, progress: progress, completion: completion)
+        serials &+= 1
+        let t = Transfer(
+            url: url, limit: limits.maxBytes, app: app, serial: serials, fetcher: self, progress: progress, completion: completion)
         guard let easy = curl_easy_init() else {
             completion(.failure(.failed(NetActivityError(.network, "Could not start a transfer"))))
             return {}
@@ -118,6 +139,10 @@ final class HTTPFetcher {
             guard t.body.count + n <= t.limit else {
                 t.tooLarge = true
                 return 0  // anything but n ends the transfer with CURLE_WRITE_ERROR
+            }
+            guard t.fetcher.admit(t, bytes: n) else {
+                t.paused = true
+                return CCURL_WRITEFUNC_PAUSE  // libcurl keeps this chunk and stops reading
             }
             t.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: n).bindMemory(to: UInt8.self))
             return n
@@ -159,6 +184,12 @@ final class HTTPFetcher {
     }
 
     private func release(_ t: Transfer) {
+        if t.body.count > 0 {
+            buffered -= t.body.count
+            let left = bufferedByApp[t.app, default: 0] - t.body.count
+            bufferedByApp[t.app] = left > 0 ? left : nil
+            scheduleResume()
+        }
         if let easy = t.easy {
             curl_multi_remove_handle(multi, easy)
             curl_easy_cleanup(easy)
@@ -166,6 +197,45 @@ final class HTTPFetcher {
         }
         if let list = t.headerList { curl_slist_free_all(list) }
         t.headerList = nil
+    }
+
+    // MARK: bytes in flight
+
+    /// Whether `t` may take `n` more response bytes now: within its app's share and the budget of
+    /// all transfers (`NetActivityLimits.bodiesInFlight`). Past them, the oldest running transfer
+    /// still may (and an app's oldest while the budget holds), so the budget can never be held
+    /// by transfers that all wait: the oldest completes and frees its bytes. Charges what it admits.
+    private func admit(_ t: Transfer, bytes n: Int) -> Bool {
+        let inAll = NetActivityLimits.bodiesInFlight(largestBody: limits.maxBytes)
+        let share = NetActivityLimits.appShare(of: inAll)
+        let appBytes = bufferedByApp[t.app, default: 0]
+        let fits = buffered + n <= inAll
+        let admitted = (fits && appBytes + n <= share) || isOldest(t, ofApp: nil) || (fits && isOldest(t, ofApp: t.app))
+        if admitted {
+            buffered += n
+            bufferedByApp[t.app] = appBytes + n
+        }
+        return admitted
+    }
+
+    private func isOldest(_ t: Transfer, ofApp app: String?) -> Bool {
+        !live.values.contains { $0.serial < t.serial && (app == nil || $0.app == app) }
+    }
+
+    /// Bytes were freed: paused transfers try again, oldest first, on the next turn of the loop
+    /// (never inside libcurl's callbacks). One that still does not fit pauses again.
+    private func scheduleResume() {
+        guard !resumeScheduled, live.values.contains(where: \.paused) else { return }
+        resumeScheduled = true
+        _ = loop.schedule(afterNanoseconds: 0) { [weak self] in
+            guard let self else { return }
+            self.resumeScheduled = false
+            for t in self.live.values.filter(\.paused).sorted(by: { $0.serial < $1.serial }) {
+                guard let easy = t.easy, t.paused else { continue }
+                t.paused = false
+                _ = curl_easy_pause(easy, CCURL_PAUSE_CONT)
+            }
+        }
     }
 
     // MARK: libcurl <-> the event loop

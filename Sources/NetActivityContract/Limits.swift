@@ -20,6 +20,12 @@ public enum NetActivityLimits {
     /// can return (a D-Bus array holds at most 64 MiB), so what the downloader accepts, every
     /// documented read path delivers.
     public static let maxDownloadBytes = 64 << 20
+    /// Response bytes all running downloads may hold before they complete, given the largest body
+    /// one may have: four bodies (an app's share is one). A transfer past its app's share or the
+    /// budget pauses (the server waits) until bytes are free again; the oldest running transfer,
+    /// and each app's oldest while the budget holds, never pause, so one always moves on. Without
+    /// this, 64 active transfers of 64 MiB each could make the agent hold 4 GiB.
+    public static func bodiesInFlight(largestBody: Int) -> Int { 4 * largestBody }
     /// `MaximumActiveDownloads` may be set within this range.
     public static let activeDownloads: ClosedRange<UInt32> = 1...64
     /// Completed tasks kept for observers, over all clients; past this the oldest leave early.

@@ -51,6 +51,7 @@ class HostileServer:
     def install(http):
         base = http.serve
         http.encodings = []
+        http.held = []
 
         def serve(h):
             path = h.path.split("?")[0]
@@ -77,6 +78,21 @@ class HostileServer:
                 h.end_headers()
                 h.wfile.write(body + b"HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: "
                               + str(len(forged)).encode() + b"\r\n\r\n" + forged)
+                h.wfile.flush()
+            elif path.startswith("/held/"):
+                # /held/SIZE/HOLD/NAME.png: SIZE bytes framed, HOLD of them sent, the rest when the gate opens.
+                size, hold = (int(x) for x in path.split("/")[2:4])
+                body = bytes(png()) + bytes(size - len(png()))
+                h.send_response(200)
+                h.send_header("Content-Type", "image/png")
+                h.send_header("Content-Length", str(size))
+                h.end_headers()
+                for i in range(0, hold, 1 << 16):
+                    h.wfile.write(body[i:min(hold, i + (1 << 16))])
+                with http.lock:
+                    http.held.append(path)
+                http.gate(path).wait(30)
+                h.wfile.write(body[hold:])
                 h.wfile.flush()
             elif path.startswith("/sized/"):
                 n = int(path.split("/")[2].split(".")[0])
@@ -298,6 +314,37 @@ class HostileDownloadTests(DownloadTestCase):
                    timeout=20, what="every abandoned transfer gone")
         report = prober.stop()
         self.assertLess(report["max_ms"], STALL_MS, report)
+
+    def test_one_apps_running_transfers_hold_at_most_its_share_of_body_bytes(self):
+        # Bodies of at most 8 MiB (the cache's capacity): four of them in flight in all, one per app.
+        obj = self.conn.get_object(NAME, PATH, introspect=False)
+        obj.Set(CACHE, "PreferredMemoryUsageAfterPurge", dbus.UInt64(6 << 20, variant_level=1), dbus_interface=PROPS)
+        obj.Set(CACHE, "MemoryCapacity", dbus.UInt64(8 << 20, variant_level=1), dbus_interface=PROPS)
+        self.set_dprop("MaximumActiveDownloads", dbus.UInt32(16, variant_level=1))
+        hwm = lambda: int(open("/proc/%d/status" % self.agent.proc.pid).read().split("VmHWM:")[1].split()[0]) * 1024
+        before = hwm()
+        size, hold = (8 << 20) - 4096, (7 << 20)
+        paths = ["/held/%d/%d/greedy%d.png" % (size, hold, i) for i in range(12)]
+        greedy = self.client(*[self.http.url(p) for p in paths])
+        wait_until(lambda: self.http.count("/held/") == 12, what="twelve transfers running at once")
+        # Each server writes 7 MiB and holds; a transfer past the app's share pauses, so its server
+        # blocks once the kernel's buffers are full. Give them time to send what they can.
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and len(self.http.held) < 12:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        grown = hwm() - before
+        self.assertLess(grown, 40 << 20, "12 x 7 MiB arrived, but the app's share is one 8 MiB body (+ its oldest)")
+        other = self.client(self.http.url("/img/other.png"))
+        self.assertTrue(self.finished(other, 1)[0]["ok"], "the other apps' part of the budget is free")
+        for p in paths:
+            self.http.gate(p).set()
+        done = self.finished(greedy, 12, timeout=60)
+        self.assertTrue(all(e["ok"] for e in done), [e for e in done if not e["ok"]][:1])
+        cache = dbus.Interface(obj, CACHE)
+        found, data = cache.LookupImageForRequest(self.http.url(paths[11]), "", byte_arrays=True, timeout=30)
+        self.assertTrue(found)
+        self.assertEqual(bytes(data), bytes(png()) + bytes(size - len(png())), "a paused transfer resumed intact")
 
     def test_a_multibyte_url_description_is_cut_by_bytes(self):
         url = self.http.url("/img/" + "é" * 2000 + ".png")
