@@ -56,4 +56,47 @@ static inline DBusMessageIter cdbus_iter_init(void) {
     return it;
 }
 
+/* An upper bound on the bytes the arguments at `it` take on the wire, and the longest array among
+   them (through structs, variants and dict entries; an array inside an array is shorter than its
+   parent). Enough to see, before sending, a message the bus would punish: an array over 64 MiB or
+   a message of 128 MiB makes dbus-daemon drop the sender. A few iterator steps per message. */
+static inline uint64_t cdbus_args_bound(DBusMessageIter *it, uint64_t *longest_array, int depth) {
+    uint64_t total = 0;
+    int type;
+    while ((type = dbus_message_iter_get_arg_type(it)) != DBUS_TYPE_INVALID) {
+        if (type == DBUS_TYPE_ARRAY) {
+            /* The length is read from inside the array (libdbus asserts an array reader). */
+            DBusMessageIter sub;
+            dbus_message_iter_recurse(it, &sub);
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wdeprecated-declarations"
+            uint64_t n = (uint64_t)(uint32_t)dbus_message_iter_get_array_len(&sub);
+#pragma clang diagnostic pop
+            if (n > *longest_array) *longest_array = n;
+            total += n + 8;
+        } else if ((type == DBUS_TYPE_STRUCT || type == DBUS_TYPE_VARIANT || type == DBUS_TYPE_DICT_ENTRY) && depth < 64) {
+            DBusMessageIter sub;
+            dbus_message_iter_recurse(it, &sub);
+            total += 8 + cdbus_args_bound(&sub, longest_array, depth + 1);
+        } else if (type == DBUS_TYPE_STRING || type == DBUS_TYPE_OBJECT_PATH || type == DBUS_TYPE_SIGNATURE) {
+            const char *s = NULL;
+            dbus_message_iter_get_basic(it, &s);
+            total += (s ? __builtin_strlen(s) : 0) + 8;
+        } else {
+            total += 8;
+        }
+        dbus_message_iter_next(it);
+    }
+    return total;
+}
+
+static inline uint64_t cdbus_message_bound(DBusMessage *m, uint64_t *longest_array) {
+    DBusMessageIter it;
+    *longest_array = 0;
+    if (!dbus_message_iter_init(m, &it)) return 0;
+    return cdbus_args_bound(&it, longest_array, 0);
+}
+
+static const uint64_t CDBUS_MAXIMUM_MESSAGE_LENGTH = DBUS_MAXIMUM_MESSAGE_LENGTH;
+
 #endif

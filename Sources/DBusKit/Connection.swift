@@ -301,10 +301,21 @@ public final class Connection: MessageSink {
     // MARK: outgoing messages
 
     /// Queues a message; libdbus writes it at once when the socket allows, else when writable.
+    /// A message the bus would disconnect us for is never sent: a method return becomes a
+    /// `LimitsExceeded` error reply saying why, anything else is dropped (and counted).
     public func send(_ message: Message) {
         guard !closed else { return }
+        if let problem = message.busLimitViolation {
+            oversizedMessages += 1
+            guard let error = message.errorInPlace(.limitsExceeded("The reply would hold \(problem); ask for less")) else { return }
+            _ = dbus_connection_send(raw, error.raw, nil)
+            return
+        }
         _ = dbus_connection_send(raw, message.raw, nil)
     }
+
+    /// Messages `send` refused because the bus would have disconnected us for them.
+    public private(set) var oversizedMessages = 0
 
     /// A blocking call, for command-line tools and set-up. Error replies throw.
     public func call(_ message: Message, timeoutMilliseconds: Int32 = -1) throws(DBusError) -> Message {

@@ -108,6 +108,35 @@ public final class Message: @unchecked Sendable {
         return Message(owning: dbus_message_new_error(raw, name, text)!)
     }
 
+    /// What makes this message one the bus would punish its sender for (an array over 64 MiB, or a
+    /// message of 128 MiB or more: dbus-daemon closes the sender's connection), or nil.
+    public var busLimitViolation: String? {
+        var longest: UInt64 = 0
+        let bound = cdbus_message_bound(raw, &longest)
+        if longest > UInt64(CDBUS_MAXIMUM_ARRAY_LENGTH) {
+            return "an array of \(longest) bytes, over the D-Bus limit of \(CDBUS_MAXIMUM_ARRAY_LENGTH) bytes"
+        }
+        // Headers take at most a few KiB (names are bounded); keep 64 KiB for them.
+        if bound + 65536 >= CDBUS_MAXIMUM_MESSAGE_LENGTH {
+            return "about \(bound) bytes, over the D-Bus message limit of \(CDBUS_MAXIMUM_MESSAGE_LENGTH) bytes"
+        }
+        return nil
+    }
+
+    /// An error reply in place of this method return (same destination and reply serial), for a
+    /// reply that could not be sent as built.
+    func errorInPlace(_ error: DBusError) -> Message? {
+        guard kind == .methodReturn, let raw = dbus_message_new(CDBUS_MESSAGE_TYPE_ERROR) else { return nil }
+        let m = Message(owning: raw)
+        _ = dbus_message_set_error_name(raw, error.name)
+        _ = dbus_message_set_reply_serial(raw, replySerial)
+        if let destination { _ = dbus_message_set_destination(raw, destination) }
+        dbus_message_set_no_reply(raw, 1)
+        var w = m.writer()
+        w.append(error.message.replacingNUL())
+        return m
+    }
+
     /// Sets the destination (for unicast signals). The name must be valid.
     public func setDestination(_ name: String) throws(DBusError) {
         guard DBusNames.isValidBusName(name) else { throw .invalidArgs("Invalid bus name '\(name)'") }
