@@ -79,8 +79,14 @@ bench: release
 INSTALL_BIN ?=
 BINDIR = $(PREFIX)/bin
 DATADIR = $(PREFIX)/share
-UNITDIR ?= $(PREFIX)/lib/systemd/user
-AUTOSTARTDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)/xdg/autostart
+# Where systemd and the session look (`systemd-analyze --user unit-paths`, the XDG autostart spec):
+# /usr and /usr/local use lib/systemd/user and /etc/xdg/autostart; a prefix in the home directory
+# (~/.local) uses ~/.local/share/systemd/user and ~/.config/autostart; any other prefix gets
+# $(PREFIX)/share/systemd/user and $(PREFIX)/etc/xdg/autostart, which nothing reads (make says so).
+IN_HOME = $(filter $(HOME)/%,$(PREFIX))
+SYSTEM_PREFIX = $(filter /usr /usr/local,$(PREFIX))
+UNITDIR ?= $(if $(SYSTEM_PREFIX),$(PREFIX)/lib,$(PREFIX)/share)/systemd/user
+AUTOSTARTDIR ?= $(if $(SYSTEM_PREFIX),/etc/xdg/autostart,$(if $(IN_HOME),$(or $(XDG_CONFIG_HOME),$(HOME)/.config)/autostart,$(PREFIX)/etc/xdg/autostart))
 SUBST = sed -e 's|@bindir@|$(BINDIR)|g'
 
 install: $(if $(INSTALL_BIN),,release)
@@ -96,6 +102,8 @@ install: $(if $(INSTALL_BIN),,release)
 	    $(DESTDIR)$(UNITDIR)/netactivityd.service $(DESTDIR)$(AUTOSTARTDIR)/netactivityd.desktop
 	install -m 0644 desktop/waybar-netactivity.jsonc desktop/polybar-netactivity.ini README.md \
 	    $(DESTDIR)$(DATADIR)/doc/netactivity/
+	@$(if $(or $(SYSTEM_PREFIX),$(IN_HOME)),,echo "note: systemd and the session do not read $(UNITDIR) or $(AUTOSTARTDIR);" \
+	    "link the unit into ~/.config/systemd/user and the entry into ~/.config/autostart, or use PREFIX=~/.local")
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/netactivityd $(DESTDIR)$(BINDIR)/netactivity

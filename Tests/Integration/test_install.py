@@ -17,7 +17,6 @@ FILES = {
     "share/dbus-1/interfaces/org.example.NetActivity.ImageCache.xml": 0o644,
     "share/dbus-1/interfaces/org.example.NetActivity.Downloader.xml": 0o644,
     "share/dbus-1/services/org.example.NetActivity.service": 0o644,
-    "lib/systemd/user/netactivityd.service": 0o644,
     "share/doc/netactivity/waybar-netactivity.jsonc": 0o644,
     "share/doc/netactivity/polybar-netactivity.ini": 0o644,
     "share/doc/netactivity/README.md": 0o644,
@@ -78,6 +77,7 @@ class InstallTests(unittest.TestCase):
             service = f.read()
         self.assertIn("Exec=/usr/bin/netactivityd --no-private-bus", service, "the bindir, without DESTDIR")
         self.assertIn("SystemdService=netactivityd.service", service)
+        self.assertTrue(os.path.exists(os.path.join(root, "lib/systemd/user/netactivityd.service")))
         with open(os.path.join(root, "lib/systemd/user/netactivityd.service")) as f:
             unit = f.read()
         for line in ("Type=dbus", "BusName=org.example.NetActivity", "PartOf=graphical-session.target",
@@ -89,9 +89,46 @@ class InstallTests(unittest.TestCase):
         left = [os.path.join(d, f) for d, _, files in os.walk(self.dest) for f in files]
         self.assertEqual(left, [], "uninstall removes every installed file")
 
+    def installed_where_read(self, prefix, home, destdir=""):
+        """Installs with PREFIX=prefix (HOME=home) and returns the unit and autostart entry, after
+        checking that their directories are ones systemd and the session read for that HOME."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("XDG_")}
+        env["HOME"] = home
+        r = subprocess.run(["make", "-C", ROOT, "install", "PREFIX=" + prefix, "DESTDIR=" + destdir, "INSTALL_BIN=" + BIN],
+                           capture_output=True, text=True, timeout=120, env=env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertNotIn("note:", r.stdout, "no warning for a prefix the session reads")
+        unit_paths = sh(["env", "-i", "HOME=" + home, "systemd-analyze", "--user", "unit-paths"]).stdout.split()
+        self.assertTrue(unit_paths, "systemd-analyze lists the user unit paths")
+        # The XDG autostart spec: $XDG_CONFIG_HOME/autostart (~/.config) and $XDG_CONFIG_DIRS/autostart (/etc/xdg).
+        autostart_dirs = [os.path.join(home, ".config/autostart"), "/etc/xdg/autostart"]
+        unit = [d for d in unit_paths if os.path.exists(destdir + os.path.join(d, "netactivityd.service"))]
+        autostart = [d for d in autostart_dirs if os.path.exists(destdir + os.path.join(d, "netactivityd.desktop"))]
+        self.assertEqual(len(unit), 1, "the unit is in a directory systemd searches: %s" % unit_paths)
+        self.assertEqual(len(autostart), 1, "the autostart entry is where sessions look")
+        return destdir + os.path.join(unit[0], "netactivityd.service"), destdir + os.path.join(autostart[0], "netactivityd.desktop")
+
+    def test_every_usual_prefix_puts_the_unit_and_autostart_where_they_are_read(self):
+        home = os.path.join(self.dest, "home")
+        os.makedirs(home)
+        unit, entry = self.installed_where_read(os.path.join(home, ".local"), home)
+        self.assertEqual(unit, os.path.join(home, ".local/share/systemd/user/netactivityd.service"))
+        self.assertEqual(entry, os.path.join(home, ".config/autostart/netactivityd.desktop"))
+        with open(unit) as f:
+            self.assertIn("ExecStart=%s/.local/bin/netactivityd" % home, f.read())
+        for prefix in ("/usr", "/usr/local"):
+            dest = os.path.join(self.dest, prefix.strip("/").replace("/", "-"))
+            unit, entry = self.installed_where_read(prefix, home, destdir=dest)
+            self.assertEqual(unit, dest + prefix + "/lib/systemd/user/netactivityd.service")
+            self.assertEqual(entry, dest + "/etc/xdg/autostart/netactivityd.desktop")
+
+    def test_an_unusual_prefix_says_where_to_link(self):
+        r = make("install", "PREFIX=" + os.path.join(self.dest, "opt"))
+        self.assertIn("note: systemd and the session do not read", r.stdout)
+
     def test_unit_and_desktop_entry_validate(self):
         make("install", "PREFIX=" + self.dest)
-        r = sh(["systemd-analyze", "verify", "--man=no", os.path.join(self.dest, "lib/systemd/user/netactivityd.service")])
+        r = sh(["systemd-analyze", "verify", "--man=no", os.path.join(self.dest, "share/systemd/user/netactivityd.service")])
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         r = sh(["desktop-file-validate", os.path.join(self.dest, "etc/xdg/autostart/netactivityd.desktop")])
         self.assertEqual((r.returncode, r.stdout + r.stderr), (0, ""))
