@@ -352,6 +352,39 @@ public final class NetActivityClient {
         return (properties, statistics)
     }
 
+    // MARK: tasks of this connection
+
+    /// Begins a task owned by this connection and returns its object path. It runs until
+    /// `completeTask` or until this connection closes (then it completes with `ClientVanished`).
+    public func beginTask(_ description: String, desktopID: String? = nil) throws(NetActivityError) -> String {
+        let reply = try call(ActivityMember.Method.beginTask.rawValue) { w in
+            w.append(description)
+            var options: [String: DBusValue] = [:]
+            if let desktopID { options[TaskMember.Option.desktopID.rawValue] = .string(desktopID) }
+            try w.appendVardict(options)
+        }
+        var r = reply.reader()
+        do {
+            return try r.readObjectPath()
+        } catch {
+            throw NetActivityError(error)
+        }
+    }
+
+    /// Sets a task's byte counters (an expected size of 0 is unknown; counters only grow).
+    public func setTaskProgress(
+        _ task: String, sent: UInt64 = 0, expectedToSend: UInt64 = 0, received: UInt64, expectedToReceive: UInt64
+    ) throws(NetActivityError) {
+        _ = try call(TaskMember.Method.setProgress.rawValue, interface: Self.taskInterface, path: task) { w in
+            for v in [sent, expectedToSend, received, expectedToReceive] { w.append(v) }
+        }
+    }
+
+    /// Completes a task: successfully when `error` is nil.
+    public func completeTask(_ task: String, error: String? = nil) throws(NetActivityError) {
+        _ = try call(TaskMember.Method.complete.rawValue, interface: Self.taskInterface, path: task) { w in w.append(error ?? "") }
+    }
+
     // MARK: downloads
 
     static let downloaderInterface = NetActivityInterface.downloader.rawValue

@@ -4,44 +4,99 @@ import NetActivityClient
 
 struct Run: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run a command while holding an activity lease; exit with its status.",
+        abstract: "Run a command while holding an activity lease (or as a task); exit with its status.",
         discussion: """
             The lease ends when the command ends (or when this process dies). If the agent is not \
             running the command still runs, with a warning: the indicator must never stop your work. \
             Exit status: the command's; 128+N if it died of signal N; 127 if it was not found.
+
+            With --task, the command is a task that panels list and docks draw on the app's icon \
+            (--desktop-id): it completes when the command exits, with an error unless the status is 0. \
+            With --progress-from, lines of the command's stdout or stderr that are a percentage \
+            ("42", "42.5%", as `pv -n` prints) or "DONE/TOTAL" bytes set its progress and are not \
+            shown; other lines pass through. Example: \
+            netactivity run --task backup --desktop-id org.example.Backup.desktop --progress-from stderr \
+            -- sh -c 'pv -n big.tar > /mnt/backup/big.tar'
             """)
+
+    enum Stream: String, ExpressibleByArgument, CaseIterable {
+        case stdout, stderr
+        var fd: Int32 { self == .stdout ? 1 : 2 }
+    }
 
     @OptionGroup var bus: BusOptions
 
+    @Option(help: "Publish the command as a task with this description (instead of a lease).")
+    var task: String?
+
+    @Option(name: .customLong("desktop-id"), help: "The app's desktop file name, for docks (with --task).")
+    var desktopID: String?
+
+    @Option(name: .customLong("progress-from"), help: "Read the task's progress from the command's stdout or stderr (with --task).")
+    var progressFrom: Stream?
+
+    // Everything from the first word that is not one of our options is the command's, options
+    // included; `--help` there (before any command) is ours, not a command.
     @Argument(parsing: .captureForPassthrough, help: "The command and its arguments (after --).")
     var command: [String] = []
 
     func validate() throws {
+        if let first = command.first, first == "--help" || first == "-h" { throw CleanExit.helpRequest(self) }
         guard !command.drop(while: { $0 == "--" }).isEmpty else { throw ValidationError("Missing command: netactivity run -- CMD [ARGS...]") }
+        if task == nil, desktopID != nil || progressFrom != nil {
+            throw ValidationError("--desktop-id and --progress-from need --task DESCRIPTION")
+        }
     }
 
     func run() throws {
         let argvStrings = command.first == "--" ? Array(command.dropFirst()) : command
         var lease: ActivityLease?
-        // The client lives until the command ends: the agent ends a lease when its holder's bus
-        // connection goes away.
+        var taskPath: String?
+        // The client lives until the command ends: the agent ends a lease (and completes a task)
+        // when its holder's bus connection goes away.
         var client: NetActivityClient?
         defer { withExtendedLifetime(client) {} }
         do {
             client = try NetActivityClient(address: bus.address)
-            lease = try client?.beginActivity(reason: argvStrings.joined(separator: " "))
+            if let task {
+                taskPath = try client?.beginTask(task, desktopID: desktopID)
+            } else {
+                lease = try client?.beginActivity(reason: argvStrings.joined(separator: " "))
+            }
         } catch {
-            printError("warning: \(error.description); running the command without a lease")
+            printError("warning: \(error.description); running the command without \(task == nil ? "a lease" : "a task")")
         }
         let signals = TerminationSignals(includeChild: true)
-        let status = spawnAndWait(argvStrings, signals: signals)
+        var reader: ProgressReader?
+        if let progressFrom {
+            reader = ProgressReader(passThroughTo: progressFrom.fd, client: taskPath == nil ? nil : client, task: taskPath)
+            if reader == nil { printError("warning: could not read progress: \(String(cString: strerror(errno)))") }
+        }
+        let status = spawnAndWait(argvStrings, signals: signals, progress: reader.map { ($0.writeEnd, progressFrom!.fd) })
+        reader?.finish()
         lease?.end()
+        if let taskPath, let client {
+            let error: String? = switch status {
+            case 0: nil
+            case 127: "command not found: \(argvStrings[0])"
+            case 129...: "killed by signal \(status - 128)"
+            default: "exit status \(status)"
+            }
+            do { try client.completeTask(taskPath, error: error) } catch { printError("warning: \(error.description)") }
+        }
         throw ExitCode(status)
     }
 
     /// Spawns the command with default signal handling and waits for it. SIGINT goes to the whole
     /// foreground group from the terminal, so it is not forwarded; SIGTERM and SIGHUP are.
-    private func spawnAndWait(_ args: [String], signals: TerminationSignals) -> Int32 {
+    private func spawnAndWait(_ args: [String], signals: TerminationSignals, progress: (fd: Int32, as: Int32)?) -> Int32 {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        if let progress {
+            posix_spawn_file_actions_adddup2(&actions, progress.fd, progress.as)
+            posix_spawn_file_actions_addclose(&actions, progress.fd)
+        }
         var attr = posix_spawnattr_t()
         posix_spawnattr_init(&attr)
         defer { posix_spawnattr_destroy(&attr) }
@@ -54,7 +109,8 @@ struct Run: ParsableCommand {
         var argv: [UnsafeMutablePointer<CChar>?] = args.map { strdup($0) } + [nil]
         defer { for p in argv { free(p) } }
         var pid: pid_t = 0
-        let rc = posix_spawnp(&pid, args[0], nil, &attr, &argv, environ)
+        let rc = posix_spawnp(&pid, args[0], &actions, &attr, &argv, environ)
+        if let progress { close(progress.fd) }  // the child has it; EOF when it (and its children) exit
         guard rc == 0 else {
             printError("\(args[0]): \(rc == ENOENT ? "command not found" : String(cString: strerror(rc)))")
             return rc == ENOENT ? 127 : 126
@@ -69,5 +125,101 @@ struct Run: ParsableCommand {
             let sig = signals.wait()
             if sig == SIGTERM || sig == SIGHUP { kill(pid, sig) }
         }
+    }
+}
+
+/// Reads a command's output on a thread of its own: lines that are a percentage ("42", "42.5%")
+/// or "DONE/TOTAL" set the task's progress, the rest is written through unchanged. The thread is
+/// the only user of the client while the command runs.
+final class ProgressReader: @unchecked Sendable {
+    let writeEnd: Int32
+    private let readEnd: Int32
+    private let passThrough: Int32
+    private let client: NetActivityClient?
+    private let task: String?
+    private var thread = pthread_t()
+    private var received: UInt64 = 0
+
+    init?(passThroughTo fd: Int32, client: NetActivityClient?, task: String?) {
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else { return nil }
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        readEnd = fds[0]
+        writeEnd = fds[1]
+        passThrough = fd
+        self.client = client
+        self.task = task
+        let me = Unmanaged.passRetained(self).toOpaque()
+        guard pthread_create(&thread, nil, { raw in
+            let reader = Unmanaged<ProgressReader>.fromOpaque(raw!).takeRetainedValue()
+            reader.pump()
+            return nil
+        }, me) == 0 else {
+            Unmanaged<ProgressReader>.fromOpaque(me).release()
+            close(readEnd)
+            close(writeEnd)
+            return nil
+        }
+    }
+
+    /// Waits until the command's side of the pipe is closed (the command and anything it left
+    /// running with the descriptor have exited) and every line is handled.
+    func finish() {
+        pthread_join(thread, nil)
+        close(readEnd)
+    }
+
+    private func pump() {
+        var pending: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(readEnd, $0.baseAddress, $0.count) }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { break }
+            pending += buffer[0..<n]
+            while let newline = pending.firstIndex(of: 10) {
+                handle(Array(pending[...newline]))
+                pending.removeSubrange(...newline)
+            }
+            // A progress line never gets this long; pass anything longer through as it is.
+            if pending.count > 65536 { writeThrough(pending); pending = [] }
+        }
+        if !pending.isEmpty { handle(pending) }
+    }
+
+    private func handle(_ line: [UInt8]) {
+        guard let (done, total) = Self.parse(String(decoding: line, as: UTF8.self)) else { return writeThrough(line) }
+        guard let client, let task, done >= received else { return }
+        received = done
+        try? client.setTaskProgress(task, received: done, expectedToReceive: total)
+    }
+
+    private func writeThrough(_ bytes: [UInt8]) {
+        var off = 0
+        while off < bytes.count {
+            let n = bytes[off...].withUnsafeBytes { write(passThrough, $0.baseAddress, $0.count) }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { return }
+            off += n
+        }
+    }
+
+    /// "42", "42.5%", " 7 " (percent, as hundredths of 10,000) or "DONE/TOTAL" (bytes); nil otherwise.
+    static func parse(_ line: String) -> (done: UInt64, total: UInt64)? {
+        let text = trimmed(Substring(line))
+        let parts = text.split(separator: "/", omittingEmptySubsequences: false)
+        if parts.count == 2, let done = UInt64(trimmed(parts[0])), let total = UInt64(trimmed(parts[1])), done <= total {
+            return (done, total)
+        }
+        let number = text.hasSuffix("%") ? trimmed(text.dropLast()) : text
+        guard !number.isEmpty, number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
+              let percent = Double(number), percent >= 0, percent <= 100 else { return nil }
+        return (UInt64((percent * 100).rounded()), 10_000)
+    }
+
+    private static func trimmed(_ s: Substring) -> Substring {
+        let space: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" || $0 == "\n" }
+        guard let first = s.firstIndex(where: { !space($0) }), let last = s.lastIndex(where: { !space($0) }) else { return "" }
+        return s[first...last]
     }
 }

@@ -58,6 +58,17 @@ class CLITests(unittest.TestCase):
         r = cli(self.bus, "run")
         self.assertNotEqual(r.returncode, 0)
 
+    def test_run_help_is_help_not_a_command(self):
+        self.start_agent()
+        for args in (["run", "--help"], ["run", "-h"]):
+            r = cli(self.bus, *args)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("USAGE: netactivity run", r.stdout)
+            self.assertIn("--progress-from", r.stdout)
+        r = cli(self.bus, "run", "sh", "-c", "echo $0 --help", "x")
+        self.assertEqual((r.returncode, r.stdout), (0, "x --help\n"), "a command's own options stay the command's")
+        self.assertEqual(int(prop(self.conn, "ActivityCount")), 0)
+
     def test_run_without_agent_still_runs_the_command(self):
         r = cli(self.bus, "run", "--", "sh", "-c", "echo hi; exit 3")
         self.assertEqual((r.returncode, r.stdout), (3, "hi\n"))

@@ -1,9 +1,12 @@
 """Where users look: the tray item (StatusNotifierItem), dock progress (LauncherEntry), notifications."""
+import os
+import subprocess
+import tempfile
 import time
 
 import dbus
 
-from harness import NAME, PATH, PROPS, Agent, connect, iface, wait_until
+from harness import BIN, NAME, PATH, PROPS, Agent, connect, iface, prop, wait_until
 from test_agent import AgentTestCase
 
 SNI = "org.kde.StatusNotifierItem"
@@ -92,6 +95,39 @@ class DockTests(AgentTestCase):
         self.begin()  # no desktop-id: docks hear nothing
         time.sleep(0.2)
         self.assertEqual([e for e in events(dock, "Update") if e["t"] > last["t"]], [])
+
+    def test_a_shell_script_publishes_a_task_with_progress_for_docks(self):
+        dock = self.observe("fake_desktop.py", "launcher")
+        gate = os.path.join(tempfile.mkdtemp(prefix="netactivity-gate-"), "gate")
+        os.mkfifo(gate)
+        # pv -n prints percentages on stderr, one per line; other lines pass through.
+        script = "echo to-stdout; echo 25 >&2; echo kept >&2; echo 40.5%% >&2; read x < %s; echo 100 >&2; exit 3" % gate
+        p = subprocess.Popen([os.path.join(BIN, "netactivity"), "run", "--task", "backup photos",
+                              "--desktop-id", "org.example.Backup.desktop", "--progress-from", "stderr",
+                              "--", "sh", "-c", script],
+                             env=self.bus.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        task = "org.example.NetActivity.Task"
+
+        def tasks():
+            objects = self.conn.get_object(NAME, PATH, introspect=False).GetManagedObjects(
+                dbus_interface="org.freedesktop.DBus.ObjectManager")
+            return [i[task] for i in objects.values() if task in i]
+
+        t = wait_until(lambda: [t for t in tasks() if int(t["CountOfBytesReceived"]) == 4050] or None,
+                       what="the task at 40.5 %")[0]
+        self.assertEqual((str(t["Description"]), str(t["State"]), int(t["CountOfBytesExpectedToReceive"])),
+                         ("backup photos", "running", 10000))
+        wait_until(lambda: [e for e in events(dock, "Update") if e["app"] == "application://org.example.Backup.desktop"
+                            and e["props"]["progress"] == 0.405 and e["props"]["count"] == 1], what="the dock at 40.5 %")
+        self.assertEqual(int(prop(self.conn, "ActivityCount")), 1, "the task is the activity, not a lease too")
+        with open(gate, "w") as f:
+            f.write("go\n")
+        out, err = p.communicate(timeout=10)
+        self.assertEqual((p.returncode, out, err), (3, "to-stdout\n", "kept\n"),
+                         "the command's status; progress lines consumed, the others passed through")
+        t = wait_until(lambda: [t for t in tasks() if str(t["State"]) == "completed"] or None, what="completed")[0]
+        self.assertEqual((str(t["Error"]), int(t["CountOfBytesReceived"])), ("exit status 3", 10000))
+        wait_until(lambda: [e for e in events(dock, "Update") if e["props"]["count"] == 0], what="the dock cleared")
 
     def test_bad_desktop_id(self):
         for bad in ("app", "../x.desktop", "a b.desktop", "x" * 300 + ".desktop"):
