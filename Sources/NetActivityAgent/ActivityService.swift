@@ -15,6 +15,8 @@ public protocol ActivitySink: AnyObject {
 /// What the desktop observers read of the indicator.
 public protocol IndicatorSource: AnyObject {
     var isVisible: Bool { get }
+    /// The activity count now (during the completion delay the indicator is visible with 0).
+    var total: UInt64 { get }
     /// "firefox (2), thunderbird (1)": who holds the activity, for tooltips and notifications.
     var clientsSummary: String { get }
 }

@@ -170,12 +170,14 @@ final class ActivityNotifier: DesktopObserver {
         }
     }
 
+    /// An update names the busy clients; once the count is 0 (the completion delay, the indicator
+    /// still visible) there is nothing to say: the notification stays until Visible ends, then closes.
     func clientsChanged() {
-        if shownID != 0, indicator.isVisible { show() }
+        if shownID != 0, indicator.isVisible, indicator.total > 0 { show() }
     }
 
     private func show() {
-        guard indicator.isVisible, !pending else { return }
+        guard indicator.isVisible, indicator.total > 0, !pending else { return }
         pending = true
         let seconds = after == after.rounded() ? String(Int(after)) : String(after)
         notify(

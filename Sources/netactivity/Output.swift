@@ -109,8 +109,11 @@ enum Render {
             return "{\"text\":\"\",\"tooltip\":\"netactivity agent is not running\",\"class\":\"stopped\",\"alt\":\"stopped\"}"
         }
         if s.visible {
-            let tooltip = "Network activity: " + (s.clients.isEmpty ? "\(s.activityCount)" : clientsSummary(s))
-            return "{\"text\":\(jsonString("⇅ \(s.activityCount)")),\"tooltip\":\(jsonString(tooltip)),"
+            // Visible with a count of 0 is the completion delay: the indicator stays (no flicker
+            // between transfers), but there is no number of busy clients to show.
+            let tooltip = s.activityCount == 0 ? "Network activity just ended"
+                : "Network activity: " + (s.clients.isEmpty ? "\(s.activityCount)" : clientsSummary(s))
+            return "{\"text\":\(jsonString(barText(s))),\"tooltip\":\(jsonString(tooltip)),"
                 + "\"class\":\"active\",\"alt\":\"active\"}"
         }
         return "{\"text\":\"\",\"tooltip\":\"No network activity\",\"class\":\"idle\",\"alt\":\"idle\"}"
@@ -119,7 +122,12 @@ enum Render {
     /// Polybar's `tail = true` script module: one line per change, empty when hidden.
     static func polybar(_ s: ActivityStatus?) -> String {
         guard let s, s.visible else { return "" }
-        return "⇅ \(s.activityCount)"
+        return barText(s)
+    }
+
+    /// "⇅ 3" while 3 are busy; "⇅" in the completion delay (visible, none busy).
+    static func barText(_ s: ActivityStatus) -> String {
+        s.activityCount == 0 ? "⇅" : "⇅ \(s.activityCount)"
     }
 }
 

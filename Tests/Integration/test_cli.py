@@ -120,6 +120,28 @@ class CLITests(unittest.TestCase):
                 proc.wait()
 
 
+    def test_watch_shows_no_zero_count_during_the_completion_delay(self):
+        self.start_agent("--activation-delay", "0", "--completion-delay", "1")
+        procs = {fmt: subprocess.Popen([os.path.join(BIN, "netactivity"), "watch", "--format", fmt],
+                                       env=self.bus.env(), stdout=subprocess.PIPE, text=True)
+                 for fmt in ("waybar", "polybar")}
+        try:
+            self.assertEqual(json.loads(procs["waybar"].stdout.readline())["class"], "idle")
+            self.assertEqual(procs["polybar"].stdout.readline(), "\n")
+            iface(self.conn).IncrementActivityCount()
+            self.assertEqual(json.loads(procs["waybar"].stdout.readline())["text"], "⇅ 1")
+            self.assertEqual(procs["polybar"].stdout.readline(), "⇅ 1\n")
+            iface(self.conn).DecrementActivityCount()
+            ending = json.loads(procs["waybar"].stdout.readline())
+            self.assertEqual((ending["text"], ending["class"], ending["tooltip"]), ("⇅", "active", "Network activity just ended"))
+            self.assertEqual(procs["polybar"].stdout.readline(), "⇅\n")
+            self.assertEqual(json.loads(procs["waybar"].stdout.readline())["class"], "idle", "hidden after the delay")
+            self.assertEqual(procs["polybar"].stdout.readline(), "\n")
+        finally:
+            for proc in procs.values():
+                proc.kill()
+                proc.wait()
+
     def begin_task(self, description, **opts):
         path = iface(self.conn).BeginTask(description, dbus.Dictionary(opts, signature="sv"))
         return path, dbus.Interface(self.conn.get_object(NAME, path, introspect=False), "org.example.NetActivity.Task")

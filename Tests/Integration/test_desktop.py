@@ -162,6 +162,22 @@ class NotificationTests(AgentTestCase):
         self.assertEqual(closed["id"], note["id"])
 
 
+class NotificationCompletionDelayTests(AgentTestCase):
+    agent_args = ("--activation-delay", "0", "--completion-delay", "1", "--notify", "--notify-after", "0.2")
+
+    def test_the_end_of_activity_is_not_re_posted_during_the_completion_delay(self):
+        server = self.observe("fake_desktop.py", "notifications")
+        iface(self.conn).IncrementActivityCount()
+        note = wait_until(lambda: events(server, "Notify"), what="the notification")[0]
+        iface(self.conn).DecrementActivityCount()
+        wait_until(lambda: int(prop(self.conn, "ActivityCount")) == 0 and not prop(self.conn, "Clients"), what="no clients")
+        closed = wait_until(lambda: events(server, "Close"), timeout=5, what="CloseNotification after the delay")[0]
+        self.assertEqual(closed["id"], note["id"])
+        self.assertEqual([e["body"] for e in events(server, "Notify")], [note["body"]],
+                         "no re-post saying there is no activity")
+        self.assertGreaterEqual(closed["t"] - note["t"], 0.9, "closed when Visible ended, after the completion delay")
+
+
 class DownloadFailureNotificationTests(AgentTestCase):
     agent_args = ("--notify", "--notify-after", "30")
 
