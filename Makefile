@@ -87,11 +87,12 @@ IN_HOME = $(filter $(HOME)/%,$(PREFIX))
 SYSTEM_PREFIX = $(filter /usr /usr/local,$(PREFIX))
 UNITDIR ?= $(if $(SYSTEM_PREFIX),$(PREFIX)/lib,$(PREFIX)/share)/systemd/user
 AUTOSTARTDIR ?= $(if $(SYSTEM_PREFIX),/etc/xdg/autostart,$(if $(IN_HOME),$(or $(XDG_CONFIG_HOME),$(HOME)/.config)/autostart,$(PREFIX)/etc/xdg/autostart))
-SUBST = sed -e 's|@bindir@|$(BINDIR)|g'
+DOCDIR = $(DATADIR)/doc/netactivity
+SUBST = sed -e 's|@bindir@|$(BINDIR)|g' -e 's|@docdir@|$(DOCDIR)|g'
 
 install: $(if $(INSTALL_BIN),,release)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/dbus-1/interfaces $(DESTDIR)$(DATADIR)/dbus-1/services \
-	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(AUTOSTARTDIR) $(DESTDIR)$(DATADIR)/doc/netactivity
+	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(AUTOSTARTDIR) $(DESTDIR)$(DOCDIR)
 	install -m 0755 $(or $(INSTALL_BIN),$(RELEASE_BIN))/netactivityd $(or $(INSTALL_BIN),$(RELEASE_BIN))/netactivity \
 	    $(DESTDIR)$(BINDIR)/
 	install -m 0644 dbus/org.example.NetActivity*.xml $(DESTDIR)$(DATADIR)/dbus-1/interfaces/
@@ -100,8 +101,9 @@ install: $(if $(INSTALL_BIN),,release)
 	$(SUBST) desktop/netactivityd.desktop > $(DESTDIR)$(AUTOSTARTDIR)/netactivityd.desktop
 	chmod 0644 $(DESTDIR)$(DATADIR)/dbus-1/services/org.example.NetActivity.service \
 	    $(DESTDIR)$(UNITDIR)/netactivityd.service $(DESTDIR)$(AUTOSTARTDIR)/netactivityd.desktop
-	install -m 0644 desktop/waybar-netactivity.jsonc desktop/polybar-netactivity.ini README.md \
-	    $(DESTDIR)$(DATADIR)/doc/netactivity/
+	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/
+	for f in waybar-netactivity.jsonc polybar-netactivity.ini; do \
+	    $(SUBST) desktop/$$f > $(DESTDIR)$(DOCDIR)/$$f && chmod 0644 $(DESTDIR)$(DOCDIR)/$$f; done
 	@$(if $(or $(SYSTEM_PREFIX),$(IN_HOME)),,echo "note: systemd and the session do not read $(UNITDIR) or $(AUTOSTARTDIR);" \
 	    "link the unit into ~/.config/systemd/user and the entry into ~/.config/autostart, or use PREFIX=~/.local")
 

@@ -1,4 +1,5 @@
 """make install, D-Bus activation from the installed files, and the files' validity."""
+import json
 import os
 import shutil
 import stat
@@ -85,6 +86,19 @@ class InstallTests(unittest.TestCase):
             self.assertIn(line, unit)
         with open(autostart) as f:
             self.assertIn("X-systemd-skip=true", f.read())
+        doc = os.path.join(root, "share/doc/netactivity")
+        with open(os.path.join(doc, "waybar-netactivity.jsonc")) as f:
+            text = f.read()
+        self.assertNotIn("@", text.replace("@example", ""), "every placeholder filled in")
+        self.assertIn('"include": ["/usr/share/doc/netactivity/waybar-netactivity.jsonc"]', text)
+        module = json.loads("\n".join(l for l in text.splitlines() if not l.lstrip().startswith("//")))["custom/netactivity"]
+        self.assertEqual(module["exec"], "/usr/bin/netactivity watch --format waybar", "no reliance on the bar's PATH")
+        self.assertTrue(module["on-click"].startswith("/usr/bin/netactivity status"))
+        with open(os.path.join(doc, "polybar-netactivity.ini")) as f:
+            text = f.read()
+        self.assertIn("include-file = /usr/share/doc/netactivity/polybar-netactivity.ini", text)
+        self.assertIn("\nexec = /usr/bin/netactivity watch --format polybar\n", text)
+        self.assertIn("libnotify-bin", text)
         make("uninstall", "DESTDIR=" + self.dest, "PREFIX=/usr")
         left = [os.path.join(d, f) for d, _, files in os.walk(self.dest) for f in files]
         self.assertEqual(left, [], "uninstall removes every installed file")
