@@ -158,6 +158,12 @@ public final class ActivityService: ActivitySink, IndicatorSource {
         perform(actions)
     }
 
+    /// The delays from the agent's settings (start-up or a reload).
+    public func setDelays(activation: Double, completion: Double) throws(NetActivityError) {
+        try setDelay(.activationDelay, \.activationDelay, seconds: activation)
+        try setDelay(.completionDelay, \.completionDelay, seconds: completion)
+    }
+
     func setDelay(
         _ property: ActivityMember.Property, _ keyPath: WritableKeyPath<ActivityIndicatorStateMachine, Duration>, seconds: Double
     ) throws(NetActivityError) {

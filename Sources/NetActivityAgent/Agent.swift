@@ -40,7 +40,7 @@ public final class Agent {
     private let connection: Connection
     private let loop: EventLoop
     private let peers: BusPeerRegistry
-    private let options: AgentOptions
+    private var options: AgentOptions
     private var pressure: MemoryPressureMonitor?
 
     /// Called when the agent should stop (bus lost, name lost).
@@ -73,6 +73,7 @@ public final class Agent {
         images = ImageCacheService(context: context, fileLimit: options.fileLimit)
         downloads = DownloadService(context: context, loop: loop, images: images, tasks: tasks)
         activity.tasks = tasks
+        downloads.onFailure.append { [unowned self] url, message in self.notifier?.downloadFailed(url: url, error: message) }
         // A departing client's tasks complete (ClientVanished) and its receipts go before its
         // activity is dropped as a whole, so observers see the completions first.
         peers.onDeparture { [unowned self] peer in
@@ -103,26 +104,54 @@ public final class Agent {
         }
     }
 
+    private var tray: TrayIcon?
+    private var notifier: ActivityNotifier?
+
+    /// Applies the settings a reload may change (SIGHUP re-reads the config file): the delays, the
+    /// tray and the notifications. What apps set over D-Bus since is overridden, as the user asked.
+    public func reconfigure(_ new: AgentOptions) {
+        do {
+            try activity.setDelays(activation: new.activationDelay, completion: new.completionDelay)
+        } catch {
+            context.logger.warning("Delays not changed: \(error.message)")
+        }
+        options.activationDelay = new.activationDelay
+        options.completionDelay = new.completionDelay
+        options.tray = new.tray
+        options.notifyAfter = new.notifyAfter
+        startDesktopObservers()
+    }
+
+    /// Starts the tray and the notifier the options ask for, and stops those they no longer do.
     private func startDesktopObservers() {
-        var observers: [any DesktopObserver] = []
-        if options.tray {
-            observers.append(TrayIcon(connection: connection, server: context.server, indicator: activity, logger: context.logger))
+        if options.tray, tray == nil {
+            let icon = TrayIcon(connection: connection, server: context.server, indicator: activity, logger: context.logger)
+            tray = startObserver(icon) ? icon : nil
+        } else if !options.tray, let icon = tray {
+            icon.stop()
+            tray = nil
         }
-        if let after = options.notifyAfter {
-            let notifier = ActivityNotifier(
-                connection: connection, scheduler: context.scheduler, indicator: activity, logger: context.logger, after: after)
-            observers.append(notifier)
-            downloads.onFailure.append { [unowned notifier] url, message in notifier.downloadFailed(url: url, error: message) }
-        }
-        // The desktop extras are optional: one that cannot start is logged, never fatal.
-        activity.observers = observers.filter { observer in
-            do {
-                try observer.start()
-                return true
-            } catch {
-                context.logger.warning("\(type(of: observer)) is off: \(error)")
-                return false
+        if notifier?.after != options.notifyAfter {
+            notifier?.stop()
+            notifier = nil
+            if let after = options.notifyAfter {
+                let n = ActivityNotifier(
+                    connection: connection, scheduler: context.scheduler, indicator: activity, logger: context.logger, after: after)
+                notifier = startObserver(n) ? n : nil
             }
+        }
+        activity.observers = ([tray, notifier] as [(any DesktopObserver)?]).compactMap { $0 }
+        if let notifier, activity.isVisible { notifier.visibleChanged(true) }
+    }
+
+    /// The desktop extras are optional: one that cannot start is logged, never fatal.
+    private func startObserver(_ observer: any DesktopObserver) -> Bool {
+        do {
+            try observer.start()
+            return true
+        } catch {
+            context.logger.warning("\(type(of: observer)) is off: \(error)")
+            return false
         }
     }
 

@@ -6,16 +6,25 @@ import Logging
 extension Connection {
     /// Follows a bus name's owner: `onOwner` gets the owner now (looked up without blocking) and
     /// after every change ("" when it left).
-    func followOwner(of name: String, _ onOwner: @escaping (String) -> Void) throws {
-        try addMatch(SignalMatch.nameOwnerChanged.rule + ",arg0='\(name)'")
-        onSignal(SignalMatch.nameOwnerChanged) { message in
+    /// Returns how to stop following.
+    @discardableResult
+    func followOwner(of name: String, _ onOwner: @escaping (String) -> Void) throws -> () -> Void {
+        let rule = SignalMatch.nameOwnerChanged.rule + ",arg0='\(name)'"
+        try addMatch(rule)
+        var following = true
+        let id = onSignal(SignalMatch.nameOwnerChanged) { message in
             guard let change = SignalMatch.nameOwnerChange(message), change.name == name else { return }
             onOwner(change.newOwner)
         }
         busCallAsync("GetNameOwner", timeoutMilliseconds: 5000, { w in w.append(name) }) { result in
-            guard case .success(let reply) = result else { return }
+            guard following, case .success(let reply) = result else { return }
             var r = reply.reader()
             if let owner = try? r.read(String.self) { onOwner(owner) }
+        }
+        return { [weak self] in
+            following = false
+            self?.removeSignalHandler(id)
+            self?.removeMatch(rule)
         }
     }
 }
@@ -46,12 +55,24 @@ final class TrayIcon: DesktopObserver {
 
     var status: String { indicator.isVisible ? "Active" : "Passive" }
 
+    private var unfollow: (() -> Void)?
+
     func start() throws {
         server.export(path: Self.path, interfaces: [makeInterface()])
         _ = try connection.requestName(itemName, replace: false, allowReplacement: false)
-        try connection.followOwner(of: Self.watcher) { [unowned self] owner in
+        unfollow = try connection.followOwner(of: Self.watcher) { [unowned self] owner in
             if !owner.isEmpty { self.register() }
         }
+    }
+
+    /// Takes the item off the bus (the tray turned off by a reload): hosts drop an item whose
+    /// name has no owner.
+    func stop() {
+        unfollow?()
+        unfollow = nil
+        server.unexport(path: Self.path)
+        let name = itemName
+        connection.busCallAsync("ReleaseName", timeoutMilliseconds: 5000, { w in w.append(name) }) { _ in }
     }
 
     private func register() {
@@ -155,6 +176,14 @@ final class ActivityNotifier: DesktopObserver {
     }
 
     func start() throws {}
+
+    /// Turned off (a reload): nothing more is posted, and what is on screen closes.
+    func stop() {
+        if let t = timer { scheduler.cancel(t) }
+        timer = nil
+        close(shownID)
+        shownID = 0
+    }
 
     func visibleChanged(_ visible: Bool) {
         if let t = timer { scheduler.cancel(t) }

@@ -20,60 +20,77 @@ struct NetActivityDaemon: ParsableCommand {
     @Flag(help: "Take the bus name over from a running agent.")
     var replace = false
 
-    @Option(help: "Seconds of activity before the indicator shows (0...60).")
-    var activationDelay: Double = 1.0
+    // The settings below also come from the settings file (see Settings); given here, they win.
+    @Option(help: "The settings file (default: $XDG_CONFIG_HOME/netactivity/netactivityd.conf; empty: none). Re-read on SIGHUP.")
+    var config: String?
 
-    @Option(help: "Seconds the indicator stays after activity ends (0...60).")
-    var completionDelay: Double = 0.17
+    @Option(help: "Seconds of activity before the indicator shows (0...60; default 1).")
+    var activationDelay: Double?
 
-    @Option(help: "Seconds a completed task stays visible to observers before it leaves (0...3600).")
-    var completedTaskLinger: Double = 5.0
+    @Option(help: "Seconds the indicator stays after activity ends (0...60; default 0.17).")
+    var completionDelay: Double?
+
+    @Option(help: "Seconds a completed task stays visible to observers before it leaves (0...3600; default 5).")
+    var completedTaskLinger: Double?
 
     @Option(help: "Bus to follow org.freedesktop.LowMemoryMonitor on (default: the system bus; empty: none).")
     var systemBusAddress: String?
 
-    @Flag(help: "Do not show a tray icon (StatusNotifierItem).")
-    var noTray = false
+    @Flag(inversion: .prefixedNo, help: "Show a tray icon (StatusNotifierItem) (default: on).")
+    var tray: Bool?
 
-    @Flag(help: "Post a desktop notification when activity stays visible (see --notify-after).")
-    var notify = false
+    @Flag(inversion: .prefixedNo, help: "Post a desktop notification when activity stays visible (see --notify-after; default: off).")
+    var notify: Bool?
 
-    @Option(help: "Seconds of visible activity before --notify posts a notification (0...3600).")
-    var notifyAfter: Double = 10
+    @Option(help: "Seconds of visible activity before --notify posts a notification (0...3600; default 10).")
+    var notifyAfter: Double?
 
-    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
-    var logLevel: String = "notice"
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (default: notice).")
+    var logLevel: String?
 
     @Flag(help: "Fail instead of starting a private bus when there is no session bus.")
     var noPrivateBus = false
 
     func validate() throws {
-        for (flag, value) in [("--activation-delay", activationDelay), ("--completion-delay", completionDelay)] {
-            guard value.isFinite, value >= 0, value <= NetActivityLimits.maxDelaySeconds else {
-                throw ValidationError("\(flag) must be between 0 and 60 seconds, got \(value)")
-            }
-        }
-        guard completedTaskLinger.isFinite, completedTaskLinger >= 0, completedTaskLinger <= 3600 else {
-            throw ValidationError("--completed-task-linger must be between 0 and 3600 seconds, got \(completedTaskLinger)")
-        }
-        guard notifyAfter.isFinite, notifyAfter >= 0, notifyAfter <= 3600 else {
-            throw ValidationError("--notify-after must be between 0 and 3600 seconds, got \(notifyAfter)")
-        }
-        guard Logger.Level(rawValue: logLevel) != nil else {
-            throw ValidationError("Unknown log level '\(logLevel)'")
-        }
+        var settings = Settings()
+        if let problem = commandLine(over: &settings) { throw ValidationError(problem) }
         if let address, address.isEmpty { throw ValidationError("--address must not be empty") }
+    }
+
+    /// Applies the options given on the command line over `settings`; returns the first bad one.
+    private func commandLine(over settings: inout Settings) -> String? {
+        let given: [(String, String?)] = [
+            ("activation-delay", activationDelay.map { "\($0)" }), ("completion-delay", completionDelay.map { "\($0)" }),
+            ("completed-task-linger", completedTaskLinger.map { "\($0)" }), ("tray", tray.map { "\($0)" }),
+            ("notify", notify.map { "\($0)" }), ("notify-after", notifyAfter.map { "\($0)" }), ("log-level", logLevel),
+        ]
+        for case let (key, value?) in given {
+            if let problem = settings.set(key, value) { return "--\(problem)" }
+        }
+        return nil
+    }
+
+    /// The settings file (if any) with the command line over it, and what was wrong with the file.
+    private func loadSettings() -> (Settings, path: String?, problems: [String]) {
+        var settings = Settings()
+        let path = config.map { $0.isEmpty ? nil : $0 } ?? Settings.defaultPath()
+        var problems: [String] = []
+        if let path, let text = Settings.readFile(path) { problems = settings.apply(file: text) }
+        _ = commandLine(over: &settings)
+        return (settings, path, problems)
     }
 
     func run() throws {
         Connection.makeLibdbusChecksNonFatal()
-        let level = Logger.Level(rawValue: logLevel) ?? .notice
+        var (settings, settingsPath, problems) = loadSettings()
+        let level = Logger.Level(rawValue: settings.logLevel) ?? .notice
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler
         }
         let logger = Logger(label: "netactivityd")
+        for problem in problems { logger.warning("\(settingsPath ?? ""): \(problem) (skipped)") }
         let fileLimit = ServiceProcess.raiseFileLimit()
 
         let loop = EventLoop()
@@ -104,12 +121,8 @@ struct NetActivityDaemon: ParsableCommand {
         connection.attach(to: loop)
 
         var options = AgentOptions()
-        options.activationDelay = activationDelay
-        options.completionDelay = completionDelay
-        options.completedTaskLinger = completedTaskLinger
+        settings.agentOptions(into: &options)
         options.systemBusAddress = systemBusAddress
-        options.tray = !noTray
-        options.notifyAfter = notify ? notifyAfter : nil
         options.fileLimit = fileLimit
         let agent = Agent(connection: connection, loop: loop, options: options, logger: logger)
         agent.onStop = { loop.stop() }
@@ -129,8 +142,22 @@ struct NetActivityDaemon: ParsableCommand {
             loop.stop()
         }
         ServiceProcess.onTerminationSignal(loop: loop) { signal in
-            logger.notice("Signal \(signal); exiting")
-            loop.stop()
+            guard signal == SIGHUP else {
+                logger.notice("Signal \(signal); exiting")
+                return loop.stop()
+            }
+            // SIGHUP: the settings file again (the command line still wins over it).
+            let (reloaded, path, problems) = loadSettings()
+            for problem in problems { logger.warning("\(path ?? ""): \(problem) (skipped)") }
+            if reloaded.logLevel != settings.logLevel { logger.notice("log-level takes effect at the next start") }
+            if reloaded.completedTaskLinger != settings.completedTaskLinger {
+                logger.notice("completed-task-linger takes effect at the next start")
+            }
+            settings = reloaded
+            var options = options
+            reloaded.agentOptions(into: &options)
+            agent.reconfigure(options)
+            logger.notice("Reloaded the settings from \(path ?? "the command line")")
         }
         loop.run()
         connection.close()

@@ -25,6 +25,7 @@ class PrivateBus:
     def __init__(self, config_file=None):
         self.dir = tempfile.mkdtemp(prefix="netactivity-test-")
         self.cache_home = os.path.join(self.dir, "cache")
+        self.config_home = os.path.join(self.dir, "config")
         bus_args = ["--config-file=" + config_file] if config_file else [
             "--session", "--nopidfile", "--address=unix:path=%s/bus" % self.dir]
         self.proc = subprocess.Popen(
@@ -38,6 +39,8 @@ class PrivateBus:
         e["DBUS_SESSION_BUS_ADDRESS"] = self.address
         # Agents on this bus keep their disk cache here, never in the user's ~/.cache.
         e["XDG_CACHE_HOME"] = self.cache_home
+        # ... and read their settings file from here, never the user's ~/.config.
+        e["XDG_CONFIG_HOME"] = self.config_home
         e.update(extra)
         return e
 

@@ -1,13 +1,15 @@
 """Where users look: the tray item (StatusNotifierItem), dock progress (LauncherEntry), notifications."""
 import os
+import signal
 import subprocess
 import tempfile
 import time
+import unittest
 
 import dbus
 
-from harness import BIN, NAME, PATH, PROPS, Agent, connect, iface, prop, wait_until
-from test_agent import AgentTestCase
+from harness import BIN, NAME, PATH, PROPS, Agent, PrivateBus, connect, iface, prop, wait_until
+from test_agent import AgentTestCase, Observer
 
 SNI = "org.kde.StatusNotifierItem"
 
@@ -191,3 +193,57 @@ class DownloadFailureNotificationTests(AgentTestCase):
         downloader.DownloadImage("http://127.0.0.1:9/other.png", dbus.Dictionary({}, signature="sv"))
         second = wait_until(lambda: events(server, "Notify")[1:], what="the second failure")[0]
         self.assertEqual(second["replaces"], note["id"], "replaced, not stacked")
+
+
+class SettingsFileTests(unittest.TestCase):
+    """$XDG_CONFIG_HOME/netactivity/netactivityd.conf, read at start and on SIGHUP."""
+
+    def setUp(self):
+        self.bus = PrivateBus()
+        self.addCleanup(self.bus.stop)
+        self.path = os.path.join(self.bus.config_home, "netactivity", "netactivityd.conf")
+        os.makedirs(os.path.dirname(self.path))
+
+    def write(self, text):
+        with open(self.path + ".new", "w") as f:
+            f.write(text)
+        os.rename(self.path + ".new", self.path)
+
+    def test_the_file_sets_what_the_command_line_leaves_and_sighup_reloads_it(self):
+        self.write("# mine\nactivation-delay = 0\ncompletion-delay = 0.25  # a comment\ntray = no\n"
+                   "notify = yes\nnotify-after = 0.2\nbogus = 1\ncompletion-delay = 99\n")
+        agent = Agent(self.bus, "--activation-delay", "0.75")
+        self.addCleanup(agent.stop)
+        conn = connect(self.bus)
+        self.addCleanup(conn.close)
+        self.assertEqual(float(prop(conn, "ActivationDelay")), 0.75, "the command line wins")
+        self.assertEqual(float(prop(conn, "CompletionDelay")), 0.25, "the file's value (its bad line skipped)")
+        log = agent.logtext()
+        self.assertIn("unknown key 'bogus'", log)
+        self.assertIn("completion-delay must be 0...60 seconds, got '99'", log)
+        names = lambda: [str(n) for n in conn.list_names() if str(n).startswith("org.kde.StatusNotifierItem-")]
+        self.assertEqual(names(), [], "tray = no")
+        server = Observer(self.bus, "fake_desktop.py", "notifications")
+        self.addCleanup(server.close)
+        iface(conn).IncrementActivityCount()
+        wait_until(lambda: events(server, "Notify"), what="notify = yes posts after 0.2 s")
+        iface(conn).DecrementActivityCount()
+        wait_until(lambda: events(server, "Close"), what="closed")
+
+        self.write("completion-delay = 0.5\ntray = yes\nnotify = no\n")
+        agent.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: float(prop(conn, "CompletionDelay")) == 0.5, what="the reload")
+        self.assertTrue(agent.alive(), "SIGHUP reloads, it does not stop the agent")
+        self.assertEqual(float(prop(conn, "ActivationDelay")), 0.75, "the command line still wins")
+        wait_until(names, what="tray = yes puts the item on the bus")
+        notified = len(events(server, "Notify"))
+        iface(conn).IncrementActivityCount()
+        wait_until(lambda: prop(conn, "Visible"), what="visible")
+        time.sleep(0.4)  # notify-after 0.2 s has passed twice over: notify = no posts nothing
+        self.assertEqual(len(events(server, "Notify")), notified)
+        iface(conn).DecrementActivityCount()
+
+        self.write("tray = off\n")
+        agent.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: not names(), what="tray = off takes the item off the bus")
+        self.assertEqual(float(prop(conn, "CompletionDelay")), 0.17, "a key the file no longer sets is back to its default")

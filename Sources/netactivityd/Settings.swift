@@ -1,0 +1,104 @@
+import Glibc
+import NetActivityAgent
+import NetActivityContract
+
+/// The settings a user changes, from `$XDG_CONFIG_HOME/netactivity/netactivityd.conf`
+/// (`~/.config/netactivity/netactivityd.conf`), read at start and again on SIGHUP. One
+/// `key = value` per line, `#` starts a comment. A command-line option wins over the file; a key
+/// the file does not set has its default. A bad line is logged and skipped, never fatal.
+struct Settings: Equatable {
+    var activationDelay = 1.0
+    var completionDelay = 0.17
+    var completedTaskLinger = 5.0
+    var tray = true
+    var notify = false
+    var notifyAfter = 10.0
+    var logLevel = "notice"
+
+    static let keys = [
+        "activation-delay", "completion-delay", "completed-task-linger", "tray", "notify", "notify-after", "log-level",
+    ]
+
+    static func defaultPath() -> String? {
+        let env = { (name: String) -> String? in getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } }
+        guard let base = env("XDG_CONFIG_HOME") ?? env("HOME").map({ $0 + "/.config" }) else { return nil }
+        return base + "/netactivity/netactivityd.conf"
+    }
+
+    /// The file's text, or nil when there is none (no file is no error).
+    static func readFile(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while bytes.count < 1 << 20 {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { break }
+            bytes += chunk[0..<n]
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Applies the file's `key = value` lines over `self`; returns what was wrong with it.
+    mutating func apply(file text: String) -> [String] {
+        var problems: [String] = []
+        for (number, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = Self.trimmed(raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
+            guard !line.isEmpty else { continue }
+            guard let eq = line.firstIndex(of: "=") else {
+                problems.append("line \(number + 1): expected key = value, got '\(line)'")
+                continue
+            }
+            let key = String(Self.trimmed(line[..<eq])), value = String(Self.trimmed(line[line.index(after: eq)...]))
+            if let problem = set(key, value) { problems.append("line \(number + 1): \(problem)") }
+        }
+        return problems
+    }
+
+    /// Sets one key from its text; returns the problem instead when it is unknown or out of range.
+    mutating func set(_ key: String, _ value: String) -> String? {
+        func seconds(_ limit: Double) -> Double? {
+            guard let v = Double(value), v.isFinite, v >= 0, v <= limit else { return nil }
+            return v
+        }
+        func flag() -> Bool? { ["true": true, "yes": true, "on": true, "false": false, "no": false, "off": false][value.lowercased()] }
+        switch key {
+        case "activation-delay", "completion-delay":
+            guard let v = seconds(NetActivityLimits.maxDelaySeconds) else { return "\(key) must be 0...60 seconds, got '\(value)'" }
+            if key == "activation-delay" { activationDelay = v } else { completionDelay = v }
+        case "completed-task-linger":
+            guard let v = seconds(3600) else { return "\(key) must be 0...3600 seconds, got '\(value)'" }
+            completedTaskLinger = v
+        case "notify-after":
+            guard let v = seconds(3600) else { return "\(key) must be 0...3600 seconds, got '\(value)'" }
+            notifyAfter = v
+        case "tray", "notify":
+            guard let v = flag() else { return "\(key) must be true or false, got '\(value)'" }
+            if key == "tray" { tray = v } else { notify = v }
+        case "log-level":
+            guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(value) else {
+                return "unknown log-level '\(value)'"
+            }
+            logLevel = value
+        default:
+            return "unknown key '\(key)' (known: \(Self.keys.joined(separator: ", ")))"
+        }
+        return nil
+    }
+
+    func agentOptions(into options: inout AgentOptions) {
+        options.activationDelay = activationDelay
+        options.completionDelay = completionDelay
+        options.completedTaskLinger = completedTaskLinger
+        options.tray = tray
+        options.notifyAfter = notify ? notifyAfter : nil
+    }
+
+    private static func trimmed(_ s: Substring) -> Substring {
+        let space: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }
+        guard let first = s.firstIndex(where: { !space($0) }), let last = s.lastIndex(where: { !space($0) }) else { return "" }
+        return s[first...last]
+    }
+}
