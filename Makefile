@@ -6,7 +6,7 @@ PYTHON ?= /usr/bin/python3
 DEBUG_BIN = .build/debug
 RELEASE_BIN = .build/release
 
-.PHONY: all setup build release run test unit integration bench install uninstall clean asan tsan check-sanitize soak check-layering
+.PHONY: all setup build release run test unit integration bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test
 
 all: build
 
@@ -34,6 +34,19 @@ test: setup check-layering
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 	$(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN)
+	$(MAKE) deb-test
+
+# dist/netactivity_VERSION_ARCH.deb: a release build with the Swift runtime linked statically, the
+# files where `make install PREFIX=/usr` puts them, dependencies from dpkg-shlibdeps; lintian must
+# find no error.
+deb: setup
+	@scripts/setup.sh --deb
+	scripts/make-deb.sh
+
+# Builds the package, installs it with dpkg -i (as root; skipped otherwise, or when a netactivity
+# package is installed already), runs the agent from /usr/bin without the toolchain, and purges it.
+deb-test: deb
+	NETACTIVITY_DEB=$$(ls -t dist/netactivity_*.deb | head -n1) $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) -k PackageTests
 
 unit: setup
 	$(SWIFT) build --build-tests
@@ -118,4 +131,4 @@ uninstall:
 	rm -rf $(DESTDIR)$(DATADIR)/doc/netactivity
 
 clean:
-	rm -rf .build
+	rm -rf .build .build-deb dist

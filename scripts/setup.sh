@@ -19,6 +19,11 @@ if [ "${1:-}" = "--bench" ]; then
     command -v gcc >/dev/null 2>&1 || need="$need gcc"
     command -v taskset >/dev/null 2>&1 || need="$need util-linux"
 fi
+if [ "${1:-}" = "--deb" ]; then
+    command -v dpkg-shlibdeps >/dev/null 2>&1 || need="$need dpkg-dev"
+    command -v lintian >/dev/null 2>&1 || need="$need lintian"
+    command -v strip >/dev/null 2>&1 || need="$need binutils"
+fi
 [ -z "$need" ] && exit 0
 echo "setup: installing$need" >&2
 SUDO=""
