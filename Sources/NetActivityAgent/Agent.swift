@@ -138,10 +138,11 @@ public final class Agent {
                 let n = ActivityNotifier(
                     connection: connection, scheduler: context.scheduler, indicator: activity, logger: context.logger, after: after)
                 notifier = startObserver(n) ? n : nil
+                // A notifier turned on while the indicator shows counts from now.
+                if activity.isVisible { notifier?.visibleChanged(true) }
             }
         }
         activity.observers = ([tray, notifier] as [(any DesktopObserver)?]).compactMap { $0 }
-        if let notifier, activity.isVisible { notifier.visibleChanged(true) }
     }
 
     /// The desktop extras are optional: one that cannot start is logged, never fatal.
