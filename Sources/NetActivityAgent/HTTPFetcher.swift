@@ -93,8 +93,6 @@ final class HTTPFetcher {
     }
 
     var activeCount: Int { live.count }
-    /// Response bytes running transfers hold now.
-    var bufferedBytes: Int { buffered }
 
     /// Starts a GET of `url` with extra request headers, its body charged to `app`; returns how to
     /// cancel it (the completion is then never called). The completion comes on the loop's thread.
