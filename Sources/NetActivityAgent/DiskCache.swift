@@ -1,4 +1,5 @@
 import Glibc
+import LinuxKit
 import Logging
 import NetActivityCore
 
@@ -246,24 +247,8 @@ final class DiskCache {
         return false
     }
 
-    /// A regular file's bytes. Opened without following a link and without blocking (a FIFO put in
-    /// an entry's place would otherwise hold the loop until someone writes to it), then checked to
-    /// be a regular file before a byte is read.
+    /// A regular file's bytes, never blocking on a FIFO put in an entry's place, never through a link.
     private func readWhole(_ path: String) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, st.st_size >= 0, st.st_size <= Int(capacity) + 1 << 20
-        else { return nil }
-        var bytes = [UInt8](repeating: 0, count: Int(st.st_size))
-        var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + done, $0.count - done) }
-            if n < 0, errno == EINTR { continue }
-            guard n > 0 else { return nil }
-            done += n
-        }
-        return bytes
+        Files.readRegular(path, maxBytes: Int(capacity) + 1 << 20)
     }
 }

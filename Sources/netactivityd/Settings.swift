@@ -1,4 +1,6 @@
 import Glibc
+import LinuxKit
+import Logging
 import NetActivityAgent
 import NetActivityContract
 
@@ -25,20 +27,10 @@ struct Settings: Equatable {
         return base + "/netactivity/netactivityd.conf"
     }
 
-    /// The file's text, or nil when there is none (no file is no error).
+    /// The file's text, or nil when there is none (no file is no error). A link is followed (dotfiles
+    /// are often links); anything but a regular file of at most 1 MiB is no file.
     static func readFile(_ path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while bytes.count < 1 << 20 {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0, errno == EINTR { continue }
-            guard n > 0 else { break }
-            bytes += chunk[0..<n]
-        }
-        return String(decoding: bytes, as: UTF8.self)
+        Files.readRegular(path, maxBytes: 1 << 20, followLinks: true).map { String(decoding: $0, as: UTF8.self) }
     }
 
     /// Applies the file's `key = value` lines over `self`; returns what was wrong with it.
@@ -78,7 +70,7 @@ struct Settings: Equatable {
             guard let v = flag() else { return "\(key) must be true or false, got '\(value)'" }
             if key == "tray" { tray = v } else { notify = v }
         case "log-level":
-            guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(value) else {
+            guard Logger.Level(rawValue: value) != nil else {
                 return "unknown log-level '\(value)'"
             }
             logLevel = value
