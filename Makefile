@@ -31,6 +31,7 @@ check-layering:
 	$(PYTHON) scripts/check-layering.py
 
 test: setup check-layering
+	@scripts/setup.sh --gnome
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 	$(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN)
@@ -87,7 +88,8 @@ bench: release
 	bench/bench.sh $(RELEASE_BIN)
 
 # make install [PREFIX=/usr/local] [DESTDIR=] installs the binaries, the interface XML, the D-Bus
-# activation file, the systemd user unit and the XDG autostart entry. INSTALL_BIN=DIR installs
+# activation file, the systemd user unit, the XDG autostart entry, the panel recipes and the GNOME
+# Shell extension. INSTALL_BIN=DIR installs
 # binaries already built there instead of building a release (the tests use it).
 INSTALL_BIN ?=
 BINDIR = $(PREFIX)/bin
@@ -101,11 +103,14 @@ SYSTEM_PREFIX = $(filter /usr /usr/local,$(PREFIX))
 UNITDIR ?= $(if $(SYSTEM_PREFIX),$(PREFIX)/lib,$(PREFIX)/share)/systemd/user
 AUTOSTARTDIR ?= $(if $(SYSTEM_PREFIX),/etc/xdg/autostart,$(if $(IN_HOME),$(or $(XDG_CONFIG_HOME),$(HOME)/.config)/autostart,$(PREFIX)/etc/xdg/autostart))
 DOCDIR = $(DATADIR)/doc/netactivity
+# GNOME Shell looks in $XDG_DATA_DIRS/gnome-shell/extensions and ~/.local/share/gnome-shell/extensions.
+EXTENSION = netactivity@example.org
+EXTENSIONDIR = $(DATADIR)/gnome-shell/extensions/$(EXTENSION)
 SUBST = sed -e 's|@bindir@|$(BINDIR)|g' -e 's|@docdir@|$(DOCDIR)|g'
 
 install: $(if $(INSTALL_BIN),,release)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/dbus-1/interfaces $(DESTDIR)$(DATADIR)/dbus-1/services \
-	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(AUTOSTARTDIR) $(DESTDIR)$(DOCDIR)
+	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(AUTOSTARTDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(EXTENSIONDIR)
 	install -m 0755 $(or $(INSTALL_BIN),$(RELEASE_BIN))/netactivityd $(or $(INSTALL_BIN),$(RELEASE_BIN))/netactivity \
 	    $(DESTDIR)$(BINDIR)/
 	install -m 0644 dbus/org.example.NetActivity*.xml $(DESTDIR)$(DATADIR)/dbus-1/interfaces/
@@ -117,6 +122,8 @@ install: $(if $(INSTALL_BIN),,release)
 	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/
 	for f in waybar-netactivity.jsonc polybar-netactivity.ini; do \
 	    $(SUBST) desktop/$$f > $(DESTDIR)$(DOCDIR)/$$f && chmod 0644 $(DESTDIR)$(DOCDIR)/$$f; done
+	install -m 0644 desktop/gnome-shell/$(EXTENSION)/metadata.json desktop/gnome-shell/$(EXTENSION)/extension.js \
+	    desktop/gnome-shell/$(EXTENSION)/model.js $(DESTDIR)$(EXTENSIONDIR)/
 	@$(if $(or $(SYSTEM_PREFIX),$(IN_HOME)),,echo "note: systemd and the session do not read $(UNITDIR) or $(AUTOSTARTDIR);" \
 	    "link the unit into ~/.config/systemd/user and the entry into ~/.config/autostart, or use PREFIX=~/.local")
 
@@ -128,7 +135,7 @@ uninstall:
 	      $(DESTDIR)$(DATADIR)/dbus-1/interfaces/org.example.NetActivity.Downloader.xml
 	rm -f $(DESTDIR)$(DATADIR)/dbus-1/services/org.example.NetActivity.service
 	rm -f $(DESTDIR)$(UNITDIR)/netactivityd.service $(DESTDIR)$(AUTOSTARTDIR)/netactivityd.desktop
-	rm -rf $(DESTDIR)$(DATADIR)/doc/netactivity
+	rm -rf $(DESTDIR)$(DATADIR)/doc/netactivity $(DESTDIR)$(EXTENSIONDIR)
 
 clean:
 	rm -rf .build .build-deb dist

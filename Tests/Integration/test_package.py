@@ -19,6 +19,7 @@ FILES = [
     "/usr/share/doc/netactivity/waybar-netactivity.jsonc",
     "/usr/share/doc/netactivity/polybar-netactivity.ini",
     "/usr/share/doc/netactivity/copyright",
+    "/usr/share/gnome-shell/extensions/netactivity@example.org/extension.js",
 ]
 
 

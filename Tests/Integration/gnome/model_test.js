@@ -1,0 +1,77 @@
+// The GNOME Shell extension's logic under bare gjs: gjs model_test.js EXTENSION_DIR
+// Prints "ok N" per check and exits 1 at the first failure.
+'use strict';
+const System = imports.system;
+imports.searchPath.unshift(ARGV[0]);
+const M = imports.model;
+
+let checks = 0;
+function eq(actual, expected, what) {
+    const a = JSON.stringify(actual), e = JSON.stringify(expected);
+    if (a !== e) {
+        printerr(`FAIL ${what}: got ${a}, expected ${e}`);
+        System.exit(1);
+    }
+    checks++;
+}
+
+// Nothing shows before the agent answers, nor when it is online but not Visible.
+let s = M.emptyState();
+eq(M.view(s).shown, false, 'offline hidden');
+eq(M.view(s).sections, [{title: '', rows: [{text: 'Network activity agent not running', fraction: -1}]}], 'offline menu');
+s.online = true;
+M.applyAgent(s, {Visible: false, ActivityCount: 0, Clients: []});
+eq(M.view(s), {shown: false, label: '', sections: [{title: '', rows: [{text: 'No app is using the network', fraction: -1}]}]}, 'idle');
+
+// Visible with clients: label is the count, one row per app, a count shown only when above 1.
+M.applyAgent(s, {Visible: true, ActivityCount: 3, Clients: [[':1.5', 'firefox', 2], [':1.9', '', 1]]});
+let v = M.view(s);
+eq([v.shown, v.label], [true, '3'], 'active');
+eq(v.sections[0].rows.map(r => r.text), ['firefox (2)', ':1.9'], 'client rows');
+
+// Values of the wrong type are ignored, not trusted.
+M.applyAgent(s, {Visible: 'yes', ActivityCount: -4, Clients: [['x', 7, 1], 'junk', [':1.2', 'ok', 1]]});
+v = M.view(s);
+eq([v.shown, v.label], [true, '3'], 'wrong types ignored');
+eq(v.sections[0].rows.map(r => r.text), ['ok'], 'bad client entries dropped');
+
+// Tasks: progress from received (else sent) bytes; unknown totals show bytes; suspended says so;
+// completed tasks leave the menu; paths outside the task folder are ignored.
+M.applyTask(s, '/org/example/NetActivity/tasks/1', {State: 'running', Description: 'backup',
+    CountOfBytesReceived: 250, CountOfBytesExpectedToReceive: 1000});
+M.applyTask(s, '/org/example/NetActivity/tasks/2', {Description: 'upload\nphotos',
+    CountOfBytesSent: 1500000});
+M.applyTask(s, '/org/example/NetActivity/tasks/3', {State: 'suspended', Description: 'sync',
+    CountOfBytesSent: 5, CountOfBytesExpectedToSend: 10});
+M.applyTask(s, '/org/example/NetActivity/tasks/4', {State: 'completed', Description: 'gone'});
+M.applyTask(s, '/elsewhere/tasks/5', {State: 'running', Description: 'fake'});
+v = M.view(s);
+eq(v.sections[1].title, 'Tasks', 'task section');
+eq(v.sections[1].rows, [
+    {text: 'backup — 25 % of 1.0 kB', fraction: 0.25},
+    {text: 'upload photos — 1.5 MB', fraction: -1},
+    {text: 'sync — 50 % of 10 B — paused', fraction: 0.5},
+], 'task rows');
+M.removeTask(s, '/org/example/NetActivity/tasks/1');
+eq(M.view(s).sections[1].rows.length, 2, 'removed task leaves');
+
+// Long lists end in one "and N more" row; long names are cut at a code point.
+s = M.emptyState();
+s.online = true;
+const many = [];
+for (let i = 0; i < 20; i++)
+    many.push([`:1.${i}`, `app${i}`, 1]);
+M.applyAgent(s, {Visible: true, ActivityCount: 20, Clients: many});
+v = M.view(s);
+eq(v.sections[0].rows.length, M.MAX_ROWS, 'rows capped');
+eq(v.sections[0].rows[M.MAX_ROWS - 1].text, `and ${20 - M.MAX_ROWS + 1} more`, 'and N more');
+const long = M.shorten('😀'.repeat(100));
+eq([Array.from(long).length, long.endsWith('…')], [48, true], 'shorten');
+eq([M.formatBytes(999), M.formatBytes(1000), M.formatBytes(12345678)], ['999 B', '1.0 kB', '12 MB'], 'bytes');
+
+// The number of followed tasks is bounded.
+for (let i = 0; i < M.MAX_TASKS + 10; i++)
+    M.applyTask(s, `/org/example/NetActivity/tasks/${i}`, {State: 'running'});
+eq(s.tasks.size, M.MAX_TASKS, 'task cap');
+
+print(`ok ${checks}`);

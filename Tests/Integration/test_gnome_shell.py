@@ -1,0 +1,313 @@
+"""The GNOME Shell extension in a real gnome-shell (headless Wayland, software GL), installed by
+`make install` into a prefix the shell is pointed at, following a real agent on the shell's own
+session bus. `make test` installs gnome-shell (scripts/setup.sh --gnome); without it this is skipped
+and only the extension's logic runs under gjs.
+
+The shell refuses to run as root, so as root the test runs the buses, the shell and the agent as a
+system user of its own (netactivity-gs), and talks to them through a bus policy that lets root in.
+The probe extension in gnome/netactivity-test@example.org reports the indicator's actors over D-Bus.
+NETACTIVITY_SCREENSHOTS=DIR keeps the screenshots (idle, active, menu)."""
+import json
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+import dbus
+import dbus.lowlevel
+
+from harness import BIN, NAME, PATH, IFACE, ROOT, wait_until
+
+UUID = "netactivity@example.org"
+PROBE = "netactivity-test@example.org"
+USER = "netactivity-gs"
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHELL = shutil.which("gnome-shell")
+GJS = shutil.which("gjs")
+TASK = IFACE + ".Task"
+
+BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:path=%(socket)s</listen>
+  <auth>EXTERNAL</auth>
+  <standard_session_servicedirs/>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+    <allow user="%(user)s"/>
+    <allow user="root"/>
+  </policy>
+</busconfig>
+"""
+
+
+class ModelTests(unittest.TestCase):
+    """The extension's logic (model.js) under bare gjs: what the indicator shows for a given state."""
+
+    @unittest.skipUnless(GJS, "gjs is not installed (make test installs it)")
+    def test_model(self):
+        r = subprocess.run([GJS, os.path.join(HERE, "gnome", "model_test.js"),
+                            os.path.join(ROOT, "desktop", "gnome-shell", UUID)],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertRegex(r.stdout, r"ok \d+")
+
+
+def ensure_user():
+    """(the user the shell runs as, whether the test created it): ours, or when we are root a system
+    user of the test's own, removed again at the end."""
+    if os.getuid() != 0:
+        return pwd.getpwuid(os.getuid()), False
+    try:
+        return pwd.getpwnam(USER), False
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
+                        "--shell", "/usr/sbin/nologin", USER], check=True, capture_output=True)
+        return pwd.getpwnam(USER), True
+
+
+def png_max_brightness(path, x, y, width, height):
+    """The brightest grey level (0..1) in a rectangle of a PNG, by ImageMagick."""
+    r = subprocess.run(["convert", path, "-crop", "%dx%d+%d+%d" % (width, height, x, y), "+repage",
+                        "-colorspace", "Gray", "-format", "%[fx:maxima]", "info:"],
+                       capture_output=True, text=True, timeout=30, check=True)
+    return float(r.stdout.strip())
+
+
+@unittest.skipUnless(SHELL and GJS and shutil.which("convert"),
+                     "gnome-shell and imagemagick are not installed (make test installs them)")
+class GnomeShellTests(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.user, cls.created_user = ensure_user()
+        cls.dir = tempfile.mkdtemp(prefix="netactivity-gs-")
+        os.chmod(cls.dir, 0o755)
+        cls.procs = []
+        cls.logs = {}
+        try:
+            cls._start()
+        except BaseException:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def _owned_dir(cls, *parts, mode=0o700):
+        path = os.path.join(cls.dir, *parts)
+        os.makedirs(path, exist_ok=True)
+        os.chmod(path, mode)
+        os.chown(path, cls.user.pw_uid, cls.user.pw_gid)
+        return path
+
+    @classmethod
+    def _spawn(cls, name, argv, env):
+        log = open(os.path.join(cls.dir, name + ".log"), "w")
+        cls.logs[name] = log.name
+        kw = {}
+        if os.getuid() == 0:
+            kw = {"user": cls.user.pw_uid, "group": cls.user.pw_gid, "extra_groups": []}
+        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=cls.dir, **kw)
+        cls.procs.append(proc)
+        return proc
+
+    @classmethod
+    def _bus(cls, name):
+        folder = cls._owned_dir(name, mode=0o755)
+        socket = os.path.join(folder, "bus")
+        config = os.path.join(folder, "bus.conf")
+        with open(config, "w") as f:
+            f.write(BUS_CONFIG % {"socket": socket, "user": cls.user.pw_name})
+        cls._spawn(name, ["dbus-daemon", "--config-file=" + config, "--nofork", "--nopidfile"], cls.base_env)
+        wait_until(lambda: os.path.exists(socket), 10, what=name + " socket")
+        return "unix:path=" + socket
+
+    @classmethod
+    def _start(cls):
+        home = cls._owned_dir("home")
+        runtime = cls._owned_dir("runtime")
+        cls.shots = cls._owned_dir("shots", mode=0o755)
+        # The extension where `make install` puts it, in a prefix the shell reads through XDG_DATA_DIRS.
+        prefix = os.path.join(cls.dir, "prefix")
+        r = subprocess.run(["make", "-C", ROOT, "install", "PREFIX=" + prefix, "INSTALL_BIN=" + BIN],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        # The probe, as a user extension.
+        probe = os.path.join(home, ".local", "share", "gnome-shell", "extensions", PROBE)
+        shutil.copytree(os.path.join(HERE, "gnome", PROBE), probe)
+        for folder, _, files in os.walk(os.path.join(home, ".local")):
+            for name in [folder] + [os.path.join(folder, f) for f in files]:
+                os.chown(name, cls.user.pw_uid, cls.user.pw_gid)
+        cls.base_env = {
+            "PATH": "/usr/bin:/bin", "HOME": home, "USER": cls.user.pw_name, "LANG": "C.UTF-8",
+            "XDG_RUNTIME_DIR": runtime, "XDG_CONFIG_HOME": os.path.join(home, ".config"),
+            "XDG_CACHE_HOME": os.path.join(home, ".cache"),
+            "XDG_DATA_HOME": os.path.join(home, ".local", "share"),
+            "XDG_DATA_DIRS": os.path.join(prefix, "share") + ":/usr/share",
+        }
+        # Without a system bus the shell stops in its login-manager start-up; a second private bus
+        # stands in for it.
+        system = cls._bus("system")
+        cls.address = cls._bus("session")
+        cls.env = dict(cls.base_env, DBUS_SESSION_BUS_ADDRESS=cls.address, DBUS_SYSTEM_BUS_ADDRESS=system)
+        r = subprocess.run(["gsettings", "set", "org.gnome.shell", "enabled-extensions",
+                            "['%s', '%s']" % (UUID, PROBE)], env=cls.env, capture_output=True, text=True,
+                           timeout=30, **cls._as_user())
+        assert r.returncode == 0, r.stderr
+        cls.conn = dbus.bus.BusConnection(cls.address)
+        # The agent first: the indicator must find it already running, and again after a restart.
+        cls.agent = cls._start_agent()
+        cls.shell = cls._spawn("gnome-shell", [
+            SHELL, "--headless", "--wayland", "--no-x11", "--virtual-monitor", "1280x800"],
+            dict(cls.env, LIBGL_ALWAYS_SOFTWARE="1", GNOME_SHELL_SESSION_MODE="user"))
+        def enabled():
+            if cls.shell.poll() is not None:
+                raise AssertionError("gnome-shell exited: " + cls.log("gnome-shell"))
+            if not cls.conn.name_has_owner("org.gnome.Shell"):
+                return False
+            extensions = cls.conn.get_object("org.gnome.Shell", "/org/gnome/Shell", introspect=False)
+            try:
+                states = [extensions.GetExtensionInfo(u, dbus_interface="org.gnome.Shell.Extensions")
+                          for u in (UUID, PROBE)]
+            except dbus.DBusException:
+                return False
+            # 1.0 = ENABLED; 3.0 = ERROR (with the error text in "error").
+            for info in states:
+                if float(info.get("state", 0)) == 3.0:
+                    raise AssertionError("extension error: %s" % info.get("error"))
+            return all(float(info.get("state", 0)) == 1.0 for info in states)
+        wait_until(enabled, 60, 0.1, "the shell with both extensions enabled")
+        cls.probe = cls.conn.get_object("org.gnome.Shell", "/org/example/NetActivityTest", introspect=False)
+        # The shell's screenshot API answers only allow-listed names; this one is on its list.
+        cls.conn.request_name("org.gnome.Screenshot")
+
+    @classmethod
+    def _as_user(cls):
+        return {"user": cls.user.pw_uid, "group": cls.user.pw_gid, "extra_groups": []} if os.getuid() == 0 else {}
+
+    @classmethod
+    def _start_agent(cls):
+        proc = cls._spawn("netactivityd", [os.path.join(BIN, "netactivityd"), "--config", "", "--no-tray",
+                                          "--activation-delay", "0", "--completion-delay", "0"], cls.env)
+        wait_until(lambda: cls.conn.name_has_owner(NAME) or proc.poll() is not None, 20, what="the agent")
+        assert proc.poll() is None, cls.log("netactivityd")
+        return proc
+
+    @classmethod
+    def log(cls, name):
+        with open(cls.logs[name]) as f:
+            return f.read()[-4000:]
+
+    @classmethod
+    def tearDownClass(cls):
+        for proc in reversed(cls.procs):
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        if hasattr(cls, "conn"):
+            cls.conn.close()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+        if cls.created_user:
+            subprocess.run(["userdel", USER], capture_output=True)
+
+    def indicator(self):
+        return json.loads(str(self.probe.Indicator(dbus_interface="org.example.NetActivityTest")))
+
+    def wait_indicator(self, predicate, what):
+        return wait_until(lambda: (lambda i: i if predicate(i) else None)(self.indicator()), 10, 0.05, what)
+
+    def screenshot(self, name):
+        path = os.path.join(self.shots, name + ".png")
+        shell = self.conn.get_object("org.gnome.Shell.Screenshot", "/org/gnome/Shell/Screenshot",
+                                     introspect=False)
+        ok, written = shell.Screenshot(False, False, path, dbus_interface="org.gnome.Shell.Screenshot")
+        self.assertTrue(ok, "the shell took no screenshot")
+        keep = os.environ.get("NETACTIVITY_SCREENSHOTS")
+        if keep:
+            os.makedirs(keep, exist_ok=True)
+            shutil.copy(str(written), os.path.join(keep, "gnome-" + name + ".png"))
+        return str(written)
+
+    def agent_obj(self, conn=None):
+        return (conn or self.conn).get_object(NAME, PATH, introspect=False)
+
+    def test_1_follows_visible_clients_and_tasks(self):
+        idle = self.wait_indicator(lambda i: i and not i["visible"] and i["online"], "an idle indicator")
+        self.assertTrue(idle["inPanel"])
+        idle_shot = self.screenshot("idle")
+
+        # An app (its own connection) starts using the network and publishes a task with progress.
+        app = dbus.bus.BusConnection(self.address)
+        try:
+            obj = self.agent_obj(app)
+            obj.IncrementActivityCount(dbus_interface=IFACE)
+            task_path = obj.BeginTask("backup photos", dbus.Dictionary({"expected-to-receive": dbus.UInt64(4000000)}, signature="sv"),
+                                      dbus_interface=IFACE)
+            app.get_object(NAME, task_path, introspect=False).SetProgress(
+                dbus.UInt64(0), dbus.UInt64(0), dbus.UInt64(1000000), dbus.UInt64(4000000), dbus_interface=TASK)
+            shown = self.wait_indicator(
+                # (a size only once the shell has laid the new actor out: null before)
+                lambda i: i["visible"] and i["mapped"] and (i["width"] or 0) > 0 and i["label"] == "2" and
+                len(i["menu"]) == 2 and "25 %" in json.dumps(i["menu"]),
+                "the indicator laid out with 2 activities and the task at 25 %")
+            active_shot = self.screenshot("active")
+            # Pixels: the icon is drawn (light on the dark bar) where the probe says the indicator is,
+            # and that place is plain dark bar when idle.
+            box = (int(shown["x"]), int(shown["y"]), int(shown["width"]), int(shown["height"]))
+            self.assertGreater(png_max_brightness(active_shot, *box), 0.6, "no light icon pixels in %r" % (box,))
+            self.assertLess(png_max_brightness(idle_shot, *box), 0.3, "the idle bar is not plain at %r" % (box,))
+
+            # The menu as drawn: the app and the task with its progress.
+            items = json.loads(str(self.probe.OpenMenu(dbus_interface="org.example.NetActivityTest")))
+            self.screenshot("menu")
+            self.probe.CloseMenu(dbus_interface="org.example.NetActivityTest")
+            self.assertEqual(items[0], "Using the network")
+            self.assertTrue(any(t and t.startswith("python3") for t in items), items)
+            self.assertIn("Tasks", items)
+            self.assertIn("backup photos — 25 % of 4.0 MB", items)
+        finally:
+            app.close()  # the app leaves: its count and task go with it
+        self.wait_indicator(lambda i: not i["visible"] and i["label"] == "", "the indicator hidden again")
+
+    def test_2_ignores_signals_from_others(self):
+        self.wait_indicator(lambda i: not i["visible"] and i["online"], "an idle indicator")
+        liar = dbus.bus.BusConnection(self.address)
+        try:
+            msg = dbus.lowlevel.SignalMessage(PATH, "org.freedesktop.DBus.Properties", "PropertiesChanged")
+            msg.append(IFACE, {"Visible": True, "ActivityCount": dbus.UInt32(99)}, dbus.Array([], signature="s"),
+                       signature="sa{sv}as")
+            liar.send_message(msg)
+            # Once the bus answers the liar, it has routed the fake signal; the shell reads its socket
+            # in order, so by the time it answers the probe it has seen (and dropped) the fake.
+            liar.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus", introspect=False).GetId(
+                dbus_interface="org.freedesktop.DBus")
+            after = self.indicator()
+            self.assertFalse(after["visible"], after)
+            self.assertEqual(after["label"], "", after)
+        finally:
+            liar.close()
+
+    def test_3_follows_agent_restart(self):
+        type(self).agent.send_signal(signal.SIGTERM)
+        type(self).agent.wait(10)
+        gone = self.wait_indicator(lambda i: not i["online"], "the indicator offline")
+        self.assertFalse(gone["visible"])
+        type(self).agent = self._start_agent()
+        self.wait_indicator(lambda i: i["online"], "the indicator online again")
+        app = dbus.bus.BusConnection(self.address)
+        try:
+            self.agent_obj(app).IncrementActivityCount(dbus_interface=IFACE)
+            self.wait_indicator(lambda i: i["visible"] and i["label"] == "1", "the indicator after the restart")
+        finally:
+            app.close()
+        self.wait_indicator(lambda i: not i["visible"], "the indicator hidden")
+        self.assertIsNone(self.shell.poll(), "gnome-shell died")

@@ -1,0 +1,184 @@
+// netactivity: a top-bar indicator that follows the netactivity agent (org.example.NetActivity).
+// Shown while the agent's Visible is true; its menu lists the apps using the network and the
+// running tasks with their progress. Follows the agent across restarts; costs nothing while the
+// agent is away (a name watch only). GNOME Shell 43 and 44.
+'use strict';
+/* exported init */
+
+const {Clutter, Gio, GLib, GObject, St} = imports.gi;
+const Main = imports.ui.main;
+const PanelMenu = imports.ui.panelMenu;
+const PopupMenu = imports.ui.popupMenu;
+const ExtensionUtils = imports.misc.extensionUtils;
+const Me = ExtensionUtils.getCurrentExtension();
+const Model = Me.imports.model;
+
+const PROPS_IFACE = 'org.freedesktop.DBus.Properties';
+const MANAGER_IFACE = 'org.freedesktop.DBus.ObjectManager';
+// The menu is rebuilt at most this often while open (task progress arrives up to 10 times a second
+// per task).
+const MENU_REFRESH_MS = 250;
+
+const Indicator = GObject.registerClass(
+class NetActivityIndicator extends PanelMenu.Button {
+    _init() {
+        super._init(0.0, 'Network activity');
+        const box = new St.BoxLayout({style_class: 'panel-status-indicators-box'});
+        box.add_child(new St.Icon({
+            icon_name: 'network-transmit-receive-symbolic',
+            style_class: 'system-status-icon',
+        }));
+        this._label = new St.Label({text: '', y_align: Clutter.ActorAlign.CENTER});
+        box.add_child(this._label);
+        this.add_child(box);
+        this.visible = false;
+
+        this._state = Model.emptyState();
+        this._generation = 0;
+        this._subscriptions = [];
+        this._cancellable = null;
+        this._menuTimeout = 0;
+        this.menu.connect('open-state-changed', (menu, open) => {
+            if (open)
+                this._rebuildMenu();
+        });
+        this._rebuildMenu();
+        this._watch = Gio.bus_watch_name_on_connection(Gio.DBus.session, Model.AGENT_NAME,
+            Gio.BusNameWatcherFlags.NONE,
+            (connection, name, owner) => this._appeared(connection, owner),
+            () => this._vanished());
+    }
+
+    // The agent's unique name is the only sender believed: no other client can fake its signals.
+    _appeared(connection, owner) {
+        this._vanished();
+        const generation = this._generation;
+        this._cancellable = new Gio.Cancellable();
+        const subscribe = (iface, member, path, handler) => this._subscriptions.push(
+            connection.signal_subscribe(owner, iface, member, path, null,
+                Gio.DBusSignalFlags.NONE, (c, sender, objectPath, i, m, params) => {
+                    if (generation === this._generation)
+                        handler(objectPath, params.recursiveUnpack());
+                }));
+        subscribe(PROPS_IFACE, 'PropertiesChanged', null, (path, [iface, changed]) => {
+            if (iface === Model.AGENT_IFACE && path === Model.AGENT_PATH)
+                Model.applyAgent(this._state, changed);
+            else if (iface === Model.TASK_IFACE)
+                Model.applyTask(this._state, path, changed);
+            this._changed();
+        });
+        subscribe(MANAGER_IFACE, 'InterfacesAdded', Model.AGENT_PATH, (p, [path, interfaces]) => {
+            if (interfaces[Model.TASK_IFACE])
+                Model.applyTask(this._state, path, interfaces[Model.TASK_IFACE]);
+            this._changed();
+        });
+        subscribe(MANAGER_IFACE, 'InterfacesRemoved', Model.AGENT_PATH, (p, [path, interfaces]) => {
+            if (interfaces.includes(Model.TASK_IFACE))
+                Model.removeTask(this._state, path);
+            this._changed();
+        });
+        // Asked after subscribing: the bus delivers the agent's messages in order, so the answers
+        // are newer than any signal before them and older than any after.
+        const call = (path, iface, method, args, type, handler) => connection.call(owner, path, iface,
+            method, args, new GLib.VariantType(type), Gio.DBusCallFlags.NONE, 5000, this._cancellable,
+            (c, result) => {
+                let reply;
+                try {
+                    reply = c.call_finish(result).recursiveUnpack();
+                } catch (e) {
+                    if (!e.matches(Gio.IOErrorEnum, Gio.IOErrorEnum.CANCELLED))
+                        log(`netactivity: ${method}: ${e.message}`);
+                    return;
+                }
+                if (generation === this._generation) {
+                    handler(reply);
+                    this._changed();
+                }
+            });
+        call(Model.AGENT_PATH, PROPS_IFACE, 'GetAll', new GLib.Variant('(s)', [Model.AGENT_IFACE]),
+            '(a{sv})', ([props]) => {
+                this._state.online = true;
+                Model.applyAgent(this._state, props);
+            });
+        call(Model.AGENT_PATH, MANAGER_IFACE, 'GetManagedObjects', null, '(a{oa{sa{sv}}})',
+            ([objects]) => {
+                for (const [path, interfaces] of Object.entries(objects)) {
+                    if (interfaces[Model.TASK_IFACE])
+                        Model.applyTask(this._state, path, interfaces[Model.TASK_IFACE]);
+                }
+            });
+    }
+
+    _vanished() {
+        this._generation++;
+        this._cancellable?.cancel();
+        this._cancellable = null;
+        for (const id of this._subscriptions)
+            Gio.DBus.session.signal_unsubscribe(id);
+        this._subscriptions = [];
+        this._state = Model.emptyState();
+        this._changed();
+    }
+
+    _changed() {
+        const view = Model.view(this._state);
+        if (this.visible !== view.shown)
+            this.visible = view.shown;
+        if (this._label.text !== view.label)
+            this._label.text = view.label;
+        if (!view.shown && this.menu.isOpen)
+            this.menu.close();
+        if (this.menu.isOpen && this._menuTimeout === 0) {
+            this._menuTimeout = GLib.timeout_add(GLib.PRIORITY_DEFAULT, MENU_REFRESH_MS, () => {
+                this._menuTimeout = 0;
+                this._rebuildMenu();
+                return GLib.SOURCE_REMOVE;
+            });
+        }
+    }
+
+    _rebuildMenu() {
+        this.menu.removeAll();
+        Model.view(this._state).sections.forEach((section, index) => {
+            if (section.title || index > 0)
+                this.menu.addMenuItem(new PopupMenu.PopupSeparatorMenuItem(section.title));
+            for (const row of section.rows)
+                this.menu.addMenuItem(new PopupMenu.PopupMenuItem(row.text, {reactive: false}));
+        });
+    }
+
+    /** What the indicator shows, for tests and the curious (Looking Glass). */
+    describe() {
+        return {
+            visible: this.visible,
+            label: this._label.text,
+            online: this._state.online,
+            menu: Model.view(this._state).sections,
+        };
+    }
+
+    destroy() {
+        Gio.bus_unwatch_name(this._watch);
+        this._vanished();
+        if (this._menuTimeout !== 0)
+            GLib.source_remove(this._menuTimeout);
+        this._menuTimeout = 0;
+        super.destroy();
+    }
+});
+
+class Extension {
+    enable() {
+        this._indicator = new Indicator();
+        Main.panel.addToStatusArea(Me.metadata.uuid, this._indicator);
+    }
+
+    disable() {
+        this._indicator.destroy();
+        this._indicator = null;
+    }
+}
+
+function init() {
+    return new Extension();
+}

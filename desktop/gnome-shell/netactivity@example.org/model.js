@@ -1,0 +1,147 @@
+// What the top-bar indicator shows, as plain functions of the agent's published state.
+// No GNOME imports: tests run it under bare gjs (Tests/Integration/gnome/model_test.js).
+'use strict';
+/* exported AGENT_NAME, AGENT_PATH, AGENT_IFACE, TASK_IFACE, TASK_PREFIX, MAX_ROWS, MAX_TASKS,
+   emptyState, applyAgent, applyTask, removeTask, view, formatBytes, shorten */
+
+var AGENT_NAME = 'org.example.NetActivity';
+var AGENT_PATH = '/org/example/NetActivity';
+var AGENT_IFACE = 'org.example.NetActivity';
+var TASK_IFACE = 'org.example.NetActivity.Task';
+var TASK_PREFIX = '/org/example/NetActivity/tasks/';
+
+// Rows per menu section; the rest is summed up in one "and N more" row.
+var MAX_ROWS = 8;
+// Task objects followed at once (the agent caps live tasks too; this bounds the shell's memory
+// whatever the agent publishes).
+var MAX_TASKS = 1024;
+// Characters of an app or task name shown in a row.
+var MAX_TEXT = 48;
+
+/** The state before the agent is seen (and after it leaves): nothing shown. */
+function emptyState() {
+    return {online: false, visible: false, count: 0, clients: [], tasks: new Map()};
+}
+
+function isCount(v) {
+    return typeof v === 'number' && Number.isFinite(v) && v >= 0;
+}
+
+/** Folds properties of org.example.NetActivity (from GetAll or PropertiesChanged, unpacked) in.
+ * Values of an unexpected type are ignored, never trusted. */
+function applyAgent(state, props) {
+    if (typeof props.Visible === 'boolean')
+        state.visible = props.Visible;
+    if (isCount(props.ActivityCount))
+        state.count = props.ActivityCount;
+    if (Array.isArray(props.Clients)) {
+        state.clients = props.Clients
+            .filter(c => Array.isArray(c) && c.length === 3 && typeof c[0] === 'string' &&
+                typeof c[1] === 'string' && isCount(c[2]))
+            .map(([bus, name, count]) => ({bus, name, count}));
+    }
+}
+
+const TASK_STRINGS = ['State', 'Description', 'Owner', 'Error'];
+const TASK_COUNTS = ['CountOfBytesSent', 'CountOfBytesExpectedToSend', 'CountOfBytesReceived',
+    'CountOfBytesExpectedToReceive', 'FractionCompleted'];
+
+/** Folds properties of one task object in (InterfacesAdded, GetManagedObjects, PropertiesChanged).
+ * Paths outside the agent's task folder are ignored. */
+function applyTask(state, path, props) {
+    if (typeof path !== 'string' || !path.startsWith(TASK_PREFIX))
+        return;
+    let task = state.tasks.get(path);
+    if (!task) {
+        if (state.tasks.size >= MAX_TASKS)
+            return;
+        task = {State: 'running', Description: '', Owner: '', Error: '', CountOfBytesSent: 0,
+            CountOfBytesExpectedToSend: 0, CountOfBytesReceived: 0, CountOfBytesExpectedToReceive: 0,
+            FractionCompleted: 0};
+        state.tasks.set(path, task);
+    }
+    for (const key of TASK_STRINGS) {
+        if (typeof props[key] === 'string')
+            task[key] = props[key];
+    }
+    for (const key of TASK_COUNTS) {
+        if (isCount(props[key]))
+            task[key] = props[key];
+    }
+}
+
+function removeTask(state, path) {
+    state.tasks.delete(path);
+}
+
+/** One line, at most MAX_TEXT characters (whole code points), control characters as spaces. */
+function shorten(text) {
+    // eslint-disable-next-line no-control-regex
+    const chars = Array.from(String(text).replace(/[\u0000-\u001f\u007f]+/g, ' ').trim());
+    return chars.length > MAX_TEXT ? `${chars.slice(0, MAX_TEXT - 1).join('')}…` : chars.join('');
+}
+
+/** Bytes as people read them: 512 B, 1.5 kB, 12 MB (SI units, as GNOME's file sizes). */
+function formatBytes(n) {
+    if (n < 1000)
+        return `${n} B`;
+    const units = ['kB', 'MB', 'GB', 'TB', 'PB'];
+    let value = n, unit = -1;
+    while (value >= 1000 && unit < units.length - 1) {
+        value /= 1000;
+        unit++;
+    }
+    return `${value < 10 ? value.toFixed(1) : Math.round(value)} ${units[unit]}`;
+}
+
+function taskProgress(t) {
+    const [done, total] = t.CountOfBytesExpectedToReceive > 0 || t.CountOfBytesReceived > 0
+        ? [t.CountOfBytesReceived, t.CountOfBytesExpectedToReceive]
+        : [t.CountOfBytesSent, t.CountOfBytesExpectedToSend];
+    if (total > 0) {
+        const percent = Math.min(100, Math.floor(100 * done / total));
+        return {fraction: Math.min(1, done / total), text: `${percent} % of ${formatBytes(total)}`};
+    }
+    return {fraction: -1, text: done > 0 ? formatBytes(done) : ''};
+}
+
+function capped(rows, more) {
+    if (rows.length <= MAX_ROWS)
+        return rows;
+    const shown = rows.slice(0, MAX_ROWS - 1);
+    shown.push({text: more(rows.length - shown.length), fraction: -1});
+    return shown;
+}
+
+/** What to draw: shown (the indicator is in the top bar), label (next to the icon), and the menu's
+ * rows: {title, rows: [{text, fraction}]} sections (an empty title draws a plain separator).
+ * fraction is -1 when unknown. */
+function view(state) {
+    const shown = state.online && state.visible;
+    const label = state.count > 0 ? String(state.count) : '';
+    const sections = [];
+    const apps = state.clients.map(c => ({
+        text: `${shorten(c.name || c.bus)}${c.count > 1 ? ` (${c.count})` : ''}`, fraction: -1,
+    }));
+    sections.push({title: 'Using the network', rows: capped(apps, n => `and ${n} more`)});
+    const tasks = [];
+    for (const t of state.tasks.values()) {
+        if (t.State !== 'running' && t.State !== 'suspended')
+            continue;
+        const p = taskProgress(t);
+        const parts = [shorten(t.Description || 'Task')];
+        if (p.text)
+            parts.push(p.text);
+        if (t.State === 'suspended')
+            parts.push('paused');
+        tasks.push({text: parts.join(' — '), fraction: p.fraction});
+    }
+    if (tasks.length > 0)
+        sections.push({title: 'Tasks', rows: capped(tasks, n => `and ${n} more`)});
+    // A status line is a row, not a title: the shell opens no menu that holds titles only.
+    if (!state.online)
+        return {shown, label, sections: [{title: '', rows: [{text: 'Network activity agent not running', fraction: -1}]}]};
+    if (apps.length === 0 && tasks.length === 0)
+        return {shown, label, sections: [{title: '', rows: [{text: 'No app is using the network', fraction: -1}]}]};
+    return {shown, label, sections};
+}
