@@ -118,3 +118,8 @@ public final class PrivateBus {
         waitpid(pid, &status, 0)
     }
 }
+
+/// The calling thread's name as `top -H`, `ps -L` and debuggers show it (cut to 15 bytes).
+public func setCurrentThreadName(_ name: String) {
+    _ = clinux_set_thread_name(name)
+}

@@ -7,7 +7,7 @@ import NIOHTTP1
 /// never count activity yourself. One line to adopt:
 ///
 /// ```swift
-/// let http = TrackedHTTPClient(.shared, activity: try await NetActivity.connect())
+/// let http = TrackedHTTPClient(.shared, activity: await NetActivity.connect())
 /// let response = try await http.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
 /// let body = try await response.body.collect(upTo: 1 << 20)
 /// ```

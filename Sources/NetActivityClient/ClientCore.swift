@@ -2,14 +2,21 @@ import LinuxKit
 import DBusKit
 import Glibc
 import NetActivityCore
+import Synchronization
 
-/// The async client's state and its bus connection, owned by one thread of its own.
+/// The async client's state and its bus connection, owned by one thread of its own
+/// ("netactivity-client").
 ///
 /// The app's holdings (counts, leases, tasks) are the truth here, and the agent mirrors them:
-/// every change is kept locally first, then sent to the agent's *unique* name. When the agent
-/// leaves, nothing is lost; when an agent appears (a restart, or `--replace`), everything still
-/// held is asserted to it afresh. Addressing the unique name means a call that raced with the
-/// restart goes to the old agent and fails harmlessly, instead of being counted twice.
+/// every change is kept locally first, answered at once, then sent to the agent's *unique* name
+/// without waiting for its reply. When the agent leaves, nothing is lost; when an agent appears
+/// (a restart, or `--replace`), everything still held is asserted to it afresh. Addressing the
+/// unique name means a call that raced with the restart goes to the old agent and fails
+/// harmlessly, instead of being counted twice.
+///
+/// The bus is optional too: with none, or after it goes away, the client is offline and tries
+/// again with a growing delay (0.1 s doubling to 5 s); it attaches when the bus is back, and
+/// the agent's arrival re-asserts everything as above. Only `close()` ends the client.
 ///
 /// @unchecked Sendable: every property is touched only on `loop`'s thread (jobs arrive through
 /// its mailbox); `mailbox` itself is thread-safe.
@@ -24,7 +31,15 @@ final class ClientCore: @unchecked Sendable {
     let loop = EventLoop()
     let mailbox: EventLoop.Mailbox
     private(set) var connection: Connection?
-    private(set) var uniqueName = ""
+    /// The bus to use (nil: the session bus), and the next delay before trying it again.
+    private var address: String?
+    private var retryDelay = ClientCore.firstRetry
+    private var retryTimer: TimerID?
+    static let firstRetry: UInt64 = 100_000_000
+    static let lastRetry: UInt64 = 5_000_000_000
+    /// This connection's unique name ("" while offline); read from any thread.
+    private let identity = Mutex("")
+    var uniqueName: String { identity.withLock { $0 } }
 
     /// The agent's unique name while it is on the bus.
     private(set) var owner: String?
@@ -43,6 +58,8 @@ final class ClientCore: @unchecked Sendable {
     var watchIndex: [Int: WatchPlace] = [:]
 
     private var status: ActivityStatus?
+    /// Waiting for the next agent (image slots that found none).
+    private var agentWaiters: [() -> Void] = []
     private var statusStreams: [Int: AsyncStream<ActivityStatus?>.Continuation] = [:]
 
     struct LeaseRecord {
@@ -78,6 +95,7 @@ final class ClientCore: @unchecked Sendable {
         var thread = pthread_t()
         let rc = pthread_create(&thread, nil, { raw in
             let start = Unmanaged<StartContext>.fromOpaque(raw!).takeRetainedValue()
+            setCurrentThreadName("netactivity-cl")
             start.core.run(address: start.address, start.done)
             return nil
         }, context)
@@ -101,28 +119,56 @@ final class ClientCore: @unchecked Sendable {
     }
 
     private func run(address: String?, _ done: @Sendable (Result<Void, NetActivityError>) -> Void) {
+        self.address = address
+        attach()
+        done(.success(()))
+        loop.run()
+        shutDown()
+        connection = nil
+    }
+
+    /// Connects to the bus and looks for the agent; offline, tries again later.
+    private func attach() {
+        retryTimer = nil
+        guard !isClosed, connection == nil else { return }
         do {
             let c = try Connection(address: address)
             connection = c
-            uniqueName = c.uniqueName
+            identity.withLock { $0 = c.uniqueName }
             c.attach(to: loop)
             try subscribe(c)
             // Match first, then ask: no owner change can fall between the two.
             let reply = try? c.busCall("GetNameOwner") { w in w.append(Self.busName) }
             var r = reply?.reader()
+            retryDelay = Self.firstRetry
             if let name = try? r?.read(String.self) {
                 ownerChanged(to: name)
             } else {
                 startAgent(c)
             }
         } catch {
-            done(.failure(NetActivityError(error)))
-            return
+            connection?.close()
+            connection = nil
+            identity.withLock { $0 = "" }
+            scheduleAttach()
         }
-        done(.success(()))
-        loop.run()
-        shutDown()
+    }
+
+    private func scheduleAttach() {
+        guard !isClosed, retryTimer == nil else { return }
+        let delay = retryDelay
+        retryDelay = min(retryDelay * 2, Self.lastRetry)
+        retryTimer = loop.schedule(afterNanoseconds: delay) { [unowned self] in self.attach() }
+    }
+
+    /// The bus went away: keep everything, go offline, and try again.
+    private func connectionLost() {
+        connection?.close()
         connection = nil
+        identity.withLock { $0 = "" }
+        ownerChanged(to: "")
+        endRemoteWatches()
+        scheduleAttach()
     }
 
     private func subscribe(_ c: Connection) throws(DBusError) {
@@ -153,10 +199,7 @@ final class ClientCore: @unchecked Sendable {
             done(ok ? .success(()) : .failure(NetActivityError(name: name, message: text)))
         }
         subscribeToTasks(c)
-        c.onDisconnect = { [unowned self] in
-            self.ownerChanged(to: "")
-            self.shutDown()
-        }
+        c.onDisconnect = { [unowned self] in self.connectionLost() }
     }
 
     /// Asks the bus to start an activatable agent; its arrival shows up as an owner change.
@@ -167,10 +210,11 @@ final class ClientCore: @unchecked Sendable {
         }) { _ in }
     }
 
-    /// True once the connection is closed (by the app, or because the bus went away).
+    /// True once the app closed the client.
     private(set) var isClosed = false
 
-    static let closedError = NetActivityError(.disconnected, "The connection to the bus is closed")
+    static let closedError = NetActivityError(.disconnected, "This NetActivity was closed by the app")
+    static let notRunning = NetActivityError(.serviceUnknown, "The netactivity agent is not running")
 
     func shutDown() {
         guard !isClosed else { return }
@@ -198,10 +242,10 @@ final class ClientCore: @unchecked Sendable {
 
     func send(
         _ member: String, path: String = ClientCore.path, interface: String = ClientCore.interface,
-        _ body: (inout MessageWriter) throws -> Void = { _ in }, reply: Completion<Message>? = nil
+        _ body: (inout MessageWriter) throws -> Void = { _ in }, timeout: Int32 = 25_000, reply: Completion<Message>? = nil
     ) {
         guard let owner, let connection else {
-            reply?(.failure(NetActivityError(.serviceUnknown, "The agent is not running")))
+            reply?(.failure(Self.notRunning))
             return
         }
         do {
@@ -213,7 +257,7 @@ final class ClientCore: @unchecked Sendable {
                 connection.send(m)
                 return
             }
-            connection.callAsync(m, timeoutMilliseconds: 25_000) { result in
+            connection.callAsync(m, timeoutMilliseconds: timeout) { result in
                 reply(result.mapError { NetActivityError($0) })
             }
         } catch let e as DBusError {
@@ -268,6 +312,8 @@ final class ClientCore: @unchecked Sendable {
             publishStatus()
             return
         }
+        let waiting = agentWaiters
+        agentWaiters = []
         // Everything still held, afresh: counts, leases, live tasks.
         for _ in 0..<count { send(ActivityMember.Method.incrementActivityCount.rawValue) }
         for id in leases.keys.sorted() { assertLease(id) { _ in } }
@@ -280,49 +326,64 @@ final class ClientCore: @unchecked Sendable {
             }
         }
         refreshStatus()
+        for waiter in waiting { waiter() }
+    }
+
+    /// Calls `done` once the agent has answered a Peer.Ping sent after everything this client
+    /// has sent, and no task has newer progress than the agent was sent (or at once with no agent).
+    func settle(rounds: Int, _ done: @escaping () -> Void) {
+        send("Ping", interface: "org.freedesktop.DBus.Peer", timeout: 1000, reply: { [unowned self] result in
+            let behind = self.tasks.values.contains { $0.path != nil && ($0.progressInFlight || $0.record.progress != $0.agentProgress) }
+            if case .success = result, behind, rounds > 1 { return self.settle(rounds: rounds - 1, done) }
+            done()
+        })
+    }
+
+    /// Runs `body` once, the next time an agent appears (after everything held is re-asserted).
+    func whenAgentAppears(_ body: @escaping () -> Void) {
+        agentWaiters.append(body)
     }
 
     // MARK: counts
 
-    func increment(_ done: @escaping Completion<Void>) {
+    // Counting, leases and tasks answer at once, from the local truth; the agent hears of them
+    // without anyone waiting. If it refuses one (a per-app limit), the holding is dropped here
+    // too: tracking is advisory, and the app's own work never depends on it.
+
+    func increment() {
         count += 1
         let generation = self.generation
         send(ActivityMember.Method.incrementActivityCount.rawValue, reply: { [unowned self] result in
-            if case .failure(let e) = result, !Self.isAbsence(e) {
+            if case .failure(let e) = result, !Self.isAbsence(e), self.count > 0 {
                 // Refused (a limit): undo, and take it back from an agent that was told on re-assertion.
                 self.count -= 1
                 if generation != self.generation { self.send(ActivityMember.Method.decrementActivityCount.rawValue) }
             }
-            Self.settle(result, done)
         })
     }
 
-    func decrement(_ done: @escaping Completion<Void>) {
-        guard count > 0 else { return done(.success(())) }
+    func decrement() {
+        guard count > 0 else { return }
         count -= 1
-        send(ActivityMember.Method.decrementActivityCount.rawValue, reply: { result in Self.settle(result, done) })
+        send(ActivityMember.Method.decrementActivityCount.rawValue)
+    }
+
+    /// The app's own input, checked here so that it fails the same with or without an agent.
+    static func checkText(_ text: String, _ what: String, limit: Int) throws(NetActivityError) {
+        let bytes = text.utf8.count
+        if bytes > limit { throw .invalidArgs("The \(what) is \(bytes) bytes; at most \(limit) are allowed") }
     }
 
     // MARK: leases
 
-    func beginLease(reason: String, _ done: @escaping Completion<Int>) {
+    func beginLease(reason: String) -> Int {
         let id = nextID
         nextID += 1
         leases[id] = LeaseRecord(reason: reason)
-        guard owner != nil else { return done(.success(id)) }
-        assertLease(id, answering(id, done) { [unowned self] in self.endLease(id) })
-    }
-
-    /// The completion of a new holding's first assertion: its id, or `undo` and the refusal.
-    private func answering(_ id: Int, _ done: @escaping Completion<Int>, undo: @escaping () -> Void) -> Completion<Void> {
-        { result in
-            switch result {
-            case .success: done(.success(id))
-            case .failure(let e):
-                undo()
-                done(.failure(e))
-            }
+        assertLease(id) { [unowned self] result in
+            if case .failure = result { self.endLease(id) }
         }
+        return id
     }
 
     private func assertLease(_ id: Int, _ done: @escaping Completion<Void>) {
@@ -349,12 +410,14 @@ final class ClientCore: @unchecked Sendable {
 
     // MARK: tasks
 
-    func beginTask(description: String, state: TaskState, progress: TaskProgress, _ done: @escaping Completion<Int>) {
+    func beginTask(description: String, state: TaskState, progress: TaskProgress) -> Int {
         let id = nextID
         nextID += 1
         tasks[id] = TaskEntry(record: TaskRecord(owner: uniqueName, description: description, state: state, progress: progress))
-        guard owner != nil else { return done(.success(id)) }
-        assertTask(id, answering(id, done) { [unowned self] in self.finish(id) })
+        assertTask(id) { [unowned self] result in
+            if case .failure = result { self.finish(id) }
+        }
+        return id
     }
 
     /// BeginTask for a live task, then whatever changed while the call was out.
@@ -426,17 +489,14 @@ final class ClientCore: @unchecked Sendable {
         if record.state == .completed { finish(id) }
     }
 
-    /// Applies `change` to task `id` locally, tells the streams, and syncs with the agent.
-    func updateTask(_ id: Int, _ done: @escaping Completion<Void>, _ change: (inout TaskRecord) throws(NetActivityError) -> Void) {
-        guard let entry = tasks[id] else { return done(.success(())) }  // completed already: a harmless no-op
-        do {
-            try change(&entry.record)
-        } catch {
-            return done(.failure(error))
-        }
+    /// Applies `change` to task `id` locally, tells the streams, and syncs with the agent (without
+    /// waiting for it).
+    func updateTask(_ id: Int, _ change: (inout TaskRecord) throws(NetActivityError) -> Void) throws(NetActivityError) {
+        guard let entry = tasks[id] else { return }  // completed already: a harmless no-op
+        try change(&entry.record)
         publish(entry)
         if entry.path == nil, entry.record.state == .completed, owner == nil { finish(id) }
-        sync(id, done)
+        sync(id)
     }
 
     func snapshot(of id: Int) -> TaskSnapshot? { tasks[id]?.snapshot }
@@ -505,8 +565,9 @@ final class ClientCore: @unchecked Sendable {
 
     /// Gives up a receipt: its completion is never called, and the agent stops the transfer when
     /// no receipt is left.
-    func cancelDownload(_ receipt: String) {
-        guard downloads.removeValue(forKey: receipt) != nil else { return }
+    func cancelDownload(_ receipt: String, answering error: NetActivityError? = nil) {
+        guard let done = downloads.removeValue(forKey: receipt) else { return }
+        if let error { done(.failure(error)) }
         send(DownloaderMember.Method.cancelDownload.rawValue, interface: Self.downloaderInterface, { w in w.append(receipt) }, reply: { _ in })
     }
 
@@ -542,8 +603,13 @@ final class ClientCore: @unchecked Sendable {
 
     // MARK: status
 
-    func currentStatus(_ done: @escaping Completion<ActivityStatus>) {
-        send("GetAll", interface: "org.freedesktop.DBus.Properties", { w in w.append(Self.interface) }, reply: { result in
+    /// The agent's properties by GetAll; `fallingBack`: within 250 ms, else the last ones it
+    /// published (a hung agent does not hold the app up).
+    func currentStatus(fallingBack: Bool = false, _ done: @escaping Completion<ActivityStatus>) {
+        let mirror = fallingBack ? status : nil
+        send("GetAll", interface: "org.freedesktop.DBus.Properties", { w in w.append(Self.interface) },
+             timeout: mirror == nil ? 25_000 : 250, reply: { result in
+            if case .failure(let e) = result, e.code == .disconnected, let mirror { return done(.success(mirror)) }
             done(result.flatMap { reply in
                 var r = reply.reader()
                 var s = ActivityStatus()

@@ -17,15 +17,23 @@ public enum ImageSource: Sendable, Equatable {
 ///   if its request is still the slot's current one: a late answer for an old URL never
 ///   overwrites a newer image.
 ///
+/// With no agent (not running, hung past its reply time, or restarting), the placeholder shows,
+/// `failure` hears `agentNotRunning` once, and the slot tries again by itself when an agent
+/// appears.
+///
 /// `apply` is the default way to show an image (or a placeholder); a `success` handler given to
 /// `setImage` replaces it for that request, and a `failure` handler hears errors (by default the
-/// placeholder stays). Handlers run on the client's thread, one at a time; hop to the UI thread there.
+/// placeholder stays). `decode`, `apply` and the handlers run on the slot's `CallbackExecutor`
+/// (the activity's unless given), one at a time and in order, never on the library's thread.
 ///
-/// `Image` is what the app shows (a GdkPixbuf wrapper, a texture, or plain bytes); `decode`
-/// turns downloaded bytes into one, and nil is reported as `NotAnImage`.
-public final class ImageSlot<Image: Sendable>: @unchecked Sendable {
-    // @unchecked Sendable: `current` is touched only on the client's thread (through its mailbox).
+/// `Image` is what the app shows (a GdkPixbuf wrapper, a texture, or plain bytes): it need not be
+/// `Sendable`, because images are made by `decode` and used by `apply` on the same executor and
+/// never cross to another thread. Placeholders are handed back to `apply` on that executor too.
+public final class ImageSlot<Image>: @unchecked Sendable {
+    // @unchecked Sendable: `current` is touched only on the client's thread (through its mailbox);
+    // images (`decode`'s results, placeholders) only on `callbacks`.
     private let core: ClientCore
+    private let callbacks: CallbackExecutor
     private let decode: @Sendable ([UInt8]) -> Image?
     private let apply: @Sendable (Image?) -> Void
     private var current: Request?
@@ -33,24 +41,35 @@ public final class ImageSlot<Image: Sendable>: @unchecked Sendable {
     public typealias Success = @Sendable (Image, ImageSource) -> Void
     public typealias Failure = @Sendable (NetActivityError) -> Void
 
+    /// A placeholder on its way from the app to `callbacks`, untouched in between.
+    private struct Carried: @unchecked Sendable {
+        let image: Image?
+    }
+
     private final class Request {
         let url: String
         let additionalIdentifier: String
+        let placeholder: Carried
         let success: Success?
         let failure: Failure?
         var receipt: String?
-        init(url: String, additionalIdentifier: String, success: Success?, failure: Failure?) {
+        /// Told the app once that there is no agent.
+        var reportedAbsence = false
+        init(url: String, additionalIdentifier: String, placeholder: Carried, success: Success?, failure: Failure?) {
             self.url = url
             self.additionalIdentifier = additionalIdentifier
+            self.placeholder = placeholder
             self.success = success
             self.failure = failure
         }
     }
 
     public init(
-        _ activity: NetActivity, decode: @escaping @Sendable ([UInt8]) -> Image?, apply: @escaping @Sendable (Image?) -> Void
+        _ activity: NetActivity, callbacks: CallbackExecutor? = nil,
+        decode: @escaping @Sendable ([UInt8]) -> Image?, apply: @escaping @Sendable (Image?) -> Void
     ) {
         core = activity.core
+        self.callbacks = callbacks ?? activity.callbacks
         self.decode = decode
         self.apply = apply
     }
@@ -65,25 +84,16 @@ public final class ImageSlot<Image: Sendable>: @unchecked Sendable {
         url: String, additionalIdentifier: String = "", placeholder: Image? = nil,
         success: Success? = nil, failure: Failure? = nil
     ) {
+        let placeholder = Carried(image: placeholder)
         core.mailbox.post { [self] in
             if let current, current.url == url, current.additionalIdentifier == additionalIdentifier { return }
             cancelCurrent()
-            guard !url.isEmpty else { return apply(placeholder) }
-            let request = Request(url: url, additionalIdentifier: additionalIdentifier, success: success, failure: failure)
+            // An empty URL clears the slot to the placeholder, or to nothing.
+            guard !url.isEmpty else { return callbacks { [apply] in apply(placeholder.image) } }
+            let request = Request(
+                url: url, additionalIdentifier: additionalIdentifier, placeholder: placeholder, success: success, failure: failure)
             current = request
-            // Weak from here on: a slot the app lets go cancels its receipt (deinit) and applies nothing.
-            core.lookupImage(url: url, additionalIdentifier: additionalIdentifier) { [weak self] result in
-                guard let self, current === request else { return }
-                switch result {
-                case .success(let bytes?):
-                    show(bytes, from: .cache, for: request)
-                case .success(nil):
-                    if let placeholder { apply(placeholder) }
-                    download(request)
-                case .failure(let error):
-                    fail(request, error)
-                }
-            }
+            load(request)
         }
     }
 
@@ -98,6 +108,28 @@ public final class ImageSlot<Image: Sendable>: @unchecked Sendable {
         if let receipt = request.receipt { core.cancelDownload(receipt) }
     }
 
+    private func showPlaceholder(_ placeholder: Carried) {
+        guard placeholder.image != nil else { return }
+        callbacks { [apply] in apply(placeholder.image) }
+    }
+
+    /// The cache, then the downloader.
+    private func load(_ request: Request) {
+        // Weak from here on: a slot the app lets go cancels its receipt (deinit) and applies nothing.
+        core.lookupImage(url: request.url, additionalIdentifier: request.additionalIdentifier) { [weak self] result in
+            guard let self, current === request else { return }
+            switch result {
+            case .success(let bytes?):
+                show(bytes, from: .cache, for: request)
+            case .success(nil):
+                showPlaceholder(request.placeholder)
+                download(request)
+            case .failure(let error):
+                fail(request, error)
+            }
+        }
+    }
+
     private func download(_ request: Request) {
         core.download(url: request.url, additionalIdentifier: request.additionalIdentifier, reload: false, onReceipt: {
             [weak self, core] receipt in
@@ -106,6 +138,7 @@ public final class ImageSlot<Image: Sendable>: @unchecked Sendable {
             request.receipt = receipt
         }) { [weak self] result in
             guard let self, current === request else { return }
+            request.receipt = nil
             switch result {
             case .success(let cached):
                 core.lookupImage(url: request.url, additionalIdentifier: request.additionalIdentifier) { [weak self] result in
@@ -128,23 +161,41 @@ public final class ImageSlot<Image: Sendable>: @unchecked Sendable {
 
     private func show(_ bytes: [UInt8], from source: ImageSource, for request: Request) {
         current = nil
-        guard let image = decode(bytes) else {
-            request.failure?(NetActivityError(
-                .notAnImage, "\(request.url) could not be decoded"))
-            return
+        let (decode, apply, success, failure, url) = (decode, apply, request.success, request.failure, request.url)
+        callbacks {
+            guard let image = decode(bytes) else {
+                failure?(NetActivityError(.notAnImage, "\(url) could not be decoded"))
+                return
+            }
+            if let success { success(image, source) } else { apply(image) }
         }
-        if let success = request.success { success(image, source) } else { apply(image) }
     }
 
     private func fail(_ request: Request, _ error: NetActivityError) {
+        // No agent (or it went away mid-download): the placeholder stays, the app hears it once,
+        // and the request is tried again when an agent is there.
+        if error.code == .agentNotRunning || error.code == .disconnected {
+            showPlaceholder(request.placeholder)
+            if !request.reportedAbsence {
+                request.reportedAbsence = true
+                let failure = request.failure
+                callbacks { failure?(ClientCore.notRunning) }
+            }
+            core.whenAgentAppears { [weak self] in
+                guard let self, current === request else { return }
+                load(request)
+            }
+            return
+        }
         current = nil
-        request.failure?(error)
+        let failure = request.failure
+        callbacks { failure?(error) }
     }
 }
 
 extension ImageSlot where Image == [UInt8] {
     /// A slot of encoded image bytes (PNG, JPEG, ...), for apps that decode themselves.
-    public convenience init(_ activity: NetActivity, apply: @escaping @Sendable ([UInt8]?) -> Void) {
-        self.init(activity, decode: { $0 }, apply: apply)
+    public convenience init(_ activity: NetActivity, callbacks: CallbackExecutor? = nil, apply: @escaping @Sendable ([UInt8]?) -> Void) {
+        self.init(activity, callbacks: callbacks, decode: { $0 }, apply: apply)
     }
 }

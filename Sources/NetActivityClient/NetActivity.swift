@@ -6,33 +6,52 @@ import NetActivityCore
 /// publish tasks that panels can show. Async and safe to share between tasks and threads.
 ///
 /// ```swift
-/// let activity = try await NetActivity.connect()
+/// let activity = await NetActivity.connect()
 /// let feed = try await activity.withActivity(reason: "refresh feed") {
 ///     try await loadFeed()
 /// }
 /// ```
 ///
-/// What you hold is kept by the library and mirrored to the agent: if the agent restarts, your
-/// counts, leases and live tasks are asserted to the new one within a moment, and while no agent
-/// is running they are simply held here (the calls succeed). Refusals by the agent (bad
-/// arguments, limits) are thrown as `NetActivityError` with a typed `code`.
+/// Tracking is advisory, so this never fails or delays the app: `connect()` always returns a
+/// usable value (offline while there is no bus or no agent, attaching when they appear, again
+/// after the bus goes away), and counts, leases, tasks and tracking are kept by the library,
+/// answered at once and mirrored to the agent in the background: if the agent restarts, or is
+/// hung, the app's work goes on and the new agent gets everything still held. The only errors
+/// thrown are about the app's own input (a reason or description over 1,024 bytes, progress
+/// going backwards) or a call after `close()`; queries (`status()`, the image cache, downloads)
+/// may also say that the agent is not running.
 ///
-/// The connection is served by one thread of its own; no blocking call runs on Swift's
-/// cooperative pool.
+/// The connection is served by one thread of its own ("netactivity-cl"); no blocking call runs
+/// on Swift's cooperative pool, and the app's callbacks run on a `CallbackExecutor`, never there.
 public final class NetActivity: Sendable {
     let core: ClientCore
+    /// Where bindings and image slots deliver, unless given their own executor.
+    public let callbacks: CallbackExecutor
 
-    private init(core: ClientCore) { self.core = core }
+    private init(core: ClientCore, callbacks: CallbackExecutor) {
+        self.core = core
+        self.callbacks = callbacks
+    }
 
-    /// Connects to the session bus, or to the bus at `address`. If the agent is not running,
-    /// the bus is asked to start it (D-Bus activation); the connection works either way.
-    public static func connect(address: String? = nil) async throws(NetActivityError) -> NetActivity {
-        let core = ClientCore()
-        let result: Result<Void, NetActivityError> = await withCheckedContinuation { c in
-            core.start(address: address) { c.resume(returning: $0) }
+    /// Connects to the session bus, or to the bus at `address`, and returns once the first try is
+    /// over (a few milliseconds; at once with no bus). If the agent is not running, the bus is
+    /// asked to start it (D-Bus activation). Never fails: see the type's notes.
+    ///
+    /// `callbacks` is where bindings and image slots run the app's closures by default: a serial
+    /// queue of the library's own unless given (`.dispatch(.main)`, a GLib main context, ...).
+    public static func connect(address: String? = nil, callbacks: CallbackExecutor? = nil) async -> NetActivity {
+        let activity = NetActivity(core: ClientCore(), callbacks: callbacks ?? .serialQueue(label: "netactivity-callbacks"))
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            activity.core.start(address: address) { _ in c.resume() }
         }
-        try result.get()
-        return NetActivity(core: core)
+        return activity
+    }
+
+    /// The same without waiting: usable at once (calls made before the bus answers are held and
+    /// sent when it does), for an app's synchronous start-up code.
+    public convenience init(address: String? = nil, callbacks: CallbackExecutor? = nil) {
+        self.init(core: ClientCore(), callbacks: callbacks ?? .serialQueue(label: "netactivity-callbacks"))
+        core.start(address: address) { _ in }
     }
 
     deinit { close() }
@@ -42,7 +61,8 @@ public final class NetActivity: Sendable {
         core.mailbox.post { [core] in core.shutDown() }
     }
 
-    /// This connection's unique bus name (the owner of its tasks).
+    /// This connection's unique bus name (the owner of its tasks); "" while offline. A new
+    /// connection after the bus comes back has a new one.
     public var uniqueName: String { core.uniqueName }
 
     /// Runs `body` on the client's thread and waits for it to call back.
@@ -64,20 +84,28 @@ public final class NetActivity: Sendable {
 
     // MARK: activity
 
-    /// Adds one to this client's activity count.
+    /// Adds one to this client's activity count. Answers at once.
     public func incrementActivityCount() async throws(NetActivityError) {
-        try await perform { core, done in core.increment(done) }
+        try await perform { core, done in
+            core.increment()
+            done(.success(()))
+        }
     }
 
-    /// Removes one from this client's activity count (never below zero).
+    /// Removes one from this client's activity count (never below zero). Answers at once.
     public func decrementActivityCount() async throws(NetActivityError) {
-        try await perform { core, done in core.decrement(done) }
+        try await perform { core, done in
+            core.decrement()
+            done(.success(()))
+        }
     }
 
     /// Begins a lease: the indicator counts it until `end()`, the lease is released, or this
-    /// connection closes. `reason` is for logs (at most 1024 bytes).
+    /// connection closes. `reason` is for logs (at most 1024 bytes of UTF-8, else
+    /// `invalidArguments`). Answers at once.
     public func beginActivity(reason: String) async throws(NetActivityError) -> NetActivityLease {
-        let id: Int = try await perform { core, done in core.beginLease(reason: reason, done) }
+        try ClientCore.checkText(reason, "reason", limit: NetActivityLimits.maxReasonBytes)
+        let id: Int = try await perform { core, done in done(.success(core.beginLease(reason: reason))) }
         return NetActivityLease(core: core, id: id)
     }
 
@@ -93,14 +121,17 @@ public final class NetActivity: Sendable {
     // MARK: tasks
 
     /// Begins a task that panels can list and follow (`org.example.NetActivity.Task`). It counts
-    /// as activity while running. Sizes of 0 mean unknown.
+    /// as activity while running. Sizes of 0 mean unknown. `description`: at most 1024 bytes of
+    /// UTF-8 (else `invalidArguments`). Answers at once; the task's `path` comes when the agent
+    /// has it.
     public func beginTask(
         _ description: String, expectedToSend: UInt64 = 0, expectedToReceive: UInt64 = 0, suspended: Bool = false
     ) async throws(NetActivityError) -> NetActivityTask {
+        try ClientCore.checkText(description, "description", limit: NetActivityLimits.maxDescriptionBytes)
         let progress = TaskProgress(expectedToSend: expectedToSend, expectedToReceive: expectedToReceive)
         let state: TaskState = suspended ? .suspended : .running
         let id: Int = try await perform { core, done in
-            core.beginTask(description: description, state: state, progress: progress, done)
+            done(.success(core.beginTask(description: description, state: state, progress: progress)))
         }
         return NetActivityTask(core: core, id: id)
     }
@@ -174,10 +205,34 @@ public final class NetActivity: Sendable {
     /// returns its bytes. Requests for the same URL from any app share one transfer. Errors:
     /// `.agent("InvalidURL")`, `.agent("HTTP")`, `.agent("Timeout")`, `.agent("TooLarge")`,
     /// `.agent("NotAnImage")`, `.agent("Network")`.
+    ///
+    /// Cancelling the Swift task gives the receipt back at once (the shared transfer stops when no
+    /// app is left waiting for it) and throws `.agent("Cancelled")`.
     public func downloadImage(url: String, additionalIdentifier: String = "", reload: Bool = false) async throws(NetActivityError) -> [UInt8] {
-        _ = try await perform { core, done in
-            core.download(url: url, additionalIdentifier: additionalIdentifier, reload: reload, done)
-        } as Bool
+        let cancel = DownloadCancellation()
+        let result: Result<Bool, NetActivityError> = await withTaskCancellationHandler {
+            await withCheckedContinuation { c in
+                let posted = core.mailbox.post { [core] in
+                    guard !core.isClosed else { return c.resume(returning: .failure(ClientCore.closedError)) }
+                    guard !cancel.requested else { return c.resume(returning: .failure(DownloadCancellation.error)) }
+                    core.download(url: url, additionalIdentifier: additionalIdentifier, reload: reload, onReceipt: { receipt in
+                        cancel.receipt = receipt
+                        if cancel.requested { cancel.finish?() }
+                    }) { c.resume(returning: $0) }
+                    cancel.finish = { [core] in
+                        guard let receipt = cancel.receipt else { return }
+                        core.cancelDownload(receipt, answering: DownloadCancellation.error)
+                    }
+                }
+                if !posted { c.resume(returning: .failure(ClientCore.closedError)) }
+            }
+        } onCancel: { [core] in
+            core.mailbox.post {
+                cancel.requested = true
+                cancel.finish?()
+            }
+        }
+        _ = try result.get()
         guard let bytes = try await image(url: url, additionalIdentifier: additionalIdentifier) else {
             throw NetActivityError(.notFound, "\(url) was downloaded but is no longer cached")
         }
@@ -186,9 +241,10 @@ public final class NetActivity: Sendable {
 
     // MARK: the indicator
 
-    /// The agent's properties now.
+    /// The agent's properties now (`agentNotRunning` when there is no agent). If the agent does
+    /// not answer within 250 ms (hung, or very busy), the last state it published is the answer.
     public func status() async throws(NetActivityError) -> ActivityStatus {
-        try await perform { core, done in core.currentStatus(done) }
+        try await perform { core, done in core.currentStatus(fallingBack: true, done) }
     }
 
     /// The indicator as it changes: the current status first, then one element per change
@@ -200,10 +256,29 @@ public final class NetActivity: Sendable {
         return stream
     }
 
+    /// Waits until the agent has seen every call made so far (counts, leases, tasks and their
+    /// latest progress), or until there is no agent, or 1 s. The calls themselves never wait;
+    /// this is for code (tests, scripts) that reads the agent's state from elsewhere right after.
+    public func settled() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let posted = core.mailbox.post { [core] in core.settle(rounds: 8) { c.resume() } }
+            if !posted { c.resume() }
+        }
+    }
+
     /// Whether an agent is on the bus now.
     public func isAgentRunning() async -> Bool {
         (try? await perform { core, done in done(.success(core.owner != nil)) }) ?? false
     }
+}
+
+/// The loop thread's view of one `downloadImage` call's cancellation. @unchecked Sendable: every
+/// property is touched only on the client's thread.
+final class DownloadCancellation: @unchecked Sendable {
+    static let error = NetActivityError(.cancelled, "The download was cancelled")
+    var requested = false
+    var receipt: String?
+    var finish: (() -> Void)?
 }
 
 /// A held activity lease from `NetActivity.beginActivity`. It ends with `end()`, when released,
@@ -305,7 +380,7 @@ public struct NetActivityTask: Sendable, Hashable {
                 if core.isClosed {
                     c.resume(returning: .failure(ClientCore.closedError))
                 } else {
-                    core.updateTask(id, { c.resume(returning: $0) }, change)
+                    c.resume(returning: Result { () throws(NetActivityError) in try core.updateTask(id, change) })
                 }
             }
             if !posted { c.resume(returning: .failure(ClientCore.closedError)) }
@@ -313,14 +388,18 @@ public struct NetActivityTask: Sendable, Hashable {
         try result.get()
     }
 
-    /// Reports byte progress (sizes of 0 mean unknown). Counters only grow and stay within known
-    /// sizes (`invalidArguments` otherwise). Cheap to call often: the library sends the agent the
-    /// latest values with at most one update in flight.
+    /// Reports byte progress; a size left out (nil) keeps its value, and 0 means unknown.
+    /// Counters only grow and stay within known sizes (`invalidArguments` otherwise). Answers at
+    /// once and is cheap to call often: the library sends the agent the latest values with at
+    /// most one update in flight.
     public func setProgress(
-        sent: UInt64 = 0, expectedToSend: UInt64 = 0, received: UInt64 = 0, expectedToReceive: UInt64 = 0
+        sent: UInt64? = nil, expectedToSend: UInt64? = nil, received: UInt64? = nil, expectedToReceive: UInt64? = nil
     ) async throws(NetActivityError) {
-        let next = TaskProgress(sent: sent, expectedToSend: expectedToSend, received: received, expectedToReceive: expectedToReceive)
         try await perform { record throws(NetActivityError) in
+            let now = record.progress
+            let next = TaskProgress(
+                sent: sent ?? now.sent, expectedToSend: expectedToSend ?? now.expectedToSend,
+                received: received ?? now.received, expectedToReceive: expectedToReceive ?? now.expectedToReceive)
             do throws(TaskProgress.Refusal) {
                 _ = try record.setProgress(next)
             } catch {
@@ -340,6 +419,13 @@ public struct NetActivityTask: Sendable, Hashable {
     /// Completes the task; an empty `error` is success.
     public func complete(error: String = "") async throws(NetActivityError) {
         try await perform { record in _ = record.complete(error: error) }
+    }
+
+    /// The task's object path at the agent (`org.example.NetActivity.Task`), for panels and for
+    /// `bind(toTaskAt:)` in other processes; nil while no agent holds it (just begun, no agent, or
+    /// the agent restarting: a restarted agent gives it a new path), and after completion.
+    public var path: String? {
+        get async { await snapshot()?.path }
     }
 
     /// The task now; nil once it has completed and left the library.

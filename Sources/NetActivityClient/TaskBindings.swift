@@ -4,8 +4,8 @@ import NetActivityCore
 // as bindings a Linux UI can drive: each follows one task at a time (any client's, by path, or
 // one of this app's own) and tells the app what to show through a closure.
 //
-// Closures run on the client's own thread, one at a time and in order; hop to the UI thread
-// there (a GLib idle source, DispatchQueue.main, a MainActor task) and never block in them.
+// Closures run on the binding's `CallbackExecutor` (the activity's unless given), one at a time
+// and in order, never on the library's thread: a closure that blocks delays only later closures.
 
 /// Shows whether a task is running, like a spinner (UIActivityIndicatorView+AFNetworking).
 ///
@@ -17,13 +17,15 @@ public final class TaskSpinnerBinding: Sendable {
     private let follower: TaskFollower
 
     /// `onAnimatingChange(true)`: start animating; `false`: stop.
-    public init(_ activity: NetActivity, onAnimatingChange: @escaping @Sendable (Bool) -> Void) {
-        follower = TaskFollower(core: activity.core, reaction: SpinnerReaction(report: onAnimatingChange))
+    public init(_ activity: NetActivity, callbacks: CallbackExecutor? = nil, onAnimatingChange: @escaping @Sendable (Bool) -> Void) {
+        let deliver = callbacks ?? activity.callbacks
+        follower = TaskFollower(core: activity.core, reaction: SpinnerReaction { value in deliver { onAnimatingChange(value) } })
     }
 
     /// Follows the task at `path` (any client's, e.g. from `netactivity tasks` or GetManagedObjects).
     public func bind(toTaskAt path: String) { follower.bind(.path(path)) }
-    /// Follows one of this app's tasks; this survives agent restarts.
+    /// Follows one of this app's tasks (begun on any of its `NetActivity` connections); this
+    /// survives agent restarts.
     public func bind(to task: NetActivityTask) { follower.bind(.task(task)) }
     /// Stops following; nothing more is reported.
     public func unbind() { follower.unbind() }
@@ -38,8 +40,9 @@ public final class TaskSpinnerBinding: Sendable {
 public final class RefreshControlBinding: Sendable {
     private let follower: TaskFollower
 
-    public init(_ activity: NetActivity, onRefreshingChange: @escaping @Sendable (Bool) -> Void) {
-        follower = TaskFollower(core: activity.core, reaction: RefreshReaction(report: onRefreshingChange))
+    public init(_ activity: NetActivity, callbacks: CallbackExecutor? = nil, onRefreshingChange: @escaping @Sendable (Bool) -> Void) {
+        let deliver = callbacks ?? activity.callbacks
+        follower = TaskFollower(core: activity.core, reaction: RefreshReaction { value in deliver { onRefreshingChange(value) } })
     }
 
     public func bind(toTaskAt path: String) { follower.bind(.path(path)) }
@@ -73,8 +76,14 @@ public final class ProgressBinding: Sendable {
 
     private let follower: TaskFollower
 
-    public init(_ activity: NetActivity, direction: Direction, onProgress: @escaping @Sendable (TransferProgress) -> Void) {
-        follower = TaskFollower(core: activity.core, reaction: ProgressReaction(direction: direction, report: onProgress))
+    public init(
+        _ activity: NetActivity, direction: Direction, callbacks: CallbackExecutor? = nil,
+        onProgress: @escaping @Sendable (TransferProgress) -> Void
+    ) {
+        let deliver = callbacks ?? activity.callbacks
+        follower = TaskFollower(core: activity.core, reaction: ProgressReaction(direction: direction) { value in
+            deliver { onProgress(value) }
+        })
     }
 
     public func bind(toTaskAt path: String) { follower.bind(.path(path)) }
@@ -103,6 +112,8 @@ final class TaskFollower: @unchecked Sendable {
     private let core: ClientCore
     private let reaction: any TaskReaction
     private var key: Int?
+    /// The watch on another connection's thread, for a task of another `NetActivity`.
+    private var foreign: (core: ClientCore, watch: ForeignWatch)?
     /// Bumped by every bind, unbind and end: a watcher of an older binding changes nothing.
     private var generation = 0
 
@@ -113,6 +124,7 @@ final class TaskFollower: @unchecked Sendable {
 
     deinit {
         if let key { core.mailbox.post { [core] in core.unwatchTask(key) } }
+        if let foreign { foreign.watch.end(on: foreign.core) }
     }
 
     func bind(_ target: Target) {
@@ -132,9 +144,13 @@ final class TaskFollower: @unchecked Sendable {
                 key = core.watchTask(path: path, watcher)
             case .task(let task) where task.core === core:
                 key = core.watchTask(id: task.id, watcher)
-            case .task:
-                // A task of another connection: its state lives on that connection's thread.
-                key = core.watchTask(path: "", watcher)
+            case .task(let task):
+                // A task of another connection: its state lives on that connection's thread, which
+                // forwards each snapshot here.
+                let watch = ForeignWatch()
+                foreign = (task.core, watch)
+                watch.start(on: task.core, id: task.id, forwardingTo: core, UncheckedWatcher(call: watcher))
+                return
             }
             // The watcher may have ended the binding already (a completed or unknown task).
             if self.generation == generation { self.key = key } else { core.unwatchTask(key) }
@@ -152,7 +168,42 @@ final class TaskFollower: @unchecked Sendable {
             core.unwatchTask(key)
             self.key = nil
         }
+        if let foreign {
+            foreign.watch.end(on: foreign.core)
+            self.foreign = nil
+        }
         return generation
+    }
+}
+
+/// A watcher handed between the threads of two connections. @unchecked Sendable: it is only
+/// called on the thread of the connection it was made on (through that one's mailbox).
+struct UncheckedWatcher: @unchecked Sendable {
+    let call: TaskWatcher
+}
+
+/// A watch of one connection's task on behalf of a binding of another. @unchecked Sendable:
+/// `key` and `ended` are touched only on the watched connection's thread.
+final class ForeignWatch: @unchecked Sendable {
+    private var key: Int?
+    private var ended = false
+
+    func start(on owner: ClientCore, id: Int, forwardingTo home: ClientCore, _ watcher: UncheckedWatcher) {
+        let posted = owner.mailbox.post { [self] in
+            guard !ended else { return }
+            key = owner.watchTask(id: id) { snapshot in
+                home.mailbox.post { watcher.call(snapshot) }
+            }
+        }
+        if !posted { home.mailbox.post { watcher.call(nil) } }
+    }
+
+    func end(on owner: ClientCore) {
+        owner.mailbox.post { [self] in
+            ended = true
+            if let key { owner.unwatchTask(key) }
+            key = nil
+        }
     }
 }
 

@@ -7,7 +7,7 @@ public import NetActivityClient
 /// A URLSession (FoundationNetworking's, on Linux) whose every task is tracked at the agent:
 ///
 /// ```swift
-/// let web = TrackedURLSession(activity: try await NetActivity.connect())
+/// let web = TrackedURLSession(activity: await NetActivity.connect())
 /// let (data, response) = try await web.data(for: URLRequest(url: url))
 /// ```
 ///

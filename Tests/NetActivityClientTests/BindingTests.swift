@@ -13,7 +13,7 @@ struct BindingTests {
     init() async throws {
         bus = try TestBus()
         try await bus.startAgent()
-        activity = try await NetActivity.connect(address: bus.address)
+        activity = await NetActivity.connect(address: bus.address)
     }
 
     @Test("a spinner follows another process's task: running, suspended, running, completed; then nothing")

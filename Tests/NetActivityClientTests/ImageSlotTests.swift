@@ -25,7 +25,7 @@ struct ImageSlotTests {
         bus = try TestBus()
         try await bus.startAgent()
         server = try LocalHTTPServer(files: ["a.png": a, "b.png": b])
-        activity = try await NetActivity.connect(address: bus.address)
+        activity = await NetActivity.connect(address: bus.address)
     }
 
     func slot(_ shown: Recorder<Shown>) -> ImageSlot<[UInt8]> {
@@ -90,7 +90,7 @@ struct ImageSlotTests {
     func lateAnswerForOldURL() async throws {
         // Another app wants a.png too, so its transfer goes on after the slot lets go of it,
         // and finishes after the slot's newer image.
-        let otherApp = try await NetActivity.connect(address: bus.address)
+        let otherApp = await NetActivity.connect(address: bus.address)
         let urlA = server.url("gate/a.png")
         let slowA = Task { try await otherApp.downloadImage(url: urlA) }
         #expect(try await bus.eventually(within: 5) { server.count("/gate/a.png") == 1 })

@@ -12,10 +12,14 @@ struct NetActivityTests {
     func countsAndLeases() async throws {
         let bus = try TestBus()
         try await bus.startAgent()
-        let activity = try await NetActivity.connect(address: bus.address)
+        let activity = await NetActivity.connect(address: bus.address)
         try await activity.incrementActivityCount()
+        await activity.settled()  // the calls answer at once; the agent hears of them just after
         #expect(try bus.status().activityCount == 1)
-        let inside = try await activity.withActivity(reason: "sync") { try bus.status().activityCount }
+        let inside = try await activity.withActivity(reason: "sync") {
+            await activity.settled()
+            return try bus.status().activityCount
+        }
         #expect(inside == 2)
         #expect(try await bus.eventually(within: 2) { try bus.status().activityCount == 1 })
         struct Boom: Error {}
@@ -25,6 +29,7 @@ struct NetActivityTests {
         #expect(try await bus.eventually(within: 2) { try bus.status().activityCount == 1 })
         try await activity.decrementActivityCount()
         try await activity.decrementActivityCount()  // never below zero
+        await activity.settled()
         #expect(try bus.status().activityCount == 0)
         activity.close()
     }
@@ -33,13 +38,16 @@ struct NetActivityTests {
     func taskLifecycle() async throws {
         let bus = try TestBus()
         try await bus.startAgent()
-        let activity = try await NetActivity.connect(address: bus.address)
+        let activity = await NetActivity.connect(address: bus.address)
         let task = try await activity.beginTask("GET /feed", expectedToReceive: 1000)
         let states = task.states
-        let path = try #require(await task.snapshot()?.path)
+        // beginTask answers at once; the path comes when the agent has registered the task.
+        #expect(try await bus.eventually(within: 2) { await task.path != nil })
+        let path = try #require(await task.path)
         #expect(try bus.property(path, "org.example.NetActivity.Task", "Owner") == .string(activity.uniqueName))
-        try await task.setProgress(received: 250, expectedToReceive: 1000)
+        try await task.setProgress(received: 250)  // the expected size, left out, stays 1000
         try await task.suspend()
+        await activity.settled()
         #expect(try bus.property(path, "org.example.NetActivity.Task", "State") == .string("suspended"))
         #expect(try bus.property(path, "org.example.NetActivity.Task", "CountOfBytesReceived") == .uint64(250))
         #expect(try bus.status().activityCount == 0)
@@ -47,6 +55,7 @@ struct NetActivityTests {
         try await task.setProgress(received: 1000, expectedToReceive: 1000)
         try await task.complete()
         try await task.complete(error: "too late")  // harmless
+        await activity.settled()
         #expect(try bus.property(path, "org.example.NetActivity.Task", "State") == .string("completed"))
         #expect(try bus.property(path, "org.example.NetActivity.Task", "Error") == .string(""))
         #expect(try bus.property(path, "org.example.NetActivity.Task", "CountOfBytesReceived") == .uint64(1000))
@@ -61,7 +70,7 @@ struct NetActivityTests {
     func typedErrors() async throws {
         let bus = try TestBus()
         try await bus.startAgent()
-        let activity = try await NetActivity.connect(address: bus.address)
+        let activity = await NetActivity.connect(address: bus.address)
         let task = try await activity.beginTask("t", expectedToReceive: 100)
         try await task.setProgress(received: 50, expectedToReceive: 100)
         await #expect(throws: NetActivityError.self) { try await task.setProgress(received: 10, expectedToReceive: 100) }
@@ -78,6 +87,7 @@ struct NetActivityTests {
         } catch {
             #expect(error.code == .invalidArguments)
         }
+        await activity.settled()
         #expect(try bus.status().activityCount == 1, "the refused calls left nothing behind")
         activity.close()
     }
@@ -86,13 +96,14 @@ struct NetActivityTests {
     func reassertion() async throws {
         let bus = try TestBus()
         try await bus.startAgent()
-        let activity = try await NetActivity.connect(address: bus.address)
+        let activity = await NetActivity.connect(address: bus.address)
         let lease = try await activity.beginActivity(reason: "held across restarts")
         try await activity.incrementActivityCount()
         let task = try await activity.beginTask("long download", expectedToReceive: 4096)
         try await task.setProgress(received: 1024, expectedToReceive: 4096)
         let suspended = try await activity.beginTask("paused", suspended: true)
-        let oldPath = try #require(await task.snapshot()?.path)
+        await activity.settled()
+        let oldPath = try #require(await task.path)
         #expect(try bus.status().activityCount == 3)
 
         let updates = activity.statusUpdates()
@@ -108,13 +119,18 @@ struct NetActivityTests {
         #expect(back, "the new agent did not get the held activity back within a second of starting")
         #expect(elapsed < 2)
 
-        let newPath = try #require(await task.snapshot()?.path)
+        #expect(try await bus.eventually(within: 2) {
+            guard let path = await task.path else { return false }
+            return (try? bus.property(path, "org.example.NetActivity.Task", "CountOfBytesReceived")) == .uint64(1024)
+        })
+        let newPath = try #require(await task.path)
         #expect(newPath.hasPrefix("/org/example/NetActivity/tasks/"))
         _ = oldPath  // The new agent numbers from 1 again; the path may or may not repeat.
         #expect(try bus.property(newPath, "org.example.NetActivity.Task", "Description") == .string("long download"))
         #expect(try bus.property(newPath, "org.example.NetActivity.Task", "CountOfBytesReceived") == .uint64(1024))
         #expect(try bus.property(newPath, "org.example.NetActivity.Task", "State") == .string("running"))
-        let pausedPath = try #require(await suspended.snapshot()?.path)
+        #expect(try await bus.eventually(within: 2) { await suspended.path != nil })
+        let pausedPath = try #require(await suspended.path)
         #expect(try bus.property(pausedPath, "org.example.NetActivity.Task", "State") == .string("suspended"))
 
         // The status stream saw the agent go (nil) and come back.
@@ -134,14 +150,14 @@ struct NetActivityTests {
     @Test("with no agent the calls still succeed, and the holdings reach the agent when it starts")
     func agentStartsLater() async throws {
         let bus = try TestBus()
-        let activity = try await NetActivity.connect(address: bus.address)
+        let activity = await NetActivity.connect(address: bus.address)
         #expect(await activity.isAgentRunning() == false)
         try await activity.incrementActivityCount()
         let task = try await activity.beginTask("queued before the agent")
         #expect(await task.snapshot()?.path == nil)
         try await bus.startAgent()
         #expect(try await bus.eventually(within: 1) { try bus.status().activityCount == 2 })
-        #expect(await task.snapshot()?.path != nil)
+        #expect(try await bus.eventually(within: 1) { await task.path != nil })
         activity.close()
     }
 
@@ -149,11 +165,12 @@ struct NetActivityTests {
     func closing() async throws {
         let bus = try TestBus()
         try await bus.startAgent()
-        let activity = try await NetActivity.connect(address: bus.address)
+        let activity = await NetActivity.connect(address: bus.address)
         try await activity.incrementActivityCount()
         let lease = try await activity.beginActivity(reason: "held")
         let task = try await activity.beginTask("open")
         let updates = activity.statusUpdates()
+        await activity.settled()
         #expect(try bus.status().activityCount == 3)
         activity.close()
         #expect(try await bus.eventually(within: 2) { try bus.status().activityCount == 0 })
@@ -172,8 +189,8 @@ struct NetActivityTests {
     func imageCache() async throws {
         let bus = try TestBus()
         try await bus.startAgent()
-        let app = try await NetActivity.connect(address: bus.address)
-        let other = try await NetActivity.connect(address: bus.address)
+        let app = await NetActivity.connect(address: bus.address)
+        let other = await NetActivity.connect(address: bus.address)
         let small = TestImages.png(width: 2, height: 2)
         let large = TestImages.jpeg(width: 800, height: 600, padding: 300_000)
         try await app.addImage(small, identifier: "small")
@@ -204,7 +221,7 @@ struct NetActivityTests {
         try await bus.startAgent()
         let server = try LocalHTTPServer(files: ["a.png": TestImages.png(width: 3, height: 3)])
         defer { server.stop() }
-        let app = try await NetActivity.connect(address: bus.address)
+        let app = await NetActivity.connect(address: bus.address)
         let bytes = try await app.downloadImage(url: server.url("a.png"))
         #expect(bytes == TestImages.png(width: 3, height: 3))
         #expect(try await app.image(url: server.url("a.png")) == bytes)

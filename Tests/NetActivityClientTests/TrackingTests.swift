@@ -48,7 +48,7 @@ struct TrackingTests {
 
     @Test("a request is a task with byte progress that completes when the body is read")
     func success() async throws {
-        let activity = try await NetActivity.connect(address: bus.address)
+        let activity = await NetActivity.connect(address: bus.address)
         let http = TrackedHTTPClient(.shared, activity: activity)
         let observer = try NetActivityClient(address: bus.address)
         let url = server.url("slow/big.bin")
@@ -60,7 +60,7 @@ struct TrackingTests {
         #expect(try bus.status().activityCount == 1)
 
         // Another client's progress bar follows it.
-        let watcher = try await NetActivity.connect(address: bus.address)
+        let watcher = await NetActivity.connect(address: bus.address)
         let seen = Recorder<TransferProgress>()
         let bar = ProgressBinding(watcher, direction: .download) { seen.append($0) }
         bar.bind(toTaskAt: try #require(task.path))
@@ -83,7 +83,7 @@ struct TrackingTests {
 
     @Test("failures complete the task with the error: an HTTP status, a dropped connection, a refused one")
     func failure() async throws {
-        let activity = try await NetActivity.connect(address: bus.address)
+        let activity = await NetActivity.connect(address: bus.address)
         let http = TrackedHTTPClient(.shared, activity: activity)
         let observer = try NetActivityClient(address: bus.address)
 
@@ -115,7 +115,7 @@ struct TrackingTests {
 
     @Test("a cancelled request, or a response dropped unread, completes as Cancelled")
     func cancellation() async throws {
-        let activity = try await NetActivity.connect(address: bus.address)
+        let activity = await NetActivity.connect(address: bus.address)
         let http = TrackedHTTPClient(.shared, activity: activity)
         let observer = try NetActivityClient(address: bus.address)
 
@@ -143,7 +143,7 @@ struct TrackingTests {
 
     @Test("withTransfer completes with the body's outcome; long errors are cut to the agent's limit")
     func withTransfer() async throws {
-        let activity = try await NetActivity.connect(address: bus.address)
+        let activity = await NetActivity.connect(address: bus.address)
         let observer = try NetActivityClient(address: bus.address)
         let value = try await activity.withTransfer("custom stack", expectedToReceive: 10) { (transfer: TrackedTransfer) async throws -> Int in
             transfer.didReceive(4)
@@ -177,7 +177,7 @@ struct TrackingTests {
 
     @Test("URLSession: a request is a task that completes with its outcome; failures and cancellation too")
     func urlSession() async throws {
-        let activity = try await NetActivity.connect(address: bus.address)
+        let activity = await NetActivity.connect(address: bus.address)
         let web = TrackedURLSession(activity: activity)
         defer { web.invalidate() }
         let observer = try NetActivityClient(address: bus.address)
@@ -213,7 +213,7 @@ struct TrackingTests {
 
     @Test("URLSession: a data task starts suspended and follows the app's resume and suspend")
     func urlSessionSuspendResume() async throws {
-        let activity = try await NetActivity.connect(address: bus.address)
+        let activity = await NetActivity.connect(address: bus.address)
         let web = TrackedURLSession(activity: activity)
         defer { web.invalidate() }
         let observer = try NetActivityClient(address: bus.address)

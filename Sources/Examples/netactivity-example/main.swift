@@ -24,7 +24,7 @@ guard !urls.isEmpty, !urls.contains(where: { $0.hasPrefix("-") }) else {
     _ = text.withCString { write(1, $0, strlen($0)) }
 }
 
-let activity = try await NetActivity.connect()
+let activity = await NetActivity.connect()
 say("connected as \(activity.uniqueName)")
 
 // 1. Tracked requests: no counting by hand; each shows as a task with byte progress.
