@@ -77,9 +77,9 @@ public final class PrivateBus {
     public let address: String
     public let pid: Int32
 
-    /// Starts `dbus-daemon --session --nofork` on a socket in a temporary directory and waits for
-    /// its address.
-    public init(config: String = "--session") throws(SystemError) {
+    /// Starts `dbus-daemon --session --nofork` listening on `listen` (by default a socket in a
+    /// temporary directory) and waits for its address.
+    public init(config: String = "--session", listen: String = "unix:tmpdir=/tmp") throws(SystemError) {
         var out: [Int32] = [-1, -1]
         guard pipe(&out) == 0 else { throw SystemError("pipe", errno: errno) }
         var actions = posix_spawn_file_actions_t()
@@ -87,7 +87,7 @@ public final class PrivateBus {
         posix_spawn_file_actions_adddup2(&actions, out[1], 3)
         posix_spawn_file_actions_addclose(&actions, out[0])
         defer { posix_spawn_file_actions_destroy(&actions) }
-        let args = ["dbus-daemon", config, "--nofork", "--nopidfile", "--address=unix:tmpdir=/tmp", "--print-address=3"]
+        let args = ["dbus-daemon", config, "--nofork", "--nopidfile", "--address=" + listen, "--print-address=3"]
         var argv: [UnsafeMutablePointer<CChar>?] = args.map { strdup($0) } + [nil]
         defer { for p in argv { free(p) } }
         var attr = ServiceProcess.defaultSignalsSpawnAttributes()

@@ -132,7 +132,9 @@ final class ClientCore: @unchecked Sendable {
         retryTimer = nil
         guard !isClosed, connection == nil else { return }
         do {
-            let c = try Connection(address: address)
+            // Without the bus's guid: a bus that comes back at the same socket has a new one, and
+            // libdbus refuses a server whose guid differs from the address's.
+            let c = try Connection(address: (address ?? Connection.sessionBusAddress()).map(Self.withoutGUID))
             connection = c
             identity.withLock { $0 = c.uniqueName }
             c.attach(to: loop)
@@ -152,6 +154,15 @@ final class ClientCore: @unchecked Sendable {
             identity.withLock { $0 = "" }
             scheduleAttach()
         }
+    }
+
+    /// `address` with every `guid=` key left out.
+    static func withoutGUID(_ address: String) -> String {
+        address.split(separator: ";", omittingEmptySubsequences: false).map { entry in
+            guard let colon = entry.firstIndex(of: ":") else { return String(entry) }
+            let keys = entry[entry.index(after: colon)...].split(separator: ",").filter { !$0.hasPrefix("guid=") }
+            return entry[...colon] + keys.joined(separator: ",")
+        }.joined(separator: ";")
     }
 
     private func scheduleAttach() {
@@ -329,10 +340,14 @@ final class ClientCore: @unchecked Sendable {
         for waiter in waiting { waiter() }
     }
 
-    /// Calls `done` once the agent has answered a Peer.Ping sent after everything this client
-    /// has sent, and no task has newer progress than the agent was sent (or at once with no agent).
+    /// Calls `done` once the agent has answered a call sent after everything this client has
+    /// sent, and no task has newer progress than the agent was sent (or at once with no agent).
+    /// Not Peer.Ping: libdbus answers that before the agent's own queue, where calls may wait.
     func settle(rounds: Int, _ done: @escaping () -> Void) {
-        send("Ping", interface: "org.freedesktop.DBus.Peer", timeout: 1000, reply: { [unowned self] result in
+        send("Get", interface: "org.freedesktop.DBus.Properties", { w in
+            w.append(Self.interface)
+            w.append("Version")
+        }, timeout: 1000, reply: { [unowned self] result in
             let behind = self.tasks.values.contains { $0.path != nil && ($0.progressInFlight || $0.record.progress != $0.agentProgress) }
             if case .success = result, behind, rounds > 1 { return self.settle(rounds: rounds - 1, done) }
             done()

@@ -53,8 +53,9 @@ public final class ImageSlot<Image>: @unchecked Sendable {
         let success: Success?
         let failure: Failure?
         var receipt: String?
-        /// Told the app once that there is no agent.
+        /// Told the app once that there is no agent; showed the placeholder once.
         var reportedAbsence = false
+        var showedPlaceholder = false
         init(url: String, additionalIdentifier: String, placeholder: Carried, success: Success?, failure: Failure?) {
             self.url = url
             self.additionalIdentifier = additionalIdentifier
@@ -108,8 +109,10 @@ public final class ImageSlot<Image>: @unchecked Sendable {
         if let receipt = request.receipt { core.cancelDownload(receipt) }
     }
 
-    private func showPlaceholder(_ placeholder: Carried) {
-        guard placeholder.image != nil else { return }
+    private func showPlaceholder(for request: Request) {
+        guard request.placeholder.image != nil, !request.showedPlaceholder else { return }
+        request.showedPlaceholder = true
+        let placeholder = request.placeholder
         callbacks { [apply] in apply(placeholder.image) }
     }
 
@@ -122,7 +125,7 @@ public final class ImageSlot<Image>: @unchecked Sendable {
             case .success(let bytes?):
                 show(bytes, from: .cache, for: request)
             case .success(nil):
-                showPlaceholder(request.placeholder)
+                showPlaceholder(for: request)
                 download(request)
             case .failure(let error):
                 fail(request, error)
@@ -175,7 +178,7 @@ public final class ImageSlot<Image>: @unchecked Sendable {
         // No agent (or it went away mid-download): the placeholder stays, the app hears it once,
         // and the request is tried again when an agent is there.
         if error.code == .agentNotRunning || error.code == .disconnected {
-            showPlaceholder(request.placeholder)
+            showPlaceholder(for: request)
             if !request.reportedAbsence {
                 request.reportedAbsence = true
                 let failure = request.failure

@@ -98,7 +98,7 @@ public struct NetActivityError: Error, Equatable, Sendable, CustomStringConverti
 
     public var description: String {
         isAgentNotRunning
-            ? "the netactivity agent is not running on this bus (start it with `netactivityd` or `make run`)"
+            ? "the netactivity agent is not running on this bus (\(message))"
             : "\(message) (\(name))"
     }
 }

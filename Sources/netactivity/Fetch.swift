@@ -27,7 +27,7 @@ struct Fetch: ParsableCommand {
             }
         } catch {
             bar.finish()
-            fail(error.isAgentNotRunning ? error.description : "\(url): \(error.message) (\(error.name))",
+            fail(error.isAgentNotRunning ? cliDescription(error) : "\(url): \(error.message) (\(error.name))",
                  code: error.isAgentNotRunning ? 69 : 1)
         }
         bar.finish()

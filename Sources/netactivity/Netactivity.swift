@@ -35,7 +35,12 @@ func fail(_ message: String, code: Int32) -> Never {
 
 /// The agent's errors, as the CLI reports them (69 when it is not running).
 func fail(_ error: NetActivityError) -> Never {
-    fail(error.description, code: error.isAgentNotRunning ? 69 : 1)
+    fail(cliDescription(error), code: error.isAgentNotRunning ? 69 : 1)
+}
+
+/// The error as a shell user reads it: with how to start the agent when it is not running.
+func cliDescription(_ error: NetActivityError) -> String {
+    error.isAgentNotRunning ? "the netactivity agent is not running on this bus (start it with `netactivityd`)" : error.description
 }
 
 /// The agent's status, or exit with the agent's error.

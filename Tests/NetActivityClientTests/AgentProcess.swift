@@ -5,11 +5,14 @@ import NetActivityClient
 
 /// A private dbus-daemon and the real netactivityd on it, for the library's tests.
 final class TestBus: @unchecked Sendable {
-    let bus: PrivateBus
+    private(set) var bus: PrivateBus
     private(set) var agentPID: pid_t = 0
+    private let listen: String
 
-    init() throws {
-        bus = try PrivateBus()
+    /// `listen`: a fixed `unix:path=` for a bus that restarts at the same address.
+    init(listen: String = "unix:tmpdir=/tmp") throws {
+        self.listen = listen
+        bus = try PrivateBus(listen: listen)
         // Agents started here keep their disk cache in a temporary folder, not in ~/.cache.
         var template = Array("/tmp/netactivity-cache-XXXXXX".utf8CString)
         if let dir = mkdtemp(&template) { setenv("XDG_CACHE_HOME", dir, 1) }
@@ -39,6 +42,22 @@ final class TestBus: @unchecked Sendable {
             try await Task.sleep(for: .milliseconds(10))
         }
         throw NetActivityError(name: "test.Timeout", message: "the agent did not start")
+    }
+
+    /// Kills the bus daemon (SIGKILL: every client loses it at once) and starts a new one at the
+    /// same address (use a fixed `listen`).
+    func restartBus() throws {
+        kill(bus.pid, SIGKILL)
+        var status: Int32 = 0
+        waitpid(bus.pid, &status, 0)
+        if listen.hasPrefix("unix:path=") { unlink(String(listen.dropFirst("unix:path=".count))) }
+        bus = try PrivateBus(listen: listen)
+    }
+
+    /// A fresh `unix:path=` address in a new temporary folder (no bus listens there yet).
+    static func fixedAddress() -> String {
+        var template = Array("/tmp/netactivity-bus-XXXXXX".utf8CString)
+        return "unix:path=" + String(cString: mkdtemp(&template)!) + "/bus"
     }
 
     func killAgent(_ sig: Int32 = SIGKILL) {
