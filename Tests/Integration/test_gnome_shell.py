@@ -133,7 +133,7 @@ class GnomeShellTests(unittest.TestCase):
         runtime = cls._owned_dir("runtime")
         cls.shots = cls._owned_dir("shots", mode=0o755)
         # The extension where `make install` puts it, in a prefix the shell reads through XDG_DATA_DIRS.
-        prefix = os.path.join(cls.dir, "prefix")
+        prefix = cls.prefix = os.path.join(cls.dir, "prefix")
         r = subprocess.run(["make", "-C", ROOT, "install", "PREFIX=" + prefix, "INSTALL_BIN=" + BIN],
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stdout + r.stderr
@@ -192,7 +192,8 @@ class GnomeShellTests(unittest.TestCase):
 
     @classmethod
     def _start_agent(cls):
-        proc = cls._spawn("netactivityd", [os.path.join(BIN, "netactivityd"), "--config", "", "--no-tray",
+        # The installed copy: the test user may not be able to enter the build folder.
+        proc = cls._spawn("netactivityd", [os.path.join(cls.prefix, "bin", "netactivityd"), "--config", "", "--no-tray",
                                           "--activation-delay", "0", "--completion-delay", "0"], cls.env)
         wait_until(lambda: cls.conn.name_has_owner(NAME) or proc.poll() is not None, 20, what="the agent")
         assert proc.poll() is None, cls.log("netactivityd")
