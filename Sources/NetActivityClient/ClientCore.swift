@@ -5,7 +5,7 @@ import NetActivityCore
 import Synchronization
 
 /// The async client's state and its bus connection, owned by one thread of its own
-/// ("netactivity-client").
+/// ("netactivity-cl" in `top -H`).
 ///
 /// The app's holdings (counts, leases, tasks) are the truth here, and the agent mirrors them:
 /// every change is kept locally first, answered at once, then sent to the agent's *unique* name
