@@ -40,4 +40,9 @@ public struct CallbackExecutor: Sendable {
     }
 
     func callAsFunction(_ job: @escaping @Sendable () -> Void) { run(job) }
+
+    /// `report`, called on this executor whenever the result is called.
+    func delivering<T: Sendable>(_ report: @escaping @Sendable (T) -> Void) -> @Sendable (T) -> Void {
+        { value in run { report(value) } }
+    }
 }

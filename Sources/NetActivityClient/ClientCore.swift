@@ -177,8 +177,7 @@ final class ClientCore: @unchecked Sendable {
         connection?.close()
         connection = nil
         identity.withLock { $0 = "" }
-        ownerChanged(to: "")
-        endRemoteWatches()
+        ownerChanged(to: "")  // which also ends the watches of tasks at the agent
         scheduleAttach()
     }
 
@@ -343,13 +342,13 @@ final class ClientCore: @unchecked Sendable {
     /// Calls `done` once the agent has answered a call sent after everything this client has
     /// sent, and no task has newer progress than the agent was sent (or at once with no agent).
     /// Not Peer.Ping: libdbus answers that before the agent's own queue, where calls may wait.
-    func settle(rounds: Int, _ done: @escaping () -> Void) {
+    func whenCaughtUp(rounds: Int, _ done: @escaping () -> Void) {
         send("Get", interface: "org.freedesktop.DBus.Properties", { w in
             w.append(Self.interface)
             w.append("Version")
         }, timeout: 1000, reply: { [unowned self] result in
             let behind = self.tasks.values.contains { $0.path != nil && ($0.progressInFlight || $0.record.progress != $0.agentProgress) }
-            if case .success = result, behind, rounds > 1 { return self.settle(rounds: rounds - 1, done) }
+            if case .success = result, behind, rounds > 1 { return self.whenCaughtUp(rounds: rounds - 1, done) }
             done()
         })
     }
@@ -578,8 +577,8 @@ final class ClientCore: @unchecked Sendable {
         })
     }
 
-    /// Gives up a receipt: its completion is never called, and the agent stops the transfer when
-    /// no receipt is left.
+    /// Gives up a receipt: its completion is never called (or is called with `error`, if given),
+    /// and the agent stops the transfer when no receipt is left.
     func cancelDownload(_ receipt: String, answering error: NetActivityError? = nil) {
         guard let done = downloads.removeValue(forKey: receipt) else { return }
         if let error { done(.failure(error)) }

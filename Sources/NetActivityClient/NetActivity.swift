@@ -28,9 +28,9 @@ public final class NetActivity: Sendable {
     /// Where bindings and image slots deliver, unless given their own executor.
     public let callbacks: CallbackExecutor
 
-    private init(core: ClientCore, callbacks: CallbackExecutor) {
+    private init(core: ClientCore, callbacks: CallbackExecutor?) {
         self.core = core
-        self.callbacks = callbacks
+        self.callbacks = callbacks ?? .serialQueue(label: "netactivity-callbacks")
     }
 
     /// Connects to the session bus, or to the bus at `address`, and returns once the first try is
@@ -40,7 +40,7 @@ public final class NetActivity: Sendable {
     /// `callbacks` is where bindings and image slots run the app's closures by default: a serial
     /// queue of the library's own unless given (`.dispatch(.main)`, a GLib main context, ...).
     public static func connect(address: String? = nil, callbacks: CallbackExecutor? = nil) async -> NetActivity {
-        let activity = NetActivity(core: ClientCore(), callbacks: callbacks ?? .serialQueue(label: "netactivity-callbacks"))
+        let activity = NetActivity(core: ClientCore(), callbacks: callbacks)
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             activity.core.start(address: address) { _ in c.resume() }
         }
@@ -50,7 +50,7 @@ public final class NetActivity: Sendable {
     /// The same without waiting: usable at once (calls made before the bus answers are held and
     /// sent when it does), for an app's synchronous start-up code.
     public convenience init(address: String? = nil, callbacks: CallbackExecutor? = nil) {
-        self.init(core: ClientCore(), callbacks: callbacks ?? .serialQueue(label: "netactivity-callbacks"))
+        self.init(core: ClientCore(), callbacks: callbacks)
         core.start(address: address) { _ in }
     }
 
@@ -217,19 +217,15 @@ public final class NetActivity: Sendable {
                     guard !cancel.requested else { return c.resume(returning: .failure(DownloadCancellation.error)) }
                     core.download(url: url, additionalIdentifier: additionalIdentifier, reload: reload, onReceipt: { receipt in
                         cancel.receipt = receipt
-                        if cancel.requested { cancel.finish?() }
+                        cancel.cancelIfDue(core)
                     }) { c.resume(returning: $0) }
-                    cancel.finish = { [core] in
-                        guard let receipt = cancel.receipt else { return }
-                        core.cancelDownload(receipt, answering: DownloadCancellation.error)
-                    }
                 }
                 if !posted { c.resume(returning: .failure(ClientCore.closedError)) }
             }
         } onCancel: { [core] in
             core.mailbox.post {
                 cancel.requested = true
-                cancel.finish?()
+                cancel.cancelIfDue(core)
             }
         }
         _ = try result.get()
@@ -261,7 +257,7 @@ public final class NetActivity: Sendable {
     /// this is for code (tests, scripts) that reads the agent's state from elsewhere right after.
     public func settled() async {
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let posted = core.mailbox.post { [core] in core.settle(rounds: 8) { c.resume() } }
+            let posted = core.mailbox.post { [core] in core.whenCaughtUp(rounds: 8) { c.resume() } }
             if !posted { c.resume() }
         }
     }
@@ -278,7 +274,13 @@ final class DownloadCancellation: @unchecked Sendable {
     static let error = NetActivityError(.cancelled, "The download was cancelled")
     var requested = false
     var receipt: String?
-    var finish: (() -> Void)?
+
+    /// Once the app has cancelled and the agent has given a receipt (in either order): gives the
+    /// receipt back and answers the call with `error`.
+    func cancelIfDue(_ core: ClientCore) {
+        guard requested, let receipt else { return }
+        core.cancelDownload(receipt, answering: Self.error)
+    }
 }
 
 /// A held activity lease from `NetActivity.beginActivity`. It ends with `end()`, when released,

@@ -18,8 +18,8 @@ public final class TaskSpinnerBinding: Sendable {
 
     /// `onAnimatingChange(true)`: start animating; `false`: stop.
     public init(_ activity: NetActivity, callbacks: CallbackExecutor? = nil, onAnimatingChange: @escaping @Sendable (Bool) -> Void) {
-        let deliver = callbacks ?? activity.callbacks
-        follower = TaskFollower(core: activity.core, reaction: SpinnerReaction { value in deliver { onAnimatingChange(value) } })
+        follower = TaskFollower(
+            core: activity.core, reaction: SpinnerReaction(report: (callbacks ?? activity.callbacks).delivering(onAnimatingChange)))
     }
 
     /// Follows the task at `path` (any client's, e.g. from `netactivity tasks` or GetManagedObjects).
@@ -41,8 +41,8 @@ public final class RefreshControlBinding: Sendable {
     private let follower: TaskFollower
 
     public init(_ activity: NetActivity, callbacks: CallbackExecutor? = nil, onRefreshingChange: @escaping @Sendable (Bool) -> Void) {
-        let deliver = callbacks ?? activity.callbacks
-        follower = TaskFollower(core: activity.core, reaction: RefreshReaction { value in deliver { onRefreshingChange(value) } })
+        follower = TaskFollower(
+            core: activity.core, reaction: RefreshReaction(report: (callbacks ?? activity.callbacks).delivering(onRefreshingChange)))
     }
 
     public func bind(toTaskAt path: String) { follower.bind(.path(path)) }
@@ -80,10 +80,8 @@ public final class ProgressBinding: Sendable {
         _ activity: NetActivity, direction: Direction, callbacks: CallbackExecutor? = nil,
         onProgress: @escaping @Sendable (TransferProgress) -> Void
     ) {
-        let deliver = callbacks ?? activity.callbacks
-        follower = TaskFollower(core: activity.core, reaction: ProgressReaction(direction: direction) { value in
-            deliver { onProgress(value) }
-        })
+        follower = TaskFollower(core: activity.core, reaction: ProgressReaction(
+            direction: direction, report: (callbacks ?? activity.callbacks).delivering(onProgress)))
     }
 
     public func bind(toTaskAt path: String) { follower.bind(.path(path)) }

@@ -109,10 +109,7 @@ class GnomeShellTests(unittest.TestCase):
     def _spawn(cls, name, argv, env):
         log = open(os.path.join(cls.dir, name + ".log"), "w")
         cls.logs[name] = log.name
-        kw = {}
-        if os.getuid() == 0:
-            kw = {"user": cls.user.pw_uid, "group": cls.user.pw_gid, "extra_groups": []}
-        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=cls.dir, **kw)
+        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=cls.dir, **cls._as_user())
         cls.procs.append(proc)
         return proc
 
