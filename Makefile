@@ -6,7 +6,7 @@ PYTHON ?= /usr/bin/python3
 DEBUG_BIN = .build/debug
 RELEASE_BIN = .build/release
 
-.PHONY: all setup build release run test unit integration bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test
+.PHONY: all setup build release run test unit integration example bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test
 
 all: build
 
@@ -32,12 +32,12 @@ check-layering:
 
 # The library's "never waits" tests time calls in 100 ms: they run on their own, after the rest,
 # so that other suites' blocking helpers cannot starve the Swift concurrency pool they share.
-test: setup check-layering
+test: setup check-layering example
 	@scripts/setup.sh --gnome
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --skip NeverFailTests
 	$(SWIFT) test --skip-build --filter NeverFailTests
-	$(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN)
+	NETACTIVITY_EXAMPLE=$(EXAMPLE_BIN) $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN)
 	$(MAKE) deb-test
 
 # dist/netactivity_VERSION_ARCH.deb: a release build with the Swift runtime linked statically, the
@@ -51,6 +51,11 @@ deb: setup
 # package is installed already), runs the agent from /usr/bin without the toolchain, and purges it.
 deb-test: deb
 	NETACTIVITY_DEB=$$(ls -t dist/netactivity_*.deb | head -n1) $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) -k PackageTests
+
+# An app of its own that adopts the library by path, as an app author would (Examples/).
+EXAMPLE_BIN = $(CURDIR)/Examples/netactivity-example/.build/debug/netactivity-example
+example: setup
+	cd Examples/netactivity-example && $(SWIFT) build
 
 unit: setup
 	$(SWIFT) build --build-tests
@@ -141,4 +146,4 @@ uninstall:
 	rm -rf $(DESTDIR)$(DATADIR)/doc/netactivity $(DESTDIR)$(EXTENSIONDIR)
 
 clean:
-	rm -rf .build .build-deb dist
+	rm -rf .build .build-deb dist Examples/netactivity-example/.build

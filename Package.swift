@@ -81,16 +81,6 @@ let package = Package(
             swiftSettings: strict
         ),
         .target(name: "NetActivityURLSession", dependencies: ["NetActivityClient"], swiftSettings: strict),
-        // A newcomer's tour: fetches URLs through the tracked client and fills image slots.
-        .executableTarget(
-            name: "netactivity-example",
-            dependencies: [
-                "NetActivityClient", "NetActivityAsyncHTTPClient",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-            ],
-            path: "Sources/Examples/netactivity-example",
-            swiftSettings: strict
-        ),
         .executableTarget(
             name: "netactivity",
             dependencies: [

@@ -1,5 +1,5 @@
 public import AsyncHTTPClient
-public import NetActivityClient
+@_exported public import NetActivityClient
 public import NIOCore
 import NIOHTTP1
 

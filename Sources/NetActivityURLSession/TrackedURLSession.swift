@@ -2,7 +2,7 @@ public import Foundation
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
 #endif
-public import NetActivityClient
+@_exported public import NetActivityClient
 
 /// A URLSession (FoundationNetworking's, on Linux) whose every task is tracked at the agent:
 ///

@@ -7,8 +7,7 @@
 // Run it twice: the second time the slots answer from the shared cache and download nothing.
 import AsyncHTTPClient
 import Glibc
-import NetActivityAsyncHTTPClient
-import NetActivityClient
+import NetActivityAsyncHTTPClient  // netactivity: code line 1 of 3 (it brings NetActivityClient along)
 
 let urls = Array(CommandLine.arguments.dropFirst())
 guard !urls.isEmpty, !urls.contains(where: { $0.hasPrefix("-") }) else {
@@ -24,11 +23,11 @@ guard !urls.isEmpty, !urls.contains(where: { $0.hasPrefix("-") }) else {
     _ = text.withCString { write(1, $0, strlen($0)) }
 }
 
-let activity = await NetActivity.connect()
+let activity = await NetActivity.connect()  // netactivity: code line 2 of 3
 say("connected as \(activity.uniqueName)")
 
 // 1. Tracked requests: no counting by hand; each shows as a task with byte progress.
-let http = TrackedHTTPClient(.shared, activity: activity)
+let http = TrackedHTTPClient(.shared, activity: activity)  // netactivity: code line 3 of 3
 await withTaskGroup(of: Void.self) { group in
     for url in urls {
         group.addTask {

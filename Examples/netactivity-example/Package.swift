@@ -1,0 +1,22 @@
+// swift-tools-version: 6.0
+// An app that adopts netactivity, as an app author would: the package by path (an app elsewhere
+// names it by URL and version), and one product. `make test` builds it.
+import PackageDescription
+
+let package = Package(
+    name: "netactivity-example",
+    platforms: [.macOS(.v14)],
+    dependencies: [
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(name: "netactivity", path: "../.."),  // netactivity: line 1 of 2
+    ],
+    targets: [
+        .executableTarget(
+            name: "netactivity-example",
+            dependencies: [
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NetActivityAsyncHTTPClient", package: "netactivity"),  // netactivity: line 2 of 2
+            ]
+        )
+    ]
+)
