@@ -53,6 +53,9 @@ public final class ImageCacheService: ImageStore {
                     M.openImage.rawValue, in: [DBusArgument("identifier", "s")],
                     out: [DBusArgument("fd", "h"), DBusArgument("size", "t")]
                 ) { [unowned self] in try self.openImage(&$0) },
+                DBusMethod(
+                    M.openImageForRequest.rawValue, in: urlArgs, out: [DBusArgument("fd", "h"), DBusArgument("size", "t")]
+                ) { [unowned self] in try self.openImageForRequest(&$0) },
                 DBusMethod(M.removeImage.rawValue, in: [DBusArgument("identifier", "s")], out: [DBusArgument("removed", "b")]) {
                     [unowned self] in try self.removeImage(&$0)
                 },
@@ -133,15 +136,25 @@ public final class ImageCacheService: ImageStore {
 
     func openImage(_ call: inout MethodCall) throws {
         let key = try Self.identifier(try call.args.read(String.self))
+        try openImage(key: key, named: "'\(key)'", reply: &call.reply)
+    }
+
+    func openImageForRequest(_ call: inout MethodCall) throws {
+        var args = call.args  // a copy of the iterator, to name the URL in the error
+        let url = (try? args.read(String.self)) ?? ""
+        try openImage(key: try Self.requestKey(&call.args), named: "for \(url)", reply: &call.reply)
+    }
+
+    private func openImage(key: String, named name: String, reply: inout MessageWriter) throws {
         guard let image = imageCache.image(for: key) else {
-            throw NetActivityError(.notFound, "No image '\(key)' in the cache")
+            throw NetActivityError(.notFound, "No image \(name) in the cache")
         }
         guard let fd = image.openReadOnly() else {
             throw NetActivityError.failed("Could not share the image: \(String(cString: strerror(errno)))")
         }
         defer { close(fd) }
-        try call.reply.appendFD(fd)
-        call.reply.append(UInt64(image.size))
+        try reply.appendFD(fd)
+        reply.append(UInt64(image.size))
     }
 
     func removeImage(_ call: inout MethodCall) throws {

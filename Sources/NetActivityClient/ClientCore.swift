@@ -593,6 +593,21 @@ final class ClientCore: @unchecked Sendable {
         }, decode: Self.decodeLookup, done)
     }
 
+    /// The cached image for (url, additionalIdentifier) as a shared read-only file, or nil on a
+    /// miss: no copy through the bus, whatever its size (the reader copies once, off this thread).
+    func openImage(url: String, additionalIdentifier: String, _ done: @escaping Completion<SharedImageFile?>) {
+        request(ImageCacheMember.Method.openImageForRequest.rawValue, interface: NetActivity.cacheInterface, { w in
+            w.append(url)
+            w.append(additionalIdentifier)
+        }, decode: { r throws(DBusError) in
+            let fd = try r.readFD()
+            return SharedImageFile(fd: fd, size: (try? r.read(UInt64.self)) ?? 0)
+        }) { result in
+            if case .failure(let e) = result, e.code == .notFound { return done(.success(nil)) }
+            done(result.map { $0 })
+        }
+    }
+
     /// A lookup's (b found, ay data).
     static func decodeLookup(_ r: inout MessageReader) throws(DBusError) -> [UInt8]? {
         let found = try r.read(Bool.self)

@@ -119,11 +119,11 @@ public final class ImageSlot<Image>: @unchecked Sendable {
     /// The cache, then the downloader.
     private func load(_ request: Request) {
         // Weak from here on: a slot the app lets go cancels its receipt (deinit) and applies nothing.
-        core.lookupImage(url: request.url, additionalIdentifier: request.additionalIdentifier) { [weak self] result in
+        core.openImage(url: request.url, additionalIdentifier: request.additionalIdentifier) { [weak self] result in
             guard let self, current === request else { return }
             switch result {
-            case .success(let bytes?):
-                show(bytes, from: .cache, for: request)
+            case .success(let file?):
+                show(file, from: .cache, for: request)
             case .success(nil):
                 showPlaceholder(for: request)
                 download(request)
@@ -144,11 +144,11 @@ public final class ImageSlot<Image>: @unchecked Sendable {
             request.receipt = nil
             switch result {
             case .success(let cached):
-                core.lookupImage(url: request.url, additionalIdentifier: request.additionalIdentifier) { [weak self] result in
+                core.openImage(url: request.url, additionalIdentifier: request.additionalIdentifier) { [weak self] result in
                     guard let self, current === request else { return }
                     switch result {
-                    case .success(let bytes?):
-                        show(bytes, from: cached ? .cache : .download, for: request)
+                    case .success(let file?):
+                        show(file, from: cached ? .cache : .download, for: request)
                     case .success(nil):
                         fail(request, NetActivityError(
                             .notFound, "\(request.url) was downloaded but is no longer cached"))
@@ -162,11 +162,12 @@ public final class ImageSlot<Image>: @unchecked Sendable {
         }
     }
 
-    private func show(_ bytes: [UInt8], from source: ImageSource, for request: Request) {
+    /// Reads (one copy, from the agent's shared memory), decodes and shows, all on `callbacks`.
+    private func show(_ file: SharedImageFile, from source: ImageSource, for request: Request) {
         current = nil
         let (decode, apply, success, failure, url) = (decode, apply, request.success, request.failure, request.url)
         callbacks {
-            guard let image = decode(bytes) else {
+            guard let image = decode(file.readAll()) else {
                 failure?(NetActivityError(.notAnImage, "\(url) could not be decoded"))
                 return
             }

@@ -189,6 +189,12 @@ public final class NetActivity: Sendable {
         }
     }
 
+    /// The image cached for (url, additionalIdentifier), where the downloader stores, as a
+    /// read-only file, or nil.
+    public func openImage(url: String, additionalIdentifier: String = "") async throws(NetActivityError) -> SharedImageFile? {
+        try await perform { core, done in core.openImage(url: url, additionalIdentifier: additionalIdentifier, done) }
+    }
+
     /// Whether an image was removed.
     public func removeImage(identifier: String) async throws(NetActivityError) -> Bool {
         try await cacheCall(ImageCacheMember.Method.removeImage.rawValue, { w in w.append(identifier) }) { r throws(DBusError) in try r.read(Bool.self) }
@@ -229,10 +235,11 @@ public final class NetActivity: Sendable {
             }
         }
         _ = try result.get()
-        guard let bytes = try await image(url: url, additionalIdentifier: additionalIdentifier) else {
+        // Through the shared file: one copy whatever the size, none through the bus.
+        guard let file = try await openImage(url: url, additionalIdentifier: additionalIdentifier) else {
             throw NetActivityError(.notFound, "\(url) was downloaded but is no longer cached")
         }
-        return bytes
+        return file.readAll()
     }
 
     // MARK: the indicator

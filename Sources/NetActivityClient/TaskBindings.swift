@@ -89,6 +89,71 @@ public final class ProgressBinding: Sendable {
     public func unbind() { follower.unbind() }
 }
 
+// MARK: the same as async sequences
+
+extension NetActivity {
+    /// A spinner's states for the task at `path` (any client's), as `TaskSpinnerBinding` reports
+    /// them: the state at once (running: `true`), then each change; the sequence ends after the
+    /// task completes (`false`). For a completed or unknown task: `false`, then the end.
+    public func spinnerStates(ofTaskAt path: String) -> AsyncStream<Bool> {
+        follow(.path(path)) { SpinnerReaction(report: $0) }
+    }
+
+    /// A spinner's states for one of this app's tasks (it survives agent restarts).
+    public func spinnerStates(of task: NetActivityTask) -> AsyncStream<Bool> {
+        follow(.task(task)) { SpinnerReaction(report: $0) }
+    }
+
+    /// A refresh control's states, as `RefreshControlBinding` reports them; the sequence ends when
+    /// the binding would stop following.
+    public func refreshStates(ofTaskAt path: String) -> AsyncStream<Bool> {
+        follow(.path(path)) { RefreshReaction(report: $0) }
+    }
+
+    public func refreshStates(of task: NetActivityTask) -> AsyncStream<Bool> {
+        follow(.task(task)) { RefreshReaction(report: $0) }
+    }
+
+    /// A progress bar's values, as `ProgressBinding` reports them (only while the expected size is
+    /// known); the sequence ends after the task completes, at once for a completed or unknown one.
+    public func progress(ofTaskAt path: String, direction: ProgressBinding.Direction) -> AsyncStream<TransferProgress> {
+        follow(.path(path)) { ProgressReaction(direction: direction, report: $0) }
+    }
+
+    public func progress(of task: NetActivityTask, direction: ProgressBinding.Direction) -> AsyncStream<TransferProgress> {
+        follow(.task(task)) { ProgressReaction(direction: direction, report: $0) }
+    }
+
+    /// A follower whose reports go into a stream, which ends when the follower stops. The stream
+    /// keeps the follower; dropping the stream (or the loop over it) unbinds.
+    private func follow<T: Sendable>(
+        _ target: TaskFollower.Target, _ reaction: (@escaping @Sendable (T) -> Void) -> any TaskReaction
+    ) -> AsyncStream<T> {
+        let (stream, continuation) = AsyncStream<T>.makeStream(bufferingPolicy: .bufferingNewest(64))
+        let inner = reaction { continuation.yield($0) }
+        let follower = TaskFollower(core: core, reaction: EndingReaction(inner) { continuation.finish() })
+        continuation.onTermination = { _ in follower.unbind() }
+        follower.bind(target)
+        return stream
+    }
+}
+
+/// Ends a stream when the reaction it wraps stops following.
+final class EndingReaction: TaskReaction {
+    private let inner: any TaskReaction
+    private let end: () -> Void
+    init(_ inner: any TaskReaction, end: @escaping () -> Void) {
+        self.inner = inner
+        self.end = end
+    }
+
+    func react(to snapshot: TaskSnapshot?, first: Bool) -> Bool {
+        let keep = inner.react(to: snapshot, first: first)
+        if !keep { end() }
+        return keep
+    }
+}
+
 // MARK: the shared machinery
 
 /// What a binding does with its task's snapshots. `first` is the snapshot at binding; nil means

@@ -110,6 +110,7 @@ public enum ImageCacheMember {
         case lookupImage = "LookupImage"
         case lookupImageForRequest = "LookupImageForRequest"
         case openImage = "OpenImage"
+        case openImageForRequest = "OpenImageForRequest"
         case removeImage = "RemoveImage"
         case removeImageForRequest = "RemoveImageForRequest"
         case removeAllImages = "RemoveAllImages"

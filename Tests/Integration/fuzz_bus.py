@@ -364,7 +364,7 @@ class Fuzzer:
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
         if member in ("AddImage", "LookupImage", "OpenImage", "RemoveImage") and args and isinstance(args[0], dbus.String):
             self.identifiers.add(str(args[0]))
-        if member in ("AddImageForRequest", "LookupImageForRequest") and len(args) > 1 and \
+        if member in ("AddImageForRequest", "LookupImageForRequest", "OpenImageForRequest") and len(args) > 1 and \
                 isinstance(args[0], dbus.String) and isinstance(args[1], dbus.String):
             self.requests.add((str(args[0]), str(args[1])))
         if member == "DownloadImage" and args and isinstance(args[0], dbus.String):

@@ -129,6 +129,22 @@ class SharingTests(CacheTestCase):
             self.assertEqual(self.lookup(key), image, "the cache's copy is untouched")
         self.expect_error(ERR + "NotFound", lambda: self.cache().OpenImage("missing"))
 
+    def test_open_image_for_request_opens_what_the_request_key_holds(self):
+        image = png(extra=200 * 1024)
+        url = "https://example.com/photo.png"
+        self.cache().AddImageForRequest(url, "2x", ay(image))
+        fd_obj, size = self.cache().OpenImageForRequest(url, "2x")
+        fd = fd_obj.take()
+        try:
+            self.assertEqual(size, len(image))
+            self.assertEqual(os.pread(fd, len(image) + 10, 0), image)
+        finally:
+            os.close(fd)
+        # Another additional identifier is another key; errors name the URL.
+        err = self.expect_error(ERR + "NotFound", lambda: self.cache().OpenImageForRequest(url, ""))
+        self.assertIn(url, err)
+        self.expect_error("org.freedesktop.DBus.Error.InvalidArgs", lambda: self.cache().OpenImageForRequest("", ""))
+
 
 class PurgeTests(CacheTestCase):
     def test_eleventh_image_purges_to_six_keeping_the_one_just_read(self):

@@ -132,6 +132,43 @@ struct BindingTests {
         _ = (downBar, upBar)
     }
 
+    @Test("the async-sequence forms report what the bindings do, and end when the binding would stop")
+    func asyncSequences() async throws {
+        let task = try ForeignTask(address: bus.address)
+        let spins = activity.spinnerStates(ofTaskAt: task.path)
+        let bars = activity.progress(ofTaskAt: task.path, direction: .download)
+        let refresh = activity.refreshStates(ofTaskAt: task.path)
+        var spinIterator = spins.makeAsyncIterator()
+        #expect(await spinIterator.next() == true)
+        task.send("suspend")
+        #expect(await spinIterator.next() == false)
+        task.send("resume")
+        task.send("progress 0 0 25 100")
+        task.send("progress 0 0 100 100")
+        task.send("complete")
+        var rest: [Bool] = []
+        while let s = await spinIterator.next() { rest.append(s) }
+        #expect(rest == [true, false], "ends after completion")
+        var fractions: [Double] = []
+        for await p in bars { fractions.append(p.fraction) }
+        #expect(fractions.last == 1 && fractions.allSatisfy { $0 == 0.25 || $0 == 1 }, "\(fractions)")  // the agent may coalesce
+        var refreshing: [Bool] = []
+        for await r in refresh { refreshing.append(r) }
+        #expect(refreshing == [true, false, true, false])
+        // An unknown task: the sequence says so and ends at once.
+        var unknown: [Bool] = []
+        for await s in activity.spinnerStates(ofTaskAt: "/org/example/NetActivity/tasks/999999") { unknown.append(s) }
+        #expect(unknown == [false])
+        // This app's own task: followed locally; completion with nothing new ends the sequence.
+        let own = try await activity.beginTask("own", expectedToReceive: 10)
+        var ownBars = activity.progress(of: own, direction: .download).makeAsyncIterator()
+        #expect(await ownBars.next() == TransferProgress(completed: 0, expected: 10))
+        try await own.setProgress(received: 5)
+        #expect(await ownBars.next() == TransferProgress(completed: 5, expected: 10))
+        try await own.complete()
+        #expect(await ownBars.next() == nil)
+    }
+
     @Test("bindings to this app's own task follow it locally, also while the agent restarts")
     func ownTask() async throws {
         let task = try await activity.beginTask("own", expectedToReceive: 100)

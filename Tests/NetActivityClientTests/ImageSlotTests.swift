@@ -1,4 +1,5 @@
 import DBusKit
+import FoundationEssentials
 import Glibc
 import NetActivityClient
 import NetActivityTesting
@@ -51,6 +52,24 @@ struct ImageSlotTests {
         second.setImage(url: server.url("a.png"), placeholder: placeholder, success: { other.append(.success($0, $1)) })
         #expect(try await other.wait(for: 1) == [.success(a, .cache)], "no placeholder, no download")
         #expect(server.count("/a.png") == 1)
+    }
+
+    @Test("a large image comes through the agent's shared file, whole, by URL; openImage(url:) reads the same")
+    func largeImageByURL() async throws {
+        let big = TestImages.png(width: 64, height: 64, padding: 3 << 20)
+        let large = try LocalHTTPServer(files: ["big.png": big])
+        let shown = Recorder<Shown>()
+        let view = slot(shown)
+        let url = try #require(URL(string: large.url("big.png")))
+        view.setImage(url: url, success: { shown.append(.success($0, $1)) })
+        #expect(try await shown.wait(for: 1) == [.success(big, .download)])
+        let file = try #require(try await activity.openImage(url: url))
+        #expect(file.size == UInt64(big.count))
+        #expect(file.readAll() == big)
+        #expect(try await activity.openImage(url: large.url("missing.png")) == nil)
+        #expect(try await activity.downloadImage(url: url) == big)
+        view.setImage(url: nil as URL?, placeholder: placeholder)
+        #expect(try await shown.wait(for: 2).last == .applied(placeholder))
     }
 
     @Test("a request for the URL the slot is loading does nothing; its handlers are never called")

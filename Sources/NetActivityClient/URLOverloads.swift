@@ -1,0 +1,34 @@
+public import FoundationEssentials
+
+// `URL` beside `String` for the image APIs: the same calls, with `url.absoluteString` as the key
+// (the agent accepts http and https URLs and names any other in an `InvalidURL` error).
+
+extension ImageSlot {
+    /// `setImage(url:)` for a `URL`; nil cancels and shows the placeholder.
+    public func setImage(
+        url: URL?, additionalIdentifier: String = "", placeholder: Image? = nil,
+        success: Success? = nil, failure: Failure? = nil
+    ) {
+        setImage(
+            url: url?.absoluteString ?? "", additionalIdentifier: additionalIdentifier, placeholder: placeholder,
+            success: success, failure: failure)
+    }
+}
+
+extension NetActivity {
+    public func downloadImage(url: URL, additionalIdentifier: String = "", reload: Bool = false) async throws(NetActivityError) -> [UInt8] {
+        try await downloadImage(url: url.absoluteString, additionalIdentifier: additionalIdentifier, reload: reload)
+    }
+
+    public func image(url: URL, additionalIdentifier: String = "") async throws(NetActivityError) -> [UInt8]? {
+        try await image(url: url.absoluteString, additionalIdentifier: additionalIdentifier)
+    }
+
+    public func openImage(url: URL, additionalIdentifier: String = "") async throws(NetActivityError) -> SharedImageFile? {
+        try await openImage(url: url.absoluteString, additionalIdentifier: additionalIdentifier)
+    }
+
+    public func addImage(_ data: [UInt8], url: URL, additionalIdentifier: String = "") async throws(NetActivityError) {
+        try await addImage(data, url: url.absoluteString, additionalIdentifier: additionalIdentifier)
+    }
+}
