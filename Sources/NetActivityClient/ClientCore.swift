@@ -35,6 +35,8 @@ final class ClientCore: @unchecked Sendable {
     private var address: String?
     private var retryDelay = ClientCore.firstRetry
     private var retryTimer: TimerID?
+    /// Why the last try to reach the bus failed.
+    private var attachError: NetActivityError?
     static let firstRetry: UInt64 = 100_000_000
     static let lastRetry: UInt64 = 5_000_000_000
     /// This connection's unique name ("" while offline); read from any thread.
@@ -60,7 +62,9 @@ final class ClientCore: @unchecked Sendable {
     private var status: ActivityStatus?
     /// Waiting for the next agent (image slots that found none).
     private var agentWaiters: [() -> Void] = []
-    private var statusStreams: [Int: AsyncStream<ActivityStatus?>.Continuation] = [:]
+    private var statusObservers: [Int: Observer<ActivityStatus?>] = [:]
+    /// Followers of every task at the agent (panels, `netactivity watch --tasks`).
+    var taskListWatches: [Int: TaskListWatch] = [:]
 
     struct LeaseRecord {
         let reason: String
@@ -96,6 +100,11 @@ final class ClientCore: @unchecked Sendable {
         let rc = pthread_create(&thread, nil, { raw in
             let start = Unmanaged<StartContext>.fromOpaque(raw!).takeRetainedValue()
             setCurrentThreadName("netactivity-cl")
+            // The app's signals are the app's: none is ever delivered to the library's thread (an
+            // app that sigwaits, like the CLI, would otherwise lose SIGTERM to it).
+            var all = sigset_t()
+            sigfillset(&all)
+            pthread_sigmask(SIG_BLOCK, &all, nil)
             start.core.run(address: start.address, start.done)
             return nil
         }, context)
@@ -118,10 +127,11 @@ final class ClientCore: @unchecked Sendable {
         }
     }
 
+    /// `done` hears whether the first try reached the bus (the client goes on trying either way).
     private func run(address: String?, _ done: @Sendable (Result<Void, NetActivityError>) -> Void) {
         self.address = address
         attach()
-        done(.success(()))
+        done(connection != nil ? .success(()) : .failure(attachError ?? NetActivityError(.disconnected, "No bus")))
         loop.run()
         shutDown()
         connection = nil
@@ -149,6 +159,7 @@ final class ClientCore: @unchecked Sendable {
                 startAgent(c)
             }
         } catch {
+            attachError = NetActivityError(error)
             connection?.close()
             connection = nil
             identity.withLock { $0 = "" }
@@ -209,6 +220,7 @@ final class ClientCore: @unchecked Sendable {
             done(ok ? .success(()) : .failure(NetActivityError(name: name, message: text)))
         }
         subscribeToTasks(c)
+        subscribeToTaskList(c)
         c.onDisconnect = { [unowned self] in self.connectionLost() }
     }
 
@@ -233,8 +245,10 @@ final class ClientCore: @unchecked Sendable {
         connection?.close()
         for done in downloads.values { done(.failure(Self.closedError)) }
         downloads = [:]
-        for s in statusStreams.values { s.finish() }
-        statusStreams = [:]
+        for s in statusObservers.values { s.finish() }
+        statusObservers = [:]
+        for w in taskListWatches.values { w.finish() }
+        taskListWatches = [:]
         endRemoteWatches()
         for entry in tasks.values {
             for s in entry.streams.values { s.finish() }
@@ -250,16 +264,23 @@ final class ClientCore: @unchecked Sendable {
 
     // MARK: calls to the agent
 
+    /// Sends to the agent's unique name, or to `destination` (a well-known name activates the
+    /// agent; for one-shot callers such as the CLI, which want the agent's own answer).
     func send(
         _ member: String, path: String = ClientCore.path, interface: String = ClientCore.interface,
+        destination: String? = nil,
         _ body: (inout MessageWriter) throws -> Void = { _ in }, timeout: Int32 = 25_000, reply: Completion<Message>? = nil
     ) {
-        guard let owner, let connection else {
+        guard let connection else {
+            reply?(.failure(destination == nil ? Self.notRunning : NetActivityError(.disconnected, "Not connected to the bus")))
+            return
+        }
+        guard let destination = destination ?? owner else {
             reply?(.failure(Self.notRunning))
             return
         }
         do {
-            let m = try Message.methodCall(destination: owner, path: path, interface: interface, member: member)
+            let m = try Message.methodCall(destination: destination, path: path, interface: interface, member: member)
             var w = m.writer()
             try body(&w)
             guard let reply else {
@@ -310,8 +331,9 @@ final class ClientCore: @unchecked Sendable {
             publish(entry)
         }
         status = nil
-        // Tasks at the old agent are gone with it.
+        // Tasks at the old agent are gone with it; the new one's are read whole.
         endRemoteWatches()
+        reloadTaskList(for: Array(taskListWatches.values))
         // Receipts die with the agent that issued them.
         let orphaned = downloads
         downloads = [:]
@@ -549,11 +571,11 @@ final class ClientCore: @unchecked Sendable {
     /// Asks the agent for a download and calls `done` when it has finished (true: it was cached).
     /// `onReceipt` hears the receipt as soon as the agent gives one (not for a cache hit).
     func download(
-        url: String, additionalIdentifier: String, reload: Bool, onReceipt: ((String) -> Void)? = nil,
+        url: String, additionalIdentifier: String, reload: Bool, destination: String? = nil,
+        onReceipt: ((_ receipt: String, _ task: String) -> Void)? = nil,
         _ done: @escaping Completion<Bool>
     ) {
-        let generation = self.generation
-        send(DownloaderMember.Method.downloadImage.rawValue, interface: Self.downloaderInterface, { w in
+        send(DownloaderMember.Method.downloadImage.rawValue, interface: Self.downloaderInterface, destination: destination, { w in
             w.append(url)
             var options: [String: DBusValue] = [:]
             if !additionalIdentifier.isEmpty { options[DownloaderMember.Option.additionalIdentifier.rawValue] = .string(additionalIdentifier) }
@@ -565,14 +587,15 @@ final class ClientCore: @unchecked Sendable {
                 done(.failure(e))
             case .success(let reply):
                 var r = reply.reader()
-                guard let receipt = try? r.read(String.self), (try? r.readObjectPath()) != nil, let cached = try? r.read(Bool.self)
+                guard let receipt = try? r.read(String.self), let task = try? r.readObjectPath(), let cached = try? r.read(Bool.self)
                 else { return done(.failure(NetActivityError(.invalidSignature, "Unexpected reply"))) }
                 if cached { return done(.success(true)) }
-                guard generation == self.generation else {
+                // The receipt is the issuing agent's: it must still be the one on the bus.
+                guard let sender = reply.sender, sender == self.owner else {
                     return done(.failure(NetActivityError(.noReply, "The agent restarted during the download")))
                 }
                 self.downloads[receipt] = { result in done(result.map { false }) }
-                onReceipt?(receipt)
+                onReceipt?(receipt, task)
             }
         })
     }
@@ -615,14 +638,15 @@ final class ClientCore: @unchecked Sendable {
         return found ? data : nil
     }
 
-    // MARK: plain requests (the image cache)
+    // MARK: plain requests (the image cache, the CLI)
 
     /// One call whose reply is decoded by `decode`; the agent's absence is an error here.
     func request<T>(
-        _ member: String, interface: String, _ body: @escaping (inout MessageWriter) throws -> Void,
+        _ member: String, path: String = ClientCore.path, interface: String, destination: String? = nil,
+        _ body: @escaping (inout MessageWriter) throws -> Void = { _ in },
         decode: @escaping (inout MessageReader) throws(DBusError) -> T, _ done: @escaping Completion<T>
     ) {
-        send(member, interface: interface, body, reply: { result in
+        send(member, path: path, interface: interface, destination: destination, body, reply: { result in
             done(result.flatMap { reply in
                 var r = reply.reader()
                 do throws(DBusError) { return .success(try decode(&r)) } catch { return .failure(NetActivityError(error)) }
@@ -634,9 +658,9 @@ final class ClientCore: @unchecked Sendable {
 
     /// The agent's properties by GetAll; `fallingBack`: within 250 ms, else the last ones it
     /// published (a hung agent does not hold the app up).
-    func currentStatus(fallingBack: Bool = false, _ done: @escaping Completion<ActivityStatus>) {
+    func currentStatus(fallingBack: Bool = false, destination: String? = nil, _ done: @escaping Completion<ActivityStatus>) {
         let mirror = fallingBack ? status : nil
-        send("GetAll", interface: "org.freedesktop.DBus.Properties", { w in w.append(Self.interface) },
+        send("GetAll", interface: "org.freedesktop.DBus.Properties", destination: destination, { w in w.append(Self.interface) },
              timeout: mirror == nil ? 25_000 : 250, reply: { result in
             if case .failure(let e) = result, e.code == .disconnected, let mirror { return done(.success(mirror)) }
             done(result.flatMap { reply in
@@ -666,17 +690,29 @@ final class ClientCore: @unchecked Sendable {
     }
 
     private func publishStatus() {
-        for c in statusStreams.values { c.yield(status) }
+        for o in statusObservers.values { o.yield(status) }
     }
 
-    func observeStatus(_ continuation: AsyncStream<ActivityStatus?>.Continuation) {
-        guard !isClosed else { return continuation.finish() }
+    /// The status now (once known; nil while there is no agent), then on every change.
+    @discardableResult
+    func observeStatus(_ observer: Observer<ActivityStatus?>) -> Int {
         let key = nextID
         nextID += 1
-        statusStreams[key] = continuation
-        if status != nil || owner == nil { continuation.yield(status) }
+        guard !isClosed else {
+            observer.finish()
+            return key
+        }
+        statusObservers[key] = observer
+        if status != nil || owner == nil { observer.yield(status) }
+        return key
+    }
+
+    func unobserveStatus(_ key: Int) { statusObservers[key] = nil }
+
+    func observeStatus(_ continuation: AsyncStream<ActivityStatus?>.Continuation) {
+        let key = observeStatus(Observer(continuation))
         continuation.onTermination = { [weak self, mailbox] _ in
-            mailbox.post { [weak self] in self?.statusStreams[key] = nil }
+            mailbox.post { [weak self] in self?.unobserveStatus(key) }
         }
     }
 }

@@ -135,7 +135,7 @@ public final class ImageSlot<Image>: @unchecked Sendable {
 
     private func download(_ request: Request) {
         core.download(url: request.url, additionalIdentifier: request.additionalIdentifier, reload: false, onReceipt: {
-            [weak self, core] receipt in
+            [weak self, core] receipt, _ in
             // The slot moved on (or went) while DownloadImage was out: give the receipt straight back.
             guard let self, current === request else { return core.cancelDownload(receipt) }
             request.receipt = receipt

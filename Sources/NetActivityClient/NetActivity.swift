@@ -221,7 +221,7 @@ public final class NetActivity: Sendable {
                 let posted = core.mailbox.post { [core] in
                     guard !core.isClosed else { return c.resume(returning: .failure(ClientCore.closedError)) }
                     guard !cancel.requested else { return c.resume(returning: .failure(DownloadCancellation.error)) }
-                    core.download(url: url, additionalIdentifier: additionalIdentifier, reload: reload, onReceipt: { receipt in
+                    core.download(url: url, additionalIdentifier: additionalIdentifier, reload: reload, onReceipt: { receipt, _ in
                         cancel.receipt = receipt
                         cancel.cancelIfDue(core)
                     }) { c.resume(returning: $0) }
@@ -256,6 +256,28 @@ public final class NetActivity: Sendable {
     public func statusUpdates() -> AsyncStream<ActivityStatus?> {
         let (stream, continuation) = AsyncStream<ActivityStatus?>.makeStream(bufferingPolicy: .bufferingNewest(64))
         if !core.mailbox.post({ [core] in core.observeStatus(continuation) }) { continuation.finish() }
+        return stream
+    }
+
+    /// Every task at the agent, any app's (live and recently completed), by task number.
+    public func tasks() async throws(NetActivityError) -> [TaskSnapshot] {
+        try await perform { core, done in
+            core.request("GetManagedObjects", interface: ClientCore.objectManager, decode: ClientCore.readManagedTasks) { result in
+                done(result.map { $0.values.sorted(by: ClientCore.taskOrder) })
+            }
+        }
+    }
+
+    /// The agent's task list as it changes, for panels: `added` for each task there now, then one
+    /// event per change, `removed` when a task leaves (every one when the agent goes; a new
+    /// agent's are added). Ends when the connection closes.
+    public func taskUpdates() -> AsyncStream<TaskEvent> {
+        let (stream, continuation) = AsyncStream<TaskEvent>.makeStream(bufferingPolicy: .bufferingNewest(1024))
+        let posted = core.mailbox.post { [core] in
+            let key = core.watchAllTasks(Observer(continuation))
+            continuation.onTermination = { [weak core] _ in core?.mailbox.post { [weak core] in core?.unwatchAllTasks(key) } }
+        }
+        if !posted { continuation.finish() }
         return stream
     }
 

@@ -164,7 +164,7 @@ extension Render {
     }
 
     /// One line per task event for `watch --tasks`.
-    static func taskLine(_ event: NetActivityClient.TaskEvent) -> String {
+    static func taskLine(_ event: TaskEvent) -> String {
         switch event {
         case .added(let t): "added " + taskFields(t)
         case .changed(let t): "changed " + taskFields(t)
@@ -180,7 +180,7 @@ extension Render {
             + " description=\(jsonString(t.description))"
     }
 
-    static func taskJSON(_ event: NetActivityClient.TaskEvent) -> String {
+    static func taskJSON(_ event: TaskEvent) -> String {
         switch event {
         case .added(let t): taskJSON(t, event: "added")
         case .changed(let t): taskJSON(t, event: "changed")

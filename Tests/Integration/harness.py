@@ -26,7 +26,7 @@ class PrivateBus:
         self.dir = tempfile.mkdtemp(prefix="netactivity-test-")
         self.cache_home = os.path.join(self.dir, "cache")
         self.config_home = os.path.join(self.dir, "config")
-        bus_args = ["--config-file=" + config_file] if config_file else [
+        self.bus_args = bus_args = ["--config-file=" + config_file] if config_file else [
             "--session", "--nopidfile", "--address=unix:path=%s/bus" % self.dir]
         self.proc = subprocess.Popen(
             ["dbus-daemon", *bus_args, "--nofork", "--print-address=1"],
@@ -43,6 +43,19 @@ class PrivateBus:
         e["XDG_CONFIG_HOME"] = self.config_home
         e.update(extra)
         return e
+
+    def restart(self):
+        """A new bus at the same socket (a new guid): what a session bus's restart looks like."""
+        assert self.bus_args[0] == "--session", "only the default bus restarts"
+        self.proc.terminate()
+        self.proc.wait(5)
+        if os.path.exists("%s/bus" % self.dir):  # dbus-daemon removes it on a clean exit
+            os.unlink("%s/bus" % self.dir)
+        self.proc = subprocess.Popen(
+            ["dbus-daemon", *self.bus_args, "--nofork", "--print-address=1"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=clean_env())
+        self.address = self.proc.stdout.readline().decode().strip()
+        assert self.address, "dbus-daemon did not start again"
 
     def stop(self):
         self.proc.terminate()

@@ -169,6 +169,25 @@ struct BindingTests {
         #expect(await ownBars.next() == nil)
     }
 
+    @Test("the task list: tasks() and taskUpdates() see another process's task come, change and go")
+    func taskList() async throws {
+        let before = try ForeignTask(address: bus.address, description: "before")
+        var updates = activity.taskUpdates().makeAsyncIterator()
+        guard case .added(let first)? = await updates.next() else { Issue.record("no first task"); return }
+        #expect(first.description == "before" && first.path == before.path)
+        #expect(try await activity.tasks().map(\.description) == ["before"])
+        before.send("progress 0 0 10 100")
+        guard case .changed(let changed)? = await updates.next() else { Issue.record("no change"); return }
+        #expect(changed.countOfBytesReceived == 10)
+        before.send("complete")
+        var completed = false, removed = false
+        while !removed, let event = await updates.next() {
+            if case .changed(let t) = event, t.state == .completed { completed = true }
+            if case .removed(let path) = event { removed = path == before.path }
+        }
+        #expect(completed && removed)
+    }
+
     @Test("bindings to this app's own task follow it locally, also while the agent restarts")
     func ownTask() async throws {
         let task = try await activity.beginTask("own", expectedToReceive: 100)
