@@ -7,7 +7,7 @@ struct Watch: ParsableCommand {
         discussion: """
             Prints the current state at once, then a line whenever it changes (never the same line \
             twice; no polling). While the agent is not running it prints the stopped state and \
-            waits for it, so a panel module survives agent restarts.
+            waits for it, so a panel module survives agent restarts (and a bus that comes back).
             """)
 
     enum Format: String, ExpressibleByArgument, CaseIterable {
