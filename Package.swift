@@ -32,12 +32,9 @@ let package = Package(
             pkgConfig: "dbus-1",
             providers: [.apt(["libdbus-1-dev"])]
         ),
-        // libcurl for the downloader, driven by the agent's own event loop (no threads).
-        .systemLibrary(
-            name: "CCurl",
-            pkgConfig: "libcurl",
-            providers: [.apt(["libcurl4-openssl-dev"])]
-        ),
+        // libcurl for the downloader, driven by the agent's own event loop (no threads), loaded
+        // at the first download (dlopen): curl.h at build time (libcurl4-openssl-dev), no link.
+        .target(name: "CCurl", linkerSettings: [.linkedLibrary("dl")]),
         // The contract: names, limits and the one error type. Depends on nothing.
         .target(name: "NetActivityContract", swiftSettings: strict),
         // The Linux calls Swift's Glibc module does not import (eventfd, signalfd, memfd, seals).

@@ -30,6 +30,9 @@ mkdir -p "$WORK/src/debian"
 printf 'Source: netactivity\n\nPackage: netactivity\nArchitecture: any\n' > "$WORK/src/debian/control"
 DEPENDS=$(cd "$WORK/src" && dpkg-shlibdeps -O -e"$STAGE/usr/bin/netactivityd" -e"$STAGE/usr/bin/netactivity" 2>/dev/null \
     | sed -n 's/^shlibs:Depends=//p')
+# libcurl is loaded with dlopen at the first download, so dpkg-shlibdeps cannot see it:
+# CURLOPT_PROTOCOLS_STR, which the downloader sets, came in 7.85.
+DEPENDS="$DEPENDS, libcurl4 (>= 7.85.0)"
 
 mkdir -p "$STAGE/DEBIAN"
 # The autostart entry is in /etc: a conffile (the user's edits survive upgrades).

@@ -32,7 +32,10 @@ public final class DownloadService: ImageDownloader.Observer {
         self.tasks = tasks
     }
 
-    private lazy var fetcher = HTTPFetcher(loop: loop, limits: .init(maxBytes: maxBodyBytes))
+    /// Made (and libcurl loaded) at the first download. NETACTIVITY_LIBCURL names another libcurl
+    /// to load (the tests name a missing one).
+    private lazy var fetcher = HTTPFetcher(
+        loop: loop, limits: .init(maxBytes: maxBodyBytes), library: getenv("NETACTIVITY_LIBCURL").map { String(cString: $0) })
 
     /// An image must fit in the cache, and a bus message in any case.
     private var maxBodyBytes: Int { Int(min(images.memoryCapacity, UInt64(NetActivityLimits.maxDownloadBytes))) }

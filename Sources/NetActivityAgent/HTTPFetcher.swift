@@ -57,7 +57,10 @@ final class HTTPFetcher {
     }
 
     private let loop: EventLoop
-    private let multi: UnsafeMutableRawPointer
+    /// libcurl's multi handle, made at the first fetch (libcurl is loaded then, not at start-up).
+    private var multi: UnsafeMutableRawPointer!
+    /// The libcurl to load (a test can name a missing one).
+    private let library: String?
     /// Sockets libcurl asked us to watch for a transfer now.
     private var busySockets: Set<curl_socket_t> = []
     /// HTTP/1 connections idle in libcurl's pool, watched by us: see `idleSocketReadable`.
@@ -71,11 +74,18 @@ final class HTTPFetcher {
     private var resumeScheduled = false
     var limits: Limits
 
-    init(loop: EventLoop, limits: Limits) {
+    init(loop: EventLoop, limits: Limits, library: String? = nil) {
         self.loop = loop
         self.limits = limits
-        curl_global_init(Int(CURL_GLOBAL_DEFAULT))
-        multi = curl_multi_init()
+        self.library = library
+    }
+
+    /// Loads libcurl and makes the multi handle, once; else why not (each fetch fails with it).
+    private func start() -> NetActivityError? {
+        if multi != nil { return nil }
+        if let failure = ccurl_load(library) { return NetActivityError(.failed, String(cString: failure)) }
+        guard let made = ccurl_multi_init() else { return NetActivityError(.failed, "libcurl could not start") }
+        multi = made
         let me = Unmanaged.passUnretained(self).toOpaque()
         _ = ccurl_multi_set_socket_fn(multi, { _, fd, what, user, _ in
             Unmanaged<HTTPFetcher>.fromOpaque(user!).takeUnretainedValue().socketChanged(fd: fd, what: what)
@@ -85,11 +95,12 @@ final class HTTPFetcher {
             Unmanaged<HTTPFetcher>.fromOpaque(user!).takeUnretainedValue().timerChanged(milliseconds: ms)
             return 0
         }, me)
+        return nil
     }
 
     deinit {
         for t in live.values { release(t) }
-        curl_multi_cleanup(multi)
+        if let multi { ccurl_multi_cleanup(multi) }
     }
 
     var activeCount: Int { live.count }
@@ -100,10 +111,14 @@ final class HTTPFetcher {
         url: String, app: String = "", headers: [(String, String)] = [], progress: @escaping (UInt64, UInt64) -> Void,
         completion: @escaping Completion
     ) -> () -> Void {
+        if let failure = start() {
+            completion(.failure(.failed(failure)))
+            return {}
+        }
         serials &+= 1
         let t = Transfer(
             url: url, limit: limits.maxBytes, app: app, serial: serials, fetcher: self, progress: progress, completion: completion)
-        guard let easy = curl_easy_init() else {
+        guard let easy = ccurl_easy_init() else {
             completion(.failure(.failed(NetActivityError(.network, "Could not start a transfer"))))
             return {}
         }
@@ -170,11 +185,11 @@ final class HTTPFetcher {
         })
         _ = ccurl_set_ptr(easy, CURLOPT_XFERINFODATA, user)
         for (name, value) in [("Accept-Encoding", "identity")] + headers {
-            t.headerList = curl_slist_append(t.headerList, "\(name): \(value)")
+            t.headerList = ccurl_slist_append(t.headerList, "\(name): \(value)")
         }
         _ = ccurl_set_slist(easy, CURLOPT_HTTPHEADER, t.headerList)
         live[ObjectIdentifier(t)] = t
-        curl_multi_add_handle(multi, easy)
+        ccurl_multi_add_handle(multi, easy)
         return { [weak self, weak t] in
             guard let self, let t, self.live.removeValue(forKey: ObjectIdentifier(t)) != nil else { return }
             self.release(t)
@@ -189,11 +204,11 @@ final class HTTPFetcher {
             scheduleResume()
         }
         if let easy = t.easy {
-            curl_multi_remove_handle(multi, easy)
-            curl_easy_cleanup(easy)
+            ccurl_multi_remove_handle(multi, easy)
+            ccurl_easy_cleanup(easy)
             t.easy = nil
         }
-        if let list = t.headerList { curl_slist_free_all(list) }
+        if let list = t.headerList { ccurl_slist_free_all(list) }
         t.headerList = nil
     }
 
@@ -231,7 +246,7 @@ final class HTTPFetcher {
             for t in self.live.values.filter(\.paused).sorted(by: { $0.serial < $1.serial }) {
                 guard let easy = t.easy, t.paused else { continue }
                 t.paused = false
-                _ = curl_easy_pause(easy, CCURL_PAUSE_CONT)
+                _ = ccurl_easy_pause(easy, CCURL_PAUSE_CONT)
             }
         }
     }
@@ -270,7 +285,7 @@ final class HTTPFetcher {
 
     private func act(fd: curl_socket_t, flags: Int32) {
         var running: Int32 = 0
-        _ = curl_multi_socket_action(multi, fd, flags, &running)
+        _ = ccurl_multi_socket_action(multi, fd, flags, &running)
         var result = CURLE_OK
         while let easy = ccurl_next_done(multi, &result) {
             guard let user = ccurl_info_private(easy) else { continue }
@@ -330,7 +345,7 @@ final class HTTPFetcher {
 
     private static func outcome(_ code: CURLcode, status: Int, transfer t: Transfer) -> Result<Response, ImageDownloader.Failure> {
         if code == CURLE_OK { return .success(Response(status: status, headers: .init(t.headers), body: t.body)) }
-        let detail = String(cString: curl_easy_strerror(code))
+        let detail = String(cString: ccurl_easy_strerror(code))
         // Errors are published (the task's Error, notifications): no userinfo, no query.
         let url = PublishedURL.redact(t.url)
         switch code {

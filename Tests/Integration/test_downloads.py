@@ -147,6 +147,38 @@ class DownloadTestCase(AgentTestCase):
                           what="%d DownloadFinished" % n)
 
 
+class LibcurlLoadingTests(DownloadTestCase):
+    """libcurl (and its TLS, Kerberos and LDAP libraries) is mapped at the first download only."""
+
+    def mapped(self):
+        with open("/proc/%d/maps" % self.agent.proc.pid) as f:
+            return f.read()
+
+    def test_libcurl_is_loaded_at_the_first_download(self):
+        iface(self.conn).IncrementActivityCount()  # an agent in use, but not downloading
+        iface(self.conn).DecrementActivityCount()
+        self.assertNotIn("libcurl", self.mapped())
+        c = self.client(self.http.url("/img/one.png"))
+        self.assertTrue(self.finished(c, 1)[0]["ok"])
+        self.assertIn("libcurl", self.mapped())
+
+    def test_a_missing_libcurl_fails_downloads_clearly_and_nothing_else(self):
+        from harness import Agent
+        self.agent.stop()
+        self.agent = Agent(self.bus, *self.agent_args, env={"NETACTIVITY_LIBCURL": "libnetactivity-missing.so.4"})
+        for _ in range(2):  # the second try fails the same way (nothing half-loaded)
+            c = self.client(self.http.url("/img/one.png"))
+            done = self.finished(c, 1)[0]
+            self.assertFalse(done["ok"])
+            self.assertEqual(done["error_name"], "org.freedesktop.DBus.Error.Failed")
+            self.assertIn("libcurl", done["error_message"])
+            self.assertIn("libnetactivity-missing.so.4", done["error_message"])
+            c.close()
+        self.assertEqual(self.http.count("/img/"), 0)
+        iface(self.conn).IncrementActivityCount()  # the rest of the agent works on
+        self.assertEqual(int(prop(self.conn, "ActivityCount")), 1)
+
+
 class CoalescingTests(DownloadTestCase):
     def test_fifty_requests_from_five_clients_make_one_http_request(self):
         url = self.http.url("/gate/shared.png")

@@ -1,0 +1,129 @@
+#ifndef NETACTIVITY_CCURL_SHIM_H
+#define NETACTIVITY_CCURL_SHIM_H
+
+/* libcurl for the downloader, loaded at the first download (dlopen), so that an agent that
+   only counts activity never maps libcurl and its dependency tree (TLS, Kerberos, LDAP: about
+   5 MiB resident). Every call goes through the table `ccurl_load` fills; curl.h is used for its
+   types and constants only. curl_easy_setopt, curl_multi_setopt and curl_easy_getinfo are
+   variadic, which Swift cannot call; the typed wrappers below can. The macros Swift does not
+   import are re-exported as constants. */
+#include <curl/curl.h>
+
+/* Loads libcurl (`library`, or "libcurl.so.4" when NULL) once. NULL on success (and on every
+   later call), else why not, naming the library: a message that stays valid. */
+const char *ccurl_load(const char *library);
+
+/* The libcurl functions the fetcher uses, resolved by ccurl_load. */
+struct ccurl_api {
+    CURLcode (*global_init)(long flags);
+    CURLM *(*multi_init)(void);
+    CURLMcode (*multi_cleanup)(CURLM *m);
+    CURLMcode (*multi_setopt)(CURLM *m, CURLMoption o, ...);
+    CURLMcode (*multi_add_handle)(CURLM *m, CURL *h);
+    CURLMcode (*multi_remove_handle)(CURLM *m, CURL *h);
+    CURLMcode (*multi_socket_action)(CURLM *m, curl_socket_t s, int mask, int *running);
+    CURLMsg *(*multi_info_read)(CURLM *m, int *left);
+    CURL *(*easy_init)(void);
+    void (*easy_cleanup)(CURL *h);
+    CURLcode (*easy_setopt)(CURL *h, CURLoption o, ...);
+    CURLcode (*easy_getinfo)(CURL *h, CURLINFO i, ...);
+    CURLcode (*easy_pause)(CURL *h, int mask);
+    const char *(*easy_strerror)(CURLcode c);
+    struct curl_slist *(*slist_append)(struct curl_slist *l, const char *s);
+    void (*slist_free_all)(struct curl_slist *l);
+};
+extern struct ccurl_api ccurl;
+
+static const int CCURL_POLL_IN = CURL_POLL_IN;
+static const int CCURL_POLL_OUT = CURL_POLL_OUT;
+static const int CCURL_POLL_INOUT = CURL_POLL_INOUT;
+static const int CCURL_POLL_REMOVE = CURL_POLL_REMOVE;
+static const int CCURL_CSELECT_IN = CURL_CSELECT_IN;
+static const int CCURL_CSELECT_OUT = CURL_CSELECT_OUT;
+static const int CCURL_CSELECT_ERR = CURL_CSELECT_ERR;
+static const curl_socket_t CCURL_SOCKET_TIMEOUT = CURL_SOCKET_TIMEOUT;
+static const size_t CCURL_WRITEFUNC_PAUSE = CURL_WRITEFUNC_PAUSE;
+static const int CCURL_PAUSE_CONT = CURLPAUSE_CONT;
+
+typedef size_t (*ccurl_data_fn)(char *data, size_t size, size_t count, void *user);
+typedef int (*ccurl_progress_fn)(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow);
+typedef int (*ccurl_socket_fn)(CURL *easy, curl_socket_t fd, int what, void *user, void *socket_user);
+typedef int (*ccurl_timer_fn)(CURLM *multi, long timeout_ms, void *user);
+typedef int (*ccurl_close_fn)(void *user, curl_socket_t fd);
+
+/* Every socket libcurl closes goes through this callback (the fetcher stops watching it first). */
+static inline CURLcode ccurl_set_close_fn(CURL *h, ccurl_close_fn f, void *user) {
+    CURLcode rc = ccurl.easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, f);
+    if (rc == CURLE_OK) rc = ccurl.easy_setopt(h, CURLOPT_CLOSESOCKETDATA, user);
+    return rc;
+}
+
+/* The socket of the connection a finished transfer used, if libcurl still keeps it, else -1. */
+static inline curl_socket_t ccurl_info_socket(CURL *h) {
+    curl_socket_t s = CURL_SOCKET_BAD;
+    if (ccurl.easy_getinfo(h, CURLINFO_ACTIVESOCKET, &s) != CURLE_OK) return CURL_SOCKET_BAD;
+    return s;
+}
+
+static const long CCURL_HTTP_VERSION_2_0 = CURL_HTTP_VERSION_2_0;
+
+static inline CURLcode ccurl_set_long(CURL *h, CURLoption o, long v) { return ccurl.easy_setopt(h, o, v); }
+static inline CURLcode ccurl_set_off(CURL *h, CURLoption o, curl_off_t v) { return ccurl.easy_setopt(h, o, v); }
+static inline CURLcode ccurl_set_str(CURL *h, CURLoption o, const char *v) { return ccurl.easy_setopt(h, o, v); }
+static inline CURLcode ccurl_set_ptr(CURL *h, CURLoption o, void *v) { return ccurl.easy_setopt(h, o, v); }
+static inline CURLcode ccurl_set_slist(CURL *h, CURLoption o, struct curl_slist *v) { return ccurl.easy_setopt(h, o, v); }
+static inline CURLcode ccurl_set_write_fn(CURL *h, ccurl_data_fn f) { return ccurl.easy_setopt(h, CURLOPT_WRITEFUNCTION, f); }
+static inline CURLcode ccurl_set_header_fn(CURL *h, ccurl_data_fn f) { return ccurl.easy_setopt(h, CURLOPT_HEADERFUNCTION, f); }
+static inline CURLcode ccurl_set_progress_fn(CURL *h, ccurl_progress_fn f) { return ccurl.easy_setopt(h, CURLOPT_XFERINFOFUNCTION, f); }
+
+static inline CURLMcode ccurl_multi_set_socket_fn(CURLM *m, ccurl_socket_fn f, void *user) {
+    CURLMcode rc = ccurl.multi_setopt(m, CURLMOPT_SOCKETFUNCTION, f);
+    return rc != CURLM_OK ? rc : ccurl.multi_setopt(m, CURLMOPT_SOCKETDATA, user);
+}
+static inline CURLMcode ccurl_multi_set_timer_fn(CURLM *m, ccurl_timer_fn f, void *user) {
+    CURLMcode rc = ccurl.multi_setopt(m, CURLMOPT_TIMERFUNCTION, f);
+    return rc != CURLM_OK ? rc : ccurl.multi_setopt(m, CURLMOPT_TIMERDATA, user);
+}
+
+static inline long ccurl_info_long(CURL *h, CURLINFO i) {
+    long v = 0;
+    ccurl.easy_getinfo(h, i, &v);
+    return v;
+}
+static inline void *ccurl_info_private(CURL *h) {
+    char *v = NULL;
+    ccurl.easy_getinfo(h, CURLINFO_PRIVATE, &v);
+    return v;
+}
+static inline CURLcode ccurl_set_private(CURL *h, void *v) { return ccurl.easy_setopt(h, CURLOPT_PRIVATE, v); }
+
+/* The easy handle and result of a finished transfer from curl_multi_info_read, or NULL. */
+static inline CURL *ccurl_next_done(CURLM *m, CURLcode *result) {
+    int left = 0;
+    CURLMsg *msg;
+    while ((msg = ccurl.multi_info_read(m, &left)) != NULL) {
+        if (msg->msg == CURLMSG_DONE) {
+            *result = msg->data.result;
+            return msg->easy_handle;
+        }
+    }
+    return NULL;
+}
+
+/* The plain calls, through the table. */
+static inline CURLcode ccurl_global_init(long flags) { return ccurl.global_init(flags); }
+static inline CURLM *ccurl_multi_init(void) { return ccurl.multi_init(); }
+static inline CURLMcode ccurl_multi_cleanup(CURLM *m) { return ccurl.multi_cleanup(m); }
+static inline CURLMcode ccurl_multi_add_handle(CURLM *m, CURL *h) { return ccurl.multi_add_handle(m, h); }
+static inline CURLMcode ccurl_multi_remove_handle(CURLM *m, CURL *h) { return ccurl.multi_remove_handle(m, h); }
+static inline CURLMcode ccurl_multi_socket_action(CURLM *m, curl_socket_t s, int mask, int *running) {
+    return ccurl.multi_socket_action(m, s, mask, running);
+}
+static inline CURL *ccurl_easy_init(void) { return ccurl.easy_init(); }
+static inline void ccurl_easy_cleanup(CURL *h) { ccurl.easy_cleanup(h); }
+static inline CURLcode ccurl_easy_pause(CURL *h, int mask) { return ccurl.easy_pause(h, mask); }
+static inline const char *ccurl_easy_strerror(CURLcode c) { return ccurl.easy_strerror(c); }
+static inline struct curl_slist *ccurl_slist_append(struct curl_slist *l, const char *s) { return ccurl.slist_append(l, s); }
+static inline void ccurl_slist_free_all(struct curl_slist *l) { ccurl.slist_free_all(l); }
+
+#endif
