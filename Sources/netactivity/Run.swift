@@ -50,6 +50,9 @@ struct Run: ParsableCommand {
 
     func run() throws {
         let argvStrings = command.first == "--" ? Array(command.dropFirst()) : command
+        // Before the task or lease exists: a SIGTERM from then on is passed to the command and
+        // reported in the task, never the end of `run` itself.
+        let signals = TerminationSignals(includeChild: true)
         var lease: ActivityLease?
         var taskPath: String?
         // The client lives until the command ends: the agent ends a lease (and completes a task)
@@ -66,7 +69,6 @@ struct Run: ParsableCommand {
         } catch {
             printError("warning: \(error.description); running the command without \(task == nil ? "a lease" : "a task")")
         }
-        let signals = TerminationSignals(includeChild: true)
         var reader: ProgressReader?
         if let progressFrom {
             reader = ProgressReader(passThroughTo: progressFrom.fd, client: taskPath == nil ? nil : client, task: taskPath)
