@@ -218,10 +218,17 @@ extension ClientCore {
             return
         }
         let owner = self.owner
-        request("GetManagedObjects", interface: Self.objectManager, decode: Self.readManagedTasks) { [unowned self] result in
+        taskList { [unowned self] result in
             guard owner == self.owner else { return }  // a newer agent's reload follows
-            let now = ((try? result.get()) ?? [:]).values.sorted(by: Self.taskOrder)
+            let now = (try? result.get()) ?? []
             for w in watches { w.reconcile(now) }
+        }
+    }
+
+    /// The agent's tasks (GetManagedObjects), by task number.
+    func taskList(destination: String? = nil, _ done: @escaping Completion<[TaskSnapshot]>) {
+        request("GetManagedObjects", interface: Self.objectManager, destination: destination, decode: Self.readManagedTasks) { result in
+            done(result.map { $0.values.sorted(by: Self.taskOrder) })
         }
     }
 

@@ -619,10 +619,18 @@ final class ClientCore: @unchecked Sendable {
     /// The cached image for (url, additionalIdentifier) as a shared read-only file, or nil on a
     /// miss: no copy through the bus, whatever its size (the reader copies once, off this thread).
     func openImage(url: String, additionalIdentifier: String, _ done: @escaping Completion<SharedImageFile?>) {
-        request(ImageCacheMember.Method.openImageForRequest.rawValue, interface: NetActivity.cacheInterface, { w in
+        openImage(.openImageForRequest, { w in
             w.append(url)
             w.append(additionalIdentifier)
-        }, decode: { r throws(DBusError) in
+        }, done)
+    }
+
+    /// OpenImage or OpenImageForRequest: the sealed memfd, or nil on a miss.
+    func openImage(
+        _ member: ImageCacheMember.Method, _ body: @escaping (inout MessageWriter) throws -> Void,
+        _ done: @escaping Completion<SharedImageFile?>
+    ) {
+        request(member.rawValue, interface: NetActivity.cacheInterface, body, decode: { r throws(DBusError) in
             let fd = try r.readFD()
             return SharedImageFile(fd: fd, size: (try? r.read(UInt64.self)) ?? 0)
         }) { result in

@@ -179,14 +179,7 @@ public final class NetActivity: Sendable {
     /// The cached image as a read-only file (no copy through the bus: the better path for large
     /// images), or nil.
     public func openImage(identifier: String) async throws(NetActivityError) -> SharedImageFile? {
-        do {
-            return try await cacheCall(ImageCacheMember.Method.openImage.rawValue, { w in w.append(identifier) }) { r throws(DBusError) in
-                let fd = try r.readFD()
-                return SharedImageFile(fd: fd, size: (try? r.read(UInt64.self)) ?? 0)
-            }
-        } catch where error.code == .notFound {
-            return nil
-        }
+        try await perform { core, done in core.openImage(.openImage, { w in w.append(identifier) }, done) }
     }
 
     /// The image cached for (url, additionalIdentifier), where the downloader stores, as a
@@ -261,11 +254,7 @@ public final class NetActivity: Sendable {
 
     /// Every task at the agent, any app's (live and recently completed), by task number.
     public func tasks() async throws(NetActivityError) -> [TaskSnapshot] {
-        try await perform { core, done in
-            core.request("GetManagedObjects", interface: ClientCore.objectManager, decode: ClientCore.readManagedTasks) { result in
-                done(result.map { $0.values.sorted(by: ClientCore.taskOrder) })
-            }
-        }
+        try await perform { core, done in core.taskList(done) }
     }
 
     /// The agent's task list as it changes, for panels: `added` for each task there now, then one

@@ -164,8 +164,7 @@ public final class NetActivityClient {
 
     /// Every task the agent holds (live and recently completed), ordered by task number.
     public func tasks() throws(NetActivityError) -> [TaskSnapshot] {
-        try call("GetManagedObjects", interface: ClientCore.objectManager, decode: ClientCore.readManagedTasks)
-            .values.sorted(by: ClientCore.taskOrder)
+        try wait { core, done in core.taskList(destination: Self.busName, done) }
     }
 
     /// Follows every task: `added` for each one there now, then one event per change, with
