@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/prctl.h>
+#include <sched.h>
 
 /* sigset manipulation macros/functions are awkward from Swift: a tiny helper that blocks
    the termination signals and returns a signalfd for them. */
@@ -84,6 +85,23 @@ fail: {
         errno = saved;
         return -1;
     }
+}
+
+/* An empty memfd that can be sealed later (a body written as it arrives), or -1 with errno set. */
+static inline int clinux_memfd(const char *name) {
+    return (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+}
+
+/* Seals a memfd read-only (no writable mapping of it may exist): 0, or -1 with errno set. */
+static inline int clinux_seal_read_only(int fd) {
+    return fcntl(fd, F_ADD_SEALS, CLINUX_SEALS_READ_ONLY);
+}
+
+/* Puts the calling thread in SCHED_IDLE (it runs only when nothing else on its CPU wants to,
+   and any other thread that wakes preempts it at once): 0, or -1 with errno set. */
+static inline int clinux_set_thread_idle_class(void) {
+    struct sched_param param = { .sched_priority = 0 };
+    return sched_setscheduler(0, 5 /* SCHED_IDLE */, &param);
 }
 
 /* The seals on an fd (F_GET_SEALS), or -1. */

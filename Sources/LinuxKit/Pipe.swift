@@ -29,6 +29,17 @@ public enum SealedMemory {
         return copy >= 0 ? copy : nil
     }
 
+    /// An empty, sealable memfd for data written as it arrives, then `sealReadOnly`; nil with errno set.
+    public static func makeEmpty(name: String) -> Int32? {
+        let fd = clinux_memfd(name)
+        return fd >= 0 ? fd : nil
+    }
+
+    /// Seals a memfd from `makeEmpty` read-only (no writable mapping of it may exist); false with errno set.
+    public static func sealReadOnly(_ fd: Int32) -> Bool {
+        clinux_seal_read_only(fd) == 0
+    }
+
     /// Whether `fd` carries all the read-only seals.
     public static func isSealedReadOnly(_ fd: Int32) -> Bool {
         let seals = clinux_get_seals(fd)

@@ -11,8 +11,10 @@ import NetActivityCore
 /// through the files' modification times, which reads refresh).
 ///
 /// Nothing touches the disk until the first download (or a read of DiskUsage or DiskError).
-/// Entries are small images, read and written on the agent's loop.
-final class DiskCache {
+/// Only the disk worker thread touches a DiskCache (`DiskTier` hands it the work); `journal`
+/// tells the loop which entries came and went.
+final class DiskCache: @unchecked Sendable {
+    // @unchecked: confined to the disk worker thread (see DiskTier).
     let directory: String
     private(set) var capacity: UInt64
     private let logger: Logger
@@ -24,8 +26,16 @@ final class DiskCache {
     private(set) var broken = false
     /// The directory's lock, held for the agent's life (closed with the process).
     private var lockFD: Int32 = -1
+    /// Entries that came (true) and went (false) since `takeJournal`, in order.
+    private var journal: [(name: String, present: Bool)] = []
+
+    func takeJournal() -> [(name: String, present: Bool)] {
+        defer { journal = [] }
+        return journal
+    }
 
     static let defaultCapacity: UInt64 = 150 * 1024 * 1024
+    static let writePiece = 128 * 1024
 
     init(directory: String, capacity: UInt64 = DiskCache.defaultCapacity, logger: Logger) {
         self.directory = directory
@@ -110,42 +120,75 @@ final class DiskCache {
         for f in found.sorted(by: { $0.time < $1.time }) {
             index.set(f.size, cost: f.size, for: f.name)
             owners.note(f.name, cost: f.size, owner: "")
+            journal.append((f.name, true))
         }
         evict(toFit: 0)
     }
 
     /// The entry for `key`, refreshed as the most recently used; nil when absent or damaged
-    /// (a damaged file is deleted).
-    func read(key: String) -> DiskEntry? {
+    /// (a damaged file is deleted). A large body comes back in a sealed memfd (`ImageBody`).
+    func read(key: String) -> (info: CachedResponseInfo, body: ImageBody)? {
         prepare()
         let name = DiskEntry.fileName(for: key)
         guard !broken, index.value(for: name) != nil else { return nil }
         let path = directory + "/" + name
-        guard let bytes = readWhole(path), let entry = DiskEntry.decode(bytes), entry.key == key else {
+        guard let hit = Self.readEntry(path, maxBytes: Int(min(capacity, UInt64(Int.max / 2))) + 1 << 20), hit.key == key else {
             logger.notice("Dropped a damaged disk cache entry \(name)")
             drop(name)
             return nil
         }
         owners.touch(name)
         utimensat(AT_FDCWD, path, nil, 0)  // recency for the next run
-        return entry
+        return (hit.info, hit.body)
     }
 
-    /// Stores `entry` atomically, charged to `owner` (an app); false when it does not fit, when
+    /// A regular file's entry, checked whole: never blocking on a FIFO put in an entry's place,
+    /// never through a link. Small files are read, large ones mapped; a large body is copied
+    /// once, from the file into its memfd.
+    private static func readEntry(_ path: String, maxBytes: Int) -> (key: String, info: CachedResponseInfo, body: ImageBody)? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, st.st_size > 0, st.st_size <= maxBytes else { return nil }
+        let size = Int(st.st_size)
+        func entry(_ bytes: UnsafeRawBufferPointer) -> (key: String, info: CachedResponseInfo, body: ImageBody)? {
+            guard let parsed = DiskEntry.parse(bytes) else { return nil }
+            let body = ImageBody.copy(of: UnsafeRawBufferPointer(rebasing: bytes[parsed.body]))
+            return (parsed.key, parsed.info, body)
+        }
+        guard size >= ImageBody.memfdThreshold else {
+            var bytes = [UInt8](repeating: 0, count: size)
+            var done = 0
+            while done < size {
+                let n = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + done, size - done) }
+                if n < 0, errno == EINTR { continue }
+                guard n > 0 else { return nil }
+                done += n
+            }
+            return bytes.withUnsafeBytes(entry)
+        }
+        guard let map = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0), map != MAP_FAILED else { return nil }
+        defer { munmap(map, size) }
+        return entry(UnsafeRawBufferPointer(start: map, count: size))
+    }
+
+    /// Stores an entry atomically, charged to `owner` (an app); false when it does not fit, when
     /// making room would take from apps within their fair share while `owner` is above its own,
-    /// or when the disk refused.
+    /// or when the disk refused. The checksum is computed as the bytes go out: header, then the
+    /// body where it lies (its memfd), then the trailer.
     @discardableResult
-    func write(_ entry: DiskEntry, owner: String = "") -> Bool {
+    func write(key: String, info: CachedResponseInfo, body: any FetchedBody, owner: String = "") -> Bool {
         prepare()
         guard !broken else { return false }
-        let bytes = entry.encode()
-        let size = UInt64(bytes.count)
-        let name = DiskEntry.fileName(for: entry.key)
+        let header = DiskEntry.header(key: key, info: info, bodyCount: body.count)
+        let size = UInt64(header.count + body.count + 8)
+        let name = DiskEntry.fileName(for: key)
         guard size <= capacity else {
             drop(name)
             return false
         }
-        if let old = index.remove(name) { _ = old }
+        if index.remove(name) != nil { journal.append((name, false)) }
         owners.forget(name)
         guard evict(toFit: size, for: name, owner: owner) else {
             drop(name)
@@ -158,20 +201,24 @@ final class DiskCache {
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o600)
         // On any failure the older version of this entry goes too: it is out of date.
         guard fd >= 0 else { return failed("create", temporary, errno, dropping: name) }
-        var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
-            if n < 0, errno == EINTR { continue }
-            guard n > 0 else {
-                let error = n == 0 ? ENOSPC : errno
-                close(fd)
-                unlink(temporary)
-                return failed("write", temporary, error, dropping: name)
+        var sum = DiskEntry.Checksum(length: header.count + body.count)
+        func put(_ bytes: UnsafeRawBufferPointer) -> Int32 {
+            var done = 0
+            while done < bytes.count {
+                // In pieces: the kernel does not preempt a long write (PREEMPT_NONE); between
+                // pieces the loop's thread takes the CPU the moment it wakes.
+                let n = Glibc.write(fd, bytes.baseAddress! + done, min(bytes.count - done, Self.writePiece))
+                if n < 0, errno == EINTR { continue }
+                guard n > 0 else { return n == 0 ? ENOSPC : errno }
+                done += n
             }
-            done += n
+            return 0
         }
-        guard close(fd) == 0 else {
-            let error = errno
+        var error = header.withUnsafeBytes { sum.add($0); return put($0) }
+        if error == 0 { error = body.withUnsafeBytes { sum.add($0); return put($0) } }
+        if error == 0 { error = DiskEntry.trailer(sum.finish()).withUnsafeBytes { put($0) } }
+        if error == 0, close(fd) != 0 { error = errno } else if error != 0 { close(fd) }
+        guard error == 0 else {
             unlink(temporary)
             return failed("write", temporary, error, dropping: name)
         }
@@ -182,6 +229,7 @@ final class DiskCache {
         }
         index.set(size, cost: size, for: name)
         owners.note(name, cost: size, owner: owner)
+        journal.append((name, true))
         if !lastError.isEmpty {
             logger.notice("Disk cache: writing again after: \(lastError)")
             lastError = ""
@@ -223,13 +271,14 @@ final class DiskCache {
             if fair.someoneOver { return false }
             guard let oldest = index.removeOldest() else { return false }
             owners.forget(oldest.key)
+            journal.append((oldest.key, false))
             unlink(directory + "/" + oldest.key)
         }
         return true
     }
 
     private func drop(_ name: String) {
-        index.remove(name)
+        if index.remove(name) != nil { journal.append((name, false)) }
         owners.forget(name)
         unlink(directory + "/" + name)
     }
@@ -245,10 +294,5 @@ final class DiskCache {
         if message != lastError { logger.warning("Disk cache: \(message); the memory cache goes on") }
         lastError = message
         return false
-    }
-
-    /// A regular file's bytes, never blocking on a FIFO put in an entry's place, never through a link.
-    private func readWhole(_ path: String) -> [UInt8]? {
-        Files.readRegular(path, maxBytes: Int(capacity) + 1 << 20)
     }
 }

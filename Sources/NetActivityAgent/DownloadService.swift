@@ -43,14 +43,22 @@ public final class DownloadService: ImageDownloader.Observer {
     lazy var core: ImageDownloader = {
         let d = ImageDownloader(
             isCached: { [unowned self] key, owner in self.images.contains(key, answeringFor: owner) },
-            store: { [unowned self] key, fetched, app in self.images.store(fetched.bytes, for: key, app: app) },
+            store: { [unowned self] key, fetched, app in self.images.store(fetched.body, for: key, app: app) },
             fetch: { [unowned self] request, progress, completion in self.fetch(request, progress, completion) })
         d.observer = self
         return d
     }()
 
-    /// The disk tier (nil when there is no cache directory to use).
-    lazy var disk: DiskCache? = DiskCache.defaultDirectory().map { DiskCache(directory: $0, logger: context.logger) }
+    /// The disk tier (nil when there is no cache directory to use); its files are the disk
+    /// worker's, never the loop's.
+    lazy var disk: DiskTier? = DiskCache.defaultDirectory().map {
+        DiskTier(directory: $0, mailbox: loop.mailbox, logger: context.logger)
+    }
+
+    /// At exit: waits up to `milliseconds` for the disk writes under way.
+    public func finishDiskWrites(milliseconds: Int) {
+        disk?.flush(milliseconds: milliseconds)
+    }
 
     static func wallClock() -> Double {
         var ts = timespec()
@@ -60,46 +68,60 @@ public final class DownloadService: ImageDownloader.Observer {
 
     /// Disk first (unless reloading): a fresh entry answers without the network, a stale one is
     /// revalidated with its ETag/Last-Modified; a 200 is written back when HTTP caching allows.
+    /// The disk is read on its worker; a key it surely does not hold goes to the network at once.
     private func fetch(
         _ request: ImageDownloader.Request, _ progress: @escaping (UInt64, UInt64) -> Void,
         _ completion: @escaping (Result<ImageDownloader.Fetched, ImageDownloader.Failure>) -> Void
     ) -> () -> Void {
-        var stale: DiskEntry?
-        var conditional: [(String, String)] = []
-        if !request.reload, let entry = disk?.read(key: request.key) {
-            switch HTTPCachePolicy.decide(entry.info, now: Self.wallClock()) {
+        guard !request.reload, let disk else { return network(request, stale: nil, progress, completion) }
+        var stopNetwork: (() -> Void)?
+        var stopped = false
+        let stopReading = disk.read(key: request.key) { [weak self] hit in
+            guard let self, !stopped else { return }
+            guard let hit else { return stopNetwork = self.network(request, stale: nil, progress, completion) }
+            switch HTTPCachePolicy.decide(hit.info, now: Self.wallClock()) {
             case .fresh:
-                // Answered on the next turn of the loop (never inside the downloader's own call).
-                let timer = context.scheduler.schedule(afterNanoseconds: 0) {
-                    completion(.success(ImageDownloader.Fetched(bytes: entry.body)))
-                }
-                return { [weak self] in self?.context.scheduler.cancel(timer) }
+                // A hit always comes on a later turn of the loop (from the worker), never
+                // inside the downloader's own call.
+                completion(.success(ImageDownloader.Fetched(body: hit.body)))
             case .revalidate(let headers):
-                stale = entry
-                conditional = headers
+                stopNetwork = self.network(request, stale: (hit, headers), progress, completion)
             case .refetch:
-                break
+                stopNetwork = self.network(request, stale: nil, progress, completion)
             }
         }
+        return {
+            stopped = true
+            stopReading()
+            stopNetwork?()
+        }
+    }
+
+    private func network(
+        _ request: ImageDownloader.Request, stale: (hit: DiskTier.Hit, conditional: [(String, String)])?,
+        _ progress: @escaping (UInt64, UInt64) -> Void,
+        _ completion: @escaping (Result<ImageDownloader.Fetched, ImageDownloader.Failure>) -> Void
+    ) -> () -> Void {
         fetcher.limits.maxBytes = maxBodyBytes
-        return fetcher.fetch(url: request.url, app: request.app, headers: conditional, progress: progress) { [weak self] result in
+        return fetcher.fetch(url: request.url, app: request.app, headers: stale?.conditional ?? [], progress: progress) {
+            [weak self] result in
             completion(result.flatMap { response in
-                if response.status == 304, var entry = stale {
-                    entry.info = HTTPCachePolicy.refreshed(entry.info, notModified: response.headers, now: Self.wallClock())
-                    self?.disk?.write(entry, owner: request.app)
-                    return .success(ImageDownloader.Fetched(bytes: entry.body))
+                if response.status == 304, let stale {
+                    let info = HTTPCachePolicy.refreshed(stale.hit.info, notModified: response.headers, now: Self.wallClock())
+                    self?.disk?.write(key: request.key, info: info, body: stale.hit.body, owner: request.app)
+                    return .success(ImageDownloader.Fetched(body: stale.hit.body))
                 }
                 guard response.status == 200 else {
                     return .failure(.failed(NetActivityError(.http, "HTTP \(response.status) for \(PublishedURL.redact(request.url))")))
                 }
                 if let info = HTTPCachePolicy.store(status: 200, headers: response.headers, now: Self.wallClock()) {
                     if response.body.withUnsafeBytes({ ImageInfo.sniff($0) }) != nil {
-                        self?.disk?.write(DiskEntry(key: request.key, info: info, body: response.body), owner: request.app)
+                        self?.disk?.write(key: request.key, info: info, body: response.body, owner: request.app)
                     }
                 } else {
                     self?.disk?.remove(key: request.key)  // no-store: keep no copy, not even an old one
                 }
-                return .success(ImageDownloader.Fetched(bytes: response.body))
+                return .success(ImageDownloader.Fetched(body: response.body))
             })
         }
     }
@@ -294,6 +316,7 @@ public final class DownloadService: ImageDownloader.Observer {
                     P.diskCapacity.rawValue, "t", get: { [unowned self] w, _ in w.append(self.disk?.capacity ?? DiskCache.defaultCapacity) }
                 ) { [unowned self] r, _, _ in try self.setDiskCapacity(try r.read(UInt64.self)) },
                 DBusProperty(P.diskUsage.rawValue, "t", emitsChanged: .false) { [unowned self] w, _ in
+                    self.disk?.start()
                     w.append(self.disk?.usage ?? 0)
                 },
                 DBusProperty(P.diskError.rawValue, "s", emitsChanged: .false) { [unowned self] w, _ in
@@ -352,7 +375,7 @@ public final class DownloadService: ImageDownloader.Observer {
 
     var diskError: String {
         guard let disk else { return "no cache directory: neither XDG_CACHE_HOME nor HOME is set" }
-        _ = disk.usage  // the directory is checked on first use
+        disk.start()  // the directory is checked on first use, on the worker: a later read reports it
         return disk.lastError
     }
 }

@@ -21,7 +21,8 @@ final class HTTPFetcher {
     struct Response {
         let status: Int
         let headers: HTTPCachePolicy.Headers
-        let body: [UInt8]
+        /// Sealed: the bytes' final home (see `ImageBody`).
+        let body: ImageBody
     }
 
     typealias Completion = (Result<Response, ImageDownloader.Failure>) -> Void
@@ -33,10 +34,20 @@ final class HTTPFetcher {
         let app: String
         let serial: UInt64
         unowned let fetcher: HTTPFetcher
-        var body: [UInt8] = []
+        /// Made at the first byte (sized by Content-Length, when the server sent one).
+        var body: ImageBody?
+        var received: Int { body?.count ?? 0 }
+        /// Why the body could not take more bytes (errno), if it could not.
+        var storeError: Int32 = 0
         /// Waiting for the in-flight budget (see `admit`).
         var paused = false
+        /// Waiting for the next turn of the loop (see `turnQuota`).
+        var yielded = false
         var headers: [(String, String)] = []
+        /// The Content-Length of the response under way (0 when not sent or not a number).
+        var announcedLength: Int {
+            headers.last { $0.0.lowercased() == "content-length" }.flatMap { Int($0.1) }.map { max(0, $0) } ?? 0
+        }
         var tooLarge = false
         var headerList: UnsafeMutablePointer<curl_slist>?
         let progress: (UInt64, UInt64) -> Void
@@ -55,6 +66,19 @@ final class HTTPFetcher {
             self.completion = completion
         }
     }
+
+    /// libcurl's read buffer per transfer.
+    static let readBuffer = 64 * 1024
+    /// Response bytes all transfers together take in one turn of the loop. Past it, a transfer
+    /// pauses until the next turn, so bytes arriving faster than the loop can copy them never
+    /// hold it: between turns it answers the bus (a Ping waits for at most one turn's copying).
+    static let turnQuota = 256 * 1024
+    private var turnBytes = 0
+    private var yieldedCount = 0
+    /// Idle connections kept for reuse.
+    static let pooledConnections = 16
+    /// How long a host's addresses are reused before it is resolved again.
+    static let dnsCacheSeconds = 120
 
     private let loop: EventLoop
     /// libcurl's multi handle, made at the first fetch (libcurl is loaded then, not at start-up).
@@ -86,6 +110,10 @@ final class HTTPFetcher {
         if let failure = ccurl_load(library) { return NetActivityError(.failed, String(cString: failure)) }
         guard let made = ccurl_multi_init() else { return NetActivityError(.failed, "libcurl could not start") }
         multi = made
+        loop.addPrepareHook { [unowned self] in self.newTurn() }
+        // Connections stay open for the next transfer to the same host (libcurl's pool, and
+        // its DNS cache, belong to the multi handle): room for every transfer that may run.
+        _ = ccurl_multi_set_long(multi, CURLMOPT_MAXCONNECTS, Self.pooledConnections)
         let me = Unmanaged.passUnretained(self).toOpaque()
         _ = ccurl_multi_set_socket_fn(multi, { _, fd, what, user, _ in
             Unmanaged<HTTPFetcher>.fromOpaque(user!).takeUnretainedValue().socketChanged(fd: fd, what: what)
@@ -135,6 +163,14 @@ final class HTTPFetcher {
         _ = ccurl_set_long(easy, CURLOPT_LOW_SPEED_TIME, limits.stallSeconds)
         _ = ccurl_set_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limits.maxBytes))
         _ = ccurl_set_long(easy, CURLOPT_NOSIGNAL, 1)
+        // Big reads: a 4 MiB image in 16 reads, not 256 (each read also costs libcurl a poll).
+        _ = ccurl_set_long(easy, CURLOPT_BUFFERSIZE, Self.readBuffer)
+        // HTTP/2 where the server offers it (ALPN, libcurl's default for https), and a transfer
+        // to a host whose TLS connection is still being set up waits to learn whether it can
+        // share it (multiplexing) rather than opening another. Not for plain http: there
+        // libcurl would wait for a whole HTTP/1.1 response and run the transfers one by one.
+        if url.utf8.prefix(6).map({ $0 | 0x20 }) == Array("https:".utf8) { _ = ccurl_set_long(easy, CURLOPT_PIPEWAIT, 1) }
+        _ = ccurl_set_long(easy, CURLOPT_DNS_CACHE_TIMEOUT, Self.dnsCacheSeconds)
         // Identity only, and no decoding at all: images are compressed already, and a gzip body
         // would let a 92 KB response decode into 90 MiB on the loop (a decompression bomb). A
         // server that encodes anyway delivers bytes that are not an image (NotAnImage), never more
@@ -149,15 +185,26 @@ final class HTTPFetcher {
         _ = ccurl_set_write_fn(easy, { data, size, count, user in
             let t = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
             let n = size * count
-            guard t.body.count + n <= t.limit else {
+            guard t.received + n <= t.limit else {
                 t.tooLarge = true
                 return 0  // anything but n ends the transfer with CURLE_WRITE_ERROR
+            }
+            guard t.fetcher.turnBytes < HTTPFetcher.turnQuota else {
+                t.fetcher.yield(t)
+                return CCURL_WRITEFUNC_PAUSE  // libcurl keeps this chunk for the next turn
             }
             guard t.fetcher.admit(t, bytes: n) else {
                 t.paused = true
                 return CCURL_WRITEFUNC_PAUSE  // libcurl keeps this chunk and stops reading
             }
-            t.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: n).bindMemory(to: UInt8.self))
+            // The one copy: from libcurl's buffer into the body's final home.
+            let body = t.body ?? ImageBody(expected: min(t.announcedLength, t.limit))
+            t.body = body
+            guard body.append(UnsafeRawBufferPointer(start: data, count: n)) else {
+                t.storeError = errno
+                return 0
+            }
+            t.fetcher.turnBytes += n
             return n
         })
         _ = ccurl_set_ptr(easy, CURLOPT_WRITEDATA, user)
@@ -197,9 +244,9 @@ final class HTTPFetcher {
     }
 
     private func release(_ t: Transfer) {
-        if t.body.count > 0 {
-            buffered -= t.body.count
-            let left = bufferedByApp[t.app, default: 0] - t.body.count
+        if t.received > 0 {
+            buffered -= t.received
+            let left = bufferedByApp[t.app, default: 0] - t.received
             bufferedByApp[t.app] = left > 0 ? left : nil
             scheduleResume()
         }
@@ -210,6 +257,30 @@ final class HTTPFetcher {
         }
         if let list = t.headerList { ccurl_slist_free_all(list) }
         t.headerList = nil
+    }
+
+    // MARK: turns
+
+    private func yield(_ t: Transfer) {
+        t.yielded = true
+        yieldedCount += 1
+    }
+
+    /// A new turn of the loop: the quota is fresh, and the transfers that reached it last turn
+    /// go first (oldest first), each taking the chunk libcurl kept for it.
+    private func newTurn() {
+        // A turn that moved response bytes lets the other threads of this CPU go first (the bus
+        // daemon with a message for us, above all): bytes that keep arriving would otherwise keep
+        // the loop running for whole scheduler slices while a Ping waits in the daemon.
+        if turnBytes > 0 { sched_yield() }
+        turnBytes = 0
+        guard yieldedCount > 0 else { return }
+        yieldedCount = 0
+        for t in live.values.filter(\.yielded).sorted(by: { $0.serial < $1.serial }) {
+            guard let easy = t.easy else { continue }
+            t.yielded = false
+            if !t.paused { _ = ccurl_easy_pause(easy, CCURL_PAUSE_CONT) }
+        }
     }
 
     // MARK: bytes in flight
@@ -344,10 +415,16 @@ final class HTTPFetcher {
     }
 
     private static func outcome(_ code: CURLcode, status: Int, transfer t: Transfer) -> Result<Response, ImageDownloader.Failure> {
-        if code == CURLE_OK { return .success(Response(status: status, headers: .init(t.headers), body: t.body)) }
-        let detail = String(cString: ccurl_easy_strerror(code))
         // Errors are published (the task's Error, notifications): no userinfo, no query.
         let url = PublishedURL.redact(t.url)
+        if code == CURLE_OK {
+            let body = t.body ?? ImageBody()
+            guard body.seal() else {
+                return .failure(.failed(NetActivityError(.failed, "\(url): the agent could not keep the body (\(String(cString: strerror(errno))))")))
+            }
+            return .success(Response(status: status, headers: .init(t.headers), body: body))
+        }
+        let detail = String(cString: ccurl_easy_strerror(code))
         switch code {
         case CURLE_OPERATION_TIMEDOUT:
             return .failure(.failed(NetActivityError(.timeout, "\(url): \(detail)")))
@@ -355,6 +432,9 @@ final class HTTPFetcher {
             return .failure(.failed(NetActivityError(.tooLarge, "\(url) is larger than the limit of \(t.limit) bytes")))
         case CURLE_WRITE_ERROR where t.tooLarge:
             return .failure(.failed(NetActivityError(.tooLarge, "\(url) is larger than the limit of \(t.limit) bytes")))
+        case CURLE_WRITE_ERROR where t.storeError != 0:
+            return .failure(.failed(NetActivityError(
+                .failed, "\(url): the agent had no memory for the body (\(String(cString: strerror(t.storeError))))")))
         case CURLE_TOO_MANY_REDIRECTS:
             return .failure(.failed(NetActivityError(.http, "\(url): too many redirects")))
         case CURLE_UNSUPPORTED_PROTOCOL:

@@ -12,7 +12,7 @@ public protocol ImageStore: AnyObject {
     /// only). An entry another app added under someone's URL is never served as that URL.
     func contains(_ key: String, answeringFor owner: String?) -> Bool
     /// Keeps `bytes` under `key`, charged to `app`, or says why not (`TooLarge`, `NotAnImage`).
-    func store(_ bytes: [UInt8], for key: String, app: String) -> Result<Void, ImageDownloader.Failure>
+    func store(_ body: any FetchedBody, for key: String, app: String) -> Result<Void, ImageDownloader.Failure>
 }
 
 /// `org.example.NetActivity.ImageCache`: AFAutoPurgingImageCache for every app, with large images
@@ -23,7 +23,7 @@ public final class ImageCacheService: ImageStore {
 
     public init(context: AgentContext, fileLimit: UInt64) {
         self.context = context
-        CachedImage.maxMemfds = NetActivityLimits.memfdImages(fileLimit: fileLimit)
+        ImageBody.maxMemfds = NetActivityLimits.memfdImages(fileLimit: fileLimit)
     }
 
     // MARK: the interface table
@@ -263,16 +263,18 @@ extension ImageCacheService {
         return image.addedBy == nil || image.addedBy == owner
     }
 
-    public func store(_ bytes: [UInt8], for key: String, app: String) -> Result<Void, ImageDownloader.Failure> {
+    /// Keeps a downloaded body as it is (an `ImageBody`: its memfd becomes the cache's, no copy).
+    public func store(_ body: any FetchedBody, for key: String, app: String) -> Result<Void, ImageDownloader.Failure> {
         let capacity = imageCache.memoryCapacity
-        guard UInt64(bytes.count) <= capacity else {
-            return .failure(.failed(NetActivityError(.tooLarge, "The image is \(bytes.count) bytes; the cache holds at most \(capacity)")))
+        guard UInt64(body.count) <= capacity else {
+            return .failure(.failed(NetActivityError(.tooLarge, "The image is \(body.count) bytes; the cache holds at most \(capacity)")))
         }
-        return bytes.withUnsafeBytes { data in
+        return body.withUnsafeBytes { data in
             guard let info = ImageInfo.sniff(data) else {
                 return .failure(.failed(NetActivityError(.notAnImage, "The \(data.count) bytes received are not an image of a known format")))
             }
-            _ = try? imageCache.add(CachedImage(info: info, data: data), cost: UInt64(data.count), for: key, owner: app)
+            let image = (body as? ImageBody).map { CachedImage(info: info, body: $0) } ?? CachedImage(info: info, data: data)
+            _ = try? imageCache.add(image, cost: UInt64(data.count), for: key, owner: app)
             return .success(())
         }
     }

@@ -22,6 +22,16 @@ public struct DiskEntry: Equatable, Sendable {
     }
 
     public func encode() -> [UInt8] {
+        var out = Self.header(key: key, info: info, bodyCount: body.count)
+        var sum = Checksum(length: out.count + body.count)
+        out.withUnsafeBytes { sum.add($0) }
+        body.withUnsafeBytes { sum.add($0) }
+        out += body
+        return out + Self.trailer(sum.finish())
+    }
+
+    /// An entry's bytes before its body: magic, key, caching facts and the body's length.
+    public static func header(key: String, info: CachedResponseInfo, bodyCount: Int) -> [UInt8] {
         var out = Self.magic
         func u16(_ v: UInt16) { out += [UInt8(v >> 8), UInt8(v & 0xFF)] }
         func u32(_ v: UInt32) { for i in (0..<4).reversed() { out.append(UInt8(truncatingIfNeeded: v >> (UInt32(i) * 8))) } }
@@ -39,69 +49,111 @@ public struct DiskEntry: Equatable, Sendable {
         text(info.lastModified)
         u64(info.storedAt.bitPattern)
         u64(UInt64(bitPattern: Int64(info.freshFor)))
-        u64(UInt64(body.count))
-        out += body
-        let sum = out.withUnsafeBytes { Self.checksum($0) }
-        for i in (0..<8).reversed() { out.append(UInt8(truncatingIfNeeded: sum >> (UInt64(i) * 8))) }
+        u64(UInt64(bodyCount))
         return out
+    }
+
+    /// The 8 bytes after the body: the checksum of header and body.
+    public static func trailer(_ sum: UInt64) -> [UInt8] {
+        (0..<8).reversed().map { UInt8(truncatingIfNeeded: sum >> (UInt64($0) * 8)) }
     }
 
     /// The entry, or nil when the bytes are not a whole, undamaged entry.
     public static func decode(_ bytes: [UInt8]) -> DiskEntry? {
+        bytes.withUnsafeBytes { raw in
+            parse(raw).map { DiskEntry(key: $0.key, info: $0.info, body: Array(raw[$0.body])) }
+        }
+    }
+
+    /// Reads a whole entry in place: its key, caching facts and where its body lies; nil when the
+    /// bytes are not a whole, undamaged entry.
+    public static func parse(_ bytes: UnsafeRawBufferPointer) -> (key: String, info: CachedResponseInfo, body: Range<Int>)? {
         guard bytes.count >= magic.count + 8, bytes.starts(with: magic) else { return nil }
-        let content = Array(bytes[..<(bytes.count - 8)])
-        let stored = bytes[(bytes.count - 8)...].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-        guard content.withUnsafeBytes({ Self.checksum($0) }) == stored else { return nil }
+        let end = bytes.count - 8
+        let stored = bytes[end...].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        guard Self.checksum(UnsafeRawBufferPointer(rebasing: bytes[..<end])) == stored else { return nil }
         var at = magic.count
-        func take(_ n: Int) -> ArraySlice<UInt8>? {
-            guard n >= 0, at + n <= content.count else { return nil }
+        func take(_ n: Int) -> Range<Int>? {
+            guard n >= 0, n <= end - at else { return nil }
             defer { at += n }
-            return content[at..<(at + n)]
+            return at..<(at + n)
         }
         func uint(_ n: Int) -> UInt64? {
-            take(n).map { $0.reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
+            take(n).map { bytes[$0].reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
         }
         func text() -> String?? {
             guard let n = uint(2) else { return nil }
             if n == UInt64(absent) { return .some(nil) }
-            return take(Int(n)).map { .some(String(decoding: $0, as: UTF8.self)) }
+            return take(Int(n)).map { .some(String(decoding: bytes[$0], as: UTF8.self)) }
         }
-        guard let keyLength = uint(4), let key = take(Int(keyLength)), let etag = text(), let lastModified = text(),
-              let stored = uint(8), let fresh = uint(8), let bodyLength = uint(8), bodyLength <= UInt64(content.count),
-              let body = take(Int(bodyLength)), at == content.count
+        guard let keyLength = uint(4), keyLength <= UInt64(end), let key = take(Int(keyLength)), let etag = text(),
+              let lastModified = text(), let stored = uint(8), let fresh = uint(8), let bodyLength = uint(8),
+              bodyLength <= UInt64(end), let body = take(Int(bodyLength)), at == end
         else { return nil }
         let info = CachedResponseInfo(
             etag: etag, lastModified: lastModified, storedAt: Double(bitPattern: stored),
             freshFor: Int(truncatingIfNeeded: Int64(bitPattern: fresh)))
-        return DiskEntry(key: String(decoding: key, as: UTF8.self), info: info, body: Array(body))
+        return (String(decoding: bytes[key], as: UTF8.self), info, body)
     }
 
     /// A 64-bit checksum: every step (xor a multiplied word, rotate, multiply by an odd constant)
     /// is a bijection of the state, so any change to a single 8-byte word always changes the result;
     /// the length is mixed in, and the end is a murmur3 finaliser.
     public static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
-        var h: UInt64 = 0x9E37_79B9_7F4A_7C15 ^ UInt64(bytes.count)
-        var i = 0
-        while i + 8 <= bytes.count {
-            let v = bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self)
-            h ^= v &* 0xFF51_AFD7_ED55_8CCD
-            h = (h << 31 | h >> 33) &* 0xC4CE_B9FE_1A85_EC53
-            i += 8
+        var sum = Checksum(length: bytes.count)
+        sum.add(bytes)
+        return sum.finish()
+    }
+
+    /// `checksum` fed in pieces (a header here, a body in a memfd there), for `length` bytes in all.
+    public struct Checksum {
+        private var h: UInt64
+        /// Bytes of an unfinished word (little-endian), and how many.
+        private var partial: UInt64 = 0
+        private var partialCount: UInt64 = 0
+
+        public init(length: Int) {
+            h = 0x9E37_79B9_7F4A_7C15 ^ UInt64(length)
         }
-        var tail: UInt64 = 0
-        var shift: UInt64 = 0
-        while i < bytes.count {
-            tail |= UInt64(bytes[i]) << shift
-            shift += 8
-            i += 1
+
+        private static func mix(_ h: UInt64, _ v: UInt64) -> UInt64 {
+            let x = h ^ (v &* 0xFF51_AFD7_ED55_8CCD)
+            return (x << 31 | x >> 33) &* 0xC4CE_B9FE_1A85_EC53
         }
-        h ^= tail &* 0xFF51_AFD7_ED55_8CCD
-        h = (h << 31 | h >> 33) &* 0xC4CE_B9FE_1A85_EC53
-        h ^= h >> 33
-        h &*= 0xFF51_AFD7_ED55_8CCD
-        h ^= h >> 33
-        h &*= 0xC4CE_B9FE_1A85_EC53
-        h ^= h >> 33
-        return h
+
+        public mutating func add(_ bytes: UnsafeRawBufferPointer) {
+            var i = 0
+            while partialCount > 0, partialCount < 8, i < bytes.count {
+                partial |= UInt64(bytes[i]) << (partialCount * 8)
+                partialCount += 1
+                i += 1
+            }
+            if partialCount == 8 {
+                h = Self.mix(h, partial)
+                partial = 0
+                partialCount = 0
+            }
+            var state = h
+            while i + 8 <= bytes.count {
+                state = Self.mix(state, bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self))
+                i += 8
+            }
+            h = state
+            while i < bytes.count {
+                partial |= UInt64(bytes[i]) << (partialCount * 8)
+                partialCount += 1
+                i += 1
+            }
+        }
+
+        public func finish() -> UInt64 {
+            var h = Self.mix(h, partial)
+            h ^= h >> 33
+            h &*= 0xFF51_AFD7_ED55_8CCD
+            h ^= h >> 33
+            h &*= 0xC4CE_B9FE_1A85_EC53
+            h ^= h >> 33
+            return h
+        }
     }
 }

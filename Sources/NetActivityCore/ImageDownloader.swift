@@ -29,10 +29,14 @@ public final class ImageDownloader {
         case receipt(String, transfer: UInt64)
     }
 
-    /// What a fetch delivers.
+    /// What a fetch delivers: the body where the transport put it (the agent's sealed memfd, or
+    /// an array), handed to `store` as it is, never copied here.
     public struct Fetched: Sendable {
-        public let bytes: [UInt8]
-        public init(bytes: [UInt8]) { self.bytes = bytes }
+        public let body: any FetchedBody
+        public init(body: any FetchedBody) { self.body = body }
+        public init(bytes: [UInt8]) { body = bytes }
+        /// A copy of the body (for tests).
+        public var bytes: [UInt8] { body.withUnsafeBytes { Array($0.bindMemory(to: UInt8.self)) } }
     }
 
     public struct Request: Equatable, Sendable {

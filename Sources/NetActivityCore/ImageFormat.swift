@@ -155,3 +155,12 @@ private struct Bytes {
         return UInt32(raw[at]) | UInt32(raw[at + 1]) << 8 | UInt32(raw[at + 2]) << 16 | UInt32(raw[at + 3]) << 24
     }
 }
+
+/// A response body as a transport holds it: an array, or memory of its own (the agent's sealed
+/// memfd) that the cache and the disk tier read in place.
+public protocol FetchedBody: Sendable {
+    var count: Int { get }
+    func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R
+}
+
+extension Array: FetchedBody where Element == UInt8 {}

@@ -161,5 +161,7 @@ struct NetActivityDaemon: ParsableCommand {
         }
         loop.run()
         connection.close()
+        // Disk writes under way finish (the image files are a cache: a cut one is never used).
+        agent.downloads.finishDiskWrites(milliseconds: 2000)
     }
 }

@@ -1,4 +1,5 @@
 """The shared downloader against a local HTTP server on 127.0.0.1 (never the internet)."""
+import hashlib
 import http.server
 import threading
 import time
@@ -145,6 +146,23 @@ class DownloadTestCase(AgentTestCase):
     def finished(self, c, n, timeout=10):
         return wait_until(lambda: len(self.events(c, "finished")) >= n and self.events(c, "finished"), timeout=timeout,
                           what="%d DownloadFinished" % n)
+
+    def disk_entries(self, n, at_most=None):
+        """The disk tier's entry files once its worker has written them (DownloadFinished does not
+        wait for the disk): n entries (or any number up to at_most), no temporary file left, and
+        DiskUsage equal to their sizes, which the agent reports only after its worker's writes."""
+        import os
+        folder = os.path.join(self.bus.cache_home, "netactivity")
+        props = self.conn.get_object(NAME, PATH, introspect=False)
+
+        def settled():
+            names = os.listdir(folder) if os.path.isdir(folder) else []
+            entries = sorted(n for n in names if not n.startswith("tmp-"))
+            if len(entries) != len(names) or (len(entries) > at_most if at_most is not None else len(entries) != n):
+                return None
+            usage = int(props.Get(DOWNLOADER, "DiskUsage", dbus_interface=PROPS))
+            return entries if usage == sum(os.path.getsize(os.path.join(folder, e)) for e in entries) else None
+        return wait_until(settled, what="%s disk entries written" % (n if at_most is None else "at most %d" % at_most))
 
 
 class LibcurlLoadingTests(DownloadTestCase):
@@ -404,8 +422,7 @@ class DiskTierTests(DownloadTestCase):
         self.assertTrue(self.fetch("/etag/a.png")["ok"])
         self.assertTrue(self.fetch("/fresh/b.png")["ok"])
         self.assertTrue(self.fetch("/nostore/c.png")["ok"])
-        files = os.listdir(self.cache_dir())
-        self.assertEqual(len(files), 2, "no-store is not kept")
+        files = self.disk_entries(2)  # no-store is not kept
         self.assertEqual(stat.S_IMODE(os.stat(self.cache_dir()).st_mode), 0o700)
         for f in files:
             self.assertRegex(f, "^[0-9a-f]{64}$")
@@ -427,7 +444,7 @@ class DiskTierTests(DownloadTestCase):
     def test_a_damaged_entry_is_dropped_never_served(self):
         import os
         self.assertTrue(self.fetch("/fresh/d.png")["ok"])
-        [name] = os.listdir(self.cache_dir())
+        [name] = self.disk_entries(1)
         path = os.path.join(self.cache_dir(), name)
         with open(path, "r+b") as f:
             f.seek(60)
@@ -443,10 +460,12 @@ class DiskTierTests(DownloadTestCase):
     def test_disk_capacity_is_enforced_at_write_time(self):
         import os
         self.assertTrue(self.fetch("/fresh/first.png")["ok"])
-        size = os.path.getsize(os.path.join(self.cache_dir(), os.listdir(self.cache_dir())[0]))
+        size = os.path.getsize(os.path.join(self.cache_dir(), self.disk_entries(1)[0]))
         self.set_dprop("DiskCapacity", dbus.UInt64(2 * size + 10, variant_level=1))
         for i in range(4):
             self.assertTrue(self.fetch("/fresh/n%d.png" % i)["ok"])
-        self.assertEqual(len(os.listdir(self.cache_dir())), 2)
+        last = hashlib.sha256(self.http.url("/fresh/n3.png").encode()).hexdigest()
+        wait_until(lambda: os.path.exists(os.path.join(self.cache_dir(), last)), what="the last entry written")
+        self.assertEqual(len(self.disk_entries(2)), 2)
         usage = int(self.conn.get_object(NAME, PATH, introspect=False).Get(DOWNLOADER, "DiskUsage", dbus_interface=PROPS))
         self.assertLessEqual(usage, 2 * size + 10)

@@ -68,7 +68,8 @@ class FuzzTests(AgentTestCase):
         wait_until(lambda: fd_kinds(pid).get("pipe", 0) == before.get("pipe", 0), what="lease pipes closed")
         after = fd_kinds(pid)
         self.assertEqual(after.get("memfd", 0), 0)
-        self.assertEqual(after.get("anon_inode", 0), before.get("anon_inode", 0))
+        # The loop's mailbox (an eventfd, made when the disk worker first reports) and nothing else.
+        self.assertLessEqual(after.get("anon_inode", 0), before.get("anon_inode", 0) + 1, (before, after))
         self.assertLessEqual(sum(after.values()), sum(before.values()) + 8, "idle HTTP connections at most: %s then %s" % (before, after))
 
 
@@ -205,6 +206,7 @@ class FaultTests(DownloadTestCase):
         urls = [self.http.url("/fresh/%d.png" % i) for i in range(3)]
         for url in urls:
             self.assertTrue(self.downloaded(url)[0])
+        self.disk_entries(3)
         slow = self.client(self.http.url("/slow.png"))
         wait_until(lambda: self.http.count("/slow.png") == 1 and int(prop(self.conn, "ActivityCount")) == 1,
                    what="a transfer under way")
@@ -240,10 +242,10 @@ class FaultTests(DownloadTestCase):
         url = self.http.url("/big.png")
         self.assertTrue(self.downloaded(url)[0], "the memory tier took it")
         self.assertTrue(self.in_memory(url))
-        self.assertIn("File too large", self.disk_error())
+        wait_until(lambda: "File too large" in self.disk_error(), what="the failed write reported")
         self.assertTrue(self.agent.alive(), "SIGXFSZ is ignored")
         self.assertTrue(self.downloaded(self.http.url("/img/small.png"))[0])
-        self.assertEqual(self.disk_error(), "", "a write that fits clears the error")
+        wait_until(lambda: self.disk_error() == "", what="a write that fits clears the error")
         self.assertIn("File too large", self.agent.logtext())
 
     def test_a_full_then_read_only_disk_keeps_the_memory_tier(self):
@@ -259,13 +261,13 @@ class FaultTests(DownloadTestCase):
         url = self.http.url("/big.png")  # 3 MiB on a 256 KiB disk
         self.assertTrue(self.downloaded(url)[0])
         self.assertTrue(self.in_memory(url))
-        self.assertIn("No space left on device", self.disk_error())
+        wait_until(lambda: "No space left on device" in self.disk_error(), what="the full disk reported")
         self.assertEqual([n for n in os.listdir(os.path.join(mount, "netactivity")) if n.startswith("tmp-")], [])
         subprocess.run(["mount", "-o", "remount,ro", mount], check=True)
         url = self.http.url("/img/readonly.png")
         self.assertTrue(self.downloaded(url)[0])
         self.assertTrue(self.in_memory(url))
-        self.assertIn("Read-only file system", self.disk_error())
+        wait_until(lambda: "Read-only file system" in self.disk_error(), what="the read-only disk reported")
         self.assertTrue(self.agent.alive())
 
 

@@ -190,7 +190,7 @@ class HostileDownloadTests(DownloadTestCase):
     def test_a_fifo_in_place_of_a_cache_entry_or_its_temporary_never_blocks(self):
         url = self.http.url("/fresh/fifo.png")
         self.assertTrue(self.fetch(url)["ok"])
-        [name] = os.listdir(self.cache_dir())
+        [name] = self.disk_entries(1)
         entry = os.path.join(self.cache_dir(), name)
         os.unlink(entry)
         os.mkfifo(entry, 0o600)
@@ -204,7 +204,7 @@ class HostileDownloadTests(DownloadTestCase):
         self.assertLess(report["max_ms"], STALL_MS, report)
         self.assertEqual(self.http.full.count("/fresh/fifo.png"), 2, "the FIFO was not served: downloaded again")
         import stat
-        self.assertTrue(stat.S_ISREG(os.lstat(entry).st_mode), "a regular entry replaced the FIFO")
+        wait_until(lambda: stat.S_ISREG(os.lstat(entry).st_mode), what="a regular entry in place of the FIFO")
 
     def test_published_urls_carry_no_userinfo_or_query(self):
         port = self.http.port
@@ -359,6 +359,7 @@ class HostileDownloadTests(DownloadTestCase):
 class TwoAgentsOneCacheTests(DownloadTestCase):
     def test_a_second_agent_on_the_same_cache_dir_keeps_to_memory(self):
         self.assertTrue(self.finished(self.client(self.http.url("/fresh/one.png")), 1)[0]["ok"])
+        self.disk_entries(1)
         other_bus = PrivateBus()
         self.addCleanup(other_bus.stop)
         other_bus.cache_home = self.bus.cache_home  # a second session of the same user
@@ -367,7 +368,9 @@ class TwoAgentsOneCacheTests(DownloadTestCase):
         conn = connect(other_bus)
         self.addCleanup(conn.close)
         obj = conn.get_object(NAME, PATH, introspect=False)
-        error = str(obj.Get(DOWNLOADER, "DiskError", dbus_interface=PROPS))
+        # The first read starts the check (on the agent's disk worker); a later one reports it.
+        error = wait_until(lambda: str(obj.Get(DOWNLOADER, "DiskError", dbus_interface=PROPS)) or None,
+                           what="DiskError of the second agent")
         self.assertIn("another netactivityd uses", error)
         self.assertIn("memory only", error)
         before = sorted(os.listdir(os.path.join(self.bus.cache_home, "netactivity")))
@@ -528,11 +531,13 @@ class DiskFairnessTests(DownloadTestCase):
         victim_urls = [self.http.url("/fresh/victim%d.png" % i) for i in range(3)]
         v = self.client(*victim_urls)
         self.assertTrue(all(e["ok"] for e in self.finished(v, 3)))
-        size = os.path.getsize(os.path.join(cache_dir, os.listdir(cache_dir)[0]))
+        size = os.path.getsize(os.path.join(cache_dir, self.disk_entries(3)[0]))
         self.set_dprop("DiskCapacity", dbus.UInt64(10 * size, variant_level=1))
         greedy = self.client(*[self.http.url("/fresh/greedy%d.png" % i) for i in range(20)])
         self.assertTrue(all(e["ok"] for e in self.finished(greedy, 20)))
-        names = set(os.listdir(cache_dir))
+        last = hashlib.sha256(self.http.url("/fresh/greedy19.png").encode()).hexdigest()
+        wait_until(lambda: os.path.exists(os.path.join(cache_dir, last)), what="the greedy app's last entry written")
+        names = set(self.disk_entries(None, at_most=10))
         for url in victim_urls:
             self.assertIn(hashlib.sha256(url.encode()).hexdigest(), names, "the other app's entries stayed on disk")
         usage = int(self.conn.get_object(NAME, PATH, introspect=False).Get(DOWNLOADER, "DiskUsage", dbus_interface=PROPS))

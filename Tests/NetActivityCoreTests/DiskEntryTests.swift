@@ -50,6 +50,26 @@ struct DiskEntryTests {
         #expect(DiskEntry.decode(bytes + [0]) == nil)
     }
 
+    @Test("the checksum fed in pieces, split anywhere, is the checksum of the whole, as files already on disk have it")
+    func checksumInPieces() {
+        for (length, expected) in [(200, 0x7CB5_3BA0_85A8_3A22 as UInt64), (203, 0xA83B_0579_8A08_D4C5), (0, 0x18A9_98AA_F3BF_825D)] {
+            let bytes = (0..<length).map { UInt8($0) }
+            let whole = bytes.withUnsafeBytes { DiskEntry.checksum($0) }
+            #expect(whole == expected, "the format of entries written before stays readable")
+            for a in 0...length {
+                for b in stride(from: a, through: length, by: 7) {
+                    var sum = DiskEntry.Checksum(length: length)
+                    bytes.withUnsafeBytes { raw in
+                        sum.add(UnsafeRawBufferPointer(rebasing: raw[..<a]))
+                        sum.add(UnsafeRawBufferPointer(rebasing: raw[a..<b]))
+                        sum.add(UnsafeRawBufferPointer(rebasing: raw[b...]))
+                    }
+                    #expect(sum.finish() == whole, "split at \(a) and \(b)")
+                }
+            }
+        }
+    }
+
     @Test("file names are the key's hash: fixed length, hex only, one per key")
     func names() {
         let a = DiskEntry.fileName(for: "../../etc/passwd")

@@ -85,6 +85,8 @@ static inline CURLMcode ccurl_multi_set_timer_fn(CURLM *m, ccurl_timer_fn f, voi
     return rc != CURLM_OK ? rc : ccurl.multi_setopt(m, CURLMOPT_TIMERDATA, user);
 }
 
+static inline CURLMcode ccurl_multi_set_long(CURLM *m, CURLMoption o, long v) { return ccurl.multi_setopt(m, o, v); }
+
 static inline long ccurl_info_long(CURL *h, CURLINFO i) {
     long v = 0;
     ccurl.easy_getinfo(h, i, &v);

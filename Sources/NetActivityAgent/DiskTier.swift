@@ -1,0 +1,166 @@
+import Glibc
+import LinuxKit
+import Logging
+import NetActivityCore
+
+/// The disk tier as the loop sees it. Every file operation (the directory scan, reads, writes
+/// with their checksum, deletions) runs in order on the disk worker thread, on a `DiskCache`
+/// that only that thread touches, so the loop never waits for a disk. From the worker's reports
+/// the loop keeps what it must answer at once: which entries exist (a miss costs no trip to the
+/// worker), DiskUsage and DiskError.
+final class DiskTier: @unchecked Sendable {
+    // @unchecked: touched only on the loop's thread; the worker's reports come back through the
+    // loop's mailbox. `cache` is the worker's alone.
+    let directory: String
+    private let cache: DiskCache
+    private let worker: SerialWorker
+    private let mailbox: EventLoop.Mailbox
+    private let logger: Logger
+    private(set) var capacity: UInt64
+    private(set) var usage: UInt64 = 0
+    private(set) var lastError = ""
+    /// Entry file names, once the worker has scanned the directory (nil before).
+    private var names: Set<String>?
+    private var started = false
+    /// Writes given to the worker and not yet done, and their bytes: past the limits a write is
+    /// skipped (the disk is a cache; the image is in memory and the next download writes it).
+    private var queuedWrites = 0
+    private var queuedBytes = 0
+    static let maxQueuedWrites = 1024
+    static let maxQueuedBytes = 128 << 20
+    private(set) var skippedWrites = 0
+
+    struct Hit {
+        let info: CachedResponseInfo
+        let body: ImageBody
+    }
+
+    init(directory: String, capacity: UInt64 = DiskCache.defaultCapacity, mailbox: EventLoop.Mailbox, logger: Logger) {
+        self.directory = directory
+        self.capacity = capacity
+        self.mailbox = mailbox
+        self.logger = logger
+        cache = DiskCache(directory: directory, capacity: capacity, logger: logger)
+        worker = SerialWorker(name: "netactivity-disk")
+    }
+
+    /// Scans the directory (on the worker) if nobody has yet: the first download, or a read of
+    /// DiskUsage or DiskError, starts it; they report what the scan found once it has.
+    func start() {
+        guard !started else { return }
+        run({ cache in _ = cache.count }, otherwise: (), then: { _ in })
+    }
+
+    /// Whether an entry for `key` may be on disk (false: surely not, and no trip to the worker).
+    private func mayHold(_ name: String) -> Bool {
+        names?.contains(name) ?? true
+    }
+
+    /// The entry for `key`, read and checked on the worker; `done` comes on the loop (at once
+    /// when the entry surely is not there). Returns how to stop waiting (`done` is then never called).
+    func read(key: String, _ done: @escaping (Hit?) -> Void) -> () -> Void {
+        guard mayHold(DiskEntry.fileName(for: key)), !broken else {
+            done(nil)
+            return {}
+        }
+        let waiting = Waiter(done)
+        run({ cache in cache.read(key: key).map { Hit(info: $0.info, body: $0.body) } }, otherwise: nil) { hit in
+            waiting.call(hit)
+        }
+        return { waiting.cancel() }
+    }
+
+    /// Writes an entry on the worker (the body is read there, in place); skipped when the worker
+    /// is too far behind.
+    func write(key: String, info: CachedResponseInfo, body: any FetchedBody, owner: String) {
+        guard !broken else { return }
+        guard queuedWrites < Self.maxQueuedWrites, queuedBytes + body.count <= Self.maxQueuedBytes else {
+            if skippedWrites == 0 { logger.notice("Disk cache: the disk is behind the downloads; skipping writes until it catches up") }
+            skippedWrites += 1
+            return
+        }
+        skippedWrites = 0
+        queuedWrites += 1
+        queuedBytes += body.count
+        let size = body.count
+        names?.insert(DiskEntry.fileName(for: key))  // a read that follows waits for the write (one queue)
+        run({ cache in _ = cache.write(key: key, info: info, body: body, owner: owner) }, otherwise: ()) { [self] _ in
+            queuedWrites -= 1
+            queuedBytes -= size
+        }
+    }
+
+    func remove(key: String) {
+        guard mayHold(DiskEntry.fileName(for: key)), !broken else { return }
+        run({ cache in cache.remove(key: key) }, otherwise: (), then: { _ in })
+    }
+
+    func setCapacity(_ bytes: UInt64) {
+        capacity = bytes
+        run({ cache in cache.setCapacity(bytes) }, otherwise: (), then: { _ in })
+    }
+
+    /// Waits (at exit) until the writes given so far are on disk, or `milliseconds` passed.
+    func flush(milliseconds: Int) {
+        guard started, !broken else { return }
+        if !worker.waitUntilIdle(milliseconds: milliseconds) { logger.notice("Disk cache: left writes unfinished at exit") }
+    }
+
+    /// The worker could not be started: no disk tier, and DiskError says why.
+    private var broken = false
+
+    /// Runs `job` on the worker, then `then` on the loop with its result, after the loop has
+    /// taken in what the job changed (or at once with `otherwise` when there is no worker).
+    private func run<T>(_ job: @escaping (DiskCache) -> T, otherwise: T, then: @escaping (T) -> Void) {
+        started = true
+        let cache = cache
+        let then = Unchecked(then)
+        let task = Unchecked { [mailbox] in
+            let result = Unchecked(job(cache))
+            let report = Report(journal: cache.takeJournal(), usage: cache.usage, lastError: cache.lastError)
+            mailbox.post { [self] in
+                self.apply(report)
+                then.value(result.value)
+            }
+        }
+        guard worker.async({ task.value() }) else {
+            broken = true
+            lastError = "the disk worker thread could not be started; images are kept in memory only"
+            logger.warning("Disk cache off: \(lastError)")
+            return then.value(otherwise)
+        }
+    }
+
+    private struct Report: @unchecked Sendable {
+        let journal: [(name: String, present: Bool)]
+        let usage: UInt64
+        let lastError: String
+    }
+
+    private func apply(_ report: Report) {
+        if names == nil { names = [] }
+        for (name, present) in report.journal {
+            if present { names?.insert(name) } else { names?.remove(name) }
+        }
+        usage = report.usage
+        lastError = report.lastError
+    }
+
+    /// A reader's completion, or nothing once it stopped waiting.
+    private final class Waiter {
+        private var done: ((Hit?) -> Void)?
+        init(_ done: @escaping (Hit?) -> Void) { self.done = done }
+        func call(_ hit: Hit?) {
+            let d = done
+            done = nil
+            d?(hit)
+        }
+        func cancel() { done = nil }
+    }
+}
+
+/// A value handed between the loop and the disk worker, whose owner guarantees one thread at a time.
+struct Unchecked<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
+}

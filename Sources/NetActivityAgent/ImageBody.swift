@@ -1,0 +1,157 @@
+import Glibc
+import LinuxKit
+import NetActivityCore
+import Synchronization
+
+/// An image's bytes, from the moment they arrive: a plain array while small, and from
+/// `memfdThreshold` on a memfd that the bytes are written into as they come (from libcurl's
+/// buffer, or a client's message) and that is sealed read-only when complete. That memfd is the
+/// bytes' final home: the cache keeps it, `OpenImage` hands out read-only opens of it, and the
+/// disk worker reads it in place. A large body is copied once on the loop, never three times.
+final class ImageBody: FetchedBody, @unchecked Sendable {
+    // @unchecked: written (append, seal) by one thread before `seal()`; after it, immutable and
+    // read from any thread (the loop, the disk worker).
+
+    /// Bodies from this size on are held in a memfd (an fd each would cost more for small ones).
+    static let memfdThreshold = 64 * 1024
+    /// Memfds held by all bodies (in flight, cached, waiting for the disk); past `maxMemfds`
+    /// (`NetActivityLimits.memfdImages`) a body stays an array and `OpenImage` copies it.
+    static let memfds = Atomic<Int>(0)
+    nonisolated(unsafe) static var maxMemfds = 4096  // set once at start-up, before any body
+
+    private(set) var count = 0
+    private var small: [UInt8] = []
+    private var fd: Int32 = -1
+    private var mapping: UnsafeRawPointer?
+    private var sealed = false
+    /// The size the sender announced, if any: a large one goes to a memfd from the first byte.
+    private let expected: Int
+    private var memfdAllowed: Bool
+
+    init(expected: Int = 0, memfd: Bool = true) {
+        self.expected = expected
+        memfdAllowed = memfd
+    }
+
+    /// A sealed body holding a copy of `data`: a memfd when large, else (or when the kernel
+    /// refuses one) an array.
+    static func copy(of data: UnsafeRawBufferPointer) -> ImageBody {
+        let body = ImageBody(expected: data.count)
+        if body.append(data), body.seal() { return body }
+        let plain = ImageBody(memfd: false)
+        _ = plain.append(data)
+        _ = plain.seal()
+        return plain
+    }
+
+    /// Frees large bodies: unmapping and closing a memfd of megabytes gives its pages back in
+    /// the kernel, a millisecond or more, and the cache may evict many at once. Not in the loop.
+    static let reaper = SerialWorker(name: "netactivity-free", background: false)
+
+    deinit {
+        guard fd >= 0 else { return }
+        let (fd, count) = (fd, count)
+        let mapping = mapping.map { UInt(bitPattern: $0) }
+        let free: @Sendable () -> Void = {
+            if let mapping { munmap(UnsafeMutableRawPointer(bitPattern: mapping), count) }
+            close(fd)
+            ImageBody.memfds.subtract(1, ordering: .relaxed)
+        }
+        if !Self.reaper.async(free) { free() }
+    }
+
+    /// Adds `data` at the end; false when the memory could not be had (a full tmpfs, no memory).
+    func append(_ data: UnsafeRawBufferPointer) -> Bool {
+        precondition(!sealed, "a sealed body is read-only")
+        guard data.count > 0 else { return true }
+        if fd < 0, memfdAllowed, max(count + data.count, expected) >= Self.memfdThreshold { moveToMemfd() }
+        guard fd >= 0 else {
+            small.append(contentsOf: data.bindMemory(to: UInt8.self))
+            count += data.count
+            return true
+        }
+        var done = 0
+        while done < data.count {
+            let n = pwrite(fd, data.baseAddress! + done, data.count - done, off_t(count + done))
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else {
+                // The memfd took no more (a file size limit applies to it too, as does the
+                // memory cgroup): the body goes on as an array.
+                guard moveToArray() else { return false }
+                return append(UnsafeRawBufferPointer(rebasing: data[done...]))
+            }
+            done += n
+        }
+        count += data.count
+        return true
+    }
+
+    /// Reads what the memfd holds back into an array and lets the memfd go; false when it could not.
+    private func moveToArray() -> Bool {
+        var bytes = [UInt8](repeating: 0, count: count)
+        var done = 0
+        while done < count {
+            let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, count - done, off_t(done)) }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { return false }
+            done += n
+        }
+        close(fd)
+        fd = -1
+        Self.memfds.subtract(1, ordering: .relaxed)
+        small = bytes
+        memfdAllowed = false
+        return true
+    }
+
+    /// A memfd for this body if the cap allows and the kernel gives one, with what came so far;
+    /// else the body stays an array (it still works; `OpenImage` copies it).
+    private func moveToMemfd() {
+        guard Self.memfds.wrappingAdd(1, ordering: .relaxed).newValue <= Self.maxMemfds,
+              let made = SealedMemory.makeEmpty(name: "netactivity-image")
+        else {
+            Self.memfds.subtract(1, ordering: .relaxed)
+            return
+        }
+        let moved = small.withUnsafeBytes { bytes in
+            bytes.isEmpty || pwrite(made, bytes.baseAddress!, bytes.count, 0) == bytes.count
+        }
+        guard moved else {
+            close(made)
+            Self.memfds.subtract(1, ordering: .relaxed)
+            return
+        }
+        fd = made
+        small = []
+    }
+
+    /// Makes the body read-only for good (the memfd sealed, then mapped read-only); false when
+    /// the kernel refused, and the body must not be used.
+    func seal() -> Bool {
+        guard !sealed else { return true }
+        sealed = true
+        guard fd >= 0 else { return true }
+        guard SealedMemory.sealReadOnly(fd), count > 0,
+              let map = mmap(nil, count, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED
+        else { return false }
+        mapping = UnsafeRawPointer(map)
+        return true
+    }
+
+    func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        precondition(sealed || fd < 0, "a memfd body is read once sealed")
+        if let mapping { return try body(UnsafeRawBufferPointer(start: mapping, count: count)) }
+        return try small.withUnsafeBytes(body)
+    }
+
+    var isMemfdBacked: Bool { fd >= 0 }
+
+    /// A sealed memfd with the bytes, opened read-only for one client (its own file offset), for
+    /// the caller to close: this body's memfd reopened (no copy), else a new one.
+    func openReadOnly() -> Int32? {
+        if fd >= 0 { return SealedMemory.reopenReadOnly(fd) }
+        guard let fresh = small.withUnsafeBytes({ SealedMemory.make(name: "netactivity-image", bytes: $0) }) else { return nil }
+        defer { close(fresh) }
+        return SealedMemory.reopenReadOnly(fresh)
+    }
+}
