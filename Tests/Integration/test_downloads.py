@@ -6,7 +6,7 @@ import time
 
 import dbus
 
-from harness import NAME, PATH, PROPS, connect, iface, png, prop, wait_until
+from harness import NAME, PATH, PROPS, Agent, connect, iface, png, prop, wait_until
 from test_agent import AgentTestCase
 
 DOWNLOADER = "org.example.NetActivity.Downloader"
@@ -15,7 +15,8 @@ ERR = "org.example.NetActivity.Error."
 
 
 class ImageServer:
-    """Serves /img/NAME.png, /gate/NAME.png (held until released), /slow.png (dribbles),
+    """Serves /img/NAME.png, /gate/NAME.png (held until released), /slow.png (dribbles), /fresh/NAME.png
+    (cacheable; 256 KiB more when NAME starts with big),
     /redirect, /loop, /text, /big.png and 404s; counts requests and concurrent transfers."""
 
     def __init__(self):
@@ -28,8 +29,16 @@ class ImageServer:
         self.revalidated = []
         server = self
 
+        self.connections = 0
+        self.bodies = {}
+
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+
+            def setup(self):
+                super().setup()
+                with server.lock:
+                    server.connections += 1
 
             def log_message(self, *args):
                 pass
@@ -66,6 +75,8 @@ class ImageServer:
             return len([p for p in self.requests if p.startswith(prefix)])
 
     def send(self, h, status, body, ctype="image/png", extra=()):
+        with self.lock:
+            self.bodies[h.path] = body  # the last body served at each path (png() is random)
         h.send_response(status)
         h.send_header("Content-Type", ctype)
         h.send_header("Content-Length", str(len(body)))
@@ -103,7 +114,8 @@ class ImageServer:
                 return
             with self.lock:
                 self.full.append(path)
-            self.send(h, 200, png(), extra=[("ETag", '"v1"'), ("Cache-Control", control)])
+            body = png(extra=256 * 1024) if "/big" in path else png()  # /fresh/big...: a memfd-sized entry
+            self.send(h, 200, body, extra=[("ETag", '"v1"'), ("Cache-Control", control)])
         elif path == "/redirect":
             self.send(h, 302, b"", "text/plain", [("Location", "/img/target.png")])
         elif path == "/loop":
@@ -163,6 +175,46 @@ class DownloadTestCase(AgentTestCase):
             usage = int(props.Get(DOWNLOADER, "DiskUsage", dbus_interface=PROPS))
             return entries if usage == sum(os.path.getsize(os.path.join(folder, e)) for e in entries) else None
         return wait_until(settled, what="%s disk entries written" % (n if at_most is None else "at most %d" % at_most))
+
+
+class TransportTests(DownloadTestCase):
+    """One copy into the cache's memfd, connections reused, the disk read back exactly."""
+
+    def open_image(self, url):
+        import os
+        cache = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), CACHE)
+        fd_obj, size = cache.OpenImageForRequest(url, "")
+        fd = fd_obj.take()
+        try:
+            return os.pread(fd, size + 1, 0), os.readlink("/proc/self/fd/%d" % fd)
+        finally:
+            os.close(fd)
+
+    def test_a_large_download_is_the_cache_s_sealed_memfd_byte_for_byte(self):
+        url = self.http.url("/big.png")
+        self.assertTrue(self.finished(self.client(url), 1)[0]["ok"])
+        data, target = self.open_image(url)
+        self.assertEqual(data, self.http.bodies["/big.png"], "written in order, chunk by chunk, nothing lost")
+        self.assertIn("memfd:netactivity-image", target)
+
+    def test_sequential_downloads_from_one_host_reuse_one_connection(self):
+        for i in range(5):
+            self.assertTrue(self.finished(self.client(self.http.url("/img/seq%d.png" % i)), 1)[0]["ok"])
+        self.assertEqual(self.http.connections, 1, "libcurl's pool kept the connection for the next transfer")
+
+    def test_a_disk_hit_delivers_the_same_bytes_after_a_restart(self):
+        url = self.http.url("/fresh/big-on-disk.png")
+        self.assertTrue(self.finished(self.client(url), 1)[0]["ok"])
+        self.disk_entries(1)
+        self.agent.stop()
+        self.agent = Agent(self.bus, *self.agent_args)
+        self.conn.close()
+        self.conn = connect(self.bus)
+        self.assertTrue(self.finished(self.client(url), 1)[0]["ok"])
+        self.assertEqual(self.http.full.count("/fresh/big-on-disk.png"), 1, "served from the disk")
+        data, target = self.open_image(url)
+        self.assertEqual(data, self.http.bodies["/fresh/big-on-disk.png"])
+        self.assertIn("memfd:netactivity-image", target, "a large entry comes back in a memfd")
 
 
 class LibcurlLoadingTests(DownloadTestCase):
