@@ -21,11 +21,11 @@ trap cleanup EXIT
 # shared/ is read-only: run a copy (its client is used below too).
 cp -r "$SHARED" "$WORK/bench"
 if [ -z "${SKIP_SHARED:-}" ]; then
-  echo "## Round trips: IncrementActivityCount next to the sd-bus C reference (pinned to CPU 0, same run)"
+  echo "## Round trips: IncrementActivityCount next to the libdbus and sd-bus C references (pinned to CPU 0, same run)"
   echo
   ( cd "$WORK/bench" && rm -rf build results &&
     EXTRA_SERVICE="netactivityd (Swift) | $BIN/netactivityd | -i org.example.NetActivity" \
-    REPEAT=${REPEAT:-3} LIMITS=0 PAYLOADS="4096:100" ./run.sh sd-bus netactivityd 2>&1 ) | grep -v '^\[' || true
+    REPEAT=${REPEAT:-3} LIMITS=0 PAYLOADS="4096:100" ./run.sh sd-bus libdbus netactivityd 2>&1 ) | grep -v '^\[' || true
   echo
 else
   ( cd "$WORK/bench" && rm -rf build results && make -s build/client )

@@ -163,7 +163,7 @@ final class HTTPFetcher {
         _ = ccurl_set_long(easy, CURLOPT_LOW_SPEED_TIME, limits.stallSeconds)
         _ = ccurl_set_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limits.maxBytes))
         _ = ccurl_set_long(easy, CURLOPT_NOSIGNAL, 1)
-        // Big reads: a 4 MiB image in 16 reads, not 256 (each read also costs libcurl a poll).
+        // Bigger reads: a 4 MiB image in 64 reads, not 256 (each read also costs libcurl a poll).
         _ = ccurl_set_long(easy, CURLOPT_BUFFERSIZE, Self.readBuffer)
         // HTTP/2 where the server offers it (ALPN, libcurl's default for https), and a transfer
         // to a host whose TLS connection is still being set up waits to learn whether it can
