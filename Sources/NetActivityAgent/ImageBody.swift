@@ -76,7 +76,8 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
             if n < 0, errno == EINTR { continue }
             guard n > 0 else {
                 // The memfd took no more (a file size limit applies to it too, as does the
-                // memory cgroup): the body goes on as an array.
+                // memory cgroup): the body goes on as an array, from what the memfd took.
+                count += done
                 guard moveToArray() else { return false }
                 return append(UnsafeRawBufferPointer(rebasing: data[done...]))
             }
