@@ -17,7 +17,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/prctl.h>
-#include <sched.h>
+#include <time.h>
 
 /* sigset manipulation macros/functions are awkward from Swift: a tiny helper that blocks
    the termination signals and returns a signalfd for them. */
@@ -97,11 +97,19 @@ static inline int clinux_seal_read_only(int fd) {
     return fcntl(fd, F_ADD_SEALS, CLINUX_SEALS_READ_ONLY);
 }
 
-/* Puts the calling thread in SCHED_IDLE (it runs only when nothing else on its CPU wants to,
-   and any other thread that wakes preempts it at once): 0, or -1 with errno set. */
-static inline int clinux_set_thread_idle_class(void) {
-    struct sched_param param = { .sched_priority = 0 };
-    return sched_setscheduler(0, 5 /* SCHED_IDLE */, &param);
+/* Sets the calling thread's nice value (Linux keeps one per thread): 0, or -1 with errno set. */
+static inline int clinux_set_thread_nice(int nice) {
+    return setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice);
+}
+
+/* A condition variable whose timed waits use CLOCK_MONOTONIC (wall-clock jumps do not move them). */
+static inline int clinux_cond_init_monotonic(pthread_cond_t *cond) {
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    int rc = pthread_cond_init(cond, &attr);
+    pthread_condattr_destroy(&attr);
+    return rc;
 }
 
 /* The seals on an fd (F_GET_SEALS), or -1. */

@@ -506,6 +506,7 @@ class DiskTierTests(DownloadTestCase):
         self.restart()
         self.assertTrue(self.fetch("/fresh/d.png")["ok"])
         self.assertEqual(self.http.full.count("/fresh/d.png"), 2, "downloaded again instead of served damaged")
+        self.assertEqual(self.disk_entries(1), [name], "and written again")
         with open(path, "rb") as f:
             self.assertNotEqual(f.read()[60], byte[0] ^ 0xFF, "and the entry was rewritten")
 

@@ -204,7 +204,8 @@ class HostileDownloadTests(DownloadTestCase):
         self.assertLess(report["max_ms"], STALL_MS, report)
         self.assertEqual(self.http.full.count("/fresh/fifo.png"), 2, "the FIFO was not served: downloaded again")
         import stat
-        wait_until(lambda: stat.S_ISREG(os.lstat(entry).st_mode), what="a regular entry in place of the FIFO")
+        wait_until(lambda: os.path.lexists(entry) and stat.S_ISREG(os.lstat(entry).st_mode),
+                   what="a regular entry in place of the FIFO")
 
     def test_published_urls_carry_no_userinfo_or_query(self):
         port = self.http.port
