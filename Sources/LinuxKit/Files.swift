@@ -5,15 +5,31 @@ public enum Files {
     /// the caller until someone writes to it) and, unless `followLinks`, without following a link;
     /// checked to be a regular file of at most `maxBytes` before a byte is read.
     public static func readRegular(_ path: String, maxBytes: Int, followLinks: Bool = false) -> [UInt8]? {
+        guard let (fd, size) = openRegular(path, maxBytes: maxBytes, followLinks: followLinks) else { return nil }
+        defer { close(fd) }
+        return readPrefix(fd, count: size)
+    }
+
+    /// `path` opened read-only as `readRegular` opens it, with its size; nil when it is not a
+    /// regular file of at most `maxBytes`. The caller closes the fd.
+    public static func openRegular(_ path: String, maxBytes: Int, followLinks: Bool = false) -> (fd: Int32, size: Int)? {
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (followLinks ? 0 : O_NOFOLLOW))
         guard fd >= 0 else { return nil }
-        defer { close(fd) }
         var st = stat()
-        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, st.st_size >= 0, st.st_size <= maxBytes else { return nil }
-        var bytes = [UInt8](repeating: 0, count: Int(st.st_size))
+        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, st.st_size >= 0, st.st_size <= maxBytes else {
+            close(fd)
+            return nil
+        }
+        return (fd, Int(st.st_size))
+    }
+
+    /// The first `count` bytes of the file behind `fd` (read at offset 0, whatever its file
+    /// offset), or nil when it has fewer or a read fails.
+    public static func readPrefix(_ fd: Int32, count: Int) -> [UInt8]? {
+        var bytes = [UInt8](repeating: 0, count: count)
         var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + done, $0.count - done) }
+        while done < count {
+            let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, count - done, off_t(done)) }
             if n < 0, errno == EINTR { continue }
             guard n > 0 else { return nil }
             done += n

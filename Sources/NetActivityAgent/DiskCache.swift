@@ -146,28 +146,14 @@ final class DiskCache: @unchecked Sendable {
     /// never through a link. Small files are read, large ones mapped; a large body is copied
     /// once, from the file into its memfd.
     private static func readEntry(_ path: String, maxBytes: Int) -> (key: String, info: CachedResponseInfo, body: ImageBody)? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)
-        guard fd >= 0 else { return nil }
+        guard let (fd, size) = Files.openRegular(path, maxBytes: maxBytes) else { return nil }
         defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, st.st_size > 0, st.st_size <= maxBytes else { return nil }
-        let size = Int(st.st_size)
         func entry(_ bytes: UnsafeRawBufferPointer) -> (key: String, info: CachedResponseInfo, body: ImageBody)? {
             guard let parsed = DiskEntry.parse(bytes) else { return nil }
             let body = ImageBody.copy(of: UnsafeRawBufferPointer(rebasing: bytes[parsed.body]))
             return (parsed.key, parsed.info, body)
         }
-        guard size >= ImageBody.memfdThreshold else {
-            var bytes = [UInt8](repeating: 0, count: size)
-            var done = 0
-            while done < size {
-                let n = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + done, size - done) }
-                if n < 0, errno == EINTR { continue }
-                guard n > 0 else { return nil }
-                done += n
-            }
-            return bytes.withUnsafeBytes(entry)
-        }
+        guard size >= ImageBody.memfdThreshold else { return Files.readPrefix(fd, count: size)?.withUnsafeBytes(entry) }
         guard let map = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0), map != MAP_FAILED else { return nil }
         defer { munmap(map, size) }
         return entry(UnsafeRawBufferPointer(start: map, count: size))
@@ -188,8 +174,7 @@ final class DiskCache: @unchecked Sendable {
             drop(name)
             return false
         }
-        if index.remove(name) != nil { journal.append((name, false)) }
-        owners.forget(name)
+        unindex(name)
         guard evict(toFit: size, for: name, owner: owner) else {
             drop(name)
             return false
@@ -278,9 +263,14 @@ final class DiskCache: @unchecked Sendable {
     }
 
     private func drop(_ name: String) {
+        unindex(name)
+        unlink(directory + "/" + name)
+    }
+
+    /// Forgets `name` (its file stays, for the caller to replace or delete).
+    private func unindex(_ name: String) {
         if index.remove(name) != nil { journal.append((name, false)) }
         owners.forget(name)
-        unlink(directory + "/" + name)
     }
 
     /// The last write error (e.g. "cannot write ...: No space left on device"), "" after a good

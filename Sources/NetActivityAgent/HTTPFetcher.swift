@@ -276,10 +276,17 @@ final class HTTPFetcher {
         turnBytes = 0
         guard yieldedCount > 0 else { return }
         yieldedCount = 0
-        for t in live.values.filter(\.yielded).sorted(by: { $0.serial < $1.serial }) {
-            guard let easy = t.easy else { continue }
-            t.yielded = false
-            if !t.paused { _ = ccurl_easy_pause(easy, CCURL_PAUSE_CONT) }
+        resume(\.yielded)
+    }
+
+    /// Lets the transfers waiting for `reason` go on, oldest first (outside libcurl's callbacks):
+    /// each takes the chunk libcurl kept for it, and pauses again if it still may not. One that
+    /// also waits for the other reason stays paused.
+    private func resume(_ reason: ReferenceWritableKeyPath<Transfer, Bool>) {
+        for t in live.values.filter({ $0[keyPath: reason] }).sorted(by: { $0.serial < $1.serial }) {
+            guard let easy = t.easy, t[keyPath: reason] else { continue }
+            t[keyPath: reason] = false
+            if !t.paused, !t.yielded { _ = ccurl_easy_pause(easy, CCURL_PAUSE_CONT) }
         }
     }
 
@@ -314,11 +321,7 @@ final class HTTPFetcher {
         _ = loop.schedule(afterNanoseconds: 0) { [weak self] in
             guard let self else { return }
             self.resumeScheduled = false
-            for t in self.live.values.filter(\.paused).sorted(by: { $0.serial < $1.serial }) {
-                guard let easy = t.easy, t.paused else { continue }
-                t.paused = false
-                _ = ccurl_easy_pause(easy, CCURL_PAUSE_CONT)
-            }
+            self.resume(\.paused)
         }
     }
 

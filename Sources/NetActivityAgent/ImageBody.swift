@@ -89,14 +89,7 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
 
     /// Reads what the memfd holds back into an array and lets the memfd go; false when it could not.
     private func moveToArray() -> Bool {
-        var bytes = [UInt8](repeating: 0, count: count)
-        var done = 0
-        while done < count {
-            let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, count - done, off_t(done)) }
-            if n < 0, errno == EINTR { continue }
-            guard n > 0 else { return false }
-            done += n
-        }
+        guard let bytes = Files.readPrefix(fd, count: count) else { return false }
         close(fd)
         fd = -1
         Self.memfds.subtract(1, ordering: .relaxed)
