@@ -8,6 +8,12 @@ public protocol DBusBasicValue {
     static func _read(_ iter: UnsafeMutableRawPointer) -> Self
     /// Appends the value at `iter`, a `DBusMessageIter *`.
     func _append(_ iter: UnsafeMutableRawPointer)
+    /// At most how many bytes the value takes in a message body, alignment included.
+    var _wireBound: Int { get }
+}
+
+extension DBusBasicValue {
+    public var _wireBound: Int { 8 }
 }
 
 /// The fixed-size types are read and written through their own bytes.
@@ -89,6 +95,8 @@ extension String: DBusBasicValue {
             _ = dbus_message_iter_append_basic(it(iter), CDBUS_TYPE_STRING, &p)
         }
     }
+    /// Length, bytes, NUL, and up to 3 bytes of padding before the length.
+    public var _wireBound: Int { utf8.count + 8 }
 }
 
 /// Writes a string-like basic type (`o` or `g`) whose validity the caller has checked.

@@ -33,14 +33,20 @@ public final class Connection: MessageSink {
     let raw: OpaquePointer
     public let uniqueName: String
     private weak var loop: EventLoop?
-    private var watchesByFD: [Int32: [OpaquePointer]] = [:]
+    // The state below is touched only on the connection's thread, by accesses that never span
+    // a call back into it: the runtime's exclusivity checks (a few percent of a bus call's
+    // cost) are off for what every message touches.
+
+    /// libdbus's watches by fd: one socket with a read and a write watch, in practice, so a
+    /// short list searched in order (cheaper per event than hashing the fd).
+    @exclusivity(unchecked) private var watchesByFD: [(fd: Int32, watches: [OpaquePointer])] = []
     private var timeouts: [OpaquePointer: EventLoop.TimerID] = [:]
     private var signalSubscriptions: [(id: Int, match: SignalMatch, handler: (Message) -> Void)] = []
     private var nextSubscriptionID = 0
-    private var closed = false
+    @exclusivity(unchecked) private var closed = false
 
     /// Receives every method call addressed to us (the object server installs itself here).
-    public var methodCallHandler: ((Message) -> Void)?
+    @exclusivity(unchecked) public var methodCallHandler: ((Message) -> Void)?
     /// Called once when the bus connection is lost.
     public var onDisconnect: (() -> Void)?
 
@@ -88,6 +94,7 @@ public final class Connection: MessageSink {
         raw = conn
         uniqueName = dbus_bus_get_unique_name(conn).map { String(cString: $0) } ?? ""
         installFilter()
+        installDispatchStatusFunction()
     }
 
     deinit {
@@ -100,10 +107,10 @@ public final class Connection: MessageSink {
         guard !closed else { return }
         closed = true
         if let loop {
-            for fd in watchesByFD.keys { loop.unwatch(fd: fd) }
+            for entry in watchesByFD { loop.unwatch(fd: entry.fd) }
             for id in timeouts.values { loop.cancel(id) }
         }
-        watchesByFD = [:]
+        watchesByFD = []
         timeouts = [:]
         dbus_connection_close(raw)
     }
@@ -139,16 +146,39 @@ public final class Connection: MessageSink {
         loop.addPrepareHook { [weak self] in self?.dispatchAll() }
     }
 
+    /// Whether libdbus holds incoming messages not yet dispatched. Its dispatch-status function
+    /// keeps this up to date (it is called whenever the status changes), so a loop turn with
+    /// nothing to dispatch costs no call into libdbus.
+    @exclusivity(unchecked) private var dispatchPending = true
+
+    private func installDispatchStatusFunction() {
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        dbus_connection_set_dispatch_status_function(raw, { _, status, data in
+            Unmanaged<Connection>.fromOpaque(data!).takeUnretainedValue().dispatchPending = status == DBUS_DISPATCH_DATA_REMAINS
+        }, me, nil)
+    }
+
     private func addWatch(_ watch: OpaquePointer) {
         let fd = dbus_watch_get_unix_fd(watch)
-        watchesByFD[fd, default: []].append(watch)
+        if let i = watchesByFD.firstIndex(where: { $0.fd == fd }) {
+            watchesByFD[i].watches.append(watch)
+        } else {
+            watchesByFD.append((fd, [watch]))
+        }
         syncEvents(fd: fd)
+    }
+
+    private func watches(of fd: Int32) -> [OpaquePointer] {
+        for entry in watchesByFD where entry.fd == fd { return entry.watches }
+        return []
     }
 
     private func removeWatch(_ watch: OpaquePointer) {
         let fd = dbus_watch_get_unix_fd(watch)
-        watchesByFD[fd]?.removeAll { $0 == watch }
-        if watchesByFD[fd]?.isEmpty == true { watchesByFD[fd] = nil }
+        if let i = watchesByFD.firstIndex(where: { $0.fd == fd }) {
+            watchesByFD[i].watches.removeAll { $0 == watch }
+            if watchesByFD[i].watches.isEmpty { watchesByFD.remove(at: i) }
+        }
         syncEvents(fd: fd)
     }
 
@@ -161,7 +191,7 @@ public final class Connection: MessageSink {
     private func syncEvents(fd: Int32) {
         guard let loop else { return }
         var events: UInt32 = 0
-        for w in watchesByFD[fd] ?? [] where dbus_watch_get_enabled(w) != 0 {
+        for w in watches(of: fd) where dbus_watch_get_enabled(w) != 0 {
             let flags = dbus_watch_get_flags(w)
             if flags & CDBUS_WATCH_READABLE != 0 { events |= EventLoop.readable }
             if flags & CDBUS_WATCH_WRITABLE != 0 { events |= EventLoop.writable }
@@ -181,10 +211,11 @@ public final class Connection: MessageSink {
         if revents & EventLoop.writable != 0 { flags |= CDBUS_WATCH_WRITABLE }
         if revents & EventLoop.error != 0 { flags |= CDBUS_WATCH_ERROR }
         if revents & EventLoop.hangup != 0 { flags |= CDBUS_WATCH_HANGUP }
-        // Handling one watch may add or remove others: walk a copy, re-checking membership.
-        let snapshot = watchesByFD[fd] ?? []
-        for w in snapshot {
-            guard watchesByFD[fd]?.contains(w) == true, dbus_watch_get_enabled(w) != 0 else { continue }
+        // Handling one watch may add or remove others: walk a copy, re-checking membership
+        // after the first.
+        let snapshot = watches(of: fd)
+        for (i, w) in snapshot.enumerated() {
+            guard i == 0 || watches(of: fd).contains(w), dbus_watch_get_enabled(w) != 0 else { continue }
             let wanted = dbus_watch_get_flags(w) | CDBUS_WATCH_ERROR | CDBUS_WATCH_HANGUP
             let f = flags & wanted
             if f != 0 { _ = dbus_watch_handle(w, f) }
@@ -220,33 +251,36 @@ public final class Connection: MessageSink {
     /// then waits in the bus daemon's queue for that client, not in our memory. Dispatching resumes
     /// when the socket has taken enough (each write is followed by `dispatchAll`); meanwhile libdbus
     /// keeps incoming messages up to its own received-size limit and then stops reading.
-    public var maxOutgoingBytes = 4 << 20
+    @exclusivity(unchecked) public var maxOutgoingBytes = 4 << 20
 
     /// Dispatches every queued incoming message (as long as the outgoing queue is below
     /// `maxOutgoingBytes`): first the method calls handed back with `redeliver`, in order, then
     /// libdbus's queue.
     public func dispatchAll() {
-        guard !closed else { return }
-        while dbus_connection_get_outgoing_size(raw) < maxOutgoingBytes {
+        while !closed, dispatchPending || !redelivered.isEmpty,
+              dbus_connection_get_outgoing_size(raw) < maxOutgoingBytes
+        {
             if redeliveredHead < redelivered.count {
                 let message = redelivered[redeliveredHead]
                 redeliveredHead += 1
                 methodCallHandler?(message)
                 continue
             }
-            redelivered.removeAll(keepingCapacity: true)
-            redeliveredHead = 0
-            if dbus_connection_dispatch(raw) == DBUS_DISPATCH_DATA_REMAINS { continue }
-            // The last message dispatched may have handed calls back.
-            if redelivered.isEmpty { break }
+            if !redelivered.isEmpty {
+                redelivered.removeAll(keepingCapacity: true)
+                redeliveredHead = 0
+            }
+            guard dispatchPending else { break }
+            // The message dispatched may have handed calls back: the loop's condition sees them.
+            if dbus_connection_dispatch(raw) != DBUS_DISPATCH_DATA_REMAINS, redelivered.isEmpty { break }
         }
     }
 
     /// Method calls a handler held back (the agent's, until it knows the caller's app), handed
     /// back to be dispatched again, in order, under the same limit on the outgoing queue as
     /// everything else: a burst of held calls cannot queue more replies than fresh ones could.
-    private var redelivered: [Message] = []
-    private var redeliveredHead = 0
+    @exclusivity(unchecked) private var redelivered: [Message] = []
+    @exclusivity(unchecked) private var redeliveredHead = 0
 
     /// Hands a held method call back to `methodCallHandler`, after the ones handed back before
     /// it and before any message not yet dispatched.

@@ -10,6 +10,18 @@ public final class Message: @unchecked Sendable {
     /// Takes over one reference.
     init(owning raw: OpaquePointer) { self.raw = raw }
 
+    /// Made here with an empty body, so `bodyBound` covers its body.
+    private init(built raw: OpaquePointer, bodyBound: UInt64 = 0) {
+        self.raw = raw
+        self.bodyBound = bodyBound
+        isBuiltHere = true
+    }
+
+    /// For a message made by the factories below: at least its body's size (every
+    /// `MessageWriter` append adds what it may take).
+    var bodyBound: UInt64 = 0
+    private var isBuiltHere = false
+
     /// Adds a reference.
     init(borrowing raw: OpaquePointer) {
         dbus_message_ref(raw)
@@ -77,7 +89,7 @@ public final class Message: @unchecked Sendable {
         guard let raw = dbus_message_new_method_call(destination, path, interface, member) else {
             throw .failed("Out of memory")
         }
-        return Message(owning: raw)
+        return Message(built: raw)
     }
 
     public static func signal(path: String, interface: String, member: String) throws(DBusError) -> Message {
@@ -85,13 +97,13 @@ public final class Message: @unchecked Sendable {
         guard DBusNames.isValidInterface(interface) else { throw .invalidArgs("Invalid interface name '\(interface)'") }
         guard DBusNames.isValidMember(member) else { throw .invalidArgs("Invalid member name '\(member)'") }
         guard let raw = dbus_message_new_signal(path, interface, member) else { throw .failed("Out of memory") }
-        return Message(owning: raw)
+        return Message(built: raw)
     }
 
     /// A method return for this call.
     public func makeReturn() -> Message {
         ensureSerial()
-        return Message(owning: dbus_message_new_method_return(raw)!)
+        return Message(built: dbus_message_new_method_return(raw)!)
     }
 
     /// libdbus aborts when asked to reply to a message with no serial, which only a message that
@@ -105,18 +117,21 @@ public final class Message: @unchecked Sendable {
         let name = DBusNames.isValidErrorName(error.name) ? error.name : "org.freedesktop.DBus.Error.Failed"
         let text = error.message.replacingNUL()
         ensureSerial()
-        return Message(owning: dbus_message_new_error(raw, name, text)!)
+        return Message(built: dbus_message_new_error(raw, name, text)!, bodyBound: UInt64(text._wireBound))
     }
 
     /// What makes this message one the bus would punish its sender for (an array over 64 MiB, or a
     /// message of 128 MiB or more: dbus-daemon closes the sender's connection), or nil.
     public var busLimitViolation: String? {
+        // Headers take at most a few KiB (names are bounded); keep 64 KiB for them. A body
+        // known to be under 64 MiB less that holds no array over 64 MiB and makes no message of
+        // 128 MiB: most replies and signals are known so, and need no walk.
+        if isBuiltHere, bodyBound < UInt64(CDBUS_MAXIMUM_ARRAY_LENGTH) - 65536 { return nil }
         var longest: UInt64 = 0
         let bound = cdbus_message_bound(raw, &longest)
         if longest > UInt64(CDBUS_MAXIMUM_ARRAY_LENGTH) {
             return "an array of \(longest) bytes, over the D-Bus limit of \(CDBUS_MAXIMUM_ARRAY_LENGTH) bytes"
         }
-        // Headers take at most a few KiB (names are bounded); keep 64 KiB for them.
         if bound + 65536 >= CDBUS_MAXIMUM_MESSAGE_LENGTH {
             return "about \(bound) bytes, over the D-Bus message limit of \(CDBUS_MAXIMUM_MESSAGE_LENGTH) bytes"
         }
@@ -127,7 +142,7 @@ public final class Message: @unchecked Sendable {
     /// reply that could not be sent as built.
     func errorInPlace(_ error: DBusError) -> Message? {
         guard kind == .methodReturn, let raw = dbus_message_new(CDBUS_MESSAGE_TYPE_ERROR) else { return nil }
-        let m = Message(owning: raw)
+        let m = Message(built: raw)
         _ = dbus_message_set_error_name(raw, error.name)
         _ = dbus_message_set_reply_serial(raw, replySerial)
         if let destination { _ = dbus_message_set_destination(raw, destination) }

@@ -19,17 +19,26 @@ public struct MessageWriter {
         self.iter = iter
     }
 
+    /// Every append adds at most what it takes to `Message.bodyBound`, so that sending a message
+    /// built here need not walk it to know it is within the bus's limits.
+    private func grow(_ bytes: Int) {
+        message.bodyBound &+= UInt64(bytes)
+    }
+
     public mutating func append<T: DBusBasicValue>(_ value: T) {
+        grow(value._wireBound)
         withUnsafeMutablePointer(to: &iter) { value._append($0) }
     }
 
     public mutating func appendObjectPath(_ path: String) throws(DBusError) {
         guard DBusNames.isValidObjectPath(path) else { throw .invalidArgs("Invalid object path '\(path)'") }
+        grow(path._wireBound)
         appendStringLike(path, type: CDBUS_TYPE_OBJECT_PATH, to: &iter)
     }
 
     public mutating func appendSignature(_ signature: String) throws(DBusError) {
         guard DBusNames.isValidSignature(signature) else { throw .invalidArgs("Invalid signature '\(signature)'") }
+        grow(signature._wireBound)
         appendStringLike(signature, type: CDBUS_TYPE_SIGNATURE, to: &iter)
     }
 
@@ -37,6 +46,7 @@ public struct MessageWriter {
     public mutating func appendFD(_ fd: Int32) throws(DBusError) {
         guard fd >= 0, fcntl(fd, F_GETFD) != -1 else { throw .invalidArgs("Invalid file descriptor \(fd)") }
         var v = fd
+        grow(8)
         guard dbus_message_iter_append_basic(&iter, CDBUS_TYPE_UNIX_FD, &v) != 0 else {
             throw .failed("Could not attach file descriptor \(fd)")
         }
@@ -46,6 +56,7 @@ public struct MessageWriter {
         guard bytes.count <= Int(CDBUS_MAXIMUM_ARRAY_LENGTH) else {
             throw .limitsExceeded("A byte array of \(bytes.count) bytes exceeds the D-Bus limit of 64 MiB")
         }
+        grow(bytes.count + 8)
         var sub = cdbus_iter_init()
         _ = dbus_message_iter_open_container(&iter, CDBUS_TYPE_ARRAY, "y", &sub)
         var p: UnsafeRawPointer? = bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1)
@@ -66,6 +77,8 @@ public struct MessageWriter {
     private mutating func container(
         _ type: Int32, _ signature: String?, _ body: (inout MessageWriter) throws -> Void
     ) rethrows {
+        // Length or signature, and padding to the elements' alignment.
+        grow(8 + (signature?.utf8.count ?? 0))
         var sub = cdbus_iter_init()
         if let signature {
             signature.withCString { _ = dbus_message_iter_open_container(&iter, type, $0, &sub) }
@@ -127,9 +140,14 @@ public struct MessageWriter {
         case .uint64(let v): append(v)
         case .double(let v): append(v)
         case .string(let v): append(v)
-        case .objectPath(let v): appendStringLike(v, type: CDBUS_TYPE_OBJECT_PATH, to: &iter)
-        case .signature(let v): appendStringLike(v, type: CDBUS_TYPE_SIGNATURE, to: &iter)
+        case .objectPath(let v):
+            grow(v._wireBound)
+            appendStringLike(v, type: CDBUS_TYPE_OBJECT_PATH, to: &iter)
+        case .signature(let v):
+            grow(v._wireBound)
+            appendStringLike(v, type: CDBUS_TYPE_SIGNATURE, to: &iter)
         case .unixFD(let fd):
+            grow(8)
             var v = fd
             _ = dbus_message_iter_append_basic(&iter, CDBUS_TYPE_UNIX_FD, &v)
         case .bytes(let b): try? appendBytes(b)

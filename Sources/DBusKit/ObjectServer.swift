@@ -23,22 +23,39 @@ public struct MethodCall {
 /// A method in an interface table. The server checks the call's signature against `inSignature`
 /// before the handler runs, so handlers read typed arguments without re-checking types.
 public struct DBusMethod {
-    public let name: String
-    public let inArgs: [DBusArgument]
-    public let outArgs: [DBusArgument]
-    let inSignature: [CChar]
-    let handler: (inout MethodCall) throws -> Void
+    /// One reference to hand around per call, not five.
+    final class Storage {
+        let name: String
+        let inArgs: [DBusArgument]
+        let outArgs: [DBusArgument]
+        let inSignature: [CChar]
+        let handler: (inout MethodCall) throws -> Void
+
+        init(
+            name: String, inArgs: [DBusArgument], outArgs: [DBusArgument],
+            handler: @escaping (inout MethodCall) throws -> Void
+        ) {
+            self.name = name
+            self.inArgs = inArgs
+            self.outArgs = outArgs
+            inSignature = Array(inArgs.map(\.signature).joined().utf8CString)
+            self.handler = handler
+        }
+    }
+    let storage: Storage
+
+    public var name: String { storage.name }
+    public var inArgs: [DBusArgument] { storage.inArgs }
+    public var outArgs: [DBusArgument] { storage.outArgs }
 
     public init(
         _ name: String, in inArgs: [DBusArgument] = [], out outArgs: [DBusArgument] = [],
         _ handler: @escaping (inout MethodCall) throws -> Void
     ) {
-        self.name = name
-        self.inArgs = inArgs
-        self.outArgs = outArgs
-        self.inSignature = Array(inArgs.map(\.signature).joined().utf8CString)
-        self.handler = handler
+        storage = Storage(name: name, inArgs: inArgs, outArgs: outArgs, handler: handler)
     }
+
+    init(storage: Storage) { self.storage = storage }
 
     var inSignatureString: String { inArgs.map(\.signature).joined() }
 }
@@ -118,7 +135,55 @@ public final class ObjectServer {
         init(_ interfaces: [DBusInterface]) { self.interfaces = interfaces }
         func interface(_ name: String) -> DBusInterface? { interfaces.first { $0.name == name } }
     }
-    private var objects: [String: Object] = [:]
+    // Touched only on the connection's thread, never across a call back into the server: the
+    // runtime's exclusivity checks are off for what every call touches.
+    @exclusivity(unchecked) private var objects: [String: Object] = [:]
+
+    /// A method that calls reached, by the bytes of their path, interface and member. The last
+    /// few are kept, most recent first, so a stream of calls to the same methods is routed with
+    /// a few `strcmp`s: no Swift strings, no hashing. Emptied whenever an object comes or goes.
+    private final class Route {
+        let path: UnsafeMutablePointer<CChar>
+        let interface: UnsafeMutablePointer<CChar>
+        let member: UnsafeMutablePointer<CChar>
+        let pathString: String
+        let table: DBusInterface
+        let method: DBusMethod.Storage
+
+        init(path: String, table: DBusInterface, method: DBusMethod) {
+            self.path = strdup(path)
+            interface = strdup(table.name)
+            member = strdup(method.name)
+            pathString = path
+            self.table = table
+            self.method = method.storage
+        }
+
+        deinit {
+            free(path)
+            free(interface)
+            free(member)
+        }
+
+        func matches(_ path: UnsafePointer<CChar>, _ interface: UnsafePointer<CChar>, _ member: UnsafePointer<CChar>) -> Bool {
+            strcmp(self.member, member) == 0 && strcmp(self.interface, interface) == 0 && strcmp(self.path, path) == 0
+        }
+    }
+    @exclusivity(unchecked) private var routes: [Route] = []
+    private static let maxRoutes = 8
+
+    private func route(_ path: UnsafePointer<CChar>, _ interface: UnsafePointer<CChar>, _ member: UnsafePointer<CChar>) -> Route? {
+        for (i, r) in routes.enumerated() where r.matches(path, interface, member) {
+            if i > 0 { routes.swapAt(i, i - 1) }
+            return r
+        }
+        return nil
+    }
+
+    private func remember(_ route: Route) {
+        if routes.count == Self.maxRoutes { routes.removeLast() }
+        routes.insert(route, at: 0)
+    }
     /// Paths that serve `org.freedesktop.DBus.ObjectManager` for the objects below them.
     private var managers: Set<String> = []
 
@@ -144,6 +209,7 @@ public final class ObjectServer {
         precondition(DBusNames.isValidObjectPath(path), "invalid object path \(path)")
         let object = Object(interfaces)
         objects[path] = object
+        routes.removeAll()
         invalidateAncestors(of: path)
         if let manager = manager(above: path) {
             try? sink.emitSignal(path: manager, interface: Self.objectManagerInterface, member: "InterfacesAdded") { w in
@@ -156,6 +222,7 @@ public final class ObjectServer {
     /// Stops serving `path`; below an object manager, announces it with `InterfacesRemoved`.
     public func unexport(path: String) {
         guard let object = objects.removeValue(forKey: path) else { return }
+        routes.removeAll()
         invalidateAncestors(of: path)
         if let manager = manager(above: path) {
             try? sink.emitSignal(path: manager, interface: Self.objectManagerInterface, member: "InterfacesRemoved") { w in
@@ -200,11 +267,25 @@ public final class ObjectServer {
 
     /// Routes one incoming method call (the connection calls this; tests may too).
     public func handle(_ message: Message) {
+        handle(message, sender: message.sender)
+    }
+
+    /// Routes one incoming method call whose sender the caller has read already.
+    public func handle(_ message: Message, sender: String?) {
         let raw = message.raw
         guard let pathC = dbus_message_get_path(raw), let memberC = dbus_message_get_member(raw) else { return }
+        let interfaceC = dbus_message_get_interface(raw)
+        if let interfaceC, let route = route(pathC, interfaceC, memberC) {
+            do {
+                try invoke(route.method, interface: route.table.name, message: message, path: route.pathString, sender: sender)
+            } catch {
+                replyThrown(message, error)
+            }
+            return
+        }
         let path = String(cString: pathC)
         let member = String(cString: memberC)
-        let interface = dbus_message_get_interface(raw).map { String(cString: $0) }
+        let interface = interfaceC.map { String(cString: $0) }
         do {
             guard let object = objects[path] else {
                 if interface == nil || interface == ObjectServer.introspectableInterface, member == "Introspect",
@@ -220,7 +301,8 @@ public final class ObjectServer {
                     guard let method = table.methods[member] else {
                         throw DBusError.unknownMethod("No such method '\(member)' in interface '\(interface)' at '\(path)'")
                     }
-                    try invoke(method, interface: interface, message: message, path: path)
+                    remember(Route(path: path, table: table, method: method))
+                    try invoke(method.storage, interface: interface, message: message, path: path, sender: sender)
                 } else if interface == ObjectServer.propertiesInterface {
                     try handleProperties(member, message: message, path: path, object: object)
                 } else if interface == ObjectServer.objectManagerInterface, managers.contains(path) {
@@ -239,7 +321,7 @@ public final class ObjectServer {
             } else {
                 // No interface given: the first interface with this member wins.
                 if let table = object.interfaces.first(where: { $0.methods[member] != nil }) {
-                    try invoke(table.methods[member]!, interface: table.name, message: message, path: path)
+                    try invoke(table.methods[member]!.storage, interface: table.name, message: message, path: path, sender: sender)
                 } else if ["Get", "GetAll", "Set"].contains(member) {
                     try handleProperties(member, message: message, path: path, object: object)
                 } else if member == "Introspect" {
@@ -250,22 +332,31 @@ public final class ObjectServer {
                     throw DBusError.unknownMethod("No such method '\(member)' at object path '\(path)'")
                 }
             }
-        } catch let error as DBusError {
-            replyError(message, error)
         } catch {
+            replyThrown(message, error)
+        }
+    }
+
+    /// The error reply for whatever a handler threw.
+    private func replyThrown(_ message: Message, _ error: any Error) {
+        if let error = error as? DBusError {
+            replyError(message, error)
+        } else {
             replyError(message, errorMapper?(error) ?? .failed("\(error)"))
         }
     }
 
-    private func invoke(_ method: DBusMethod, interface: String, message: Message, path: String) throws {
+    private func invoke(
+        _ method: DBusMethod.Storage, interface: String, message: Message, path: String, sender: String?
+    ) throws {
         let ok = method.inSignature.withUnsafeBufferPointer { message.hasSignature($0.baseAddress!) }
         guard ok else {
             throw DBusError.invalidArgs(
-                "Invalid arguments for \(interface).\(method.name): expected signature '\(method.inSignatureString)', got '\(message.signature)'")
+                "Invalid arguments for \(interface).\(method.name): expected signature '\(DBusMethod(storage: method).inSignatureString)', got '\(message.signature)'")
         }
         let reply = message.makeReturn()
         var call = MethodCall(
-            message: message, path: path, sender: message.sender ?? "",
+            message: message, path: path, sender: sender ?? "",
             args: message.reader(), reply: reply.writer())
         try method.handler(&call)
         if !message.noReplyExpected { sink.send(reply) }

@@ -43,8 +43,10 @@ public final class ActivityService: ActivitySink, IndicatorSource {
     private let context: AgentContext
     /// Lease fds are watched here (the production loop; tests pass one they never run).
     private let loop: EventLoop
-    private(set) var machine: ActivityIndicatorStateMachine
-    private(set) var ledger = ActivityLedger()
+    // Every activity call touches these, only on the loop's thread and never across a call back
+    // into this service: the runtime's exclusivity checks are off for them.
+    @exclusivity(unchecked) private(set) var machine: ActivityIndicatorStateMachine
+    @exclusivity(unchecked) private(set) var ledger = ActivityLedger()
     private var indicatorTimer: TimerID?
 
     /// Open leases: our read end of the pipe -> the holder.
@@ -55,7 +57,7 @@ public final class ActivityService: ActivitySink, IndicatorSource {
     /// its departure has been handled, so acquiring and releasing always agree on it.
     private var leasesByApp: [String: Int] = [:]
 
-    private var countCoalescer = ChangeCoalescer(interval: .milliseconds(50))
+    @exclusivity(unchecked) private var countCoalescer = ChangeCoalescer(interval: .milliseconds(50))
     private var emittedCount: UInt32 = 0
     private var emittedClients: [ClientEntry] = []
 
@@ -192,9 +194,9 @@ public final class ActivityService: ActivitySink, IndicatorSource {
     // MARK: ActivitySink: the one route to the ledger
 
     public func acquire(_ source: ActivityLedger.Source, for client: String) throws(NetActivityError) {
-        let isNew = ledger.touch(client)
+        let isNew: Bool
         do {
-            try ledger.add(source, for: client)
+            isNew = try ledger.add(source, for: client)
         } catch {
             throw .limitsExceeded(
                 "Client \(client) already holds \(error.limit) \(Self.noun(source)), the most one client may hold")

@@ -59,11 +59,12 @@ public final class Agent {
         // replies); a peer that leaves meanwhile has them served at once, just before its
         // departure releases what they granted.
         connection.methodCallHandler = { [unowned peers, unowned server, unowned connection] message in
-            guard let sender = message.sender, sender.hasPrefix(":"), !peers.isKnown(sender) else {
-                return server.handle(message)
+            let sender = message.sender
+            guard let sender, sender.utf8.first == UInt8(ascii: ":"), !peers.isKnown(sender) else {
+                return server.handle(message, sender: sender)
             }
             peers.resolve(sender) { leaving in
-                if leaving { server.handle(message) } else { connection.redeliver(message) }
+                if leaving { server.handle(message, sender: sender) } else { connection.redeliver(message) }
             }
         }
         activity = ActivityService(

@@ -28,7 +28,8 @@ public final class BusPeerRegistry: PeerRegistry {
         let pid: UInt32
         let app: String
     }
-    private var peers: [String: Peer] = [:]
+    /// Read on every call, on the loop's thread only: no runtime exclusivity check.
+    @exclusivity(unchecked) private var peers: [String: Peer] = [:]
     /// Peers being resolved, with what waits for them.
     private var resolving: [String: [(_ leaving: Bool) -> Void]] = [:]
 

@@ -23,16 +23,55 @@ public struct ActivityLedger: Sendable {
         }
     }
 
+    /// The most of each source one client may hold.
+    public struct Limits: Sendable {
+        public var count: UInt32 = 1_000_000
+        public var lease: UInt32 = 256
+        public var task: UInt32 = 1024
+
+        public subscript(source: Source) -> UInt32 {
+            get {
+                switch source {
+                case .count: count
+                case .lease: lease
+                case .task: task
+                }
+            }
+            set {
+                switch source {
+                case .count: count = newValue
+                case .lease: lease = newValue
+                case .task: task = newValue
+                }
+            }
+        }
+    }
+
     public private(set) var clients: [String: Client] = [:]
     public private(set) var total: UInt64 = 0
-    public var limits: [Source: UInt32] = [.count: 1_000_000, .lease: 256, .task: 1024]
+    public var limits = Limits()
 
     public init() {}
 
-    /// Adds one of `source` for `client`; throws when the client is at its limit.
-    public mutating func add(_ source: Source, for client: String) throws(LimitError) {
-        var record = clients[client] ?? Client()
-        let limit = limits[source] ?? .max
+    /// Adds one of `source` for `client`; throws when the client is at its limit. Returns true
+    /// when the client had no record (so the caller can look up its process name once). One
+    /// hash lookup: this runs on every IncrementActivityCount.
+    @discardableResult
+    public mutating func add(_ source: Source, for client: String) throws(LimitError) -> Bool {
+        let limit = limits[source]
+        if let i = clients.index(forKey: client) {
+            try Self.add(source, limit: limit, to: &clients.values[i])
+            total += 1
+            return false
+        }
+        var record = Client()
+        try Self.add(source, limit: limit, to: &record)
+        clients[client] = record
+        total += 1
+        return true
+    }
+
+    private static func add(_ source: Source, limit: UInt32, to record: inout Client) throws(LimitError) {
         switch source {
         case .count:
             guard record.count < limit else { throw LimitError(source: source, limit: limit) }
@@ -44,8 +83,6 @@ public struct ActivityLedger: Sendable {
             guard record.tasks < limit else { throw LimitError(source: source, limit: limit) }
             record.tasks += 1
         }
-        clients[client] = record
-        total += 1
     }
 
     /// Removes one of `source` for `client`. Never goes below zero; returns false when there was

@@ -58,6 +58,20 @@ struct ActivityLedgerTests {
         #expect(l.total == 3)
     }
 
+    @Test("add says when a client is new; a refused add on a new client records nothing")
+    func addReportsNewClients() throws {
+        var l = ActivityLedger()
+        #expect(try l.add(.count, for: ":1.4") == true)
+        #expect(try l.add(.lease, for: ":1.4") == false)
+        #expect(l.count(of: ":1.4") == 2)
+        l.limits[.task] = 0
+        #expect(throws: ActivityLedger.LimitError(source: .task, limit: 0)) { try l.add(.task, for: ":1.5") }
+        #expect(l.clients[":1.5"] == nil)
+        #expect(throws: ActivityLedger.LimitError(source: .task, limit: 0)) { try l.add(.task, for: ":1.4") }
+        #expect(l.count(of: ":1.4") == 2)
+        #expect(l.total == 2)
+    }
+
     @Test("active clients are listed in name order with their process names; idle ones are not")
     func activeClients() throws {
         var l = ActivityLedger()
