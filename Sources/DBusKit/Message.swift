@@ -138,6 +138,19 @@ public final class Message: @unchecked Sendable {
         return nil
     }
 
+    /// The body's length on the wire (for tests of `bodyBound`).
+    var wireBodyLength: Int {
+        var bytes: UnsafeMutablePointer<CChar>?
+        var count: Int32 = 0
+        guard dbus_message_marshal(raw, &bytes, &count) != 0, let bytes, count >= 16 else { return -1 }
+        defer { free(bytes) }
+        let b = UnsafeRawPointer(bytes).assumingMemoryBound(to: UInt8.self)
+        let little = b[0] == UInt8(ascii: "l")
+        var n = 0
+        for i in 0..<4 { n |= Int(b[4 + i]) << (8 * (little ? i : 3 - i)) }
+        return n
+    }
+
     /// An error reply in place of this method return (same destination and reply serial), for a
     /// reply that could not be sent as built.
     func errorInPlace(_ error: DBusError) -> Message? {
