@@ -30,6 +30,7 @@ public final class BusPeerRegistry: PeerRegistry {
     }
     /// Read on every call, on the loop's thread only: no runtime exclusivity check.
     @exclusivity(unchecked) private var peers: [String: Peer] = [:]
+    @exclusivity(unchecked) private var lastKnown: String?
     /// Peers being resolved, with what waits for them.
     private var resolving: [String: [(_ leaving: Bool) -> Void]] = [:]
 
@@ -57,6 +58,7 @@ public final class BusPeerRegistry: PeerRegistry {
         }
         for handler in departureHandlers { handler(peer) }
         peers[peer] = nil
+        if lastKnown == peer { lastKnown = nil }
     }
 
     public func onDeparture(_ handler: @escaping (String) -> Void) {
@@ -65,7 +67,13 @@ public final class BusPeerRegistry: PeerRegistry {
 
     public func app(of peer: String) -> String { peers[peer]?.app ?? peer }
 
-    public func isKnown(_ peer: String) -> Bool { peers[peer] != nil }
+    public func isKnown(_ peer: String) -> Bool {
+        // The peer that called last is usually the one calling now: a comparison, not a hash.
+        if peer == lastKnown { return true }
+        guard peers[peer] != nil else { return false }
+        lastKnown = peer
+        return true
+    }
 
     /// Learns `peer`'s process and app, then runs `then` (at once when already known; jobs queued
     /// meanwhile run in the order they came). `leaving` is true when the peer left first: the jobs

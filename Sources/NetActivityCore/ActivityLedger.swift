@@ -50,22 +50,33 @@ public struct ActivityLedger: Sendable {
     public private(set) var clients: [String: Client] = [:]
     public private(set) var total: UInt64 = 0
     public var limits = Limits()
+    /// The record of the client that counted last: a client calling again (the usual case)
+    /// costs a string comparison, not a hash. Dropped by anything that adds or removes a key.
+    private var recent: (client: String, index: [String: Client].Index)?
+
+    private mutating func index(of client: String) -> [String: Client].Index? {
+        if let recent, recent.client == client { return recent.index }
+        guard let i = clients.index(forKey: client) else { return nil }
+        recent = (client, i)
+        return i
+    }
 
     public init() {}
 
     /// Adds one of `source` for `client`; throws when the client is at its limit. Returns true
     /// when the client had no record (so the caller can look up its process name once). One
-    /// hash lookup: this runs on every IncrementActivityCount.
+    /// hash lookup at most: this runs on every IncrementActivityCount.
     @discardableResult
     public mutating func add(_ source: Source, for client: String) throws(LimitError) -> Bool {
         let limit = limits[source]
-        if let i = clients.index(forKey: client) {
+        if let i = index(of: client) {
             try Self.add(source, limit: limit, to: &clients.values[i])
             total += 1
             return false
         }
         var record = Client()
         try Self.add(source, limit: limit, to: &record)
+        recent = nil
         clients[client] = record
         total += 1
         return true
@@ -89,7 +100,12 @@ public struct ActivityLedger: Sendable {
     /// nothing to remove (AFNetworking's clamp).
     @discardableResult
     public mutating func remove(_ source: Source, for client: String) -> Bool {
-        guard var record = clients[client] else { return false }
+        guard let i = index(of: client), Self.remove(source, from: &clients.values[i]) else { return false }
+        total -= 1
+        return true
+    }
+
+    private static func remove(_ source: Source, from record: inout Client) -> Bool {
         switch source {
         case .count:
             guard record.count > 0 else { return false }
@@ -101,8 +117,6 @@ public struct ActivityLedger: Sendable {
             guard record.tasks > 0 else { return false }
             record.tasks -= 1
         }
-        clients[client] = record
-        total -= 1
         return true
     }
 
@@ -110,6 +124,7 @@ public struct ActivityLedger: Sendable {
     /// process name once).
     public mutating func touch(_ client: String) -> Bool {
         guard clients[client] == nil else { return false }
+        recent = nil
         clients[client] = Client()
         return true
     }
@@ -121,6 +136,7 @@ public struct ActivityLedger: Sendable {
     /// Drops everything `client` held; returns what it held.
     @discardableResult
     public mutating func removeClient(_ client: String) -> Client? {
+        recent = nil
         guard let record = clients.removeValue(forKey: client) else { return nil }
         total -= record.total
         return record
