@@ -152,12 +152,17 @@ public final class TaskService: TaskBeginning, TaskFactory {
 
     // MARK: TaskFactory
 
+    /// A download's task (created suspended while queued).
     public func makeAgentTask(description: String) -> TaskEntry {
         createTask(owner: context.uniqueName, description: description, state: .suspended)
     }
 
+    /// A download's transfer starts. Its `running` PropertiesChanged counts as an announcement
+    /// of its progress, so progress in the next 100 ms waits for the coalescer: a small image's
+    /// one progress step goes out with `completed` (one PropertiesChanged, not two).
     public func resume(_ entry: TaskEntry) {
         apply(entry.record.resume(), to: entry)
+        entry.coalescer.didEmit(now: context.now)
     }
 
     public func setProgress(_ entry: TaskEntry, _ progress: TaskProgress) {

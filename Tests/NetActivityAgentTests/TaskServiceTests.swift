@@ -1,5 +1,7 @@
+@testable import NetActivityAgent
 import DBusKit
 import NetActivityContract
+import NetActivityCore
 import Testing
 
 /// Task progress coalescing, completion and linger, driven through the real TaskService (its
@@ -51,6 +53,33 @@ struct TaskServiceTests {
         let last = try #require(h.changes(.task, at: path).last)
         #expect(last.values[P.state.rawValue]?.unwrapped.stringValue == "completed")
         #expect(last.values[P.fractionCompleted.rawValue]?.unwrapped.doubleValue == 1.0)
+    }
+
+    @Test("a download's task: progress within 100 ms of its start rides on completion; a slower one's goes out at once")
+    func downloadTaskProgress() throws {
+        let h = DriverHarness()
+        let quick = h.tasks.makeAgentTask(description: "Download quick")
+        h.at(0.2)
+        h.tasks.resume(quick)
+        h.at(0.21)
+        h.tasks.setProgress(quick, TaskProgress(received: 900, expectedToReceive: 900))
+        h.at(0.22)
+        h.tasks.complete(quick, error: "")
+        h.at(1)
+        let changes = h.changes(.task, at: quick.path)
+        #expect(changes.map { ms($0.at) } == [200, 220], "running, then completed with the final bytes: two signals")
+        #expect(changes.last?.values[P.countOfBytesReceived.rawValue]?.unwrapped.uint64Value == 900)
+        #expect(changes.last?.values[P.state.rawValue]?.unwrapped.stringValue == "completed")
+
+        let slow = h.tasks.makeAgentTask(description: "Download slow")
+        h.at(2)
+        h.tasks.resume(slow)
+        h.at(2.15)
+        h.tasks.setProgress(slow, TaskProgress(received: 10, expectedToReceive: 1000))
+        let received = h.changes(.task, at: slow.path).compactMap { c in
+            c.values[P.countOfBytesReceived.rawValue]?.unwrapped.uint64Value.map { [ms(c.at), Int($0)] }
+        }
+        #expect(received == [[2150, 10]], "past the first 100 ms, progress goes out at once")
     }
 
     @Test("a completed task lingers 5 s, then leaves with InterfacesRemoved and answers UnknownObject")
