@@ -72,7 +72,7 @@ final class HTTPFetcher {
     /// Response bytes all transfers together take in one turn of the loop. Past it, a transfer
     /// pauses until the next turn, so bytes arriving faster than the loop can copy them never
     /// hold it: between turns it answers the bus (a Ping waits for at most one turn's copying).
-    static let turnQuota = 256 * 1024
+    static let turnQuota = 128 * 1024
     private var turnBytes = 0
     private var yieldedCount = 0
     /// Idle connections kept for reuse.
