@@ -30,6 +30,41 @@ if [ -z "${SKIP_SHARED:-}" ]; then
 else
   ( cd "$WORK/bench" && rm -rf build results && make -s build/client )
 fi
+# Instructions per IncrementActivityCount, the repeatable figure (wall rates on this VM move by a
+# few percent from run to run): each service under callgrind on a private bus, answering N and then
+# 2N sequential calls from the shared client; the difference over N leaves start-up out. The agent
+# runs from a copy without debug info (valgrind 3.19 cannot read Swift's DWARF 5).
+if [ -z "${SKIP_CALLGRIND:-}" ] && command -v valgrind >/dev/null 2>&1; then
+  strip -g -o "$WORK/netactivityd-nodebug" "$BIN/netactivityd"
+  make -s -C "$WORK/bench" build/svc_libdbus >/dev/null
+  CG_N=${CG_N:-20000}
+  instructions() {   # instructions SERVICE N CLIENT_OPTIONS...
+    local svc=$1 n=$2; shift 2
+    local d; d=$(mktemp -d "$WORK/cg.XXXXXX")
+    dbus-daemon --session --fork --print-pid=4 --address="unix:path=$d/bus" --print-address=3 3>"$d/addr" 4>"$d/pid"
+    DBUS_SESSION_BUS_ADDRESS=$(head -n1 "$d/addr") XDG_CACHE_HOME="$d/cache" \
+      valgrind --tool=callgrind --callgrind-out-file="$d/out" "$svc" >/dev/null 2>&1 &
+    local vp=$!
+    DBUS_SESSION_BUS_ADDRESS=$(head -n1 "$d/addr") "$WORK/bench/build/client" wait "$@" -T 60000 >/dev/null
+    DBUS_SESSION_BUS_ADDRESS=$(head -n1 "$d/addr") "$WORK/bench/build/client" rtt "$@" -n "$n" >/dev/null
+    kill -TERM "$vp"; wait "$vp" 2>/dev/null || true
+    kill "$(cat "$d/pid")"
+    sed -n 's/^summary: *\([0-9]*\).*/\1/p' "$d/out" | head -n1
+  }
+  per_call() {   # per_call SERVICE CLIENT_OPTIONS...: instructions per call
+    local a b; a=$(instructions "$1" "$CG_N" "${@:2}"); b=$(instructions "$1" $(( 2 * CG_N )) "${@:2}")
+    echo $(( (b - a) / CG_N ))
+  }
+  cg_c=$(per_call "$WORK/bench/build/svc_libdbus")
+  cg_agent=$(per_call "$WORK/netactivityd-nodebug" -i org.example.NetActivity)
+  echo "## Instructions per IncrementActivityCount (callgrind, $CG_N and $(( 2 * CG_N )) sequential calls, the difference)"
+  echo
+  echo "| service | instructions per call | ratio to libdbus C |"
+  echo "|---|---:|---:|"
+  echo "| libdbus (C) | $cg_c | 1.00 |"
+  echo "| netactivityd (Swift) | $cg_agent | $(awk -v a="$cg_agent" -v c="$cg_c" 'BEGIN { printf "%.2f", a / c }') |"
+  echo
+fi
 
 # A private bus for the rest.
 taskset -c 0 dbus-daemon --session --nofork --nopidfile --address="unix:path=$WORK/bus" --print-address=3 3>"$WORK/addr" 2>/dev/null &
@@ -48,6 +83,20 @@ dec_pipe=$(taskset -c 0 "$CLIENT" pipelined -i org.example.NetActivity -m Decrem
 dec_conc=$(taskset -c 0 "$CLIENT" rtt -i org.example.NetActivity -m DecrementActivityCount -c 4 -n 5000 | sed -n 's/.*calls_per_s=\([0-9.]*\).*/\1/p')
 ping_bus=$(taskset -c 0 "$CLIENT" rtt --ping-bus -n 20000 | sed -n 's/.*calls_per_s=\([0-9.]*\).*/\1/p')
 
+# The packaged build's idle RSS, when `make deb` has built it: on a bus of its own, 2 s after start.
+rss_static=''
+STATIC_BIN=${STATIC_BIN:-.build-deb/release/netactivityd}
+if [ -x "$STATIC_BIN" ]; then
+  sd=$(mktemp -d "$WORK/static.XXXXXX")
+  dbus-daemon --session --fork --print-pid=4 --address="unix:path=$sd/bus" --print-address=3 3>"$sd/addr" 4>"$sd/pid"
+  DBUS_SESSION_BUS_ADDRESS=$(head -n1 "$sd/addr") XDG_CACHE_HOME="$sd/cache" "$STATIC_BIN" 2>/dev/null &
+  sp=$!
+  for _ in $(seq 100); do busctl --address="$(head -n1 "$sd/addr")" status org.example.NetActivity >/dev/null 2>&1 && break; sleep 0.05; done
+  sleep 2
+  rss_static=$(awk '/^VmRSS/ { printf "%.1f", $2 / 1024 }' "/proc/$sp/status")
+  kill "$sp"; wait "$sp" 2>/dev/null || true
+  kill "$(cat "$sd/pid")"
+fi
 # Idle: CPU ticks and wake-ups (voluntary context switches) over IDLE_SECONDS.
 IDLE=${IDLE_SECONDS:-10}
 sleep 1
@@ -188,6 +237,7 @@ echo "| bus daemon Peer.Ping calls/s (same run) | ${ping_bus:-?} | (one-hop limi
 echo "| idle CPU over ${IDLE} s (clock ticks) | $((t1 - t0)) | 0 |"
 echo "| idle wake-ups over ${IDLE} s | $((s1 - s0)) | 0 |"
 echo "| idle RSS MiB | $rss | < 20 |"
+[ -n "$rss_static" ] && echo "| idle RSS MiB, the packaged build (Swift runtime linked statically, \`make deb\`; libcurl not loaded until the first download) | $rss_static | < 12 |"
 echo "| peak RSS MiB (after the runs above) | $hwm | |"
 echo "| Visible signal lateness p50 ms | $(field p50_ms) | |"
 echo "| Visible signal lateness p99 ms | $(field p99_ms) | < 5 |"

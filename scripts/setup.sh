@@ -18,6 +18,8 @@ if [ "${1:-}" = "--bench" ]; then
     pkg-config --exists libsystemd 2>/dev/null || need="$need libsystemd-dev"
     command -v gcc >/dev/null 2>&1 || need="$need gcc"
     command -v taskset >/dev/null 2>&1 || need="$need util-linux"
+    command -v valgrind >/dev/null 2>&1 || need="$need valgrind"
+    command -v strip >/dev/null 2>&1 || need="$need binutils"
 fi
 if [ "${1:-}" = "--deb" ]; then
     command -v dpkg-shlibdeps >/dev/null 2>&1 || need="$need dpkg-dev"
