@@ -141,7 +141,8 @@ public final class ObjectServer {
 
     /// A method that calls reached, by the bytes of their path, interface and member. The last
     /// few are kept, most recent first, so a stream of calls to the same methods is routed with
-    /// a few `strcmp`s: no Swift strings, no hashing. Emptied whenever an object comes or goes.
+    /// a few `strcmp`s: no Swift strings, no hashing. A path's routes go when its object comes
+    /// or goes.
     private final class Route {
         let path: UnsafeMutablePointer<CChar>
         let interface: UnsafeMutablePointer<CChar>
@@ -173,11 +174,10 @@ public final class ObjectServer {
     private static let maxRoutes = 8
 
     private func route(_ path: UnsafePointer<CChar>, _ interface: UnsafePointer<CChar>, _ member: UnsafePointer<CChar>) -> Route? {
-        for (i, r) in routes.enumerated() where r.matches(path, interface, member) {
-            if i > 0 { routes.swapAt(i, i - 1) }
-            return r
-        }
-        return nil
+        guard let i = routes.firstIndex(where: { $0.matches(path, interface, member) }) else { return nil }
+        guard i > 0 else { return routes[0] }
+        routes.swapAt(i, i - 1)
+        return routes[i - 1]
     }
 
     private func remember(_ route: Route) {
@@ -209,7 +209,7 @@ public final class ObjectServer {
         precondition(DBusNames.isValidObjectPath(path), "invalid object path \(path)")
         let object = Object(interfaces)
         objects[path] = object
-        routes.removeAll()
+        routes.removeAll { $0.pathString == path }
         invalidateAncestors(of: path)
         if let manager = manager(above: path) {
             try? sink.emitSignal(path: manager, interface: Self.objectManagerInterface, member: "InterfacesAdded") { w in
@@ -222,7 +222,7 @@ public final class ObjectServer {
     /// Stops serving `path`; below an object manager, announces it with `InterfacesRemoved`.
     public func unexport(path: String) {
         guard let object = objects.removeValue(forKey: path) else { return }
-        routes.removeAll()
+        routes.removeAll { $0.pathString == path }
         invalidateAncestors(of: path)
         if let manager = manager(above: path) {
             try? sink.emitSignal(path: manager, interface: Self.objectManagerInterface, member: "InterfacesRemoved") { w in
