@@ -10,9 +10,8 @@ import Glibc
 ///
 /// It sleeps in `epoll_pwait2` (`epoll_wait` where that is missing) with a timeout taken from the
 /// earliest timer, so an idle loop with no timers makes no system calls and wakes zero times per
-/// second. Everything that
-/// touches the loop, its handlers and the D-Bus connections attached to it runs on the thread that
-/// calls `run()`.
+/// second. Everything that touches the loop, its handlers and the D-Bus connections attached to it
+/// runs on the thread that calls `run()`.
 public final class EventLoop: Scheduler {
     public typealias FDHandler = (_ events: UInt32) -> Void
     public typealias TimerID = LinuxKit.TimerID
