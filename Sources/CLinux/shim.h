@@ -63,10 +63,20 @@ static inline int clinux_eventfd(void) {
 #endif
 static const int CLINUX_SEALS_READ_ONLY = F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
 
+/* An empty memfd that can be sealed later (a body written as it arrives), or -1 with errno set. */
+static inline int clinux_memfd(const char *name) {
+    return (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+}
+
+/* Seals a memfd read-only (no writable mapping of it may exist): 0, or -1 with errno set. */
+static inline int clinux_seal_read_only(int fd) {
+    return fcntl(fd, F_ADD_SEALS, CLINUX_SEALS_READ_ONLY);
+}
+
 /* A memfd holding a copy of `data`, sealed so that nobody (its holders included) can write,
    shrink, grow or unseal it. Returns the fd, or -1 with errno set. */
 static inline int clinux_sealed_memfd(const char *name, const void *data, size_t length) {
-    int fd = (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    int fd = clinux_memfd(name);
     if (fd < 0) return -1;
     size_t done = 0;
     while (done < length) {
@@ -77,7 +87,7 @@ static inline int clinux_sealed_memfd(const char *name, const void *data, size_t
         }
         done += (size_t)n;
     }
-    if (fcntl(fd, F_ADD_SEALS, CLINUX_SEALS_READ_ONLY) != 0) goto fail;
+    if (clinux_seal_read_only(fd) != 0) goto fail;
     return fd;
 fail: {
         int saved = errno;
@@ -85,16 +95,6 @@ fail: {
         errno = saved;
         return -1;
     }
-}
-
-/* An empty memfd that can be sealed later (a body written as it arrives), or -1 with errno set. */
-static inline int clinux_memfd(const char *name) {
-    return (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-}
-
-/* Seals a memfd read-only (no writable mapping of it may exist): 0, or -1 with errno set. */
-static inline int clinux_seal_read_only(int fd) {
-    return fcntl(fd, F_ADD_SEALS, CLINUX_SEALS_READ_ONLY);
 }
 
 /* Sets the calling thread's nice value (Linux keeps one per thread): 0, or -1 with errno set. */
