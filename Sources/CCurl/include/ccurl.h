@@ -113,7 +113,6 @@ static inline CURL *ccurl_next_done(CURLM *m, CURLcode *result) {
 }
 
 /* The plain calls, through the table. */
-static inline CURLcode ccurl_global_init(long flags) { return ccurl.global_init(flags); }
 static inline CURLM *ccurl_multi_init(void) { return ccurl.multi_init(); }
 static inline CURLMcode ccurl_multi_cleanup(CURLM *m) { return ccurl.multi_cleanup(m); }
 static inline CURLMcode ccurl_multi_add_handle(CURLM *m, CURL *h) { return ccurl.multi_add_handle(m, h); }
