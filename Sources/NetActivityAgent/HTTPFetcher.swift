@@ -418,15 +418,18 @@ final class HTTPFetcher {
     }
 
     private static func outcome(_ code: CURLcode, status: Int, transfer t: Transfer) -> Result<Response, ImageDownloader.Failure> {
-        // Errors are published (the task's Error, notifications): no userinfo, no query.
-        let url = PublishedURL.redact(t.url)
+        // Errors are published (the task's Error, notifications): no userinfo, no query. Redacted
+        // only for an error: a success never names the URL.
         if code == CURLE_OK {
             let body = t.body ?? ImageBody()
             guard body.seal() else {
-                return .failure(.failed(NetActivityError(.failed, "\(url): the agent could not keep the body (\(String(cString: strerror(errno))))")))
+                let reason = String(cString: strerror(errno))
+                return .failure(.failed(NetActivityError(
+                    .failed, "\(PublishedURL.redact(t.url)): the agent could not keep the body (\(reason))")))
             }
             return .success(Response(status: status, headers: .init(t.headers), body: body))
         }
+        let url = PublishedURL.redact(t.url)
         let detail = String(cString: ccurl_easy_strerror(code))
         switch code {
         case CURLE_OPERATION_TIMEDOUT:
