@@ -9,8 +9,7 @@ import Glibc
 /// space, where the loop takes the CPU back). Not SCHED_IDLE: a thread of that class makes no
 /// progress at all while anything else runs, and the loop would wait behind it for any lock it
 /// holds (malloc's, the mailbox's); an agent that did not exit within 5 s in a test run next to a
-/// compile pointed at it. Jobs
-/// report back through the loop's mailbox.
+/// compile pointed at it. Jobs report back through the loop's mailbox.
 public final class SerialWorker: @unchecked Sendable {
     // @unchecked: every stored property but `name` and `background` is guarded by `lock`.
     private let name: String
