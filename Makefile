@@ -5,8 +5,6 @@ SWIFT ?= swift
 PYTHON ?= /usr/bin/python3
 DEBUG_BIN = .build/debug
 RELEASE_BIN = .build/release
-# The packaged build: the Swift runtime linked statically (scripts/make-deb.sh uses the same flags).
-DEB_FLAGS = -c release --static-swift-stdlib --disable-local-rpath -Xlinker -z -Xlinker now --scratch-path .build-deb
 
 .PHONY: all setup build release run test unit integration example bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test
 
@@ -95,7 +93,7 @@ soak: setup
 bench: release
 	@scripts/setup.sh --bench
 	$(SWIFT) build -c release --product netactivity-bench
-	$(SWIFT) build $(DEB_FLAGS) --product netactivityd
+	scripts/make-deb.sh --agent-only
 	bench/bench.sh $(RELEASE_BIN)
 
 # make install [PREFIX=/usr/local] [DESTDIR=] installs the binaries, the interface XML, the D-Bus

@@ -8,10 +8,11 @@ cd "$(dirname "$0")/.."
 VERSION=$(sed -n '1s/^netactivity (\([^)]*\)).*/\1/p' packaging/changelog)
 ARCH=$(dpkg --print-architecture)
 SCRATCH=.build-deb
-# The same flags as DEB_FLAGS in the Makefile (make bench measures this build's idle RSS).
 FLAGS="-c release --static-swift-stdlib --disable-local-rpath -Xlinker -z -Xlinker now --scratch-path $SCRATCH"
 # shellcheck disable=SC2086
 swift build $FLAGS --product netactivityd >&2
+# --agent-only: just the packaged agent, in $SCRATCH/release (make bench measures its idle RSS).
+[ "${1:-}" = "--agent-only" ] && exit 0
 # shellcheck disable=SC2086
 swift build $FLAGS --product netactivity >&2
 
