@@ -17,24 +17,33 @@ public final class EventLoop: Scheduler {
     public typealias TimerID = LinuxKit.TimerID
 
     private struct Registration {
-        let fd: Int32
         var events: UInt32
         var handler: FDHandler
+    }
+
+    /// A handle to remove a prepare hook.
+    public struct HookID: Hashable, Sendable {
+        let raw: Int
     }
 
     // The loop's state is touched only on its thread, and no access to it spans a call that
     // could touch it again (handlers and callbacks are copied out first), so the runtime's
     // exclusivity checks, a few percent of a bus call's cost, are turned off for it.
     private let epfd: Int32
-    /// The live registrations by token (an event finds its handler with one lookup), and the
-    /// token of each watched fd.
-    @exclusivity(unchecked) private var registrations: [UInt64: Registration] = [:]
+    /// The live registrations by token (an event finds its handler by indexing, no hashing), and
+    /// the token of each watched fd.
+    @exclusivity(unchecked) private var registrations = SlotTable<Registration>()
     @exclusivity(unchecked) private var tokenByFD: [Int32: UInt64] = [:]
-    private var nextToken: UInt64 = 1
+    /// Timers: their callbacks by id (a slot table: ids increase, so they also order equal
+    /// deadlines), and a heap of (deadline, id) with cancelled ids left in it until they surface.
     @exclusivity(unchecked) private var heap: [(deadline: UInt64, id: UInt64)] = []
-    @exclusivity(unchecked) private var timerCallbacks: [UInt64: () -> Void] = [:]
-    private var nextTimerID: UInt64 = 1
-    @exclusivity(unchecked) private var prepareHooks: [() -> Void] = []
+    @exclusivity(unchecked) private var timerCallbacks = SlotTable<() -> Void>()
+    /// Prepare hooks in order; a hook removed while they run is cleared in place (and dropped
+    /// after the turn), so a hook that ends another hook's owner never leaves it to be called.
+    @exclusivity(unchecked) private var prepareHooks: [(id: Int, hook: (() -> Void)?)] = []
+    private var nextHookID = 0
+    private var runningHooks = 0  // depth: a hook may run a turn of the loop itself
+    private var clearedHooks = false
     @exclusivity(unchecked) private var stopRequested = false
     private let eventBuffer = UnsafeMutablePointer<epoll_event>.allocate(capacity: 64)
 
@@ -71,17 +80,18 @@ public final class EventLoop: Scheduler {
     /// events of its registration. Errors and hang-ups are always reported.
     public func watch(fd: Int32, events: UInt32, handler: @escaping FDHandler) {
         if let token = tokenByFD[fd] {
-            registrations[token]!.handler = handler
+            registrations.update(token) { $0.handler = handler }
             setEvents(fd: fd, events: events)
             return
         }
-        let token = nextToken
-        nextToken += 1
+        let token = registrations.insert(Registration(events: events, handler: handler))
         var ev = epoll_event()
         ev.events = events
         ev.data.u64 = token
-        guard epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0 else { return }
-        registrations[token] = Registration(fd: fd, events: events, handler: handler)
+        guard epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0 else {
+            registrations.remove(token)
+            return
+        }
         tokenByFD[fd] = token
     }
 
@@ -92,14 +102,14 @@ public final class EventLoop: Scheduler {
         var ev = epoll_event()
         ev.events = events
         ev.data.u64 = token
-        if epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) == 0 { registrations[token]!.events = events }
+        if epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) == 0 { registrations.update(token) { $0.events = events } }
     }
 
     /// Stops watching `fd` (the caller still owns and closes it). An event for it still waiting
     /// in the current batch is dropped.
     public func unwatch(fd: Int32) {
         guard let token = tokenByFD.removeValue(forKey: fd) else { return }
-        registrations[token] = nil
+        registrations.remove(token)
         _ = epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nil)
     }
 
@@ -111,9 +121,7 @@ public final class EventLoop: Scheduler {
     /// next turn of the loop).
     @discardableResult
     public func schedule(at deadline: UInt64, _ callback: @escaping () -> Void) -> TimerID {
-        let id = nextTimerID
-        nextTimerID += 1
-        timerCallbacks[id] = callback
+        let id = timerCallbacks.insert(callback)
         heapPush((deadline, id))
         return TimerID(raw: id)
     }
@@ -131,11 +139,11 @@ public final class EventLoop: Scheduler {
 
     /// Cancels a timer; cancelling a fired or cancelled timer does nothing.
     public func cancel(_ id: TimerID) {
-        timerCallbacks[id.raw] = nil
+        timerCallbacks.remove(id.raw)
         // Cancelled entries leave the heap lazily, at their deadline; rebuild it when they
         // dominate, so rapid reschedules with long delays cannot grow it without bound.
         if heap.count > 1024, timerCallbacks.count * 4 < heap.count {
-            let live = heap.filter { timerCallbacks[$0.id] != nil }
+            let live = heap.filter { timerCallbacks.contains($0.id) }
             heap.removeAll(keepingCapacity: true)
             for e in live { heapPush(e) }
         }
@@ -224,9 +232,36 @@ public final class EventLoop: Scheduler {
 
     // MARK: running
 
-    /// Runs `hook` before every sleep (libdbus dispatching uses this).
-    public func addPrepareHook(_ hook: @escaping () -> Void) {
-        prepareHooks.append(hook)
+    /// Runs `hook` before every sleep (libdbus dispatching uses this), until removed.
+    @discardableResult
+    public func addPrepareHook(_ hook: @escaping () -> Void) -> HookID {
+        nextHookID += 1
+        prepareHooks.append((nextHookID, hook))
+        return HookID(raw: nextHookID)
+    }
+
+    public func removePrepareHook(_ id: HookID) {
+        guard let i = prepareHooks.firstIndex(where: { $0.id == id.raw }) else { return }
+        if runningHooks > 0 {
+            prepareHooks[i].hook = nil
+            clearedHooks = true
+        } else {
+            prepareHooks.remove(at: i)
+        }
+    }
+
+    private func runPrepareHooks() {
+        runningHooks += 1
+        var i = 0
+        while i < prepareHooks.count {
+            if let hook = prepareHooks[i].hook { hook() }
+            i += 1
+        }
+        runningHooks -= 1
+        if runningHooks == 0, clearedHooks {
+            clearedHooks = false
+            prepareHooks.removeAll { $0.hook == nil }
+        }
     }
 
     /// Runs until `stop()`.
@@ -243,7 +278,7 @@ public final class EventLoop: Scheduler {
     /// One turn: prepare hooks, wait for events or the next timer (at most `maxWaitNanoseconds`
     /// when given), handle them, fire due timers.
     public func runOnce(maxWaitNanoseconds: UInt64?) {
-        for hook in prepareHooks { hook() }
+        runPrepareHooks()
         // A prepare hook (dispatching a message) may have asked to stop: do not sleep first.
         if stopRequested { return }
         var wait = nextDeadline().map { deadline -> UInt64 in
@@ -296,13 +331,13 @@ public final class EventLoop: Scheduler {
         let now = EventLoop.now()
         while let top = heap.first, top.deadline <= now {
             heapPop()
-            if let callback = timerCallbacks.removeValue(forKey: top.id) { callback() }
+            if let callback = timerCallbacks.remove(top.id) { callback() }
         }
     }
 
     private func nextDeadline() -> UInt64? {
         // Drop cancelled timers from the top so they cause no wake-up.
-        while let top = heap.first, timerCallbacks[top.id] == nil { heapPop() }
+        while let top = heap.first, !timerCallbacks.contains(top.id) { heapPop() }
         return heap.first?.deadline
     }
 
