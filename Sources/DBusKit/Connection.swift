@@ -32,7 +32,12 @@ extension MessageSink {
 public final class Connection: MessageSink {
     let raw: OpaquePointer
     public let uniqueName: String
-    private weak var loop: EventLoop?
+    /// The loop it is attached to. Its registrations (the socket's watch, libdbus's timeouts,
+    /// the prepare hook) reach the connection without counting a reference (the runtime's
+    /// unowned and weak references cost a slow path on every call), so `close()` and `deinit`
+    /// take them all back before the connection can go.
+    private var loop: EventLoop?
+    private var prepareHook: EventLoop.HookID?
     // The state below is touched only on the connection's thread, by accesses that never span
     // a call back into it: the runtime's exclusivity checks (a few percent of a bus call's
     // cost) are off for what every message touches.
@@ -98,20 +103,29 @@ public final class Connection: MessageSink {
     }
 
     deinit {
+        lastSenderBytes.deallocate()
+        detach()
         if !closed { dbus_connection_close(raw) }
         dbus_connection_unref(raw)
+    }
+
+    /// Takes back everything registered with the loop.
+    private func detach() {
+        if let loop {
+            for entry in watchesByFD { loop.unwatch(fd: entry.fd) }
+            for id in timeouts.values { loop.cancel(id) }
+            if let prepareHook { loop.removePrepareHook(prepareHook) }
+        }
+        prepareHook = nil
+        watchesByFD = []
+        timeouts = [:]
     }
 
     /// Closes the connection; later sends fail quietly.
     public func close() {
         guard !closed else { return }
         closed = true
-        if let loop {
-            for entry in watchesByFD { loop.unwatch(fd: entry.fd) }
-            for id in timeouts.values { loop.cancel(id) }
-        }
-        watchesByFD = []
-        timeouts = [:]
+        detach()
         dbus_connection_close(raw)
     }
 
@@ -143,7 +157,9 @@ public final class Connection: MessageSink {
             { timeout, data in Unmanaged<Connection>.fromOpaque(data!).takeUnretainedValue().removeTimeout(timeout!) },
             { timeout, data in Unmanaged<Connection>.fromOpaque(data!).takeUnretainedValue().addTimeout(timeout!) },
             me, nil)
-        loop.addPrepareHook { [weak self] in self?.dispatchAll() }
+        prepareHook = loop.addPrepareHook { [unowned(unsafe) self] in
+            self.dispatchAll()
+        }
     }
 
     /// Whether libdbus holds incoming messages not yet dispatched. Its dispatch-status function
@@ -154,7 +170,7 @@ public final class Connection: MessageSink {
     private func installDispatchStatusFunction() {
         let me = Unmanaged.passUnretained(self).toOpaque()
         dbus_connection_set_dispatch_status_function(raw, { _, status, data in
-            Unmanaged<Connection>.fromOpaque(data!).takeUnretainedValue().dispatchPending = status == DBUS_DISPATCH_DATA_REMAINS
+            Unmanaged<Connection>.fromOpaque(data!)._withUnsafeGuaranteedRef { $0.dispatchPending = status == DBUS_DISPATCH_DATA_REMAINS }
         }, me, nil)
     }
 
@@ -201,7 +217,9 @@ public final class Connection: MessageSink {
         } else if loop.isWatching(fd: fd) {
             loop.setEvents(fd: fd, events: events)
         } else {
-            loop.watch(fd: fd, events: events) { [unowned self] revents in self.handleIO(fd: fd, revents: revents) }
+            loop.watch(fd: fd, events: events) { [unowned(unsafe) self] revents in
+                self.handleIO(fd: fd, revents: revents)
+            }
         }
     }
 
@@ -211,32 +229,48 @@ public final class Connection: MessageSink {
         if revents & EventLoop.writable != 0 { flags |= CDBUS_WATCH_WRITABLE }
         if revents & EventLoop.error != 0 { flags |= CDBUS_WATCH_ERROR }
         if revents & EventLoop.hangup != 0 { flags |= CDBUS_WATCH_HANGUP }
-        // Handling one watch may add or remove others: walk a copy, re-checking membership
-        // after the first.
-        let snapshot = watches(of: fd)
-        for (i, w) in snapshot.enumerated() {
-            guard i == 0 || watches(of: fd).contains(w), dbus_watch_get_enabled(w) != 0 else { continue }
-            let wanted = dbus_watch_get_flags(w) | CDBUS_WATCH_ERROR | CDBUS_WATCH_HANGUP
-            let f = flags & wanted
-            if f != 0 { _ = dbus_watch_handle(w, f) }
+        // Handling one watch may add or remove others: the watches are taken first (a socket
+        // has two, read and write: taken one by one, no copy of the list), and each after the
+        // first is handled only if it is still there.
+        guard let i = watchesByFD.firstIndex(where: { $0.fd == fd }) else { return dispatchAll() }
+        let count = watchesByFD[i].watches.count
+        if count <= 2 {
+            let first = watchesByFD[i].watches[0]
+            let second = count == 2 ? watchesByFD[i].watches[1] : nil
+            handle(first, flags)
+            if let second, watches(of: fd).contains(second) { handle(second, flags) }
+        } else {
+            let snapshot = watchesByFD[i].watches
+            handle(snapshot[0], flags)
+            for w in snapshot.dropFirst() where watches(of: fd).contains(w) { handle(w, flags) }
         }
         dispatchAll()
+    }
+
+    private func handle(_ watch: OpaquePointer, _ flags: UInt32) {
+        guard dbus_watch_get_enabled(watch) != 0 else { return }
+        let f = flags & (dbus_watch_get_flags(watch) | CDBUS_WATCH_ERROR | CDBUS_WATCH_HANGUP)
+        if f != 0 { _ = dbus_watch_handle(watch, f) }
     }
 
     private func addTimeout(_ timeout: OpaquePointer) {
         if let old = timeouts.removeValue(forKey: timeout) { loop?.cancel(old) }
         guard dbus_timeout_get_enabled(timeout) != 0, let loop else { return }
         let ms = UInt64(max(0, dbus_timeout_get_interval(timeout)))
-        timeouts[timeout] = loop.schedule(afterNanoseconds: ms * 1_000_000) { [unowned self] in
-            self.timeouts[timeout] = nil
-            self.firingTimeout = timeout
-            _ = dbus_timeout_handle(timeout)
-            // libdbus timeouts repeat until removed or disabled; re-arm unless it was removed
-            // (or re-armed through the toggle function) while it ran.
-            if self.firingTimeout == timeout, self.timeouts[timeout] == nil { self.addTimeout(timeout) }
-            self.firingTimeout = nil
-            self.dispatchAll()
+        timeouts[timeout] = loop.schedule(afterNanoseconds: ms * 1_000_000) { [unowned(unsafe) self] in
+            self.fire(timeout)
         }
+    }
+
+    private func fire(_ timeout: OpaquePointer) {
+        timeouts[timeout] = nil
+        firingTimeout = timeout
+        _ = dbus_timeout_handle(timeout)
+        // libdbus timeouts repeat until removed or disabled; re-arm unless it was removed (or
+        // re-armed through the toggle function) while it ran.
+        if firingTimeout == timeout, timeouts[timeout] == nil { addTimeout(timeout) }
+        firingTimeout = nil
+        dispatchAll()
     }
 
     private var firingTimeout: OpaquePointer?
@@ -253,13 +287,25 @@ public final class Connection: MessageSink {
     /// keeps incoming messages up to its own received-size limit and then stops reading.
     @exclusivity(unchecked) public var maxOutgoingBytes = 4 << 20
 
+    /// An upper bound on libdbus's outgoing queue in bytes, kept without asking libdbus (which
+    /// takes the connection's lock, a few hundred instructions a call): the size last read, plus
+    /// every message queued since (`Message.queuedBound`) and an allowance for each message
+    /// dispatched (libdbus answers some itself, such as Peer.Ping). The queue is read again only
+    /// when the bound reaches `maxOutgoingBytes`.
+    @exclusivity(unchecked) private var outgoingBound = 0
+    static let dispatchAllowance = 1024
+
+    private func outgoingBelowLimit() -> Bool {
+        if outgoingBound < maxOutgoingBytes { return true }
+        outgoingBound = Int(dbus_connection_get_outgoing_size(raw))
+        return outgoingBound < maxOutgoingBytes
+    }
+
     /// Dispatches every queued incoming message (as long as the outgoing queue is below
     /// `maxOutgoingBytes`): first the method calls handed back with `redeliver`, in order, then
     /// libdbus's queue.
     public func dispatchAll() {
-        while !closed, dispatchPending || !redelivered.isEmpty,
-              dbus_connection_get_outgoing_size(raw) < maxOutgoingBytes
-        {
+        while !closed, dispatchPending || !redelivered.isEmpty, outgoingBelowLimit() {
             if redeliveredHead < redelivered.count {
                 let message = redelivered[redeliveredHead]
                 redeliveredHead += 1
@@ -271,6 +317,7 @@ public final class Connection: MessageSink {
                 redeliveredHead = 0
             }
             guard dispatchPending else { break }
+            outgoingBound &+= Self.dispatchAllowance
             // The message dispatched may have handed calls back: the loop's condition sees them.
             if dbus_connection_dispatch(raw) != DBUS_DISPATCH_DATA_REMAINS, redelivered.isEmpty { break }
         }
@@ -290,18 +337,54 @@ public final class Connection: MessageSink {
 
     // MARK: incoming messages
 
+    /// The last sender read, as its bytes (a bus name has at most 255) and as a string: a burst
+    /// of calls from one client (the common case) makes the string once, not once per call.
+    private let lastSenderBytes: UnsafeMutablePointer<CChar> = {
+        let p = UnsafeMutablePointer<CChar>.allocate(capacity: 256)
+        p.initialize(repeating: 0, count: 256)
+        return p
+    }()
+    @exclusivity(unchecked) private var lastSender = ""
+
+    /// `message.sender`, made once for a run of messages from the same sender (on the
+    /// connection's thread).
+    public func sender(of message: Message) -> String? {
+        guard let cString = dbus_message_get_sender(message.raw) else { return nil }
+        if strcmp(lastSenderBytes, cString) == 0 { return lastSender }
+        let name = String(cString: cString)
+        if strlen(cString) < 256 {
+            strcpy(lastSenderBytes, cString)
+            lastSender = name
+        }
+        return name
+    }
+
     private func installFilter() {
         let me = Unmanaged.passUnretained(self).toOpaque()
         _ = dbus_connection_add_filter(raw, { _, msg, data in
-            Unmanaged<Connection>.fromOpaque(data!).takeUnretainedValue().filter(msg!)
+            Unmanaged<Connection>.fromOpaque(data!)._withUnsafeGuaranteedRef { $0.filter(msg!) }
         }, me, nil)
     }
+
+    /// The wrapper of the last method call, for the next (see `filter`).
+    @exclusivity(unchecked) private var spareMessage: Message?
 
     private func filter(_ raw: OpaquePointer) -> DBusHandlerResult {
         switch dbus_message_get_type(raw) {
         case CDBUS_MESSAGE_TYPE_METHOD_CALL:
             guard let handler = methodCallHandler else { return DBUS_HANDLER_RESULT_NOT_YET_HANDLED }
-            handler(Message(borrowing: raw))
+            // The call is lent to the handler (see `Message.init(lending:)`), in the wrapper of
+            // the previous call when that one was not kept.
+            // (The wrapper stays in `spareMessage` throughout: checked there, the handler's
+            // reference is surely gone, where a local copy let the optimizer keep one.)
+            if let spare = spareMessage {
+                spare.relend(raw)
+            } else {
+                spareMessage = Message(lending: raw)
+            }
+            handler(spareMessage!)
+            let kept = !isKnownUniquelyReferenced(&spareMessage!)
+            if !spareMessage!.endLoan(heldElsewhere: kept) { spareMessage = nil }
             return DBUS_HANDLER_RESULT_HANDLED
         case CDBUS_MESSAGE_TYPE_SIGNAL:
             if dbus_message_is_signal(raw, "org.freedesktop.DBus.Local", "Disconnected") != 0 {
@@ -342,9 +425,11 @@ public final class Connection: MessageSink {
         if let problem = message.busLimitViolation {
             oversizedMessages += 1
             guard let error = message.errorInPlace(.limitsExceeded("The reply would hold \(problem); ask for less")) else { return }
+            outgoingBound &+= error.queuedBound
             _ = dbus_connection_send(raw, error.raw, nil)
             return
         }
+        outgoingBound &+= message.queuedBound
         _ = dbus_connection_send(raw, message.raw, nil)
     }
 
@@ -367,6 +452,7 @@ public final class Connection: MessageSink {
         _ completion: @escaping (Result<Message, DBusError>) -> Void
     ) {
         var pending: OpaquePointer? = nil
+        outgoingBound &+= message.queuedBound
         guard !closed, dbus_connection_send_with_reply(raw, message.raw, &pending, timeoutMilliseconds) != 0,
               let pending
         else {

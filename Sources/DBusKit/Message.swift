@@ -5,7 +5,8 @@ import Glibc
 public final class Message: @unchecked Sendable {
     // @unchecked: a Message is handed between threads only whole, never mutated concurrently;
     // libdbus message refcounting is atomic.
-    let raw: OpaquePointer
+    /// Changes only while the connection lends the object (see `init(lending:)`).
+    private(set) var raw: OpaquePointer
 
     /// Takes over one reference.
     init(owning raw: OpaquePointer) { self.raw = raw }
@@ -28,7 +29,36 @@ public final class Message: @unchecked Sendable {
         self.raw = raw
     }
 
-    deinit { dbus_message_unref(raw) }
+    /// A message libdbus holds for the length of one dispatch, seen without a reference of its
+    /// own (a reference costs two atomic operations, a wrapper an allocation: per call, they add
+    /// up). The connection hands it to a handler, then calls `endLoan()`.
+    init(lending raw: OpaquePointer) {
+        self.raw = raw
+        isLent = true
+    }
+
+    private var isLent = false
+
+    /// Ends a loan: a message nobody else holds (the handler kept no reference) stays lent, to
+    /// wrap the next message (`relend`); one that a handler kept takes a reference of its own
+    /// and is an ordinary message from now on. Returns whether it may be lent again.
+    func endLoan(heldElsewhere: Bool) -> Bool {
+        guard isLent else { return false }
+        if heldElsewhere {
+            dbus_message_ref(raw)
+            isLent = false
+            return false
+        }
+        return true
+    }
+
+    /// Wraps another lent message (only after `endLoan` said it may).
+    func relend(_ raw: OpaquePointer) {
+        precondition(isLent, "only a lent message is lent again")
+        self.raw = raw
+    }
+
+    deinit { if !isLent { dbus_message_unref(raw) } }
 
     public enum Kind: Sendable, Equatable { case methodCall, methodReturn, error, signal, invalid }
 
@@ -106,6 +136,22 @@ public final class Message: @unchecked Sendable {
         return Message(built: dbus_message_new_method_return(raw)!)
     }
 
+    /// Makes this wrapper, a reply built here that nobody else holds, wrap a new reply to `call`
+    /// (letting its old message go): the object server reuses its replies' wrappers.
+    func becomeReturn(to call: Message) {
+        precondition(isBuiltHere, "only a message built here is reused")
+        call.ensureSerial()
+        let fresh = dbus_message_new_method_return(call.raw)!
+        dbus_message_unref(raw)
+        raw = fresh
+        bodyBound = 0
+    }
+
+    /// A body known to be under 4 KiB, with no file descriptors: cheap to keep a while.
+    var isSmallAndFDFree: Bool {
+        isBuiltHere && bodyBound < 4096 && dbus_message_contains_unix_fds(raw) == 0
+    }
+
     /// libdbus aborts when asked to reply to a message with no serial, which only a message that
     /// was never sent (built locally, as in tests) lacks.
     private func ensureSerial() {
@@ -136,6 +182,15 @@ public final class Message: @unchecked Sendable {
             return "about \(bound) bytes, over the D-Bus message limit of \(CDBUS_MAXIMUM_MESSAGE_LENGTH) bytes"
         }
         return nil
+    }
+
+    /// At least the bytes this message takes in the outgoing queue: its body's bound and 4 KiB
+    /// for the header (whose names are at most 255 bytes each) when built here; else its size
+    /// as a walk of it bounds it, and 64 KiB.
+    var queuedBound: Int {
+        if isBuiltHere { return Int(clamping: bodyBound) &+ 4096 }
+        var longest: UInt64 = 0
+        return Int(clamping: cdbus_message_bound(raw, &longest)) &+ 65536
     }
 
     /// The body's length on the wire (for tests of `bodyBound`).

@@ -11,13 +11,39 @@ public struct DBusArgument: Sendable {
     }
 }
 
-/// One incoming method call: who sent it, its arguments, and the reply being built.
+/// One incoming method call: who sent it, its arguments, and the reply being built. The reader
+/// and the writer are made when a handler first uses them (many calls have no arguments, or
+/// reply with nothing).
 public struct MethodCall {
     public let message: Message
     public let path: String
     public let sender: String
-    public var args: MessageReader
-    public var reply: MessageWriter
+    let replyMessage: Message
+    private var _args: MessageReader?
+    private var _reply: MessageWriter?
+
+    init(message: Message, path: String, sender: String, reply: Message) {
+        self.message = message
+        self.path = path
+        self.sender = sender
+        replyMessage = reply
+    }
+
+    public var args: MessageReader {
+        get { _args ?? message.reader() }
+        _modify {
+            if _args == nil { _args = message.reader() }
+            yield &_args!
+        }
+    }
+
+    public var reply: MessageWriter {
+        get { _reply ?? replyMessage.writer() }
+        _modify {
+            if _reply == nil { _reply = replyMessage.writer() }
+            yield &_reply!
+        }
+    }
 }
 
 /// A method in an interface table. The server checks the call's signature against `inSignature`
@@ -354,10 +380,42 @@ public final class ObjectServer {
             throw DBusError.invalidArgs(
                 "Invalid arguments for \(interface).\(method.name): expected signature '\(DBusMethod(storage: method).inSignatureString)', got '\(message.signature)'")
         }
-        let reply = message.makeReturn()
-        var call = MethodCall(
-            message: message, path: path, sender: sender ?? "",
-            args: message.reader(), reply: reply.writer())
+        // The reply goes in the wrapper of the last call's reply when nobody kept that one (an
+        // allocation and a release less per call); not in a call made from inside a handler.
+        guard !invoking else {
+            return try run(method, message: message, path: path, sender: sender, reply: message.makeReturn())
+        }
+        invoking = true
+        defer { invoking = false }
+        if let spare = spareReply {
+            spare.becomeReturn(to: message)
+        } else {
+            spareReply = message.makeReturn()
+        }
+        do {
+            try run(method, message: message, path: path, sender: sender, reply: spareReply!)
+        } catch {
+            keepSpareReplyIfUnshared()
+            throw error
+        }
+        keepSpareReplyIfUnshared()
+    }
+
+    /// The last reply's wrapper, when nothing kept it (see `invoke`).
+    @exclusivity(unchecked) private var spareReply: Message?
+    @exclusivity(unchecked) private var invoking = false
+
+    private func keepSpareReplyIfUnshared() {
+        // Checked on the property itself, after `run` returned: no copy of it is left alive.
+        let shared = !isKnownUniquelyReferenced(&spareReply!)
+        // The wrapper keeps the sent reply until the next call: not one that holds descriptors
+        // (a lease's write end kept open would hide the holder's hang-up) or much memory.
+        if shared || !spareReply!.isSmallAndFDFree { spareReply = nil }
+    }
+
+    @inline(never)
+    private func run(_ method: DBusMethod.Storage, message: Message, path: String, sender: String?, reply: Message) throws {
+        var call = MethodCall(message: message, path: path, sender: sender ?? "", reply: reply)
         try method.handler(&call)
         if !message.noReplyExpected { sink.send(reply) }
     }
