@@ -95,8 +95,11 @@ public final class ActivityService: ActivitySink, IndicatorSource {
         return DBusInterface(
             NetActivityInterface.activity.rawValue,
             methods: [
-                DBusMethod(M.incrementActivityCount.rawValue) { [unowned self] in try self.incrementActivityCount(&$0) },
-                DBusMethod(M.decrementActivityCount.rawValue) { [unowned self] in self.decrementActivityCount(&$0) },
+                // The two calls apps make most reach the service without counting a reference
+                // (`unowned` costs a runtime call each): the agent that owns the service owns the
+                // object server holding these closures, and both go together.
+                DBusMethod(M.incrementActivityCount.rawValue) { [unowned(unsafe) self] in try self.incrementActivityCount(&$0) },
+                DBusMethod(M.decrementActivityCount.rawValue) { [unowned(unsafe) self] in self.decrementActivityCount(&$0) },
                 DBusMethod(M.beginActivity.rawValue, in: [DBusArgument("reason", "s")], out: [DBusArgument("lease", "h")]) {
                     [unowned self] in try self.beginActivity(&$0)
                 },
@@ -218,8 +221,9 @@ public final class ActivityService: ActivitySink, IndicatorSource {
     }
 
     private func lookUpProcessName(_ client: String) {
-        context.peers.lookUpProcessName(of: client) { [weak self] name in
-            guard let self, self.ledger.clients[client] != nil else { return }
+        // Strong: the registry lets go of the callback once it ran (see BusPeerRegistry.resolve).
+        context.peers.lookUpProcessName(of: client) { [self] name in
+            guard self.ledger.clients[client] != nil else { return }
             self.ledger.setProcessName(name, for: client)
             if self.ledger.count(of: client) > 0 { self.noteCountChange() }
         }

@@ -58,8 +58,11 @@ public final class Agent {
         // to the connection, which dispatches them like any other call (under its limit on queued
         // replies); a peer that leaves meanwhile has them served at once, just before its
         // departure releases what they granted.
-        connection.methodCallHandler = { [unowned peers, unowned server, unowned connection] message in
-            let sender = message.sender
+        // Every call passes here: strong captures, which a call uses without counting (an
+        // `unowned` one costs a retain and a release per use). The cycle through the connection
+        // is broken in `deinit`, which takes the handler back.
+        connection.methodCallHandler = { [peers, server, connection] message in
+            let sender = connection.sender(of: message)
             guard let sender, sender.utf8.first == UInt8(ascii: ":"), !peers.isKnown(sender) else {
                 return server.handle(message, sender: sender)
             }
@@ -103,6 +106,11 @@ public final class Agent {
                 self.onStop?()
             }
         }
+    }
+
+    deinit {
+        // The handler holds the connection, the registry and the server: let them go.
+        connection.methodCallHandler = nil
     }
 
     private var tray: TrayIcon?

@@ -21,10 +21,12 @@ extension Connection {
             var r = reply.reader()
             if let owner = try? r.read(String.self) { onOwner(owner) }
         }
-        return { [weak self] in
+        // Strong: a weak reference would give the connection a side table, and every retain of
+        // it (each call) the runtime's slow path. The connection outlives its followers anyway.
+        return { [self] in
             following = false
-            self?.removeSignalHandler(id)
-            self?.removeMatch(rule)
+            self.removeSignalHandler(id)
+            self.removeMatch(rule)
         }
     }
 }

@@ -192,6 +192,7 @@ public final class ImageCacheService: ImageStore {
 
     private func addImage(key: String, call: inout MethodCall) throws {
         let capacity = imageCache.memoryCapacity
+        let sender = call.sender
         // The bytes are read in place (no copy) and copied once, into the cache's storage.
         let made = try call.args.withBytes { data -> Result<CachedImage, NetActivityError> in
             guard UInt64(data.count) <= capacity else {
@@ -202,7 +203,7 @@ public final class ImageCacheService: ImageStore {
                 return .failure(NetActivityError(
                     .notAnImage, "The \(data.count) bytes for '\(Self.printable(key))' are not a PNG, JPEG, GIF, WebP, BMP, ICO or SVG image (or its header is damaged)"))
             }
-            return .success(CachedImage(info: info, data: data, addedBy: call.sender))
+            return .success(CachedImage(info: info, data: data, addedBy: sender))
         }
         let image = try made.get()
         // Cannot throw: the size was checked against the capacity above. Charged to the caller's

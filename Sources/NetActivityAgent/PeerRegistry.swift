@@ -86,8 +86,10 @@ public final class BusPeerRegistry: PeerRegistry {
         }
         resolving[peer] = [then]
         connection.busCallAsync("GetConnectionUnixProcessID", timeoutMilliseconds: 5000, { w in w.append(peer) }) {
-            [weak self] result in
-            guard let self, let waiting = self.resolving.removeValue(forKey: peer) else { return }
+            [self] result in
+            // A strong capture: the call ends (answered or timed out) and lets go of it. A weak
+            // one would give the registry a side table, and every call's use of it the slow path.
+            guard let waiting = self.resolving.removeValue(forKey: peer) else { return }
             var pid: UInt32 = 0
             if case .success(let reply) = result {
                 var r = reply.reader()
@@ -101,8 +103,8 @@ public final class BusPeerRegistry: PeerRegistry {
     }
 
     public func lookUpProcessName(of peer: String, _ known: @escaping (String) -> Void) {
-        resolve(peer) { [weak self] _ in
-            guard let self, let pid = self.peers[peer]?.pid, pid != 0 else { return known("") }
+        resolve(peer) { [self] _ in
+            guard let pid = self.peers[peer]?.pid, pid != 0 else { return known("") }
             // Later, as the protocol promises: on the next turn of the loop.
             let name = ServiceProcess.processName(pid: pid)
             self.scheduler.schedule(afterNanoseconds: 0) { known(name) }
