@@ -158,8 +158,21 @@ public final class Connection: MessageSink {
             { timeout, data in Unmanaged<Connection>.fromOpaque(data!).takeUnretainedValue().addTimeout(timeout!) },
             me, nil)
         prepareHook = loop.addPrepareHook { [unowned(unsafe) self] in
-            self.dispatchAll()
+            if self.dispatchPending || !self.redelivered.isEmpty { self.holdingSelf { self.dispatchAll() } }
         }
+    }
+
+    /// Runs `body` with a reference to the connection held. The loop's registrations hold none
+    /// (see `loop`), and what a callback dispatches may let go of the app's last reference (a
+    /// `Disconnected` handler that drops its connection, a reply's completion that closes it):
+    /// the callback's own frames still use the connection after that, so they run inside this.
+    /// (Swift 6.3 happens to keep a reference across a call through an `unowned(unsafe)`
+    /// capture too, in debug and release builds, but nothing promises it.)
+    @inline(__always)
+    private func holdingSelf(_ body: () -> Void) {
+        let held = Unmanaged.passUnretained(self).retain()
+        body()
+        held.release()
     }
 
     /// Whether libdbus holds incoming messages not yet dispatched. Its dispatch-status function
@@ -218,7 +231,7 @@ public final class Connection: MessageSink {
             loop.setEvents(fd: fd, events: events)
         } else {
             loop.watch(fd: fd, events: events) { [unowned(unsafe) self] revents in
-                self.handleIO(fd: fd, revents: revents)
+                self.holdingSelf { self.handleIO(fd: fd, revents: revents) }
             }
         }
     }
@@ -258,7 +271,7 @@ public final class Connection: MessageSink {
         guard dbus_timeout_get_enabled(timeout) != 0, let loop else { return }
         let ms = UInt64(max(0, dbus_timeout_get_interval(timeout)))
         timeouts[timeout] = loop.schedule(afterNanoseconds: ms * 1_000_000) { [unowned(unsafe) self] in
-            self.fire(timeout)
+            self.holdingSelf { self.fire(timeout) }
         }
     }
 
