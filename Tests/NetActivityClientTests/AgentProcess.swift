@@ -2,6 +2,7 @@ import LinuxKit
 import DBusKit
 import Glibc
 import NetActivityClient
+import Testing
 
 /// A private dbus-daemon and the real netactivityd on it, for the library's tests.
 final class TestBus: @unchecked Sendable {
@@ -37,11 +38,13 @@ final class TestBus: @unchecked Sendable {
         let pid = try ServiceProcess.spawn(args)
         agentPID = pid
         let probe = try NetActivityClient(address: address)
-        for _ in 0..<500 {
+        // Bounded by time, not by tries: a call to an agent that hangs waits for its reply.
+        let deadline = EventLoop.now() + 10_000_000_000
+        while EventLoop.now() < deadline {
             if (try? probe.status()) != nil { return }
             try await Task.sleep(for: .milliseconds(10))
         }
-        throw NetActivityError(name: "test.Timeout", message: "the agent did not start")
+        throw NetActivityError(name: "test.Timeout", message: "the agent did not answer within 10 s of its start")
     }
 
     /// Kills the bus daemon (SIGKILL: every client loses it at once) and starts a new one at the
@@ -60,12 +63,32 @@ final class TestBus: @unchecked Sendable {
         return "unix:path=" + String(cString: mkdtemp(&template)!) + "/bus"
     }
 
+    /// Sends `sig` to the agent and reaps it. An agent that had already died of another signal
+    /// (a crash nobody asked for), that exits with an error on SIGTERM, or that is still there 10 s
+    /// after SIGTERM (then killed), fails the test that owns it: no such fault passes unseen, and
+    /// none hangs the run.
     func killAgent(_ sig: Int32 = SIGKILL) {
         guard agentPID > 0 else { return }
-        kill(agentPID, sig)
-        var status: Int32 = 0
-        waitpid(agentPID, &status, 0)
+        let pid = agentPID
         agentPID = 0
+        kill(pid, sig)
+        var status: Int32 = 0
+        let deadline = EventLoop.now() + 10_000_000_000
+        while waitpid(pid, &status, WNOHANG) == 0 {
+            guard EventLoop.now() < deadline else {
+                Issue.record("netactivityd (pid \(pid)) was still running 10 s after signal \(sig); killed")
+                kill(pid, SIGKILL)
+                waitpid(pid, &status, 0)
+                return
+            }
+            usleep(5_000)
+        }
+        let signal = status & 0x7f  // WTERMSIG; 0 for an exit
+        if signal != 0, signal != sig {
+            Issue.record("netactivityd (pid \(pid)) had died of signal \(signal)")
+        } else if signal == 0, sig == SIGTERM, (status >> 8) & 0xff != 0 {
+            Issue.record("netactivityd (pid \(pid)) exited with status \((status >> 8) & 0xff) on SIGTERM")
+        }
     }
 
     /// A second client's view of the agent (a blocking call from outside the library).

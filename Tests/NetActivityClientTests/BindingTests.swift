@@ -5,7 +5,7 @@ import Testing
 
 /// Spinner, refresh and progress bindings against the real agent, following tasks of another
 /// process (python3-dbus) and of this app.
-@Suite("Task bindings", .serialized)
+@Suite("Task bindings", .serialized, .timeLimit(.minutes(1)))
 struct BindingTests {
     let bus: TestBus
     let activity: NetActivity

@@ -202,3 +202,13 @@ final class LocalHTTPServer {
 
     deinit { stop() }
 }
+
+extension Task where Failure == any Error {
+    /// The task's value; a waiter that is cancelled (a test over its time limit) cancels the task
+    /// too, where `value` alone would wait on.
+    var valueOrCancel: Success {
+        get async throws {
+            try await withTaskCancellationHandler { try await value } onCancel: { cancel() }
+        }
+    }
+}

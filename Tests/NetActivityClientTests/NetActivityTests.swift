@@ -6,7 +6,7 @@ import NetActivityTesting
 import Testing
 
 /// The async library against the real agent on a private bus.
-@Suite("NetActivity library against the real agent", .serialized)
+@Suite("NetActivity library against the real agent", .serialized, .timeLimit(.minutes(1)))
 struct NetActivityTests {
     @Test("counts and leases add up; withActivity ends its lease however the body ends")
     func countsAndLeases() async throws {

@@ -31,7 +31,7 @@ final class Picture {
 
 /// "Monitoring must never break the app it monitors": no bus, a bus that goes away, a hung agent,
 /// slow callbacks, cancellation.
-@Suite("The library never fails or delays its app", .serialized)
+@Suite("The library never fails or delays its app", .serialized, .timeLimit(.minutes(1)))
 struct NeverFailTests {
     @Test("no bus: connect returns, every call answers at once and the work runs; the bus and agent come later and get it all")
     func noBus() async throws {

@@ -13,7 +13,7 @@ import Foundation
 #endif
 
 /// TrackedHTTPClient against the real agent on a private bus and a local HTTP server.
-@Suite("Tracked HTTP requests", .serialized)
+@Suite("Tracked HTTP requests", .serialized, .timeLimit(.minutes(1)))
 struct TrackingTests {
     let bus: TestBus
     let server: LocalHTTPServer
