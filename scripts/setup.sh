@@ -33,7 +33,8 @@ if [ "${1:-}" = "--gnome" ]; then
     need=""
     command -v gnome-shell >/dev/null 2>&1 || { need="$need gnome-shell"; recommends=""; }
     command -v gjs >/dev/null 2>&1 || need="$need gjs"
-    command -v convert >/dev/null 2>&1 || need="$need imagemagick"
+    # ImageMagick's own convert (a machine may have a stand-in of that name that reads only PNGs).
+    convert -version 2>/dev/null | grep -q ImageMagick || need="$need imagemagick"
 fi
 [ -z "$need" ] && exit 0
 echo "setup: installing$need" >&2
