@@ -28,16 +28,6 @@ USER = "netactivity-gs"
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHELL = shutil.which("gnome-shell")
 GJS = shutil.which("gjs")
-
-
-def have_imagemagick():
-    """Whether `convert` is ImageMagick's (a machine may have a stand-in of that name that reads
-    nothing but `convert FILE ppm:-`)."""
-    try:
-        r = subprocess.run(["convert", "-version"], capture_output=True, text=True, timeout=30)
-    except OSError:
-        return False
-    return r.returncode == 0 and "ImageMagick" in r.stdout
 TASK = IFACE + ".Task"
 
 BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
@@ -68,6 +58,16 @@ class ModelTests(unittest.TestCase):
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertRegex(r.stdout, r"ok \d+")
+
+
+def have_imagemagick():
+    """Whether `convert` is ImageMagick's (a machine may have a stand-in of that name that reads
+    nothing but `convert FILE ppm:-`)."""
+    try:
+        r = subprocess.run(["convert", "-version"], capture_output=True, text=True, timeout=30)
+    except OSError:
+        return False
+    return r.returncode == 0 and "ImageMagick" in r.stdout
 
 
 def ensure_user():
