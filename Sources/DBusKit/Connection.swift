@@ -158,7 +158,7 @@ public final class Connection: MessageSink {
             { timeout, data in Unmanaged<Connection>.fromOpaque(data!).takeUnretainedValue().addTimeout(timeout!) },
             me, nil)
         prepareHook = loop.addPrepareHook { [unowned(unsafe) self] in
-            if self.dispatchPending || !self.redelivered.isEmpty { self.holdingSelf { self.dispatchAll() } }
+            if self.hasQueued { self.holdingSelf { self.dispatchAll() } }
         }
     }
 
@@ -242,21 +242,11 @@ public final class Connection: MessageSink {
         if revents & EventLoop.writable != 0 { flags |= CDBUS_WATCH_WRITABLE }
         if revents & EventLoop.error != 0 { flags |= CDBUS_WATCH_ERROR }
         if revents & EventLoop.hangup != 0 { flags |= CDBUS_WATCH_HANGUP }
-        // Handling one watch may add or remove others: the watches are taken first (a socket
-        // has two, read and write: taken one by one, no copy of the list), and each after the
-        // first is handled only if it is still there.
-        guard let i = watchesByFD.firstIndex(where: { $0.fd == fd }) else { return dispatchAll() }
-        let count = watchesByFD[i].watches.count
-        if count <= 2 {
-            let first = watchesByFD[i].watches[0]
-            let second = count == 2 ? watchesByFD[i].watches[1] : nil
-            handle(first, flags)
-            if let second, watches(of: fd).contains(second) { handle(second, flags) }
-        } else {
-            let snapshot = watchesByFD[i].watches
-            handle(snapshot[0], flags)
-            for w in snapshot.dropFirst() where watches(of: fd).contains(w) { handle(w, flags) }
-        }
+        // Handling one watch may add or remove others: each after the first is handled only if
+        // it is still there. (The list taken shares its storage; a change to it makes a copy.)
+        let taken = watches(of: fd)
+        if let first = taken.first { handle(first, flags) }
+        for w in taken.dropFirst() where watches(of: fd).contains(w) { handle(w, flags) }
         dispatchAll()
     }
 
@@ -314,11 +304,14 @@ public final class Connection: MessageSink {
         return outgoingBound < maxOutgoingBytes
     }
 
+    /// Incoming messages wait: in libdbus's queue, or handed back with `redeliver`.
+    private var hasQueued: Bool { dispatchPending || !redelivered.isEmpty }
+
     /// Dispatches every queued incoming message (as long as the outgoing queue is below
     /// `maxOutgoingBytes`): first the method calls handed back with `redeliver`, in order, then
     /// libdbus's queue.
     public func dispatchAll() {
-        while !closed, dispatchPending || !redelivered.isEmpty, outgoingBelowLimit() {
+        while !closed, hasQueued, outgoingBelowLimit() {
             if redeliveredHead < redelivered.count {
                 let message = redelivered[redeliveredHead]
                 redeliveredHead += 1

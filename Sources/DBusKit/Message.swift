@@ -132,16 +132,20 @@ public final class Message: @unchecked Sendable {
 
     /// A method return for this call.
     public func makeReturn() -> Message {
+        Message(built: newReturn())
+    }
+
+    /// A new method return to this call (one reference, ours).
+    private func newReturn() -> OpaquePointer {
         ensureSerial()
-        return Message(built: dbus_message_new_method_return(raw)!)
+        return dbus_message_new_method_return(raw)!
     }
 
     /// Makes this wrapper, a reply built here that nobody else holds, wrap a new reply to `call`
     /// (letting its old message go): the object server reuses its replies' wrappers.
     func becomeReturn(to call: Message) {
         precondition(isBuiltHere, "only a message built here is reused")
-        call.ensureSerial()
-        let fresh = dbus_message_new_method_return(call.raw)!
+        let fresh = call.newReturn()
         dbus_message_unref(raw)
         raw = fresh
         bodyBound = 0

@@ -392,13 +392,8 @@ public final class ObjectServer {
         } else {
             spareReply = message.makeReturn()
         }
-        do {
-            try run(method, message: message, path: path, sender: sender, reply: spareReply!)
-        } catch {
-            keepSpareReplyIfUnshared()
-            throw error
-        }
-        keepSpareReplyIfUnshared()
+        defer { keepSpareReplyIfUnshared() }
+        try run(method, message: message, path: path, sender: sender, reply: spareReply!)
     }
 
     /// The last reply's wrapper, when nothing kept it (see `invoke`).
