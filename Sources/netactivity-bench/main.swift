@@ -7,6 +7,8 @@
 //   netactivity-bench cache-bus SIZE N N lookups of a SIZE-byte image through LookupImage (ay) and OpenImage (fd)
 //   netactivity-bench downloads N URL... asks the shared downloader for every URL, N times each, all at once,
 //                                      and waits for every DownloadFinished
+//   netactivity-bench downloads-open N URL...  the same, and each finished image opened (OpenImageForRequest)
+//                                      and read whole, as an app that shows it would
 //   netactivity-bench downloads-serial URL...  one at a time: the latency of each, request to DownloadFinished
 //   netactivity-bench load CLIENTS SECONDS [SEED]  CLIENTS connections churning counts, leases, tasks and the
 //                                      cache, one call at a time each; calls/s and latency percentiles
@@ -120,9 +122,9 @@ case "live":
     // Hold the tasks while the caller measures the agent.
     var byte: UInt8 = 0
     while read(0, &byte, 1) > 0 {}
-case "downloads":
+case "downloads", "downloads-open":
     guard args.count >= 4, let times = Int(args[2]), times > 0 else { usage() }
-    downloads(Array(args[3...]), times: times)
+    downloads(Array(args[3...]), times: times, open: args[1] == "downloads-open")
 case "downloads-serial":
     var latencies: [Double] = []
     for url in args[2...] {
@@ -197,17 +199,46 @@ default:
     print("size=\(size) calls=\(count) ping_per_s=\(Int(ping)) lookup_ay_mb_s=\(r2(bytesPath)) open_fd_mb_s=\(r2(fdPath)) fd_over_ay=\(r2(fdPath / bytesPath))")
 }
 
-@MainActor func downloads(_ urls: [String], times: Int, quiet: Bool = false) {
+@MainActor func downloads(_ urls: [String], times: Int, open: Bool = false, quiet: Bool = false) {
     let downloader = NetActivityInterface.downloader.rawValue
     var waiting = 0, failed = 0, cached = 0
     var started = false
+    var buffer: [UInt8] = []
+    func finish() {
+        waiting -= 1
+        if started, waiting == 0 { loop.stop() }
+    }
+    /// Opens the image and reads it whole, as an app showing it would; then it counts as done.
+    func openAndRead(_ url: String) {
+        do {
+            let m = try Message.methodCall(destination: name, path: root, interface: NetActivityInterface.imageCache.rawValue,
+                                           member: ImageCacheMember.Method.openImageForRequest.rawValue)
+            var w = m.writer()
+            w.append(url)
+            w.append("")
+            connection.callAsync(m, timeoutMilliseconds: 60_000) { result in
+                guard case .success(let reply) = result else { die(result) }
+                var r = reply.reader()
+                do {
+                    let fd = try r.readFD()
+                    let size = Int(try r.read(UInt64.self))
+                    if buffer.count < size { buffer = [UInt8](repeating: 0, count: size) }
+                    let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, size, 0) }
+                    close(fd)
+                    if n != size { failed += 1 }
+                } catch { die(error) }
+                finish()
+            }
+        } catch { die(error) }
+    }
     let subscription = connection.onSignal(SignalMatch(path: root, interface: downloader, member: DownloaderMember.Signal.downloadFinished.rawValue)) { message in
         var r = message.reader()
         _ = try? r.read(String.self)
-        _ = try? r.read(String.self)
-        if (try? r.read(Bool.self)) != true { failed += 1 }
-        waiting -= 1
-        if started, waiting == 0 { loop.stop() }
+        let url = (try? r.read(String.self)) ?? ""
+        let ok = (try? r.read(Bool.self)) == true
+        if !ok { failed += 1 }
+        if ok, open { return openAndRead(url) }
+        finish()
     }
     let start = EventLoop.now()
     for _ in 0..<times {
