@@ -281,7 +281,7 @@ echo "| CPU per small image, µs | $(per "$small_cpu" 1000 1e6) | $(per "$curl_s
 echo "| 20 large images (4 MiB), MB/s | $(mb "$large_s") | $(mb "$curl_large_s") | $(ratio "$curl_large_s" "$large_s")x | ≥ 0.5x |"
 echo "| CPU per large image, ms | $(per1 "$large_cpu" 20 1e3) | $(per1 "$curl_large_cpu" 20 1e3) | | |"
 echo "| the same 20, each opened (OpenImage) and read whole by the client as it finishes, MB/s | $(mb "$opened_s") | $(mb "$curl_large_s") | $(ratio "$curl_large_s" "$opened_s")x | |"
-echo "| CPU per large image downloaded and opened, ms (the agent's; the first open makes the memfd) | $(per1 "$opened_cpu" 20 1e3) | | | |"
+echo "| CPU per large image downloaded and opened, ms (the agent's) | $(per1 "$opened_cpu" 20 1e3) | | | |"
 echo "| Peer.Ping from a separate client while 3 × 40 large images arrive, p99 / max ms ($(pf count | cut -d. -f1) pings) | $(pf p99_ms) / $(pf max_ms) | | | p99 < 5 |"
 echo "| coalescing: 50 requests for one URL became HTTP requests | $(( after - before )) | |"
 echo "| disk-tier hit, request to DownloadFinished, p50 / p99 ms (HTTP requests made: $(( served_after - served_before )) of 200) | $(sed -n 's/.*p50_ms=\([0-9.]*\).*/\1/p' <<<"$disk_hits") / $(sed -n 's/.*p99_ms=\([0-9.]*\).*/\1/p' <<<"$disk_hits") | |"

@@ -112,17 +112,6 @@ static inline int clinux_cond_init_monotonic(pthread_cond_t *cond) {
     return rc;
 }
 
-/* Grows a private mapping to new_size, moving it if it must (its pages move, nothing is copied):
-   the new address, or MAP_FAILED with errno set. mremap is variadic and needs _GNU_SOURCE. */
-static inline void *clinux_mremap_grow(void *old, size_t old_size, size_t new_size) {
-    return (void *)syscall(SYS_mremap, old, old_size, new_size, 1 /* MREMAP_MAYMOVE */);
-}
-
-/* Advises transparent huge pages for a range (MADV_HUGEPAGE, a _DEFAULT_SOURCE name): 0 or -1. */
-static inline int clinux_advise_huge_pages(void *start, size_t length) {
-    return madvise(start, length, 14 /* MADV_HUGEPAGE */);
-}
-
 /* The seals on an fd (F_GET_SEALS), or -1. */
 static inline int clinux_get_seals(int fd) {
     return fcntl(fd, F_GET_SEALS);

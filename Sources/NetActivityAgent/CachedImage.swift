@@ -1,8 +1,8 @@
 import NetActivityCore
 
-/// One image in the shared cache: its format facts and its `ImageBody` (a large one in memory of
-/// its own, which `LookupImage` copies from and the first `OpenImage` turns into a sealed memfd
-/// that later opens share). The memory goes when the last reference does (eviction, replacement, removal,
+/// One image in the shared cache: its format facts and its `ImageBody` (large ones a sealed
+/// memfd, so `OpenImage` hands out the same memory with no copy and `LookupImage` copies from
+/// the mapping). The memory goes when the last reference does (eviction, replacement, removal,
 /// and the disk worker done with it).
 final class CachedImage {
     let info: ImageInfo
@@ -30,4 +30,6 @@ final class CachedImage {
     }
 
     func openReadOnly() -> Int32? { body.openReadOnly() }
+
+    var isMemfdBacked: Bool { body.isMemfdBacked }
 }

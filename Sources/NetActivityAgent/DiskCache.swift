@@ -126,7 +126,7 @@ final class DiskCache: @unchecked Sendable {
     }
 
     /// The entry for `key`, refreshed as the most recently used; nil when absent or damaged
-    /// (a damaged file is deleted). A large body comes back in memory of its own (`ImageBody`).
+    /// (a damaged file is deleted). A large body comes back in a sealed memfd (`ImageBody`).
     func read(key: String) -> (info: CachedResponseInfo, body: ImageBody)? {
         prepare()
         let name = DiskEntry.fileName(for: key)
@@ -144,7 +144,7 @@ final class DiskCache: @unchecked Sendable {
 
     /// A regular file's entry, checked whole: never blocking on a FIFO put in an entry's place,
     /// never through a link. Small files are read, large ones mapped; a large body is copied
-    /// once, from the file into its own memory.
+    /// once, from the file into its memfd.
     private static func readEntry(_ path: String, maxBytes: Int) -> (key: String, info: CachedResponseInfo, body: ImageBody)? {
         guard let (fd, size) = Files.openRegular(path, maxBytes: maxBytes) else { return nil }
         defer { close(fd) }
@@ -153,7 +153,7 @@ final class DiskCache: @unchecked Sendable {
             let body = ImageBody.copy(of: UnsafeRawBufferPointer(rebasing: bytes[parsed.body]))
             return (parsed.key, parsed.info, body)
         }
-        guard size >= ImageBody.largeThreshold else { return Files.readPrefix(fd, count: size)?.withUnsafeBytes(entry) }
+        guard size >= ImageBody.memfdThreshold else { return Files.readPrefix(fd, count: size)?.withUnsafeBytes(entry) }
         guard let map = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0), map != MAP_FAILED else { return nil }
         defer { munmap(map, size) }
         return entry(UnsafeRawBufferPointer(start: map, count: size))
@@ -162,7 +162,7 @@ final class DiskCache: @unchecked Sendable {
     /// Stores an entry atomically, charged to `owner` (an app); false when it does not fit, when
     /// making room would take from apps within their fair share while `owner` is above its own,
     /// or when the disk refused. The checksum is computed as the bytes go out: header, then the
-    /// body where it lies, then the trailer.
+    /// body where it lies (its memfd), then the trailer.
     @discardableResult
     func write(key: String, info: CachedResponseInfo, body: any FetchedBody, owner: String = "") -> Bool {
         prepare()

@@ -37,6 +37,8 @@ final class HTTPFetcher {
         /// Made at the first byte (sized by Content-Length, when the server sent one).
         var body: ImageBody?
         var received: Int { body?.count ?? 0 }
+        /// Why the body could not take more bytes (errno), if it could not.
+        var storeError: Int32 = 0
         /// Waiting for the in-flight budget (see `admit`).
         var paused = false
         /// Waiting for the next turn of the loop (see `turnQuota`).
@@ -198,7 +200,10 @@ final class HTTPFetcher {
             // The one copy: from libcurl's buffer into the body's final home.
             let body = t.body ?? ImageBody(expected: min(t.announcedLength, t.limit))
             t.body = body
-            body.append(UnsafeRawBufferPointer(start: data, count: n))
+            guard body.append(UnsafeRawBufferPointer(start: data, count: n)) else {
+                t.storeError = errno
+                return 0
+            }
             t.fetcher.turnBytes += n
             return n
         })
@@ -417,7 +422,11 @@ final class HTTPFetcher {
         // only for an error: a success never names the URL.
         if code == CURLE_OK {
             let body = t.body ?? ImageBody()
-            body.seal()
+            guard body.seal() else {
+                let reason = String(cString: strerror(errno))
+                return .failure(.failed(NetActivityError(
+                    .failed, "\(PublishedURL.redact(t.url)): the agent could not keep the body (\(reason))")))
+            }
             return .success(Response(status: status, headers: .init(t.headers), body: body))
         }
         let url = PublishedURL.redact(t.url)
@@ -429,6 +438,9 @@ final class HTTPFetcher {
             return .failure(.failed(NetActivityError(.tooLarge, "\(url) is larger than the limit of \(t.limit) bytes")))
         case CURLE_WRITE_ERROR where t.tooLarge:
             return .failure(.failed(NetActivityError(.tooLarge, "\(url) is larger than the limit of \(t.limit) bytes")))
+        case CURLE_WRITE_ERROR where t.storeError != 0:
+            return .failure(.failed(NetActivityError(
+                .failed, "\(url): the agent had no memory for the body (\(String(cString: strerror(t.storeError))))")))
         case CURLE_TOO_MANY_REDIRECTS:
             return .failure(.failed(NetActivityError(.http, "\(url): too many redirects")))
         case CURLE_UNSUPPORTED_PROTOCOL:

@@ -16,8 +16,7 @@ public protocol ImageStore: AnyObject {
 }
 
 /// `org.example.NetActivity.ImageCache`: AFAutoPurgingImageCache for every app, with large images
-/// in memory of their own, shared as one sealed memfd each from the first `OpenImage` on (later
-/// opens are read-only opens of it, no copy), and memory pressure trims.
+/// in sealed memfds (`OpenImage` hands out read-only opens, no copy), and memory pressure trims.
 public final class ImageCacheService: ImageStore {
     private let context: AgentContext
     var imageCache = AutoPurgingImageCache<CachedImage>()
@@ -265,7 +264,7 @@ extension ImageCacheService {
         return image.addedBy == nil || image.addedBy == owner
     }
 
-    /// Keeps a downloaded body as it is (an `ImageBody`: its memory becomes the cache's, no copy).
+    /// Keeps a downloaded body as it is (an `ImageBody`: its memfd becomes the cache's, no copy).
     public func store(_ body: any FetchedBody, for key: String, app: String) -> Result<Void, ImageDownloader.Failure> {
         let capacity = imageCache.memoryCapacity
         guard UInt64(body.count) <= capacity else {

@@ -6,7 +6,7 @@ import time
 
 import dbus
 
-from harness import NAME, PATH, PROPS, Agent, connect, fd_kinds, iface, png, prop, wait_until
+from harness import NAME, PATH, PROPS, Agent, connect, iface, png, prop, wait_until
 from test_agent import AgentTestCase
 
 DOWNLOADER = "org.example.NetActivity.Downloader"
@@ -196,38 +196,6 @@ class TransportTests(DownloadTestCase):
         data, target = self.open_image(url)
         self.assertEqual(data, self.http.bodies["/big.png"], "written in order, chunk by chunk, nothing lost")
         self.assertIn("memfd:netactivity-image", target)
-
-    def memfd_maps(self):
-        with open("/proc/%d/maps" % self.agent.proc.pid) as f:
-            return [line for line in f if "memfd:netactivity-image" in line]
-
-    def test_a_large_image_becomes_a_memfd_at_its_first_open_and_is_held_once(self):
-        import os
-        url = self.http.url("/big.png")
-        self.assertTrue(self.finished(self.client(url), 1)[0]["ok"])
-        size = len(self.http.bodies["/big.png"])
-        pid = self.agent.proc.pid
-        self.assertEqual(fd_kinds(pid).get("memfd", 0), 0, "a body nobody opened is private memory, no memfd")
-        self.assertEqual(self.memfd_maps(), [])
-        cache = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), CACHE)
-        opened = []
-        for _ in range(2):
-            fd_obj, n = cache.OpenImageForRequest(url, "")
-            opened.append(fd_obj.take())
-            self.assertEqual(n, size)
-        self.addCleanup(lambda: [os.close(fd) for fd in opened])
-        self.assertEqual(os.fstat(opened[0]).st_ino, os.fstat(opened[1]).st_ino, "the second open shares the first one's memfd")
-        self.assertEqual(fd_kinds(pid).get("memfd", 0), 1)
-        # Held once: the agent's own view of the image is now that memfd, mapped over the whole body.
-        maps = self.memfd_maps()
-        self.assertEqual(len(maps), 1, maps)
-        start, end = (int(x, 16) for x in maps[0].split()[0].split("-"))
-        self.assertEqual(end - start, (size + 4095) // 4096 * 4096)
-        self.assertTrue(maps[0].split()[1].startswith("r--s"), maps[0])
-        # And it still reads the same bytes (LookupImage copies from that mapping).
-        found, data = cache.LookupImageForRequest(url, "", byte_arrays=True)
-        self.assertEqual(bytes(data), self.http.bodies["/big.png"])
-        self.assertEqual(os.pread(opened[1], size + 1, 0), self.http.bodies["/big.png"])
 
     def test_sequential_downloads_from_one_host_reuse_one_connection(self):
         for i in range(5):
