@@ -217,7 +217,10 @@ default:
             w.append(url)
             w.append("")
             connection.callAsync(m, timeoutMilliseconds: 60_000) { result in
-                guard case .success(let reply) = result else { die(result) }
+                guard case .success(let reply) = result else {  // evicted already, say: a failure, not the end
+                    failed += 1
+                    return finish()
+                }
                 var r = reply.reader()
                 do {
                     let fd = try r.readFD()
