@@ -10,6 +10,8 @@ public protocol DBusBasicValue {
     func _append(_ iter: UnsafeMutableRawPointer)
     /// At most how many bytes the value takes in a message body, alignment included.
     var _wireBound: Int { get }
+    /// Appends the value to a body marshalled in Swift (`WireBody`).
+    func _appendWire(to writer: inout MessageWriter)
 }
 
 extension DBusBasicValue {
@@ -30,6 +32,9 @@ extension DBusFixedValue {
         withUnsafeBytes(of: self) { bytes in
             _ = dbus_message_iter_append_basic(it(iter), Self.typeCode, bytes.baseAddress)
         }
+    }
+    public func _appendWire(to writer: inout MessageWriter) {
+        writer.wire!.putFixed(self, code: UInt8(truncatingIfNeeded: Self.typeCode))
     }
 }
 
@@ -78,6 +83,9 @@ extension Bool: DBusBasicValue {
         var v: dbus_bool_t = self ? 1 : 0
         _ = dbus_message_iter_append_basic(it(iter), CDBUS_TYPE_BOOLEAN, &v)
     }
+    public func _appendWire(to writer: inout MessageWriter) {
+        writer.wire!.putFixed(UInt32(self ? 1 : 0), code: UInt8(ascii: "b"))
+    }
 }
 
 extension String: DBusBasicValue {
@@ -94,6 +102,9 @@ extension String: DBusBasicValue {
             var p: UnsafePointer<CChar>? = c
             _ = dbus_message_iter_append_basic(it(iter), CDBUS_TYPE_STRING, &p)
         }
+    }
+    public func _appendWire(to writer: inout MessageWriter) {
+        writer.wire!.putString(self, code: UInt8(ascii: "s"))
     }
     /// Length, bytes, NUL, and up to 3 bytes of padding before the length.
     public var _wireBound: Int { utf8.count + 8 }

@@ -5,15 +5,25 @@ import Glibc
 public final class Message: @unchecked Sendable {
     // @unchecked: a Message is handed between threads only whole, never mutated concurrently;
     // libdbus message refcounting is atomic.
-    /// Changes only while the connection lends the object (see `init(lending:)`).
-    private(set) var raw: OpaquePointer
+    /// Changes while the connection lends the object (see `init(lending:)`), and when a body
+    /// marshalled here is handed to libdbus (`finishWire`).
+    @exclusivity(unchecked) private var _raw: OpaquePointer
+
+    /// The libdbus message, with any body marshalled here handed to it first.
+    var raw: OpaquePointer {
+        if wire != nil { _ = finishWire() }
+        return _raw
+    }
+
+    /// The body being marshalled here (see `WireBody`), until it is handed to libdbus.
+    @exclusivity(unchecked) private var wire: WireBody?
 
     /// Takes over one reference.
-    init(owning raw: OpaquePointer) { self.raw = raw }
+    init(owning raw: OpaquePointer) { _raw = raw }
 
     /// Made here with an empty body, so `bodyBound` covers its body.
     private init(built raw: OpaquePointer, bodyBound: UInt64 = 0) {
-        self.raw = raw
+        _raw = raw
         self.bodyBound = bodyBound
         isBuiltHere = true
     }
@@ -26,14 +36,14 @@ public final class Message: @unchecked Sendable {
     /// Adds a reference.
     init(borrowing raw: OpaquePointer) {
         dbus_message_ref(raw)
-        self.raw = raw
+        _raw = raw
     }
 
     /// A message libdbus holds for the length of one dispatch, seen without a reference of its
     /// own (a reference costs two atomic operations, a wrapper an allocation: per call, they add
     /// up). The connection hands it to a handler, then calls `endLoan()`.
     init(lending raw: OpaquePointer) {
-        self.raw = raw
+        _raw = raw
         isLent = true
     }
 
@@ -45,7 +55,7 @@ public final class Message: @unchecked Sendable {
     func endLoan(heldElsewhere: Bool) -> Bool {
         guard isLent else { return false }
         if heldElsewhere {
-            dbus_message_ref(raw)
+            dbus_message_ref(_raw)
             isLent = false
             return false
         }
@@ -55,15 +65,63 @@ public final class Message: @unchecked Sendable {
     /// Wraps another lent message (only after `endLoan` said it may).
     func relend(_ raw: OpaquePointer) {
         precondition(isLent, "only a lent message is lent again")
-        self.raw = raw
+        _raw = raw
     }
 
-    deinit { if !isLent { dbus_message_unref(raw) } }
+    deinit { if !isLent { dbus_message_unref(_raw) } }
+
+    /// The body a new writer appends to: the one being marshalled here, or a new one for a
+    /// message built here whose body is still empty; nil when libdbus's iterators must go on
+    /// (a message received, or one whose body libdbus already holds).
+    func wireBodyForWriting() -> WireBody? {
+        #if _endian(little)
+        if let wire { return wire }
+        guard isBuiltHere, !isLent, dbus_message_get_signature(_raw).pointee == 0 else { return nil }
+        let body = WireBody()
+        wire = body
+        return body
+        #else
+        return nil
+        #endif
+    }
+
+    /// Hands the body marshalled here to libdbus: the header libdbus made, this body and its
+    /// signature become one message, which libdbus loads (checking all of it, as it checks what
+    /// it reads from a socket) and copies without a serial, for the connection to number. This
+    /// wrapper then holds the new message. False when libdbus refused it (a fault of ours): the
+    /// body is dropped, and the message goes on with an empty one.
+    @discardableResult
+    func finishWire() -> Bool {
+        guard let body = wire else { return true }
+        wire = nil
+        guard !body.bytes.isEmpty else { return true }  // libdbus's message is that already
+        var header: UnsafeMutablePointer<CChar>?
+        var headerCount: Int32 = 0
+        guard dbus_message_marshal(_raw, &header, &headerCount) != 0, let header else { return false }
+        let bytes = body.message(header: UnsafeRawBufferPointer(start: header, count: Int(headerCount)))
+        free(header)
+        guard let bytes else { return false }
+        var error = CDBus.DBusError()
+        dbus_error_init(&error)
+        let loaded = bytes.withUnsafeBytes { b in
+            dbus_message_demarshal(b.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(b.count), &error)
+        }
+        guard let loaded else {
+            dbus_error_free(&error)
+            return false
+        }
+        let fresh = dbus_message_copy(loaded)
+        dbus_message_unref(loaded)
+        guard let fresh else { return false }
+        dbus_message_unref(_raw)
+        _raw = fresh
+        return true
+    }
 
     public enum Kind: Sendable, Equatable { case methodCall, methodReturn, error, signal, invalid }
 
     public var kind: Kind {
-        switch dbus_message_get_type(raw) {
+        switch dbus_message_get_type(_raw) {
         case CDBUS_MESSAGE_TYPE_METHOD_CALL: .methodCall
         case CDBUS_MESSAGE_TYPE_METHOD_RETURN: .methodReturn
         case CDBUS_MESSAGE_TYPE_ERROR: .error
@@ -72,16 +130,18 @@ public final class Message: @unchecked Sendable {
         }
     }
 
-    public var path: String? { dbus_message_get_path(raw).map { String(cString: $0) } }
-    public var interface: String? { dbus_message_get_interface(raw).map { String(cString: $0) } }
-    public var member: String? { dbus_message_get_member(raw).map { String(cString: $0) } }
-    public var sender: String? { dbus_message_get_sender(raw).map { String(cString: $0) } }
-    public var destination: String? { dbus_message_get_destination(raw).map { String(cString: $0) } }
-    public var errorName: String? { dbus_message_get_error_name(raw).map { String(cString: $0) } }
+    public var path: String? { dbus_message_get_path(_raw).map { String(cString: $0) } }
+    public var interface: String? { dbus_message_get_interface(_raw).map { String(cString: $0) } }
+    public var member: String? { dbus_message_get_member(_raw).map { String(cString: $0) } }
+    public var sender: String? { dbus_message_get_sender(_raw).map { String(cString: $0) } }
+    public var destination: String? { dbus_message_get_destination(_raw).map { String(cString: $0) } }
+    public var errorName: String? { dbus_message_get_error_name(_raw).map { String(cString: $0) } }
     public var signature: String { String(cString: dbus_message_get_signature(raw)) }
-    public var serial: UInt32 { dbus_message_get_serial(raw) }
-    public var replySerial: UInt32 { dbus_message_get_reply_serial(raw) }
-    public var noReplyExpected: Bool { dbus_message_get_no_reply(raw) != 0 }
+    // The header's fields live in libdbus's message from the start: reading them leaves a body
+    // being marshalled here where it is.
+    public var serial: UInt32 { dbus_message_get_serial(_raw) }
+    public var replySerial: UInt32 { dbus_message_get_reply_serial(_raw) }
+    public var noReplyExpected: Bool { dbus_message_get_no_reply(_raw) != 0 }
 
     /// Whether the body's signature equals `signature`, without making a Swift string.
     func hasSignature(_ signature: UnsafePointer<CChar>) -> Bool {
@@ -102,6 +162,9 @@ public final class Message: @unchecked Sendable {
 
     public func reader() -> MessageReader { MessageReader(message: self) }
     public func writer() -> MessageWriter { MessageWriter(message: self) }
+    /// A writer through libdbus's iterators even where the body could be marshalled here (tests
+    /// compare the two).
+    func libdbusWriter() -> MessageWriter { MessageWriter(message: self, throughLibdbus: true) }
 
     // MARK: factories (names are validated first: libdbus aborts on invalid ones)
 
@@ -146,8 +209,9 @@ public final class Message: @unchecked Sendable {
     func becomeReturn(to call: Message) {
         precondition(isBuiltHere, "only a message built here is reused")
         let fresh = call.newReturn()
-        dbus_message_unref(raw)
-        raw = fresh
+        dbus_message_unref(_raw)
+        _raw = fresh
+        wire = nil
         bodyBound = 0
     }
 
@@ -178,6 +242,16 @@ public final class Message: @unchecked Sendable {
         // 128 MiB: most replies and signals are known so, and need no walk.
         if isBuiltHere, bodyBound < UInt64(CDBUS_MAXIMUM_ARRAY_LENGTH) - 65536 { return nil }
         var longest: UInt64 = 0
+        if let wire {  // known without handing it to libdbus, which would refuse it whole
+            longest = UInt64(wire.longestArray)
+            if longest > UInt64(CDBUS_MAXIMUM_ARRAY_LENGTH) {
+                return "an array of \(longest) bytes, over the D-Bus limit of \(CDBUS_MAXIMUM_ARRAY_LENGTH) bytes"
+            }
+            if wire.bytes.count + 65536 >= CDBUS_MAXIMUM_MESSAGE_LENGTH {
+                return "about \(wire.bytes.count) bytes, over the D-Bus message limit of \(CDBUS_MAXIMUM_MESSAGE_LENGTH) bytes"
+            }
+            return nil
+        }
         let bound = cdbus_message_bound(raw, &longest)
         if longest > UInt64(CDBUS_MAXIMUM_ARRAY_LENGTH) {
             return "an array of \(longest) bytes, over the D-Bus limit of \(CDBUS_MAXIMUM_ARRAY_LENGTH) bytes"
@@ -195,6 +269,15 @@ public final class Message: @unchecked Sendable {
         if isBuiltHere { return Int(clamping: bodyBound) &+ 4096 }
         var longest: UInt64 = 0
         return Int(clamping: cdbus_message_bound(raw, &longest)) &+ 65536
+    }
+
+    /// The whole message as libdbus would send it (for tests).
+    var marshalled: [UInt8] {
+        var bytes: UnsafeMutablePointer<CChar>?
+        var count: Int32 = 0
+        guard dbus_message_marshal(raw, &bytes, &count) != 0, let bytes else { return [] }
+        defer { free(bytes) }
+        return Array(UnsafeRawBufferPointer(start: bytes, count: Int(count)))
     }
 
     /// The body's length on the wire (for tests of `bodyBound`).

@@ -4,19 +4,27 @@ import Glibc
 /// Appends arguments to a message. Values that libdbus would reject (an invalid object path or
 /// signature, an element of the wrong type) are refused with `InvalidArgs` before they reach it,
 /// because libdbus aborts the process on such input.
+///
+/// A message built here is marshalled in Swift (`WireBody`) and handed to libdbus whole when it
+/// is sent or read; a file descriptor, which only libdbus can attach, turns the writer back to
+/// libdbus's iterators after what was written so far (see `appendFD`).
 public struct MessageWriter {
     let message: Message
     var iter: DBusMessageIter
+    /// The body being marshalled here, or nil when appending through libdbus (`iter`).
+    var wire: WireBody?
 
-    init(message: Message) {
+    init(message: Message, throughLibdbus: Bool = false) {
         self.message = message
         iter = cdbus_iter_init()
-        dbus_message_iter_init_append(message.raw, &iter)
+        wire = throughLibdbus ? nil : message.wireBodyForWriting()
+        if wire == nil { dbus_message_iter_init_append(message.raw, &iter) }
     }
 
-    private init(message: Message, iter: DBusMessageIter) {
+    private init(message: Message, iter: DBusMessageIter, wire: WireBody?) {
         self.message = message
         self.iter = iter
+        self.wire = wire
     }
 
     /// Every append adds at most what it takes to `Message.bodyBound`, so that sending a message
@@ -27,24 +35,32 @@ public struct MessageWriter {
 
     public mutating func append<T: DBusBasicValue>(_ value: T) {
         grow(value._wireBound)
+        if wire != nil { return value._appendWire(to: &self) }
         withUnsafeMutablePointer(to: &iter) { value._append($0) }
     }
 
     public mutating func appendObjectPath(_ path: String) throws(DBusError) {
         guard DBusNames.isValidObjectPath(path) else { throw .invalidArgs("Invalid object path '\(path)'") }
         grow(path._wireBound)
-        appendStringLike(path, type: CDBUS_TYPE_OBJECT_PATH, to: &iter)
+        appendStringLike(path, type: CDBUS_TYPE_OBJECT_PATH)
     }
 
     public mutating func appendSignature(_ signature: String) throws(DBusError) {
         guard DBusNames.isValidSignature(signature) else { throw .invalidArgs("Invalid signature '\(signature)'") }
         grow(signature._wireBound)
-        appendStringLike(signature, type: CDBUS_TYPE_SIGNATURE, to: &iter)
+        appendStringLike(signature, type: CDBUS_TYPE_SIGNATURE)
+    }
+
+    /// An `o` or a `g` whose validity the caller has checked.
+    private mutating func appendStringLike(_ s: String, type: Int32) {
+        guard let wire else { return DBusKit.appendStringLike(s, type: type, to: &iter) }
+        if type == CDBUS_TYPE_SIGNATURE { wire.putSignature(s) } else { wire.putString(s, code: UInt8(ascii: "o")) }
     }
 
     /// Appends a file descriptor; libdbus keeps its own duplicate, so the caller still owns `fd`.
     public mutating func appendFD(_ fd: Int32) throws(DBusError) {
         guard fd >= 0, fcntl(fd, F_GETFD) != -1 else { throw .invalidArgs("Invalid file descriptor \(fd)") }
+        try continueThroughLibdbus(for: "file descriptor \(fd)")
         var v = fd
         grow(8)
         guard dbus_message_iter_append_basic(&iter, CDBUS_TYPE_UNIX_FD, &v) != 0 else {
@@ -52,11 +68,33 @@ public struct MessageWriter {
         }
     }
 
+    /// Only libdbus can attach a file descriptor: a body marshalled here so far is handed to it,
+    /// and the rest goes through its iterators. That is possible only between top-level values:
+    /// a descriptor inside a container must come in a `DBusValue` (checked before it starts).
+    private mutating func continueThroughLibdbus(for what: String) throws(DBusError) {
+        guard let wire else { return }
+        guard wire.depth == 0 else {
+            throw .failed("A \(what) inside a container must be appended as part of a DBusValue")
+        }
+        guard message.finishWire() else { throw .failed("Could not marshal the message before the \(what)") }
+        self.wire = nil
+        dbus_message_iter_init_append(message.raw, &iter)
+    }
+
     public mutating func appendBytes(_ bytes: UnsafeRawBufferPointer) throws(DBusError) {
         guard bytes.count <= Int(CDBUS_MAXIMUM_ARRAY_LENGTH) else {
             throw .limitsExceeded("A byte array of \(bytes.count) bytes exceeds the D-Bus limit of 64 MiB")
         }
         grow(bytes.count + 8)
+        if let wire {
+            wire.note(UInt8(ascii: "a"))
+            wire.note(UInt8(ascii: "y"))
+            wire.pad(to: 4)
+            wire.putU32(UInt32(bytes.count))
+            wire.bytes.append(contentsOf: bytes)
+            wire.longestArray = max(wire.longestArray, bytes.count)
+            return
+        }
         var sub = cdbus_iter_init()
         _ = dbus_message_iter_open_container(&iter, CDBUS_TYPE_ARRAY, "y", &sub)
         var p: UnsafeRawPointer? = bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1)
@@ -79,13 +117,14 @@ public struct MessageWriter {
     ) rethrows {
         // Length or signature, and padding to the elements' alignment.
         grow(8 + (signature?.utf8.count ?? 0))
+        if let wire { return try wireContainer(wire, type, signature, body) }
         var sub = cdbus_iter_init()
         if let signature {
             signature.withCString { _ = dbus_message_iter_open_container(&iter, type, $0, &sub) }
         } else {
             _ = dbus_message_iter_open_container(&iter, type, nil, &sub)
         }
-        var inner = MessageWriter(message: message, iter: sub)
+        var inner = MessageWriter(message: message, iter: sub, wire: nil)
         do {
             try body(&inner)
         } catch {
@@ -93,6 +132,58 @@ public struct MessageWriter {
             throw error
         }
         _ = dbus_message_iter_close_container(&iter, &inner.iter)
+    }
+
+    /// A container marshalled here. An array's or a variant's own signature describes what is
+    /// inside, so only structs at the top level add their members' codes to the body's signature.
+    private mutating func wireContainer(
+        _ wire: WireBody, _ type: Int32, _ signature: String?, _ body: (inout MessageWriter) throws -> Void
+    ) rethrows {
+        let mark = wire.mark
+        var lengthAt = -1, elementsAt = 0
+        switch type {
+        case CDBUS_TYPE_ARRAY:
+            let element = Array((signature ?? "").utf8)
+            wire.note(UInt8(ascii: "a"))
+            if wire.untracked == 0 { wire.signature.append(contentsOf: element) }
+            wire.pad(to: 4)
+            lengthAt = wire.bytes.count
+            wire.putU32(0)
+            wire.pad(to: WireBody.alignment(of: element.first ?? 0))
+            elementsAt = wire.bytes.count
+            wire.untracked += 1
+        case CDBUS_TYPE_VARIANT:
+            let contained = Array((signature ?? "").utf8)
+            wire.note(UInt8(ascii: "v"))
+            wire.putSignatureBytes(contained)
+            wire.untracked += 1
+        case CDBUS_TYPE_STRUCT:
+            wire.note(UInt8(ascii: "("))
+            wire.pad(to: 8)
+        default:  // a dict entry: only inside an array, whose signature describes it
+            wire.pad(to: 8)
+        }
+        wire.depth += 1
+        do {
+            try body(&self)
+        } catch {
+            wire.rollBack(to: mark)
+            throw error
+        }
+        wire.depth -= 1
+        switch type {
+        case CDBUS_TYPE_ARRAY, CDBUS_TYPE_VARIANT:
+            wire.untracked -= 1
+        case CDBUS_TYPE_STRUCT:
+            wire.note(UInt8(ascii: ")"))
+        default:
+            break
+        }
+        if lengthAt >= 0 {
+            wire.longestArray = max(wire.longestArray, wire.bytes.count - elementsAt)
+            let length = UInt32(truncatingIfNeeded: wire.bytes.count - elementsAt)
+            withUnsafeBytes(of: length.littleEndian) { wire.bytes.replaceSubrange(lengthAt..<(lengthAt + 4), with: $0) }
+        }
     }
 
     /// An array of `elementSignature` (a trusted constant, e.g. `"(ssu)"`). The body appends elements.
@@ -125,6 +216,7 @@ public struct MessageWriter {
     /// Any value, checked for validity first.
     public mutating func append(_ value: DBusValue) throws(DBusError) {
         try DBusValueCheck.validate(value)
+        if wire != nil, value.containsFD { try continueThroughLibdbus(for: "value holding a file descriptor") }
         appendUnchecked(value)
     }
 
@@ -142,14 +234,12 @@ public struct MessageWriter {
         case .string(let v): append(v)
         case .objectPath(let v):
             grow(v._wireBound)
-            appendStringLike(v, type: CDBUS_TYPE_OBJECT_PATH, to: &iter)
+            appendStringLike(v, type: CDBUS_TYPE_OBJECT_PATH)
         case .signature(let v):
             grow(v._wireBound)
-            appendStringLike(v, type: CDBUS_TYPE_SIGNATURE, to: &iter)
+            appendStringLike(v, type: CDBUS_TYPE_SIGNATURE)
         case .unixFD(let fd):
-            grow(8)
-            var v = fd
-            _ = dbus_message_iter_append_basic(&iter, CDBUS_TYPE_UNIX_FD, &v)
+            try? appendFD(fd)
         case .bytes(let b): try? appendBytes(b)
         case .array(let element, let items):
             appendArray(elementSignature: element) { w in for item in items { w.appendUnchecked(item) } }

@@ -130,3 +130,17 @@ public indirect enum DBusValue: Sendable, Equatable, CustomStringConvertible {
         return out
     }
 }
+
+extension DBusValue {
+    /// Whether a file descriptor is anywhere inside (only libdbus can attach one).
+    var containsFD: Bool {
+        switch self {
+        case .unixFD: true
+        case .array(_, let items): items.contains { $0.containsFD }
+        case .dict(_, _, let entries): entries.contains { $0.0.containsFD || $0.1.containsFD }
+        case .structure(let fields): fields.contains { $0.containsFD }
+        case .variant(let inner): inner.containsFD
+        default: false
+        }
+    }
+}
