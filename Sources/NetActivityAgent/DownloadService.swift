@@ -161,6 +161,10 @@ public final class DownloadService: ImageDownloader.Observer {
             [unowned self] result in
             self.finished(receipt: receipt, url: url, owner: owner, result)
         }
+        if let (transfer, description) = unannounced {  // queued, not started: announced suspended
+            unannounced = nil
+            transferTasks[transfer] = tasks.makeAgentTask(description: description, running: false)
+        }
         switch ticket {
         case .cached:
             release(owner)
@@ -256,12 +260,22 @@ public final class DownloadService: ImageDownloader.Observer {
 
     // MARK: ImageDownloader.Observer: one task object per transfer
 
+    /// A transfer queued by the `download` under way, whose task is announced when that call
+    /// knows whether it started at once (running: one InterfacesAdded, where announcing it
+    /// suspended and then resuming it took a PropertiesChanged more, for most downloads).
+    private var unannounced: (transfer: UInt64, description: String)?
+
     public func transferQueued(_ transfer: UInt64, url: String) {
-        transferTasks[transfer] = tasks.makeAgentTask(
-            description: "Download \(PublishedURL.redact(url))".prefix(utf8Bytes: NetActivityLimits.maxDescriptionBytes))
+        unannounced = (transfer, String(
+            "Download \(PublishedURL.redact(url))".prefix(utf8Bytes: NetActivityLimits.maxDescriptionBytes)))
     }
 
     public func transferStarted(_ transfer: UInt64, url: String) {
+        if let (queued, description) = unannounced, queued == transfer {
+            unannounced = nil
+            transferTasks[transfer] = tasks.makeAgentTask(description: description, running: true)
+            return
+        }
         guard let entry = transferTasks[transfer] else { return }
         tasks.resume(entry)
     }

@@ -95,8 +95,9 @@ struct TaskTable {
 
 /// Makes and drives tasks for another service (the downloader's transfers are the agent's own tasks).
 public protocol TaskFactory: AnyObject {
-    /// A new suspended task owned by the agent itself.
-    func makeAgentTask(description: String) -> TaskEntry
+    /// A new task owned by the agent itself: suspended (a queued transfer), or running (one that
+    /// starts as it is asked for, announced so in one InterfacesAdded).
+    func makeAgentTask(description: String, running: Bool) -> TaskEntry
     func resume(_ entry: TaskEntry)
     /// New byte counts (refused silently when they break the progress rule).
     func setProgress(_ entry: TaskEntry, _ progress: TaskProgress)
@@ -152,9 +153,14 @@ public final class TaskService: TaskBeginning, TaskFactory {
 
     // MARK: TaskFactory
 
-    /// A download's task (created suspended while queued).
-    public func makeAgentTask(description: String) -> TaskEntry {
-        createTask(owner: context.uniqueName, description: description, state: .suspended)
+    /// A download's task: suspended while queued; a transfer that starts at once is announced
+    /// running, and that announcement opens its progress window as `resume` does.
+    public func makeAgentTask(description: String, running: Bool) -> TaskEntry {
+        // Cannot hit the ledger's limit: it equals the cap on live tasks.
+        if running { try? activity.acquire(.task, for: context.uniqueName) }
+        let entry = createTask(owner: context.uniqueName, description: description, state: running ? .running : .suspended)
+        if running { entry.coalescer.didEmit(now: context.now) }
+        return entry
     }
 
     /// A download's transfer starts. Its `running` PropertiesChanged counts as an announcement

@@ -58,7 +58,7 @@ struct TaskServiceTests {
     @Test("a download's task: progress within 100 ms of its start rides on completion; a slower one's goes out at once")
     func downloadTaskProgress() throws {
         let h = DriverHarness()
-        let quick = h.tasks.makeAgentTask(description: "Download quick")
+        let quick = h.tasks.makeAgentTask(description: "Download quick", running: false)
         h.at(0.2)
         h.tasks.resume(quick)
         h.at(0.21)
@@ -71,7 +71,7 @@ struct TaskServiceTests {
         #expect(changes.last?.values[P.countOfBytesReceived.rawValue]?.unwrapped.uint64Value == 900)
         #expect(changes.last?.values[P.state.rawValue]?.unwrapped.stringValue == "completed")
 
-        let slow = h.tasks.makeAgentTask(description: "Download slow")
+        let slow = h.tasks.makeAgentTask(description: "Download slow", running: false)
         h.at(2)
         h.tasks.resume(slow)
         h.at(2.15)
@@ -80,6 +80,33 @@ struct TaskServiceTests {
             c.values[P.countOfBytesReceived.rawValue]?.unwrapped.uint64Value.map { [ms(c.at), Int($0)] }
         }
         #expect(received == [[2150, 10]], "past the first 100 ms, progress goes out at once")
+    }
+
+    @Test("a download that starts as it is asked for: one InterfacesAdded saying running, activity at once, its bytes with completed")
+    func downloadTaskStartedAtOnce() throws {
+        let h = DriverHarness()
+        h.at(0.1)
+        let task = h.tasks.makeAgentTask(description: "Download now", running: true)
+        let added = try #require(h.signals.last { $0.message.member == "InterfacesAdded" })
+        var r = added.message.reader()
+        #expect(try r.readObjectPath() == task.path)
+        guard case .dict(_, _, let interfaces) = try r.readValue(),
+              case .dict(_, _, let properties)? = interfaces.first(where: { $0.0 == .string(NetActivityInterface.task.rawValue) })?.1
+        else { Issue.record("InterfacesAdded without the Task interface"); return }
+        let state = properties.first { $0.0 == .string(P.state.rawValue) }?.1.unwrapped.stringValue
+        #expect(state == "running", "announced running, not suspended and then resumed")
+        let counts = h.changes(.activity).compactMap { c in c.values[ActivityMember.Property.activityCount.rawValue]?.unwrapped.uint32Value }
+        #expect(counts == [1], "the agent's own download counts at once")
+        h.at(0.15)
+        h.tasks.setProgress(task, TaskProgress(received: 900, expectedToReceive: 900))
+        h.at(0.16)
+        h.tasks.complete(task, error: "")
+        h.at(1)
+        let changes = h.changes(.task, at: task.path)
+        #expect(changes.map { ms($0.at) } == [160], "one PropertiesChanged in all: completed, with the final bytes")
+        #expect(changes.last?.values[P.countOfBytesReceived.rawValue]?.unwrapped.uint64Value == 900)
+        #expect(changes.last?.values[P.state.rawValue]?.unwrapped.stringValue == "completed")
+        #expect(h.changes(.activity).compactMap { c in c.values[ActivityMember.Property.activityCount.rawValue]?.unwrapped.uint32Value }.last == 0)
     }
 
     @Test("a completed task lingers 5 s, then leaves with InterfacesRemoved and answers UnknownObject")
