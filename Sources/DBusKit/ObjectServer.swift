@@ -268,20 +268,33 @@ public final class ObjectServer {
     /// The nearest ancestor of `path` that is an object manager.
     private func manager(above path: String) -> String? {
         guard !managers.isEmpty else { return nil }
-        var p = Substring(path)
-        while let slash = p.lastIndex(of: "/"), p != "/" {
-            p = slash == p.startIndex ? "/" : p[..<slash]
-            if managers.contains(String(p)) { return String(p) }
+        var found: String?
+        Self.forEachAncestor(of: path) { ancestor in
+            guard managers.contains(ancestor) else { return true }
+            found = ancestor
+            return false
         }
-        return nil
+        return found
     }
 
     /// An ancestor's cached introspection lists its child nodes, which just changed.
     private func invalidateAncestors(of path: String) {
-        var p = Substring(path)
-        while let slash = p.lastIndex(of: "/"), p != "/" {
-            p = slash == p.startIndex ? "/" : p[..<slash]
-            objects[String(p)]?.xml = nil
+        Self.forEachAncestor(of: path) { ancestor in
+            objects[ancestor]?.xml = nil
+            return true
+        }
+    }
+
+    /// Calls `body` with each ancestor of `path`, nearest first, down to "/", while it returns
+    /// true. The path is walked as bytes (a valid object path is ASCII).
+    private static func forEachAncestor(of path: String, _ body: (String) -> Bool) {
+        var end = path.utf8.count
+        while end > 1 {
+            guard let slash = path.utf8[..<path.utf8.index(path.utf8.startIndex, offsetBy: end)].lastIndex(of: UInt8(ascii: "/"))
+            else { return }
+            end = path.utf8.distance(from: path.utf8.startIndex, to: slash)
+            let ancestor = end == 0 ? "/" : String(path.utf8[..<slash])!
+            guard body(ancestor) else { return }
         }
     }
 

@@ -44,6 +44,29 @@ final class HTTPFetcher {
         /// Waiting for the next turn of the loop (see `turnQuota`).
         var yielded = false
         var headers: [(String, String)] = []
+        /// What the progress callback last passed on (received, expected).
+        var lastProgress: (UInt64, UInt64) = (0, 0)
+
+        /// One line of the response's head, as libcurl hands it over (with its CRLF): a status
+        /// line starts a new response (after a redirect or a 100); a field is kept with its
+        /// value trimmed. Read as bytes: this runs for every line of every response.
+        func noteHeaderLine(_ line: UnsafeRawBufferPointer) {
+            if line.starts(with: Self.statusPrefix) {
+                headers.removeAll()
+                return
+            }
+            guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
+            func isSpace(_ c: UInt8) -> Bool { c == 0x20 || c == 0x09 || c == 0x0D || c == 0x0A }
+            var start = colon + 1, end = line.count
+            while start < end, line[start] == 0x20 || line[start] == 0x09 { start += 1 }
+            while end > start, isSpace(line[end - 1]) { end -= 1 }
+            headers.append((
+                String(decoding: UnsafeRawBufferPointer(rebasing: line[..<colon]), as: UTF8.self),
+                String(decoding: UnsafeRawBufferPointer(rebasing: line[start..<end]), as: UTF8.self)))
+        }
+
+        static let statusPrefix = Array("HTTP/".utf8)
+
         /// The Content-Length of the response under way (0 when not sent or not a number).
         var announcedLength: Int {
             headers.last { $0.0.lowercased() == "content-length" }.flatMap { Int($0.1) }.map { max(0, $0) } ?? 0
@@ -211,23 +234,19 @@ final class HTTPFetcher {
         _ = ccurl_set_header_fn(easy, { data, size, count, user in
             let t = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
             let n = size * count
-            let line = String(decoding: UnsafeRawBufferPointer(start: data, count: n), as: UTF8.self)
-            if line.hasPrefix("HTTP/") {
-                t.headers.removeAll()  // a new response (after a redirect or a 100)
-            } else if let colon = line.firstIndex(of: ":") {
-                let name = String(line[..<colon])
-                var value = line[line.index(after: colon)...]
-                while let c = value.first, c == " " || c == "\t" { value = value.dropFirst() }
-                while let c = value.last, c == " " || c == "\t" || c == "\r" || c == "\n" || c == "\r\n" { value = value.dropLast() }
-                t.headers.append((name, String(value)))
-            }
+            t.noteHeaderLine(UnsafeRawBufferPointer(start: data, count: n))
             return n
         })
         _ = ccurl_set_ptr(easy, CURLOPT_HEADERDATA, user)
         _ = ccurl_set_long(easy, CURLOPT_NOPROGRESS, 0)
         _ = ccurl_set_progress_fn(easy, { user, total, now, _, _ in
             let t = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
-            t.progress(UInt64(max(0, now)), UInt64(max(0, total)))
+            // libcurl calls this on every turn of its own, most often with nothing new.
+            let progress = (UInt64(max(0, now)), UInt64(max(0, total)))
+            if progress != t.lastProgress {
+                t.lastProgress = progress
+                t.progress(progress.0, progress.1)
+            }
             return 0
         })
         _ = ccurl_set_ptr(easy, CURLOPT_XFERINFODATA, user)

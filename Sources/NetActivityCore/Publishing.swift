@@ -4,16 +4,30 @@
 /// asked.
 public enum PublishedURL {
     public static func redact(_ url: String) -> String {
-        var rest = Substring(url)
-        var scheme = ""
-        if let colon = rest.firstRange(of: "://") {
-            scheme = String(rest[..<colon.upperBound])
-            rest = rest[colon.upperBound...]
-            let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
-            if let at = rest[..<authorityEnd].lastIndex(of: "@") { rest = rest[rest.index(after: at)...] }
+        // On bytes: every delimiter is ASCII, and an ASCII byte never occurs inside a multi-byte
+        // character; a delimiter followed by a combining mark still delimits (as a URL parser
+        // reads it), where a walk over Characters would not have seen it.
+        var url = url
+        return url.withUTF8 { b in
+            func first(from: Int, to: Int, _ match: (UInt8) -> Bool) -> Int? {
+                var i = from
+                while i < to { if match(b[i]) { return i }; i += 1 }
+                return nil
+            }
+            var schemeEnd = 0, start = 0
+            if b.count >= 3, let colon = (0...(b.count - 3)).first(where: {
+                b[$0] == UInt8(ascii: ":") && b[$0 + 1] == UInt8(ascii: "/") && b[$0 + 2] == UInt8(ascii: "/")
+            }) {
+                schemeEnd = colon + 3
+                let authorityEnd = first(from: schemeEnd, to: b.count) {
+                    $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#")
+                } ?? b.count
+                start = (schemeEnd..<authorityEnd).last { b[$0] == UInt8(ascii: "@") }.map { $0 + 1 } ?? schemeEnd
+            }
+            let end = first(from: start, to: b.count) { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? b.count
+            return String(decoding: UnsafeBufferPointer(rebasing: b[..<schemeEnd]), as: UTF8.self)
+                + String(decoding: UnsafeBufferPointer(rebasing: b[start..<end]), as: UTF8.self)
         }
-        if let cut = rest.firstIndex(where: { $0 == "?" || $0 == "#" }) { rest = rest[..<cut] }
-        return scheme + rest
     }
 }
 

@@ -11,6 +11,9 @@ struct PublishingTests {
         ("http://[::1]:8080/p?q", "http://[::1]:8080/p"),
         ("https://example.com/plain.png", "https://example.com/plain.png"),
         ("not a url?with=query", "not a url"),
+        // A delimiter followed by a combining mark is one Character, but still a delimiter.
+        ("https://ex.com/é.png?\u{301}token=secret", "https://ex.com/é.png"),
+        ("https://ü:pässword@ex.com/ö#\u{301}frag", "https://ex.com/ö"),
     ])
     func redaction(url: String, published: String) {
         #expect(PublishedURL.redact(url) == published)
