@@ -9,6 +9,8 @@
 //                                      and waits for every DownloadFinished
 //   netactivity-bench downloads-open N URL...  the same, and each finished image opened (OpenImageForRequest)
 //                                      and read whole, as an app that shows it would
+//   netactivity-bench downloads-window W URL...  the same, W requests in flight at a time, the next asked for as
+//                                      one finishes (as curl --parallel-max W keeps W transfers going)
 //   netactivity-bench downloads-serial URL...  one at a time: the latency of each, request to DownloadFinished
 //   netactivity-bench load CLIENTS SECONDS [SEED]  CLIENTS connections churning counts, leases, tasks and the
 //                                      cache, one call at a time each; calls/s and latency percentiles
@@ -27,7 +29,7 @@ func say(_ s: String) {
 }
 
 func usage() -> Never {
-    say("usage: netactivity-bench churn N WINDOW | live N | cache-core N | cache-bus SIZE N | downloads N URL... | downloads-serial URL... | load CLIENTS SECONDS [SEED]")
+    say("usage: netactivity-bench churn N WINDOW | live N | cache-core N | cache-bus SIZE N | downloads N URL... | downloads-window W URL... | downloads-serial URL... | load CLIENTS SECONDS [SEED]")
     exit(64)
 }
 
@@ -125,6 +127,9 @@ case "live":
 case "downloads", "downloads-open":
     guard args.count >= 4, let times = Int(args[2]), times > 0 else { usage() }
     downloads(Array(args[3...]), times: times, open: args[1] == "downloads-open")
+case "downloads-window":
+    guard args.count >= 4, let window = Int(args[2]), window > 0 else { usage() }
+    downloads(Array(args[3...]), times: 1, window: window)
 case "downloads-serial":
     var latencies: [Double] = []
     for url in args[2...] {
@@ -199,13 +204,16 @@ default:
     print("size=\(size) calls=\(count) ping_per_s=\(Int(ping)) lookup_ay_mb_s=\(r2(bytesPath)) open_fd_mb_s=\(r2(fdPath)) fd_over_ay=\(r2(fdPath / bytesPath))")
 }
 
-@MainActor func downloads(_ urls: [String], times: Int, open: Bool = false, quiet: Bool = false) {
+@MainActor func downloads(_ urls: [String], times: Int, open: Bool = false, quiet: Bool = false, window: Int? = nil) {
     let downloader = NetActivityInterface.downloader.rawValue
     var waiting = 0, failed = 0, cached = 0
     var started = false
     var buffer: [UInt8] = []
+    let all = (0..<times).flatMap { _ in urls }
+    var next = 0
     func finish() {
         waiting -= 1
+        if window != nil, next < all.count { return request(all[next]) }
         if started, waiting == 0 { loop.stop() }
     }
     /// Opens the image and reads it whole, as an app showing it would; then it counts as done.
@@ -243,29 +251,28 @@ default:
         if ok, open { return openAndRead(url) }
         finish()
     }
-    let start = EventLoop.now()
-    for _ in 0..<times {
-        for url in urls {
-            do {
-                let m = try Message.methodCall(destination: name, path: root, interface: downloader, member: DownloaderMember.Method.downloadImage.rawValue)
-                var w = m.writer()
-                w.append(url)
-                try w.appendVardict([:])
-                waiting += 1
-                connection.callAsync(m, timeoutMilliseconds: 60_000) { result in
-                    guard case .success(let reply) = result else { die(result) }
-                    var r = reply.reader()
-                    _ = try? r.read(String.self)
-                    _ = try? r.readObjectPath()
-                    if (try? r.read(Bool.self)) == true {
-                        cached += 1
-                        waiting -= 1
-                        if started, waiting == 0 { loop.stop() }
-                    }
+    func request(_ url: String) {
+        next += 1
+        do {
+            let m = try Message.methodCall(destination: name, path: root, interface: downloader, member: DownloaderMember.Method.downloadImage.rawValue)
+            var w = m.writer()
+            w.append(url)
+            try w.appendVardict([:])
+            waiting += 1
+            connection.callAsync(m, timeoutMilliseconds: 60_000) { result in
+                guard case .success(let reply) = result else { die(result) }
+                var r = reply.reader()
+                _ = try? r.read(String.self)
+                _ = try? r.readObjectPath()
+                if (try? r.read(Bool.self)) == true {
+                    cached += 1
+                    finish()
                 }
-            } catch { die(error) }
-        }
+            }
+        } catch { die(error) }
     }
+    let start = EventLoop.now()
+    while next < min(all.count, window ?? all.count) { request(all[next]) }
     started = true
     if waiting > 0 { loop.run() }
     connection.removeSignalHandler(subscription)
