@@ -430,10 +430,13 @@ public final class Connection: MessageSink {
         guard !closed else { return }
         if let problem = message.busLimitViolation {
             oversizedMessages += 1
-            guard let error = message.errorInPlace(.limitsExceeded("The reply would hold \(problem); ask for less")) else { return }
-            outgoingBound &+= error.queuedBound
-            _ = dbus_connection_send(raw, error.raw, nil)
-            return
+            return sendErrorInPlace(of: message, .limitsExceeded("The reply would hold \(problem); ask for less"))
+        }
+        // A body marshalled here goes to libdbus now (after the size check: one too big for the
+        // bus is never built). One it refused (a fault of ours) is never sent half-empty.
+        guard message.finishWire() else {
+            unmarshallableMessages += 1
+            return sendErrorInPlace(of: message, .failed("The reply could not be marshalled"))
         }
         outgoingBound &+= message.queuedBound
         _ = dbus_connection_send(raw, message.raw, nil)
@@ -441,6 +444,16 @@ public final class Connection: MessageSink {
 
     /// Messages `send` refused because the bus would have disconnected us for them.
     public private(set) var oversizedMessages = 0
+    /// Messages `send` refused because libdbus would not load their body (always 0 unless the
+    /// marshaller has a fault).
+    public private(set) var unmarshallableMessages = 0
+
+    /// A method return becomes `error` (same destination and reply serial); anything else is dropped.
+    private func sendErrorInPlace(of message: Message, _ error: DBusError) {
+        guard let reply = message.errorInPlace(error) else { return }
+        outgoingBound &+= reply.queuedBound
+        _ = dbus_connection_send(raw, reply.raw, nil)
+    }
 
     /// A blocking call, for command-line tools and set-up. Error replies throw.
     public func call(_ message: Message, timeoutMilliseconds: Int32 = -1) throws(DBusError) -> Message {

@@ -89,12 +89,15 @@ public final class Message: @unchecked Sendable {
     /// signature become one message, which libdbus loads (checking all of it, as it checks what
     /// it reads from a socket) and copies without a serial, for the connection to number. This
     /// wrapper then holds the new message. False when libdbus refused it (a fault of ours): the
-    /// body is dropped, and the message goes on with an empty one.
+    /// body is dropped and `wireRefused` says so (`Connection.send` then sends an error reply
+    /// in place of a method return, and drops anything else).
     @discardableResult
     func finishWire() -> Bool {
-        guard let body = wire else { return true }
+        guard let body = wire else { return !wireRefused }
         wire = nil
+        body.handedOver = true
         guard !body.bytes.isEmpty else { return true }  // libdbus's message is that already
+        wireRefused = true
         var header: UnsafeMutablePointer<CChar>?
         var headerCount: Int32 = 0
         guard dbus_message_marshal(_raw, &header, &headerCount) != 0, let header else { return false }
@@ -115,8 +118,12 @@ public final class Message: @unchecked Sendable {
         guard let fresh else { return false }
         dbus_message_unref(_raw)
         _raw = fresh
+        wireRefused = false
         return true
     }
+
+    /// libdbus refused the body marshalled here: the message holds none of it.
+    private(set) var wireRefused = false
 
     public enum Kind: Sendable, Equatable { case methodCall, methodReturn, error, signal, invalid }
 
@@ -212,6 +219,7 @@ public final class Message: @unchecked Sendable {
         dbus_message_unref(_raw)
         _raw = fresh
         wire = nil
+        wireRefused = false
         bodyBound = 0
     }
 
@@ -308,16 +316,18 @@ public final class Message: @unchecked Sendable {
     }
 
     /// Sets the destination (for unicast signals). The name must be valid.
+    // The header setters work on libdbus's message as it is: a body being marshalled here stays
+    // where it is (and joins the header, with these fields, when it is handed over).
     public func setDestination(_ name: String) throws(DBusError) {
         guard DBusNames.isValidBusName(name) else { throw .invalidArgs("Invalid bus name '\(name)'") }
-        _ = dbus_message_set_destination(raw, name)
+        _ = dbus_message_set_destination(_raw, name)
     }
 
     /// Sets the sender (the bus does this for real messages; tests that hand calls to an object
     /// server directly set it themselves).
-    public func setSender(_ name: String) { dbus_message_set_sender(raw, name) }
-    public func setAutoStart(_ on: Bool) { dbus_message_set_auto_start(raw, on ? 1 : 0) }
-    public func setNoReply(_ on: Bool) { dbus_message_set_no_reply(raw, on ? 1 : 0) }
+    public func setSender(_ name: String) { dbus_message_set_sender(_raw, name) }
+    public func setAutoStart(_ on: Bool) { dbus_message_set_auto_start(_raw, on ? 1 : 0) }
+    public func setNoReply(_ on: Bool) { dbus_message_set_no_reply(_raw, on ? 1 : 0) }
 }
 
 extension String {

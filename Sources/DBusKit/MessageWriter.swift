@@ -135,7 +135,8 @@ public struct MessageWriter {
     }
 
     /// A container marshalled here. An array's or a variant's own signature describes what is
-    /// inside, so only structs at the top level add their members' codes to the body's signature.
+    /// inside, so only structs (and dict entries, which libdbus then refuses) at the top level add
+    /// their members' codes to the body's signature.
     private mutating func wireContainer(
         _ wire: WireBody, _ type: Int32, _ signature: String?, _ body: (inout MessageWriter) throws -> Void
     ) rethrows {
@@ -160,7 +161,8 @@ public struct MessageWriter {
         case CDBUS_TYPE_STRUCT:
             wire.note(UInt8(ascii: "("))
             wire.pad(to: 8)
-        default:  // a dict entry: only inside an array, whose signature describes it
+        default:  // a dict entry: valid only inside an array, whose signature describes it
+            wire.note(UInt8(ascii: "{"))
             wire.pad(to: 8)
         }
         wire.depth += 1
@@ -177,7 +179,7 @@ public struct MessageWriter {
         case CDBUS_TYPE_STRUCT:
             wire.note(UInt8(ascii: ")"))
         default:
-            break
+            wire.note(UInt8(ascii: "}"))
         }
         if lengthAt >= 0 {
             wire.longestArray = max(wire.longestArray, wire.bytes.count - elementsAt)

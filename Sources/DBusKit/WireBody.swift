@@ -28,8 +28,12 @@ final class WireBody {
 
     init() { bytes.reserveCapacity(256) }
 
+    /// Set when the body went to libdbus: a writer that appends after that has lost its bytes.
+    var handedOver = false
+
     @inline(__always)
     func note(_ code: UInt8) {
+        assert(!handedOver, "appended to a message body already handed to libdbus")
         if untracked == 0 { signature.append(code) }
     }
 

@@ -43,7 +43,7 @@ struct BusLimitTests {
         #expect(m.busLimitViolation?.contains("an array of") == true)
     }
 
-    @Test("an oversized reply reaches its caller as LimitsExceeded, and the service stays on the bus")
+    @Test("an oversized reply reaches its caller as LimitsExceeded, one libdbus will not load as Failed, and the service stays on the bus")
     func replaced() throws {
         let bus = try PrivateBus()
         defer { bus.stop() }
@@ -57,6 +57,11 @@ struct BusLimitTests {
                     call.reply.appendArray(elementSignature: "s") { a in for _ in 0..<65 { a.append(Self.mebibyteString) } }
                 },
                 DBusMethod("Small", out: [DBusArgument("word", "s")]) { call in call.reply.append("fine") },
+                // A dict entry outside an array: the Swift marshaller takes it, libdbus's loader
+                // refuses the body (its own iterator would have aborted the process).
+                DBusMethod("Broken", out: [DBusArgument("entry", "{ss}")]) { call in
+                    call.reply.appendDictEntry { e in e.append("k"); e.append("v") }
+                },
             ])
         ])
         let owner = LoopBox(loop)
@@ -73,6 +78,9 @@ struct BusLimitTests {
         #expect(client.small == "fine", "the service was not disconnected")
         #expect(server.isConnected)
         #expect(server.oversizedMessages == 1)
+        #expect(client.broken == "org.freedesktop.DBus.Error.Failed", "\(client.brokenMessage)")
+        #expect(client.brokenMessage.contains("could not be marshalled"))
+        #expect(server.unmarshallableMessages == 1)
     }
 }
 
@@ -86,7 +94,7 @@ private final class Client: @unchecked Sendable {
     let server: String
     let mailbox: EventLoop.Mailbox
     let stop: @Sendable () -> Void
-    var big = "", bigMessage = "", small = ""
+    var big = "", bigMessage = "", small = "", broken = "", brokenMessage = ""
 
     init(address: String, server: String, mailbox: EventLoop.Mailbox, stop: @escaping @Sendable () -> Void) {
         self.address = address
@@ -109,6 +117,13 @@ private final class Client: @unchecked Sendable {
         } catch {
             big = error.name
             bigMessage = error.message
+        }
+        do {
+            _ = try call("Broken")
+            broken = "a reply"
+        } catch {
+            broken = error.name
+            brokenMessage = error.message
         }
         if let reply = try? call("Small"), var r = Optional(reply.reader()) {
             small = (try? r.read(String.self)) ?? ""
