@@ -99,7 +99,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "LinuxKitTests", dependencies: ["LinuxKit"], swiftSettings: strict),
-        .testTarget(name: "DBusKitTests", dependencies: ["DBusKit", "LinuxKit"], swiftSettings: strict),
+        .testTarget(name: "DBusKitTests", dependencies: ["DBusKit", "LinuxKit", "NetActivityTesting"], swiftSettings: strict),
         // The agent's services driven with a manual scheduler and a recording sink: no bus, no sleep.
         .testTarget(
             name: "NetActivityAgentTests",

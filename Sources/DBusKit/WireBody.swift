@@ -29,7 +29,7 @@ final class WireBody {
     init() { bytes.reserveCapacity(256) }
 
     /// Set when the body went to libdbus: a writer that appends after that has lost its bytes.
-    var handedOver = false
+    @exclusivity(unchecked) var handedOver = false
 
     @inline(__always)
     func note(_ code: UInt8) {
@@ -112,7 +112,8 @@ final class WireBody {
     /// The whole message: `header` (a marshalled libdbus message with an empty body and no
     /// SIGNATURE field) with this body and its signature added; nil when the header is not one.
     func message(header: UnsafeRawBufferPointer) -> [UInt8]? {
-        guard header.count >= 16, header[0] == UInt8(ascii: "l"), signature.count < 256 else { return nil }
+        guard header.count >= 16, header[0] == UInt8(ascii: "l"), signature.count < 256, bytes.count <= Int(UInt32.max)
+        else { return nil }
         let fieldsLength = Int(header.loadUnaligned(fromByteOffset: 12, as: UInt32.self).littleEndian)
         guard 16 + fieldsLength <= header.count else { return nil }
         var out: [UInt8] = []

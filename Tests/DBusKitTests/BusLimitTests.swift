@@ -111,20 +111,17 @@ private final class Client: @unchecked Sendable {
                 Message.methodCall(destination: server, path: "/t", interface: "org.example.T", member: member),
                 timeoutMilliseconds: 20_000)
         }
-        do {
-            _ = try call("Big")
-            big = "a reply"
-        } catch {
-            big = error.name
-            bigMessage = error.message
+        /// The error's name and message, or "a reply".
+        func outcome(_ member: String) -> (String, String) {
+            do {
+                _ = try call(member)
+                return ("a reply", "")
+            } catch {
+                return (error.name, error.message)
+            }
         }
-        do {
-            _ = try call("Broken")
-            broken = "a reply"
-        } catch {
-            broken = error.name
-            brokenMessage = error.message
-        }
+        (big, bigMessage) = outcome("Big")
+        (broken, brokenMessage) = outcome("Broken")
         if let reply = try? call("Small"), var r = Optional(reply.reader()) {
             small = (try? r.read(String.self)) ?? ""
         }

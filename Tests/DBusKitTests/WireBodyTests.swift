@@ -1,5 +1,6 @@
 @testable import DBusKit
 import Glibc
+import NetActivityTesting
 import Testing
 
 /// Bodies marshalled in Swift (`WireBody`) must be exactly what libdbus's iterators make of the
@@ -87,7 +88,7 @@ struct WireBodyTests {
         let rounds = getenv("WIRE_SEED") == nil ? 300 : 3000
         var checked = 0
         for round in 0..<rounds {
-            let values = (0..<(1 + rng.next(4))).map { _ in Self.randomValue(&rng, depth: 0) }
+            let values = (0..<(1 + rng.next(below: 4))).map { _ in Self.randomValue(&rng, depth: 0) }
             try bothWays("round \(round): \(values.map(\.signature))") { w in
                 for v in values { try w.append(v) }
             }
@@ -140,37 +141,37 @@ struct WireBodyTests {
     }
 
     static func randomValue(_ rng: inout SplitMix, depth: Int) -> DBusValue {
-        let leaf = depth >= 3 || rng.next(3) == 0
+        let leaf = depth >= 3 || rng.next(below: 3) == 0
         if leaf {
-            switch rng.next(12) {
-            case 0: return .byte(UInt8(rng.next(256)))
-            case 1: return .bool(rng.next(2) == 1)
-            case 2: return .int16(Int16(truncatingIfNeeded: rng.next(1 << 16)))
-            case 3: return .uint16(UInt16(rng.next(1 << 16)))
-            case 4: return .int32(Int32(truncatingIfNeeded: rng.next(1 << 32)))
-            case 5: return .uint32(UInt32(rng.next(1 << 32)))
-            case 6: return .int64(Int64(bitPattern: rng.raw()))
-            case 7: return .uint64(rng.raw())
-            case 8: return .double(Double(rng.next(1000)) / 7)
-            case 9: return .string(String(repeating: "é", count: rng.next(5)) + String(rng.raw(), radix: 36))
-            case 10: return .objectPath("/p" + String(rng.next(100)))
-            default: return .signature(["", "s", "a{sv}", "(yt)"][rng.next(4)])
+            switch rng.next(below: 12) {
+            case 0: return .byte(UInt8(rng.next(below: 256)))
+            case 1: return .bool(rng.next(below: 2) == 1)
+            case 2: return .int16(Int16(truncatingIfNeeded: rng.next(below: 1 << 16)))
+            case 3: return .uint16(UInt16(rng.next(below: 1 << 16)))
+            case 4: return .int32(Int32(truncatingIfNeeded: rng.next(below: 1 << 32)))
+            case 5: return .uint32(UInt32(rng.next(below: 1 << 32)))
+            case 6: return .int64(Int64(bitPattern: rng.next()))
+            case 7: return .uint64(rng.next())
+            case 8: return .double(Double(rng.next(below: 1000)) / 7)
+            case 9: return .string(String(repeating: "é", count: rng.next(below: 5)) + String(rng.next(), radix: 36))
+            case 10: return .objectPath("/p" + String(rng.next(below: 100)))
+            default: return .signature(["", "s", "a{sv}", "(yt)"][rng.next(below: 4)])
             }
         }
-        switch rng.next(5) {
+        switch rng.next(below: 5) {
         case 0:
             let sample = randomValue(&rng, depth: depth + 1)
-            let items = (0..<rng.next(4)).map { _ in Self.like(sample, &rng) }
+            let items = (0..<rng.next(below: 4)).map { _ in Self.like(sample, &rng) }
             return .array(elementSignature: sample.signature, items)
         case 1:
             let key = DBusValue.string("k")
             let value = randomValue(&rng, depth: depth + 1)
-            let entries = (0..<rng.next(3)).map { i in (DBusValue.string("k\(i)"), Self.like(value, &rng)) }
+            let entries = (0..<rng.next(below: 3)).map { i in (DBusValue.string("k\(i)"), Self.like(value, &rng)) }
             return .dict(keySignature: key.signature, valueSignature: value.signature, entries)
         case 2:
-            return .structure((0..<(1 + rng.next(3))).map { _ in randomValue(&rng, depth: depth + 1) })
+            return .structure((0..<(1 + rng.next(below: 3))).map { _ in randomValue(&rng, depth: depth + 1) })
         case 3:
-            return .bytes((0..<rng.next(12)).map { _ in UInt8(rng.next(256)) })
+            return .bytes((0..<rng.next(below: 12)).map { _ in UInt8(rng.next(below: 256)) })
         default:
             return .variant(randomValue(&rng, depth: depth + 1))
         }
@@ -179,24 +180,10 @@ struct WireBodyTests {
     /// Another value of the same signature as `v` (an array's elements must all have one).
     static func like(_ v: DBusValue, _ rng: inout SplitMix) -> DBusValue {
         switch v {
-        case .uint64: .uint64(rng.raw())
-        case .string: .string(String(rng.next(1000)))
+        case .uint64: .uint64(rng.next())
+        case .string: .string(String(rng.next(below: 1000)))
         case .variant: .variant(randomValue(&rng, depth: 3))
         default: v
         }
     }
-}
-
-/// A small seeded generator, so a failure names a round that fails again.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func raw() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func next(_ bound: Int) -> Int { Int(raw() % UInt64(bound)) }
 }

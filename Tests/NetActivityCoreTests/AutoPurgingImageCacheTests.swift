@@ -1,4 +1,5 @@
 import NetActivityCore
+import NetActivityTesting
 import Testing
 
 /// AFNetworking's AFAutoPurgingImageCacheTests, ported (the image is a class instance, so

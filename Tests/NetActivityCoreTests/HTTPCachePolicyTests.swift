@@ -1,4 +1,5 @@
 import NetActivityCore
+import NetActivityTesting
 import Testing
 
 @Suite("HTTP cache policy for the disk tier")
