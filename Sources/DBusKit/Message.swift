@@ -6,8 +6,34 @@ public final class Message: @unchecked Sendable {
     // @unchecked: a Message is handed between threads only whole, never mutated concurrently;
     // libdbus message refcounting is atomic.
     /// Changes while the connection lends the object (see `init(lending:)`), and when a body
-    /// marshalled here is handed to libdbus (`finishWire`).
-    @exclusivity(unchecked) private var _raw: OpaquePointer
+    /// marshalled here is handed to libdbus (`finishWire`). Nil only for a signal made here
+    /// whose header is still `pendingSignal`.
+    @exclusivity(unchecked) private var stored: OpaquePointer?
+
+    /// libdbus's message as it is (a body being marshalled here not included).
+    private var _raw: OpaquePointer { stored ?? materialize() }
+
+    /// A signal's header, kept here until the message is handed to libdbus: with its body, the
+    /// header is then written here too (libdbus's `dbus_message_new_signal` validated the names
+    /// again and built the header with its type writers, about 11,000 instructions; setting the
+    /// destination took 6,700 more). Anything that needs libdbus's message before that makes it.
+    private struct PendingSignal {
+        let path: String
+        let interface: String
+        let member: String
+        var destination: String?
+    }
+
+    @exclusivity(unchecked) private var pendingSignal: PendingSignal?
+
+    private func materialize() -> OpaquePointer {
+        let signal = pendingSignal!
+        pendingSignal = nil
+        let raw = dbus_message_new_signal(signal.path, signal.interface, signal.member)!
+        if let destination = signal.destination { _ = dbus_message_set_destination(raw, destination) }
+        stored = raw
+        return raw
+    }
 
     /// The libdbus message, with any body marshalled here handed to it first.
     var raw: OpaquePointer {
@@ -19,11 +45,11 @@ public final class Message: @unchecked Sendable {
     @exclusivity(unchecked) private var wire: WireBody?
 
     /// Takes over one reference.
-    init(owning raw: OpaquePointer) { _raw = raw }
+    init(owning raw: OpaquePointer) { stored = raw }
 
     /// Made here with an empty body, so `bodyBound` covers its body.
     private init(built raw: OpaquePointer, bodyBound: UInt64 = 0) {
-        _raw = raw
+        stored = raw
         self.bodyBound = bodyBound
         isBuiltHere = true
     }
@@ -36,14 +62,14 @@ public final class Message: @unchecked Sendable {
     /// Adds a reference.
     init(borrowing raw: OpaquePointer) {
         dbus_message_ref(raw)
-        _raw = raw
+        stored = raw
     }
 
     /// A message libdbus holds for the length of one dispatch, seen without a reference of its
     /// own (a reference costs two atomic operations, a wrapper an allocation: per call, they add
     /// up). The connection hands it to a handler, then calls `endLoan()`.
     init(lending raw: OpaquePointer) {
-        _raw = raw
+        stored = raw
         isLent = true
     }
 
@@ -65,10 +91,16 @@ public final class Message: @unchecked Sendable {
     /// Wraps another lent message (only after `endLoan` said it may).
     func relend(_ raw: OpaquePointer) {
         precondition(isLent, "only a lent message is lent again")
-        _raw = raw
+        stored = raw
     }
 
-    deinit { if !isLent { dbus_message_unref(_raw) } }
+    /// A signal made here, its header kept here until needed (see `PendingSignal`).
+    private init(pendingSignal: PendingSignal) {
+        self.pendingSignal = pendingSignal
+        isBuiltHere = true
+    }
+
+    deinit { if !isLent, let stored { dbus_message_unref(stored) } }
 
     /// The body a new writer appends to: the one being marshalled here, or a new one for a
     /// message built here whose body is still empty; nil when libdbus's iterators must go on
@@ -76,7 +108,7 @@ public final class Message: @unchecked Sendable {
     func wireBodyForWriting() -> WireBody? {
         #if _endian(little)
         if let wire { return wire }
-        guard isBuiltHere, !isLent, dbus_message_get_signature(_raw).pointee == 0 else { return nil }
+        guard isBuiltHere, !isLent, stored == nil || dbus_message_get_signature(_raw).pointee == 0 else { return nil }
         let body = WireBody()
         wire = body
         return body
@@ -98,12 +130,19 @@ public final class Message: @unchecked Sendable {
         body.handedOver = true
         guard !body.bytes.isEmpty else { return true }  // libdbus's message is that already
         wireRefused = true
-        var header: UnsafeMutablePointer<CChar>?
-        var headerCount: Int32 = 0
-        guard dbus_message_marshal(_raw, &header, &headerCount) != 0, let header else { return false }
-        let bytes = body.message(header: UnsafeRawBufferPointer(start: header, count: Int(headerCount)))
-        free(header)
-        guard let bytes else { return false }
+        let message: [UInt8]?
+        if let signal = pendingSignal {
+            message = WireBody.signalHeader(
+                path: signal.path, interface: signal.interface, member: signal.member, destination: signal.destination
+            ).withUnsafeBytes { body.message(header: $0) }
+        } else {
+            var header: UnsafeMutablePointer<CChar>?
+            var headerCount: Int32 = 0
+            guard dbus_message_marshal(_raw, &header, &headerCount) != 0, let header else { return false }
+            message = body.message(header: UnsafeRawBufferPointer(start: header, count: Int(headerCount)))
+            free(header)
+        }
+        guard let bytes = message else { return false }
         var error = CDBus.DBusError()
         dbus_error_init(&error)
         let loaded = bytes.withUnsafeBytes { b in
@@ -116,8 +155,9 @@ public final class Message: @unchecked Sendable {
         let fresh = dbus_message_copy(loaded)
         dbus_message_unref(loaded)
         guard let fresh else { return false }
-        dbus_message_unref(_raw)
-        _raw = fresh
+        if let stored { dbus_message_unref(stored) }
+        stored = fresh
+        pendingSignal = nil
         wireRefused = false
         return true
     }
@@ -196,8 +236,7 @@ public final class Message: @unchecked Sendable {
         guard DBusNames.isValidObjectPath(path) else { throw .invalidArgs("Invalid object path '\(path)'") }
         guard DBusNames.isValidInterface(interface) else { throw .invalidArgs("Invalid interface name '\(interface)'") }
         guard DBusNames.isValidMember(member) else { throw .invalidArgs("Invalid member name '\(member)'") }
-        guard let raw = dbus_message_new_signal(path, interface, member) else { throw .failed("Out of memory") }
-        return Message(built: raw)
+        return Message(pendingSignal: PendingSignal(path: path, interface: interface, member: member))
     }
 
     /// A method return for this call.
@@ -217,7 +256,7 @@ public final class Message: @unchecked Sendable {
         precondition(isBuiltHere, "only a message built here is reused")
         let fresh = call.newReturn()
         dbus_message_unref(_raw)
-        _raw = fresh
+        stored = fresh
         wire = nil
         wireRefused = false
         bodyBound = 0
@@ -320,6 +359,7 @@ public final class Message: @unchecked Sendable {
     // where it is (and joins the header, with these fields, when it is handed over).
     public func setDestination(_ name: String) throws(DBusError) {
         guard DBusNames.isValidBusName(name) else { throw .invalidArgs("Invalid bus name '\(name)'") }
+        if pendingSignal != nil { return pendingSignal!.destination = name }
         _ = dbus_message_set_destination(_raw, name)
     }
 

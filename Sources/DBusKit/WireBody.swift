@@ -109,6 +109,26 @@ final class WireBody {
         depth = mark.depth
     }
 
+    /// A signal's fixed header and fields as libdbus lays them out (PATH, INTERFACE, MEMBER,
+    /// DESTINATION; no reply expected), for `message(header:)`. The names were checked already.
+    static func signalHeader(path: String, interface: String, member: String, destination: String?) -> [UInt8] {
+        var h: [UInt8] = [UInt8(ascii: "l"), 4, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+        h.reserveCapacity(64 + path.utf8.count + interface.utf8.count + member.utf8.count + (destination?.utf8.count ?? 0))
+        func field(_ code: UInt8, _ type: UInt8, _ value: String) {
+            while h.count % 8 != 0 { h.append(0) }
+            h.append(contentsOf: [code, 1, type, 0])
+            withUnsafeBytes(of: UInt32(value.utf8.count).littleEndian) { h.append(contentsOf: $0) }
+            h.append(contentsOf: value.utf8)
+            h.append(0)
+        }
+        field(1, UInt8(ascii: "o"), path)
+        field(2, UInt8(ascii: "s"), interface)
+        field(3, UInt8(ascii: "s"), member)
+        if let destination { field(6, UInt8(ascii: "s"), destination) }
+        withUnsafeBytes(of: UInt32(h.count - 16).littleEndian) { h.replaceSubrange(12..<16, with: $0) }
+        return h
+    }
+
     /// The whole message: `header` (a marshalled libdbus message with an empty body and no
     /// SIGNATURE field) with this body and its signature added; nil when the header is not one.
     func message(header: UnsafeRawBufferPointer) -> [UInt8]? {

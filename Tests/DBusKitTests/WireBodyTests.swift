@@ -76,6 +76,14 @@ struct WireBodyTests {
                 a.appendArray(elementSignature: "at") { b in b.appendArray(elementSignature: "t") { c in c.append(UInt64(1)) } }
             }
         }
+        let unicast = {
+            let m = try Message.signal(path: "/org/example/NetActivity", interface: "org.example.NetActivity.Downloader", member: "DownloadFinished")
+            try m.setDestination(":1.42")
+            return m
+        }
+        try bothWays("a unicast signal, its header written here too", make: unicast) { w in
+            w.append("r1"); w.append("http://h/x.png"); w.append(true); w.append(""); w.append("")
+        }
         let call = { try Message.methodCall(destination: "org.example.T", path: "/t", interface: "org.example.T", member: "M") }
         try bothWays("a method call", make: call) { w in w.append("arg"); w.append(UInt32(5)) }
         try bothWays("a method return", make: { try call().makeReturn() }) { w in w.append("r"); try w.appendObjectPath("/r") }
