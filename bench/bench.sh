@@ -204,7 +204,23 @@ for r in 1 2 3; do
 done
 exec {PROBE[1]}>&-
 read -r ping_large <&"${PROBE[0]}"
-pf() { "$PY" -c 'import json, sys; print("%.1f" % json.loads(sys.argv[1])[sys.argv[2]])' "$ping_large" "$1" 2>/dev/null || echo "?"; }
+pf() { "$PY" -c 'import json, sys; print("%.1f" % json.loads(sys.argv[1])[sys.argv[2]])' "${2:-$ping_large}" "$1" 2>/dev/null || echo "?"; }
+# The same with the prober at real-time priority, where the bench may use it: the plain prober
+# shares CPU 1 with the HTTP server, which is busy sending the images, so its figure includes its
+# own waits for that CPU as well as the agent's.
+ping_rt=''
+if chrt -f 10 true 2>/dev/null; then
+  coproc PROBE_RT { chrt -f 10 taskset -c 1 "$PY" Tests/Integration/prober.py "$DBUS_SESSION_BUS_ADDRESS" 2>/dev/null; }
+  read -r _ <&"${PROBE_RT[0]}"
+  for r in 1 2 3; do
+    mapfile -t u < <(urls large 40 "q$r")
+    taskset -c 0 "$LOAD" downloads 1 "${u[@]}" >/dev/null
+    busctl --address="$DBUS_SESSION_BUS_ADDRESS" call org.example.NetActivity /org/example/NetActivity \
+        org.example.NetActivity.ImageCache RemoveAllImages >/dev/null
+  done
+  exec {PROBE_RT[1]}>&-
+  read -r ping_rt <&"${PROBE_RT[0]}"
+fi
 mb() { awk -v s="$1" 'BEGIN { printf "%.0f", 20 * (4194304 + 1000) / s / 1e6 }'; }
 before=$(curl -s "$HTTP/count")
 coalesce=$(taskset -c 0 "$LOAD" downloads 50 "$HTTP/slow/shared.png")
@@ -293,6 +309,7 @@ echo "| CPU per large image, ms | $(per1 "$large_cpu" 20 1e3) | $(per1 "$curl_la
 echo "| the same 20, each opened (OpenImage) and read whole by the client as it finishes, MB/s | $(mb "$opened_s") | $(mb "$curl_large_s") | $(ratio "$curl_large_s" "$opened_s")x | |"
 echo "| CPU per large image downloaded and opened, ms (the agent's) | $(per1 "$opened_cpu" 20 1e3) | | | |"
 echo "| Peer.Ping from a separate client while 3 × 40 large images arrive, p99 / max ms ($(pf count | cut -d. -f1) pings) | $(pf p99_ms) / $(pf max_ms) | | | p99 < 5 |"
+[ -n "$ping_rt" ] && echo "| the same, the prober at real-time priority (chrt -f 10), p99 / max ms ($(pf count "$ping_rt" | cut -d. -f1) pings) | $(pf p99_ms "$ping_rt") / $(pf max_ms "$ping_rt") | | | p99 < 5 |"
 echo "| coalescing: 50 requests for one URL became HTTP requests | $(( after - before )) | |"
 echo "| disk-tier hit, request to DownloadFinished, p50 / p99 ms (HTTP requests made: $(( served_after - served_before )) of 200) | $(sed -n 's/.*p50_ms=\([0-9.]*\).*/\1/p' <<<"$disk_hits") / $(sed -n 's/.*p99_ms=\([0-9.]*\).*/\1/p' <<<"$disk_hits") | |"
 echo
