@@ -136,11 +136,7 @@ public final class Message: @unchecked Sendable {
                 path: signal.path, interface: signal.interface, member: signal.member, destination: signal.destination
             ).withUnsafeBytes { body.message(header: $0) }
         } else {
-            var header: UnsafeMutablePointer<CChar>?
-            var headerCount: Int32 = 0
-            guard dbus_message_marshal(_raw, &header, &headerCount) != 0, let header else { return false }
-            message = body.message(header: UnsafeRawBufferPointer(start: header, count: Int(headerCount)))
-            free(header)
+            message = Self.withMarshalled(_raw) { body.message(header: $0) } ?? nil
         }
         guard let bytes = message else { return false }
         var error = CDBus.DBusError()
@@ -289,17 +285,13 @@ public final class Message: @unchecked Sendable {
         // 128 MiB: most replies and signals are known so, and need no walk.
         if isBuiltHere, bodyBound < UInt64(CDBUS_MAXIMUM_ARRAY_LENGTH) - 65536 { return nil }
         var longest: UInt64 = 0
+        let bound: UInt64
         if let wire {  // known without handing it to libdbus, which would refuse it whole
             longest = UInt64(wire.longestArray)
-            if longest > UInt64(CDBUS_MAXIMUM_ARRAY_LENGTH) {
-                return "an array of \(longest) bytes, over the D-Bus limit of \(CDBUS_MAXIMUM_ARRAY_LENGTH) bytes"
-            }
-            if wire.bytes.count + 65536 >= CDBUS_MAXIMUM_MESSAGE_LENGTH {
-                return "about \(wire.bytes.count) bytes, over the D-Bus message limit of \(CDBUS_MAXIMUM_MESSAGE_LENGTH) bytes"
-            }
-            return nil
+            bound = UInt64(wire.bytes.count)
+        } else {
+            bound = cdbus_message_bound(raw, &longest)
         }
-        let bound = cdbus_message_bound(raw, &longest)
         if longest > UInt64(CDBUS_MAXIMUM_ARRAY_LENGTH) {
             return "an array of \(longest) bytes, over the D-Bus limit of \(CDBUS_MAXIMUM_ARRAY_LENGTH) bytes"
         }
@@ -318,26 +310,27 @@ public final class Message: @unchecked Sendable {
         return Int(clamping: cdbus_message_bound(raw, &longest)) &+ 65536
     }
 
-    /// The whole message as libdbus would send it (for tests).
-    var marshalled: [UInt8] {
+    /// `body` with `raw` as libdbus would send it, header and body; nil when libdbus could not.
+    private static func withMarshalled<T>(_ raw: OpaquePointer, _ body: (UnsafeRawBufferPointer) -> T) -> T? {
         var bytes: UnsafeMutablePointer<CChar>?
         var count: Int32 = 0
-        guard dbus_message_marshal(raw, &bytes, &count) != 0, let bytes else { return [] }
+        guard dbus_message_marshal(raw, &bytes, &count) != 0, let bytes else { return nil }
         defer { free(bytes) }
-        return Array(UnsafeRawBufferPointer(start: bytes, count: Int(count)))
+        return body(UnsafeRawBufferPointer(start: bytes, count: Int(count)))
     }
+
+    /// The whole message as libdbus would send it (for tests).
+    var marshalled: [UInt8] { Self.withMarshalled(raw) { Array($0) } ?? [] }
 
     /// The body's length on the wire (for tests of `bodyBound`).
     var wireBodyLength: Int {
-        var bytes: UnsafeMutablePointer<CChar>?
-        var count: Int32 = 0
-        guard dbus_message_marshal(raw, &bytes, &count) != 0, let bytes, count >= 16 else { return -1 }
-        defer { free(bytes) }
-        let b = UnsafeRawPointer(bytes).assumingMemoryBound(to: UInt8.self)
-        let little = b[0] == UInt8(ascii: "l")
-        var n = 0
-        for i in 0..<4 { n |= Int(b[4 + i]) << (8 * (little ? i : 3 - i)) }
-        return n
+        Self.withMarshalled(raw) { b in
+            guard b.count >= 16 else { return -1 }
+            let little = b[0] == UInt8(ascii: "l")
+            var n = 0
+            for i in 0..<4 { n |= Int(b[4 + i]) << (8 * (little ? i : 3 - i)) }
+            return n
+        } ?? -1
     }
 
     /// An error reply in place of this method return (same destination and reply serial), for a

@@ -183,8 +183,7 @@ public struct MessageWriter {
         }
         if lengthAt >= 0 {
             wire.longestArray = max(wire.longestArray, wire.bytes.count - elementsAt)
-            let length = UInt32(truncatingIfNeeded: wire.bytes.count - elementsAt)
-            withUnsafeBytes(of: length.littleEndian) { wire.bytes.replaceSubrange(lengthAt..<(lengthAt + 4), with: $0) }
+            WireBody.set(UInt32(truncatingIfNeeded: wire.bytes.count - elementsAt), at: lengthAt, in: &wire.bytes)
         }
     }
 

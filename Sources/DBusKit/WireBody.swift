@@ -44,8 +44,18 @@ final class WireBody {
     }
 
     @inline(__always)
-    func putU32(_ v: UInt32) {
-        withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) }
+    func putU32(_ v: UInt32) { Self.append(v, to: &bytes) }
+
+    /// `v`'s four bytes, little-endian, at the end of `out`.
+    @inline(__always)
+    static func append(_ v: UInt32, to out: inout [UInt8]) {
+        withUnsafeBytes(of: v.littleEndian) { out.append(contentsOf: $0) }
+    }
+
+    /// `v`'s four bytes, little-endian, over `out[offset..<offset + 4]` (a length known only later).
+    @inline(__always)
+    static func set(_ v: UInt32, at offset: Int, in out: inout [UInt8]) {
+        withUnsafeBytes(of: v.littleEndian) { out.replaceSubrange(offset..<(offset + 4), with: $0) }
     }
 
     /// A fixed-size value (its bytes in host order, little-endian here), aligned to its size.
@@ -117,7 +127,7 @@ final class WireBody {
         func field(_ code: UInt8, _ type: UInt8, _ value: String) {
             while h.count % 8 != 0 { h.append(0) }
             h.append(contentsOf: [code, 1, type, 0])
-            withUnsafeBytes(of: UInt32(value.utf8.count).littleEndian) { h.append(contentsOf: $0) }
+            append(UInt32(value.utf8.count), to: &h)
             h.append(contentsOf: value.utf8)
             h.append(0)
         }
@@ -125,7 +135,7 @@ final class WireBody {
         field(2, UInt8(ascii: "s"), interface)
         field(3, UInt8(ascii: "s"), member)
         if let destination { field(6, UInt8(ascii: "s"), destination) }
-        withUnsafeBytes(of: UInt32(h.count - 16).littleEndian) { h.replaceSubrange(12..<16, with: $0) }
+        set(UInt32(h.count - 16), at: 12, in: &h)
         return h
     }
 
@@ -148,8 +158,8 @@ final class WireBody {
         }
         let fields = UInt32(out.count - 16)
         while out.count % 8 != 0 { out.append(0) }
-        withUnsafeBytes(of: UInt32(bytes.count).littleEndian) { out.replaceSubrange(4..<8, with: $0) }
-        withUnsafeBytes(of: fields.littleEndian) { out.replaceSubrange(12..<16, with: $0) }
+        Self.set(UInt32(bytes.count), at: 4, in: &out)
+        Self.set(fields, at: 12, in: &out)
         // A serial of 0 is invalid on the wire; the copy made after loading gets 0 again, for
         // the connection to number.
         if out[8] == 0, out[9] == 0, out[10] == 0, out[11] == 0 { out[8] = 1 }
