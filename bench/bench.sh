@@ -193,34 +193,30 @@ rate() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%d", n / s }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 per() { awk -v s="$1" -v n="$2" -v unit="$3" 'BEGIN { printf "%.0f", s / n * unit }'; }
 per1() { awk -v s="$1" -v n="$2" -v unit="$3" 'BEGIN { printf "%.1f", s / n * unit }'; }
-# The loop while 40 large images arrive (3 rounds): a separate Peer.Ping prober on CPU 1.
-coproc PROBE { taskset -c 1 "$PY" Tests/Integration/prober.py "$DBUS_SESSION_BUS_ADDRESS" 2>/dev/null; }
-read -r _ <&"${PROBE[0]}"
-for r in 1 2 3; do
-  mapfile -t u < <(urls large 40 "p$r")
-  taskset -c 0 "$LOAD" downloads 1 "${u[@]}" >/dev/null
-  busctl --address="$DBUS_SESSION_BUS_ADDRESS" call org.example.NetActivity /org/example/NetActivity \
-      org.example.NetActivity.ImageCache RemoveAllImages >/dev/null
-done
-exec {PROBE[1]}>&-
-read -r ping_large <&"${PROBE[0]}"
-pf() { "$PY" -c 'import json, sys; print("%.1f" % json.loads(sys.argv[1])[sys.argv[2]])' "${2:-$ping_large}" "$1" 2>/dev/null || echo "?"; }
-# The same with the prober at real-time priority, where the bench may use it: the plain prober
-# shares CPU 1 with the HTTP server, which is busy sending the images, so its figure includes its
-# own waits for that CPU as well as the agent's.
-ping_rt=''
-if chrt -f 10 true 2>/dev/null; then
-  coproc PROBE_RT { chrt -f 10 taskset -c 1 "$PY" Tests/Integration/prober.py "$DBUS_SESSION_BUS_ADDRESS" 2>/dev/null; }
-  read -r _ <&"${PROBE_RT[0]}"
+# The loop while 40 large images arrive (3 rounds of URLs tagged TAG): a separate Peer.Ping prober
+# on CPU 1, run under the command prefix given (if any); prints the prober's summary.
+ping_during_large() {
+  local tag=$1 r out
+  shift
+  coproc PROBE { "$@" taskset -c 1 "$PY" Tests/Integration/prober.py "$DBUS_SESSION_BUS_ADDRESS" 2>/dev/null; }
+  read -r _ <&"${PROBE[0]}"
   for r in 1 2 3; do
-    mapfile -t u < <(urls large 40 "q$r")
+    mapfile -t u < <(urls large 40 "$tag$r")
     taskset -c 0 "$LOAD" downloads 1 "${u[@]}" >/dev/null
     busctl --address="$DBUS_SESSION_BUS_ADDRESS" call org.example.NetActivity /org/example/NetActivity \
         org.example.NetActivity.ImageCache RemoveAllImages >/dev/null
   done
-  exec {PROBE_RT[1]}>&-
-  read -r ping_rt <&"${PROBE_RT[0]}"
-fi
+  exec {PROBE[1]}>&-
+  read -r out <&"${PROBE[0]}"
+  echo "$out"
+}
+ping_large=$(ping_during_large p)
+# The same with the prober at real-time priority, where the bench may use it: the plain prober
+# shares CPU 1 with the HTTP server, which is busy sending the images, so its figure includes its
+# own waits for that CPU as well as the agent's.
+ping_rt=''
+if chrt -f 10 true 2>/dev/null; then ping_rt=$(ping_during_large q chrt -f 10); fi
+pf() { "$PY" -c 'import json, sys; print("%.1f" % json.loads(sys.argv[1])[sys.argv[2]])' "${2:-$ping_large}" "$1" 2>/dev/null || echo "?"; }
 mb() { awk -v s="$1" 'BEGIN { printf "%.0f", 20 * (4194304 + 1000) / s / 1e6 }'; }
 before=$(curl -s "$HTTP/count")
 coalesce=$(taskset -c 0 "$LOAD" downloads 50 "$HTTP/slow/shared.png")
