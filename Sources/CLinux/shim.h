@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <sys/prctl.h>
 #include <time.h>
+#include <sys/vfs.h>
 
 /* sigset manipulation macros/functions are awkward from Swift: a tiny helper that blocks
    the termination signals and returns a signalfd for them. */
@@ -62,6 +63,7 @@ static inline int clinux_eventfd(void) {
 #define F_SEAL_WRITE 0x0008
 #endif
 static const int CLINUX_SEALS_READ_ONLY = F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
+static const int CLINUX_SEAL_SEAL = F_SEAL_SEAL;
 
 /* An empty memfd that can be sealed later (a body written as it arrives), or -1 with errno set. */
 static inline int clinux_memfd(const char *name) {
@@ -110,6 +112,14 @@ static inline int clinux_cond_init_monotonic(pthread_cond_t *cond) {
     int rc = pthread_cond_init(cond, &attr);
     pthread_condattr_destroy(&attr);
     return rc;
+}
+
+/* 1 when fd is on a FUSE file system (whose server could hold a read up forever), 0 when not,
+   -1 with errno set. */
+static inline int clinux_is_on_fuse(int fd) {
+    struct statfs fs;
+    if (fstatfs(fd, &fs) != 0) return -1;
+    return fs.f_type == 0x65735546 ? 1 : 0;
 }
 
 /* The seals on an fd (F_GET_SEALS), or -1. */

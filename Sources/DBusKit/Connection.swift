@@ -428,6 +428,10 @@ public final class Connection: MessageSink {
     /// `LimitsExceeded` error reply saying why, anything else is dropped (and counted).
     public func send(_ message: Message) {
         guard !closed else { return }
+        if !silenced.isEmpty, let d = dbus_message_get_destination(message.raw), silenced.contains(String(cString: d)) {
+            droppedForSilenced += 1
+            return
+        }
         if let problem = message.busLimitViolation {
             oversizedMessages += 1
             return sendErrorInPlace(of: message, .limitsExceeded("The reply would hold \(problem); ask for less"))
@@ -438,8 +442,59 @@ public final class Connection: MessageSink {
             unmarshallableMessages += 1
             return sendErrorInPlace(of: message, .failed("The reply could not be marshalled"))
         }
-        outgoingBound &+= message.queuedBound
+        let bound = message.queuedBound
+        outgoingBound &+= bound
+        sentBound &+= bound
+        if sentBound >= nextVolumeMark { volumeReached() }
+        if bound >= Self.largeMessageBytes, let onLargeMessage, let d = dbus_message_get_destination(message.raw) {
+            onLargeMessage(String(cString: d), bound)
+        }
         _ = dbus_connection_send(raw, message.raw, nil)
+    }
+
+    /// Messages from this size on (an upper bound) are reported, with their destination, to
+    /// `onLargeMessage` as they are sent, so the owner can tell a peer that does not read them.
+    public static let largeMessageBytes = 64 * 1024
+    public var onLargeMessage: ((_ destination: String, _ bytes: Int) -> Void)?
+
+    /// Peers that do not read what they are sent (the owner decides, from the bus daemon's view
+    /// of their queues): replies and unicast signals to them are dropped, not queued in the bus,
+    /// where they would count against what the daemon lets us have in flight for everyone.
+    @exclusivity(unchecked) public var silenced: Set<String> = []
+    /// Messages dropped because their destination was silenced.
+    public private(set) var droppedForSilenced = 0
+
+    /// Called (on the next turn of the loop, never inside `send`) each time another `volumeStep`
+    /// bytes have been sent: the owner's cue to ask the daemon whether they are being read.
+    public var onVolume: (() -> Void)?
+    public var volumeStep = 16 << 20
+    /// Bytes handed to libdbus so far (each message's upper bound).
+    @exclusivity(unchecked) private var sentBound = 0
+    @exclusivity(unchecked) private var nextVolumeMark = 16 << 20
+    private var volumeScheduled = false
+
+    private func volumeReached() {
+        nextVolumeMark = sentBound &+ volumeStep
+        guard let onVolume, !volumeScheduled, let loop else { return }
+        volumeScheduled = true
+        _ = loop.schedule(afterNanoseconds: 0) { [weak self] in
+            self?.volumeScheduled = false
+            onVolume()
+        }
+    }
+
+    /// A method call on the bus daemon's interface `interface` (its Debug.Stats, say) whose
+    /// reply arrives through the event loop.
+    public func busCallAsync(
+        interface: String, _ member: String, timeoutMilliseconds: Int32 = 25_000, _ body: (inout MessageWriter) -> Void = { _ in },
+        _ completion: @escaping (Result<Message, DBusError>) -> Void
+    ) {
+        guard let m = try? Message.methodCall(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: interface, member: member)
+        else { return completion(.failure(.failed("Could not build a call to \(member)"))) }
+        var w = m.writer()
+        body(&w)
+        callAsync(m, timeoutMilliseconds: timeoutMilliseconds, completion)
     }
 
     /// Messages `send` refused because the bus would have disconnected us for them.
@@ -528,13 +583,7 @@ public final class Connection: MessageSink {
         _ member: String, timeoutMilliseconds: Int32 = 25_000, _ body: (inout MessageWriter) -> Void = { _ in },
         _ completion: @escaping (Result<Message, DBusError>) -> Void
     ) {
-        guard let m = try? Message.methodCall(
-            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-            interface: "org.freedesktop.DBus", member: member)
-        else { return completion(.failure(.failed("Could not build a call to \(member)"))) }
-        var w = m.writer()
-        body(&w)
-        callAsync(m, timeoutMilliseconds: timeoutMilliseconds, completion)
+        busCallAsync(interface: "org.freedesktop.DBus", member, timeoutMilliseconds: timeoutMilliseconds, body, completion)
     }
 
     /// Calls a method on the bus daemon itself.

@@ -343,6 +343,8 @@ public final class ObjectServer {
                     remember(Route(path: path, table: table, method: method))
                     try invoke(method.storage, interface: interface, message: message, path: path, sender: sender)
                 } else if interface == ObjectServer.propertiesInterface {
+                    caller = sender ?? ""
+                    defer { caller = "" }
                     try handleProperties(member, message: message, path: path, object: object)
                 } else if interface == ObjectServer.objectManagerInterface, managers.contains(path) {
                     guard member == "GetManagedObjects" else {
@@ -362,6 +364,8 @@ public final class ObjectServer {
                 if let table = object.interfaces.first(where: { $0.methods[member] != nil }) {
                     try invoke(table.methods[member]!.storage, interface: table.name, message: message, path: path, sender: sender)
                 } else if ["Get", "GetAll", "Set"].contains(member) {
+                    caller = sender ?? ""
+                    defer { caller = "" }
                     try handleProperties(member, message: message, path: path, object: object)
                 } else if member == "Introspect" {
                     try introspect(message, path: path, object: object)
@@ -375,6 +379,10 @@ public final class ObjectServer {
             replyThrown(message, error)
         }
     }
+
+    /// The sender of the Properties call being answered, for a getter whose answer depends on who
+    /// asks (on the connection's thread; "" outside such a call or for signals).
+    @exclusivity(unchecked) public private(set) var caller = ""
 
     /// The error reply for whatever a handler threw.
     private func replyThrown(_ message: Message, _ error: any Error) {

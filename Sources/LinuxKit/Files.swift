@@ -1,3 +1,4 @@
+internal import CLinux
 import Glibc
 
 public enum Files {
@@ -25,6 +26,12 @@ public enum Files {
 
     /// The first `count` bytes of the file behind `fd` (read at offset 0, whatever its file
     /// offset), or nil when it has fewer or a read fails.
+    /// Whether `fd` is on a FUSE file system (a user's server could hold a read up forever);
+    /// true also when that cannot be told.
+    public static func isOnFUSE(_ fd: Int32) -> Bool {
+        clinux_is_on_fuse(fd) != 0
+    }
+
     public static func readPrefix(_ fd: Int32, count: Int) -> [UInt8]? {
         var bytes = [UInt8](repeating: 0, count: count)
         var done = 0

@@ -40,6 +40,15 @@ public enum SealedMemory {
         clinux_seal_read_only(fd) == 0
     }
 
+    /// The seals a client's memfd must carry for the agent to keep it as it is: nobody can write,
+    /// shrink or grow it (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW).
+    public static let requiredForAdoption: Int32 = CLINUX_SEALS_READ_ONLY & ~CLINUX_SEAL_SEAL
+
+    /// The seals on `fd` (0 when it takes none: not a memfd).
+    public static func seals(of fd: Int32) -> Int32 {
+        max(0, clinux_get_seals(fd))
+    }
+
     /// Whether `fd` carries all the read-only seals.
     public static func isSealedReadOnly(_ fd: Int32) -> Bool {
         let seals = clinux_get_seals(fd)

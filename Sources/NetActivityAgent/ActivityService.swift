@@ -52,10 +52,10 @@ public final class ActivityService: ActivitySink, IndicatorSource {
     /// Open leases: our read end of the pipe -> the holder.
     private var leases: [Int32: String] = [:]
     private var leasesByClient: [String: Set<Int32>] = [:]
-    private let leasesInAll: Int
-    /// Leases per app (the unit of fairness). A holder's app is known from its first call until
-    /// its departure has been handled, so acquiring and releasing always agree on it.
-    private var leasesByApp: [String: Int] = [:]
+    /// Leases: the budget (40 % of `leasesInAll`), the apps' shares past it, the hard limit and the
+    /// per-client cap. A holder's app is known from its first call until its departure has been
+    /// handled, so acquiring and releasing always agree on it.
+    private var leaseQuota: FairQuota
 
     @exclusivity(unchecked) private var countCoalescer = ChangeCoalescer(interval: .milliseconds(50))
     private var emittedCount: UInt32 = 0
@@ -77,7 +77,10 @@ public final class ActivityService: ActivitySink, IndicatorSource {
         self.loop = loop
         ledger.limits[.task] = UInt32(NetActivityLimits.maxLiveTasksPerClient)
         ledger.limits[.lease] = NetActivityLimits.leasesPerClient(fileLimit: fileLimit)
-        leasesInAll = NetActivityLimits.leasesInAll(fileLimit: fileLimit)
+        let leasesInAll = NetActivityLimits.leasesInAll(fileLimit: fileLimit)
+        leaseQuota = FairQuota(
+            budget: max(1, leasesInAll * 2 / 5), limit: leasesInAll,
+            perConnection: Int(NetActivityLimits.leasesPerClient(fileLimit: fileLimit)))
         machine = ActivityIndicatorStateMachine(
             activationDelay: .seconds(double: activationDelay), completionDelay: .seconds(double: completionDelay))
     }
@@ -233,7 +236,7 @@ public final class ActivityService: ActivitySink, IndicatorSource {
     public func clientVanished(_ client: String) {
         for fd in leasesByClient.removeValue(forKey: client) ?? [] {
             leases[fd] = nil
-            releaseLeaseOfApp(of: client)
+            leaseQuota.release(connection: client, leaf: context.peers.app(of: client))
             loop.unwatch(fd: fd)
             close(fd)
         }
@@ -349,15 +352,9 @@ public final class ActivityService: ActivitySink, IndicatorSource {
             throw NetActivityError.invalidArgs(
                 "Reason is \(reason.utf8.count) bytes long; the limit is \(NetActivityLimits.maxReasonBytes)")
         }
-        guard leases.count < leasesInAll else {
-            throw NetActivityError.limitsExceeded(
-                "The agent already holds \(leases.count) leases, the most it holds for all clients (half its open-file limit)")
-        }
         let app = context.peers.app(of: client)
-        let share = NetActivityLimits.appShare(of: leasesInAll)
-        guard leasesByApp[app, default: 0] < share else {
-            throw NetActivityError.limitsExceeded(
-                "The app \(app) already holds \(share) leases over all its connections, its share of the agent's \(leasesInAll)")
+        if let refusal = leaseQuota.check(connection: client, leaf: app) {
+            throw NetActivityError.limitsExceeded(refusal.message("leases", client: client, leaf: app, quota: leaseQuota))
         }
         guard let (readEnd, writeEnd) = makeLeasePipe() else {
             throw NetActivityError.limitsExceeded("Could not create a lease: \(String(cString: strerror(errno)))")
@@ -373,22 +370,16 @@ public final class ActivityService: ActivitySink, IndicatorSource {
         }
         leases[readEnd] = client
         leasesByClient[client, default: []].insert(readEnd)
-        leasesByApp[app, default: 0] += 1
+        leaseQuota.charge(connection: client, leaf: app)
         // Watched for the hang-up alone (epoll always reports it): the agent never reads a lease,
         // so a holder that writes into it only fills its own pipe and never wakes the loop.
         loop.watch(fd: readEnd, events: 0) { [unowned self] _ in self.endLease(fd: readEnd) }
         context.logger.debug("Lease \(readEnd) for \(client): \(reason)")
     }
 
-    private func releaseLeaseOfApp(of client: String) {
-        let app = context.peers.app(of: client)
-        guard let n = leasesByApp[app] else { return }
-        leasesByApp[app] = n > 1 ? n - 1 : nil
-    }
-
     private func endLease(fd: Int32) {
         guard let client = leases.removeValue(forKey: fd) else { return }
-        releaseLeaseOfApp(of: client)
+        leaseQuota.release(connection: client, leaf: context.peers.app(of: client))
         leasesByClient[client]?.remove(fd)
         if leasesByClient[client]?.isEmpty == true { leasesByClient[client] = nil }
         loop.unwatch(fd: fd)

@@ -53,6 +53,7 @@ public final class Agent {
         peers = BusPeerRegistry(connection: connection, scheduler: loop)
         let server = ObjectServer(sink: connection)
         context = AgentContext(scheduler: loop, server: server, peers: peers, logger: logger)
+        peers.context = context
         // A new peer's calls wait, in order, until the registry knows its app (one bus round trip),
         // so that every handler charges what it grants to the right app. They are then handed back
         // to the connection, which dispatches them like any other call (under its limit on queued

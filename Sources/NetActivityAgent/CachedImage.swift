@@ -6,21 +6,17 @@ import NetActivityCore
 /// and the disk worker done with it).
 final class CachedImage {
     let info: ImageInfo
-    /// The client that added it with AddImage; nil for the downloader's own entries. A download
-    /// cache hit counts only the downloader's entries and the caller's own.
-    let addedBy: String?
     let body: ImageBody
 
-    /// Keeps `body` as it is (a downloaded one: no copy).
-    init(info: ImageInfo, body: ImageBody, addedBy: String? = nil) {
+    /// Keeps `body` as it is (a downloaded one, or a client's sealed memfd: no copy).
+    init(info: ImageInfo, body: ImageBody) {
         self.info = info
         self.body = body
-        self.addedBy = addedBy
     }
 
     /// Copies `data` into a body of its own.
-    convenience init(info: ImageInfo, data: UnsafeRawBufferPointer, addedBy: String? = nil) {
-        self.init(info: info, body: ImageBody.copy(of: data), addedBy: addedBy)
+    convenience init(info: ImageInfo, data: UnsafeRawBufferPointer) {
+        self.init(info: info, body: ImageBody.copy(of: data))
     }
 
     var size: Int { body.count }

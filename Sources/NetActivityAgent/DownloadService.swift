@@ -17,11 +17,12 @@ public final class DownloadService: ImageDownloader.Observer {
     private unowned let images: any ImageStore
     private unowned let tasks: any TaskFactory
     private var transferTasks: [UInt64: TaskEntry] = [:]
-    private var pendingByOwner: [String: Int] = [:]
-    private var pendingInAll = 0
-    /// Pending receipts per app (the unit of fairness). An owner's app is known from its first
-    /// call until its departure has been handled, so counting and releasing agree on it.
-    private var pendingByApp: [String: Int] = [:]
+    /// Pending receipts: the budget, the shares of apps and the per-client cap. An owner's app is
+    /// known from its first call until its departure has been handled, so counting and releasing
+    /// agree on it.
+    private var pending = FairQuota(
+        budget: NetActivityLimits.pendingDownloadsBudget, limit: NetActivityLimits.maxPendingDownloads,
+        perConnection: NetActivityLimits.maxPendingDownloadsPerClient)
     /// Told of every failed download but cancellations (the notifier posts them).
     public var onFailure: [(_ url: String, _ message: String) -> Void] = []
 
@@ -42,7 +43,9 @@ public final class DownloadService: ImageDownloader.Observer {
 
     lazy var core: ImageDownloader = {
         let d = ImageDownloader(
-            isCached: { [unowned self] key, owner in self.images.contains(key, answeringFor: owner) },
+            isCached: { [unowned self] key, owner in
+                self.images.contains(key, answeringFor: owner.map { self.context.peers.app(of: $0) })
+            },
             store: { [unowned self] key, fetched, app in self.images.store(fetched.body, for: key, app: app) },
             fetch: { [unowned self] request, progress, completion in self.fetch(request, progress, completion) })
         d.observer = self
@@ -137,26 +140,15 @@ public final class DownloadService: ImageDownloader.Observer {
             throw .invalidArgs(
                 "additional-identifier is \(additional.utf8.count) bytes long; the limit is \(NetActivityLimits.maxImageKeyBytes)")
         }
-        let pending = pendingByOwner[owner] ?? 0
-        guard pending < NetActivityLimits.maxPendingDownloadsPerClient else {
-            throw .limitsExceeded("Client \(owner) already waits for \(pending) downloads, the most one client may")
-        }
-        guard pendingInAll < NetActivityLimits.maxPendingDownloads else {
-            throw .limitsExceeded("The agent already waits for \(pendingInAll) downloads, the most it takes for all clients")
-        }
         let app = context.peers.app(of: owner)
-        let share = NetActivityLimits.appShare(of: NetActivityLimits.maxPendingDownloads)
-        guard pendingByApp[app, default: 0] < share else {
-            throw .limitsExceeded(
-                "The app \(app) already waits for \(share) downloads over all its connections, its share of the agent's \(NetActivityLimits.maxPendingDownloads)")
+        if let refusal = pending.check(connection: owner, leaf: app) {
+            throw .limitsExceeded(refusal.message("downloads waited for", client: owner, leaf: app, quota: pending))
         }
         let key = ImageRequestKey.make(url: url, additional: additional)
         var receipt = ""
         let reload = options[Option.reload.rawValue]?.boolValue ?? false
         // Counted before the call: a transport that fails at once answers inside it.
-        pendingByOwner[owner, default: 0] += 1
-        pendingInAll += 1
-        pendingByApp[app, default: 0] += 1
+        pending.charge(connection: owner, leaf: app)
         let ticket = core.download(url: url, key: key, owner: owner, app: app, reload: reload) {
             [unowned self] result in
             self.finished(receipt: receipt, url: url, owner: owner, result)
@@ -199,12 +191,7 @@ public final class DownloadService: ImageDownloader.Observer {
     }
 
     private func release(_ owner: String, count: Int = 1) {
-        guard let n = pendingByOwner[owner] else { return }
-        let released = min(n, count)
-        pendingByOwner[owner] = n > released ? n - released : nil
-        pendingInAll -= released
-        let app = context.peers.app(of: owner)
-        if let m = pendingByApp[app] { pendingByApp[app] = m > released ? m - released : nil }
+        pending.release(connection: owner, leaf: context.peers.app(of: owner), cost: count)
     }
 
     func cancel(receipt: String, by caller: String) throws(NetActivityError) -> Bool {
@@ -219,7 +206,8 @@ public final class DownloadService: ImageDownloader.Observer {
     /// departures: each queued transfer is a task object whose cancellation is announced, and
     /// 5,000 of them at once held the loop for a third of a second (debug build).
     public func ownerVanished(_ owner: String) {
-        guard let n = pendingByOwner[owner] else { return }
+        let n = pending.held(byConnection: owner)
+        guard n > 0 else { return }
         release(owner, count: n)
         departing.append(owner)
         if departing.count == 1 { drainDepartures() }

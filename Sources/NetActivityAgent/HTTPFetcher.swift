@@ -115,9 +115,12 @@ final class HTTPFetcher {
     private var timer: EventLoop.TimerID?
     private var live: [ObjectIdentifier: Transfer] = [:]
     private var serials: UInt64 = 0
-    /// Response bytes held by running transfers, in all and per app (`Limits.bodiesInFlight`).
-    private var buffered = 0
-    private var bufferedByApp: [String: Int] = [:]
+    /// Response bytes held by running transfers (`Limits.bodiesInFlight` in all; apps' shares past
+    /// 40 % of that), charged to each transfer's app. Made at the first transfer, from the limits.
+    private lazy var inFlight: FairQuota = {
+        let inAll = NetActivityLimits.bodiesInFlight(largestBody: limits.maxBytes)
+        return FairQuota(budget: max(1, inAll * 2 / 5), limit: inAll, perConnection: Int.max)
+    }()
     private var resumeScheduled = false
     var limits: Limits
 
@@ -264,9 +267,7 @@ final class HTTPFetcher {
 
     private func release(_ t: Transfer) {
         if t.received > 0 {
-            buffered -= t.received
-            let left = bufferedByApp[t.app, default: 0] - t.received
-            bufferedByApp[t.app] = left > 0 ? left : nil
+            inFlight.release(connection: t.app, leaf: t.app, cost: t.received)
             scheduleResume()
         }
         if let easy = t.easy {
@@ -311,20 +312,15 @@ final class HTTPFetcher {
 
     // MARK: bytes in flight
 
-    /// Whether `t` may take `n` more response bytes now: within its app's share and the budget of
-    /// all transfers (`NetActivityLimits.bodiesInFlight`). Past them, the oldest running transfer
-    /// still may (and an app's oldest while the budget holds), so the budget can never be held
-    /// by transfers that all wait: the oldest completes and frees its bytes. Charges what it admits.
+    /// Whether `t` may take `n` more response bytes now: as `FairQuota` allows for its app. Past
+    /// that, the oldest running transfer still may (and an app's oldest within the limit), so the
+    /// budget can never be held by transfers that all wait: the oldest completes and frees its
+    /// bytes. Charges what it admits.
     private func admit(_ t: Transfer, bytes n: Int) -> Bool {
-        let inAll = NetActivityLimits.bodiesInFlight(largestBody: limits.maxBytes)
-        let share = NetActivityLimits.appShare(of: inAll)
-        let appBytes = bufferedByApp[t.app, default: 0]
-        let fits = buffered + n <= inAll
-        let admitted = (fits && appBytes + n <= share) || isOldest(t, ofApp: nil) || (fits && isOldest(t, ofApp: t.app))
-        if admitted {
-            buffered += n
-            bufferedByApp[t.app] = appBytes + n
-        }
+        let fits = inFlight.total + n <= inFlight.limit
+        let admitted = inFlight.check(connection: t.app, leaf: t.app, cost: n) == nil || isOldest(t, ofApp: nil)
+            || (fits && isOldest(t, ofApp: t.app))
+        if admitted { inFlight.charge(connection: t.app, leaf: t.app, cost: n) }
         return admitted
     }
 

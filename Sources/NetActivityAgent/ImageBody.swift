@@ -44,6 +44,27 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
         return plain
     }
 
+    /// A body that takes over `fd`, a client's memfd sealed against writing, shrinking and growing
+    /// (so nobody can change it under us): mapped read-only, no copy. Nil, leaving `fd` to the
+    /// caller, when it is not such a memfd, is empty, or is larger than `maxBytes`; `fd` is the
+    /// body's (closed with it) otherwise.
+    static func adopting(sealed fd: Int32, maxBytes: Int) -> ImageBody? {
+        let required = SealedMemory.requiredForAdoption
+        var st = stat()
+        guard SealedMemory.seals(of: fd) & required == required, fstat(fd, &st) == 0, st.st_size > 0,
+              st.st_size <= maxBytes
+        else { return nil }
+        let count = Int(st.st_size)
+        guard let map = mmap(nil, count, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED else { return nil }
+        let body = ImageBody(memfd: false)
+        body.count = count
+        body.sealed = true
+        body.fd = fd
+        body.mapping = UnsafeRawPointer(map)
+        memfds.add(1, ordering: .relaxed)
+        return body
+    }
+
     /// Frees large bodies: unmapping and closing a memfd of megabytes gives its pages back in
     /// the kernel, a millisecond or more, and the cache may evict many at once. Not in the loop.
     static let reaper = SerialWorker(name: "netactivity-free", background: false)

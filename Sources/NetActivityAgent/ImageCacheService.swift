@@ -7,16 +7,24 @@ public import NetActivityCore
 public protocol ImageStore: AnyObject {
     /// The largest image the store can hold.
     var memoryCapacity: UInt64 { get }
-    /// Whether `key` is held by an entry that may answer `owner`'s download (without refreshing
-    /// its recency): one the downloader stored, or one `owner` added itself (nil: the downloader's
+    /// Whether `key` is held by an entry that may answer a download for `leaf` (without refreshing
+    /// its recency): one the downloader stored, or one `leaf` added itself (nil: the downloader's
     /// only). An entry another app added under someone's URL is never served as that URL.
-    func contains(_ key: String, answeringFor owner: String?) -> Bool
-    /// Keeps `bytes` under `key`, charged to `app`, or says why not (`TooLarge`, `NotAnImage`).
+    func contains(_ key: String, answeringFor leaf: String?) -> Bool
+    /// Keeps `bytes` under `key`, charged to `app` (a leaf), or says why not (`TooLarge`,
+    /// `NotAnImage`, `LimitsExceeded`).
     func store(_ body: any FetchedBody, for key: String, app: String) -> Result<Void, ImageDownloader.Failure>
 }
 
 /// `org.example.NetActivity.ImageCache`: AFAutoPurgingImageCache for every app, with large images
 /// in sealed memfds (`OpenImage` hands out read-only opens, no copy), and memory pressure trims.
+///
+/// Keys are scoped (DESIGN "Provenance on every read path"): for a URL's key (`http:`/`https:`),
+/// an app's own `AddImage` lives in that app's namespace (its leaf: the app, or its process in the
+/// unscoped pool) and the downloader's entry is everyone's; plain identifiers are one namespace
+/// for host apps and a namespace of its own for each sandboxed app. An app's own entry answers
+/// before the downloader's. The namespaced entry is stored under key + NUL NUL + leaf, which no
+/// key a client can send equals (D-Bus strings hold no NUL, and a request key has one NUL).
 public final class ImageCacheService: ImageStore {
     private let context: AgentContext
     var imageCache = AutoPurgingImageCache<CachedImage>()
@@ -42,6 +50,12 @@ public final class ImageCacheService: ImageStore {
                 },
                 DBusMethod(M.addImageForRequest.rawValue, in: urlArgs + [dataArg]) { [unowned self] in
                     try self.addImageForRequest(&$0)
+                },
+                DBusMethod(M.addImageFromFd.rawValue, in: [DBusArgument("identifier", "s"), DBusArgument("image", "h")]) {
+                    [unowned self] in try self.addImageFromFd(&$0)
+                },
+                DBusMethod(M.addImageFromFdForRequest.rawValue, in: urlArgs + [DBusArgument("image", "h")]) {
+                    [unowned self] in try self.addImageFromFdForRequest(&$0)
                 },
                 DBusMethod(M.lookupImage.rawValue, in: [DBusArgument("identifier", "s")], out: [DBusArgument("found", "b"), dataArg]) {
                     [unowned self] in try self.lookupImage(&$0)
@@ -86,8 +100,11 @@ public final class ImageCacheService: ImageStore {
                     w.append(UInt32(clamping: self.imageCache.count))
                 },
                 DBusProperty(P.memoryUsageByApp.rawValue, "a{st}", emitsChanged: .false) { [unowned self] w, _ in
+                    // A sandboxed caller sees its own row only.
+                    let caller = self.context.peers.identity(of: self.context.server.caller)
                     w.appendArray(elementSignature: "{st}") { a in
-                        for (app, bytes) in self.imageCache.usageByOwner.sorted(by: { $0.key < $1.key }) {
+                        for (app, bytes) in self.imageCache.usageByOwner.sorted(by: { $0.key < $1.key })
+                        where !caller.isSandboxed || app == caller.leaf {
                             a.appendDictEntry { e in
                                 e.append(app)
                                 e.append(bytes)
@@ -126,27 +143,38 @@ public final class ImageCacheService: ImageStore {
         try addImage(key: key, call: &call)
     }
 
+    func addImageFromFd(_ call: inout MethodCall) throws {
+        let key = try Self.identifier(try call.args.read(String.self))
+        try addImageFromFd(key: key, call: &call)
+    }
+
+    func addImageFromFdForRequest(_ call: inout MethodCall) throws {
+        let key = try Self.requestKey(&call.args)
+        try addImageFromFd(key: key, call: &call)
+    }
+
     func lookupImage(_ call: inout MethodCall) throws {
-        try lookupImage(key: try Self.identifier(try call.args.read(String.self)), reply: &call.reply)
+        let key = try Self.identifier(try call.args.read(String.self))
+        try lookupImage(key: key, for: call.sender, reply: &call.reply)
     }
 
     func lookupImageForRequest(_ call: inout MethodCall) throws {
-        try lookupImage(key: try Self.requestKey(&call.args), reply: &call.reply)
+        try lookupImage(key: try Self.requestKey(&call.args), for: call.sender, reply: &call.reply)
     }
 
     func openImage(_ call: inout MethodCall) throws {
         let key = try Self.identifier(try call.args.read(String.self))
-        try openImage(key: key, named: "'\(key)'", reply: &call.reply)
+        try openImage(key: key, named: "'\(key)'", for: call.sender, reply: &call.reply)
     }
 
     func openImageForRequest(_ call: inout MethodCall) throws {
         var args = call.args  // a copy of the iterator, to name the URL in the error
         let url = (try? args.read(String.self)) ?? ""
-        try openImage(key: try Self.requestKey(&call.args), named: "for \(url)", reply: &call.reply)
+        try openImage(key: try Self.requestKey(&call.args), named: "for \(PublishedURL.redact(url))", for: call.sender, reply: &call.reply)
     }
 
-    private func openImage(key: String, named name: String, reply: inout MessageWriter) throws {
-        guard let image = imageCache.image(for: key) else {
+    private func openImage(key: String, named name: String, for sender: String, reply: inout MessageWriter) throws {
+        guard let image = image(for: key, reader: context.peers.identity(of: sender)) else {
             throw NetActivityError(.notFound, "No image \(name) in the cache")
         }
         guard let fd = image.openReadOnly() else {
@@ -159,17 +187,66 @@ public final class ImageCacheService: ImageStore {
 
     func removeImage(_ call: inout MethodCall) throws {
         let key = try Self.identifier(try call.args.read(String.self))
-        call.reply.append(imageCache.remove(key) != nil)
+        call.reply.append(remove(key, by: context.peers.identity(of: call.sender)))
     }
 
     func removeImageForRequest(_ call: inout MethodCall) throws {
         let key = try Self.requestKey(&call.args)
-        call.reply.append(imageCache.remove(key) != nil)
+        call.reply.append(remove(key, by: context.peers.identity(of: call.sender)))
     }
 
+    /// A host app empties the cache (AFNetworking's removeAllImages); a sandboxed app removes the
+    /// entries charged to it, never another app's.
     func removeAllImages(_ call: inout MethodCall) {
-        call.reply.append(!imageCache.removeAll().isEmpty)
+        let caller = context.peers.identity(of: call.sender)
+        guard caller.isSandboxed else { return call.reply.append(!imageCache.removeAll().isEmpty) }
+        var removed = false
+        for key in imageCache.keysByRecency where imageCache.owner(of: key) == caller.leaf {
+            removed = imageCache.remove(key) != nil || removed
+        }
+        call.reply.append(removed)
     }
+
+    // MARK: namespaces
+
+    /// Whether `key` is a URL's (`http:` or `https:`, as the downloader fetches), request keys included.
+    static func isURLKey(_ key: String) -> Bool {
+        var scheme: [UInt8] = []
+        for byte in key.utf8.prefix(6) {
+            if byte == UInt8(ascii: ":") { break }
+            scheme.append(byte | 0x20)  // ASCII lower case (a non-letter only stops matching)
+        }
+        return scheme == Array("http".utf8) || scheme == Array("https".utf8)
+    }
+
+    /// Where `leaf`'s own entry for `key` is kept: key + NUL NUL + leaf.
+    static func ownKey(_ key: String, _ leaf: String) -> String { key + "\u{0}\u{0}" + leaf }
+
+    /// Where an entry `caller` adds under `key` goes: its own namespace for a URL's key or when it
+    /// is sandboxed, else the shared one.
+    static func storageKey(_ key: String, addedBy caller: ClientIdentity) -> String {
+        caller.isSandboxed || isURLKey(key) ? ownKey(key, caller.leaf) : key
+    }
+
+    /// The entry `reader` sees under `key` (refreshed, counted): its own first, then, for a URL's
+    /// key, the downloader's; for a plain identifier, the shared one unless it is sandboxed.
+    func image(for key: String, reader: ClientIdentity) -> CachedImage? {
+        let own = Self.storageKey(key, addedBy: reader)
+        if own == key || imageCache.peek(own) != nil { return imageCache.image(for: own) }
+        guard Self.isURLKey(key) else { return imageCache.image(for: own) }
+        return imageCache.image(for: key)
+    }
+
+    /// Removes what `caller` sees under `key`: its own entry; else the downloader's entry for a
+    /// URL's key when a host app asks, or the one charged to the sandboxed caller itself.
+    private func remove(_ key: String, by caller: ClientIdentity) -> Bool {
+        let own = Self.storageKey(key, addedBy: caller)
+        if imageCache.remove(own) != nil { return true }
+        guard own != key, Self.isURLKey(key), !caller.isSandboxed || imageCache.owner(of: key) == caller.leaf else { return false }
+        return imageCache.remove(key) != nil
+    }
+
+    // MARK: images in, images out
 
     static func identifier(_ s: String, what: String = "Identifier") throws(NetActivityError) -> String {
         guard !s.isEmpty else { throw .invalidArgs("\(what) must not be empty") }
@@ -190,33 +267,87 @@ public final class ImageCacheService: ImageStore {
         return ImageRequestKey.make(url: url, additional: additional)
     }
 
+    /// Large images never travel inline: bytes in a message pile up in the bus for a client that
+    /// does not read them, and hold the loop while they are copied.
+    static let inlineLimit = NetActivityLimits.maxInlineImageBytes
+
     private func addImage(key: String, call: inout MethodCall) throws {
         let capacity = imageCache.memoryCapacity
-        let sender = call.sender
         // The bytes are read in place (no copy) and copied once, into the cache's storage.
         let made = try call.args.withBytes { data -> Result<CachedImage, NetActivityError> in
+            guard data.count <= Self.inlineLimit else {
+                return .failure(NetActivityError(
+                    .tooLarge,
+                    "The image is \(data.count) bytes; AddImage carries at most \(Self.inlineLimit) inline: pass larger ones as a sealed memfd with AddImageFromFd"))
+            }
             guard UInt64(data.count) <= capacity else {
                 return .failure(NetActivityError(
                     .tooLarge, "The image is \(data.count) bytes; the cache holds at most \(capacity) (MemoryCapacity)"))
             }
             guard let info = ImageInfo.sniff(data) else {
-                return .failure(NetActivityError(
-                    .notAnImage, "The \(data.count) bytes for '\(Self.printable(key))' are not a PNG, JPEG, GIF, WebP, BMP, ICO or SVG image (or its header is damaged)"))
+                return .failure(notAnImage(data.count, key))
             }
-            return .success(CachedImage(info: info, data: data, addedBy: sender))
+            return .success(CachedImage(info: info, data: data))
         }
-        let image = try made.get()
-        // Cannot throw: the size was checked against the capacity above. Charged to the caller's
-        // app, for fair eviction.
-        _ = try? imageCache.add(image, cost: UInt64(image.size), for: key, owner: context.peers.app(of: call.sender))
+        try keep(try made.get(), key: key, addedBy: call.sender)
+    }
+
+    private func addImageFromFd(key: String, call: inout MethodCall) throws {
+        let fd = try call.args.readFD()
+        let capacity = imageCache.memoryCapacity
+        guard let body = ImageBody.adopting(sealed: fd, maxBytes: Int(min(capacity, UInt64(Int.max)))) else {
+            var st = stat()
+            let size = fstat(fd, &st) == 0 ? Int(st.st_size) : 0
+            close(fd)
+            if size > 0, UInt64(size) > capacity {
+                throw NetActivityError(.tooLarge, "The image is \(size) bytes; the cache holds at most \(capacity) (MemoryCapacity)")
+            }
+            throw NetActivityError.invalidArgs(
+                "The image must be a non-empty memfd sealed against writing, shrinking and growing (memfd_create with MFD_ALLOW_SEALING, then F_ADD_SEALS with F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW)")
+        }
+        guard let info = body.withUnsafeBytes({ ImageInfo.sniff($0) }) else { throw notAnImage(body.count, key) }
+        try keep(CachedImage(info: info, body: body), key: key, addedBy: call.sender)
+    }
+
+    private func notAnImage(_ count: Int, _ key: String) -> NetActivityError {
+        NetActivityError(
+            .notAnImage,
+            "The \(count) bytes for '\(Self.printable(key))' are not a PNG, JPEG, GIF, WebP, BMP, ICO or SVG image (or its header is damaged)")
+    }
+
+    /// Stores what `sender` added, in its namespace, charged to its leaf (for fair eviction).
+    private func keep(_ image: CachedImage, key: String, addedBy sender: String) throws {
+        let caller = context.peers.identity(of: sender)
+        do throws(AutoPurgingImageCache<CachedImage>.Refusal) {
+            try imageCache.add(image, cost: UInt64(image.size), for: Self.storageKey(key, addedBy: caller), owner: caller.leaf)
+        } catch {
+            throw Self.refusal(error, leaf: caller.leaf)
+        }
         context.logger.trace("Cached \(image.info.format.rawValue) \(image.info.width ?? 0)x\(image.info.height ?? 0), \(image.size) bytes")
     }
 
-    private func lookupImage(key: String, reply: inout MessageWriter) throws {
-        guard let image = imageCache.image(for: key) else {
+    static func refusal(_ error: AutoPurgingImageCache<CachedImage>.Refusal, leaf: String) -> NetActivityError {
+        switch error {
+        case .overShare(_, let usage, let share):
+            .limitsExceeded(
+                "The app \(leaf) would hold \(usage) bytes of images, above its fair share of \(share) while other apps hold the rest of MemoryCapacity; its own older images go first, so this one does not fit")
+        case .tooLarge(let cost, let capacity):
+            NetActivityError(.tooLarge, "The image is \(cost) bytes; the cache holds at most \(capacity) (MemoryCapacity)")
+        case .preferredAboveCapacity:
+            .failed("\(error)")
+        }
+    }
+
+    private func lookupImage(key: String, for sender: String, reply: inout MessageWriter) throws {
+        guard let image = image(for: key, reader: context.peers.identity(of: sender)) else {
             reply.append(false)
             try reply.appendBytes([])
             return
+        }
+        guard image.size <= Self.inlineLimit else {
+            throw NetActivityError(
+                .tooLarge,
+                "The image is \(image.size) bytes; LookupImage carries at most \(Self.inlineLimit) inline: use OpenImage (a sealed memfd, no copy)")
         }
         reply.append(true)
         try image.withBytes { try reply.appendBytes($0) }
@@ -259,9 +390,10 @@ extension ImageCacheService {
 
     public var memoryCapacity: UInt64 { imageCache.memoryCapacity }
 
-    public func contains(_ key: String, answeringFor owner: String?) -> Bool {
-        guard let image = imageCache.peek(key) else { return false }
-        return image.addedBy == nil || image.addedBy == owner
+    public func contains(_ key: String, answeringFor leaf: String?) -> Bool {
+        if imageCache.peek(key) != nil { return true }
+        guard let leaf else { return false }
+        return imageCache.peek(Self.ownKey(key, leaf)) != nil
     }
 
     /// Keeps a downloaded body as it is (an `ImageBody`: its memfd becomes the cache's, no copy).
@@ -275,7 +407,13 @@ extension ImageCacheService {
                 return .failure(.failed(NetActivityError(.notAnImage, "The \(data.count) bytes received are not an image of a known format")))
             }
             let image = (body as? ImageBody).map { CachedImage(info: info, body: $0) } ?? CachedImage(info: info, data: data)
-            _ = try? imageCache.add(image, cost: UInt64(data.count), for: key, owner: app)
+            do throws(AutoPurgingImageCache<CachedImage>.Refusal) {
+                try imageCache.add(image, cost: UInt64(data.count), for: key, owner: app)
+            } catch {
+                return .failure(.failed(Self.refusal(error, leaf: app)))
+            }
+            // The app asked for the network's bytes: its own entry under the URL gives way.
+            _ = imageCache.remove(Self.ownKey(key, app))
             return .success(())
         }
     }

@@ -16,10 +16,11 @@ public final class TaskEntry {
     var announcedFraction: Double
     /// The app's desktop entry, for dock progress (com.canonical.Unity.LauncherEntry).
     let desktopID: String?
-    /// The app the task is charged to.
-    let app: String
+    /// The leaf the task is charged to (`ClientIdentity.leaf`); nil for the agent's own tasks,
+    /// which no app's share pays for.
+    let app: String?
 
-    init(path: String, record: TaskRecord, desktopID: String? = nil, app: String) {
+    init(path: String, record: TaskRecord, desktopID: String? = nil, app: String?) {
         self.path = path
         self.record = record
         self.desktopID = desktopID
@@ -36,9 +37,11 @@ struct TaskTable {
     var liveByOwner: [String: Set<String>] = [:]
     /// Live task paths per desktop id (dock progress).
     var liveByDesktopID: [String: Set<String>] = [:]
-    /// Tasks running or suspended, over all owners, and per app (the unit of fairness).
-    var liveCount = 0
-    var liveByApp: [String: Int] = [:]
+    /// Tasks running or suspended that apps hold: the budget, shares and caps (the agent's own
+    /// download tasks are bounded by the downloads' budget instead).
+    var quota = FairQuota(
+        budget: NetActivityLimits.liveTasksBudget, limit: NetActivityLimits.maxLiveTasks,
+        perConnection: NetActivityLimits.maxLiveTasksPerClient)
     var nextNumber: UInt64 = 1
     /// Completed tasks in completion order (they leave in this order, since the linger is fixed).
     var lingering: [String] = []
@@ -52,9 +55,8 @@ struct TaskTable {
 
     mutating func noteCompleted(_ entry: TaskEntry) {
         let owner = entry.record.owner
-        if liveByOwner[owner]?.remove(entry.path) != nil {
-            liveCount -= 1
-            if let n = liveByApp[entry.app] { liveByApp[entry.app] = n > 1 ? n - 1 : nil }
+        if liveByOwner[owner]?.remove(entry.path) != nil, let app = entry.app {
+            quota.release(connection: owner, leaf: app)
         }
         if liveByOwner[owner]?.isEmpty == true { liveByOwner[owner] = nil }
         if let id = entry.desktopID {
@@ -130,20 +132,10 @@ public final class TaskService: TaskBeginning, TaskFactory {
                 "Description is \(description.utf8.count) bytes long; the limit is \(NetActivityLimits.maxDescriptionBytes)")
         }
         let (state, progress, desktopID) = try Self.taskOptions(options)
-        let live = tasks.liveByOwner[owner]?.count ?? 0
-        guard live < NetActivityLimits.maxLiveTasksPerClient else {
-            throw NetActivityError.limitsExceeded(
-                "Client \(owner) already has \(live) tasks running or suspended, the most one client may have")
-        }
-        guard tasks.liveCount < NetActivityLimits.maxLiveTasks else {
-            throw NetActivityError.limitsExceeded(
-                "The agent already serves \(tasks.liveCount) tasks running or suspended, the most it serves for all clients")
-        }
         let app = context.peers.app(of: owner)
-        let share = NetActivityLimits.appShare(of: NetActivityLimits.maxLiveTasks)
-        guard tasks.liveByApp[app, default: 0] < share else {
+        if let refusal = tasks.quota.check(connection: owner, leaf: app) {
             throw NetActivityError.limitsExceeded(
-                "The app \(app) already has \(share) tasks running or suspended over all its connections, its share of the agent's \(NetActivityLimits.maxLiveTasks)")
+                refusal.message("tasks running or suspended", client: owner, leaf: app, quota: tasks.quota))
         }
         if state == .running { try activity.acquire(.task, for: owner) }
         let entry = createTask(owner: owner, description: description, state: state, progress: progress, desktopID: desktopID)
@@ -186,11 +178,10 @@ public final class TaskService: TaskBeginning, TaskFactory {
     ) -> TaskEntry {
         let entry = TaskEntry(
             path: tasks.makePath(), record: TaskRecord(owner: owner, description: description, state: state, progress: progress),
-            desktopID: desktopID, app: context.peers.app(of: owner))
+            desktopID: desktopID, app: owner == context.uniqueName ? nil : context.peers.app(of: owner))
         tasks.byPath[entry.path] = entry
-        if tasks.liveByOwner[owner, default: []].insert(entry.path).inserted {
-            tasks.liveCount += 1
-            tasks.liveByApp[entry.app, default: 0] += 1
+        if tasks.liveByOwner[owner, default: []].insert(entry.path).inserted, let app = entry.app {
+            tasks.quota.charge(connection: owner, leaf: app)
         }
         context.server.export(path: entry.path, interfaces: [taskInterface])
         if let desktopID {

@@ -608,12 +608,34 @@ final class ClientCore: @unchecked Sendable {
         send(DownloaderMember.Method.cancelDownload.rawValue, interface: Self.downloaderInterface, { w in w.append(receipt) }, reply: { _ in })
     }
 
-    /// The cached image's bytes for (url, additionalIdentifier), or nil on a miss.
+    /// The cached image's bytes for (url, additionalIdentifier), or nil on a miss: read through
+    /// its memfd (OpenImageForRequest), which serves images of any size (LookupImage carries at
+    /// most 1 MiB).
     func lookupImage(url: String, additionalIdentifier: String, _ done: @escaping Completion<[UInt8]?>) {
-        request(ImageCacheMember.Method.lookupImageForRequest.rawValue, interface: NetActivity.cacheInterface, { w in
-            w.append(url)
-            w.append(additionalIdentifier)
-        }, decode: Self.decodeLookup, done)
+        openImage(url: url, additionalIdentifier: additionalIdentifier) { result in done(result.map { $0?.readAll() }) }
+    }
+
+    /// AddImage[ForRequest] for an image of at most 1 MiB; AddImageFromFd[ForRequest], with the
+    /// bytes in a sealed memfd, for a larger one (the agent keeps that memory, no copy). `key`
+    /// writes the identifier, or the url and additional identifier.
+    static func addImageCall(_ data: [UInt8], forRequest: Bool, key: @escaping @Sendable (inout MessageWriter) -> Void)
+        -> (member: String, body: @Sendable (inout MessageWriter) throws -> Void)
+    {
+        typealias M = ImageCacheMember.Method
+        guard data.count > NetActivityLimits.maxInlineImageBytes else {
+            return ((forRequest ? M.addImageForRequest : M.addImage).rawValue, { w in
+                key(&w)
+                try w.appendBytes(data)
+            })
+        }
+        return ((forRequest ? M.addImageFromFdForRequest : M.addImageFromFd).rawValue, { w in
+            key(&w)
+            guard let fd = data.withUnsafeBytes({ SealedMemory.make(name: "netactivity-image", bytes: $0) }) else {
+                throw DBusError.failed("Could not put the image in a memfd: \(String(cString: strerror(errno)))")
+            }
+            defer { close(fd) }
+            try w.appendFD(fd)
+        })
     }
 
     /// The cached image for (url, additionalIdentifier) as a shared read-only file, or nil on a

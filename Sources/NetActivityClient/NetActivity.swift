@@ -150,25 +150,25 @@ public final class NetActivity: Sendable {
     }
 
     /// Stores an image (PNG, JPEG, GIF, WebP, BMP, ICO or SVG) in the cache every app shares.
+    /// Images larger than 1 MiB travel as a sealed memfd, smaller ones inline.
     public func addImage(_ data: [UInt8], identifier: String) async throws(NetActivityError) {
-        try await cacheCall(ImageCacheMember.Method.addImage.rawValue, { w in
-            w.append(identifier)
-            try w.appendBytes(data)
-        }, decode: { _ throws(DBusError) in })
+        let call = ClientCore.addImageCall(data, forRequest: false) { w in w.append(identifier) }
+        try await cacheCall(call.member, call.body, decode: { _ throws(DBusError) in })
     }
 
-    /// Stores an image under the request key of (url, additionalIdentifier).
+    /// Stores an image under the request key of (url, additionalIdentifier). For a URL, the entry
+    /// is this app's own: other apps keep seeing what the downloader stored (README, "Whose images").
     public func addImage(_ data: [UInt8], url: String, additionalIdentifier: String = "") async throws(NetActivityError) {
-        try await cacheCall(ImageCacheMember.Method.addImageForRequest.rawValue, { w in
+        let call = ClientCore.addImageCall(data, forRequest: true) { w in
             w.append(url)
             w.append(additionalIdentifier)
-            try w.appendBytes(data)
-        }, decode: { _ throws(DBusError) in })
+        }
+        try await cacheCall(call.member, call.body, decode: { _ throws(DBusError) in })
     }
 
-    /// The cached image's bytes, or nil.
+    /// The cached image's bytes, or nil (read through its memfd: any size).
     public func image(identifier: String) async throws(NetActivityError) -> [UInt8]? {
-        try await cacheCall(ImageCacheMember.Method.lookupImage.rawValue, { w in w.append(identifier) }, decode: ClientCore.decodeLookup)
+        try await openImage(identifier: identifier)?.readAll()
     }
 
     /// The image cached for (url, additionalIdentifier), or nil.

@@ -181,12 +181,10 @@ public final class NetActivityClient {
 
     // MARK: image cache
 
-    /// Stores `data` (an image) under `identifier` in the shared cache.
+    /// Stores `data` (an image) under `identifier` in the shared cache (above 1 MiB, as a sealed memfd).
     public func addImage(_ data: [UInt8], identifier: String) throws(NetActivityError) {
-        try call(ImageCacheMember.Method.addImage.rawValue, interface: Self.cacheInterface) { w in
-            w.append(identifier)
-            try w.appendBytes(data)
-        }
+        let add = ClientCore.addImageCall(data, forRequest: false) { w in w.append(identifier) }
+        try call(add.member, interface: Self.cacheInterface, add.body)
     }
 
     /// The image as a sealed read-only memfd (close it when done) and its size; nil on a miss.

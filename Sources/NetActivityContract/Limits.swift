@@ -14,6 +14,10 @@ public enum NetActivityLimits {
     public static let maxImageKeyBytes = 4096
     /// Downloads one client may wait for at once.
     public static let maxPendingDownloadsPerClient = 1024
+    /// The most image bytes `AddImage`/`LookupImage` carry inline (`ay`); larger images go by
+    /// fd (`AddImageFromFd`, `OpenImage`), so that no reply of megabytes piles up in the bus for
+    /// a client that does not read, and no call holds the loop copying them.
+    public static let maxInlineImageBytes = 1 << 20
     /// The largest MemoryCapacity and DiskCapacity that may be set (1 TiB).
     public static let maxCacheCapacity: UInt64 = 1 << 40
     /// The largest download body, whatever the cache's capacity: the largest image `LookupImage`
@@ -31,24 +35,27 @@ public enum NetActivityLimits {
     /// Completed tasks kept for observers, over all clients; past this the oldest leave early.
     public static let maxLingeringTasks = 4096
 
-    /// Tasks running or suspended over all clients. With the downloads' own cap and the lingering
+    /// Tasks running or suspended that apps hold, before shares apply: while fewer are held,
+    /// anyone may begin one; past it, only apps (and processes of the unscoped pool) under their
+    /// fair share (`FairQuota`).
+    public static let liveTasksBudget = 3276
+
+    /// Tasks running or suspended over all clients, the hard limit. With the downloads' own cap and the lingering
     /// tasks, GetManagedObjects stays far below the bus's 64 MiB array limit: (8,192 + 8,192) live
     /// objects of at most ~1.5 KB and 4,096 completed ones of at most ~2.5 KB (a 1 KiB error) is
     /// about 35 MB, where 64 connections of 1,024 tasks each used to pass 64 MiB and get the agent
     /// dropped by the bus.
     public static let maxLiveTasks = 8192
-    /// Downloads waited for over all clients (each queued transfer is a task object too).
+    /// Downloads waited for over all clients (each queued transfer is a task object too), the
+    /// hard limit; shares apply past 40 % of it (`pendingDownloadsBudget`).
     public static let maxPendingDownloads = 8192
-
-    /// An app's share of each budget over all clients: a quarter. An app is its systemd unit, its
-    /// Flatpak id or its process, however many connections it opens, so one app leaves at least
-    /// three quarters of every budget to the others.
-    public static func appShare(of budget: Int) -> Int { max(1, budget / 4) }
+    public static let pendingDownloadsBudget = 3276
 
     /// Leases over all clients: half the open-file limit, so that however many connections ask,
     /// the agent keeps descriptors for its own work (bus messages carrying fds, images, HTTP).
+    /// Shares apply past 40 % of that (`FairQuota`'s budget).
     public static func leasesInAll(fileLimit: UInt64) -> Int {
-        Int(max(1, fileLimit / 2))
+        Int(max(2, fileLimit / 2))
     }
 
     /// Leases (each an fd in the agent) one client may hold: 256, or a sixteenth of the open-file

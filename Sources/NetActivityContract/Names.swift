@@ -107,6 +107,8 @@ public enum ImageCacheMember {
     public enum Method: String, Sendable, CaseIterable {
         case addImage = "AddImage"
         case addImageForRequest = "AddImageForRequest"
+        case addImageFromFd = "AddImageFromFd"
+        case addImageFromFdForRequest = "AddImageFromFdForRequest"
         case lookupImage = "LookupImage"
         case lookupImageForRequest = "LookupImageForRequest"
         case openImage = "OpenImage"

@@ -19,10 +19,13 @@ public struct NetActivityError: Error, Equatable, Sendable, CustomStringConverti
         case timeout = "org.example.NetActivity.Error.Timeout"
         case network = "org.example.NetActivity.Error.Network"
         case clientVanished = "org.example.NetActivity.Error.ClientVanished"
+        /// A budget of the agent's (DESIGN "Trust and isolation"); the message names the limit.
+        case limitsExceeded = "org.example.NetActivity.Error.LimitsExceeded"
         // org.freedesktop.DBus.Error.*
         case invalidArgs = "org.freedesktop.DBus.Error.InvalidArgs"
         case accessDenied = "org.freedesktop.DBus.Error.AccessDenied"
-        case limitsExceeded = "org.freedesktop.DBus.Error.LimitsExceeded"
+        /// The bus's own (or libdbus's) limit, e.g. a reply too large for a message.
+        case busLimitsExceeded = "org.freedesktop.DBus.Error.LimitsExceeded"
         case failed = "org.freedesktop.DBus.Error.Failed"
         case unknownObject = "org.freedesktop.DBus.Error.UnknownObject"
         case serviceUnknown = "org.freedesktop.DBus.Error.ServiceUnknown"
@@ -85,7 +88,7 @@ public struct NetActivityError: Error, Equatable, Sendable, CustomStringConverti
         case .disconnected, .noReply, .busTimeout, .noServer: .disconnected
         case .invalidArgs: .invalidArguments
         case .accessDenied: .accessDenied
-        case .limitsExceeded: .limitsExceeded
+        case .limitsExceeded, .busLimitsExceeded: .limitsExceeded
         case .unknownObject, .notFound: .notFound
         case .clientVanished: .clientVanished
         default:

@@ -1,13 +1,14 @@
 /// AFAutoPurgingImageCache, without its faults: an in-memory cache whose cost is the bytes held,
 /// with two watermarks. When usage exceeds `memoryCapacity` (strictly), entries go until usage is
 /// at or under `preferredMemoryUsageAfterPurge`. Every operation is O(1) (amortised; a purge is
-/// O(entries evicted × owners)), and recency is an order, not a clock.
+/// O(owners + entries evicted × log owners)), and recency is an order, not a clock.
 ///
-/// Fair eviction: each entry has an owner (the app that stored it). A purge first takes from the
-/// owners above their fair share (capacity ÷ owners holding entries), the one holding most first,
-/// least recently used within that owner; when no owner is above its share, plain LRU. With one
-/// owner this is exactly AFNetworking's LRU purge, and one app filling the cache can no longer
-/// push out every image the others hold.
+/// Fair eviction (max-min, with a floor): each entry has an owner (the leaf that stored it, see
+/// `OwnerLedger`). With one owner the purge is exactly AFNetworking's LRU purge. With several, a
+/// purge takes only from the owners above their fair share, the one furthest above first, least
+/// recently used within it, and stops when nobody is above its share: an owner within its share is
+/// never evicted for another (the preferred usage is a wish, the capacity a bound). An image whose
+/// own owner is above its share and that cannot fit otherwise is refused (`overShare`).
 public struct AutoPurgingImageCache<Image> {
     public static var defaultCapacity: UInt64 { 100 * 1024 * 1024 }
     public static var defaultPreferred: UInt64 { 60 * 1024 * 1024 }
@@ -51,6 +52,9 @@ public struct AutoPurgingImageCache<Image> {
         case tooLarge(cost: UInt64, capacity: UInt64)
         /// preferred > capacity.
         case preferredAboveCapacity(preferred: UInt64, capacity: UInt64)
+        /// Fitting the image would take from owners within their share while `owner` is above its
+        /// own (`usage` with the image, `share`).
+        case overShare(owner: String, usage: UInt64, share: UInt64)
     }
 
     @inlinable public init(memoryCapacity: UInt64 = defaultCapacity, preferredMemoryUsageAfterPurge: UInt64 = defaultPreferred) {
@@ -100,7 +104,24 @@ public struct AutoPurgingImageCache<Image> {
         if let old = entries.set(Entry(image: image, owner: owner), cost: cost, for: key) { evicted.append(old.image) }
         noteOwner(owner, of: key, cost: cost)
         _statistics.insertions += 1
+        if memoryUsage > memoryCapacity, let ledger = owners, !ledger.fits(owner, newest: cost, capacity: memoryCapacity) {
+            // Room could only come from apps within their shares: the image is refused before
+            // anything is evicted for it.
+            let refusal = Refusal.overShare(
+                owner: owner, usage: ledger.usage(of: owner), share: ledger.share(of: owner, capacity: memoryCapacity))
+            _ = remove(key)
+            _statistics.insertions -= 1
+            throw refusal
+        }
         if memoryUsage > memoryCapacity { evicted += purge(to: preferredMemoryUsageAfterPurge, keeping: key) }
+        if memoryUsage > memoryCapacity, let ledger = owners {
+            // Only the new image itself is left to take: its owner is above its share.
+            let refusal = Refusal.overShare(
+                owner: owner, usage: ledger.usage(of: owner), share: ledger.share(of: owner, capacity: memoryCapacity))
+            _ = remove(key)
+            _statistics.insertions -= 1
+            throw refusal
+        }
         return evicted
     }
 
@@ -117,6 +138,9 @@ public struct AutoPurgingImageCache<Image> {
 
     /// The image for `key` without counting or refreshing it.
     @inlinable public func peek(_ key: String) -> Image? { entries.peek(key)?.image }
+
+    /// The owner of the entry for `key`, if there is one.
+    @inlinable public func owner(of key: String) -> String? { entries.peek(key)?.owner }
 
     /// Removes the image for `key`; nil when there was none.
     @inlinable public mutating func remove(_ key: String) -> Image? {
@@ -138,7 +162,7 @@ public struct AutoPurgingImageCache<Image> {
         guard preferred <= capacity else { throw .preferredAboveCapacity(preferred: preferred, capacity: capacity) }
         _memoryCapacity = capacity
         _preferredMemoryUsageAfterPurge = preferred
-        return memoryUsage > memoryCapacity ? purge(to: preferred, keeping: nil) : []
+        return memoryUsage > memoryCapacity ? purge(to: preferred, keeping: nil, force: true) : []
     }
 
     /// Memory pressure: moderate trims to the preferred usage, critical empties the cache.
@@ -151,7 +175,7 @@ public struct AutoPurgingImageCache<Image> {
             _statistics.evictions += UInt64(evicted.count)
         } else {
             _statistics.pressureModerate += 1
-            evicted = purge(to: preferredMemoryUsageAfterPurge, keeping: nil)
+            evicted = purge(to: preferredMemoryUsageAfterPurge, keeping: nil, force: true)
         }
         _statistics.pressureEvictions += UInt64(evicted.count)
         _statistics.pressureBytesFreed += before - memoryUsage
@@ -161,36 +185,31 @@ public struct AutoPurgingImageCache<Image> {
     /// Keys from the most to the least recently used.
     @inlinable public var keysByRecency: [String] { entries.keysByRecency }
 
-    @inlinable mutating func purge(to target: UInt64, keeping kept: String?) -> [Image] {
+    /// Evicts down to `target`: fairly (see the type's comment), then, when `force` (memory
+    /// pressure, a smaller capacity: the cache itself must shrink), least recently used first.
+    @inlinable mutating func purge(to target: UInt64, keeping kept: String?, force: Bool = false) -> [Image] {
         var evicted: [Image] = []
+        settleOwners()  // a replacement may have left one owner
         if owners == nil {
             // One owner: plain LRU, walking the tail with no hashing (AFNetworking's purge).
             let keptSlot = kept.flatMap { entries.find($0, hash: $0.hashValue)?.slot } ?? -1
             while memoryUsage > target, entries.tail >= 0, Int(entries.tail) != keptSlot, let e = entries.dropOldest() {
                 evicted.append(e.image)
             }
-        } else {
-            while memoryUsage > target, let key = nextVictim(keeping: kept) {
-                owners?.forget(key)
+        } else if memoryUsage > target {
+            let excess = memoryUsage - target
+            let keys = owners!.takeOverShare(capacity: memoryCapacity, keeping: kept) { $0 >= excess }
+            for key in keys {
                 if let e = entries.remove(key) { evicted.append(e.value.image) }
+            }
+            while force, memoryUsage > target, let e = entries.removeOldest() {
+                owners?.forget(e.key)
+                evicted.append(e.value.image)
             }
             settleOwners()
         }
         _statistics.evictions += UInt64(evicted.count)
         return evicted
-    }
-
-    /// The entry a purge takes next, never `kept`: the least recently used of the owner furthest
-    /// above its fair share, if any owner is above it; else the least recently used of all. While
-    /// an owner is above its share with nothing left to take but `kept`, the purge takes nothing
-    /// from owners within their share unless the capacity itself is passed: the preferred usage is
-    /// a wish, the capacity a bound.
-    @inlinable func nextVictim(keeping kept: String?) -> String? {
-        let fair: (key: String?, someoneOver: Bool) = owners?.victim(capacity: memoryCapacity, keeping: kept) ?? (nil, false)
-        if let key = fair.key { return key }
-        if fair.someoneOver, memoryUsage <= memoryCapacity { return nil }
-        guard let oldest = entries.oldestKey, oldest != kept else { return nil }
-        return oldest
     }
 }
 

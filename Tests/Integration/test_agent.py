@@ -361,7 +361,7 @@ class ErrorTests(AgentTestCase):
     def test_lease_limit_per_client(self):
         agent = iface(self.conn)
         fds = [agent.BeginActivity("l").take() for _ in range(256)]
-        msg = self.expect_error("org.freedesktop.DBus.Error.LimitsExceeded", lambda: agent.BeginActivity("one more"))
+        msg = self.expect_error("org.example.NetActivity.Error.LimitsExceeded", lambda: agent.BeginActivity("one more"))
         self.assertIn("256", msg)
         other = connect(self.bus)
         try:

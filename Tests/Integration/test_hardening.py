@@ -233,7 +233,13 @@ class FaultTests(DownloadTestCase):
 
     def in_memory(self, url):
         cache = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), CACHE)
-        return bool(cache.LookupImageForRequest(url, "")[0])
+        try:
+            os.close(cache.OpenImageForRequest(url, "")[0].take())
+            return True
+        except dbus.exceptions.DBusException as e:
+            if e.get_dbus_name() != "org.example.NetActivity.Error.NotFound":
+                raise
+            return False
 
     def test_a_file_size_limit_fails_the_disk_write_not_the_download(self):
         def limit():
@@ -241,10 +247,10 @@ class FaultTests(DownloadTestCase):
         self.restart_with(preexec=limit)
         url = self.http.url("/big.png")
         self.assertTrue(self.downloaded(url)[0], "the memory tier took it")
-        cache = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), CACHE)
-        found, data = cache.LookupImageForRequest(url, "", byte_arrays=True)
-        # The limit stops the body's memfd too, mid-chunk: the body goes on as an array, nothing lost.
-        self.assertEqual((bool(found), bytes(data)), (True, self.http.bodies["/big.png"]))
+        # The limit stops the body's memfd too, mid-chunk: the body goes on as an array, nothing lost
+        # (OpenImage cannot share it as a memfd under this limit, and LookupImage carries 1 MiB at most).
+        cache = self.conn.get_object(NAME, PATH, introspect=False).GetAll(CACHE, dbus_interface=PROPS)
+        self.assertEqual((int(cache["ImageCount"]), int(cache["MemoryUsage"])), (1, len(self.http.bodies["/big.png"])))
         wait_until(lambda: "File too large" in self.disk_error(), what="the failed write reported")
         self.assertTrue(self.agent.alive(), "SIGXFSZ is ignored")
         self.assertTrue(self.downloaded(self.http.url("/img/small.png"))[0])
@@ -294,7 +300,7 @@ class DescriptorLimitTests(AgentTestCase):
         with self.assertRaises(dbus.exceptions.DBusException) as cm:
             for _ in range(100):
                 held.append(agent.BeginActivity("greedy").take())
-        self.assertEqual(cm.exception.get_dbus_name(), "org.freedesktop.DBus.Error.LimitsExceeded")
+        self.assertEqual(cm.exception.get_dbus_name(), "org.example.NetActivity.Error.LimitsExceeded")
         self.assertEqual(len(held), 10, "a sixteenth of 160 descriptors")
         # Everyone else still gets leases, and the agent is far from its limit.
         other = dbus.Interface(self.conn.get_object(NAME, PATH), IFACE)

@@ -243,7 +243,7 @@ class TaskInputTests(TaskTestCase):
     def test_live_task_cap_per_client(self):
         agent = iface(self.conn)
         paths = [agent.BeginTask("t", options(suspended=True)) for _ in range(1024)]
-        msg = self.expect_error("org.freedesktop.DBus.Error.LimitsExceeded", lambda: agent.BeginTask("t", options()))
+        msg = self.expect_error("org.example.NetActivity.Error.LimitsExceeded", lambda: agent.BeginTask("t", options()))
         self.assertIn("1024", msg)
         other = connect(self.bus)
         try:

@@ -23,9 +23,10 @@ final class ManualPeers: PeerRegistry {
     private var handlers: [(String) -> Void] = []
     private var lookups: [(peer: String, known: (String) -> Void)] = []
     var names: [String: String] = [:]
-    var apps: [String: String] = [:]
+    var identities: [String: ClientIdentity] = [:]
 
-    func app(of peer: String) -> String { apps[peer] ?? peer }
+    func app(of peer: String) -> String { identity(of: peer).leaf }
+    func identity(of peer: String) -> ClientIdentity { identities[peer] ?? ClientIdentity(app: peer) }
 
     func lookUpProcessName(of peer: String, _ known: @escaping (String) -> Void) { lookups.append((peer, known)) }
     func onDeparture(_ handler: @escaping (String) -> Void) { handlers.append(handler) }

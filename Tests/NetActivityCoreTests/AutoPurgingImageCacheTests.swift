@@ -231,22 +231,47 @@ struct LRUCacheTests {
         for (key, value) in model { #expect(lru.peek(key) == value) }
     }
 
-    @Test("fair eviction: the app above its share loses first; then LRU; its next large image takes nothing from the others")
+    @Test("fair eviction: the app above its share loses first, and only it; an image that fits only at others' cost is refused")
     func fairEviction() throws {
         var cache = AutoPurgingImageCache<Int>(memoryCapacity: 100, preferredMemoryUsageAfterPurge: 60)
         for i in 0..<40 { _ = try cache.add(i, cost: 1, for: "small\(i)", owner: "victim") }
         _ = try cache.add(100, cost: 45, for: "big1", owner: "greedy")
-        // 130 > 100: the greedy app (90, share 50) loses its own least recent image first, although
-        // the victim's images are older; then, nobody above its share, LRU down to 60.
+        // 130 > 100: the greedy app (90, share 50) loses its own least recent image, although the
+        // victim's images are older; then nobody is above its share, and the purge stops at 85
+        // (the preferred 60 is a wish; the victim, within its share, is never evicted for another).
         let evicted = try cache.add(101, cost: 45, for: "big2", owner: "greedy")
-        #expect(evicted.first == 100)
-        #expect(cache.usageByOwner == ["victim": 15, "greedy": 45])
-        // Another 64: the greedy app (109) loses big2 and, left with only the image just added, above
-        // its share, it cannot make the purge take from the victim: usage stays within the capacity.
-        let evicted2 = try cache.add(102, cost: 64, for: "big3", owner: "greedy")
-        #expect(evicted2 == [101])
-        #expect(cache.usageByOwner == ["victim": 15, "greedy": 64])
+        #expect(evicted == [100])
+        #expect(cache.usageByOwner == ["victim": 40, "greedy": 45])
+        // Another 64: room could only come from the victim (40 within its share of 50, and 40 + 64 >
+        // 100): refused before anything is evicted.
+        #expect(throws: AutoPurgingImageCache<Int>.Refusal.overShare(owner: "greedy", usage: 109, share: 50)) {
+            try cache.add(102, cost: 64, for: "big3", owner: "greedy")
+        }
+        #expect(cache.usageByOwner == ["victim": 40, "greedy": 45])
+        #expect(cache.peek("big2") == 101 && cache.peek("big3") == nil)
         #expect(cache.memoryUsage <= cache.memoryCapacity)
+    }
+
+    @Test("an unscoped pool's processes share one app's share; the floor holds per process")
+    func fairEvictionInThePool() throws {
+        var cache = AutoPurgingImageCache<Int>(memoryCapacity: 120, preferredMemoryUsageAfterPurge: 60)
+        for i in 0..<20 { _ = try cache.add(i, cost: 1, for: "polite\(i)", owner: "unscoped/pid:1") }
+        for i in 0..<20 { _ = try cache.add(i, cost: 1, for: "app\(i)", owner: "app:photos") }
+        // 100 forked processes of one hog: their share is the pool's half, divided among them.
+        var refused = 0
+        for p in 2..<102 {
+            for i in 0..<3 {
+                do { _ = try cache.add(i, cost: 1, for: "hog\(p)-\(i)", owner: "unscoped/pid:\(p)") } catch { refused += 1 }
+            }
+        }
+        #expect((0..<20).allSatisfy { cache.peek("app\($0)") != nil }, "the app within its share kept all its images")
+        #expect(cache.memoryUsage <= 120)
+        // The pool holds the rest (forking never gave it more than what the app left free), and
+        // its processes were trimmed to equal shares: no process holds more than any other by 2.
+        let pool = cache.usageByOwner.filter { $0.key.hasPrefix("unscoped/") }
+        #expect(pool.values.reduce(0, +) <= 100)
+        #expect(pool.values.max()! - pool.values.min()! <= 2)
+        #expect(refused == 0)
     }
 
     @Test("fair eviction with one owner is exactly the LRU purge")
@@ -284,10 +309,34 @@ struct LRUCacheTests {
         let capacity: UInt64, preferred: UInt64
         var usage: UInt64 { items.reduce(0) { $0 + $1.cost } }
 
-        mutating func add(_ key: String, _ cost: UInt64, _ owner: String) {
+        func byOwner() -> [String: UInt64] { items.reduce(into: [:]) { $0[$1.owner, default: 0] += $1.cost } }
+
+        func share(_ owner: String, _ usage: [String: UInt64]) -> UInt64 {
+            let app = { (o: String) in o.split(separator: "/").first.map(String.init) ?? o }
+            let apps = Set(usage.keys.map(app)).count
+            let leaves = usage.keys.filter { app($0) == app(owner) }.count
+            return capacity / UInt64(apps) / UInt64(leaves)
+        }
+
+        /// false: refused (nothing changed but the key's old entry).
+        mutating func add(_ key: String, _ cost: UInt64, _ owner: String) -> Bool {
             items.removeAll { $0.key == key }
             items.insert((key, owner, cost), at: 0)
-            if usage > capacity { purge(keeping: key) }
+            guard usage > capacity else { return true }
+            let owners = byOwner()
+            if owners.count > 1, owners[owner]! > share(owner, owners) {
+                let untouchable = owners.filter { $0.key != owner }.reduce(UInt64(0)) { $0 + min($1.value, share($1.key, owners)) }
+                if untouchable + cost > capacity {
+                    items.removeFirst()
+                    return false
+                }
+            }
+            purge(keeping: key)
+            if usage > capacity {
+                items.removeAll { $0.key == key }
+                return false
+            }
+            return true
         }
 
         mutating func touch(_ key: String) {
@@ -296,24 +345,21 @@ struct LRUCacheTests {
         }
 
         mutating func purge(keeping kept: String) {
+            if Set(items.map(\.owner)).count <= 1 {
+                while usage > preferred, let oldest = items.last, oldest.key != kept { items.removeLast() }
+                return
+            }
             while usage > preferred {
-                var byOwner: [String: UInt64] = [:]
-                for item in items { byOwner[item.owner, default: 0] += item.cost }
+                let owners = byOwner()
+                let over = owners.compactMap { o, u -> (String, UInt64)? in
+                    let s = share(o, owners)
+                    return u > s ? (o, u - s) : nil
+                }.sorted { $0.1 != $1.1 ? $0.1 > $1.1 : $0.0 < $1.0 }
                 var victim: String?
-                var someoneOver = false
-                if byOwner.count > 1 {
-                    let share = capacity / UInt64(byOwner.count)
-                    let over = byOwner.filter { $0.value > share }.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }
-                    someoneOver = !over.isEmpty
-                    for (owner, _) in over {
-                        if let oldest = items.last(where: { $0.owner == owner }), oldest.key != kept { victim = oldest.key; break }
-                    }
+                for (owner, _) in over {
+                    if let oldest = items.last(where: { $0.owner == owner && $0.key != kept }) { victim = oldest.key; break }
                 }
-                if victim == nil {
-                    if someoneOver, usage <= capacity { return }
-                    guard let oldest = items.last, oldest.key != kept else { return }
-                    victim = oldest.key
-                }
+                guard let victim else { return }
                 items.removeAll { $0.key == victim }
             }
         }
@@ -330,14 +376,15 @@ struct LRUCacheTests {
         }
         for i in 0..<3000 {
             let key = "k\(next() % 30)"
-            // Phases: one owner for a while (the ledger-free path), then three, then one again.
-            let owners = (i / 500) % 2 == 0 ? ["a"] : ["a", "b", "c"]
+            // Phases: one owner for a while (the ledger-free path), then several (two processes of
+            // the unscoped pool among them), then one again.
+            let owners = (i / 500) % 2 == 0 ? ["a"] : ["a", "b", "unscoped/pid:1", "unscoped/pid:2"]
             let owner = owners[Int(next() % UInt64(owners.count))]
             switch next() % 10 {
             case 0..<6:
                 let cost = next() % 9 + 1
-                _ = try cache.add(i, cost: cost, for: key, owner: owner)
-                naive.add(key, cost, owner)
+                let added = (try? cache.add(i, cost: cost, for: key, owner: owner)) != nil
+                #expect(added == naive.add(key, cost, owner), "after operation \(i)")
             case 6..<9:
                 _ = cache.image(for: key)
                 naive.touch(key)
