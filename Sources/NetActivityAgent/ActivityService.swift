@@ -114,7 +114,9 @@ public final class ActivityService: ActivitySink, IndicatorSource {
             properties: [
                 .contractVersion,
                 DBusProperty(P.enabled.rawValue, "b", get: { [unowned self] w, _ in w.append(self.machine.isEnabled) }) {
-                    [unowned self] r, _, _ in self.setEnabled(try r.read(Bool.self))
+                    [unowned self] r, _, sender in
+                    try self.context.requireHost(sender, toSet: "Enabled")
+                    self.setEnabled(try r.read(Bool.self))
                 },
                 DBusProperty(P.visible.rawValue, "b") { [unowned self] w, _ in w.append(self.machine.isVisible) },
                 DBusProperty(P.state.rawValue, "s") { [unowned self] w, _ in w.append(self.machine.state.rawValue) },
@@ -131,7 +133,9 @@ public final class ActivityService: ActivitySink, IndicatorSource {
         _ property: ActivityMember.Property, _ keyPath: WritableKeyPath<ActivityIndicatorStateMachine, Duration>
     ) -> DBusProperty {
         DBusProperty(property.rawValue, "d", get: { [unowned self] w, _ in w.append(self.machine[keyPath: keyPath].seconds) }) {
-            [unowned self] r, _, _ in try self.setDelay(property, keyPath, seconds: try r.read(Double.self))
+            [unowned self] r, _, sender in
+            try self.context.requireHost(sender, toSet: property.rawValue)
+            try self.setDelay(property, keyPath, seconds: try r.read(Double.self))
         }
     }
 

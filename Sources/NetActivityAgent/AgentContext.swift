@@ -24,6 +24,15 @@ public final class AgentContext {
         }
     }
 
+    /// Settings that affect every app (Enabled, the delays, capacities, MaximumActiveDownloads)
+    /// are changed by host apps and the settings file only, never by a sandboxed app.
+    func requireHost(_ sender: String, toSet name: String) throws(NetActivityError) {
+        let caller = peers.identity(of: sender)
+        guard !caller.isSandboxed else {
+            throw .accessDenied("\(name) affects every app; a sandboxed app (\(caller.app)) may not change it")
+        }
+    }
+
     /// Where signals go.
     public var sink: any MessageSink { server.sink }
 

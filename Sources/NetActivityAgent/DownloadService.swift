@@ -304,10 +304,16 @@ public final class DownloadService: ImageDownloader.Observer {
                 .contractVersion,
                 DBusProperty(
                     P.maximumActiveDownloads.rawValue, "u", get: { [unowned self] w, _ in w.append(UInt32(self.core.maximumActiveDownloads)) }
-                ) { [unowned self] r, _, _ in try self.setMaximumActiveDownloads(try r.read(UInt32.self)) },
+                ) { [unowned self] r, _, sender in
+                    try self.context.requireHost(sender, toSet: "MaximumActiveDownloads")
+                    try self.setMaximumActiveDownloads(try r.read(UInt32.self))
+                },
                 DBusProperty(
                     P.downloadPrioritization.rawValue, "s", get: { [unowned self] w, _ in w.append(self.core.prioritization.rawValue) }
-                ) { [unowned self] r, _, _ in try self.setPrioritization(try r.read(String.self)) },
+                ) { [unowned self] r, _, sender in
+                    try self.context.requireHost(sender, toSet: "DownloadPrioritization")
+                    try self.setPrioritization(try r.read(String.self))
+                },
                 DBusProperty(P.activeDownloads.rawValue, "u", emitsChanged: .false) { [unowned self] w, _ in
                     w.append(UInt32(self.core.activeCount))
                 },
@@ -316,7 +322,10 @@ public final class DownloadService: ImageDownloader.Observer {
                 },
                 DBusProperty(
                     P.diskCapacity.rawValue, "t", get: { [unowned self] w, _ in w.append(self.disk?.capacity ?? DiskCache.defaultCapacity) }
-                ) { [unowned self] r, _, _ in try self.setDiskCapacity(try r.read(UInt64.self)) },
+                ) { [unowned self] r, _, sender in
+                    try self.context.requireHost(sender, toSet: "DiskCapacity")
+                    try self.setDiskCapacity(try r.read(UInt64.self))
+                },
                 DBusProperty(P.diskUsage.rawValue, "t", emitsChanged: .false) { [unowned self] w, _ in
                     self.disk?.start()
                     w.append(self.disk?.usage ?? 0)

@@ -83,13 +83,15 @@ public final class ImageCacheService: ImageStore {
             properties: [
                 .contractVersion,
                 DBusProperty(P.memoryCapacity.rawValue, "t", get: { [unowned self] w, _ in w.append(self.imageCache.memoryCapacity) }) {
-                    [unowned self] r, _, _ in
+                    [unowned self] r, _, sender in
+                    try self.context.requireHost(sender, toSet: P.memoryCapacity.rawValue)
                     try self.setCacheLimits(capacity: try r.read(UInt64.self), preferred: self.imageCache.preferredMemoryUsageAfterPurge)
                 },
                 DBusProperty(
                     P.preferredMemoryUsageAfterPurge.rawValue, "t",
                     get: { [unowned self] w, _ in w.append(self.imageCache.preferredMemoryUsageAfterPurge) }
-                ) { [unowned self] r, _, _ in
+                ) { [unowned self] r, _, sender in
+                    try self.context.requireHost(sender, toSet: P.preferredMemoryUsageAfterPurge.rawValue)
                     try self.setCacheLimits(capacity: self.imageCache.memoryCapacity, preferred: try r.read(UInt64.self))
                 },
                 // These change on every call; read them when needed (no change signal).

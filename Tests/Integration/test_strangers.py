@@ -76,6 +76,206 @@ class NeverReaderTests(AgentTestCase):
         self.assertTrue(self.cache().LookupImage("big", byte_arrays=True)[0])
 
 
+class Stranger:
+    """stranger.py in a process of its own: as a plain host process, as a fake Flatpak (`flatpak`:
+    its app id, through sandbox.sh), or moved into a cgroup (`cgroup`: a path under the unified
+    hierarchy) before it connects."""
+
+    def __init__(self, bus, flatpak=None, cgroup=None):
+        argv = [sys.executable, os.path.join(HERE, "stranger.py"), bus.address]
+        self.root = None
+        if flatpak:
+            self.root = tempfile.mkdtemp(prefix="netactivity-sandbox-")
+            argv = ["unshare", "-rm", "sh", os.path.join(HERE, "sandbox.sh"), self.root, flatpak, *argv]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=bus.env(),
+                                     preexec_fn=(lambda: Cgroups.enter(cgroup)) if cgroup else None)
+        self.name = self("ping")
+
+    def __call__(self, *command):
+        import json
+        self.proc.stdin.write(json.dumps(command) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise AssertionError("the stranger died")
+        out = json.loads(line)
+        if "error" in out:
+            raise dbus.exceptions.DBusException(out["error"][1], name=out["error"][0])
+        return out["ok"]
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait(10)
+        if self.root:
+            os.rmdir(self.root)
+
+
+class Cgroups:
+    """Cgroups made by root under the unified hierarchy for one test, removed after it."""
+    UNIFIED = "/sys/fs/cgroup/unified" if os.path.isdir("/sys/fs/cgroup/unified") else "/sys/fs/cgroup"
+
+    def __init__(self):
+        self.made = []
+
+    @classmethod
+    def usable(cls):
+        return os.geteuid() == 0 and os.access(os.path.join(cls.UNIFIED, "cgroup.procs"), os.W_OK)
+
+    def make(self, path):
+        full = self.UNIFIED + path
+        parts = path.strip("/").split("/")
+        for i in range(1, len(parts) + 1):
+            d = os.path.join(self.UNIFIED, *parts[:i])
+            if not os.path.isdir(d):
+                os.mkdir(d)
+                self.made.append(d)
+        return full
+
+    @staticmethod
+    def enter(full):
+        with open(os.path.join(full, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+
+    def remove(self):
+        for d in reversed(self.made):
+            deadline = time.monotonic() + 5
+            while True:
+                try:
+                    os.rmdir(d)
+                    break
+                except OSError:  # a process that just exited may still be counted for a moment
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)
+
+
+def can_fake_flatpak():
+    try:
+        return subprocess.run(["unshare", "-rm", "true"], timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+class StrangerTestCase(AgentTestCase):
+    def stranger(self, **kw):
+        s = Stranger(self.bus, **kw)
+        self.addCleanup(s.close)
+        return s
+
+    def by_app(self, conn=None):
+        obj = (conn or self.conn).get_object(NAME, PATH, introspect=False)
+        return {str(k): int(v) for k, v in obj.Get(CACHE, "MemoryUsageByApp", dbus_interface=PROPS).items()}
+
+
+@unittest.skipUnless(can_fake_flatpak(), "unshare -rm (user namespaces) is not available")
+class SandboxTests(StrangerTestCase):
+    def test_a_sandboxed_app_is_its_flatpak_id_and_sees_only_its_own_work(self):
+        app = self.stranger(flatpak="org.example.Sandboxed")
+        image = bytes(png(width=5))
+        app("add", "shared-name", image.hex())
+        # Its plain identifiers are its own: the host's entry of the same name is another one.
+        iface_cache = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), CACHE)
+        iface_cache.AddImage("host-only", dbus.ByteArray(png(width=7)))
+        self.assertIsNone(app("lookup", "host-only"), "a sandboxed app does not read the host's plain entries")
+        self.assertFalse(iface_cache.LookupImage("shared-name", byte_arrays=True)[0], "nor the host the sandbox's")
+        self.assertEqual(app("lookup", "shared-name"), image.hex())
+        rows = app("usage-by-app")
+        self.assertEqual(rows, {"flatpak:org.example.Sandboxed": len(image)}, "only its own row")
+        self.assertIn("flatpak:org.example.Sandboxed", self.by_app(), "a host app sees every row")
+        # It may empty only what is charged to it.
+        self.assertTrue(app("remove-all"))
+        self.assertTrue(iface_cache.LookupImage("host-only", byte_arrays=True)[0])
+
+    def test_a_sandboxed_app_may_not_change_settings_that_affect_everyone(self):
+        app = self.stranger(flatpak="org.example.Sandboxed")
+        for iface, prop, sig, value in [(IFACE, "Enabled", "b", False), (IFACE, "ActivationDelay", "d", 0.0),
+                                        (IFACE, "CompletionDelay", "d", 5.0), (CACHE, "MemoryCapacity", "t", 1),
+                                        (CACHE, "PreferredMemoryUsageAfterPurge", "t", 0),
+                                        (DOWNLOADER, "MaximumActiveDownloads", "u", 1),
+                                        (DOWNLOADER, "DownloadPrioritization", "s", "lifo"),
+                                        (DOWNLOADER, "DiskCapacity", "t", 0)]:
+            with self.assertRaises(dbus.exceptions.DBusException) as cm:
+                app("set", iface, prop, sig, value)
+            self.assertEqual(cm.exception.get_dbus_name(), "org.freedesktop.DBus.Error.AccessDenied", prop)
+            self.assertIn("sandboxed", cm.exception.get_dbus_message())
+        obj = self.conn.get_object(NAME, PATH, introspect=False)
+        self.assertTrue(bool(obj.Get(IFACE, "Enabled", dbus_interface=PROPS)))
+        self.assertEqual(int(obj.Get(DOWNLOADER, "MaximumActiveDownloads", dbus_interface=PROPS)), 4)
+        # A host app still may.
+        obj.Set(DOWNLOADER, "MaximumActiveDownloads", dbus.UInt32(2, variant_level=1), dbus_interface=PROPS)
+
+    def test_sybils_of_the_unscoped_pool_cannot_starve_a_sandboxed_app(self):
+        """Forked host processes are one app: however many there are, a newcomer app gets its share
+        of tasks and leases."""
+        hogs = [self.stranger() for _ in range(6)]
+        for h in hogs:
+            h("tasks", 700)  # 4,200 wanted; the budget is 3,276, then the pool's processes share it
+        app = self.stranger(flatpak="org.example.Newcomer")
+        self.assertEqual(app("tasks", 1000), {"granted": 1000, "refusal": None}, "under its share of 3,276/2")
+        self.assertEqual(app("leases", 10), {"granted": 10, "refusal": None})
+
+
+@unittest.skipUnless(Cgroups.usable(), "needs root to make cgroups")
+class CgroupIdentityTests(StrangerTestCase):
+    def setUp(self):
+        super().setUp()
+        self.cgroups = Cgroups()
+        self.addCleanup(self.cgroups.remove)
+
+    def app_slice(self, unit):
+        uid = os.getuid()
+        return "/user.slice/user-%d.slice/user@%d.service/app.slice/%s" % (uid, uid, unit)
+
+    def test_an_app_unit_under_the_users_app_slice_is_that_app_and_a_look_alike_elsewhere_is_not(self):
+        victim = self.stranger(cgroup=self.cgroups.make(self.app_slice("app-gnome-org.example.Victim-41.scope")))
+        victim2 = self.stranger(cgroup=self.cgroups.make(self.app_slice("app-gnome-org.example.Victim-42.scope")))
+        lookalike = self.stranger(cgroup=self.cgroups.make("/evil.slice/app-gnome-org.example.Victim-43.scope"))
+        flatpak_lookalike = self.stranger(
+            cgroup=self.cgroups.make(self.app_slice("app-flatpak-org.example.Photos-44.scope")))
+        for s, name in [(victim, "v1"), (victim2, "v2"), (lookalike, "look"), (flatpak_lookalike, "fp")]:
+            s("add", name, bytes(png(width=len(name))).hex())
+        rows = self.by_app()
+        self.assertEqual(rows.get("app:org.example.Victim"), 2 * len(png(width=2)),
+                         "two launches of one app are one app: %s" % rows)
+        self.assertIn("unscoped/pid:%d" % lookalike.proc.pid, rows, "a look-alike outside app.slice is unscoped")
+        self.assertIn("app:org.example.Photos", rows, "a look-alike Flatpak scope is a host app, not the Flatpak")
+        self.assertNotIn("flatpak:org.example.Photos", rows)
+        # The look-alike cannot touch the victim's URL entries: they are the victim's.
+        url = "https://example.org/victim.png"
+        victim("add-url", url, bytes(png(width=9)).hex())
+        self.assertIsNone(lookalike("lookup-url", url))
+        self.assertEqual(victim2("lookup-url", url), bytes(png(width=9)).hex(), "one app, one namespace")
+
+    def test_many_forked_processes_do_not_evict_a_polite_apps_images(self):
+        obj = self.conn.get_object(NAME, PATH, introspect=False)
+        obj.Set(CACHE, "PreferredMemoryUsageAfterPurge", dbus.UInt64(1 << 20, variant_level=1), dbus_interface=PROPS)
+        obj.Set(CACHE, "MemoryCapacity", dbus.UInt64(2 << 20, variant_level=1), dbus_interface=PROPS)
+        polite = self.stranger(cgroup=self.cgroups.make(self.app_slice("app-org.example.Polite@1.service")))
+        images = [bytes(png(width=i + 1, extra=20_000)) for i in range(40)]
+        for i, image in enumerate(images):
+            polite("add", "polite%d" % i, image.hex())
+        code = """
+import sys, dbus
+bus = dbus.bus.BusConnection(sys.argv[1])
+cache = dbus.Interface(bus.get_object("org.example.NetActivity", "/org/example/NetActivity", introspect=False),
+                       "org.example.NetActivity.ImageCache")
+data = dbus.ByteArray(bytes.fromhex(sys.argv[2]))
+for i in range(6):
+    try:
+        cache.AddImage("sybil-%s-%d" % (sys.argv[3], i), data)
+    except dbus.exceptions.DBusException:
+        pass
+"""
+        sybil = bytes(png(extra=30_000)).hex()
+        procs = [subprocess.Popen([sys.executable, "-c", code, self.bus.address, sybil, str(n)]) for n in range(100)]
+        for p in procs:
+            self.assertEqual(p.wait(60), 0)
+        kept = [polite("lookup", "polite%d" % i) is not None for i in range(40)]
+        self.assertEqual(kept, [True] * 40, "the app within its share kept every image")
+        self.assertLessEqual(int(obj.Get(CACHE, "MemoryUsage", dbus_interface=PROPS)), 2 << 20)
+
+
 class InlineLimitTests(AgentTestCase):
     def cache(self):
         return dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), CACHE)

@@ -1,0 +1,87 @@
+#!/usr/bin/python3
+"""One app, driven by a test line by line: stranger.py ADDRESS reads JSON commands from stdin, one
+per line, runs each on its own bus connection and prints one JSON line per command, {"ok": value}
+or {"error": [name, message]}. It keeps everything it was given (leases, tasks) until stdin
+closes. Commands: ["tasks", N], ["leases", N], ["download", URL], ["set", IFACE, PROP, SIG, VALUE],
+["add-url", URL, HEX], ["lookup-url", URL], ["open-url", URL], ["add", ID, HEX], ["usage-by-app"],
+["remove-all"], ["ping"]."""
+import json
+import os
+import sys
+
+import dbus
+
+NAME, PATH = "org.example.NetActivity", "/org/example/NetActivity"
+conn = dbus.bus.BusConnection(sys.argv[1])
+obj = conn.get_object(NAME, PATH, introspect=False)
+agent = dbus.Interface(obj, "org.example.NetActivity")
+cache = dbus.Interface(obj, "org.example.NetActivity.ImageCache")
+downloader = dbus.Interface(obj, "org.example.NetActivity.Downloader")
+held = []
+VARIANT = {"b": dbus.Boolean, "u": dbus.UInt32, "t": dbus.UInt64, "d": dbus.Double, "s": dbus.String}
+
+
+def run(cmd, *args):
+    if cmd == "tasks":
+        n = 0
+        try:
+            for _ in range(args[0]):
+                held.append(agent.BeginTask("stranger", dbus.Dictionary({}, signature="sv")))
+                n += 1
+        except dbus.exceptions.DBusException as e:
+            return {"granted": n, "refusal": [e.get_dbus_name(), e.get_dbus_message()]}
+        return {"granted": n, "refusal": None}
+    if cmd == "leases":
+        n = 0
+        try:
+            for _ in range(args[0]):
+                held.append(agent.BeginActivity("stranger").take())
+                n += 1
+        except dbus.exceptions.DBusException as e:
+            return {"granted": n, "refusal": [e.get_dbus_name(), e.get_dbus_message()]}
+        return {"granted": n, "refusal": None}
+    if cmd == "download":
+        return [str(v) for v in downloader.DownloadImage(args[0], dbus.Dictionary({}, signature="sv"))]
+    if cmd == "set":
+        iface, prop, sig, value = args
+        obj.Set(iface, prop, VARIANT[sig](value, variant_level=1), dbus_interface="org.freedesktop.DBus.Properties")
+        return True
+    if cmd == "add-url":
+        cache.AddImageForRequest(args[0], "", dbus.ByteArray(bytes.fromhex(args[1])))
+        return True
+    if cmd == "add":
+        cache.AddImage(args[0], dbus.ByteArray(bytes.fromhex(args[1])))
+        return True
+    if cmd == "lookup-url":
+        found, data = cache.LookupImageForRequest(args[0], "", byte_arrays=True)
+        return bytes(data).hex() if found else None
+    if cmd == "lookup":
+        found, data = cache.LookupImage(args[0], byte_arrays=True)
+        return bytes(data).hex() if found else None
+    if cmd == "open-url":
+        fd, size = cache.OpenImageForRequest(args[0], "")
+        fd = fd.take()
+        try:
+            return os.pread(fd, size, 0).hex()
+        finally:
+            os.close(fd)
+    if cmd == "usage-by-app":
+        return {str(k): int(v) for k, v in obj.Get("org.example.NetActivity.ImageCache", "MemoryUsageByApp",
+                                                   dbus_interface="org.freedesktop.DBus.Properties").items()}
+    if cmd == "remove-all":
+        return bool(cache.RemoveAllImages())
+    if cmd == "ping":
+        return conn.get_unique_name()
+    raise ValueError(cmd)
+
+
+for line in sys.stdin:
+    command = json.loads(line)
+    try:
+        out = {"ok": run(*command)}
+    except dbus.exceptions.DBusException as e:
+        out = {"error": [e.get_dbus_name(), e.get_dbus_message()]}
+    print(json.dumps(out), flush=True)
+for fd in held:
+    if isinstance(fd, int):
+        os.close(fd)
