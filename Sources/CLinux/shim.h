@@ -19,6 +19,7 @@
 #include <sys/prctl.h>
 #include <time.h>
 #include <sys/vfs.h>
+#include <sys/ioctl.h>
 
 /* sigset manipulation macros/functions are awkward from Swift: a tiny helper that blocks
    the termination signals and returns a signalfd for them. */
@@ -120,6 +121,12 @@ static inline int clinux_is_on_fuse(int fd) {
     struct statfs fs;
     if (fstatfs(fd, &fs) != 0) return -1;
     return fs.f_type == 0x65735546 ? 1 : 0;
+}
+
+/* Bytes waiting to be read on a socket (FIONREAD), or -1. */
+static inline int clinux_bytes_readable(int fd) {
+    int n = 0;
+    return ioctl(fd, FIONREAD, &n) == 0 ? n : -1;
 }
 
 /* The seals on an fd (F_GET_SEALS), or -1. */

@@ -247,7 +247,26 @@ public final class Connection: MessageSink {
         let taken = watches(of: fd)
         if let first = taken.first { handle(first, flags) }
         for w in taken.dropFirst() where watches(of: fd).contains(w) { handle(w, flags) }
+        if flags & CDBUS_WATCH_READABLE != 0 { readMore(fd) }
         dispatchAll()
+    }
+
+    /// libdbus reads at most 2 KiB per handling of its watch: a message of megabytes took one turn
+    /// of the loop per 2 KiB (and everyone's calls queue behind it in the bus's one stream). While
+    /// the socket holds more and no complete message waits, its read watch is handled again, up to
+    /// `readAheadBytes` per turn.
+    static let readAheadBytes = 4 << 20
+
+    private func readMore(_ fd: Int32) {
+        var budget = Self.readAheadBytes
+        while budget > 0, !closed, dbus_connection_get_dispatch_status(raw) != DBUS_DISPATCH_DATA_REMAINS {
+            let pending = Files.bytesReadable(fd)
+            guard pending > 0, let w = watches(of: fd).first(where: { dbus_watch_get_flags($0) & CDBUS_WATCH_READABLE != 0 }),
+                  dbus_watch_get_enabled(w) != 0
+            else { return }
+            _ = dbus_watch_handle(w, CDBUS_WATCH_READABLE)
+            budget -= min(pending, 2048)
+        }
     }
 
     private func handle(_ watch: OpaquePointer, _ flags: UInt32) {

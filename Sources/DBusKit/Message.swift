@@ -270,6 +270,13 @@ public final class Message: @unchecked Sendable {
     }
 
     /// An error reply for this call. An invalid error name becomes `Failed`.
+    /// An upper bound on the bytes of this message's arguments (a few iterator steps: arrays are
+    /// measured, not walked).
+    public var argumentsBound: UInt64 {
+        var longest: UInt64 = 0
+        return cdbus_message_bound(raw, &longest)
+    }
+
     public func makeError(_ error: DBusError) -> Message {
         let name = DBusNames.isValidErrorName(error.name) ? error.name : "org.freedesktop.DBus.Error.Failed"
         let text = error.message.replacingNUL()

@@ -456,7 +456,8 @@ public final class ObjectServer {
         if !message.noReplyExpected { sink.send(reply) }
     }
 
-    private func replyError(_ message: Message, _ error: DBusError) {
+    /// Answers `message` with `error` (nothing when it expects no reply).
+    public func replyError(_ message: Message, _ error: DBusError) {
         guard !message.noReplyExpected else { return }
         sink.send(message.makeError(error))
     }

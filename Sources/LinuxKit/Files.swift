@@ -26,6 +26,11 @@ public enum Files {
 
     /// The first `count` bytes of the file behind `fd` (read at offset 0, whatever its file
     /// offset), or nil when it has fewer or a read fails.
+    /// Bytes waiting to be read on socket `fd` (0 when none or unknown).
+    public static func bytesReadable(_ fd: Int32) -> Int {
+        max(0, Int(clinux_bytes_readable(fd)))
+    }
+
     /// Whether `fd` is on a FUSE file system (a user's server could hold a read up forever);
     /// true also when that cannot be told.
     public static func isOnFUSE(_ fd: Int32) -> Bool {

@@ -67,6 +67,14 @@ public final class Agent {
             guard let sender, sender.utf8.first == UInt8(ascii: ":"), !peers.isKnown(sender) else {
                 return server.handle(message, sender: sender)
             }
+            // A call larger than any valid one is answered at once, never held: held, a call of
+            // 64 MiB kept libdbus's queue over its limit (63 MiB), so the reply the registry waited
+            // for could not be read, and everyone waited 5 s for its timeout.
+            if message.argumentsBound > NetActivityLimits.maxCallBytes {
+                return server.replyError(message, DBusError(
+                    name: NetActivityError.Name.tooLarge.rawValue,
+                    message: "A call of \(message.argumentsBound) bytes is larger than any the agent takes (\(NetActivityLimits.maxCallBytes)); pass large images as a sealed memfd (AddImageFromFd)"))
+            }
             peers.resolve(sender) { leaving in
                 if leaving { server.handle(message, sender: sender) } else { connection.redeliver(message) }
             }

@@ -18,6 +18,9 @@ public enum NetActivityLimits {
     /// fd (`AddImageFromFd`, `OpenImage`), so that no reply of megabytes piles up in the bus for
     /// a client that does not read, and no call holds the loop copying them.
     public static let maxInlineImageBytes = 1 << 20
+    /// The largest call the agent takes: an inline image and its key, with room to spare.
+    /// Anything larger is refused before it is looked at (`TooLarge`).
+    public static let maxCallBytes: UInt64 = UInt64(maxInlineImageBytes) + 64 * 1024
     /// The largest MemoryCapacity and DiskCapacity that may be set (1 TiB).
     public static let maxCacheCapacity: UInt64 = 1 << 40
     /// The largest download body, whatever the cache's capacity: the largest image `LookupImage`
