@@ -77,17 +77,21 @@ final class DiskCache: @unchecked Sendable {
                 return
             }
         }
-        chmod(directory, 0o700)
         // One writer per directory: a second agent of the same user (a second session) keeps its
         // images in memory, so the two never pass DiskCapacity together or delete each other's entries.
         // The lock is on the directory itself (flock works on a directory's fd): no extra file.
         lockFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)
         guard lockFD >= 0 else {
-            lastError = "cannot lock \(directory): \(String(cString: strerror(errno)))"
+            // O_NOFOLLOW: a symbolic link in the directory's place is not followed, and its target
+            // (someone else's folder, maybe) never has its mode changed.
+            lastError = errno == ELOOP || errno == ENOTDIR
+                ? "\(directory) is not a directory of its own (a symbolic link?); the memory cache goes on"
+                : "cannot lock \(directory): \(String(cString: strerror(errno)))"
             logger.warning("Disk cache off: \(lastError)")
             broken = true
             return
         }
+        fchmod(lockFD, 0o700)
         guard flock(lockFD, LOCK_EX | LOCK_NB) == 0 else {
             lastError = "another netactivityd uses \(directory); this one keeps images in memory only"
             logger.notice("Disk cache off: \(lastError)")

@@ -458,6 +458,10 @@ final class HTTPFetcher {
                 .failed, "\(url): the agent had no memory for the body (\(String(cString: strerror(t.storeError))))")))
         case CURLE_TOO_MANY_REDIRECTS:
             return .failure(.failed(NetActivityError(.http, "\(url): too many redirects")))
+        case CURLE_UNSUPPORTED_PROTOCOL where t.headers.isEmpty:
+            // libcurl refuses an answer with no status line (HTTP/0.9) with this code too; a
+            // redirect to another scheme comes after a response's headers.
+            return .failure(.failed(NetActivityError(.http, "\(url): the server answered without an HTTP status line (HTTP/0.9)")))
         case CURLE_UNSUPPORTED_PROTOCOL:
             return .failure(.failed(NetActivityError(.invalidURL, "\(url) led to a scheme other than http or https")))
         default:

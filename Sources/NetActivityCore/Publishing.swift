@@ -23,6 +23,16 @@ public enum PublishedURL {
                     $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#")
                 } ?? b.count
                 start = (schemeEnd..<authorityEnd).last { b[$0] == UInt8(ascii: "@") }.map { $0 + 1 } ?? schemeEnd
+                // A userinfo holding "/", "?" or "#" ends the authority early for every parser,
+                // leaving its tail in the path or query ("http://alice:pa?ss@host" has host "alice"
+                // and port "pa"): when an "@" follows the authority, or the port is not a number,
+                // nothing after the scheme is published.
+                let hostEnd = first(from: start, to: authorityEnd) { $0 == UInt8(ascii: "]") }.map { $0 + 1 } ?? start
+                let portStart = first(from: hostEnd, to: authorityEnd) { $0 == UInt8(ascii: ":") }
+                let badPort = portStart.map { p in (p + 1..<authorityEnd).contains { b[$0] < 0x30 || b[$0] > 0x39 } } ?? false
+                if badPort || first(from: authorityEnd, to: b.count, { $0 == UInt8(ascii: "@") }) != nil {
+                    return String(decoding: UnsafeBufferPointer(rebasing: b[..<schemeEnd]), as: UTF8.self) + "…"
+                }
             }
             let end = first(from: start, to: b.count) { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? b.count
             return String(decoding: UnsafeBufferPointer(rebasing: b[..<schemeEnd]), as: UTF8.self)

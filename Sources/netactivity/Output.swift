@@ -49,7 +49,16 @@ func jsonString(_ s: String) -> String {
 /// C0 controls, DEL and C1 controls (a terminal acts on all of them: ESC, CSI as U+009B, ...),
 /// and the Unicode line and paragraph separators.
 func isControl(_ u: Unicode.Scalar) -> Bool {
-    u.value < 0x20 || (0x7F...0x9F).contains(u.value) || u.value == 0x2028 || u.value == 0x2029
+    u.value < 0x20 || (0x7F...0x9F).contains(u.value) || u.value == 0x2028 || u.value == 0x2029 || isBidiControl(u)
+}
+
+/// The bidirectional formatting characters (embeddings, overrides, isolates, marks): text from
+/// another app could reorder what the terminal shows around it ("Trojan Source").
+func isBidiControl(_ u: Unicode.Scalar) -> Bool {
+    switch u.value {
+    case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true
+    default: false
+    }
 }
 
 /// A string that came from another app, made safe for a terminal and for scripts that split

@@ -18,6 +18,7 @@ import dbus
 from harness import BIN, IFACE, NAME, PATH, PROPS, Agent, connect, png, wait_until
 from rawbus import RawClient, body_strings
 from test_agent import AgentTestCase
+from test_downloads import DownloadTestCase
 from test_hostile import Prober
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -304,6 +305,75 @@ except dbus.exceptions.DBusException as e:
         # at a time); the 5 s wait is gone.
         self.assertLess(report["max_ms"], 1500, report)
         self.assertNotIn("GetConnectionUnixProcessID", self.agent.logtext())
+
+
+class RawHTTPServer:
+    """A loopback TCP server that answers every connection with fixed bytes and closes."""
+
+    def __init__(self, answer):
+        import socket
+        import threading
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+
+        def serve():
+            while True:
+                try:
+                    c, _ = self.sock.accept()
+                except OSError:
+                    return
+                c.recv(65536)
+                c.sendall(answer)
+                c.close()
+        threading.Thread(target=serve, daemon=True).start()
+
+    def close(self):
+        self.sock.close()
+
+
+class SmallLeaksTests(DownloadTestCase):
+    def test_an_http_09_answer_is_an_http_error_not_a_bad_url(self):
+        server = RawHTTPServer(bytes(png()))  # no status line at all
+        self.addCleanup(server.close)
+        done = self.fetch_url("http://127.0.0.1:%d/old.png" % server.port)
+        self.assertFalse(done["ok"])
+        self.assertEqual(done["error_name"], "org.example.NetActivity.Error.HTTP", done)
+        self.assertIn("HTTP/0.9", done["error_message"])
+
+    def fetch_url(self, url):
+        c = self.client(url)
+        return self.finished(c, 1)[0]
+
+    def test_a_password_holding_a_query_delimiter_is_never_published(self):
+        done = self.fetch_url("http://alice:pa?ss@127.0.0.1:1/x.png")
+        self.assertFalse(done["ok"])
+        self.assertIn("http://…", done["error_message"])
+        for part in ("alice", ":pa", "ss@"):
+            self.assertNotIn(part, done["error_message"])
+
+    def test_the_cli_escapes_bidi_controls_from_another_apps_description(self):
+        iface = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), IFACE)
+        iface.BeginTask("evil\u202egnp.exe", dbus.Dictionary({}, signature="sv"))
+        r = subprocess.run([os.path.join(BIN, "netactivity"), "tasks"], env=self.bus.env(), capture_output=True,
+                           text=True, timeout=20)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("\u202e", r.stdout)
+        self.assertIn("evil\\u{202e}gnp.exe", r.stdout)
+
+    def test_a_symlink_in_place_of_the_cache_dir_is_not_followed_and_its_target_keeps_its_mode(self):
+        self.agent.stop()
+        target = tempfile.mkdtemp(prefix="netactivity-target-")
+        self.addCleanup(shutil.rmtree, target, True)
+        os.chmod(target, 0o755)
+        os.makedirs(self.bus.cache_home, exist_ok=True)
+        os.symlink(target, os.path.join(self.bus.cache_home, "netactivity"))
+        self.agent = Agent(self.bus, *self.agent_args)
+        self.assertTrue(self.fetch_url(self.http.url("/img/a.png"))["ok"], "the memory cache goes on")
+        wait_until(lambda: "not a directory of its own" in self.agent.logtext(), what="the refusal logged")
+        self.assertEqual(os.stat(target).st_mode & 0o777, 0o755, "the link's target kept its mode")
+        self.assertEqual(os.listdir(target), [])
 
 
 class InlineLimitTests(AgentTestCase):

@@ -14,6 +14,12 @@ struct PublishingTests {
         // A delimiter followed by a combining mark is one Character, but still a delimiter.
         ("https://ex.com/é.png?\u{301}token=secret", "https://ex.com/é.png"),
         ("https://ü:pässword@ex.com/ö#\u{301}frag", "https://ex.com/ö"),
+        // A password holding "?", "#" or "/" ends the authority early: nothing of it is published.
+        ("http://alice:pa?ss@host/a.png", "http://…"),
+        ("http://alice:pa#ss@host/a.png", "http://…"),
+        ("http://alice:pa/ss@host/a.png", "http://…"),
+        ("http://alice:secret/a.png", "http://…"),
+        ("http://host:8080/a@b.png", "http://…"),
     ])
     func redaction(url: String, published: String) {
         #expect(PublishedURL.redact(url) == published)
