@@ -589,11 +589,34 @@ public final class Connection: MessageSink {
         _ = try withDBusError { err in dbus_bus_add_match(raw, rule, err) }
     }
 
+    /// Stops routing `rule`'s signals to us, without waiting (libdbus blocks only when asked for
+    /// the error).
     public func removeMatch(_ rule: String) {
-        var err = CDBus.DBusError()
-        dbus_error_init(&err)
-        dbus_bus_remove_match(raw, rule, &err)
-        dbus_error_free(&err)
+        dbus_bus_remove_match(raw, rule, nil)
+    }
+
+    /// Asks the bus to route `rule`'s signals to us without waiting for its answer (a bad rule is
+    /// then only logged by the bus): for code that runs on the loop after start-up.
+    public func addMatchWithoutWaiting(_ rule: String) {
+        dbus_bus_add_match(raw, rule, nil)
+    }
+
+    /// RequestName through the event loop (DO_NOT_QUEUE, no replacement).
+    public func requestNameAsync(_ name: String, _ done: @escaping (Result<RequestNameResult, DBusError>) -> Void) {
+        busCallAsync("RequestName", timeoutMilliseconds: 5000, { w in
+            w.append(name)
+            w.append(UInt32(CDBUS_NAME_FLAG_DO_NOT_QUEUE))
+        }) { result in
+            done(result.map { reply in
+                var r = reply.reader()
+                switch (try? r.read(UInt32.self)).map(Int32.init) {
+                case CDBUS_REQUEST_NAME_REPLY_PRIMARY_OWNER: return .primaryOwner
+                case CDBUS_REQUEST_NAME_REPLY_ALREADY_OWNER: return .alreadyOwner
+                case CDBUS_REQUEST_NAME_REPLY_IN_QUEUE: return .inQueue
+                default: return .exists
+                }
+            })
+        }
     }
 
     /// Calls a method on the bus daemon itself, answering through the event loop (`busCall` is

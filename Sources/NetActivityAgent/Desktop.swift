@@ -8,9 +8,10 @@ extension Connection {
     /// after every change ("" when it left).
     /// Returns how to stop following.
     @discardableResult
-    func followOwner(of name: String, _ onOwner: @escaping (String) -> Void) throws -> () -> Void {
+    func followOwner(of name: String, _ onOwner: @escaping (String) -> Void) -> () -> Void {
         let rule = SignalMatch.nameOwnerChanged.rule + ",arg0='\(name)'"
-        try addMatch(rule)
+        // Never blocks the loop (a reload turns observers on and off while serving).
+        addMatchWithoutWaiting(rule)
         var following = true
         let id = onSignal(SignalMatch.nameOwnerChanged) { message in
             guard let change = SignalMatch.nameOwnerChange(message), change.name == name else { return }
@@ -61,8 +62,10 @@ final class TrayIcon: DesktopObserver {
 
     func start() throws {
         server.export(path: Self.path, interfaces: [makeInterface()])
-        _ = try connection.requestName(itemName, replace: false, allowReplacement: false)
-        unfollow = try connection.followOwner(of: Self.watcher) { [unowned self] owner in
+        connection.requestNameAsync(itemName) { [logger, itemName] result in
+            if case .failure(let e) = result { logger.notice("The tray item's name \(itemName) was refused: \(e.message)") }
+        }
+        unfollow = connection.followOwner(of: Self.watcher) { [unowned self] owner in
             if !owner.isEmpty { self.register() }
         }
     }

@@ -5,18 +5,21 @@ import LinuxKit
 import Synchronization
 
 /// A held activity lease: the indicator counts it until `end()` (or until this process exits).
-public final class ActivityLease: @unchecked Sendable {
-    // @unchecked: the fd is only closed once, guarded by `end()` being idempotent on one thread.
-    private var fd: Int32
+public final class ActivityLease: Sendable {
+    /// The lease's fd until `end()` takes it (an atomic exchange: two threads ending the lease at
+    /// once close it once, never a descriptor number reused meanwhile by someone else).
+    private let fd: Atomic<Int32>
 
-    init(fd: Int32) { self.fd = fd }
+    init(fd: Int32) { self.fd = Atomic(fd) }
 
-    /// Releases the lease.
+    /// Releases the lease (once, from any thread).
     public func end() {
-        guard fd >= 0 else { return }
-        close(fd)
-        fd = -1
+        let taken = fd.exchange(-1, ordering: .acquiringAndReleasing)
+        if taken >= 0 { close(taken) }
     }
+
+    /// Whether `end()` has not run yet.
+    public var isHeld: Bool { fd.load(ordering: .acquiring) >= 0 }
 
     deinit { end() }
 }

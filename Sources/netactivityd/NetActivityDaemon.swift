@@ -70,19 +70,29 @@ struct NetActivityDaemon: ParsableCommand {
         return nil
     }
 
-    /// The settings file (if any) with the command line over it, and what was wrong with the file.
-    private func loadSettings() -> (Settings, path: String?, problems: [String]) {
+    /// The settings file (if any) with the command line over it, and what was wrong with the file;
+    /// nil settings when the file exists but cannot be used (the settings in force then stay).
+    private func loadSettings() -> (Settings?, path: String?, problems: [String]) {
         var settings = Settings()
         let path = config.map { $0.isEmpty ? nil : $0 } ?? Settings.defaultPath()
         var problems: [String] = []
-        if let path, let text = Settings.readFile(path) { problems = settings.apply(file: text) }
+        switch path.map(Settings.readFile) ?? .none {
+        case .none: break
+        case .text(let text): problems = settings.apply(file: text)
+        case .unusable(let why): return (nil, path, ["\(why); the settings in force stay"])
+        }
         _ = commandLine(over: &settings)
         return (settings, path, problems)
     }
 
     func run() throws {
         Connection.makeLibdbusChecksNonFatal()
-        var (settings, settingsPath, problems) = loadSettings()
+        let (loaded, settingsPath, problems) = loadSettings()
+        var settings = loaded ?? {
+            var s = Settings()
+            _ = commandLine(over: &s)
+            return s
+        }()
         let level = Logger.Level(rawValue: settings.logLevel) ?? .notice
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
@@ -126,6 +136,42 @@ struct NetActivityDaemon: ParsableCommand {
         options.fileLimit = fileLimit
         let agent = Agent(connection: connection, loop: loop, options: options, logger: logger)
         agent.onStop = { loop.stop() }
+        // Signals are taken (blocked, read through a signalfd) before the name is owned: a SIGTERM
+        // that came between the two used to kill the agent by the default action.
+        var nextReload: UInt64 = 0
+        var reloadPending = false
+        ServiceProcess.onTerminationSignal(loop: loop) { signal in
+            guard signal == SIGHUP else {
+                logger.notice("Signal \(signal); exiting")
+                return loop.stop()
+            }
+            // SIGHUP: the settings file again (the command line still wins over it). A storm of
+            // them costs one reading per 100 ms at most (signals that come meanwhile are one).
+            let now = loop.nowNanoseconds
+            guard now >= nextReload else {
+                if !reloadPending {
+                    reloadPending = true
+                    _ = loop.schedule(atNanoseconds: nextReload) { reloadPending = false; reload() }
+                }
+                return
+            }
+            reload()
+        }
+        func reload() {
+            nextReload = loop.nowNanoseconds + 100_000_000
+            let (loaded, path, problems) = loadSettings()
+            for problem in problems { logger.warning("\(path ?? ""): \(problem) (skipped)") }
+            guard let reloaded = loaded else { return }
+            if reloaded.logLevel != settings.logLevel { logger.notice("log-level takes effect at the next start") }
+            if reloaded.completedTaskLinger != settings.completedTaskLinger {
+                logger.notice("completed-task-linger takes effect at the next start")
+            }
+            settings = reloaded
+            var options = options
+            reloaded.agentOptions(into: &options)
+            agent.reconfigure(options)
+            logger.notice("Reloaded the settings from \(path ?? "the command line")")
+        }
         try agent.start()
 
         switch try connection.requestName(NetActivityBus.name, replace: replace, allowReplacement: true) {
@@ -140,24 +186,6 @@ struct NetActivityDaemon: ParsableCommand {
         connection.onDisconnect = {
             logger.notice("The bus went away; exiting")
             loop.stop()
-        }
-        ServiceProcess.onTerminationSignal(loop: loop) { signal in
-            guard signal == SIGHUP else {
-                logger.notice("Signal \(signal); exiting")
-                return loop.stop()
-            }
-            // SIGHUP: the settings file again (the command line still wins over it).
-            let (reloaded, path, problems) = loadSettings()
-            for problem in problems { logger.warning("\(path ?? ""): \(problem) (skipped)") }
-            if reloaded.logLevel != settings.logLevel { logger.notice("log-level takes effect at the next start") }
-            if reloaded.completedTaskLinger != settings.completedTaskLinger {
-                logger.notice("completed-task-linger takes effect at the next start")
-            }
-            settings = reloaded
-            var options = options
-            reloaded.agentOptions(into: &options)
-            agent.reconfigure(options)
-            logger.notice("Reloaded the settings from \(path ?? "the command line")")
         }
         loop.run()
         connection.close()

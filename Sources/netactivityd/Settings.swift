@@ -27,26 +27,55 @@ struct Settings: Equatable {
         return base + "/netactivity/netactivityd.conf"
     }
 
-    /// The file's text, or nil when there is none (no file is no error). A link is followed (dotfiles
-    /// are often links); anything but a regular file of at most 1 MiB is no file.
-    static func readFile(_ path: String) -> String? {
-        Files.readRegular(path, maxBytes: 1 << 20, followLinks: true).map { String(decoding: $0, as: UTF8.self) }
+    /// The largest settings file read: seven keys need a few hundred bytes; a larger file is
+    /// refused whole (and the settings in force stay), so a reload costs microseconds, not seconds.
+    static let maxFileBytes = 64 * 1024
+    /// Problems logged per reading of the file; past them, one line says how many more there were.
+    static let maxProblemsLogged = 5
+
+    /// What reading the file gave.
+    enum FileText: Equatable {
+        /// No file: every key has its default.
+        case none
+        case text(String)
+        /// A file that cannot be used (too large, not a regular file, unreadable): the settings in
+        /// force stay as they are.
+        case unusable(String)
     }
 
-    /// Applies the file's `key = value` lines over `self`; returns what was wrong with it.
+    /// The file's text. A link is followed (dotfiles are often links).
+    static func readFile(_ path: String) -> FileText {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else {
+            return errno == ENOENT || errno == ENOTDIR ? .none : .unusable("cannot open it: \(String(cString: strerror(errno)))")
+        }
+        close(fd)
+        guard let bytes = Files.readRegular(path, maxBytes: maxFileBytes, followLinks: true) else {
+            return .unusable("it is not a regular file of at most \(maxFileBytes) bytes")
+        }
+        return .text(String(decoding: bytes, as: UTF8.self))
+    }
+
+    /// Applies the file's `key = value` lines over `self`; returns what was wrong with it, at most
+    /// `maxProblemsLogged` lines and a count of the rest (each cut to a readable length).
     mutating func apply(file text: String) -> [String] {
         var problems: [String] = []
+        var more = 0
         for (number, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let line = Self.trimmed(raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
-            guard !line.isEmpty else { continue }
-            guard let eq = line.firstIndex(of: "=") else {
-                problems.append("line \(number + 1): expected key = value, got '\(line)'")
-                continue
-            }
-            let key = String(Self.trimmed(line[..<eq])), value = String(Self.trimmed(line[line.index(after: eq)...]))
-            if let problem = set(key, value) { problems.append("line \(number + 1): \(problem)") }
+            guard let problem = apply(line: raw, number: number + 1) else { continue }
+            if problems.count < Self.maxProblemsLogged { problems.append(problem) } else { more += 1 }
         }
+        if more > 0 { problems.append("and \(more) more bad lines") }
         return problems
+    }
+
+    /// Applies one line; what was wrong with it, if anything.
+    private mutating func apply(line raw: Substring, number: Int) -> String? {
+        let line = Self.trimmed(raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
+        guard !line.isEmpty else { return nil }
+        guard let eq = line.firstIndex(of: "=") else { return "line \(number): expected key = value, got '\(line.prefix(80))'" }
+        let key = String(Self.trimmed(line[..<eq])), value = String(Self.trimmed(line[line.index(after: eq)...]))
+        return set(key, value).map { "line \(number): \($0.prefix(200))" }
     }
 
     /// Sets one key from its text; returns the problem instead when it is unknown or out of range.

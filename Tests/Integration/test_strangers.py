@@ -376,6 +376,62 @@ class SmallLeaksTests(DownloadTestCase):
         self.assertEqual(os.listdir(target), [])
 
 
+class SettingsReloadTests(unittest.TestCase):
+    """A settings file no one should write, and a storm of SIGHUPs: each reload stays cheap, the log
+    stays short, and an unusable file never reverts the settings in force."""
+
+    def setUp(self):
+        from harness import PrivateBus
+        self.bus = PrivateBus()
+        self.addCleanup(self.bus.stop)
+        self.path = os.path.join(self.bus.config_home, "netactivity", "netactivityd.conf")
+        os.makedirs(os.path.dirname(self.path))
+        with open(self.path, "w") as f:
+            f.write("completion-delay = 0.25\n")
+        self.agent = Agent(self.bus)
+        self.addCleanup(self.agent.stop)
+        self.conn = connect(self.bus)
+        self.addCleanup(self.conn.close)
+
+    def delay(self):
+        return float(self.conn.get_object(NAME, PATH, introspect=False).Get(IFACE, "CompletionDelay", dbus_interface=PROPS))
+
+    def reloaded(self, n):
+        return self.agent.logtext().count("Reloaded the settings") >= n
+
+    def test_bad_lines_are_logged_a_few_times_and_a_huge_file_keeps_the_settings_in_force(self):
+        import signal
+        self.assertEqual(self.delay(), 0.25)
+        with open(self.path, "w") as f:
+            f.write("completion-delay = 0.5\n" + "this is not a setting\n" * 2000)
+        self.agent.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: self.reloaded(1), what="the reload")
+        self.assertEqual(self.delay(), 0.5, "the good line applies")
+        log = self.agent.logtext()
+        self.assertLessEqual(log.count("expected key = value"), 5, "five bad lines described at most")
+        self.assertIn("and 1995 more bad lines", log)
+        with open(self.path, "w") as f:
+            f.write("completion-delay = 0\n" + "#" * (1 << 20))
+        self.agent.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: "the settings in force stay" in self.agent.logtext(), what="the refusal")
+        self.assertEqual(self.delay(), 0.5, "a file over 64 KiB changes nothing, and is never taken for no file")
+
+    def test_a_storm_of_sighups_never_stalls_the_agent(self):
+        import signal
+        with open(self.path, "w") as f:
+            f.write("completion-delay = 0.5\n" + "# comment\n" * 6000)
+        prober = Prober(self.bus)
+        for _ in range(300):
+            self.agent.proc.send_signal(signal.SIGHUP)
+            time.sleep(0.002)
+        wait_until(lambda: self.reloaded(1), what="a reload")
+        time.sleep(0.3)  # the last coalesced reload
+        report = prober.stop()
+        self.assertLess(report["max_ms"], STALL_MS * 2, report)
+        self.assertLessEqual(self.agent.logtext().count("Reloaded the settings"), 15, "at most one reload per 100 ms")
+        self.assertEqual(self.delay(), 0.5)
+
+
 class InlineLimitTests(AgentTestCase):
     def cache(self):
         return dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), CACHE)
