@@ -325,7 +325,7 @@ public final class ImageCacheService: ImageStore {
         } catch {
             throw Self.refusal(error, leaf: caller.leaf)
         }
-        context.logger.trace("Cached \(image.info.format.rawValue) \(image.info.width ?? 0)x\(image.info.height ?? 0), \(image.size) bytes")
+        context.logger.trace("Cached for \(caller.leaf) under '\(Self.printable(Self.storageKey(key, addedBy: caller)))': \(image.info.format.rawValue) \(image.info.width ?? 0)x\(image.info.height ?? 0), \(image.size) bytes")
     }
 
     static func refusal(_ error: AutoPurgingImageCache<CachedImage>.Refusal, leaf: String) -> NetActivityError {
@@ -416,6 +416,7 @@ extension ImageCacheService {
             }
             // The app asked for the network's bytes: its own entry under the URL gives way.
             _ = imageCache.remove(Self.ownKey(key, app))
+            context.logger.trace("Stored \(data.count) downloaded bytes for \(app) under '\(Self.printable(key))'")
             return .success(())
         }
     }

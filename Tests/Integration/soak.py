@@ -10,7 +10,8 @@ Each round, on one private bus and one agent that is never restarted by the soak
 and after each round: everything released (ActivityCount 0, no clients, no running task, no
 download), the image cache emptied, and the agent's anonymous RSS and open descriptors sampled. At the
 end the last third of the rounds must not have grown past the first third (RSS within 24 MiB,
-descriptors within 8), and the agent must be alive.
+descriptors within 8, not counting the idle HTTP connections libcurl keeps for reuse, which must stay
+within its pool of 16), and the agent must be alive.
 Prints one line per round and a summary; exit status 0 when all held.
 """
 import argparse
@@ -45,9 +46,35 @@ def reset_settings(conn):
     obj.Set(IFACE, "Enabled", dbus.Boolean(True, variant_level=1), dbus_interface=PROPS)
 
 
+POOLED_CONNECTIONS = 16  # HTTPFetcher.pooledConnections: idle HTTP connections libcurl keeps for reuse
+
+
+def tcp_sockets(pid):
+    """The process's TCP sockets (its fds whose inode /proc/net/tcp lists)."""
+    inodes = set()
+    for table in ("/proc/%d/net/tcp" % pid, "/proc/%d/net/tcp6" % pid):
+        try:
+            with open(table) as f:
+                inodes |= {line.split()[9] for line in f.readlines()[1:]}
+        except OSError:
+            pass
+    mine = 0
+    for name in os.listdir("/proc/%d/fd" % pid):
+        try:
+            target = os.readlink("/proc/%d/fd/%s" % (pid, name))
+        except OSError:
+            continue
+        if target.startswith("socket:[") and target[8:-1] in inodes:
+            mine += 1
+    return mine
+
+
 def sample(pid):
+    """Anonymous RSS, descriptors without the connections libcurl's pool keeps (bounded: checked
+    apart), the pool's, and the descriptors by kind."""
     kinds = fd_kinds(pid)
-    return status_kib(pid, "RssAnon"), sum(kinds.values()), kinds
+    tcp = tcp_sockets(pid)
+    return status_kib(pid, "RssAnon"), sum(kinds.values()) - tcp, tcp, kinds
 
 
 def main():
@@ -97,10 +124,13 @@ def main():
                 break
             # Cached images hold memory and memfds by design: measure the agent without them.
             conn.get_object(NAME, PATH, introspect=False).RemoveAllImages(dbus_interface="org.example.NetActivity.ImageCache")
-            rss, fds, kinds = sample(agent.proc.pid)
+            rss, fds, tcp, kinds = sample(agent.proc.pid)
+            if tcp > POOLED_CONNECTIONS:
+                failures.append({"round": len(rounds) + 1, "http_connections": tcp})
             line = load.stdout.strip().splitlines()[-1] if load.stdout.strip() else ""
             rounds.append({"round": len(rounds) + 1, "seconds": round(time.monotonic() - t, 1), "fuzz_calls": report.get("calls"),
-                           "load": line, "rss_anon_kib": rss, "fds": fds, "fd_kinds": kinds})
+                           "load": line, "rss_anon_kib": rss, "fds": fds, "http_connections": tcp,
+                           "fd_kinds": kinds})
             print(json.dumps(rounds[-1]), flush=True)
         if rounds:
             first = rounds[: max(1, len(rounds) // 3)]
