@@ -23,6 +23,15 @@ public final class DownloadService: ImageDownloader.Observer {
     private var pending = FairQuota(
         budget: NetActivityLimits.pendingDownloadsBudget, limit: NetActivityLimits.maxPendingDownloads,
         perConnection: NetActivityLimits.maxPendingDownloadsPerClient)
+    /// Running transfers that hold a slot, watched for slowness: the bytes they had when the current
+    /// window began (nil: started during it, judged from the next). One timer, only while some run.
+    private var slowWatch: [UInt64: UInt64?] = [:]
+    private var receivedByTransfer: [UInt64: UInt64] = [:]
+    private var slowTimer: TimerID?
+    /// A transfer that moves less than `slowFloorBytes` in a window while others wait gives its
+    /// slot up (`ImageDownloader.yieldSlot`): a stalled or dribbling server holds no one hostage.
+    static let slowWindow: Duration = .seconds(2)
+    static let slowFloorBytes: UInt64 = 16 * 1024
     /// Told of every failed download but cancellations (the notifier posts them).
     public var onFailure: [(_ url: String, _ message: String) -> Void] = []
 
@@ -259,6 +268,9 @@ public final class DownloadService: ImageDownloader.Observer {
     }
 
     public func transferStarted(_ transfer: UInt64, url: String) {
+        slowWatch[transfer] = .some(nil)
+        receivedByTransfer[transfer] = 0
+        watchForSlowness()
         if let (queued, description) = unannounced, queued == transfer {
             unannounced = nil
             transferTasks[transfer] = tasks.makeAgentTask(description: description, running: true)
@@ -269,11 +281,14 @@ public final class DownloadService: ImageDownloader.Observer {
     }
 
     public func transferProgress(_ transfer: UInt64, received: UInt64, expected: UInt64) {
+        if receivedByTransfer[transfer] != nil { receivedByTransfer[transfer] = received }
         guard let entry = transferTasks[transfer] else { return }
         tasks.setProgress(entry, TaskProgress(received: received, expectedToReceive: max(expected, received)))
     }
 
     public func transferEnded(_ transfer: UInt64, outcome: Result<Void, ImageDownloader.Failure>) {
+        slowWatch[transfer] = nil
+        receivedByTransfer[transfer] = nil
         guard let entry = transferTasks.removeValue(forKey: transfer) else { return }
         let error: String = switch outcome {
         case .success: ""
@@ -281,6 +296,32 @@ public final class DownloadService: ImageDownloader.Observer {
         case .failure(.failed(let failure)): failure.name + ": " + failure.message
         }
         tasks.complete(entry, error: error.prefix(utf8Bytes: NetActivityLimits.maxTaskErrorBytes))
+    }
+
+    private func watchForSlowness() {
+        guard slowTimer == nil, !slowWatch.isEmpty else { return }
+        slowTimer = context.schedule(after: Self.slowWindow) { [weak self] in self?.judgeSlowness() }
+    }
+
+    /// Once per window while transfers run: each that moved less than the floor since the last
+    /// window began yields its slot if anyone waits.
+    private func judgeSlowness() {
+        slowTimer = nil
+        for (transfer, start) in slowWatch {
+            let now = receivedByTransfer[transfer] ?? 0
+            guard core.holdsSlot(transfer) else {
+                slowWatch[transfer] = nil
+                continue
+            }
+            if let start, now - start < Self.slowFloorBytes, core.queuedCount > 0, core.yieldSlot(transfer) {
+                slowWatch[transfer] = nil
+                context.logger.info(
+                    "Transfer \(transfer) moved \(now - start) bytes in \(Self.slowWindow): it gives its slot to queued work and goes on")
+                continue
+            }
+            slowWatch[transfer] = .some(now)
+        }
+        watchForSlowness()
     }
 
     // MARK: the interface table
@@ -315,7 +356,7 @@ public final class DownloadService: ImageDownloader.Observer {
                     try self.setPrioritization(try r.read(String.self))
                 },
                 DBusProperty(P.activeDownloads.rawValue, "u", emitsChanged: .false) { [unowned self] w, _ in
-                    w.append(UInt32(self.core.activeCount))
+                    w.append(UInt32(self.core.activeCount + self.core.yieldedCount))
                 },
                 DBusProperty(P.queuedDownloads.rawValue, "u", emitsChanged: .false) { [unowned self] w, _ in
                     w.append(UInt32(self.core.queuedCount))

@@ -81,6 +81,12 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
         if !Self.reaper.async(free) { free() }
     }
 
+    /// Small pieces bound for the memfd, written together: a server that sends its body a byte at a
+    /// time would otherwise cost a system call per byte.
+    private var staged: [UInt8] = []
+    static let stageBelow = 16 * 1024
+    static let stageFlush = 64 * 1024
+
     /// Adds `data` at the end; false when the memory could not be had (a full tmpfs, no memory).
     func append(_ data: UnsafeRawBufferPointer) -> Bool {
         precondition(!sealed, "a sealed body is read-only")
@@ -91,6 +97,27 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
             count += data.count
             return true
         }
+        if data.count < Self.stageBelow {
+            staged.append(contentsOf: data.bindMemory(to: UInt8.self))
+            count += data.count
+            return staged.count < Self.stageFlush || flushStaged()
+        }
+        guard flushStaged() else { return false }
+        return write(data)
+    }
+
+    /// Writes what is staged into the memfd; false when the memory could not be had.
+    private func flushStaged() -> Bool {
+        guard !staged.isEmpty, fd >= 0 else { return true }
+        let pending = staged
+        staged = []
+        count -= pending.count
+        return pending.withUnsafeBytes { write($0) }
+    }
+
+    /// `data` written into the memfd at the end (or, when the memfd takes no more, the body moved
+    /// to an array with it).
+    private func write(_ data: UnsafeRawBufferPointer) -> Bool {
         var done = 0
         while done < data.count {
             let n = pwrite(fd, data.baseAddress! + done, data.count - done, off_t(count + done))
@@ -144,6 +171,7 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
     /// the kernel refused, and the body must not be used.
     func seal() -> Bool {
         guard !sealed else { return true }
+        guard flushStaged() else { return false }
         sealed = true
         guard fd >= 0 else { return true }
         guard SealedMemory.sealReadOnly(fd), count > 0,

@@ -73,6 +73,9 @@ public final class ImageDownloader {
         var waiters: [Waiter]
         var cancel: (() -> Void)?
         var running = false
+        /// Still running, but no longer holding one of the `maximumActiveDownloads` slots: it was
+        /// too slow while others waited (`yieldSlot`).
+        var yielded = false
         /// A reload of the same key took over while this one ran.
         var overtaken = false
         /// The app of the first waiter: what the transfer stores is charged to it.
@@ -130,6 +133,8 @@ public final class ImageDownloader {
     private var nextTransfer: UInt64 = 1
     private var nextReceipt: UInt64 = 1
     public private(set) var activeCount = 0
+    /// Running transfers that gave their slot up (`yieldSlot`), at most `maximumActiveDownloads`.
+    public private(set) var yieldedCount = 0
 
     public var maximumActiveDownloads: Int {
         didSet { startQueued() }
@@ -238,6 +243,38 @@ public final class ImageDownloader {
         return (taken, !held.isEmpty)
     }
 
+    /// A running transfer slower than the driver's floor while others wait gives its slot up: it
+    /// goes on (nothing already received is lost) but no longer counts against
+    /// `maximumActiveDownloads`, so a slow or stalled server cannot hold the queue hostage. At
+    /// most `maximumActiveDownloads` transfers are yielded at once; past that a slow one keeps its
+    /// slot. Returns whether the slot was given up (a queued transfer starts in it).
+    @discardableResult
+    public func yieldSlot(_ id: UInt64) -> Bool {
+        guard let t = transfersByID[id], t.running, !t.yielded, queuedCount > 0, yieldedCount < maximumActiveDownloads
+        else { return false }
+        t.yielded = true
+        yieldedCount += 1
+        activeCount -= 1
+        startQueued()
+        return true
+    }
+
+    /// Whether transfer `id` runs and holds a slot (the driver watches these for slowness).
+    public func holdsSlot(_ id: UInt64) -> Bool {
+        guard let t = transfersByID[id] else { return false }
+        return t.running && !t.yielded
+    }
+
+    /// The running transfer's slot (or its yielded place) is free again.
+    private func leaveSlot(_ t: Transfer) {
+        if t.yielded {
+            t.yielded = false
+            yieldedCount -= 1
+        } else {
+            activeCount -= 1
+        }
+    }
+
     /// A transfer nobody waits for any more: out of the queue, or stopped.
     private func abandon(_ t: Transfer) {
         transfersByID[t.id] = nil
@@ -245,7 +282,7 @@ public final class ImageDownloader {
         if t.running {
             t.running = false
             runningByID[t.id] = nil
-            activeCount -= 1
+            leaveSlot(t)
             let cancel = t.cancel
             t.cancel = nil
             cancel?()
@@ -335,7 +372,7 @@ public final class ImageDownloader {
         t.running = false
         runningByID[id] = nil
         t.cancel = nil
-        activeCount -= 1
+        leaveSlot(t)
         transfersByID[id] = nil
         if let newer = byKey[t.key], newer !== t {
             // Overtaken by a reload of the same key that is still under way. A download that

@@ -333,6 +333,35 @@ class RawHTTPServer:
         self.sock.close()
 
 
+class SlotHostageTests(DownloadTestCase):
+    def setUp(self):
+        super().setUp()
+        from test_hostile import HostileServer
+        HostileServer.install(self.http)
+
+    def test_stalled_transfers_give_their_slots_to_another_apps_tiny_image(self):
+        """Four transfers whose servers send 200 KB and stall hold every slot; another app's tiny
+        image used to wait until they ended (34 s here). Slower than 16 KiB per 2 s while others
+        wait, they give their slots up and go on."""
+        stalled = ["/held/%d/%d/stall%d.png" % (400_000, 200_000, i) for i in range(4)]
+        hog = self.client(*[self.http.url(p) for p in stalled])
+        wait_until(lambda: self.http.count("/held/") == 4, what="four stalled transfers running")
+        obj = self.conn.get_object(NAME, PATH, introspect=False)
+        self.assertEqual(int(obj.Get(DOWNLOADER, "ActiveDownloads", dbus_interface=PROPS)), 4)
+        t = time.monotonic()
+        polite = self.client(self.http.url("/img/tiny.png"))
+        done = self.finished(polite, 1, timeout=15)[0]
+        waited = time.monotonic() - t
+        self.assertTrue(done["ok"], done)
+        self.assertLess(waited, 8, "a slot was given up within a few windows of 2 s")
+        self.assertIn("gives its slot to queued work", self.agent.logtext())
+        self.assertEqual(int(obj.Get(DOWNLOADER, "ActiveDownloads", dbus_interface=PROPS)), 4,
+                         "the stalled transfers go on")
+        for p in stalled:
+            self.http.gate(p).set()
+        self.assertTrue(all(e["ok"] for e in self.finished(hog, 4, timeout=30)), "nothing they received was lost")
+
+
 class SmallLeaksTests(DownloadTestCase):
     def test_an_http_09_answer_is_an_http_error_not_a_bad_url(self):
         server = RawHTTPServer(bytes(png()))  # no status line at all

@@ -41,6 +41,34 @@ struct ImageDownloaderTests {
         }
     }
 
+    @Test("a slow transfer yields its slot to queued work and goes on; no more than the limit yield; the count stays straight")
+    func slowTransfersYield() {
+        let h = Harness(max: 2)
+        h.get("slow1", app: "hog")
+        h.get("slow2", app: "hog")
+        h.get("tiny", app: "polite")
+        #expect(h.fetcher.startedURLs == ["slow1", "slow2"])
+        #expect(!h.downloader.yieldSlot(999), "unknown transfer")
+        let slow1 = h.fetcher.transfer(for: "slow1")!
+        #expect(h.downloader.yieldSlot(slow1))
+        #expect(!h.downloader.yieldSlot(slow1), "once")
+        #expect(h.fetcher.startedURLs == ["slow1", "slow2", "tiny"], "the queued image starts in the slot given up")
+        #expect(h.downloader.activeCount == 2 && h.downloader.yieldedCount == 1)
+        #expect(!h.downloader.yieldSlot(h.fetcher.transfer(for: "slow2")!), "nothing queued: nothing to give the slot to")
+        h.fetcher.succeed(h.fetcher.transfer(for: "tiny")!)
+        h.fetcher.succeed(slow1)
+        #expect(h.results["tiny"] == .ok && h.results["slow1"] == .ok, "the yielded transfer went on to the end")
+        #expect(h.downloader.activeCount == 1 && h.downloader.yieldedCount == 0)
+        // At most `maximumActiveDownloads` yield at once: past that a slow transfer keeps its slot.
+        for i in 0..<6 { h.get("q\(i)", app: "hog") }
+        let running = h.fetcher.running
+        var yielded = 0
+        for id in running where h.downloader.yieldSlot(id) { yielded += 1 }
+        #expect(h.downloader.yieldedCount <= 2 && h.downloader.activeCount <= 2)
+        #expect(yielded == h.downloader.yieldedCount)
+        #expect(h.fetcher.peakRunning <= 4, "the limit and as many yielded")
+    }
+
     @Test("a cache hit answers at once, with no receipt and no transfer")
     func cacheHit() {
         let h = Harness()
