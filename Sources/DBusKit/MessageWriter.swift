@@ -187,6 +187,51 @@ public struct MessageWriter {
         }
     }
 
+    /// An array left open so that its elements can be appended over several turns of the loop (a
+    /// large reply built in slices): append through `elements`, then `close`. Nothing else may be
+    /// appended to the message meanwhile.
+    public struct OpenArray {
+        var parent: MessageWriter
+        /// The writer inside the array: append elements with it.
+        public var elements: MessageWriter
+        let lengthAt: Int
+        let elementsAt: Int
+    }
+
+    /// Opens an array of `elementSignature` here, to be filled through the result and closed with
+    /// `close(_:)`.
+    public mutating func openArray(elementSignature: String) -> OpenArray {
+        grow(8 + elementSignature.utf8.count)
+        guard let wire else {
+            var parent = self
+            var sub = cdbus_iter_init()
+            elementSignature.withCString { _ = dbus_message_iter_open_container(&parent.iter, CDBUS_TYPE_ARRAY, $0, &sub) }
+            return OpenArray(parent: parent, elements: MessageWriter(message: message, iter: sub, wire: nil), lengthAt: -1, elementsAt: -1)
+        }
+        let element = Array(elementSignature.utf8)
+        wire.note(UInt8(ascii: "a"))
+        if wire.untracked == 0 { wire.signature.append(contentsOf: element) }
+        wire.pad(to: 4)
+        let lengthAt = wire.bytes.count
+        wire.putU32(0)
+        wire.pad(to: WireBody.alignment(of: element.first ?? 0))
+        wire.untracked += 1
+        wire.depth += 1
+        return OpenArray(parent: self, elements: self, lengthAt: lengthAt, elementsAt: wire.bytes.count)
+    }
+
+    /// Closes an array opened by `openArray`.
+    public static func close(_ array: inout OpenArray) {
+        guard let wire = array.parent.wire else {
+            _ = dbus_message_iter_close_container(&array.parent.iter, &array.elements.iter)
+            return
+        }
+        wire.depth -= 1
+        wire.untracked -= 1
+        wire.longestArray = max(wire.longestArray, wire.bytes.count - array.elementsAt)
+        WireBody.set(UInt32(truncatingIfNeeded: wire.bytes.count - array.elementsAt), at: array.lengthAt, in: &wire.bytes)
+    }
+
     /// An array of `elementSignature` (a trusted constant, e.g. `"(ssu)"`). The body appends elements.
     public mutating func appendArray(
         elementSignature: String, _ body: (inout MessageWriter) throws -> Void

@@ -52,6 +52,8 @@ public final class Agent {
         self.options = options
         peers = BusPeerRegistry(connection: connection, scheduler: loop)
         let server = ObjectServer(sink: connection)
+        // Large GetManagedObjects replies are built a slice per turn of the loop.
+        server.deferral = { [loop] work in _ = loop.schedule(afterNanoseconds: 0, work) }
         context = AgentContext(scheduler: loop, server: server, peers: peers, logger: logger)
         peers.context = context
         // A new peer's calls wait, in order, until the registry knows its app (one bus round trip),
