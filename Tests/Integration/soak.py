@@ -37,13 +37,22 @@ from test_downloads import ImageServer  # noqa: E402
 
 
 
+ACTIVATION, COMPLETION = 0.1, 0.05
+
+
 def reset_settings(conn):
     obj = conn.get_object(NAME, PATH, introspect=False)
     cache = "org.example.NetActivity.ImageCache"
     obj.Set(cache, "PreferredMemoryUsageAfterPurge", dbus.UInt64(0, variant_level=1), dbus_interface=PROPS)
     obj.Set(cache, "MemoryCapacity", dbus.UInt64(104857600, variant_level=1), dbus_interface=PROPS)
     obj.Set(cache, "PreferredMemoryUsageAfterPurge", dbus.UInt64(62914560, variant_level=1), dbus_interface=PROPS)
+    # Off and on again: disabling forces NotActive, ending a completion delay the fuzzer set long.
+    obj.Set(IFACE, "Enabled", dbus.Boolean(False, variant_level=1), dbus_interface=PROPS)
     obj.Set(IFACE, "Enabled", dbus.Boolean(True, variant_level=1), dbus_interface=PROPS)
+    # The delays the agent was started with: the fuzzer may leave CompletionDelay at 60 s, and the
+    # indicator then (rightly) stays visible for a minute, past the 30 s the round waits for it.
+    obj.Set(IFACE, "ActivationDelay", dbus.Double(ACTIVATION, variant_level=1), dbus_interface=PROPS)
+    obj.Set(IFACE, "CompletionDelay", dbus.Double(COMPLETION, variant_level=1), dbus_interface=PROPS)
 
 
 POOLED_CONNECTIONS = 16  # HTTPFetcher.pooledConnections: idle HTTP connections libcurl keeps for reuse
@@ -79,7 +88,7 @@ def sample(pid):
 
 def main():
     bus = PrivateBus()
-    agent = Agent(bus, "--activation-delay", "0.1", "--completion-delay", "0.05")
+    agent = Agent(bus, "--activation-delay", str(ACTIVATION), "--completion-delay", str(COMPLETION))
     http = ImageServer()
     conn = connect(bus)
     bench = os.path.join(args.bin, "netactivity-bench")
