@@ -5,8 +5,15 @@ attack.py ADDRESS PROBER   (PROBER: the path of Tests/Integration/prober.py; hog
 Runs, against the agent on ADDRESS, each attack with a fresh prober, and prints one JSON line:
   lease_writer_max_ms     a holder writing into its lease for 2 s
   bomb_max_ms             a 64 KiB gzip body that would inflate to 64 MiB, downloaded
-  abandoned_max_ms        5,100 queued receipts of three apps that all leave at once
+  abandoned_max_ms        3,240 queued receipts of three apps that all leave at once
   fair_wait_s             another app's small image, asked for after one app queued 12 slow transfers
+  never_reader_max_ms     a client asks 150 times for a 1 MiB image and never reads its socket
+  never_reader_held_mib   what the bus holds for it afterwards (it would be 150 MiB)
+  huge_call_max_ms        a first call of 64 MiB (AddImage)
+  sybils_max_ms           100 forked processes fill the cache and queue downloads against a Flatpak app
+  sybils_kept             of the Flatpak's 40 images, how many it kept
+  sybils_wait_s           the Flatpak's small download, asked for with 100 processes' 1,000 downloads queued
+  managed_max_ms          three clients calling GetManagedObjects for 3 s with 3,276 task objects
 Everything stays on 127.0.0.1; every loop is bounded in count and time."""
 import gzip
 import http.server
@@ -134,13 +141,13 @@ r, _, _ = downloader(bus).DownloadImage(HTTP + "/bomb.png", dbus.Dictionary({}, 
 wait_finished(bus, [r], 30)
 results["bomb_max_ms"] = p.stop()
 
-# 3. 5,100 queued receipts of three apps (processes), who all leave at once.
-# Two connections of 850 each (1,024 receipts per connection at most).
+# 3. 3,240 queued receipts of three apps (processes), who all leave at once.
+# Two connections of 540 each (within the budget of 3,276 before shares apply).
 HOG = os.path.join(os.path.dirname(PROBER), "hog.py")
-hogs = [subprocess.Popen([sys.executable, HOG, ADDRESS, "downloads", "2", "850", HTTP + "/gate/app%d" % n],
+hogs = [subprocess.Popen([sys.executable, HOG, ADDRESS, "downloads", "2", "540", HTTP + "/gate/app%d" % n],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for n in range(3)]
 for h in hogs:
-    assert json.loads(h.stdout.readline())["granted"] == 1700, "a hog could not queue its receipts"
+    assert json.loads(h.stdout.readline())["granted"] == 1080, "a hog could not queue its receipts"
 p = Prober()
 for h in hogs:
     h.kill()
@@ -169,4 +176,140 @@ ok = wait_finished(bus, [r], 60)
 results["fair_wait_s"] = round(time.monotonic() - t, 2) if ok else None
 greedy.kill()
 greedy.wait()
+
+HERE = os.path.dirname(os.path.abspath(PROBER))
+sys.path.insert(0, HERE)
+CACHE = "org.example.NetActivity.ImageCache"
+PROPS = "org.freedesktop.DBus.Properties"
+cache = dbus.Interface(bus.get_object(NAME, PATH, introspect=False), CACHE)
+
+
+def held_for(name):
+    stats = bus.call_blocking("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.Debug.Stats",
+                              "GetConnectionStats", "s", (name,))
+    return int(stats["OutgoingBytes"])
+
+
+# 5. A client that asks for large replies and never reads its socket.
+from rawbus import RawClient, body_strings  # noqa: E402
+cache.AddImage("bench-1mib", dbus.ByteArray(png(1024 * 1024 - 2048)))
+names_before = set(str(n) for n in bus.list_names() if str(n).startswith(":"))
+p = Prober()
+raw = RawClient(ADDRESS)
+for _ in range(150):
+    raw.send(NAME, PATH, CACHE, "LookupImage", "s", body_strings("bench-1mib"))
+time.sleep(3)
+results["never_reader_max_ms"] = p.stop()
+mine = [n for n in bus.list_names() if str(n).startswith(":") and str(n) not in names_before]
+held = [held_for(str(n)) for n in mine]
+results["never_reader_held_mib"] = round(max(held or [0]) / (1 << 20), 1)
+raw.close()
+cache.RemoveImage("bench-1mib")
+
+# 6. A first call of 64 MiB.
+p = Prober()
+subprocess.run([sys.executable, "-c", """
+import sys, dbus
+bus = dbus.bus.BusConnection(sys.argv[1])
+c = dbus.Interface(bus.get_object("org.example.NetActivity", "/org/example/NetActivity", introspect=False),
+                   "org.example.NetActivity.ImageCache")
+try:
+    c.AddImage("huge", dbus.ByteArray(b"\\x89PNG" + bytes((64 << 20) - 4100)), timeout=60)
+except dbus.exceptions.DBusException:
+    pass
+""", ADDRESS], timeout=120)
+results["huge_call_max_ms"] = p.stop()
+
+# 7. 100 forked processes against one Flatpak app (faked: a user+mount namespace with a
+# /.flatpak-info, as the tests make one), on a cache of 2 MiB.
+obj = bus.get_object(NAME, PATH, introspect=False)
+obj.Set(CACHE, "PreferredMemoryUsageAfterPurge", dbus.UInt64(1 << 20, variant_level=1), dbus_interface=PROPS)
+obj.Set(CACHE, "MemoryCapacity", dbus.UInt64(2 << 20, variant_level=1), dbus_interface=PROPS)
+root = __import__("tempfile").mkdtemp(prefix="netactivity-bench-sandbox-")
+app = subprocess.Popen(["unshare", "-rm", "sh", os.path.join(HERE, "sandbox.sh"), root, "org.example.Polite", sys.executable,
+                        os.path.join(HERE, "stranger.py"), ADDRESS], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def ask(*command):
+    app.stdin.write(json.dumps(command) + "\n")
+    app.stdin.flush()
+    line = app.stdout.readline()
+    return json.loads(line) if line else {}  # no user namespaces here: the row says "?"
+
+
+if "ok" in ask("ping"):
+    polite = [png(20_000 + i) for i in range(40)]
+    for i, image in enumerate(polite):
+        ask("add", "polite%d" % i, image.hex())
+    p = Prober()
+    sybil = png(30_000).hex()
+    code = """
+import sys, dbus
+bus = dbus.bus.BusConnection(sys.argv[1])
+o = bus.get_object("org.example.NetActivity", "/org/example/NetActivity", introspect=False)
+c = dbus.Interface(o, "org.example.NetActivity.ImageCache")
+d = dbus.Interface(o, "org.example.NetActivity.Downloader")
+for i in range(6):
+    try:
+        c.AddImage("sybil-%s-%d" % (sys.argv[3], i), dbus.ByteArray(bytes.fromhex(sys.argv[2])))
+    except dbus.exceptions.DBusException:
+        pass
+for i in range(10):
+    try:
+        d.DownloadImage(sys.argv[4] + "/gate/sybil-%s-%d.png" % (sys.argv[3], i), dbus.Dictionary({}, signature="sv"))
+    except dbus.exceptions.DBusException:
+        pass
+print("done", flush=True)
+sys.stdin.read()
+"""
+    release.clear()
+    sybils = [subprocess.Popen([sys.executable, "-c", code, ADDRESS, sybil, str(n), HTTP], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True) for n in range(100)]
+    for s_ in sybils:
+        s_.stdout.readline()
+    results["sybils_kept"] = sum(1 for i in range(40) if ask("lookup", "polite%d" % i).get("ok"))
+    # Its small download, while 100 processes' 1,000 downloads wait for a gate.
+    results["sybils_wait_s"] = None
+    end = time.monotonic() + 30
+    url = HTTP + "/polite-wait-%f.png" % time.time()
+    t = time.monotonic()
+    asked = ask("download", url)
+    while "ok" in asked and time.monotonic() < end:
+        opened = ask("open-url", url)
+        results["dbg"] = str(opened)[:150]
+        if "ok" in opened:
+            results["sybils_wait_s"] = round(time.monotonic() - t, 2)
+            break
+        time.sleep(0.02)
+    results["sybils_max_ms"] = p.stop()
+    if "error" in asked:
+        results["sybils_refused"] = asked["error"][0]
+    release.set()
+    for s_ in sybils:
+        s_.kill()
+        s_.wait()
+app.stdin.close()
+app.wait(10)
+os.rmdir(root)
+obj.Set(CACHE, "MemoryCapacity", dbus.UInt64(104857600, variant_level=1), dbus_interface=PROPS)
+obj.Set(CACHE, "PreferredMemoryUsageAfterPurge", dbus.UInt64(62914560, variant_level=1), dbus_interface=PROPS)
+
+# 8. GetManagedObjects at the budget: 3,276 task objects, three callers in a loop for 3 s.
+tasks = subprocess.Popen([sys.executable, HOG, ADDRESS, "tasks", "4", "1024", "1000"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+tasks.stdout.readline()
+p = Prober()
+callers = [subprocess.Popen([sys.executable, "-c", """
+import sys, time, dbus
+bus = dbus.bus.BusConnection(sys.argv[1])
+o = bus.get_object("org.example.NetActivity", "/org/example/NetActivity", introspect=False)
+end = time.monotonic() + 3
+while time.monotonic() < end:
+    o.GetManagedObjects(dbus_interface="org.freedesktop.DBus.ObjectManager", timeout=60)
+""", ADDRESS]) for _ in range(3)]
+for c in callers:
+    c.wait(120)
+results["managed_max_ms"] = p.stop()
+tasks.stdin.close()
+tasks.wait(10)
 print(json.dumps(results), flush=True)

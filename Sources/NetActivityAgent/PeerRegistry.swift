@@ -96,12 +96,12 @@ public final class BusPeerRegistry: PeerRegistry {
 
     /// Bytes the bus may hold for one peer (sent by us, not yet read by it) before replies and
     /// unicast signals to it are dropped; below `readAgainBelow` they flow again.
-    static let unreadAllowance: UInt32 = 16 << 20
-    static let readAgainBelow: UInt32 = 4 << 20
+    static let unreadAllowance: UInt32 = 8 << 20
+    static let readAgainBelow: UInt32 = 2 << 20
     /// Large messages (`Connection.largeMessageBytes` and more) sent to one peer since the bus
     /// last showed it reading: past `checkAfter`, its calls wait while the bus is asked.
     private var unconfirmed: [String: Int] = [:]
-    static let checkAfter = 8 << 20
+    static let checkAfter = 4 << 20
     /// Bytes of ours the bus may hold in all before the peers we answered lately are inspected.
     static let backlogToInspect: UInt32 = 24 << 20
     /// Peers that called since the last inspection (added when the caller changes: no hashing

@@ -133,8 +133,12 @@ public final class ImageDownloader {
     private var nextTransfer: UInt64 = 1
     private var nextReceipt: UInt64 = 1
     public private(set) var activeCount = 0
-    /// Running transfers that gave their slot up (`yieldSlot`), at most `maximumActiveDownloads`.
+    /// Running transfers that gave their slot up (`yieldSlot`).
     public private(set) var yieldedCount = 0
+    /// Transfers (holding a slot or yielded) one app may have running, while other apps wait.
+    public var maximumRunningPerApp: Int { 2 * maximumActiveDownloads }
+    /// Transfers (holding a slot or yielded) running in all: each is a socket.
+    public static let maximumRunning = 256
 
     public var maximumActiveDownloads: Int {
         didSet { startQueued() }
@@ -245,13 +249,14 @@ public final class ImageDownloader {
 
     /// A running transfer slower than the driver's floor while others wait gives its slot up: it
     /// goes on (nothing already received is lost) but no longer counts against
-    /// `maximumActiveDownloads`, so a slow or stalled server cannot hold the queue hostage. At
-    /// most `maximumActiveDownloads` transfers are yielded at once; past that a slow one keeps its
-    /// slot. Returns whether the slot was given up (a queued transfer starts in it).
+    /// `maximumActiveDownloads`, so a slow or stalled server cannot hold the queue hostage. It
+    /// still counts among its apps' running transfers, of which each app may have at most
+    /// `maximumRunningPerApp` (and all apps `maximumRunning`): an app whose transfers all stall
+    /// stops starting new ones while others wait, and its stalled ones cannot take every slot.
+    /// Returns whether the slot was given up (a queued transfer that may start does, in it).
     @discardableResult
     public func yieldSlot(_ id: UInt64) -> Bool {
-        guard let t = transfersByID[id], t.running, !t.yielded, queuedCount > 0, yieldedCount < maximumActiveDownloads
-        else { return false }
+        guard let t = transfersByID[id], t.running, !t.yielded, queuedCount > 0, popQueued() != nil else { return false }
         t.yielded = true
         yieldedCount += 1
         activeCount -= 1
@@ -321,20 +326,32 @@ public final class ImageDownloader {
         return nil
     }
 
-    /// The next transfer to start: from the app with the fewest running transfers, then by order.
+    /// The next transfer to start: from the app with the fewest running transfers, then by order;
+    /// none from an app at `maximumRunningPerApp` (a merged transfer counts for each of its
+    /// apps), nor past `maximumRunning` in all.
+    ///
+    /// "App" here is a leaf (`ClientIdentity.leaf`): the processes of the unscoped pool are compared
+    /// as one app first, then among themselves, so that forking never wins more slots.
     private func popQueued() -> Transfer? {
+        guard runningByID.count < Self.maximumRunning else { return nil }
         var running: [String: Int] = [:]
+        var runningApps: [Substring: Int] = [:]
         for t in runningByID.values {
-            for app in Set(t.waiters.map(\.app)) { running[app, default: 0] += 1 }
+            let leaves = Set(t.waiters.map(\.app))
+            for leaf in leaves { running[leaf, default: 0] += 1 }
+            for app in Set(leaves.map { ClientIdentity.app(ofLeaf: $0) }) { runningApps[app, default: 0] += 1 }
         }
-        var best: (app: String, running: Int, id: UInt64)?
-        for app in Array(queues.keys) {
-            guard let t = peekQueue(of: app) else { continue }
-            let r = running[app] ?? 0
+        var best: (app: String, appRunning: Int, running: Int, id: UInt64)?
+        for leaf in Array(queues.keys) {
+            guard let t = peekQueue(of: leaf) else { continue }
+            let a = runningApps[ClientIdentity.app(ofLeaf: leaf)] ?? 0
+            guard a < maximumRunningPerApp else { continue }
+            let r = running[leaf] ?? 0
             let better: Bool = if let b = best {
-                r < b.running || (r == b.running && (prioritization == .fifo ? t.id < b.id : t.id > b.id))
+                a != b.appRunning ? a < b.appRunning
+                    : r != b.running ? r < b.running : (prioritization == .fifo ? t.id < b.id : t.id > b.id)
             } else { true }
-            if better { best = (app, r, t.id) }
+            if better { best = (leaf, a, r, t.id) }
         }
         guard let best, let t = transfersByID[best.id] else { return nil }
         return t

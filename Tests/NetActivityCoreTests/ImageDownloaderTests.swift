@@ -41,7 +41,7 @@ struct ImageDownloaderTests {
         }
     }
 
-    @Test("a slow transfer yields its slot to queued work and goes on; no more than the limit yield; the count stays straight")
+    @Test("a slow transfer yields its slot to queued work and goes on; an app's running transfers are bounded while others wait")
     func slowTransfersYield() {
         let h = Harness(max: 2)
         h.get("slow1", app: "hog")
@@ -59,14 +59,31 @@ struct ImageDownloaderTests {
         h.fetcher.succeed(slow1)
         #expect(h.results["tiny"] == .ok && h.results["slow1"] == .ok, "the yielded transfer went on to the end")
         #expect(h.downloader.activeCount == 1 && h.downloader.yieldedCount == 0)
-        // At most `maximumActiveDownloads` yield at once: past that a slow transfer keeps its slot.
-        for i in 0..<6 { h.get("q\(i)", app: "hog") }
-        let running = h.fetcher.running
-        var yielded = 0
-        for id in running where h.downloader.yieldSlot(id) { yielded += 1 }
-        #expect(h.downloader.yieldedCount <= 2 && h.downloader.activeCount <= 2)
-        #expect(yielded == h.downloader.yieldedCount)
-        #expect(h.fetcher.peakRunning <= 4, "the limit and as many yielded")
+        // The hog's transfers all stall and yield: it may run 2 x 2 at most, then its queue waits,
+        // and a newcomer's image takes a slot at once.
+        for i in 0..<10 { h.get("q\(i)", app: "hog") }
+        for _ in 0..<10 {
+            for id in h.fetcher.running { h.downloader.yieldSlot(id) }
+        }
+        #expect(h.downloader.activeCount + h.downloader.yieldedCount == 4, "the hog's cap of running transfers")
+        #expect(h.downloader.yieldedCount == 2, "no more yield while only the hog, at its cap, waits")
+        h.get("late", app: "polite")
+        #expect(h.fetcher.startedURLs.last != "late", "both slots are held")
+        // The driver's next look at the slow ones: one yields, and the newcomer, not the hog, starts.
+        for id in h.fetcher.running where h.downloader.yieldSlot(id) { break }
+        #expect(h.fetcher.startedURLs.last == "late")
+        #expect(h.downloader.activeCount + h.downloader.yieldedCount == 5)
+    }
+
+    @Test("the unscoped pool's processes are one app for the queue: forking wins no slot over another app")
+    func poolIsOneAppInTheQueue() {
+        let h = Harness(max: 2)
+        for p in 0..<20 { h.get("sybil\(p)", app: "unscoped/pid:\(p)") }
+        h.get("polite", app: "flatpak:org.example.App")
+        // Two slots went to the pool's first two; the next slot that frees goes to the other app,
+        // though twenty processes wait with nothing running each.
+        h.fetcher.succeed(h.fetcher.transfer(for: "sybil0")!)
+        #expect(h.fetcher.startedURLs.last == "polite")
     }
 
     @Test("a cache hit answers at once, with no receipt and no transfer")
