@@ -7,6 +7,7 @@ import fcntl
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -490,6 +491,38 @@ class SettingsReloadTests(unittest.TestCase):
         self.assertLess(report["max_ms"], STALL_MS * 2, report)
         self.assertLessEqual(self.agent.logtext().count("Reloaded the settings"), 15, "at most one reload per 100 ms")
         self.assertEqual(self.delay(), 0.5)
+
+
+class DepartedProcessTests(StrangerTestCase):
+    def test_connections_whose_process_has_gone_share_one_leaf(self):
+        """A process can connect, hand its bus socket to another and exit: the connection's pid
+        then names no process. Each such connection used to be an app of its own; now they share
+        one leaf of the unscoped pool, so they never add up to more than one process's share."""
+        from rawbus import body_string_bytes
+        socks = []
+        for n in range(3):
+            parent, child = socket.socketpair()
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    raw = RawClient(self.bus.address)
+                    socket.send_fds(child, [b"x"], [raw.sock.fileno()])
+                finally:
+                    os._exit(0)
+            os.waitpid(pid, 0)
+            _, fds, _, _ = socket.recv_fds(parent, 1, 1)
+            parent.close()
+            child.close()
+            socks.append(socket.socket(fileno=fds[0]))
+        for n, sock in enumerate(socks):
+            raw = RawClient.__new__(RawClient)
+            raw.sock, raw.serial = sock, 100
+            raw.send(NAME, PATH, CACHE, "AddImage", "say", body_string_bytes("gone%d" % n, bytes(png(width=n + 1))))
+        rows = wait_until(lambda: (lambda r: r if r.get("unscoped/gone", 0) == sum(len(png(width=n + 1)) for n in range(3))
+                                   else None)(self.by_app()), what="the three images charged to one leaf")
+        self.assertEqual([k for k in rows if k.startswith("unscoped/")], ["unscoped/gone"])
+        for sock in socks:
+            sock.close()
 
 
 class InlineLimitTests(AgentTestCase):
