@@ -322,6 +322,7 @@ public final class ImageCacheService: ImageStore {
         let caller = context.peers.identity(of: sender)
         do throws(AutoPurgingImageCache<CachedImage>.Refusal) {
             try imageCache.add(image, cost: UInt64(image.size), for: Self.storageKey(key, addedBy: caller), owner: caller.leaf)
+            continuePurgeLater()
         } catch {
             throw Self.refusal(error, leaf: caller.leaf)
         }
@@ -363,6 +364,7 @@ public final class ImageCacheService: ImageStore {
         let oldCapacity = imageCache.memoryCapacity, oldPreferred = imageCache.preferredMemoryUsageAfterPurge
         do {
             _ = try imageCache.setLimits(capacity: capacity, preferred: preferred)
+            continuePurgeLater()
         } catch {
             throw NetActivityError.invalidArgs(
                 "PreferredMemoryUsageAfterPurge (\(preferred)) must not be above MemoryCapacity (\(capacity)); lower the preferred usage first, or raise the capacity first")
@@ -371,6 +373,21 @@ public final class ImageCacheService: ImageStore {
         if capacity != oldCapacity { changed.append(ImageCacheMember.Property.memoryCapacity.rawValue) }
         if preferred != oldPreferred { changed.append(ImageCacheMember.Property.preferredMemoryUsageAfterPurge.rawValue) }
         context.emitPropertiesChanged(.imageCache, changed)
+    }
+
+    /// A purge that stopped at `AutoPurgingImageCache.purgeSlice` evictions goes on a turn later,
+    /// until done: no call holds the loop for a million tiny images.
+    private var purgeScheduled = false
+
+    private func continuePurgeLater() {
+        guard imageCache.purgePending, !purgeScheduled else { return }
+        purgeScheduled = true
+        context.scheduler.schedule(afterNanoseconds: 0) { [weak self] in
+            guard let self else { return }
+            self.purgeScheduled = false
+            _ = self.imageCache.continuePurge()
+            self.continuePurgeLater()
+        }
     }
 
     /// A key for a message: a request key's NUL shown as " + ".
@@ -382,6 +399,7 @@ public final class ImageCacheService: ImageStore {
     public func memoryPressure(critical: Bool, source: String) {
         let before = imageCache.memoryUsage
         let evicted = imageCache.trim(critical: critical)
+        continuePurgeLater()
         context.logger.notice(
             "Memory pressure (\(critical ? "critical" : "moderate"), \(source)): evicted \(evicted.count) images, freed \(before - imageCache.memoryUsage) bytes")
     }
@@ -411,6 +429,7 @@ extension ImageCacheService {
             let image = (body as? ImageBody).map { CachedImage(info: info, body: $0) } ?? CachedImage(info: info, data: data)
             do throws(AutoPurgingImageCache<CachedImage>.Refusal) {
                 try imageCache.add(image, cost: UInt64(data.count), for: key, owner: app)
+                continuePurgeLater()
             } catch {
                 return .failure(.failed(Self.refusal(error, leaf: app)))
             }

@@ -114,7 +114,7 @@ public struct AutoPurgingImageCache<Image> {
             throw refusal
         }
         if memoryUsage > memoryCapacity { evicted += purge(to: preferredMemoryUsageAfterPurge, keeping: key) }
-        if memoryUsage > memoryCapacity, let ledger = owners {
+        if memoryUsage > memoryCapacity, pendingPurge == nil, let ledger = owners {
             // Only the new image itself is left to take: its owner is above its share.
             let refusal = Refusal.overShare(
                 owner: owner, usage: ledger.usage(of: owner), share: ledger.share(of: owner, capacity: memoryCapacity))
@@ -185,30 +185,63 @@ public struct AutoPurgingImageCache<Image> {
     /// Keys from the most to the least recently used.
     @inlinable public var keysByRecency: [String] { entries.keysByRecency }
 
+    /// Evictions one purge makes at most; a purge that needs more goes on with `continuePurge()`
+    /// (on a later turn of the owner's loop), so that no add holds the loop for a million tiny
+    /// images. Meanwhile the usage may pass the capacity by what the last adds brought.
+    public static var purgeSlice: Int { 4096 }
+
+    /// The purge under way that stopped at `purgeSlice` evictions: its target, what it keeps, and
+    /// whether it must reach the target (nil: none).
+    @usableFromInline var pendingPurge: (target: UInt64, kept: String?, force: Bool)?
+
+    /// Whether a purge waits for `continuePurge()`.
+    @inlinable public var purgePending: Bool { pendingPurge != nil }
+
+    /// Goes on with a purge that stopped at `purgeSlice` evictions; returns what it evicted.
+    @inlinable public mutating func continuePurge() -> [Image] {
+        guard let (target, kept, force) = pendingPurge else { return [] }
+        pendingPurge = nil
+        return purge(to: target, keeping: kept.flatMap { entries.contains($0) ? $0 : nil }, force: force)
+    }
+
     /// Evicts down to `target`: fairly (see the type's comment), then, when `force` (memory
-    /// pressure, a smaller capacity: the cache itself must shrink), least recently used first.
+    /// pressure, a smaller capacity: the cache itself must shrink), least recently used first;
+    /// `purgeSlice` entries at most, the rest left to `continuePurge()`.
     @inlinable mutating func purge(to target: UInt64, keeping kept: String?, force: Bool = false) -> [Image] {
         var evicted: [Image] = []
+        pendingPurge = nil
+        let slice = Self.purgeSlice
+        var sliced = false
+        defer {
+            _statistics.evictions += UInt64(evicted.count)
+            if sliced || evicted.count >= slice, memoryUsage > target, entries.count > 1 { pendingPurge = (target, kept, force) }
+        }
         settleOwners()  // a replacement may have left one owner
         if owners == nil {
             // One owner: plain LRU, walking the tail with no hashing (AFNetworking's purge).
             let keptSlot = kept.flatMap { entries.find($0, hash: $0.hashValue)?.slot } ?? -1
-            while memoryUsage > target, entries.tail >= 0, Int(entries.tail) != keptSlot, let e = entries.dropOldest() {
+            while evicted.count < slice, memoryUsage > target, entries.tail >= 0, Int(entries.tail) != keptSlot,
+                  let e = entries.dropOldest()
+            {
                 evicted.append(e.image)
             }
         } else if memoryUsage > target {
             let excess = memoryUsage - target
-            let keys = owners!.takeOverShare(capacity: memoryCapacity, keeping: kept) { $0 >= excess }
+            var count = 0
+            let keys = owners!.takeOverShare(capacity: memoryCapacity, keeping: kept) { freed in
+                count += 1
+                if count > slice { sliced = true }
+                return freed >= excess || sliced
+            }
             for key in keys {
                 if let e = entries.remove(key) { evicted.append(e.value.image) }
             }
-            while force, memoryUsage > target, let e = entries.removeOldest() {
+            while force, evicted.count < slice, memoryUsage > target, let e = entries.removeOldest() {
                 owners?.forget(e.key)
                 evicted.append(e.value.image)
             }
             settleOwners()
         }
-        _statistics.evictions += UInt64(evicted.count)
         return evicted
     }
 }

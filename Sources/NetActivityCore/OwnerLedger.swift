@@ -107,28 +107,26 @@ public struct OwnerLedger<Key: Hashable> {
         var freed: UInt64 = 0
         guard byOwner.count > 1 else { return taken }
         var heap = ExcessHeap()
-        var shapeChanged = true
-        while !enough(freed) {
-            if shapeChanged {
-                // Shares depend on who holds anything: rebuilt when an owner empties.
-                heap = ExcessHeap()
-                for (owner, keys) in byOwner {
-                    let share = share(of: owner, capacity: capacity)
-                    if keys.totalCost > share { heap.push(keys.totalCost - share, owner) }
-                }
-                shapeChanged = false
-            }
-            guard let top = heap.pop() else { break }
-            guard let key = oldest(of: top.owner, notKept: kept), let cost = byOwner[top.owner]?.peekEntry(key)?.cost else { continue }
+        for (owner, keys) in byOwner {
+            let share = share(of: owner, capacity: capacity)
+            if keys.totalCost > share { heap.push(keys.totalCost - share, owner) }
+        }
+        // Shares only grow during a purge (owners empty, none appear), so an excess in the heap is
+        // never below the true one: each popped owner's excess is checked again, and one that fell
+        // goes back with its new value (a lazy heap: no rebuild when an owner empties).
+        while !enough(freed), let top = heap.pop() {
+            guard let usage = byOwner[top.owner]?.totalCost else { continue }
             let share = share(of: top.owner, capacity: capacity)
+            guard usage > share else { continue }
+            if usage - share < top.excess {
+                heap.push(usage - share, top.owner)
+                continue
+            }
+            guard let key = oldest(of: top.owner, notKept: kept), let cost = byOwner[top.owner]?.peekEntry(key)?.cost else { continue }
             forget(key)
             taken.append(key)
             freed += cost
-            guard let left = byOwner[top.owner]?.totalCost else {
-                shapeChanged = true
-                continue
-            }
-            if left > share { heap.push(left - share, top.owner) }
+            if usage - cost > share { heap.push(usage - cost - share, top.owner) }
         }
         return taken
     }

@@ -274,6 +274,25 @@ struct LRUCacheTests {
         #expect(refused == 0)
     }
 
+    @Test("a purge of more than a slice stops there and goes on with continuePurge, for one owner or many")
+    func purgeInSlices() throws {
+        for owners in [1, 400] {
+            let n = 3 * AutoPurgingImageCache<Int>.purgeSlice + 100
+            var cache = AutoPurgingImageCache<Int>(memoryCapacity: UInt64(n), preferredMemoryUsageAfterPurge: 0)
+            for i in 0..<n { _ = try cache.add(i, cost: 1, for: "k\(i)", owner: "app:\(i % owners)") }
+            var evicted = try cache.setLimits(capacity: 10, preferred: 0).count
+            #expect(evicted == AutoPurgingImageCache<Int>.purgeSlice, "\(owners) owners: one slice")
+            #expect(cache.purgePending)
+            var rounds = 1
+            while cache.purgePending {
+                evicted += cache.continuePurge().count
+                rounds += 1
+            }
+            #expect(rounds == 4 && cache.memoryUsage <= 10, "\(owners) owners")
+            #expect(evicted + cache.count == n)
+        }
+    }
+
     @Test("fair eviction with one owner is exactly the LRU purge")
     func fairEvictionOneOwnerIsLRU() throws {
         var fair = AutoPurgingImageCache<Int>(memoryCapacity: 10, preferredMemoryUsageAfterPurge: 6)
