@@ -333,7 +333,7 @@ echo "| another app's small image behind one app's 12 slow transfers, wait s | $
 echo "| a client asks 150 times for a 1 MiB image and never reads: worst Ping ms | $(af never_reader_max_ms) | < 20 |"
 echo "| ... what the bus holds for it afterwards, MiB (150 without the agent's check) | $(af never_reader_held_mib) | ≤ 16 |"
 echo "| a first call of 64 MiB: worst Ping ms | $(af huge_call_max_ms) | (the bus moves 64 MiB to the agent first; was 5,000) |"
-echo "| 100 forked processes vs one Flatpak app: worst Ping ms | $(af sybils_max_ms) | < 20 |"
+echo "| 100 forked processes vs one Flatpak app: worst Ping ms (prober at real-time priority where allowed) | $(af sybils_max_ms) | < 20 |"
 echo "| ... the Flatpak's 40 images kept | $(af sybils_kept) | 40 |"
 echo "| ... its small download with 1,000 of theirs stalled, wait s | $(af sybils_wait_s) | < 5 (slow transfers yield per 2 s window) |"
 echo "| three clients calling GetManagedObjects (3,276 tasks, ~5 MB) for 3 s: worst Ping ms | $(af managed_max_ms) | (each reply crosses the bus before the next message; built in slices) |"
