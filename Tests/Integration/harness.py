@@ -2,6 +2,7 @@
 
 Everything runs on a dbus-daemon of our own (stock session config), never the user's bus.
 """
+import atexit
 import os
 import shutil
 import signal
@@ -68,6 +69,20 @@ def clean_env():
     return {k: v for k, v in os.environ.items() if not k.startswith("DBUS_")}
 
 
+# The agents' logs, read by tests after the agent stopped (failure messages quote them), removed
+# when the test run ends: the suite leaves nothing behind in /tmp.
+_LOGS = []
+
+
+@atexit.register
+def _remove_logs():
+    for path in _LOGS:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
 class Agent:
     """netactivityd on the given bus. `env` adds to the bus's environment; `preexec` runs in the
     child before exec (resource limits)."""
@@ -75,6 +90,7 @@ class Agent:
     def __init__(self, bus, *args, wait=True, env=None, preexec=None):
         self.bus = bus
         self.log = tempfile.NamedTemporaryFile(prefix="netactivityd-", suffix=".log", delete=False)
+        _LOGS.append(self.log.name)
         self.proc = subprocess.Popen(
             [os.path.join(BIN, "netactivityd"), "--log-level", "debug", *args],
             env=bus.env(**(env or {})), stdout=subprocess.PIPE, stderr=self.log, preexec_fn=preexec)

@@ -1,5 +1,6 @@
 """Where users look: the tray item (StatusNotifierItem), dock progress (LauncherEntry), notifications."""
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -100,7 +101,9 @@ class DockTests(AgentTestCase):
 
     def test_a_shell_script_publishes_a_task_with_progress_for_docks(self):
         dock = self.observe("fake_desktop.py", "launcher")
-        gate = os.path.join(tempfile.mkdtemp(prefix="netactivity-gate-"), "gate")
+        gate_dir = tempfile.mkdtemp(prefix="netactivity-gate-")
+        self.addCleanup(shutil.rmtree, gate_dir, True)
+        gate = os.path.join(gate_dir, "gate")
         os.mkfifo(gate)
         # pv -n prints percentages on stderr, one per line; other lines pass through.
         script = "echo to-stdout; echo 25 >&2; echo kept >&2; echo 40.5%% >&2; read x < %s; echo 100 >&2; exit 3" % gate

@@ -16,8 +16,18 @@ final class TestBus: @unchecked Sendable {
         bus = try PrivateBus(listen: listen)
         // Agents started here keep their disk cache in a temporary folder, not in ~/.cache.
         var template = Array("/tmp/netactivity-cache-XXXXXX".utf8CString)
-        if let dir = mkdtemp(&template) { setenv("XDG_CACHE_HOME", dir, 1) }
+        if let dir = mkdtemp(&template) {
+            setenv("XDG_CACHE_HOME", dir, 1)
+            temporaryFolders.append(String(cString: dir))
+        }
+        // A folder `fixedAddress` made for this bus goes with it too.
+        if listen.hasPrefix("unix:path=/tmp/netactivity-bus-"), listen.hasSuffix("/bus") {
+            temporaryFolders.append(String(listen.dropFirst("unix:path=".count).dropLast("/bus".count)))
+        }
     }
+
+    /// Made for this bus and removed with it: `make test` leaves nothing behind in /tmp.
+    private var temporaryFolders: [String] = []
 
     var address: String { bus.address }
 
@@ -122,5 +132,10 @@ final class TestBus: @unchecked Sendable {
     deinit {
         killAgent(SIGTERM)
         bus.stop()
+        for folder in temporaryFolders {
+            guard let pid = try? ServiceProcess.spawn(["/bin/rm", "-rf", "--", folder]) else { continue }
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+        }
     }
 }

@@ -95,6 +95,10 @@ final class ForeignTask {
         kill(pid, SIGKILL)
         var status: Int32 = 0
         waitpid(pid, &status, 0)
+        // Its folder goes too: make test leaves nothing behind in /tmp.
+        unlink(dir + "/commands")
+        unlink(dir + "/path")
+        rmdir(dir)
     }
 }
 
@@ -200,7 +204,14 @@ final class LocalHTTPServer {
         pid = 0
     }
 
-    deinit { stop() }
+    deinit {
+        stop()
+        // Its folder (the files it served, its log) goes too: make test leaves nothing in /tmp.
+        if let rm = try? ServiceProcess.spawn(["/bin/rm", "-rf", "--", dir]) {
+            var status: Int32 = 0
+            waitpid(rm, &status, 0)
+        }
+    }
 }
 
 extension Task where Failure == any Error {
