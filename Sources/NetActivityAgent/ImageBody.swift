@@ -44,11 +44,12 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
         return plain
     }
 
-    /// A body that takes over `fd`, a client's memfd sealed against writing, shrinking and growing
-    /// (so nobody can change it under us): mapped read-only, no copy. Nil, leaving `fd` to the
-    /// caller, when it is not such a memfd, is empty, or is larger than `maxBytes`; `fd` is the
-    /// body's (closed with it) otherwise.
-    static func adopting(sealed fd: Int32, maxBytes: Int) -> ImageBody? {
+    /// A body made from `fd`, a client's memfd sealed against writing, shrinking and growing (so
+    /// nobody can change it under us): kept as it is (mapped read-only, no copy) when it is large
+    /// and the memfd cap allows another, else copied into an array. Nil when it is not such a
+    /// memfd, is empty, or is larger than `maxBytes`. `adopted` says whether the body took `fd`
+    /// (closed with it); otherwise the caller closes it.
+    static func from(sealed fd: Int32, maxBytes: Int) -> (body: ImageBody, adopted: Bool)? {
         let required = SealedMemory.requiredForAdoption
         var st = stat()
         guard SealedMemory.seals(of: fd) & required == required, fstat(fd, &st) == 0, st.st_size > 0,
@@ -56,13 +57,20 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
         else { return nil }
         let count = Int(st.st_size)
         guard let map = mmap(nil, count, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED else { return nil }
+        // An fd each: only large images, and within the cap that keeps the agent's descriptors.
+        if count >= memfdThreshold, memfds.wrappingAdd(1, ordering: .relaxed).newValue <= maxMemfds {
+            let body = ImageBody(memfd: false)
+            body.count = count
+            body.sealed = true
+            body.fd = fd
+            body.mapping = UnsafeRawPointer(map)
+            return (body, true)
+        }
+        if count >= memfdThreshold { memfds.subtract(1, ordering: .relaxed) }
+        defer { munmap(map, count) }
         let body = ImageBody(memfd: false)
-        body.count = count
-        body.sealed = true
-        body.fd = fd
-        body.mapping = UnsafeRawPointer(map)
-        memfds.add(1, ordering: .relaxed)
-        return body
+        guard body.append(UnsafeRawBufferPointer(start: map, count: count)), body.seal() else { return nil }
+        return (body, false)
     }
 
     /// Frees large bodies: unmapping and closing a memfd of megabytes gives its pages back in

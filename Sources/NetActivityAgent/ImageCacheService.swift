@@ -297,7 +297,7 @@ public final class ImageCacheService: ImageStore {
     private func addImageFromFd(key: String, call: inout MethodCall) throws {
         let fd = try call.args.readFD()
         let capacity = imageCache.memoryCapacity
-        guard let body = ImageBody.adopting(sealed: fd, maxBytes: Int(min(capacity, UInt64(Int.max)))) else {
+        guard let (body, adopted) = ImageBody.from(sealed: fd, maxBytes: Int(min(capacity, UInt64(Int.max)))) else {
             var st = stat()
             let size = fstat(fd, &st) == 0 ? Int(st.st_size) : 0
             close(fd)
@@ -307,6 +307,7 @@ public final class ImageCacheService: ImageStore {
             throw NetActivityError.invalidArgs(
                 "The image must be a non-empty memfd sealed against writing, shrinking and growing (memfd_create with MFD_ALLOW_SEALING, then F_ADD_SEALS with F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW)")
         }
+        if !adopted { close(fd) }
         guard let info = body.withUnsafeBytes({ ImageInfo.sniff($0) }) else { throw notAnImage(body.count, key) }
         try keep(CachedImage(info: info, body: body), key: key, addedBy: call.sender)
     }

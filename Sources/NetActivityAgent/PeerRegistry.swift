@@ -61,7 +61,9 @@ public final class BusPeerRegistry: PeerRegistry {
     /// own (a fire-and-forget setter still takes effect), then everything it held is released.
     func departed(_ peer: String) {
         if let waiting = resolving.removeValue(forKey: peer) {
-            peers[peer] = Peer(pid: 0, identity: .departed)
+            // Held while its app was learned: an app of its own no more, the departed leaf. Held
+            // while the bus was asked whether it reads: it keeps the identity it was charged as.
+            if peers[peer] == nil { peers[peer] = Peer(pid: 0, identity: .departed) }
             for job in waiting { job(true) }
         }
         for handler in departureHandlers { handler(peer) }

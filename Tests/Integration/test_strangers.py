@@ -554,6 +554,16 @@ class InlineLimitTests(AgentTestCase):
                            capture_output=True, timeout=30)
         self.assertEqual(r.stdout, big)
 
+    def test_small_images_by_fd_are_copied_and_hold_no_descriptor(self):
+        from harness import fd_kinds
+        before = sum(fd_kinds(self.agent.proc.pid).values())
+        for i in range(200):
+            fd = sealed_memfd(bytes(png(width=i + 1)))
+            self.cache().AddImageFromFd("small%d" % i, dbus.types.UnixFd(fd))
+            os.close(fd)
+        self.assertLess(sum(fd_kinds(self.agent.proc.pid).values()) - before, 10, "200 tiny images, no fd each")
+        self.assertEqual(bytes(self.cache().LookupImage("small7", byte_arrays=True)[1]), bytes(png(width=8)))
+
     def test_only_sealed_memfds_are_taken(self):
         image = bytes(png())
         unsealed = sealed_memfd(image, seals=False)
