@@ -77,12 +77,22 @@ public final class Agent {
             // A call larger than any valid one is answered at once, never held: held, a call of
             // 64 MiB kept libdbus's queue over its limit (63 MiB), so the reply the registry waited
             // for could not be read, and everyone waited 5 s for its timeout.
-            if message.argumentsBound > NetActivityLimits.maxCallBytes {
+            let size = Int(message.argumentsBound)
+            if size > NetActivityLimits.maxCallBytes {
                 return server.replyError(message, DBusError(
                     name: NetActivityError.Name.tooLarge.rawValue,
-                    message: "A call of \(message.argumentsBound) bytes is larger than any the agent takes (\(NetActivityLimits.maxCallBytes)); pass large images as a sealed memfd (AddImageFromFd)"))
+                    message: "A call of \(size) bytes is larger than any the agent takes (\(NetActivityLimits.maxCallBytes)); pass large images as a sealed memfd (AddImageFromFd)"))
             }
+            // Held calls count in libdbus's incoming queue too: all of them together stay far below
+            // its limit, so the bus's answers the registry waits for can always be read.
+            guard peers.heldBytes + size <= BusPeerRegistry.maxHeldBytes else {
+                return server.replyError(message, DBusError(
+                    name: NetActivityError.Name.limitsExceeded.rawValue,
+                    message: "\(peers.heldBytes) bytes of calls already wait for their callers to be known; call again"))
+            }
+            peers.hold(size)
             peers.resolve(sender) { leaving in
+                peers.hold(-size)
                 if leaving { server.handle(message, sender: sender) } else { connection.redeliver(message) }
             }
         }

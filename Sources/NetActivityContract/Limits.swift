@@ -20,7 +20,7 @@ public enum NetActivityLimits {
     public static let maxInlineImageBytes = 1 << 20
     /// The largest call the agent takes: an inline image and its key, with room to spare.
     /// Anything larger is refused before it is looked at (`TooLarge`).
-    public static let maxCallBytes: UInt64 = UInt64(maxInlineImageBytes) + 64 * 1024
+    public static let maxCallBytes = maxInlineImageBytes + 64 * 1024
     /// The largest MemoryCapacity and DiskCapacity that may be set (1 TiB).
     public static let maxCacheCapacity: UInt64 = 1 << 40
     /// The largest download body, whatever the cache's capacity: the largest image `LookupImage`
