@@ -252,10 +252,17 @@ public final class ObjectServer {
         routes.removeAll { $0.pathString == path }
         invalidateAncestors(of: path)
         if let manager = manager(above: path) {
-            try? sink.emitSignal(path: manager, interface: Self.objectManagerInterface, member: "InterfacesRemoved") { w in
-                try w.appendObjectPath(path)
-                w.appendArray(elementSignature: "s") { a in for table in object.interfaces { a.append(table.name) } }
-            }
+            emitInterfacesRemoved(manager: manager, path: path, interfaces: object.interfaces.map(\.name))
+        }
+    }
+
+    /// `InterfacesRemoved` from `manager` for the object at `path` (to `destination` alone, if given).
+    private func emitInterfacesRemoved(manager: String, path: String, interfaces: [String], to destination: String? = nil) {
+        try? sink.emitSignal(
+            path: manager, interface: Self.objectManagerInterface, member: "InterfacesRemoved", destination: destination
+        ) { w in
+            try w.appendObjectPath(path)
+            w.appendArray(elementSignature: "s") { a in for name in interfaces { a.append(name) } }
         }
     }
 
@@ -531,13 +538,23 @@ public final class ObjectServer {
     public func emitPropertiesChanged(path: String, interface: String, changed names: [String], invalidated: [String] = []) {
         guard let object = objects[path], let table = object.interface(interface) else { return }
         if !managedReplies.isEmpty { noteManagedChange(path: path, interface: interface, removed: nil) }
-        try? sink.emitSignal(path: path, interface: ObjectServer.propertiesInterface, member: "PropertiesChanged") { w in
-            w.append(interface)
-            try w.appendArray(elementSignature: "{sv}") { a in
-                for name in names {
-                    if let property = table.properties[name] { try appendEntry(&a, property, path: path) }
-                }
+        emitPropertiesChanged(path: path, interface: interface, invalidated: invalidated) { a in
+            for name in names {
+                if let property = table.properties[name] { try appendEntry(&a, property, path: path) }
             }
+        }
+    }
+
+    /// `PropertiesChanged` for `interface` at `path`, its `a{sv}` appended by `changed` (to
+    /// `destination` alone, if given).
+    private func emitPropertiesChanged(
+        path: String, interface: String, invalidated: [String] = [], to destination: String? = nil,
+        _ changed: (inout MessageWriter) throws -> Void
+    ) {
+        try? sink.emitSignal(path: path, interface: Self.propertiesInterface, member: "PropertiesChanged", destination: destination) {
+            w in
+            w.append(interface)
+            try w.appendArray(elementSignature: "{sv}", changed)
             w.appendArray(elementSignature: "s") { a in for name in invalidated { a.append(name) } }
         }
     }
@@ -598,10 +615,7 @@ public final class ObjectServer {
         try respond(message) { w in
             try w.appendArray(elementSignature: "{oa{sa{sv}}}") { a in
                 for (child, object) in objects where child.hasPrefix(prefix) && child != path {
-                    try a.appendDictEntry { e in
-                        try e.appendObjectPath(child)
-                        try appendInterfaces(&e, object, path: child)
-                    }
+                    try appendManagedObject(&a, object, path: child)
                 }
             }
         }
@@ -625,10 +639,7 @@ public final class ObjectServer {
         for path in build.paths[build.next..<end] {
             guard let object = objects[path] else { continue }
             do {
-                try build.array.elements.appendDictEntry { e in
-                    try e.appendObjectPath(path)
-                    try appendInterfaces(&e, object, path: path)
-                }
+                try appendManagedObject(&build.array.elements, object, path: path)
                 build.sent.insert(path)
             } catch {
                 continue  // an object whose properties cannot be read is left out
@@ -643,25 +654,14 @@ public final class ObjectServer {
         if !build.call.noReplyExpected { sink.send(build.reply) }
         if let caller = build.caller {
             for (path, interfaces) in build.removed {
-                try? sink.emitSignal(
-                    path: build.manager, interface: Self.objectManagerInterface, member: "InterfacesRemoved", destination: caller
-                ) { w in
-                    try w.appendObjectPath(path)
-                    w.appendArray(elementSignature: "s") { a in for name in interfaces { a.append(name) } }
-                }
+                emitInterfacesRemoved(manager: build.manager, path: path, interfaces: interfaces, to: caller)
             }
             for (path, interfaces) in build.changed.sorted(by: { $0.key < $1.key }) {
                 guard let object = objects[path] else { continue }
                 for name in interfaces.sorted() {
                     guard let table = object.interface(name) else { continue }
-                    try? sink.emitSignal(
-                        path: path, interface: Self.propertiesInterface, member: "PropertiesChanged", destination: caller
-                    ) { w in
-                        w.append(name)
-                        try w.appendArray(elementSignature: "{sv}") { a in
-                            for property in table.propertyList { try appendEntry(&a, property, path: path) }
-                        }
-                        w.appendArray(elementSignature: "s") { _ in }
+                    emitPropertiesChanged(path: path, interface: name, to: caller) { a in
+                        for property in table.propertyList { try appendEntry(&a, property, path: path) }
                     }
                 }
             }
@@ -682,6 +682,14 @@ public final class ObjectServer {
             } else if let interface {
                 build.changed[path, default: []].insert(interface)
             }
+        }
+    }
+
+    /// One `{oa{sa{sv}}}` entry of GetManagedObjects: the object's path and every interface's properties.
+    private func appendManagedObject(_ w: inout MessageWriter, _ object: Object, path: String) throws {
+        try w.appendDictEntry { e in
+            try e.appendObjectPath(path)
+            try appendInterfaces(&e, object, path: path)
         }
     }
 

@@ -50,12 +50,11 @@ public final class Agent {
         self.connection = connection
         self.loop = loop
         self.options = options
-        peers = BusPeerRegistry(connection: connection, scheduler: loop)
+        peers = BusPeerRegistry(connection: connection, scheduler: loop, logger: logger)
         let server = ObjectServer(sink: connection)
         // Large GetManagedObjects replies are built a slice per turn of the loop.
         server.deferral = { [loop] work in _ = loop.schedule(afterNanoseconds: 0, work) }
         context = AgentContext(scheduler: loop, server: server, peers: peers, logger: logger)
-        peers.context = context
         // A new peer's calls wait, in order, until the registry knows its app (one bus round trip),
         // so that every handler charges what it grants to the right app. They are then handed back
         // to the connection, which dispatches them like any other call (under its limit on queued

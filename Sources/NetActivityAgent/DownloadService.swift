@@ -313,7 +313,7 @@ public final class DownloadService: ImageDownloader.Observer {
                 slowWatch[transfer] = nil
                 continue
             }
-            if let start, now - start < Self.slowFloorBytes, core.queuedCount > 0, core.yieldSlot(transfer) {
+            if let start, now - start < Self.slowFloorBytes, core.yieldSlot(transfer) {
                 slowWatch[transfer] = nil
                 context.logger.info(
                     "Transfer \(transfer) moved \(now - start) bytes in \(Self.slowWindow): it gives its slot to queued work and goes on")

@@ -212,13 +212,16 @@ public final class ImageCacheService: ImageStore {
     // MARK: namespaces
 
     /// Whether `key` is a URL's (`http:` or `https:`, as the downloader fetches), request keys included.
+    /// Read on every lookup and add: bytes compared in place, nothing allocated.
     static func isURLKey(_ key: String) -> Bool {
-        var scheme: [UInt8] = []
-        for byte in key.utf8.prefix(6) {
-            if byte == UInt8(ascii: ":") { break }
-            scheme.append(byte | 0x20)  // ASCII lower case (a non-letter only stops matching)
+        var bytes = key.utf8.makeIterator()
+        for letter in "http".utf8 {
+            guard let b = bytes.next(), b | 0x20 == letter else { return false }  // ASCII, any case
         }
-        return scheme == Array("http".utf8) || scheme == Array("https".utf8)
+        guard let b = bytes.next(), b != UInt8(ascii: ":") else { return true }
+        guard b | 0x20 == UInt8(ascii: "s") else { return false }
+        let after = bytes.next()
+        return after == nil || after == UInt8(ascii: ":")
     }
 
     /// Where `leaf`'s own entry for `key` is kept: key + NUL NUL + leaf.
@@ -234,9 +237,8 @@ public final class ImageCacheService: ImageStore {
     /// key, the downloader's; for a plain identifier, the shared one unless it is sandboxed.
     func image(for key: String, reader: ClientIdentity) -> CachedImage? {
         let own = Self.storageKey(key, addedBy: reader)
-        if own == key || imageCache.peek(own) != nil { return imageCache.image(for: own) }
-        guard Self.isURLKey(key) else { return imageCache.image(for: own) }
-        return imageCache.image(for: key)
+        let shared = own != key && imageCache.peek(own) == nil && Self.isURLKey(key)
+        return imageCache.image(for: shared ? key : own)
     }
 
     /// Removes what `caller` sees under `key`: its own entry; else the downloader's entry for a
@@ -282,10 +284,7 @@ public final class ImageCacheService: ImageStore {
                     .tooLarge,
                     "The image is \(data.count) bytes; AddImage carries at most \(Self.inlineLimit) inline: pass larger ones as a sealed memfd with AddImageFromFd"))
             }
-            guard UInt64(data.count) <= capacity else {
-                return .failure(NetActivityError(
-                    .tooLarge, "The image is \(data.count) bytes; the cache holds at most \(capacity) (MemoryCapacity)"))
-            }
+            guard UInt64(data.count) <= capacity else { return .failure(Self.tooLarge(data.count, capacity)) }
             guard let info = ImageInfo.sniff(data) else {
                 return .failure(notAnImage(data.count, key))
             }
@@ -301,15 +300,17 @@ public final class ImageCacheService: ImageStore {
             var st = stat()
             let size = fstat(fd, &st) == 0 ? Int(st.st_size) : 0
             close(fd)
-            if size > 0, UInt64(size) > capacity {
-                throw NetActivityError(.tooLarge, "The image is \(size) bytes; the cache holds at most \(capacity) (MemoryCapacity)")
-            }
+            if size > 0, UInt64(size) > capacity { throw Self.tooLarge(size, capacity) }
             throw NetActivityError.invalidArgs(
                 "The image must be a non-empty memfd sealed against writing, shrinking and growing (memfd_create with MFD_ALLOW_SEALING, then F_ADD_SEALS with F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW)")
         }
         if !adopted { close(fd) }
         guard let info = body.withUnsafeBytes({ ImageInfo.sniff($0) }) else { throw notAnImage(body.count, key) }
         try keep(CachedImage(info: info, body: body), key: key, addedBy: call.sender)
+    }
+
+    static func tooLarge(_ size: Int, _ capacity: UInt64) -> NetActivityError {
+        NetActivityError(.tooLarge, "The image is \(size) bytes; the cache holds at most \(capacity) (MemoryCapacity)")
     }
 
     private func notAnImage(_ count: Int, _ key: String) -> NetActivityError {
@@ -321,13 +322,14 @@ public final class ImageCacheService: ImageStore {
     /// Stores what `sender` added, in its namespace, charged to its leaf (for fair eviction).
     private func keep(_ image: CachedImage, key: String, addedBy sender: String) throws {
         let caller = context.peers.identity(of: sender)
+        let stored = Self.storageKey(key, addedBy: caller)
         do throws(AutoPurgingImageCache<CachedImage>.Refusal) {
-            try imageCache.add(image, cost: UInt64(image.size), for: Self.storageKey(key, addedBy: caller), owner: caller.leaf)
+            try imageCache.add(image, cost: UInt64(image.size), for: stored, owner: caller.leaf)
             continuePurgeLater()
         } catch {
             throw Self.refusal(error, leaf: caller.leaf)
         }
-        context.logger.trace("Cached for \(caller.leaf) under '\(Self.printable(Self.storageKey(key, addedBy: caller)))': \(image.info.format.rawValue) \(image.info.width ?? 0)x\(image.info.height ?? 0), \(image.size) bytes")
+        context.logger.trace("Cached for \(caller.leaf) under '\(Self.printable(stored))': \(image.info.format.rawValue) \(image.info.width ?? 0)x\(image.info.height ?? 0), \(image.size) bytes")
     }
 
     static func refusal(_ error: AutoPurgingImageCache<CachedImage>.Refusal, leaf: String) -> NetActivityError {
@@ -336,7 +338,7 @@ public final class ImageCacheService: ImageStore {
             .limitsExceeded(
                 "The app \(leaf) would hold \(usage) bytes of images, above its fair share of \(share) while other apps hold the rest of MemoryCapacity; its own older images go first, so this one does not fit")
         case .tooLarge(let cost, let capacity):
-            NetActivityError(.tooLarge, "The image is \(cost) bytes; the cache holds at most \(capacity) (MemoryCapacity)")
+            tooLarge(Int(clamping: cost), capacity)
         case .preferredAboveCapacity:
             .failed("\(error)")
         }
@@ -421,7 +423,7 @@ extension ImageCacheService {
     public func store(_ body: any FetchedBody, for key: String, app: String) -> Result<Void, ImageDownloader.Failure> {
         let capacity = imageCache.memoryCapacity
         guard UInt64(body.count) <= capacity else {
-            return .failure(.failed(NetActivityError(.tooLarge, "The image is \(body.count) bytes; the cache holds at most \(capacity)")))
+            return .failure(.failed(Self.tooLarge(body.count, capacity)))
         }
         return body.withUnsafeBytes { data in
             guard let info = ImageInfo.sniff(data) else {

@@ -1,6 +1,7 @@
 public import DBusKit
 import Glibc
 public import LinuxKit
+public import Logging
 public import NetActivityCore
 
 /// Who is on the bus: each peer's identity (`ClientIdentity`: its app, the leaf charged, whether it
@@ -45,12 +46,13 @@ public final class BusPeerRegistry: PeerRegistry {
 
     public func hold(_ bytes: Int) { heldBytes += bytes }
 
-    /// For the log of peers that do not read (set by the agent).
-    weak var context: AgentContext?
+    /// For the log of peers that do not read.
+    private let logger: Logger
 
-    public init(connection: Connection, scheduler: any Scheduler) {
+    public init(connection: Connection, scheduler: any Scheduler, logger: Logger) {
         self.connection = connection
         self.scheduler = scheduler
+        self.logger = logger
     }
 
     /// Subscribes to departures; call before serving.
@@ -123,10 +125,6 @@ public final class BusPeerRegistry: PeerRegistry {
     /// Set when the bus has no Debug.Stats interface (dbus-broker): nothing more is asked.
     private var statsUnavailable = false
 
-    /// Every `volumeStep` bytes we send: asks the daemon how many of ours it still holds, and
-    /// when that is much, how much each recent caller has not read. DESIGN "Nothing piles up for
-    /// a peer": the daemon stops reading us for everyone once it holds 1 GB of ours (the session
-    /// bus's max_incoming_bytes), which one client that never reads its socket could cause.
     /// Set when more was sent while an inspection was under way: another follows it.
     private var inspectAgain = false
 
@@ -150,6 +148,10 @@ public final class BusPeerRegistry: PeerRegistry {
         for job in waiting { job(false) }
     }
 
+    /// Every `volumeStep` bytes we send: asks the daemon how many of ours it still holds, and
+    /// when that is much, how much each recent caller has not read. DESIGN "Nothing piles up for
+    /// a peer": the daemon stops reading us for everyone once it holds 1 GB of ours (the session
+    /// bus's max_incoming_bytes), which one client that never reads its socket could cause.
     func inspectBacklog() {
         guard !statsUnavailable else { return }
         guard !inspecting else { return inspectAgain = true }
@@ -161,7 +163,7 @@ public final class BusPeerRegistry: PeerRegistry {
             self.inspecting = false
             let callers = self.recentCallers
             self.recentCallers.removeAll()
-            self.context?.logger.debug("The bus holds \(held.map(String.init) ?? "?") bytes of ours; \(callers.count) recent callers")
+            self.logger.debug("The bus holds \(held.map(String.init) ?? "?") bytes of ours; \(callers.count) recent callers")
             if let held, held >= Self.backlogToInspect {
                 for peer in callers where self.peers[peer] != nil && self.silencedBackoff[peer] == nil && self.resolving[peer] == nil {
                     self.inspect(peer)
@@ -184,7 +186,7 @@ public final class BusPeerRegistry: PeerRegistry {
             if unread > Self.unreadAllowance || (silenced && unread > Self.readAgainBelow) {
                 if !silenced {
                     self.connection.silenced.insert(peer)
-                    self.context?.logger.warning(
+                    self.logger.warning(
                         "Client \(peer) (\(self.app(of: peer))) does not read: the bus holds \(unread) bytes for it; replies and signals to it are dropped until it reads")
                 }
                 let delay = min(2000, (self.silencedBackoff[peer] ?? 50) * 2)
@@ -192,7 +194,7 @@ public final class BusPeerRegistry: PeerRegistry {
                 _ = self.scheduler.schedule(afterNanoseconds: delay * 1_000_000) { [weak self] in self?.inspect(peer) }
             } else if silenced {
                 self.unsilence(peer)
-                self.context?.logger.notice("Client \(peer) reads again (\(unread) bytes unread)")
+                self.logger.notice("Client \(peer) reads again (\(unread) bytes unread)")
             }
         }
     }
@@ -215,7 +217,7 @@ public final class BusPeerRegistry: PeerRegistry {
             case .failure(let error):
                 if error.name.hasSuffix(".UnknownInterface") || error.name.hasSuffix(".UnknownMethod") || error.name.hasSuffix(".AccessDenied") {
                     self.statsUnavailable = true
-                    self.context?.logger.notice(
+                    self.logger.notice(
                         "The bus has no usable Debug.Stats (\(error.message)): clients that do not read cannot be told apart")
                 }
                 done(nil)

@@ -107,22 +107,23 @@ public struct AutoPurgingImageCache<Image> {
         if memoryUsage > memoryCapacity, let ledger = owners, !ledger.fits(owner, newest: cost, capacity: memoryCapacity) {
             // Room could only come from apps within their shares: the image is refused before
             // anything is evicted for it.
-            let refusal = Refusal.overShare(
-                owner: owner, usage: ledger.usage(of: owner), share: ledger.share(of: owner, capacity: memoryCapacity))
-            _ = remove(key)
-            _statistics.insertions -= 1
-            throw refusal
+            throw takeBack(key, owner: owner, ledger: ledger)
         }
         if memoryUsage > memoryCapacity { evicted += purge(to: preferredMemoryUsageAfterPurge, keeping: key) }
         if memoryUsage > memoryCapacity, pendingPurge == nil, let ledger = owners {
             // Only the new image itself is left to take: its owner is above its share.
-            let refusal = Refusal.overShare(
-                owner: owner, usage: ledger.usage(of: owner), share: ledger.share(of: owner, capacity: memoryCapacity))
-            _ = remove(key)
-            _statistics.insertions -= 1
-            throw refusal
+            throw takeBack(key, owner: owner, ledger: ledger)
         }
         return evicted
+    }
+
+    /// Removes the image just added for `key`, uncounted, and says why (`overShare`).
+    @inlinable mutating func takeBack(_ key: String, owner: String, ledger: OwnerLedger<String>) -> Refusal {
+        let refusal = Refusal.overShare(
+            owner: owner, usage: ledger.usage(of: owner), share: ledger.share(of: owner, capacity: memoryCapacity))
+        _ = remove(key)
+        _statistics.insertions -= 1
+        return refusal
     }
 
     /// The image for `key`, refreshed as the most recently used; counts a hit or a miss.
