@@ -13,7 +13,7 @@ import time
 
 import dbus
 
-from harness import BIN, IFACE, NAME, PATH, PROPS, Agent, PrivateBus, cli, connect, png, wait_until
+from harness import BIN, IFACE, NAME, PATH, PROPS, Agent, PrivateBus, cli, connect, image_adder, png, wait_until
 from test_agent import AgentTestCase, Observer
 from test_downloads import DownloadTestCase
 
@@ -542,16 +542,7 @@ class FairEvictionTests(AgentTestCase):
         obj.Set(CACHE, "PreferredMemoryUsageAfterPurge", dbus.UInt64(6 << 20, variant_level=1), dbus_interface=PROPS)
         obj.Set(CACHE, "MemoryCapacity", dbus.UInt64(10 << 20, variant_level=1), dbus_interface=PROPS)
         small = bytes(png(extra=20 * 1024))
-        code = """
-import sys, dbus
-bus = dbus.bus.BusConnection(sys.argv[1])
-cache = dbus.Interface(bus.get_object("org.example.NetActivity", "/org/example/NetActivity", introspect=False),
-                       "org.example.NetActivity.ImageCache")
-data = dbus.ByteArray(bytes.fromhex(sys.argv[2]))
-for i in range(40):
-    cache.AddImage("victim%d" % i, data)
-"""
-        victim = subprocess.run(["/usr/bin/python3", "-c", code, self.bus.address, small.hex()], timeout=30)
+        victim = subprocess.run(image_adder(self.bus, small, ["victim%d" % i for i in range(40)]), timeout=30)
         self.assertEqual(victim.returncode, 0)
         cache = dbus.Interface(obj, CACHE)
         big = bytes(png(extra=6 << 20))

@@ -16,7 +16,7 @@ import unittest
 
 import dbus
 
-from harness import BIN, IFACE, NAME, PATH, PROPS, Agent, connect, png, wait_until
+from harness import BIN, IFACE, NAME, PATH, PROPS, Agent, connect, image_adder, png, wait_until
 from rawbus import RawClient, body_strings
 from test_agent import AgentTestCase
 from test_downloads import DownloadTestCase
@@ -257,20 +257,9 @@ class CgroupIdentityTests(StrangerTestCase):
         images = [bytes(png(width=i + 1, extra=20_000)) for i in range(40)]
         for i, image in enumerate(images):
             polite("add", "polite%d" % i, image.hex())
-        code = """
-import sys, dbus
-bus = dbus.bus.BusConnection(sys.argv[1])
-cache = dbus.Interface(bus.get_object("org.example.NetActivity", "/org/example/NetActivity", introspect=False),
-                       "org.example.NetActivity.ImageCache")
-data = dbus.ByteArray(bytes.fromhex(sys.argv[2]))
-for i in range(6):
-    try:
-        cache.AddImage("sybil-%s-%d" % (sys.argv[3], i), data)
-    except dbus.exceptions.DBusException:
-        pass
-"""
-        sybil = bytes(png(extra=30_000)).hex()
-        procs = [subprocess.Popen([sys.executable, "-c", code, self.bus.address, sybil, str(n)]) for n in range(100)]
+        sybil = bytes(png(extra=30_000))
+        procs = [subprocess.Popen(image_adder(self.bus, sybil, ["sybil-%d-%d" % (n, i) for i in range(6)], refusals_ok=True))
+                 for n in range(100)]
         for p in procs:
             self.assertEqual(p.wait(60), 0)
         kept = [polite("lookup", "polite%d" % i) is not None for i in range(40)]
