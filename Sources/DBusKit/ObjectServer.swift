@@ -21,6 +21,8 @@ public struct MethodCall {
     let replyMessage: Message
     private var _args: MessageReader?
     private var _reply: MessageWriter?
+    /// Set by `deferReply`: the handler's return sends nothing.
+    public private(set) var isDeferred = false
 
     init(message: Message, path: String, sender: String, reply: Message) {
         self.message = message
@@ -43,6 +45,13 @@ public struct MethodCall {
             if _reply == nil { _reply = replyMessage.writer() }
             yield &_reply!
         }
+    }
+
+    /// The answer comes later: the handler returns without a reply, and whoever keeps `message`
+    /// answers it once, with `ObjectServer.respond(to:)` or `replyError` (a handler that throws
+    /// after this still answers with its error at once).
+    public mutating func deferReply() {
+        isDeferred = true
     }
 }
 
@@ -441,7 +450,7 @@ public final class ObjectServer {
     private func run(_ method: DBusMethod.Storage, message: Message, path: String, sender: String?, reply: Message) throws {
         var call = MethodCall(message: message, path: path, sender: sender ?? "", reply: reply)
         try method.handler(&call)
-        if !message.noReplyExpected { sink.send(reply) }
+        if !call.isDeferred, !message.noReplyExpected { sink.send(reply) }
     }
 
     private func introspect(_ message: Message, path: String, object: Object) throws {
@@ -455,6 +464,11 @@ public final class ObjectServer {
         guard sig == expected else {
             throw .invalidArgs("Invalid arguments for \(what): expected signature '\(expected)', got '\(sig)'")
         }
+    }
+
+    /// Answers `message` with a return whose body `body` writes (nothing when it expects no reply).
+    public func respond(to message: Message, _ body: (inout MessageWriter) throws -> Void) throws {
+        try respond(message, body)
     }
 
     private func respond(_ message: Message, _ body: (inout MessageWriter) throws -> Void) throws {

@@ -100,7 +100,9 @@ public final class Agent {
             fileLimit: options.fileLimit)
         tasks = TaskService(context: context, activity: activity, linger: options.completedTaskLinger)
         images = ImageCacheService(context: context, fileLimit: options.fileLimit)
-        downloads = DownloadService(context: context, loop: loop, images: images, tasks: tasks)
+        downloads = DownloadService(
+            context: context, loop: loop, images: images, tasks: tasks, activity: activity,
+            announceAfter: { [unowned activity] in activity.machine.activationDelay })
         activity.tasks = tasks
         downloads.onFailure.append { [unowned self] url, message in self.notifier?.downloadFailed(url: url, error: message) }
         // A departing client's tasks complete (ClientVanished) and its receipts go before its

@@ -16,7 +16,6 @@ public final class DownloadService: ImageDownloader.Observer {
     private let loop: EventLoop
     private unowned let images: any ImageStore
     private unowned let tasks: any TaskFactory
-    private var transferTasks: [UInt64: TaskEntry] = [:]
     /// Pending receipts: the budget, the shares of apps and the per-client cap. An owner's app is
     /// known from its first call until its departure has been handled, so counting and releasing
     /// agree on it.
@@ -35,11 +34,23 @@ public final class DownloadService: ImageDownloader.Observer {
     /// Told of every failed download but cancellations (the notifier posts them).
     public var onFailure: [(_ url: String, _ message: String) -> Void] = []
 
-    public init(context: AgentContext, loop: EventLoop, images: any ImageStore, tasks: any TaskFactory) {
+    /// Running transfers count as the agent's own activity from their start; this adds it for
+    /// those that have no task object yet.
+    private unowned let activity: any ActivitySink
+    /// How long a transfer runs before its task object is published (the indicator's
+    /// ActivationDelay: what ends sooner, no person could have seen).
+    private let announceAfter: () -> Duration
+
+    public init(
+        context: AgentContext, loop: EventLoop, images: any ImageStore, tasks: any TaskFactory, activity: any ActivitySink,
+        announceAfter: @escaping () -> Duration
+    ) {
         self.context = context
         self.loop = loop
         self.images = images
         self.tasks = tasks
+        self.activity = activity
+        self.announceAfter = announceAfter
     }
 
     /// Made (and libcurl loaded) at the first download. NETACTIVITY_LIBCURL names another libcurl
@@ -121,7 +132,7 @@ public final class DownloadService: ImageDownloader.Observer {
                 if response.status == 304, let stale {
                     let info = HTTPCachePolicy.refreshed(stale.hit.info, notModified: response.headers, now: Self.wallClock())
                     self?.disk?.write(key: request.key, info: info, body: stale.hit.body, owner: request.app)
-                    return .success(ImageDownloader.Fetched(body: stale.hit.body))
+                    return .success(ImageDownloader.Fetched(body: stale.hit.body, httpStatus: 304))
                 }
                 guard response.status == 200 else {
                     return .failure(.failed(NetActivityError(.http, "HTTP \(response.status) for \(PublishedURL.redact(request.url))")))
@@ -133,38 +144,66 @@ public final class DownloadService: ImageDownloader.Observer {
                 } else {
                     self?.disk?.remove(key: request.key)  // no-store: keep no copy, not even an old one
                 }
-                return .success(ImageDownloader.Fetched(body: response.body))
+                return .success(ImageDownloader.Fetched(body: response.body, httpStatus: 200))
             })
         }
     }
 
     // MARK: requests
 
-    func download(url: String, options: [String: DBusValue], owner: String) throws(NetActivityError) -> (receipt: String, task: String, cached: Bool) {
-        typealias Option = DownloaderMember.Option
+    /// The checks both methods make; the request key.
+    private func requestKey<Option: MethodOption>(
+        url: String, options: [String: DBusValue], method: DownloaderMember.Method, _: Option.Type
+    ) throws(NetActivityError) -> String {
         try Self.checkURL(url)
-        try checkOptions(options, of: DownloaderMember.Method.downloadImage.rawValue, Option.self)
-        let additional = options[Option.additionalIdentifier.rawValue]?.stringValue ?? ""
+        try checkOptions(options, of: method.rawValue, Option.self)
+        let additional = options[DownloaderMember.Option.additionalIdentifier.rawValue]?.stringValue ?? ""
         guard additional.utf8.count <= NetActivityLimits.maxImageKeyBytes else {
             throw .invalidArgs(
                 "additional-identifier is \(additional.utf8.count) bytes long; the limit is \(NetActivityLimits.maxImageKeyBytes)")
         }
+        return ImageRequestKey.make(url: url, additional: additional)
+    }
+
+    /// Counts one more waiting download for `owner`, or says which limit it would break.
+    private func chargePending(_ owner: String) throws(NetActivityError) {
         let app = context.peers.app(of: owner)
         if let refusal = pending.check(connection: owner, leaf: app) {
             throw .limitsExceeded(refusal.message("downloads waited for", client: owner, leaf: app, quota: pending))
         }
-        let key = ImageRequestKey.make(url: url, additional: additional)
-        var receipt = ""
-        let reload = options[Option.reload.rawValue]?.boolValue ?? false
-        // Counted before the call: a transport that fails at once answers inside it.
         pending.charge(connection: owner, leaf: app)
-        let ticket = core.download(url: url, key: key, owner: owner, app: app, reload: reload) {
-            [unowned self] result in
-            self.finished(receipt: receipt, url: url, owner: owner, result)
-        }
-        if let (transfer, description) = unannounced {  // queued, not started: announced suspended
-            unannounced = nil
-            transferTasks[transfer] = tasks.makeAgentTask(description: description, running: false)
+    }
+
+    /// True while `core.download` runs: a completion that comes inside it (a transport that fails
+    /// at once, say) is told on the loop's next turn, after the call's own reply.
+    private var starting = false
+
+    /// Runs `work` now, or on the next turn of the loop when inside the call that started a download.
+    private func outsideTheCall(_ work: @escaping () -> Void) {
+        guard starting else { return work() }
+        _ = context.scheduler.schedule(afterNanoseconds: 0, work)
+    }
+
+    /// `core.download`, marked as the call that starts it (see `outsideTheCall`).
+    private func start(
+        url: String, key: String, owner: String, reload: Bool,
+        _ handler: @escaping (Result<ImageDownloader.Fetched, ImageDownloader.Failure>) -> Void
+    ) -> ImageDownloader.Ticket {
+        starting = true
+        defer { starting = false }
+        return core.download(url: url, key: key, owner: owner, app: context.peers.app(of: owner), reload: reload, handler: handler)
+    }
+
+    func download(url: String, options: [String: DBusValue], owner: String) throws(NetActivityError) -> (receipt: String, task: String, cached: Bool) {
+        let key = try requestKey(url: url, options: options, method: .downloadImage, DownloaderMember.Option.self)
+        let reload = options[DownloaderMember.Option.reload.rawValue]?.boolValue ?? false
+        // Counted before the call: a transport that fails at once answers inside it.
+        try chargePending(owner)
+        var receipt = ""
+        let ticket = start(url: url, key: key, owner: owner, reload: reload) { [unowned self] result in
+            self.release(owner)
+            // `receipt` is read when the signal goes: after this call has returned it.
+            self.outsideTheCall { self.finished(receipt: receipt, url: url, owner: owner, result.map { _ in }) }
         }
         switch ticket {
         case .cached:
@@ -172,17 +211,16 @@ public final class DownloadService: ImageDownloader.Observer {
             return ("", "/", true)
         case .receipt(let r, let transfer):
             receipt = r
-            return (r, transferTasks[transfer]?.path ?? "/", false)
+            // Its reply names the task: a DownloadImage transfer is announced at once.
+            return (r, announce(transfer)?.path ?? "/", false)
         }
     }
 
     /// DownloadFinished goes to the requester only (a unicast signal).
     private func finished(receipt: String, url: String, owner: String, _ result: Result<Void, ImageDownloader.Failure>) {
-        release(owner)
         let (ok, name, message): (Bool, String, String) = switch result {
         case .success: (true, "", "")
-        case .failure(.cancelled): (false, NetActivityError.Name.cancelled.rawValue, "The download was cancelled")
-        case .failure(.failed(let error)): (false, error.name, error.message)
+        case .failure(let failure): (false, Self.error(failure).name, Self.error(failure).message)
         }
         if !ok, name != NetActivityError.Name.cancelled.rawValue {
             for observer in onFailure { observer(PublishedURL.redact(url), message) }
@@ -199,11 +237,95 @@ public final class DownloadService: ImageDownloader.Observer {
         }
     }
 
+    static let cancelledError = NetActivityError(.cancelled, "The download was cancelled")
+
+    static func error(_ failure: ImageDownloader.Failure) -> NetActivityError {
+        switch failure {
+        case .cancelled: cancelledError
+        case .failed(let error): error
+        }
+    }
+
+    // MARK: FetchImage
+
+    /// Pending `FetchImage` calls that named a receipt, by caller and receipt: the downloader's
+    /// receipt for each (what `CancelDownload` cancels).
+    private var fetchReceipts: [String: [String: String]] = [:]
+
+    /// What `FetchImage` answers at once (a memory hit), or nil when the answer comes later.
+    struct Answer {
+        let body: any FetchedBody
+        let info: ImageInfo
+        let source: DownloaderMember.FetchSource
+        let httpStatus: UInt32
+    }
+
+    /// Starts a `FetchImage` for `owner`: a memory hit is answered at once; otherwise `reply` is
+    /// called once, on a later turn than this call, with the image or the error.
+    func fetch(
+        url: String, options: [String: DBusValue], owner: String, reply: @escaping (Result<Answer, NetActivityError>) -> Void
+    ) throws(NetActivityError) -> Answer? {
+        typealias Option = DownloaderMember.FetchOption
+        let key = try requestKey(url: url, options: options, method: .fetchImage, Option.self)
+        let reload = options[Option.reload.rawValue]?.boolValue ?? false
+        let named = options[Option.receipt.rawValue]?.stringValue
+        if let named {
+            guard !named.isEmpty, named.utf8.count <= NetActivityLimits.maxReceiptBytes else {
+                throw .invalidArgs("A receipt must be 1 to \(NetActivityLimits.maxReceiptBytes) bytes long, got \(named.utf8.count)")
+            }
+            guard fetchReceipts[owner]?[named] == nil else {
+                throw .invalidArgs("Receipt '\(named.prefix(100))' is already pending on this connection; choose another")
+            }
+        }
+        if !reload, let hit = images.cachedImage(for: key, client: owner) {
+            return Answer(body: hit.body, info: hit.info, source: .memory, httpStatus: 0)
+        }
+        try chargePending(owner)
+        var receiptName: String?
+        let ticket = start(url: url, key: key, owner: owner, reload: reload) { [unowned self] result in
+            self.release(owner)
+            if let receiptName { self.forgetFetch(receiptName, of: owner) }
+            let answer = result.mapError(Self.error).flatMap { fetched -> Result<Answer, NetActivityError> in
+                fetched.body.withUnsafeBytes { ImageInfo.sniff($0) }.map {
+                    .success(Answer(body: fetched.body, info: $0, source: fetched.httpStatus == 0 ? .disk : .network, httpStatus: fetched.httpStatus))
+                } ?? .failure(NetActivityError(.notAnImage, "The bytes received are not an image of a known format"))
+            }
+            if case .failure(let error) = answer, error.name != NetActivityError.Name.cancelled.rawValue {
+                for observer in self.onFailure { observer(PublishedURL.redact(url), error.message) }
+            }
+            self.outsideTheCall { reply(answer) }
+        }
+        switch ticket {
+        case .cached:
+            // Not held in memory a moment ago, yet the downloader's check found it: served as a hit.
+            release(owner)
+            guard let hit = images.cachedImage(for: key, client: owner) else {
+                throw NetActivityError(.notFound, "The image for \(PublishedURL.redact(url)) left the cache while it was fetched; fetch it again")
+            }
+            return Answer(body: hit.body, info: hit.info, source: .memory, httpStatus: 0)
+        case .receipt(let r, let transfer):
+            if let named, core.owner(of: r) != nil {
+                receiptName = named
+                fetchReceipts[owner, default: [:]][named] = r
+            }
+            if options[Option.announce.rawValue]?.boolValue == true { _ = announce(transfer) }
+            return nil
+        }
+    }
+
+    private func forgetFetch(_ receipt: String, of owner: String) {
+        guard fetchReceipts[owner]?.removeValue(forKey: receipt) != nil, fetchReceipts[owner]?.isEmpty == true else { return }
+        fetchReceipts[owner] = nil
+    }
+
     private func release(_ owner: String, count: Int = 1) {
         pending.release(connection: owner, leaf: context.peers.app(of: owner), cost: count)
     }
 
+    /// A receipt `caller` named in `FetchImage` (its pending call is answered `Cancelled`), else
+    /// one `DownloadImage` gave it.
     func cancel(receipt: String, by caller: String) throws(NetActivityError) -> Bool {
+        if let ours = fetchReceipts[caller]?[receipt] { return core.cancel(receipt: ours) }
         guard let owner = core.owner(of: receipt) else { return false }
         guard owner == caller else {
             throw .accessDenied("Only the owner of receipt \(receipt) (\(owner)) may cancel it; the caller is \(caller)")
@@ -215,6 +337,7 @@ public final class DownloadService: ImageDownloader.Observer {
     /// departures: each queued transfer is a task object whose cancellation is announced, and
     /// 5,000 of them at once held the loop for a third of a second (debug build).
     public func ownerVanished(_ owner: String) {
+        fetchReceipts[owner] = nil
         let n = pending.held(byConnection: owner)
         guard n > 0 else { return }
         release(owner, count: n)
@@ -255,47 +378,110 @@ public final class DownloadService: ImageDownloader.Observer {
         guard !host.isEmpty else { throw refuse("has no host") }
     }
 
-    // MARK: ImageDownloader.Observer: one task object per transfer
+    // MARK: ImageDownloader.Observer: task objects, published when a person could see them
 
-    /// A transfer queued by the `download` under way, whose task is announced when that call
-    /// knows whether it started at once (running: one InterfacesAdded, where announcing it
-    /// suspended and then resuming it took a PropertiesChanged more, for most downloads).
-    private var unannounced: (transfer: UInt64, description: String)?
+    /// What the service knows of each live transfer.
+    private struct TransferState {
+        let url: String
+        var running = false
+        var progress = TaskProgress()
+        /// Its task object, once published.
+        var task: TaskEntry?
+    }
+
+    private var transfers: [UInt64: TransferState] = [:]
+    /// Running transfers without a task object, in the order they started, with when each is due
+    /// to be published; one timer, for the first (entries of transfers that ended or were
+    /// published meanwhile are skipped).
+    private var unpublished: [(transfer: UInt64, due: Instant)] = []
+    private var unpublishedHead = 0
+    private var publishTimer: TimerID?
+
+    /// The transfer's task object, published now if it has none (running or suspended, as the
+    /// transfer is). Nil when the transfer has ended already.
+    private func announce(_ transfer: UInt64) -> TaskEntry? {
+        guard var state = transfers[transfer] else { return nil }
+        if let task = state.task { return task }
+        let description = String("Download \(PublishedURL.redact(state.url))".prefix(utf8Bytes: NetActivityLimits.maxDescriptionBytes))
+        let task = tasks.makeAgentTask(description: description, running: state.running)
+        // The task now holds the activity the transfer held without one.
+        if state.running { activity.release(.task, for: context.uniqueName) }
+        if state.progress != TaskProgress() { tasks.setProgress(task, state.progress) }
+        state.task = task
+        transfers[transfer] = state
+        return task
+    }
 
     public func transferQueued(_ transfer: UInt64, url: String) {
-        unannounced = (transfer, String(
-            "Download \(PublishedURL.redact(url))".prefix(utf8Bytes: NetActivityLimits.maxDescriptionBytes)))
+        transfers[transfer] = TransferState(url: url)
     }
 
     public func transferStarted(_ transfer: UInt64, url: String) {
         slowWatch[transfer] = .some(nil)
         receivedByTransfer[transfer] = 0
         watchForSlowness()
-        if let (queued, description) = unannounced, queued == transfer {
-            unannounced = nil
-            transferTasks[transfer] = tasks.makeAgentTask(description: description, running: true)
-            return
+        guard var state = transfers[transfer] else { return }
+        state.running = true
+        transfers[transfer] = state
+        if let task = state.task { return tasks.resume(task) }
+        // Activity from the start (the indicator's own delay hides short work); the task object
+        // only once the transfer has run for the activation delay.
+        try? activity.acquire(.task, for: context.uniqueName)
+        unpublished.append((transfer, context.now + announceAfter()))
+        schedulePublishing()
+    }
+
+    private func schedulePublishing() {
+        guard publishTimer == nil, unpublishedHead < unpublished.count else { return }
+        publishTimer = context.schedule(at: unpublished[unpublishedHead].due) { [weak self] in
+            guard let self else { return }
+            publishTimer = nil
+            publishDue()
         }
-        guard let entry = transferTasks[transfer] else { return }
-        tasks.resume(entry)
+    }
+
+    /// Publishes the task of every transfer that has run for the activation delay and still runs.
+    private func publishDue() {
+        let now = context.now
+        while unpublishedHead < unpublished.count, unpublished[unpublishedHead].due <= now {
+            let transfer = unpublished[unpublishedHead].transfer
+            unpublishedHead += 1
+            if let state = transfers[transfer], state.running, state.task == nil { _ = announce(transfer) }
+        }
+        if unpublishedHead == unpublished.count {
+            unpublished.removeAll(keepingCapacity: unpublished.count <= 64)
+            unpublishedHead = 0
+        } else if unpublishedHead > 64, unpublishedHead * 2 > unpublished.count {
+            unpublished.removeFirst(unpublishedHead)
+            unpublishedHead = 0
+        }
+        schedulePublishing()
     }
 
     public func transferProgress(_ transfer: UInt64, received: UInt64, expected: UInt64) {
         if receivedByTransfer[transfer] != nil { receivedByTransfer[transfer] = received }
-        guard let entry = transferTasks[transfer] else { return }
-        tasks.setProgress(entry, TaskProgress(received: received, expectedToReceive: max(expected, received)))
+        let progress = TaskProgress(received: received, expectedToReceive: max(expected, received))
+        guard let task = transfers[transfer]?.task else {
+            transfers[transfer]?.progress = progress
+            return
+        }
+        tasks.setProgress(task, progress)
     }
 
     public func transferEnded(_ transfer: UInt64, outcome: Result<Void, ImageDownloader.Failure>) {
         slowWatch[transfer] = nil
         receivedByTransfer[transfer] = nil
-        guard let entry = transferTasks.removeValue(forKey: transfer) else { return }
+        guard let state = transfers.removeValue(forKey: transfer) else { return }
+        guard let task = state.task else {
+            if state.running { activity.release(.task, for: context.uniqueName) }
+            return
+        }
         let error: String = switch outcome {
         case .success: ""
         case .failure(.cancelled): NetActivityError.Name.cancelled.rawValue
         case .failure(.failed(let failure)): failure.name + ": " + failure.message
         }
-        tasks.complete(entry, error: error.prefix(utf8Bytes: NetActivityLimits.maxTaskErrorBytes))
+        tasks.complete(task, error: error.prefix(utf8Bytes: NetActivityLimits.maxTaskErrorBytes))
     }
 
     private func watchForSlowness() {
@@ -337,6 +523,10 @@ public final class DownloadService: ImageDownloader.Observer {
                     M.downloadImage.rawValue, in: [DBusArgument("url", "s"), DBusArgument("options", "a{sv}")],
                     out: [DBusArgument("receipt", "s"), DBusArgument("task", "o"), DBusArgument("cached", "b")]
                 ) { [unowned self] in try self.downloadImage(&$0) },
+                DBusMethod(
+                    M.fetchImage.rawValue, in: [DBusArgument("url", "s"), DBusArgument("options", "a{sv}")],
+                    out: [DBusArgument("image", "h"), DBusArgument("size", "t"), DBusArgument("info", "a{sv}")]
+                ) { [unowned self] in try self.fetchImage(&$0) },
                 DBusMethod(M.cancelDownload.rawValue, in: [DBusArgument("receipt", "s")], out: [DBusArgument("cancelled", "b")]) {
                     [unowned self] in try self.cancelDownload(&$0)
                 },
@@ -391,6 +581,42 @@ public final class DownloadService: ImageDownloader.Observer {
         call.reply.append(answer.receipt)
         try call.reply.appendObjectPath(answer.task)
         call.reply.append(answer.cached)
+    }
+
+    func fetchImage(_ call: inout MethodCall) throws {
+        let url = try call.args.read(String.self)
+        let options = try call.args.readVardict()
+        let message = call.message
+        let answer = try fetch(url: url, options: options, owner: call.sender) { [unowned self] result in
+            let server = self.context.server
+            do {
+                try server.respond(to: message) { w in try Self.write(try result.get(), to: &w) }
+            } catch let error as NetActivityError {
+                server.replyError(message, DBusError(name: error.name, message: error.message))
+            } catch {
+                server.replyError(message, .failed("\(error)"))
+            }
+        }
+        guard let answer else { return call.deferReply() }
+        try Self.write(answer, to: &call.reply)
+    }
+
+    /// FetchImage's (h image, t size, a{sv} info): the body's sealed memfd, opened read-only for
+    /// the caller (the same memory as the cache's when it is one, else a new one).
+    static func write(_ answer: Answer, to w: inout MessageWriter) throws {
+        let fd: Int32? = if let body = answer.body as? ImageBody { body.openReadOnly() } else {
+            answer.body.withUnsafeBytes { SealedMemory.make(name: "netactivity-image", bytes: $0) }
+        }
+        guard let fd else { throw NetActivityError.failed("Could not share the image: \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        try w.appendFD(fd)
+        w.append(UInt64(answer.body.count))
+        typealias Info = DownloaderMember.FetchInfo
+        var info: [String: DBusValue] = [
+            Info.source.rawValue: .string(answer.source.rawValue), Info.contentType.rawValue: .string(answer.info.format.mediaType),
+        ]
+        if answer.httpStatus != 0 { info[Info.httpStatus.rawValue] = .uint32(answer.httpStatus) }
+        try w.appendVardict(info)
     }
 
     func cancelDownload(_ call: inout MethodCall) throws {

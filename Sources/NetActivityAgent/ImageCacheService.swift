@@ -14,6 +14,9 @@ public protocol ImageStore: AnyObject {
     /// Keeps `bytes` under `key`, charged to `app` (a leaf), or says why not (`TooLarge`,
     /// `NotAnImage`, `LimitsExceeded`).
     func store(_ body: any FetchedBody, for key: String, app: String) -> Result<Void, ImageDownloader.Failure>
+    /// What `client` sees under `key` (its own entry first, else the downloader's), counted as a
+    /// hit or a miss; nil on a miss.
+    func cachedImage(for key: String, client: String) -> (body: any FetchedBody, info: ImageInfo)?
 }
 
 /// `org.example.NetActivity.ImageCache`: AFAutoPurgingImageCache for every app, with large images
@@ -412,6 +415,10 @@ extension ImageCacheService {
     // MARK: ImageStore
 
     public var memoryCapacity: UInt64 { imageCache.memoryCapacity }
+
+    public func cachedImage(for key: String, client: String) -> (body: any FetchedBody, info: ImageInfo)? {
+        image(for: key, reader: context.peers.identity(of: client)).map { ($0.body, $0.info) }
+    }
 
     public func contains(_ key: String, answeringFor leaf: String?) -> Bool {
         if imageCache.peek(key) != nil { return true }

@@ -12,6 +12,8 @@ public enum NetActivityLimits {
     public static let maxLiveTasksPerClient = 1024
     /// Longest image identifier, request URL and additional identifier, in bytes.
     public static let maxImageKeyBytes = 4096
+    /// The longest receipt a caller may choose for `FetchImage` (bytes).
+    public static let maxReceiptBytes = 255
     /// Downloads one client may wait for at once.
     public static let maxPendingDownloadsPerClient = 1024
     /// The most image bytes `AddImage`/`LookupImage` carry inline (`ay`); larger images go by

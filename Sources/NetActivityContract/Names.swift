@@ -133,6 +133,7 @@ public enum ImageCacheMember {
 public enum DownloaderMember {
     public enum Method: String, Sendable, CaseIterable {
         case downloadImage = "DownloadImage"
+        case fetchImage = "FetchImage"
         case cancelDownload = "CancelDownload"
     }
 
@@ -162,5 +163,38 @@ public enum DownloaderMember {
             case .reload: "b"
             }
         }
+    }
+
+    /// `FetchImage` options (a{sv}) and their D-Bus types.
+    public enum FetchOption: String, Sendable, MethodOption {
+        case additionalIdentifier = "additional-identifier"
+        case reload = "reload"
+        /// The caller's name for the call, unique among its pending ones: `CancelDownload` takes it.
+        case receipt = "receipt"
+        /// Publish the transfer's task object at once, not only once it has run for ActivationDelay.
+        case announce = "announce"
+
+        public var signature: String {
+            switch self {
+            case .additionalIdentifier, .receipt: "s"
+            case .reload, .announce: "b"
+            }
+        }
+    }
+
+    /// The keys of `FetchImage`'s `info` (a{sv}).
+    public enum FetchInfo: String, Sendable, CaseIterable {
+        /// `memory`, `disk` or `network` (s).
+        case source = "source"
+        /// The media type of the bytes, as sniffed (s).
+        case contentType = "content-type"
+        /// The HTTP status of the transfer that delivered them (u), where one ran: 200, or 304
+        /// for a disk copy the server confirmed.
+        case httpStatus = "http-status"
+    }
+
+    /// `FetchImage`'s `source`.
+    public enum FetchSource: String, Sendable, CaseIterable {
+        case memory, disk, network
     }
 }

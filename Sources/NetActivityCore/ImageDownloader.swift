@@ -33,7 +33,13 @@ public final class ImageDownloader {
     /// an array), handed to `store` as it is, never copied here.
     public struct Fetched: Sendable {
         public let body: any FetchedBody
-        public init(body: any FetchedBody) { self.body = body }
+        /// The HTTP status of the transfer that delivered it (200, or 304 for a revalidated disk
+        /// copy); 0 when no transfer ran (a fresh disk hit).
+        public var httpStatus: UInt32 = 0
+        public init(body: any FetchedBody, httpStatus: UInt32 = 0) {
+            self.body = body
+            self.httpStatus = httpStatus
+        }
         public init(bytes: [UInt8]) { body = bytes }
         /// A copy of the body (for tests).
         public var bytes: [UInt8] { body.withUnsafeBytes { Array($0.bindMemory(to: UInt8.self)) } }
@@ -62,7 +68,7 @@ public final class ImageDownloader {
         let owner: String
         /// The app the owner belongs to (the unit of fairness); the owner itself by default.
         let app: String
-        let handler: (Result<Void, Failure>) -> Void
+        let handler: (Result<Fetched, Failure>) -> Void
     }
 
     private final class Transfer {
@@ -160,10 +166,11 @@ public final class ImageDownloader {
     }
 
     /// Asks for the image at `url` (cache key `key`) for `owner`. A cache hit answers `.cached`
-    /// at once; otherwise `handler` is called exactly once with the outcome.
+    /// at once; otherwise `handler` is called exactly once with the outcome: what was fetched (and
+    /// stored), or why not.
     public func download(
         url: String, key: String, owner: String, app: String? = nil, reload: Bool = false,
-        handler: @escaping (Result<Void, Failure>) -> Void
+        handler: @escaping (Result<Fetched, Failure>) -> Void
     ) -> Ticket {
         if !reload, isCached(key, owner) { return .cached }
         let receipt = "r\(nextReceipt)"
@@ -397,7 +404,7 @@ public final class ImageDownloader {
             // them when they come): another app's reload never fails it. One that failed hands
             // its waiters to the reload, their second chance.
             if case .success(let fetched) = result, case .success = store(t.key, fetched, t.firstApp) {
-                complete(t, .success(()))
+                complete(t, .success(fetched))
                 return
             }
             for w in t.waiters { receipts[w.receipt] = newer.id }
@@ -407,19 +414,19 @@ public final class ImageDownloader {
             return
         }
         if byKey[t.key] === t { byKey[t.key] = nil }
-        let outcome: Result<Void, Failure> = result.flatMap { fetched in
+        let outcome: Result<Fetched, Failure> = result.flatMap { fetched in
             // An overtaken transfer stores only if the reload that overtook it left nothing.
-            t.overtaken && isCached(t.key, nil) ? .success(()) : store(t.key, fetched, t.firstApp)
+            t.overtaken && isCached(t.key, nil) ? .success(fetched) : store(t.key, fetched, t.firstApp).map { fetched }
         }
         complete(t, outcome)
     }
 
-    private func complete(_ t: Transfer, _ outcome: Result<Void, Failure>) {
+    private func complete(_ t: Transfer, _ outcome: Result<Fetched, Failure>) {
         for w in t.waiters {
             receipts[w.receipt] = nil
             forget(w.receipt, of: w.owner)
         }
-        observer?.transferEnded(t.id, outcome: outcome)
+        observer?.transferEnded(t.id, outcome: outcome.map { _ in })
         for w in t.waiters { w.handler(outcome) }
         startQueued()
     }

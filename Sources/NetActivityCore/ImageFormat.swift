@@ -3,6 +3,19 @@
 public struct ImageInfo: Equatable, Sendable {
     public enum Format: String, Sendable, CaseIterable {
         case png, jpeg, gif, webp, bmp, ico, svg
+
+        /// The media type of the format (what the bytes are, whatever a server claimed).
+        public var mediaType: String {
+            switch self {
+            case .png: "image/png"
+            case .jpeg: "image/jpeg"
+            case .gif: "image/gif"
+            case .webp: "image/webp"
+            case .bmp: "image/bmp"
+            case .ico: "image/vnd.microsoft.icon"
+            case .svg: "image/svg+xml"
+            }
+        }
     }
 
     public let format: Format

@@ -22,7 +22,7 @@ class Observer:
 
     def __init__(self, bus, script="observer.py", *args):
         self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, script), bus.address, *args],
-                                     stdout=subprocess.PIPE, text=True)
+                                     stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline().strip()
         if line != "ready":
             self.proc.kill()
@@ -49,9 +49,15 @@ class Observer:
         return [(e["changed"][name], e["t"]) for e in self.snapshot()
                 if e["signal"] == "PropertiesChanged" and name in e["changed"]]
 
+    def send(self, line):
+        """A command line on the process's standard input (the scripts that take commands)."""
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
     def close(self):
         self.proc.kill()
         self.proc.wait()
+        self.proc.stdin.close()
 
 
 class AgentTestCase(unittest.TestCase):

@@ -1,0 +1,81 @@
+#!/usr/bin/python3
+"""A FetchImage client in a process of its own, printing JSON lines:
+{"event": "fetched", "url", "receipt", "size", "info", "sha256", "fd_target"} or
+{"event": "failed", "url", "receipt", "error", "message"} per answer, {"event": "cancel", "receipt", "result"}.
+
+fetch_client.py ADDRESS [--announce] [URL[#RECEIPT]]...   fetches every URL at once (the calls wait together)
+Then reads commands from standard input: "fetch URL[#RECEIPT]", "cancel RECEIPT".
+Prints 'ready' first."""
+import hashlib
+import json
+import os
+import sys
+import time
+
+import dbus
+import dbus.mainloop.glib
+from gi.repository import GLib
+
+from observer_util import plain
+
+dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
+bus = dbus.bus.BusConnection(sys.argv[1])
+args = sys.argv[2:]
+announce = "--announce" in args
+args = [a for a in args if a != "--announce"]
+downloader = dbus.Interface(bus.get_object("org.example.NetActivity", "/org/example/NetActivity", introspect=False),
+                            "org.example.NetActivity.Downloader")
+
+
+def out(obj):
+    obj["t"] = time.monotonic()
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def fetch(spec):
+    url, _, receipt = spec.partition("#")
+    options = {}
+    if receipt:
+        options["receipt"] = dbus.String(receipt)
+    if announce:
+        options["announce"] = dbus.Boolean(True)
+
+    def ok(fd, size, info):
+        fd = fd.take()
+        try:
+            data = os.pread(fd, int(size) + 1, 0)
+            target = os.readlink("/proc/self/fd/%d" % fd)
+        finally:
+            os.close(fd)
+        out({"event": "fetched", "url": url, "receipt": receipt, "size": int(size), "read": len(data),
+             "info": {str(k): plain(v) for k, v in info.items()}, "sha256": hashlib.sha256(data).hexdigest(),
+             "fd_target": target})
+
+    def failed(e):
+        out({"event": "failed", "url": url, "receipt": receipt, "error": e.get_dbus_name(), "message": e.get_dbus_message()})
+
+    downloader.FetchImage(url, dbus.Dictionary(options, signature="sv"), reply_handler=ok, error_handler=failed,
+                          timeout=120)
+
+
+def command(source, condition):
+    line = sys.stdin.readline()
+    if not line:
+        return False
+    verb, _, arg = line.strip().partition(" ")
+    if verb == "fetch":
+        fetch(arg)
+    elif verb == "cancel":
+        downloader.CancelDownload(arg, reply_handler=lambda r: out({"event": "cancel", "receipt": arg, "result": bool(r)}),
+                                  error_handler=lambda e: out({"event": "cancel", "receipt": arg,
+                                                               "error": e.get_dbus_name()}))
+    return True
+
+
+bus.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus").GetId(dbus_interface="org.freedesktop.DBus")
+print("ready", flush=True)
+for spec in args:
+    fetch(spec)
+GLib.io_add_watch(sys.stdin, GLib.IO_IN | GLib.IO_HUP, command)
+GLib.MainLoop().run()

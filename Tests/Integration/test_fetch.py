@@ -1,0 +1,287 @@
+"""FetchImage: one call per image, its reply carrying the image's sealed memfd; tasks published only
+for transfers that last; every completion after the reply of the call that started it."""
+import hashlib
+import os
+import subprocess
+import threading
+import time
+
+import dbus
+
+from harness import NAME, PATH, PROPS, Agent, connect, prop, task_states, wait_until
+from test_downloads import CACHE, DOWNLOADER, ERR, DownloadTestCase
+
+INVALID_ARGS = "org.freedesktop.DBus.Error.InvalidArgs"
+
+
+class BusMonitor:
+    """dbus-monitor --profile on the private bus: every message the bus routes, one tuple each
+    (type, sender, destination, path, interface, member), between markers our connection sends."""
+
+    def __init__(self, bus):
+        self.proc = subprocess.Popen(["dbus-monitor", "--address", bus.address, "--profile"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.lines = []
+        self.marks = set()
+        self.lock = threading.Lock()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            fields = line.rstrip("\n").split("\t")
+            if fields[0] in ("mc", "mr", "sig", "err"):
+                with self.lock:
+                    self.lines.append(fields)
+
+    def mark(self, conn):
+        """A GetId call from `conn`, once the monitor has seen it: the index just after it."""
+        conn.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus").GetId(dbus_interface="org.freedesktop.DBus")
+        me = conn.get_unique_name()
+
+        def seen():
+            with self.lock:
+                for i in range(len(self.lines) - 1, -1, -1):
+                    f = self.lines[i]
+                    if f[0] == "mc" and f[3] == me and f[-1] == "GetId" and i not in self.marks:
+                        self.marks.add(i)
+                        return i + 1
+            return None
+        return wait_until(seen, what="the monitor to see the marker")
+
+    def between(self, start, end):
+        with self.lock:
+            return self.lines[start:end - 1]
+
+    def close(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+class FetchTestCase(DownloadTestCase):
+    def fetch(self, url, conn=None, **options):
+        """FetchImage's (bytes, size, info) in the test's own process."""
+        opts = dbus.Dictionary({k.replace("_", "-"): v for k, v in options.items()}, signature="sv")
+        fd, size, info = self.downloader(conn).FetchImage(url, opts, timeout=60)
+        fd = fd.take()
+        try:
+            return os.pread(fd, int(size) + 1, 0), int(size), {str(k): v for k, v in info.items()}, \
+                os.readlink("/proc/self/fd/%d" % fd)
+        finally:
+            os.close(fd)
+
+    def fetcher(self, *specs, announce=False):
+        return self.observe("fetch_client.py", *(("--announce",) if announce else ()), *specs)
+
+    def answers(self, c, n, timeout=20):
+        return wait_until(lambda: len([e for e in c.snapshot() if e["event"] in ("fetched", "failed")]) >= n and
+                          [e for e in c.snapshot() if e["event"] in ("fetched", "failed")], timeout=timeout,
+                          what="%d FetchImage answers" % n)
+
+    def active(self):
+        return int(self.conn.get_object(NAME, PATH, introspect=False).Get(DOWNLOADER, "ActiveDownloads", dbus_interface=PROPS))
+
+
+class FetchAnswerTests(FetchTestCase):
+    def test_network_then_memory_then_disk_each_with_the_same_bytes(self):
+        url = self.http.url("/fresh/big-one.png")
+        data, size, info, target = self.fetch(url)
+        self.assertEqual(data, self.http.bodies["/fresh/big-one.png"])
+        self.assertEqual(size, len(data))
+        self.assertEqual(info, {"source": "network", "content-type": "image/png", "http-status": 200})
+        self.assertIn("memfd:netactivity-image", target)
+        data2, _, info2, target2 = self.fetch(url)
+        self.assertEqual((data2, info2), (data, {"source": "memory", "content-type": "image/png"}))
+        self.assertEqual(self.http.count("/fresh/"), 1, "the second answer came from memory")
+        self.disk_entries(1)
+        self.agent.stop()
+        self.agent = Agent(self.bus, *self.agent_args)
+        self.conn.close()
+        self.conn = connect(self.bus)
+        data3, _, info3, _ = self.fetch(url)
+        self.assertEqual((data3, info3), (data, {"source": "disk", "content-type": "image/png"}))
+        self.assertEqual(self.http.count("/fresh/"), 1, "the third from the disk")
+
+    def test_a_small_image_is_a_memfd_too_and_read_only(self):
+        import fcntl
+        url = self.http.url("/img/small.png")
+        fd, size, _ = self.downloader().FetchImage(url, dbus.Dictionary({}, signature="sv"))
+        fd = fd.take()
+        try:
+            self.assertEqual(os.pread(fd, int(size) + 1, 0), self.http.bodies["/img/small.png"])
+            with self.assertRaises(OSError):
+                os.pwrite(fd, b"x", 0)
+            F_GET_SEALS = 1034
+            self.assertTrue(fcntl.fcntl(fd, F_GET_SEALS) & 0x8, "F_SEAL_WRITE: nobody can change it")
+        finally:
+            os.close(fd)
+
+    def test_errors_are_the_method_s_own(self):
+        for path, name in {"/missing.png": "HTTP", "/text": "NotAnImage", "/loop": "HTTP"}.items():
+            self.expect_error(ERR + name, lambda: self.fetch(self.http.url(path)))
+        for url in ("ftp://example.com/a.png", "http://", "not a url"):
+            self.expect_error(ERR + "InvalidURL", lambda: self.fetch(url))
+        msg = self.expect_error(INVALID_ARGS, lambda: self.fetch(self.http.url("/img/a.png"), reload=dbus.String("yes")))
+        self.assertIn("reload", msg)
+        msg = self.expect_error(INVALID_ARGS, lambda: self.fetch(self.http.url("/img/a.png"), colour=dbus.String("red")))
+        self.assertIn("announce", msg, "the known options are named")
+        self.expect_error(INVALID_ARGS, lambda: self.fetch(self.http.url("/img/a.png"), receipt=dbus.String("")))
+        self.expect_error(INVALID_ARGS, lambda: self.fetch(self.http.url("/img/a.png"), receipt=dbus.String("r" * 256)))
+        self.assertTrue(self.agent.alive())
+
+    def test_fetch_and_download_share_one_transfer(self):
+        url = self.http.url("/gate/shared.png")
+        d = self.client(url)
+        f = self.fetcher(url)
+        wait_until(lambda: self.events(d, "requested"), what="the DownloadImage receipt")
+        wait_until(lambda: self.http.count("/gate/shared") == 1, what="the transfer")
+        self.http.gate("/gate/shared.png").set()
+        self.assertTrue(self.finished(d, 1)[0]["ok"])
+        answer = self.answers(f, 1)[0]
+        self.assertEqual(answer["event"], "fetched", answer)
+        self.assertEqual(answer["sha256"], hashlib.sha256(self.http.bodies["/gate/shared.png"]).hexdigest())
+        self.assertEqual(self.http.count("/gate/shared"), 1, "one HTTP request for both")
+
+
+class FetchCancelTests(FetchTestCase):
+    def test_cancel_by_the_caller_s_receipt_answers_the_call_cancelled(self):
+        url = self.http.url("/gate/c.png")
+        mine = self.fetcher(url + "#thumb-1")
+        theirs = self.fetcher(url + "#thumb-1")  # the same name on another connection is another receipt
+        wait_until(lambda: self.http.count("/gate/c") == 1, what="the transfer")
+        self.assertFalse(self.downloader().CancelDownload("thumb-1"), "not this connection's receipt")
+        mine.send("cancel thumb-1")
+        answer = self.answers(mine, 1)[0]
+        self.assertEqual((answer["event"], answer["error"], answer["receipt"]), ("failed", ERR + "Cancelled", "thumb-1"))
+        wait_until(lambda: [e for e in mine.snapshot() if e["event"] == "cancel"], what="CancelDownload's reply")
+        self.assertEqual([e["result"] for e in mine.snapshot() if e["event"] == "cancel"], [True])
+        mine.send("cancel thumb-1")
+        wait_until(lambda: len([e for e in mine.snapshot() if e["event"] == "cancel"]) == 2, what="the second cancel")
+        self.assertEqual([e["result"] for e in mine.snapshot() if e["event"] == "cancel"], [True, False], "once")
+        self.assertEqual(self.active(), 1, "theirs goes on")
+        self.http.gate("/gate/c.png").set()
+        self.assertEqual(self.answers(theirs, 1)[0]["event"], "fetched")
+
+    def test_a_receipt_is_unique_among_the_caller_s_pending_calls(self):
+        url = self.http.url("/gate/u.png")
+        c = self.fetcher(url + "#same", url + "#same")
+        answer = self.answers(c, 1)[0]
+        self.assertEqual((answer["event"], answer["error"]), ("failed", INVALID_ARGS))
+        self.assertIn("already pending", answer["message"])
+        self.http.gate("/gate/u.png").set()
+        self.assertEqual(self.answers(c, 2)[1]["event"], "fetched")
+        c.send("fetch %s#same" % url)  # free again once answered
+        self.assertEqual(self.answers(c, 3)[2]["event"], "fetched")
+
+    def test_a_caller_that_leaves_cancels_its_pending_calls(self):
+        c = self.fetcher(self.http.url("/gate/left.png"))
+        wait_until(lambda: self.http.count("/gate/left") == 1, what="the transfer")
+        self.assertEqual(int(prop(self.conn, "ActivityCount")), 1, "a running transfer is activity from its start")
+        c.close()
+        wait_until(lambda: self.active() == 0 and int(prop(self.conn, "ActivityCount")) == 0,
+                   what="the transfer to stop with its only caller")
+
+    def test_pending_calls_count_against_the_per_client_limit(self):
+        url = self.http.url("/gate/many.png")
+        c = self.fetcher(*[url] * 1025)
+        refused = self.answers(c, 1)[0]
+        self.assertEqual(refused["error"], ERR + "LimitsExceeded", refused)
+        self.http.gate("/gate/many.png").set()
+        answers = self.answers(c, 1025)
+        self.assertEqual(len([a for a in answers if a["event"] == "fetched"]), 1024)
+        self.assertEqual(self.http.count("/gate/many"), 1)
+
+
+class LazyAnnouncementTests(FetchTestCase):
+    """A transfer publishes its task object only once it has run for ActivationDelay, or at once
+    when asked: a short one costs panels nothing."""
+    agent_args = ("--completion-delay", "0")  # the default activation delay (1 s)
+
+    def setUp(self):
+        super().setUp()
+        self.monitor = BusMonitor(self.bus)
+        self.addCleanup(self.monitor.close)
+
+    def test_a_small_image_costs_the_bus_two_messages(self):
+        self.fetch(self.http.url("/img/warm-up.png"))  # the agent learns who we are (its calls to the bus)
+        wait_until(lambda: int(prop(self.conn, "ActivityCount")) == 0, what="the warm-up to end")
+        start = self.monitor.mark(self.conn)
+        t0 = time.monotonic()
+        n = 20
+        for i in range(n):
+            self.fetch(self.http.url("/img/small%d.png" % i))
+        elapsed = time.monotonic() - t0
+        wait_until(lambda: int(prop(self.conn, "ActivityCount")) == 0, what="the activity to end")
+        seen = self.monitor.between(start, self.monitor.mark(self.conn))
+        me, agent = self.conn.get_unique_name(), self.conn.get_name_owner(NAME)
+        calls = [f for f in seen if f[0] == "mc" and f[-1] == "FetchImage"]
+        serials = {f[2] for f in calls}  # a return's last field is the serial of the call it answers
+        replies = [f for f in seen if f[0] == "mr" and f[3] == agent and f[4] == me and f[-1] in serials]
+        self.assertEqual((len(calls), len(replies)), (n, n))
+        signals = [f for f in seen if f[0] == "sig" and f[3] == agent]
+        members = {f[-1] for f in signals}
+        self.assertLessEqual(members, {"PropertiesChanged"}, "no task object, no DownloadFinished")
+        # The activity count's changes, coalesced to one per 50 ms (and each GetAll above reads it).
+        self.assertLessEqual(len(signals), 2 + 2 * int(elapsed / 0.05 + 1), signals)
+        # Nothing else to or from the agent but our property reads (wait_until above) and their returns.
+        reads = {f[2] for f in seen if f[0] == "mc" and f[3] == me and f[-1] in ("Get", "GetAll", "Introspect")}
+        others = [f for f in seen if f not in calls and f not in replies and f not in signals and agent in f[3:5] and
+                  f[2] not in reads and f[-1] not in reads]
+        self.assertEqual(others, [], "nothing else")
+        self.assertEqual(task_states(self.conn), {})
+
+    def test_a_long_transfer_is_published_after_the_activation_delay(self):
+        obj = self.conn.get_object(NAME, PATH, introspect=False)
+        obj.Set("org.example.NetActivity", "ActivationDelay", dbus.Double(2.0, variant_level=1), dbus_interface=PROPS)
+        t0 = time.monotonic()
+        c = self.fetcher(self.http.url("/gate/long.png"))
+        wait_until(lambda: self.http.count("/gate/long") == 1, what="the transfer")
+        self.assertEqual(int(prop(self.conn, "ActivityCount")), 1, "activity from the start")
+        task = wait_until(lambda: task_states(self.conn), timeout=10, what="the task object")
+        self.assertGreaterEqual(time.monotonic() - t0, 1.9, "not before the activation delay")
+        self.assertEqual(list(task.values()), [("running", "")])
+        self.assertEqual(int(prop(self.conn, "ActivityCount")), 1, "the task took the transfer's activity over")
+        self.http.gate("/gate/long.png").set()
+        self.assertEqual(self.answers(c, 1)[0]["event"], "fetched")
+        wait_until(lambda: list(task_states(self.conn).values()) == [("completed", "")], what="the task to complete")
+        wait_until(lambda: int(prop(self.conn, "ActivityCount")) == 0, what="the activity to end")
+
+    def test_announce_publishes_at_once(self):
+        obj = self.conn.get_object(NAME, PATH, introspect=False)
+        obj.Set("org.example.NetActivity", "ActivationDelay", dbus.Double(60.0, variant_level=1), dbus_interface=PROPS)
+        c = self.fetcher(self.http.url("/gate/shown.png"), announce=True)
+        task = wait_until(lambda: task_states(self.conn), what="the task object")
+        self.assertEqual(list(task.values()), [("running", "")])
+        self.assertEqual(int(prop(self.conn, "ActivityCount")), 1)
+        self.http.gate("/gate/shown.png").set()
+        self.assertEqual(self.answers(c, 1)[0]["event"], "fetched")
+        wait_until(lambda: int(prop(self.conn, "ActivityCount")) == 0, what="the activity to end")
+
+
+class SynchronousFailureTests(FetchTestCase):
+    """Failures found inside the call that started the download (no libcurl; a disk tier that knows
+    the key is absent, or a reload that skips it) are told after the call's reply."""
+
+    def setUp(self):
+        super().setUp()
+        self.agent.stop()
+        self.agent = Agent(self.bus, *self.agent_args, env={"NETACTIVITY_LIBCURL": "/nonexistent/libcurl.so.4"})
+
+    def test_download_image_names_its_receipt_in_download_finished(self):
+        for options in ({}, {"reload": True}):
+            c = self.client(self.http.url("/img/a.png"), self.http.url("/img/b.png"))
+            done = self.finished(c, 2)
+            requested = {e["url"]: e["receipt"] for e in self.events(c, "requested")}
+            self.assertEqual(len(requested), 2)
+            for e in done:
+                self.assertFalse(e["ok"])
+                self.assertIn("libcurl", e["error_message"])
+                self.assertEqual(e["receipt"], requested[e["url"]], "the receipt its reply gave, never ''")
+                self.assertNotEqual(e["receipt"], "")
+            c.close()
+
+    def test_fetch_image_answers_with_the_error(self):
+        for options in ({}, {"reload": dbus.Boolean(True)}):
+            msg = self.expect_error("org.freedesktop.DBus.Error.Failed", lambda: self.fetch(self.http.url("/img/a.png"), **options))
+            self.assertIn("libcurl", msg)
+        self.assertEqual(int(prop(self.conn, "ActivityCount")), 0)
+        self.assertEqual(self.http.count("/img/"), 0)
