@@ -402,8 +402,7 @@ public final class DownloadService: ImageDownloader.Observer {
     private func announce(_ transfer: UInt64) -> TaskEntry? {
         guard var state = transfers[transfer] else { return nil }
         if let task = state.task { return task }
-        let description = String("Download \(PublishedURL.redact(state.url))".prefix(utf8Bytes: NetActivityLimits.maxDescriptionBytes))
-        let task = tasks.makeAgentTask(description: description, running: state.running)
+        let task = tasks.makeAgentTask(description: PublishedURL.downloadDescription(state.url), running: state.running)
         // The task now holds the activity the transfer held without one.
         if state.running { activity.release(.task, for: context.uniqueName) }
         if state.progress != TaskProgress() { tasks.setProgress(task, state.progress) }

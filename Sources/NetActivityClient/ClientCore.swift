@@ -600,6 +600,70 @@ final class ClientCore: @unchecked Sendable {
         })
     }
 
+    /// What `FetchImage` answered: the image's shared file, where it came from, its media type.
+    struct Fetched {
+        let file: SharedImageFile
+        let source: DownloaderMember.FetchSource
+        let contentType: String
+    }
+
+    /// Receipts this connection has named in FetchImage (each unique among its pending calls).
+    private var nextFetchReceipt: UInt64 = 0
+
+    func makeFetchReceipt() -> String {
+        nextFetchReceipt += 1
+        return "f\(nextFetchReceipt)"
+    }
+
+    /// One FetchImage: the reply carries the image (from memory, disk or network) or the error.
+    /// `receipt` names the call for `cancelFetch`. No timeout of our own: the agent's transfer
+    /// limits end every download, and the call with them.
+    func fetch(
+        url: String, additionalIdentifier: String, reload: Bool, receipt: String?, announce: Bool = false,
+        destination: String? = nil, _ done: @escaping Completion<Fetched>
+    ) {
+        typealias Option = DownloaderMember.FetchOption
+        send(DownloaderMember.Method.fetchImage.rawValue, interface: Self.downloaderInterface, destination: destination, { w in
+            w.append(url)
+            var options: [String: DBusValue] = [:]
+            if !additionalIdentifier.isEmpty { options[Option.additionalIdentifier.rawValue] = .string(additionalIdentifier) }
+            if reload { options[Option.reload.rawValue] = .bool(true) }
+            if let receipt { options[Option.receipt.rawValue] = .string(receipt) }
+            if announce { options[Option.announce.rawValue] = .bool(true) }
+            try w.appendVardict(options)
+        }, timeout: Self.noTimeout, reply: { result in
+            done(result.flatMap { reply in
+                var r = reply.reader()
+                do throws(DBusError) {
+                    let fd = try r.readFD()
+                    let size: UInt64, info: [String: DBusValue]
+                    do throws(DBusError) {
+                        size = try r.read(UInt64.self)
+                        info = try r.readVardict()
+                    } catch {
+                        close(fd)
+                        throw error
+                    }
+                    let file = SharedImageFile(fd: fd, size: size)
+                    let source = info[DownloaderMember.FetchInfo.source.rawValue]?.stringValue
+                        .flatMap(DownloaderMember.FetchSource.init(rawValue:)) ?? .network
+                    let type = info[DownloaderMember.FetchInfo.contentType.rawValue]?.stringValue ?? ""
+                    return .success(Fetched(file: file, source: source, contentType: type))
+                } catch {
+                    return .failure(NetActivityError(error))
+                }
+            })
+        })
+    }
+
+    /// libdbus's "no timeout" (DBUS_TIMEOUT_INFINITE).
+    static let noTimeout: Int32 = 0x7fff_ffff
+
+    /// Cancels the pending FetchImage named `receipt`: it is answered `Cancelled`.
+    func cancelFetch(_ receipt: String) {
+        send(DownloaderMember.Method.cancelDownload.rawValue, interface: Self.downloaderInterface, { w in w.append(receipt) }, reply: { _ in })
+    }
+
     /// Gives up a receipt: its completion is never called (or is called with `error`, if given),
     /// and the agent stops the transfer when no receipt is left.
     func cancelDownload(_ receipt: String, answering error: NetActivityError? = nil) {

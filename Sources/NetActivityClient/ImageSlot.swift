@@ -1,3 +1,5 @@
+import LinuxKit
+
 /// Where a slot's image came from.
 public enum ImageSource: Sendable, Equatable {
     /// The shared memory cache answered; nothing was downloaded.
@@ -16,6 +18,11 @@ public enum ImageSource: Sendable, Equatable {
 /// - otherwise the placeholder shows, the shared downloader fetches, and the answer applies only
 ///   if its request is still the slot's current one: a late answer for an old URL never
 ///   overwrites a newer image.
+///
+/// Each request is one `FetchImage` call, whatever answers it (memory, disk or network). The
+/// placeholder shows when no answer has come within `placeholderDelay` (50 ms): a hit in memory
+/// answers far sooner and shows none, and neither does a disk hit that quick (no flash of the
+/// placeholder before an image already on the machine).
 ///
 /// With no agent (not running, hung past its reply time, or restarting), the placeholder shows,
 /// `failure` hears `agentNotRunning` once, and the slot tries again by itself when an agent
@@ -52,7 +59,9 @@ public final class ImageSlot<Image>: @unchecked Sendable {
         let placeholder: Carried
         let success: Success?
         let failure: Failure?
+        /// The pending FetchImage's receipt (what cancelling it names).
         var receipt: String?
+        var placeholderTimer: TimerID?
         /// Told the app once that there is no agent; showed the placeholder once.
         var reportedAbsence = false
         var showedPlaceholder = false
@@ -76,8 +85,11 @@ public final class ImageSlot<Image>: @unchecked Sendable {
     }
 
     deinit {
-        if let receipt = current?.receipt { core.mailbox.post { [core] in core.cancelDownload(receipt) } }
+        if let receipt = current?.receipt { core.mailbox.post { [core] in core.cancelFetch(receipt) } }
     }
+
+    /// How long a request waits for its answer before the placeholder shows (nanoseconds).
+    static var placeholderDelay: UInt64 { 50_000_000 }
 
     /// Shows the image at `url` (the request key is url + additionalIdentifier). An empty `url`
     /// cancels and shows the placeholder.
@@ -106,7 +118,8 @@ public final class ImageSlot<Image>: @unchecked Sendable {
     private func cancelCurrent() {
         guard let request = current else { return }
         current = nil
-        if let receipt = request.receipt { core.cancelDownload(receipt) }
+        if let timer = request.placeholderTimer { core.loop.cancel(timer) }
+        if let receipt = request.receipt { core.cancelFetch(receipt) }
     }
 
     private func showPlaceholder(for request: Request) {
@@ -116,46 +129,27 @@ public final class ImageSlot<Image>: @unchecked Sendable {
         callbacks { [apply] in apply(placeholder.image) }
     }
 
-    /// The cache, then the downloader.
+    /// One FetchImage; the placeholder if it takes longer than `placeholderDelay`.
     private func load(_ request: Request) {
-        // Weak from here on: a slot the app lets go cancels its receipt (deinit) and applies nothing.
-        core.openImage(url: request.url, additionalIdentifier: request.additionalIdentifier) { [weak self] result in
+        let receipt = core.makeFetchReceipt()
+        request.receipt = receipt
+        request.placeholderTimer = core.loop.schedule(afterNanoseconds: Self.placeholderDelay) { [weak self] in
+            request.placeholderTimer = nil
             guard let self, current === request else { return }
-            switch result {
-            case .success(let file?):
-                show(file, from: .cache, for: request)
-            case .success(nil):
-                showPlaceholder(for: request)
-                download(request)
-            case .failure(let error):
-                fail(request, error)
-            }
+            showPlaceholder(for: request)
         }
-    }
-
-    private func download(_ request: Request) {
-        core.download(url: request.url, additionalIdentifier: request.additionalIdentifier, reload: false, onReceipt: {
-            [weak self, core] receipt, _ in
-            // The slot moved on (or went) while DownloadImage was out: give the receipt straight back.
-            guard let self, current === request else { return core.cancelDownload(receipt) }
-            request.receipt = receipt
-        }) { [weak self] result in
-            guard let self, current === request else { return }
+        // Weak from here on: a slot the app lets go cancels its call (deinit) and applies nothing.
+        core.fetch(url: request.url, additionalIdentifier: request.additionalIdentifier, reload: false, receipt: receipt) {
+            [weak self, core] result in
             request.receipt = nil
+            if let timer = request.placeholderTimer {
+                core.loop.cancel(timer)
+                request.placeholderTimer = nil
+            }
+            guard let self, current === request else { return }
             switch result {
-            case .success(let cached):
-                core.openImage(url: request.url, additionalIdentifier: request.additionalIdentifier) { [weak self] result in
-                    guard let self, current === request else { return }
-                    switch result {
-                    case .success(let file?):
-                        show(file, from: cached ? .cache : .download, for: request)
-                    case .success(nil):
-                        fail(request, NetActivityError(
-                            .notFound, "\(request.url) was downloaded but is no longer cached"))
-                    case .failure(let error):
-                        fail(request, error)
-                    }
-                }
+            case .success(let fetched):
+                show(fetched.file, from: fetched.source == .memory ? .cache : .download, for: request)
             case .failure(let error):
                 fail(request, error)
             }
@@ -191,6 +185,8 @@ public final class ImageSlot<Image>: @unchecked Sendable {
             }
             return
         }
+        // No image is coming: the placeholder is what the slot shows (however quick the failure).
+        showPlaceholder(for: request)
         current = nil
         let failure = request.failure
         callbacks { failure?(error) }

@@ -182,10 +182,13 @@ public final class NetActivity: Sendable {
         try await perform { core, done in core.openImage(.openImage, { w in w.append(identifier) }, done) }
     }
 
-    /// The image cached for (url, additionalIdentifier), where the downloader stores, as a
-    /// read-only file, or nil.
-    public func openImage(url: String, additionalIdentifier: String = "") async throws(NetActivityError) -> SharedImageFile? {
-        try await perform { core, done in core.openImage(url: url, additionalIdentifier: additionalIdentifier, done) }
+    /// The image at `url` as a read-only file, from the shared cache or fetched by the shared
+    /// downloader (one `FetchImage` call: no copy through the bus, whatever its size). Errors and
+    /// cancellation as `downloadImage`. For a look at the cache alone, `image(url:)`.
+    public func openImage(url: String, additionalIdentifier: String = "", reload: Bool = false) async throws(NetActivityError)
+        -> SharedImageFile
+    {
+        try await fetchImage(url: url, additionalIdentifier: additionalIdentifier, reload: reload).file
     }
 
     /// Whether an image was removed.
@@ -200,39 +203,55 @@ public final class NetActivity: Sendable {
 
     // MARK: the shared downloader
 
-    /// Downloads an image through the downloader all apps share, into the shared cache, and
-    /// returns its bytes. Requests for the same URL from any app share one transfer. Errors:
-    /// `.agent("InvalidURL")`, `.agent("HTTP")`, `.agent("Timeout")`, `.agent("TooLarge")`,
-    /// `.agent("NotAnImage")`, `.agent("Network")`.
+    /// An image the shared downloader delivered.
+    public struct FetchedImage: Sendable {
+        /// The bytes, in the agent's sealed memory (read them, or map them).
+        public let file: SharedImageFile
+        /// `.cache` when the shared memory cache answered; `.download` when the downloader's disk
+        /// tier or a transfer did (or the call joined a transfer already under way).
+        public let source: ImageSource
+        /// The media type of the bytes ("image/png"), as the agent found them to be.
+        public let contentType: String
+    }
+
+    /// Fetches an image through the downloader all apps share, in one call (`FetchImage`): from
+    /// the shared cache, its disk tier, or the network. Requests for the same URL from any app
+    /// share one transfer. Errors: `.agent("InvalidURL")`, `.agent("HTTP")`, `.agent("Timeout")`,
+    /// `.agent("TooLarge")`, `.agent("NotAnImage")`, `.agent("Network")`, `.agent("LimitsExceeded")`.
     ///
-    /// Cancelling the Swift task gives the receipt back at once (the shared transfer stops when no
+    /// Cancelling the Swift task cancels the call at the agent (the shared transfer stops when no
     /// app is left waiting for it) and throws `.agent("Cancelled")`.
-    public func downloadImage(url: String, additionalIdentifier: String = "", reload: Bool = false) async throws(NetActivityError) -> [UInt8] {
-        let cancel = DownloadCancellation()
-        let result: Result<Bool, NetActivityError> = await withTaskCancellationHandler {
+    public func fetchImage(url: String, additionalIdentifier: String = "", reload: Bool = false) async throws(NetActivityError)
+        -> FetchedImage
+    {
+        let cancel = FetchCancellation()
+        let result: Result<ClientCore.Fetched, NetActivityError> = await withTaskCancellationHandler {
             await withCheckedContinuation { c in
                 let posted = core.mailbox.post { [core] in
                     guard !core.isClosed else { return c.resume(returning: .failure(ClientCore.closedError)) }
-                    guard !cancel.requested else { return c.resume(returning: .failure(DownloadCancellation.error)) }
-                    core.download(url: url, additionalIdentifier: additionalIdentifier, reload: reload, onReceipt: { receipt, _ in
-                        cancel.receipt = receipt
-                        cancel.cancelIfDue(core)
-                    }) { c.resume(returning: $0) }
+                    guard !cancel.requested else { return c.resume(returning: .failure(FetchCancellation.error)) }
+                    let receipt = core.makeFetchReceipt()
+                    cancel.receipt = receipt
+                    core.fetch(url: url, additionalIdentifier: additionalIdentifier, reload: reload, receipt: receipt) {
+                        cancel.receipt = nil
+                        c.resume(returning: $0)
+                    }
                 }
                 if !posted { c.resume(returning: .failure(ClientCore.closedError)) }
             }
         } onCancel: { [core] in
             core.mailbox.post {
                 cancel.requested = true
-                cancel.cancelIfDue(core)
+                if let receipt = cancel.receipt { core.cancelFetch(receipt) }
             }
         }
-        _ = try result.get()
-        // Through the shared file: one copy whatever the size, none through the bus.
-        guard let file = try await openImage(url: url, additionalIdentifier: additionalIdentifier) else {
-            throw NetActivityError(.notFound, "\(url) was downloaded but is no longer cached")
-        }
-        return file.readAll()
+        let fetched = try result.get()
+        return FetchedImage(file: fetched.file, source: fetched.source == .memory ? .cache : .download, contentType: fetched.contentType)
+    }
+
+    /// Fetches an image through the shared downloader (`fetchImage`) and returns its bytes.
+    public func downloadImage(url: String, additionalIdentifier: String = "", reload: Bool = false) async throws(NetActivityError) -> [UInt8] {
+        try await fetchImage(url: url, additionalIdentifier: additionalIdentifier, reload: reload).file.readAll()
     }
 
     // MARK: the indicator
@@ -286,19 +305,13 @@ public final class NetActivity: Sendable {
     }
 }
 
-/// The loop thread's view of one `downloadImage` call's cancellation. @unchecked Sendable: every
+/// The loop thread's view of one `fetchImage` call's cancellation. @unchecked Sendable: every
 /// property is touched only on the client's thread.
-final class DownloadCancellation: @unchecked Sendable {
+final class FetchCancellation: @unchecked Sendable {
     static let error = NetActivityError(.cancelled, "The download was cancelled")
     var requested = false
+    /// The pending call's receipt (nil before it is sent and once it is answered).
     var receipt: String?
-
-    /// Once the app has cancelled and the agent has given a receipt (in either order): gives the
-    /// receipt back and answers the call with `error`.
-    func cancelIfDue(_ core: ClientCore) {
-        guard requested, let receipt else { return }
-        core.cancelDownload(receipt, answering: Self.error)
-    }
 }
 
 /// A held activity lease from `NetActivity.beginActivity`. It ends with `end()`, when released,

@@ -2,6 +2,7 @@ import Dispatch
 import DBusKit
 import Glibc
 import LinuxKit
+import NetActivityCore
 import Synchronization
 
 /// A held activity lease: the indicator counts it until `end()` (or until this process exits).
@@ -306,6 +307,58 @@ public final class NetActivityClient {
                 progress(received, t.countOfBytesExpectedToReceive)
             case .finished(let result):
                 return try result.get()
+            }
+        }
+        throw ClientCore.closedError
+    }
+}
+
+extension NetActivityClient {
+    private enum FetchEvent {
+        case progress(TaskSnapshot)
+        case finished(Result<ClientCore.Fetched, NetActivityError>)
+    }
+
+    /// Fetches `url` through the shared downloader in one call (`FetchImage`) and waits for it:
+    /// the image as a read-only file, from memory, disk or the network. With `progress`, the
+    /// transfer's task is published at once (`announce`) and followed: `progress` gets
+    /// (received, expected; 0 = unknown) as it reports them. Errors are the agent's.
+    public func fetch(
+        url: String, additionalIdentifier: String = "", reload: Bool = false,
+        progress: ((UInt64, UInt64) -> Void)? = nil
+    ) throws(NetActivityError) -> SharedImageFile {
+        let inbox = Inbox<FetchEvent>()
+        let follow = DownloadFollow()
+        let description = PublishedURL.downloadDescription(url)
+        let wantsProgress = progress != nil
+        let posted = core.mailbox.post { [core] in
+            if wantsProgress {
+                // The transfer's task is the agent's, the same whoever asked: found by its description.
+                follow.key = core.watchAllTasks(Observer(yield: { event in
+                    switch event {
+                    case .added(let t) where t.description == description, .changed(let t) where t.description == description:
+                        inbox.put(.progress(t))
+                    default: break
+                    }
+                }, finish: {}))
+            }
+            core.fetch(
+                url: url, additionalIdentifier: additionalIdentifier, reload: reload, receipt: nil, announce: wantsProgress,
+                destination: Self.busName
+            ) { result in
+                if let key = follow.key { core.unwatchAllTasks(key) }
+                inbox.put(.finished(result))
+            }
+        }
+        guard posted else { throw ClientCore.closedError }
+        var received: UInt64 = 0
+        while let event = inbox.take() {
+            switch event {
+            case .progress(let t):
+                received = max(received, t.countOfBytesReceived)
+                progress?(received, t.countOfBytesExpectedToReceive)
+            case .finished(let result):
+                return try result.get().file
             }
         }
         throw ClientCore.closedError

@@ -24,8 +24,16 @@ extension NetActivity {
         try await image(url: url.absoluteString, additionalIdentifier: additionalIdentifier)
     }
 
-    public func openImage(url: URL, additionalIdentifier: String = "") async throws(NetActivityError) -> SharedImageFile? {
-        try await openImage(url: url.absoluteString, additionalIdentifier: additionalIdentifier)
+    public func openImage(url: URL, additionalIdentifier: String = "", reload: Bool = false) async throws(NetActivityError)
+        -> SharedImageFile
+    {
+        try await openImage(url: url.absoluteString, additionalIdentifier: additionalIdentifier, reload: reload)
+    }
+
+    public func fetchImage(url: URL, additionalIdentifier: String = "", reload: Bool = false) async throws(NetActivityError)
+        -> FetchedImage
+    {
+        try await fetchImage(url: url.absoluteString, additionalIdentifier: additionalIdentifier, reload: reload)
     }
 
     public func addImage(_ data: [UInt8], url: URL, additionalIdentifier: String = "") async throws(NetActivityError) {

@@ -1,8 +1,16 @@
+import NetActivityContract
+
 /// What may be published about a URL to every client on the bus (task descriptions and errors,
 /// notifications, info logs): the scheme, host, port and path. The userinfo
 /// (`alice:hunter2@`), the query (`?access_token=...`) and the fragment stay with the app that
 /// asked.
 public enum PublishedURL {
+    /// The Description of the agent's task for a transfer of `url` (what a client that asked for
+    /// it looks for in the task list to follow its progress).
+    public static func downloadDescription(_ url: String) -> String {
+        String("Download \(redact(url))".prefix(utf8Bytes: NetActivityLimits.maxDescriptionBytes))
+    }
+
     public static func redact(_ url: String) -> String {
         // On bytes: every delimiter is ASCII, and an ASCII byte never occurs inside a multi-byte
         // character; a delimiter followed by a combining mark still delimits (as a URL parser

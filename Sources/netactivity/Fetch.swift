@@ -21,19 +21,19 @@ struct Fetch: ParsableCommand {
     func run() throws {
         let client = try bus.connect()
         let bar = ProgressBar(enabled: isatty(2) != 0)
+        let file: SharedImageFile
         do {
-            try client.download(url: url, additionalIdentifier: additionalIdentifier, reload: reload) { received, expected in
-                bar.show(received: received, expected: expected)
-            }
+            // One FetchImage; with a bar to draw, the transfer's task is published at once and followed.
+            file = try client.fetch(
+                url: url, additionalIdentifier: additionalIdentifier, reload: reload,
+                progress: bar.enabled ? { received, expected in bar.show(received: received, expected: expected) } : nil)
         } catch {
             bar.finish()
             fail(error.isAgentNotRunning ? cliDescription(error) : "\(url): \(error.message) (\(error.name))",
                  code: error.isAgentNotRunning ? 69 : 1)
         }
         bar.finish()
-        let image: [UInt8]?
-        do { image = try client.cachedImage(url: url, additionalIdentifier: additionalIdentifier) } catch { fail(error) }
-        guard let image else { fail("\(url): downloaded, but the cache let it go at once (is MemoryCapacity too small?)", code: 1) }
+        let image = file.readAll()
         var out: Int32 = 1
         if let output {
             out = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)

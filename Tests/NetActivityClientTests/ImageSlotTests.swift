@@ -43,15 +43,17 @@ struct ImageSlotTests {
     func missThenHit() async throws {
         let shown = Recorder<Shown>()
         let view = slot(shown)
-        view.setImage(url: server.url("a.png"), placeholder: placeholder)
+        view.setImage(url: server.url("gate/a.png"), placeholder: placeholder)
+        #expect(try await shown.wait(for: 1) == [.applied(placeholder)], "no answer yet: the placeholder")
+        server.openGate("a.png")
         #expect(try await shown.wait(for: 2) == [.applied(placeholder), .applied(a)])
-        #expect(server.count("/a.png") == 1)
+        #expect(server.count("/gate/a.png") == 1)
 
         let other = Recorder<Shown>()
         let second = slot(other)
-        second.setImage(url: server.url("a.png"), placeholder: placeholder, success: { other.append(.success($0, $1)) })
+        second.setImage(url: server.url("gate/a.png"), placeholder: placeholder, success: { other.append(.success($0, $1)) })
         #expect(try await other.wait(for: 1) == [.success(a, .cache)], "no placeholder, no download")
-        #expect(server.count("/a.png") == 1)
+        #expect(server.count("/gate/a.png") == 1)
     }
 
     @Test("a large image comes through the agent's shared file, whole, by URL; openImage(url:) reads the same")
@@ -63,10 +65,17 @@ struct ImageSlotTests {
         let url = try #require(URL(string: large.url("big.png")))
         view.setImage(url: url, success: { shown.append(.success($0, $1)) })
         #expect(try await shown.wait(for: 1) == [.success(big, .download)])
-        let file = try #require(try await activity.openImage(url: url))
+        let file = try await activity.openImage(url: url)
         #expect(file.size == UInt64(big.count))
         #expect(file.readAll() == big)
-        #expect(try await activity.openImage(url: large.url("missing.png")) == nil)
+        let fetched = try await activity.fetchImage(url: url.absoluteString)
+        #expect((fetched.source, fetched.contentType) == (.cache, "image/png"))
+        do {
+            _ = try await activity.openImage(url: large.url("missing.png"))
+            Issue.record("a missing image is an error")
+        } catch {
+            #expect(error.code == .agent("HTTP"))
+        }
         #expect(try await activity.downloadImage(url: url) == big)
         view.setImage(url: nil as URL?, placeholder: placeholder)
         #expect(try await shown.wait(for: 2).last == .applied(placeholder))
@@ -80,6 +89,7 @@ struct ImageSlotTests {
         view.setImage(url: url, placeholder: placeholder, success: { shown.append(.success($0, $1)) })
         view.setImage(url: url, placeholder: b, success: { _, _ in shown.append(.failure(.other)) })
         #expect(try await bus.eventually(within: 5) { server.count("/gate/a.png") == 1 })
+        #expect(try await shown.wait(for: 1) == [.applied(placeholder)])
         server.openGate("a.png")
         #expect(try await shown.wait(for: 2) == [.applied(placeholder), .success(a, .download)])
         try await Task.sleep(for: .milliseconds(100))
@@ -95,6 +105,7 @@ struct ImageSlotTests {
                       success: { _, _ in shown.append(.failure(.other)) },
                       failure: { shown.append(.failure($0.code)) })
         #expect(try await bus.eventually(within: 5) { server.count("/gate/a.png") == 1 })
+        #expect(try await shown.wait(for: 1) == [.applied(placeholder)])
         view.setImage(url: server.url("b.png"))
         #expect(try await shown.wait(for: 2) == [.applied(placeholder), .applied(b)])
         // Nobody else wanted a.png: its transfer stopped with its last receipt.
