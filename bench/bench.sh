@@ -154,9 +154,12 @@ settled_cpu_ns() {  # the agent's CPU time once it stops using any (its disk wri
   for _ in $(seq 50); do sleep 0.2; now=$(agent_cpu_ns); [ "$now" = "$last" ] && break; last=$now; done
   echo "$now"
 }
-curl_run() {  # prints "seconds cpu_seconds"
-  local cfg="$WORK/curl.cfg"; : >"$cfg"
-  for u in "$@"; do printf 'url = "%s"\noutput = "/dev/null"\n' "$u" >>"$cfg"; done
+curl_run() {  # prints "seconds cpu_seconds"; CURL_OUT=DIR writes each image to a file there (else /dev/null)
+  local cfg="$WORK/curl.cfg" i=0; : >"$cfg"
+  for u in "$@"; do
+    i=$((i + 1))
+    printf 'url = "%s"\noutput = "%s"\n' "$u" "${CURL_OUT:-/dev/null}${CURL_OUT:+/$i.png}" >>"$cfg"
+  done
   taskset -c 0 "$PY" -c 'import os, subprocess, sys, time
 t = time.monotonic(); p = subprocess.Popen(sys.argv[1:]); _, status, ru = os.wait4(p.pid, 0)
 print("%.6f %.6f" % (time.monotonic() - t, ru.ru_utime + ru.ru_stime))' curl -s --no-progress-meter --parallel --parallel-max 4 -K "$cfg"
@@ -169,7 +172,7 @@ bus_cpu_ns() { cat /proc/"$BUS_PID"/task/*/schedstat 2>/dev/null | awk '{ s += $
 # plain downloads only).
 best_of() {
   local kind=$1 n=$2 mode=${3:-downloads} r out c0 c1 b0 b1 best_a=999 best_ac=999 best_c=999 best_cc=999 best_b=999
-  local count=1; [ "$mode" = downloads-window ] && count=4
+  local count=1; [ "$mode" = downloads-window ] || [ "$mode" = fetch ] && count=4
   for r in $(seq "$ROUNDS"); do
     mapfile -t u < <(urls "$kind" "$n" "$mode-a$r")
     c0=$(settled_cpu_ns); b0=$(bus_cpu_ns)
@@ -178,9 +181,11 @@ best_of() {
     best_a=$(awk -v x="$(sed -n 's/.*seconds=\([0-9.]*\).*/\1/p' <<<"$out")" -v b="$best_a" 'BEGIN { print (x < b ? x : b) }')
     best_ac=$(awk -v x="$(( c1 - c0 ))" -v b="$best_ac" 'BEGIN { x /= 1e9; print (x < b ? x : b) }')
     best_b=$(awk -v x="$(( b1 - b0 ))" -v b="$best_b" 'BEGIN { x /= 1e9; print (x < b ? x : b) }')
-    [ "$mode" = downloads ] || continue
-    mapfile -t u < <(urls "$kind" "$n" "c$r")
+    [ "$mode" = downloads ] || [ "$mode" = fetch ] || continue
+    mapfile -t u < <(urls "$kind" "$n" "c$mode$r")
+    [ -z "${CURL_OUT:-}" ] || rm -f "$CURL_OUT"/*.png
     read -r cs ccpu < <(curl_run "${u[@]}")
+    [ -z "${CURL_OUT:-}" ] || rm -f "$CURL_OUT"/*.png
     best_c=$(awk -v x="$cs" -v b="$best_c" 'BEGIN { print (x < b ? x : b) }')
     best_cc=$(awk -v x="$ccpu" -v b="$best_cc" 'BEGIN { print (x < b ? x : b) }')
   done
@@ -189,6 +194,13 @@ best_of() {
 read -r small_s small_cpu curl_small_s curl_small_cpu small_bus < <(best_of small 1000)
 read -r window_s window_cpu _ _ window_bus < <(best_of small 1000 downloads-window)
 read -r large_s large_cpu curl_large_s curl_large_cpu < <(best_of large 20)
+# FetchImage (one call, one reply per image), 4 in flight, next to curl on the same kind of files;
+# large ones next to curl writing into tmpfs as well (its bytes then stay in shmem, as the memfd's do).
+read -r fetch_s fetch_cpu curl_fs curl_fcpu fetch_bus < <(best_of small 1000 fetch)
+read -r fetchl_s fetchl_cpu curl_fls curl_flcpu fetchl_bus < <(best_of large 20 fetch)
+SHM_OUT=$(mktemp -d /dev/shm/netactivity-bench-XXXXXX)
+read -r _ _ curl_shm_s curl_shm_cpu _ < <(CURL_OUT=$SHM_OUT best_of large 20 fetch)
+rmdir "$SHM_OUT" 2>/dev/null || rm -rf "$SHM_OUT"
 read -r opened_s opened_cpu _ _ < <(best_of large 20 downloads-open)
 rate() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%d", n / s }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
@@ -309,6 +321,12 @@ echo "| the same 20, each opened (OpenImage) and read whole by the client as it 
 echo "| CPU per large image downloaded and opened, ms (the agent's) | $(per1 "$opened_cpu" 20 1e3) | | | |"
 echo "| Peer.Ping from a separate client while 3 × 40 large images arrive, p99 / max ms ($(pf count | cut -d. -f1) pings) | $(pf p99_ms) / $(pf max_ms) | | | p99 < 5 |"
 [ -n "$ping_rt" ] && echo "| the same, the prober at real-time priority (chrt -f 10), p99 / max ms ($(pf count "$ping_rt" | cut -d. -f1) pings) | $(pf p99_ms "$ping_rt") / $(pf max_ms "$ping_rt") | | | p99 < 5 |"
+echo "| **FetchImage**, 1,000 small images, 4 calls in flight, per second | $(rate 1000 "$fetch_s") | $(rate 1000 "$curl_fs") | $(ratio "$curl_fs" "$fetch_s")x | |"
+echo "| CPU per small image by FetchImage, µs: the agent (ratio to curl's) | $(per "$fetch_cpu" 1000 1e6) | $(per "$curl_fcpu" 1000 1e6) | $(ratio "$fetch_cpu" "$curl_fcpu")x | ≤ 1.5x curl |"
+echo "| the bus daemon's CPU per small image by FetchImage (2 messages), µs | $(per "$fetch_bus" 1000 1e6) | | | |"
+echo "| **FetchImage**, 20 large images (4 MiB), 4 in flight, MB/s | $(mb "$fetchl_s") | $(mb "$curl_fls") | $(ratio "$curl_fls" "$fetchl_s")x | |"
+echo "| CPU per large image by FetchImage, ms: the agent, disk tier on (ratio to curl to /dev/null) | $(per1 "$fetchl_cpu" 20 1e3) | $(per1 "$curl_flcpu" 20 1e3) | $(ratio "$fetchl_cpu" "$curl_flcpu")x | |"
+echo "| the same, curl writing into tmpfs (/dev/shm) (ratio to that) | $(per1 "$fetchl_cpu" 20 1e3) | $(per1 "$curl_shm_cpu" 20 1e3) | $(ratio "$fetchl_cpu" "$curl_shm_cpu")x | ≤ 1.5x curl |"
 echo "| coalescing: 50 requests for one URL became HTTP requests | $(( after - before )) | |"
 echo "| disk-tier hit, request to DownloadFinished, p50 / p99 ms (HTTP requests made: $(( served_after - served_before )) of 200) | $(sed -n 's/.*p50_ms=\([0-9.]*\).*/\1/p' <<<"$disk_hits") / $(sed -n 's/.*p99_ms=\([0-9.]*\).*/\1/p' <<<"$disk_hits") | |"
 echo

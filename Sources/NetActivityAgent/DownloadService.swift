@@ -41,10 +41,14 @@ public final class DownloadService: ImageDownloader.Observer {
     /// ActivationDelay: what ends sooner, no person could have seen).
     private let announceAfter: () -> Duration
 
+    /// `transport`: HTTP for the downloader (nil: libcurl's, made at the first download).
+    /// `diskTier`: whether to keep a disk tier in the user's cache directory.
     public init(
         context: AgentContext, loop: EventLoop, images: any ImageStore, tasks: any TaskFactory, activity: any ActivitySink,
-        announceAfter: @escaping () -> Duration
+        announceAfter: @escaping () -> Duration, transport: (any HTTPTransport)? = nil, diskTier: Bool = true
     ) {
+        givenTransport = transport
+        useDiskTier = diskTier
         self.context = context
         self.loop = loop
         self.images = images
@@ -53,9 +57,12 @@ public final class DownloadService: ImageDownloader.Observer {
         self.announceAfter = announceAfter
     }
 
-    /// Made (and libcurl loaded) at the first download. NETACTIVITY_LIBCURL names another libcurl
-    /// to load (the tests name a missing one).
-    private lazy var fetcher = HTTPFetcher(
+    private let givenTransport: (any HTTPTransport)?
+    private let useDiskTier: Bool
+
+    /// The given transport, else libcurl's, made (and libcurl loaded) at the first download.
+    /// NETACTIVITY_LIBCURL names another libcurl to load (the tests name a missing one).
+    private lazy var transport: any HTTPTransport = givenTransport ?? HTTPFetcher(
         loop: loop, limits: .init(maxBytes: maxBodyBytes), library: getenv("NETACTIVITY_LIBCURL").map { String(cString: $0) })
 
     /// An image must fit in the cache, and a bus message in any case.
@@ -74,7 +81,7 @@ public final class DownloadService: ImageDownloader.Observer {
 
     /// The disk tier (nil when there is no cache directory to use); its files are the disk
     /// worker's, never the loop's.
-    lazy var disk: DiskTier? = DiskCache.defaultDirectory().map {
+    lazy var disk: DiskTier? = (useDiskTier ? DiskCache.defaultDirectory() : nil).map {
         DiskTier(directory: $0, mailbox: loop.mailbox, logger: context.logger)
     }
 
@@ -125,8 +132,9 @@ public final class DownloadService: ImageDownloader.Observer {
         _ progress: @escaping (UInt64, UInt64) -> Void,
         _ completion: @escaping (Result<ImageDownloader.Fetched, ImageDownloader.Failure>) -> Void
     ) -> () -> Void {
-        fetcher.limits.maxBytes = maxBodyBytes
-        return fetcher.fetch(url: request.url, app: request.app, headers: stale?.conditional ?? [], progress: progress) {
+        return transport.fetch(
+            url: request.url, app: request.app, headers: stale?.conditional ?? [], maxBytes: maxBodyBytes, progress: progress
+        ) {
             [weak self] result in
             completion(result.flatMap { response in
                 if response.status == 304, let stale {
@@ -402,10 +410,11 @@ public final class DownloadService: ImageDownloader.Observer {
     private func announce(_ transfer: UInt64) -> TaskEntry? {
         guard var state = transfers[transfer] else { return nil }
         if let task = state.task { return task }
-        let task = tasks.makeAgentTask(description: PublishedURL.downloadDescription(state.url), running: state.running)
+        // With its progress so far, in its one InterfacesAdded.
+        let task = tasks.makeAgentTask(
+            description: PublishedURL.downloadDescription(state.url), running: state.running, progress: state.progress)
         // The task now holds the activity the transfer held without one.
         if state.running { activity.release(.task, for: context.uniqueName) }
-        if state.progress != TaskProgress() { tasks.setProgress(task, state.progress) }
         state.task = task
         transfers[transfer] = state
         return task

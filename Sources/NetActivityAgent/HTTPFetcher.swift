@@ -469,3 +469,16 @@ final class HTTPFetcher {
         }
     }
 }
+
+extension HTTPFetcher: HTTPTransport {
+    func fetch(
+        url: String, app: String, headers: [(String, String)], maxBytes: Int,
+        progress: @escaping (UInt64, UInt64) -> Void,
+        completion: @escaping (Result<HTTPResponse, ImageDownloader.Failure>) -> Void
+    ) -> () -> Void {
+        limits.maxBytes = maxBytes
+        return fetch(url: url, app: app, headers: headers, progress: progress) { result in
+            completion(result.map { HTTPResponse(status: $0.status, headers: $0.headers, body: $0.body) })
+        }
+    }
+}

@@ -99,7 +99,7 @@ struct TaskTable {
 public protocol TaskFactory: AnyObject {
     /// A new task owned by the agent itself: suspended (a queued transfer), or running (one that
     /// starts as it is asked for, announced so in one InterfacesAdded).
-    func makeAgentTask(description: String, running: Bool) -> TaskEntry
+    func makeAgentTask(description: String, running: Bool, progress: TaskProgress) -> TaskEntry
     func resume(_ entry: TaskEntry)
     /// New byte counts (refused silently when they break the progress rule).
     func setProgress(_ entry: TaskEntry, _ progress: TaskProgress)
@@ -147,10 +147,11 @@ public final class TaskService: TaskBeginning, TaskFactory {
 
     /// A download's task: suspended while queued; a transfer that starts at once is announced
     /// running, and that announcement opens its progress window as `resume` does.
-    public func makeAgentTask(description: String, running: Bool) -> TaskEntry {
+    public func makeAgentTask(description: String, running: Bool, progress: TaskProgress = TaskProgress()) -> TaskEntry {
         // Cannot hit the ledger's limit: it equals the cap on live tasks.
         if running { try? activity.acquire(.task, for: context.uniqueName) }
-        let entry = createTask(owner: context.uniqueName, description: description, state: running ? .running : .suspended)
+        let entry = createTask(
+            owner: context.uniqueName, description: description, state: running ? .running : .suspended, progress: progress)
         if running { entry.coalescer.didEmit(now: context.now) }
         return entry
     }

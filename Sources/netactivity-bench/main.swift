@@ -12,6 +12,8 @@
 //   netactivity-bench downloads-window W URL...  the same, W requests in flight at a time, the next asked for as
 //                                      one finishes (as curl --parallel-max W keeps W transfers going)
 //   netactivity-bench downloads-serial URL...  one at a time: the latency of each, request to DownloadFinished
+//   netactivity-bench fetch W URL...   FetchImage for every URL, W calls in flight (the next asked for as one is
+//                                      answered); each answer's memfd closed unread (curl writes to /dev/null)
 //   netactivity-bench load CLIENTS SECONDS [SEED]  CLIENTS connections churning counts, leases, tasks and the
 //                                      cache, one call at a time each; calls/s and latency percentiles
 import LinuxKit
@@ -140,6 +142,9 @@ case "downloads-serial":
     latencies.sort()
     let r2 = { (x: Double) in (x * 100).rounded() / 100 }
     print("requests=\(latencies.count) p50_ms=\(r2(latencies[latencies.count / 2])) p99_ms=\(r2(latencies[min(latencies.count - 1, latencies.count * 99 / 100)]))")
+case "fetch":
+    guard args.count >= 4, let window = Int(args[2]), window > 0 else { usage() }
+    fetches(Array(args[3...]), window: window)
 case "load":
     guard args.count >= 4, let duration = Double(args[3]), duration > 0 else { usage() }
     load(clients: n, seconds: duration, seed: args.count > 4 ? UInt64(args[4]) ?? 1 : 1)
@@ -280,6 +285,43 @@ default:
     let n = urls.count * times
     if quiet { return }
     print("requests=\(n) seconds=\(secs) per_s=\(Int(Double(n) / secs)) failed=\(failed) cached=\(cached)")
+}
+
+/// FetchImage, `window` calls in flight: one call and one reply per image.
+@MainActor func fetches(_ urls: [String], window: Int) {
+    var next = 0, waiting = 0, failed = 0, bytes: UInt64 = 0
+    func request() {
+        let url = urls[next]
+        next += 1
+        waiting += 1
+        do {
+            let m = try Message.methodCall(
+                destination: name, path: root, interface: NetActivityInterface.downloader.rawValue,
+                member: DownloaderMember.Method.fetchImage.rawValue)
+            var w = m.writer()
+            w.append(url)
+            try w.appendVardict([:])
+            connection.callAsync(m, timeoutMilliseconds: 60_000) { result in
+                waiting -= 1
+                if case .success(let reply) = result {
+                    var r = reply.reader()
+                    if let fd = try? r.readFD() {
+                        close(fd)
+                        bytes += (try? r.read(UInt64.self)) ?? 0
+                    }
+                } else {
+                    failed += 1
+                }
+                if next < urls.count { return request() }
+                if waiting == 0 { loop.stop() }
+            }
+        } catch { die(error) }
+    }
+    let start = EventLoop.now()
+    while next < min(urls.count, window) { request() }
+    loop.run()
+    let secs = seconds(start)
+    print("requests=\(urls.count) seconds=\(secs) per_s=\(Int(Double(urls.count) / secs)) failed=\(failed) bytes=\(bytes)")
 }
 
 /// A sort-on-purge cache like AFAutoPurgingImageCache: one record object per image with a

@@ -50,6 +50,10 @@ final class DriverHarness {
     let context: AgentContext
     let activity: ActivityService
     let tasks: TaskService
+    let images: ImageCacheService
+    /// HTTP for the downloader: gated, answered by the test.
+    let transport = FakeTransport()
+    let downloads: DownloadService
     /// Lease fds would be watched here; the driver tests never run it.
     let loop = EventLoop()
 
@@ -62,12 +66,19 @@ final class DriverHarness {
         activity = ActivityService(context: context, loop: loop, activationDelay: activation, completionDelay: completion, fileLimit: 1024)
         tasks = TaskService(context: context, activity: activity, linger: linger)
         activity.tasks = tasks
+        images = ImageCacheService(context: context, fileLimit: 1024)
+        downloads = DownloadService(
+            context: context, loop: loop, images: images, tasks: tasks, activity: activity,
+            announceAfter: { .seconds(double: activation) }, transport: transport, diskTier: false)
         peers.onDeparture { [unowned self] peer in
             self.tasks.ownerVanished(peer)
+            self.downloads.ownerVanished(peer)
             self.activity.clientVanished(peer)
         }
         server.addObjectManager(at: NetActivityBus.objectPath)
-        server.export(path: NetActivityBus.objectPath, interfaces: [activity.makeInterface()])
+        server.export(
+            path: NetActivityBus.objectPath,
+            interfaces: [activity.makeInterface(), images.makeInterface(), downloads.makeInterface()])
     }
 
     func at(_ seconds: Double) { scheduler.advance(toNanoseconds: UInt64((seconds * 1e9).rounded())) }
@@ -85,6 +96,22 @@ final class DriverHarness {
         let before = sink.sent.count
         server.handle(message)
         return sink.sent[before...].last { $0.message.kind == .methodReturn || $0.message.kind == .error }?.message
+    }
+
+    /// A property's value, read through org.freedesktop.DBus.Properties.Get as a client would.
+    func property(_ path: String, _ interface: NetActivityInterface, _ name: String) throws -> DBusValue? {
+        let message = try Message.methodCall(
+            destination: NetActivityBus.name, path: path, interface: "org.freedesktop.DBus.Properties", member: "Get")
+        message.setSender(":1.99")
+        var w = message.writer()
+        w.append(interface.rawValue)
+        w.append(name)
+        let before = sink.sent.count
+        server.handle(message)
+        guard let reply = sink.sent[before...].last(where: { $0.message.kind == .methodReturn })?.message else { return nil }
+        var r = reply.reader()
+        guard case .variant(let value) = try r.readValue() else { return nil }
+        return value
     }
 
     func increment(_ sender: String) throws { try call(sender, ActivityMember.Method.incrementActivityCount.rawValue) }

@@ -1,0 +1,28 @@
+public import NetActivityContract
+
+/// One HTTP response as a transport delivers it: status, the headers the cache policy reads, and
+/// the body where the transport put it (the agent's sealed memfd, or an array).
+public struct HTTPResponse: Sendable {
+    public let status: Int
+    public let headers: HTTPCachePolicy.Headers
+    public let body: any FetchedBody
+
+    public init(status: Int, headers: HTTPCachePolicy.Headers = .init([]), body: any FetchedBody) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// What the downloader fetches through (Nuke's `DataLoading`): the agent's libcurl fetcher, or a
+/// test's gated fake. Everything runs on the downloader's thread.
+public protocol HTTPTransport: AnyObject {
+    /// Starts a GET of `url` for `app` with extra request `headers`, refusing a body over
+    /// `maxBytes` (`TooLarge`). `completion` comes at most once: later, or inside this call when
+    /// the transport fails at once (the caller copes with both). Returns how to cancel it.
+    func fetch(
+        url: String, app: String, headers: [(String, String)], maxBytes: Int,
+        progress: @escaping (_ received: UInt64, _ expected: UInt64) -> Void,
+        completion: @escaping (Result<HTTPResponse, ImageDownloader.Failure>) -> Void
+    ) -> () -> Void
+}
