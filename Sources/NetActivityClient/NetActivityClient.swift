@@ -270,9 +270,25 @@ public final class NetActivityClient {
 
     // MARK: downloads
 
-    private enum DownloadEvent {
+    /// What a waiting `download` or `fetch` hears from the client's thread.
+    fileprivate enum DownloadEvent<T> {
         case progress(TaskSnapshot)
-        case finished(Result<Bool, NetActivityError>)
+        case finished(Result<T, NetActivityError>)
+    }
+
+    /// Waits for the outcome, passing the transfer's progress on (received never goes back).
+    fileprivate func wait<T>(_ inbox: Inbox<DownloadEvent<T>>, progress: ((UInt64, UInt64) -> Void)?) throws(NetActivityError) -> T {
+        var received: UInt64 = 0
+        while let event = inbox.take() {
+            switch event {
+            case .progress(let t):
+                received = max(received, t.countOfBytesReceived)
+                progress?(received, t.countOfBytesExpectedToReceive)
+            case .finished(let result):
+                return try result.get()
+            }
+        }
+        throw ClientCore.closedError
     }
 
     /// Downloads `url` through the shared downloader into the shared cache and waits for it:
@@ -284,7 +300,7 @@ public final class NetActivityClient {
         url: String, additionalIdentifier: String = "", reload: Bool = false,
         progress: @escaping (UInt64, UInt64) -> Void = { _, _ in }
     ) throws(NetActivityError) -> Bool {
-        let inbox = Inbox<DownloadEvent>()
+        let inbox = Inbox<DownloadEvent<Bool>>()
         // The transfer's task, followed the way task bindings follow one.
         let follow = DownloadFollow()
         let posted = core.mailbox.post { [core] in
@@ -299,26 +315,11 @@ public final class NetActivityClient {
             }
         }
         guard posted else { throw ClientCore.closedError }
-        var received: UInt64 = 0
-        while let event = inbox.take() {
-            switch event {
-            case .progress(let t):
-                received = max(received, t.countOfBytesReceived)
-                progress(received, t.countOfBytesExpectedToReceive)
-            case .finished(let result):
-                return try result.get()
-            }
-        }
-        throw ClientCore.closedError
+        return try wait(inbox, progress: progress)
     }
 }
 
 extension NetActivityClient {
-    private enum FetchEvent {
-        case progress(TaskSnapshot)
-        case finished(Result<ClientCore.Fetched, NetActivityError>)
-    }
-
     /// Fetches `url` through the shared downloader in one call (`FetchImage`) and waits for it:
     /// the image as a read-only file, from memory, disk or the network. With `progress`, the
     /// transfer's task is published at once (`announce`) and followed: `progress` gets
@@ -327,7 +328,7 @@ extension NetActivityClient {
         url: String, additionalIdentifier: String = "", reload: Bool = false,
         progress: ((UInt64, UInt64) -> Void)? = nil
     ) throws(NetActivityError) -> SharedImageFile {
-        let inbox = Inbox<FetchEvent>()
+        let inbox = Inbox<DownloadEvent<ClientCore.Fetched>>()
         let follow = DownloadFollow()
         let description = PublishedURL.downloadDescription(url)
         let wantsProgress = progress != nil
@@ -351,17 +352,7 @@ extension NetActivityClient {
             }
         }
         guard posted else { throw ClientCore.closedError }
-        var received: UInt64 = 0
-        while let event = inbox.take() {
-            switch event {
-            case .progress(let t):
-                received = max(received, t.countOfBytesReceived)
-                progress?(received, t.countOfBytesExpectedToReceive)
-            case .finished(let result):
-                return try result.get().file
-            }
-        }
-        throw ClientCore.closedError
+        return try wait(inbox, progress: progress).file
     }
 }
 
