@@ -39,9 +39,9 @@ final class HTTPFetcher {
         var received: Int { body?.count ?? 0 }
         /// Why the body could not take more bytes (errno), if it could not.
         var storeError: Int32 = 0
-        /// Waiting for the in-flight budget (see `admit`).
+        /// Waiting for room among the bytes in flight (`TransferAdmission`).
         var paused = false
-        /// Waiting for the next turn of the loop (see `turnQuota`).
+        /// Waiting for the next turn of the loop (`TransferAdmission`).
         var yielded = false
         var headers: [(String, String)] = []
         /// What the progress callback last passed on (received, expected).
@@ -92,11 +92,6 @@ final class HTTPFetcher {
 
     /// libcurl's read buffer per transfer.
     static let readBuffer = 64 * 1024
-    /// Response bytes all transfers together take in one turn of the loop. Past it, a transfer
-    /// pauses until the next turn, so bytes arriving faster than the loop can copy them never
-    /// hold it: between turns it answers the bus (a Ping waits for at most one turn's copying).
-    static let turnQuota = 128 * 1024
-    private var turnBytes = 0
     private var yieldedCount = 0
     /// Idle connections kept for reuse.
     static let pooledConnections = 16
@@ -115,12 +110,10 @@ final class HTTPFetcher {
     private var timer: EventLoop.TimerID?
     private var live: [ObjectIdentifier: Transfer] = [:]
     private var serials: UInt64 = 0
-    /// Response bytes held by running transfers (`Limits.bodiesInFlight` in all; apps' shares past
-    /// 40 % of that), charged to each transfer's app. Made at the first transfer, from the limits.
-    private lazy var inFlight: FairQuota = {
-        let inAll = NetActivityLimits.bodiesInFlight(largestBody: limits.maxBytes)
-        return FairQuota(budget: max(1, inAll * 2 / 5), limit: inAll, perConnection: Int.max)
-    }()
+    /// Which response bytes go in when (`TransferAdmission`: a quota per turn of the loop, so a
+    /// Ping waits for at most one turn's copying; and the bytes in flight, `Limits.bodiesInFlight`
+    /// in all, apps' shares past 40 % of that). Made at the first transfer, from the limits.
+    private lazy var admission = TransferAdmission(inFlightLimit: NetActivityLimits.bodiesInFlight(largestBody: limits.maxBytes))
     private var resumeScheduled = false
     var limits: Limits
 
@@ -215,11 +208,12 @@ final class HTTPFetcher {
                 t.tooLarge = true
                 return 0  // anything but n ends the transfer with CURLE_WRITE_ERROR
             }
-            guard t.fetcher.turnBytes < HTTPFetcher.turnQuota else {
+            switch t.fetcher.admission.offer(t.serial, bytes: n) {
+            case .take: break
+            case .nextTurn:
                 t.fetcher.yield(t)
                 return CCURL_WRITEFUNC_PAUSE  // libcurl keeps this chunk for the next turn
-            }
-            guard t.fetcher.admit(t, bytes: n) else {
+            case .waitForRoom:
                 t.paused = true
                 return CCURL_WRITEFUNC_PAUSE  // libcurl keeps this chunk and stops reading
             }
@@ -230,7 +224,6 @@ final class HTTPFetcher {
                 t.storeError = errno
                 return 0
             }
-            t.fetcher.turnBytes += n
             return n
         })
         _ = ccurl_set_ptr(easy, CURLOPT_WRITEDATA, user)
@@ -258,6 +251,7 @@ final class HTTPFetcher {
         }
         _ = ccurl_set_slist(easy, CURLOPT_HTTPHEADER, t.headerList)
         live[ObjectIdentifier(t)] = t
+        admission.started(t.serial, app: t.app)
         ccurl_multi_add_handle(multi, easy)
         return { [weak self, weak t] in
             guard let self, let t, self.live.removeValue(forKey: ObjectIdentifier(t)) != nil else { return }
@@ -266,10 +260,7 @@ final class HTTPFetcher {
     }
 
     private func release(_ t: Transfer) {
-        if t.received > 0 {
-            inFlight.release(connection: t.app, leaf: t.app, cost: t.received)
-            scheduleResume()
-        }
+        if admission.ended(t.serial) { scheduleResume() }
         if let easy = t.easy {
             ccurl_multi_remove_handle(multi, easy)
             ccurl_easy_cleanup(easy)
@@ -292,8 +283,7 @@ final class HTTPFetcher {
         // A turn that moved response bytes lets the other threads of this CPU go first (the bus
         // daemon with a message for us, above all): bytes that keep arriving would otherwise keep
         // the loop running for whole scheduler slices while a Ping waits in the daemon.
-        if turnBytes > 0 { sched_yield() }
-        turnBytes = 0
+        if admission.newTurn() { sched_yield() }
         guard yieldedCount > 0 else { return }
         yieldedCount = 0
         resume(\.yielded)
@@ -308,24 +298,6 @@ final class HTTPFetcher {
             t[keyPath: reason] = false
             if !t.paused, !t.yielded { _ = ccurl_easy_pause(easy, CCURL_PAUSE_CONT) }
         }
-    }
-
-    // MARK: bytes in flight
-
-    /// Whether `t` may take `n` more response bytes now: as `FairQuota` allows for its app. Past
-    /// that, the oldest running transfer still may (and an app's oldest within the limit), so the
-    /// budget can never be held by transfers that all wait: the oldest completes and frees its
-    /// bytes. Charges what it admits.
-    private func admit(_ t: Transfer, bytes n: Int) -> Bool {
-        let fits = inFlight.total + n <= inFlight.limit
-        let admitted = inFlight.check(connection: t.app, leaf: t.app, cost: n) == nil || isOldest(t, ofApp: nil)
-            || (fits && isOldest(t, ofApp: t.app))
-        if admitted { inFlight.charge(connection: t.app, leaf: t.app, cost: n) }
-        return admitted
-    }
-
-    private func isOldest(_ t: Transfer, ofApp app: String?) -> Bool {
-        !live.values.contains { $0.serial < t.serial && (app == nil || $0.app == app) }
     }
 
     /// Bytes were freed: paused transfers try again, oldest first, on the next turn of the loop
