@@ -20,6 +20,20 @@
 #include <time.h>
 #include <sys/vfs.h>
 #include <sys/ioctl.h>
+#include <sys/sendfile.h>
+
+/* copy_file_range(2) (glibc declares it only with _GNU_SOURCE): the raw syscall. */
+static inline long clinux_copy_file_range(int in_fd, long long *in_off, int out_fd, size_t len) {
+    return syscall(SYS_copy_file_range, in_fd, (loff_t *)in_off, out_fd, (loff_t *)0, len, 0u);
+}
+
+/* sendfile(2), from in_fd at *offset to out_fd's position. */
+static inline long clinux_sendfile(int out_fd, int in_fd, long long *offset, size_t len) {
+    off_t o = (off_t)*offset;
+    long n = sendfile(out_fd, in_fd, &o, len);
+    *offset = (long long)o;
+    return n;
+}
 
 /* sigset manipulation macros/functions are awkward from Swift: a tiny helper that blocks
    the termination signals and returns a signalfd for them. */

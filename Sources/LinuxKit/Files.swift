@@ -48,4 +48,38 @@ public enum Files {
         }
         return bytes
     }
+
+    /// Whether copy_file_range(2) copies between the files asked so far (a memfd and a file on
+    /// another file system: not on kernels since 5.19, EXDEV; sendfile(2) does it then).
+    nonisolated(unsafe) private static var copyFileRangeWorks = true
+
+    /// Copies `count` bytes from `source` (from offset 0) to `out` at its position, in the kernel
+    /// (copy_file_range, else sendfile), at most `piece` bytes per call. 0, or the errno.
+    public static func copy(from source: Int32, count: Int, to out: Int32, piece: Int) -> Int32 {
+        var offset: Int64 = 0
+        while offset < Int64(count) {
+            let length = min(Int64(count) - offset, Int64(piece))
+            var n = -1
+            if copyFileRangeWorks {
+                n = clinux_copy_file_range(source, &offset, out, Int(length))
+                if n < 0, [EXDEV, EINVAL, ENOSYS, EOPNOTSUPP].contains(errno) { copyFileRangeWorks = false }
+            }
+            if n < 0, !copyFileRangeWorks { n = clinux_sendfile(out, source, &offset, Int(length)) }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { return n == 0 ? EIO : errno }
+        }
+        return 0
+    }
+
+    /// Writes all of `bytes` to `fd` at its position, at most `piece` bytes per call. 0, or the errno.
+    public static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, piece: Int = .max) -> Int32 {
+        var done = 0
+        while done < bytes.count {
+            let n = Glibc.write(fd, bytes.baseAddress! + done, min(bytes.count - done, piece))
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { return n == 0 ? ENOSPC : errno }
+            done += n
+        }
+        return 0
+    }
 }

@@ -165,8 +165,7 @@ final class DiskCache: @unchecked Sendable {
 
     /// Stores an entry atomically, charged to `owner` (an app); false when it does not fit, when
     /// making room would take from apps within their fair share while `owner` is above its own,
-    /// or when the disk refused. The checksum is computed as the bytes go out: header, then the
-    /// body where it lies (its memfd), then the trailer.
+    /// or when the disk refused.
     @discardableResult
     func write(key: String, info: CachedResponseInfo, body: any FetchedBody, owner: String = "") -> Bool {
         prepare()
@@ -190,22 +189,18 @@ final class DiskCache: @unchecked Sendable {
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o600)
         // On any failure the older version of this entry goes too: it is out of date.
         guard fd >= 0 else { return failed("create", temporary, errno, dropping: name) }
-        var sum = DiskEntry.Checksum(length: header.count + body.count)
-        func put(_ bytes: UnsafeRawBufferPointer) -> Int32 {
-            var done = 0
-            while done < bytes.count {
-                // In pieces: the kernel does not preempt a long write (PREEMPT_NONE); between
-                // pieces the loop's thread takes the CPU the moment it wakes.
-                let n = Glibc.write(fd, bytes.baseAddress! + done, min(bytes.count - done, Self.writePiece))
-                if n < 0, errno == EINTR { continue }
-                guard n > 0 else { return n == 0 ? ENOSPC : errno }
-                done += n
-            }
-            return 0
+        // In pieces: the kernel does not preempt a long write (PREEMPT_NONE); between pieces the
+        // loop's thread takes the CPU the moment it wakes. The body's sum was taken as it arrived
+        // (else it is read now), and a memfd body is copied in the kernel, never read here.
+        let sum = DiskEntry.combine(
+            header: header.withUnsafeBytes { DiskEntry.checksum($0) },
+            body: body.knownChecksum ?? body.withUnsafeBytes { DiskEntry.checksum($0) })
+        var error = header.withUnsafeBytes { Files.writeAll(fd, $0, piece: Self.writePiece) }
+        if error == 0 {
+            error = (body as? ImageBody)?.write(to: fd, piece: Self.writePiece)
+                ?? body.withUnsafeBytes { Files.writeAll(fd, $0, piece: Self.writePiece) }
         }
-        var error = header.withUnsafeBytes { sum.add($0); return put($0) }
-        if error == 0 { error = body.withUnsafeBytes { sum.add($0); return put($0) } }
-        if error == 0 { error = DiskEntry.trailer(sum.finish()).withUnsafeBytes { put($0) } }
+        if error == 0 { error = DiskEntry.trailer(sum).withUnsafeBytes { Files.writeAll(fd, $0) } }
         if error == 0, close(fd) != 0 { error = errno } else if error != 0 { close(fd) }
         guard error == 0 else {
             unlink(temporary)

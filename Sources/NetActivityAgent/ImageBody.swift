@@ -20,6 +20,10 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
     nonisolated(unsafe) static var maxMemfds = 4096  // set once at start-up, before any body
 
     private(set) var count = 0
+    /// `DiskEntry.checksum` of the bytes, taken as they are appended (they pass through the CPU
+    /// then anyway, in cache), so the disk writer need not read them again; final once sealed.
+    private var sum = DiskEntry.Checksum()
+    private var sealedSum: UInt64?
     private var small: [UInt8] = []
     private var fd: Int32 = -1
     private var mapping: UnsafeRawPointer?
@@ -99,6 +103,12 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
     func append(_ data: UnsafeRawBufferPointer) -> Bool {
         precondition(!sealed, "a sealed body is read-only")
         guard data.count > 0 else { return true }
+        sum.add(data)
+        return store(data)
+    }
+
+    /// Keeps `data` (already summed) at the end.
+    private func store(_ data: UnsafeRawBufferPointer) -> Bool {
         if fd < 0, memfdAllowed, max(count + data.count, expected) >= Self.memfdThreshold { moveToMemfd() }
         guard fd >= 0 else {
             small.append(contentsOf: data.bindMemory(to: UInt8.self))
@@ -135,7 +145,7 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
                 // memory cgroup): the body goes on as an array, from what the memfd took.
                 count += done
                 guard moveToArray() else { return false }
-                return append(UnsafeRawBufferPointer(rebasing: data[done...]))
+                return store(UnsafeRawBufferPointer(rebasing: data[done...]))
             }
             done += n
         }
@@ -181,6 +191,7 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
         guard !sealed else { return true }
         guard flushStaged() else { return false }
         sealed = true
+        sealedSum = sum.finish()
         guard fd >= 0 else { return true }
         guard SealedMemory.sealReadOnly(fd), count > 0,
               let map = mmap(nil, count, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED
@@ -196,6 +207,17 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
     }
 
     var isMemfdBacked: Bool { fd >= 0 }
+
+    /// Nil for a client's memfd adopted as it is (its bytes were never read).
+    var knownChecksum: UInt64? { sealedSum }
+
+    /// Writes the bytes to `out` at its position: a memfd's in the kernel (`Files.copy`, no trip
+    /// through this process), `piece` bytes per call; an array's with write(2). 0, or the errno.
+    func write(to out: Int32, piece: Int) -> Int32 {
+        precondition(sealed)
+        if fd >= 0 { return Files.copy(from: fd, count: count, to: out, piece: piece) }
+        return small.withUnsafeBytes { Files.writeAll(out, $0, piece: piece) }
+    }
 
     /// A sealed memfd with the bytes, opened read-only for one client (its own file offset), for
     /// the caller to close: this body's memfd reopened (no copy), else a new one.

@@ -1,8 +1,12 @@
 /// One entry of the downloader's disk tier, as bytes: the cache key, the HTTP caching facts and the
-/// body, followed by a 64-bit checksum of all of it, so a torn or damaged file is detected and
-/// dropped, never served. (Damage, not an attacker, is what it guards against: the checksum reads
-/// 8 bytes per step at memory speed, where SHA-256 in Swift made large downloads CPU-bound.) The file name is the SHA-256 of the key (`fileName(for:)`): no identifier can
-/// name a path outside the cache directory, and the stored key settles a (theoretical) collision.
+/// body, followed by a 64-bit checksum of both, so a torn or damaged file is detected and dropped,
+/// never served. (Damage, not an attacker, is what it guards against: the checksum takes 32 bytes
+/// per step in four independent lanes, at a fraction of a cycle per byte, where SHA-256 in Swift
+/// made large downloads CPU-bound.) Header and body are summed apart and the two sums combined, so
+/// a body's sum can be taken as its bytes arrive, while they pass through the CPU anyway, and the
+/// disk writer copies the body in the kernel without reading it. The file name is the SHA-256 of
+/// the key (`fileName(for:)`): no identifier can name a path outside the cache directory, and the
+/// stored key settles a (theoretical) collision.
 public struct DiskEntry: Equatable, Sendable {
     public var key: String
     public var info: CachedResponseInfo
@@ -14,7 +18,8 @@ public struct DiskEntry: Equatable, Sendable {
         self.body = body
     }
 
-    static let magic: [UInt8] = Array("NAE1".utf8)
+    /// "NAE2": entries of the earlier format ("NAE1", one sum over all) are dropped as damaged.
+    static let magic: [UInt8] = Array("NAE2".utf8)
     static let absent: UInt16 = 0xFFFF
 
     public static func fileName(for key: String) -> String {
@@ -22,12 +27,15 @@ public struct DiskEntry: Equatable, Sendable {
     }
 
     public func encode() -> [UInt8] {
-        var out = Self.header(key: key, info: info, bodyCount: body.count)
-        var sum = Checksum(length: out.count + body.count)
-        out.withUnsafeBytes { sum.add($0) }
-        body.withUnsafeBytes { sum.add($0) }
-        out += body
-        return out + Self.trailer(sum.finish())
+        let header = Self.header(key: key, info: info, bodyCount: body.count)
+        let sum = Self.combine(
+            header: header.withUnsafeBytes { Self.checksum($0) }, body: body.withUnsafeBytes { Self.checksum($0) })
+        return header + body + Self.trailer(sum)
+    }
+
+    /// The entry's checksum from its header's and its body's.
+    public static func combine(header: UInt64, body: UInt64) -> UInt64 {
+        Checksum.finalize(Checksum.mix(Checksum.mix(0x2545_F491_4F6C_DD1D, header), body))
     }
 
     /// An entry's bytes before its body: magic, key, caching facts and the body's length.
@@ -53,7 +61,7 @@ public struct DiskEntry: Equatable, Sendable {
         return out
     }
 
-    /// The 8 bytes after the body: the checksum of header and body.
+    /// The 8 bytes after the body: `combine` of the header's and the body's checksums.
     public static func trailer(_ sum: UInt64) -> [UInt8] {
         (0..<8).reversed().map { UInt8(truncatingIfNeeded: sum >> (UInt64($0) * 8)) }
     }
@@ -70,8 +78,7 @@ public struct DiskEntry: Equatable, Sendable {
     public static func parse(_ bytes: UnsafeRawBufferPointer) -> (key: String, info: CachedResponseInfo, body: Range<Int>)? {
         guard bytes.count >= magic.count + 8, bytes.starts(with: magic) else { return nil }
         let end = bytes.count - 8
-        let stored = bytes[end...].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-        guard Self.checksum(UnsafeRawBufferPointer(rebasing: bytes[..<end])) == stored else { return nil }
+        let trailer = bytes[end...].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
         var at = magic.count
         func take(_ n: Int) -> Range<Int>? {
             guard n >= 0, n <= end - at else { return nil }
@@ -90,70 +97,101 @@ public struct DiskEntry: Equatable, Sendable {
               let lastModified = text(), let stored = uint(8), let fresh = uint(8), let bodyLength = uint(8),
               bodyLength <= UInt64(end), let body = take(Int(bodyLength)), at == end
         else { return nil }
+        let sum = combine(
+            header: checksum(UnsafeRawBufferPointer(rebasing: bytes[..<body.lowerBound])),
+            body: checksum(UnsafeRawBufferPointer(rebasing: bytes[body])))
+        guard sum == trailer else { return nil }
         let info = CachedResponseInfo(
             etag: etag, lastModified: lastModified, storedAt: Double(bitPattern: stored),
             freshFor: Int(truncatingIfNeeded: Int64(bitPattern: fresh)))
         return (String(decoding: bytes[key], as: UTF8.self), info, body)
     }
 
-    /// A 64-bit checksum: every step (xor a multiplied word, rotate, multiply by an odd constant)
-    /// is a bijection of the state, so any change to a single 8-byte word always changes the result;
-    /// the length is mixed in, and the end is a murmur3 finaliser.
+    /// A 64-bit checksum in four lanes: each step of a lane (xor a multiplied word, rotate,
+    /// multiply by an odd constant) is a bijection of its state, so any change to a single 8-byte
+    /// word always changes its lane and so the result; the lanes are independent, so the CPU runs
+    /// them side by side. The length is mixed in at the end, and the end is a murmur3 finaliser.
     public static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
-        var sum = Checksum(length: bytes.count)
+        var sum = Checksum()
         sum.add(bytes)
         return sum.finish()
     }
 
-    /// `checksum` fed in pieces (a header here, a body in a memfd there), for `length` bytes in all.
-    public struct Checksum {
-        private var h: UInt64
-        /// Bytes of an unfinished word (little-endian), and how many.
-        private var partial: UInt64 = 0
-        private var partialCount: UInt64 = 0
+    /// `checksum` fed in pieces, as the bytes come.
+    public struct Checksum: Sendable {
+        private var a: UInt64 = 0x9E37_79B9_7F4A_7C15
+        private var b: UInt64 = 0xBF58_476D_1CE4_E5B9
+        private var c: UInt64 = 0x94D0_49BB_1331_11EB
+        private var d: UInt64 = 0xD6E8_FEB8_6659_FD93
+        /// Bytes of an unfinished 32-byte block, and how many.
+        private var pending: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        private var pendingCount = 0
+        private var length: UInt64 = 0
 
-        public init(length: Int) {
-            h = 0x9E37_79B9_7F4A_7C15 ^ UInt64(length)
-        }
+        public init() {}
 
-        private static func mix(_ h: UInt64, _ v: UInt64) -> UInt64 {
+        static func mix(_ h: UInt64, _ v: UInt64) -> UInt64 {
             let x = h ^ (v &* 0xFF51_AFD7_ED55_8CCD)
             return (x << 31 | x >> 33) &* 0xC4CE_B9FE_1A85_EC53
         }
 
-        public mutating func add(_ bytes: UnsafeRawBufferPointer) {
-            var i = 0
-            while partialCount > 0, partialCount < 8, i < bytes.count {
-                partial |= UInt64(bytes[i]) << (partialCount * 8)
-                partialCount += 1
-                i += 1
-            }
-            if partialCount == 8 {
-                h = Self.mix(h, partial)
-                partial = 0
-                partialCount = 0
-            }
-            var state = h
-            while i + 8 <= bytes.count {
-                state = Self.mix(state, bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self))
-                i += 8
-            }
-            h = state
-            while i < bytes.count {
-                partial |= UInt64(bytes[i]) << (partialCount * 8)
-                partialCount += 1
-                i += 1
-            }
-        }
-
-        public func finish() -> UInt64 {
-            var h = Self.mix(h, partial)
+        static func finalize(_ value: UInt64) -> UInt64 {
+            var h = value
             h ^= h >> 33
             h &*= 0xFF51_AFD7_ED55_8CCD
             h ^= h >> 33
             h &*= 0xC4CE_B9FE_1A85_EC53
             h ^= h >> 33
             return h
+        }
+
+        private mutating func block(_ w0: UInt64, _ w1: UInt64, _ w2: UInt64, _ w3: UInt64) {
+            a = Self.mix(a, w0)
+            b = Self.mix(b, w1)
+            c = Self.mix(c, w2)
+            d = Self.mix(d, w3)
+        }
+
+        public mutating func add(_ bytes: UnsafeRawBufferPointer) {
+            guard !bytes.isEmpty else { return }
+            length &+= UInt64(bytes.count)
+            var i = 0
+            if pendingCount > 0 {
+                let n = min(32 - pendingCount, bytes.count)
+                withUnsafeMutableBytes(of: &pending) { p in
+                    p.baseAddress!.advanced(by: pendingCount).copyMemory(from: bytes.baseAddress!, byteCount: n)
+                }
+                pendingCount += n
+                i = n
+                guard pendingCount == 32 else { return }
+                block(pending.0.littleEndian, pending.1.littleEndian, pending.2.littleEndian, pending.3.littleEndian)
+                pending = (0, 0, 0, 0)
+                pendingCount = 0
+            }
+            var (a, b, c, d) = (a, b, c, d)
+            while i + 32 <= bytes.count {
+                a = Self.mix(a, UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self)))
+                b = Self.mix(b, UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: i + 8, as: UInt64.self)))
+                c = Self.mix(c, UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: i + 16, as: UInt64.self)))
+                d = Self.mix(d, UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: i + 24, as: UInt64.self)))
+                i += 32
+            }
+            (self.a, self.b, self.c, self.d) = (a, b, c, d)
+            if i < bytes.count {
+                let n = bytes.count - i
+                withUnsafeMutableBytes(of: &pending) { p in
+                    p.baseAddress!.copyMemory(from: bytes.baseAddress! + i, byteCount: n)
+                }
+                pendingCount = n
+            }
+        }
+
+        public func finish() -> UInt64 {
+            var h = Self.mix(Self.mix(Self.mix(Self.mix(length, a), b), c), d)
+            // The unfinished block's words (zero-padded), then how many bytes it had.
+            let words = [pending.0, pending.1, pending.2, pending.3].map(\.littleEndian)
+            for w in words.prefix((pendingCount + 7) / 8) { h = Self.mix(h, w) }
+            return Self.finalize(Self.mix(h, UInt64(pendingCount)))
         }
     }
 }

@@ -121,15 +121,19 @@ public enum HTTPCachePolicy {
         }
     }
 
-    /// The stored information for a 200 response, or nil when it must not be stored
-    /// (no-store, or a status other than 200).
+    /// The stored information for a 200 response, or nil when it must not be stored (no-store, or
+    /// a status other than 200) or would be useless stored (never fresh, and no validator).
     public static func store(status: Int, headers: Headers, now: Double) -> CachedResponseInfo? {
         guard status == 200 else { return nil }
         let control = CacheControl.parse(headers["Cache-Control"] ?? "")
         guard !control.noStore else { return nil }
-        return CachedResponseInfo(
+        let info = CachedResponseInfo(
             etag: headers["ETag"], lastModified: headers["Last-Modified"], storedAt: now,
             freshFor: freshness(control, headers))
+        // Never fresh and nothing to revalidate with: `decide` would always refetch it whole, so a
+        // copy on disk would only cost its write.
+        guard info.freshFor > 0 || info.etag != nil || info.lastModified != nil else { return nil }
+        return info
     }
 
     /// A 304 for a revalidated entry: new validators and freshness when the server sent them.

@@ -174,6 +174,12 @@ private struct Bytes {
 public protocol FetchedBody: Sendable {
     var count: Int { get }
     func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R
+    /// `DiskEntry.checksum` of the bytes when it was taken already (as they arrived); nil otherwise.
+    var knownChecksum: UInt64? { get }
+}
+
+extension FetchedBody {
+    public var knownChecksum: UInt64? { nil }
 }
 
 extension Array: FetchedBody where Element == UInt8 {}

@@ -22,9 +22,16 @@ struct HTTPCachePolicyTests {
         #expect(CacheControl.parse(value) == expected)
     }
 
-    @Test("only 200 responses without no-store are kept")
+    @Test("only 200 responses without no-store are kept, and only those that could answer again without a full transfer")
     func storable() {
         #expect(HTTPCachePolicy.store(status: 200, headers: H([("Cache-Control", "no-store")]), now: 0) == nil)
+        // Never fresh, nothing to revalidate with: it could only be fetched again whole.
+        #expect(HTTPCachePolicy.store(status: 200, headers: H([]), now: 0) == nil)
+        #expect(HTTPCachePolicy.store(status: 200, headers: H([("Cache-Control", "max-age=0")]), now: 0) == nil)
+        #expect(HTTPCachePolicy.store(status: 200, headers: H([("Cache-Control", "max-age=60"), ("Age", "60")]), now: 0) == nil)
+        #expect(HTTPCachePolicy.store(status: 200, headers: H([("Cache-Control", "max-age=1")]), now: 0)?.freshFor == 1)
+        #expect(HTTPCachePolicy.store(status: 200, headers: H([("ETag", "\"a\"")]), now: 0)?.etag == "\"a\"")
+        #expect(HTTPCachePolicy.store(status: 200, headers: H([("Last-Modified", "x")]), now: 0)?.lastModified == "x")
         #expect(HTTPCachePolicy.store(status: 206, headers: H([]), now: 0) == nil)
         #expect(HTTPCachePolicy.store(status: 404, headers: H([]), now: 0) == nil)
         let info = HTTPCachePolicy.store(
