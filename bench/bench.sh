@@ -143,9 +143,13 @@ taskset -c 1 "$PY" bench/http_server.py >"$WORK/http.port" 2>/dev/null &
 HTTP_PID=$!
 for _ in $(seq 100); do [ -s "$WORK/http.port" ] && break; sleep 0.05; done
 HTTP="http://127.0.0.1:$(head -n1 "$WORK/http.port")"
-# Each side runs ROUNDS times on URLs of its own (the agent would answer a repeat from its cache),
-# best round kept. CPU time: the agent's threads (loop, disk worker, freeing) from schedstat, taken
-# once its disk writes are done; curl's from wait4 (its rusage), writing to /dev/null.
+# Each round runs the agent and curl on URLs of their own (the agent would answer a repeat from its
+# cache); of ROUNDS rounds the one with the median agent-to-curl CPU ratio is reported, both columns
+# from that same round. Both sides are timed from a started, connected state: the agent's client is
+# connected before its clock starts, and curl's figures are its marginal cost (N URLs less 1 URL, in
+# one process each: exec, libcurl's start and the first connection left out). CPU: all the agent's
+# threads (loop, disk worker, freeing) from schedstat, taken once its disk writes are done; curl's
+# from wait4 (its rusage), writing to /dev/null unless CURL_OUT names a folder (tmpfs: /dev/shm).
 ROUNDS=${ROUNDS:-3}
 urls() { local kind=$1 n=$2 tag=$3; for i in $(seq "$n"); do printf '%s\n' "$HTTP/$kind/$tag-$i.png"; done; }
 agent_cpu_ns() { cat /proc/"$AGENT_PID"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'; }
@@ -154,7 +158,7 @@ settled_cpu_ns() {  # the agent's CPU time once it stops using any (its disk wri
   for _ in $(seq 50); do sleep 0.2; now=$(agent_cpu_ns); [ "$now" = "$last" ] && break; last=$now; done
   echo "$now"
 }
-curl_run() {  # prints "seconds cpu_seconds"; CURL_OUT=DIR writes each image to a file there (else /dev/null)
+curl_run() {  # prints "seconds cpu_seconds" for one curl process fetching every URL given
   local cfg="$WORK/curl.cfg" i=0; : >"$cfg"
   for u in "$@"; do
     i=$((i + 1))
@@ -163,50 +167,45 @@ curl_run() {  # prints "seconds cpu_seconds"; CURL_OUT=DIR writes each image to 
   taskset -c 0 "$PY" -c 'import os, subprocess, sys, time
 t = time.monotonic(); p = subprocess.Popen(sys.argv[1:]); _, status, ru = os.wait4(p.pid, 0)
 print("%.6f %.6f" % (time.monotonic() - t, ru.ru_utime + ru.ru_stime))' curl -s --no-progress-meter --parallel --parallel-max 4 -K "$cfg"
+  [ -z "${CURL_OUT:-}" ] || rm -f "$CURL_OUT"/*.png
 }
 bus_cpu_ns() { cat /proc/"$BUS_PID"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'; }
-# best_of KIND COUNT [MODE]: "agent_s agent_cpu_s curl_s curl_cpu_s bus_cpu_s", each the best of ROUNDS
-# (the bus daemon's CPU while the client ran: routing the calls and the agent's messages). MODE
-# downloads-open: the client also opens and reads each image as it finishes; downloads-window: the
-# client keeps 4 requests in flight, as curl --parallel-max 4 keeps 4 transfers (curl is run for
-# plain downloads only).
-best_of() {
-  local kind=$1 n=$2 mode=${3:-downloads} r out c0 c1 b0 b1 best_a=999 best_ac=999 best_c=999 best_cc=999 best_b=999
-  local count=1; [ "$mode" = downloads-window ] || [ "$mode" = fetch ] && count=4
-  for r in $(seq "$ROUNDS"); do
-    mapfile -t u < <(urls "$kind" "$n" "$mode-a$r")
-    c0=$(settled_cpu_ns); b0=$(bus_cpu_ns)
-    out=$(taskset -c 0 "$LOAD" "$mode" "$count" "${u[@]}")
-    b1=$(bus_cpu_ns); c1=$(settled_cpu_ns)
-    best_a=$(awk -v x="$(sed -n 's/.*seconds=\([0-9.]*\).*/\1/p' <<<"$out")" -v b="$best_a" 'BEGIN { print (x < b ? x : b) }')
-    best_ac=$(awk -v x="$(( c1 - c0 ))" -v b="$best_ac" 'BEGIN { x /= 1e9; print (x < b ? x : b) }')
-    best_b=$(awk -v x="$(( b1 - b0 ))" -v b="$best_b" 'BEGIN { x /= 1e9; print (x < b ? x : b) }')
-    [ "$mode" = downloads ] || [ "$mode" = fetch ] || continue
-    mapfile -t u < <(urls "$kind" "$n" "c$mode$r")
-    [ -z "${CURL_OUT:-}" ] || rm -f "$CURL_OUT"/*.png
-    read -r cs ccpu < <(curl_run "${u[@]}")
-    [ -z "${CURL_OUT:-}" ] || rm -f "$CURL_OUT"/*.png
-    best_c=$(awk -v x="$cs" -v b="$best_c" 'BEGIN { print (x < b ? x : b) }')
-    best_cc=$(awk -v x="$ccpu" -v b="$best_cc" 'BEGIN { print (x < b ? x : b) }')
-  done
-  echo "$best_a $best_ac $best_c $best_cc $best_b"
+# round MODE KIND N TAG: "agent_s agent_cpu_s bus_cpu_s curl_s curl_cpu_s" for N images (curl's scaled
+# from its marginal cost). MODE: fetch (FetchImage, 4 in flight), downloads (DownloadImage, all at
+# once), downloads-window (DownloadImage, 4 in flight), downloads-open (each also opened and read).
+round() {
+  local mode=$1 kind=$2 n=$3 tag=$4 count=1 out c0 c1 b0 b1 a_s cn c1u
+  case $mode in fetch|downloads-window) count=4 ;; esac
+  mapfile -t u < <(urls "$kind" "$n" "$mode-$tag")
+  c0=$(settled_cpu_ns); b0=$(bus_cpu_ns)
+  out=$(taskset -c 0 "$LOAD" "$mode" "$count" "${u[@]}")
+  b1=$(bus_cpu_ns); c1=$(settled_cpu_ns)
+  a_s=$(sed -n 's/.*seconds=\([0-9.]*\).*/\1/p' <<<"$out")
+  mapfile -t u < <(urls "$kind" "$n" "c$mode-$tag")
+  read -r cs ccpu < <(curl_run "${u[@]}")
+  read -r cs1 ccpu1 < <(curl_run "$HTTP/$kind/c1$mode-$tag.png")
+  awk -v n="$n" -v as="$a_s" -v ac="$(( c1 - c0 ))" -v bc="$(( b1 - b0 ))" -v cs="$cs" -v cc="$ccpu" -v cs1="$cs1" -v cc1="$ccpu1" \
+    'BEGIN { m = n / (n - 1); printf "%s %.6f %.6f %.6f %.6f\n", as, ac / 1e9, bc / 1e9, (cs - cs1) * m, (cc - cc1) * m }'
 }
-read -r small_s small_cpu curl_small_s curl_small_cpu small_bus < <(best_of small 1000)
-read -r window_s window_cpu _ _ window_bus < <(best_of small 1000 downloads-window)
-read -r large_s large_cpu curl_large_s curl_large_cpu < <(best_of large 20)
-# FetchImage (one call, one reply per image), 4 in flight, next to curl on the same kind of files;
-# large ones next to curl writing into tmpfs as well (its bytes then stay in shmem, as the memfd's do).
-read -r fetch_s fetch_cpu curl_fs curl_fcpu fetch_bus < <(best_of small 1000 fetch)
-read -r fetchl_s fetchl_cpu curl_fls curl_flcpu fetchl_bus < <(best_of large 20 fetch)
+# paired MODE KIND N: the median round (by the agent-to-curl CPU ratio) of ROUNDS.
+paired() {
+  local r
+  for r in $(seq "$ROUNDS"); do round "$@" "r$r${CURL_OUT:+shm}"; done |
+    awk '{ print ($5 > 0 ? $2 / $5 : 1e9), $0 }' | sort -g | awk -v k="$(( (ROUNDS + 1) / 2 ))" 'NR == k { $1 = ""; print substr($0, 2) }'
+}
+read -r fetch_s fetch_cpu fetch_bus curl_fs curl_fcpu < <(paired fetch small 1000)
+read -r tagged_s tagged_cpu tagged_bus curl_ts curl_tcpu < <(paired fetch tagged 1000)
+read -r window_s window_cpu window_bus curl_ws curl_wcpu < <(paired downloads-window small 1000)
+read -r fetchl_s fetchl_cpu fetchl_bus curl_fls curl_flcpu < <(paired fetch large 20)
 SHM_OUT=$(mktemp -d /dev/shm/netactivity-bench-XXXXXX)
-read -r _ _ curl_shm_s curl_shm_cpu _ < <(CURL_OUT=$SHM_OUT best_of large 20 fetch)
-rmdir "$SHM_OUT" 2>/dev/null || rm -rf "$SHM_OUT"
-read -r opened_s opened_cpu _ _ < <(best_of large 20 downloads-open)
+read -r shm_s shm_cpu _ curl_shm_s curl_shm_cpu < <(CURL_OUT=$SHM_OUT paired fetch large 20)
+rm -rf "$SHM_OUT"
+read -r large_s large_cpu _ curl_large_s curl_large_cpu < <(paired downloads-open large 20)
 rate() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%d", n / s }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 per() { awk -v s="$1" -v n="$2" -v unit="$3" 'BEGIN { printf "%.0f", s / n * unit }'; }
 per1() { awk -v s="$1" -v n="$2" -v unit="$3" 'BEGIN { printf "%.1f", s / n * unit }'; }
-# The loop while 40 large images arrive (3 rounds of URLs tagged TAG): a separate Peer.Ping prober
+# The loop while 40 large images arrive by FetchImage, all asked for at once (3 rounds of URLs tagged TAG): a separate Peer.Ping prober
 # on CPU 1, run under the command prefix given (if any); prints the prober's summary.
 ping_during_large() {
   local tag=$1 r out
@@ -215,7 +214,7 @@ ping_during_large() {
   read -r _ <&"${PROBE[0]}"
   for r in 1 2 3; do
     mapfile -t u < <(urls large 40 "$tag$r")
-    taskset -c 0 "$LOAD" downloads 1 "${u[@]}" >/dev/null
+    taskset -c 0 "$LOAD" fetch 40 "${u[@]}" >/dev/null
     busctl --address="$DBUS_SESSION_BUS_ADDRESS" call org.example.NetActivity /org/example/NetActivity \
         org.example.NetActivity.ImageCache RemoveAllImages >/dev/null
   done
@@ -305,28 +304,25 @@ printf "%s" "$bus_rows"
 echo
 echo "## Downloads from a local server (python on CPU 1; agent, bus and curl on CPU 0; 4 transfers at once on both sides)"
 echo
-echo "Best of $ROUNDS rounds each. CPU: all the agent's threads, its disk-tier writes included (curl writes"
-echo "to /dev/null and keeps no cache)."
+echo "Each row: the median of $ROUNDS rounds (by the agent-to-curl CPU ratio), both columns from the same round;"
+echo "curl's figures are its marginal cost (N URLs less 1, each in one process). CPU: all the agent's threads,"
+echo "its disk-tier writes included; curl writes to /dev/null (or into tmpfs where the row says) and keeps no cache."
 echo
 echo "| measure | netactivityd | curl --parallel-max 4 | ratio | target |"
 echo "|---|---:|---:|---:|---|"
-echo "| 1,000 distinct small images (about 1 KiB), per second | $(rate 1000 "$small_s") | $(rate 1000 "$curl_small_s") | $(ratio "$curl_small_s" "$small_s")x | ≥ 0.4x |"
-echo "| CPU per small image, µs | $(per "$small_cpu" 1000 1e6) | $(per "$curl_small_cpu" 1000 1e6) | | |"
-echo "| the bus daemon's CPU per small image (the call, the reply and the agent's signals), µs | $(per "$small_bus" 1000 1e6) | | | |"
-echo "| the same 1,000, the client keeping 4 requests in flight (as curl keeps 4 transfers; each then starts as it is asked for), per second | $(rate 1000 "$window_s") | $(rate 1000 "$curl_small_s") | $(ratio "$curl_small_s" "$window_s")x | |"
-echo "| CPU per small image so, µs: the agent / the bus daemon | $(per "$window_cpu" 1000 1e6) / $(per "$window_bus" 1000 1e6) | | | |"
-echo "| 20 large images (4 MiB), MB/s | $(mb "$large_s") | $(mb "$curl_large_s") | $(ratio "$curl_large_s" "$large_s")x | ≥ 0.5x |"
-echo "| CPU per large image, ms | $(per1 "$large_cpu" 20 1e3) | $(per1 "$curl_large_cpu" 20 1e3) | | |"
-echo "| the same 20, each opened (OpenImage) and read whole by the client as it finishes, MB/s | $(mb "$opened_s") | $(mb "$curl_large_s") | $(ratio "$curl_large_s" "$opened_s")x | |"
-echo "| CPU per large image downloaded and opened, ms (the agent's) | $(per1 "$opened_cpu" 20 1e3) | | | |"
+echo "| **FetchImage**, 1,000 small images (about 1 KiB; no validator, so not kept on disk), per second | $(rate 1000 "$fetch_s") | $(rate 1000 "$curl_fs") | $(ratio "$curl_fs" "$fetch_s")x | |"
+echo "| CPU per small image, µs (ratio: the agent's to curl's) | $(per "$fetch_cpu" 1000 1e6) | $(per "$curl_fcpu" 1000 1e6) | $(ratio "$fetch_cpu" "$curl_fcpu")x | ≤ 1.5x |"
+echo "| the bus daemon's CPU per small image (FetchImage: the call and its reply), µs | $(per "$fetch_bus" 1000 1e6) | | | |"
+echo "| CPU per small image with an ETag (each also written to the disk tier), µs | $(per "$tagged_cpu" 1000 1e6) | $(per "$curl_tcpu" 1000 1e6) | $(ratio "$tagged_cpu" "$curl_tcpu")x | |"
+echo "| the same small images by DownloadImage (4 in flight; its signals, then OpenImage not counted), per second | $(rate 1000 "$window_s") | $(rate 1000 "$curl_ws") | $(ratio "$curl_ws" "$window_s")x | |"
+echo "| CPU per small image by DownloadImage, µs: the agent / the bus daemon | $(per "$window_cpu" 1000 1e6) / $(per "$window_bus" 1000 1e6) | $(per "$curl_wcpu" 1000 1e6) | $(ratio "$window_cpu" "$curl_wcpu")x | |"
+echo "| **FetchImage**, 20 large images (4 MiB, with an ETag: kept on disk), MB/s | $(mb "$fetchl_s") | $(mb "$curl_fls") | $(ratio "$curl_fls" "$fetchl_s")x | |"
+echo "| CPU per large image, ms: the agent with its disk tier, curl to /dev/null | $(per1 "$fetchl_cpu" 20 1e3) | $(per1 "$curl_flcpu" 20 1e3) | $(ratio "$fetchl_cpu" "$curl_flcpu")x | |"
+echo "| CPU per large image, ms: the agent with its disk tier, curl into tmpfs (/dev/shm, its bytes then in shmem as the memfd's are) | $(per1 "$shm_cpu" 20 1e3) | $(per1 "$curl_shm_cpu" 20 1e3) | $(ratio "$shm_cpu" "$curl_shm_cpu")x | ≤ 1.5x |"
+echo "| 20 large images by DownloadImage, each opened (OpenImage) and read whole by the client, MB/s | $(mb "$large_s") | $(mb "$curl_large_s") | $(ratio "$curl_large_s" "$large_s")x | |"
+echo "| CPU per large image so, ms (the agent's) | $(per1 "$large_cpu" 20 1e3) | $(per1 "$curl_large_cpu" 20 1e3) | $(ratio "$large_cpu" "$curl_large_cpu")x | |"
 echo "| Peer.Ping from a separate client while 3 × 40 large images arrive, p99 / max ms ($(pf count | cut -d. -f1) pings) | $(pf p99_ms) / $(pf max_ms) | | | p99 < 5 |"
 [ -n "$ping_rt" ] && echo "| the same, the prober at real-time priority (chrt -f 10), p99 / max ms ($(pf count "$ping_rt" | cut -d. -f1) pings) | $(pf p99_ms "$ping_rt") / $(pf max_ms "$ping_rt") | | | p99 < 5 |"
-echo "| **FetchImage**, 1,000 small images, 4 calls in flight, per second | $(rate 1000 "$fetch_s") | $(rate 1000 "$curl_fs") | $(ratio "$curl_fs" "$fetch_s")x | |"
-echo "| CPU per small image by FetchImage, µs: the agent (ratio to curl's) | $(per "$fetch_cpu" 1000 1e6) | $(per "$curl_fcpu" 1000 1e6) | $(ratio "$fetch_cpu" "$curl_fcpu")x | ≤ 1.5x curl |"
-echo "| the bus daemon's CPU per small image by FetchImage (2 messages), µs | $(per "$fetch_bus" 1000 1e6) | | | |"
-echo "| **FetchImage**, 20 large images (4 MiB), 4 in flight, MB/s | $(mb "$fetchl_s") | $(mb "$curl_fls") | $(ratio "$curl_fls" "$fetchl_s")x | |"
-echo "| CPU per large image by FetchImage, ms: the agent, disk tier on (ratio to curl to /dev/null) | $(per1 "$fetchl_cpu" 20 1e3) | $(per1 "$curl_flcpu" 20 1e3) | $(ratio "$fetchl_cpu" "$curl_flcpu")x | |"
-echo "| the same, curl writing into tmpfs (/dev/shm) (ratio to that) | $(per1 "$fetchl_cpu" 20 1e3) | $(per1 "$curl_shm_cpu" 20 1e3) | $(ratio "$fetchl_cpu" "$curl_shm_cpu")x | ≤ 1.5x curl |"
 echo "| coalescing: 50 requests for one URL became HTTP requests | $(( after - before )) | |"
 echo "| disk-tier hit, request to DownloadFinished, p50 / p99 ms (HTTP requests made: $(( served_after - served_before )) of 200) | $(sed -n 's/.*p50_ms=\([0-9.]*\).*/\1/p' <<<"$disk_hits") / $(sed -n 's/.*p99_ms=\([0-9.]*\).*/\1/p' <<<"$disk_hits") | |"
 echo

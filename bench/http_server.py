@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""The bench's local image server: /small/N.png (about 1 KiB), /fresh/N.png (the same, cacheable for an
-hour), /large/N.png (4 MiB), /slow/NAME.png
+"""The bench's local image server: /small/N.png (about 1 KiB, no validator: the disk tier does not keep
+it), /tagged/N.png (the same with an ETag: kept on disk), /fresh/N.png (the same, cacheable for an
+hour), /large/N.png (4 MiB, with an ETag: kept on disk, as a CDN's images are), /slow/NAME.png
 (answers after 0.3 s, for coalescing), /count (requests served so far). Prints its port."""
 import http.server
 import socket
@@ -50,6 +51,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_response(200)
         if self.path.startswith("/fresh/"):
             self.send_header("Cache-Control", "max-age=3600")
+        if self.path.startswith("/large/") or self.path.startswith("/tagged/"):
+            self.send_header("ETag", '"v1"')
         self.send_header("Content-Type", "image/png")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
