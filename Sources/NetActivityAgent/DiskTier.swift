@@ -51,15 +51,29 @@ final class DiskTier: @unchecked Sendable {
         run({ cache in _ = cache.count }, otherwise: (), then: { _ in })
     }
 
-    /// Whether an entry for `key` may be on disk (false: surely not, and no trip to the worker).
-    private func mayHold(_ name: String) -> Bool {
-        names?.contains(name) ?? true
+    /// Whether an entry for `key` may be on disk (false: surely not, and no trip to the worker;
+    /// no file name computed either while the tier is known to be empty).
+    private func mayHold(key: String) -> Bool {
+        guard let names else { return true }
+        return !names.isEmpty && names.contains(fileName(for: key))
+    }
+
+    /// The file names of the keys asked about lately: a transfer asks for its key's name when it
+    /// looks on disk and again when it writes or drops the entry, and SHA-256 is the dearest part.
+    private var recentNames: [String: String] = [:]
+
+    private func fileName(for key: String) -> String {
+        if let name = recentNames[key] { return name }
+        let name = DiskEntry.fileName(for: key)
+        if recentNames.count >= 512 { recentNames.removeAll(keepingCapacity: true) }
+        recentNames[key] = name
+        return name
     }
 
     /// The entry for `key`, read and checked on the worker; `done` comes on the loop (at once
     /// when the entry surely is not there). Returns how to stop waiting (`done` is then never called).
     func read(key: String, _ done: @escaping (Hit?) -> Void) -> () -> Void {
-        guard mayHold(DiskEntry.fileName(for: key)), !broken else {
+        guard mayHold(key: key), !broken else {
             done(nil)
             return {}
         }
@@ -83,7 +97,7 @@ final class DiskTier: @unchecked Sendable {
         queuedWrites += 1
         queuedBytes += body.count
         let size = body.count
-        names?.insert(DiskEntry.fileName(for: key))  // a read that follows waits for the write (one queue)
+        names?.insert(fileName(for: key))  // a read that follows waits for the write (one queue)
         run({ cache in _ = cache.write(key: key, info: info, body: body, owner: owner) }, otherwise: ()) { [self] _ in
             queuedWrites -= 1
             queuedBytes -= size
@@ -91,7 +105,7 @@ final class DiskTier: @unchecked Sendable {
     }
 
     func remove(key: String) {
-        guard mayHold(DiskEntry.fileName(for: key)), !broken else { return }
+        guard mayHold(key: key), !broken else { return }
         run({ cache in cache.remove(key: key) }, otherwise: (), then: { _ in })
     }
 

@@ -62,8 +62,12 @@ public final class DownloadService: ImageDownloader.Observer {
 
     /// The given transport, else libcurl's, made (and libcurl loaded) at the first download.
     /// NETACTIVITY_LIBCURL names another libcurl to load (the tests name a missing one).
-    private lazy var transport: any HTTPTransport = givenTransport ?? HTTPFetcher(
-        loop: loop, limits: .init(maxBytes: maxBodyBytes), library: getenv("NETACTIVITY_LIBCURL").map { String(cString: $0) })
+    private lazy var transport: any HTTPTransport = givenTransport ?? {
+        let fetcher = HTTPFetcher(
+            loop: loop, limits: .init(maxBytes: maxBodyBytes), library: getenv("NETACTIVITY_LIBCURL").map { String(cString: $0) })
+        fetcher.sumsBodies = disk != nil
+        return fetcher
+    }()
 
     /// An image must fit in the cache, and a bus message in any case.
     private var maxBodyBytes: Int { Int(min(images.memoryCapacity, UInt64(NetActivityLimits.maxDownloadBytes))) }
@@ -367,23 +371,38 @@ public final class DownloadService: ImageDownloader.Observer {
         context.scheduler.schedule(afterNanoseconds: 0) { [weak self] in self?.drainDepartures() }
     }
 
-    /// http or https, with a host, no spaces or control characters, at most 4096 bytes.
+    /// http or https, with a host, no spaces or control characters, at most 4096 bytes. Read as
+    /// bytes (every download passes here).
     static func checkURL(_ url: String) throws(NetActivityError) {
         func refuse(_ why: String) -> NetActivityError {
             NetActivityError(.invalidURL, "'\(url.prefix(200))' \(why)")
         }
-        guard url.utf8.count <= NetActivityLimits.maxImageKeyBytes else {
-            throw refuse("is longer than \(NetActivityLimits.maxImageKeyBytes) bytes")
+        var url = url
+        let problem: String? = url.withUTF8 { b in
+            guard b.count <= NetActivityLimits.maxImageKeyBytes else {
+                return "is longer than \(NetActivityLimits.maxImageKeyBytes) bytes"
+            }
+            guard !b.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else { return "contains spaces or control characters" }
+            func hasPrefix(_ p: StaticString) -> Bool {
+                b.count >= p.utf8CodeUnitCount
+                    && (0..<p.utf8CodeUnitCount).allSatisfy { b[$0] | 0x20 == p.utf8Start[$0] | 0x20 || b[$0] == p.utf8Start[$0] }
+            }
+            let start = hasPrefix("http://") ? 7 : hasPrefix("https://") ? 8 : nil
+            guard let start else { return "is not an http or https URL" }
+            var end = start
+            while end < b.count, b[end] != UInt8(ascii: "/"), b[end] != UInt8(ascii: "?"), b[end] != UInt8(ascii: "#") { end += 1 }
+            // The host: after the last "@" of the authority; up to a ":" unless it is an [IPv6] literal.
+            var host = start
+            for i in start..<end where b[i] == UInt8(ascii: "@") { host = i + 1 }
+            var hostEnd = host
+            if hostEnd < end, b[hostEnd] == UInt8(ascii: "[") {
+                hostEnd = end
+            } else {
+                while hostEnd < end, b[hostEnd] != UInt8(ascii: ":") { hostEnd += 1 }
+            }
+            return hostEnd > host ? nil : "has no host"
         }
-        guard !url.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else { throw refuse("contains spaces or control characters") }
-        let lower = url.lowercased()
-        let rest: Substring
-        if lower.hasPrefix("http://") { rest = url.dropFirst(7) } else if lower.hasPrefix("https://") { rest = url.dropFirst(8) } else {
-            throw refuse("is not an http or https URL")
-        }
-        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        let host = authority.split(separator: "@").last.map { $0.hasPrefix("[") ? $0 : $0.split(separator: ":").first ?? "" } ?? ""
-        guard !host.isEmpty else { throw refuse("has no host") }
+        if let problem { throw refuse(problem) }
     }
 
     // MARK: ImageDownloader.Observer: task objects, published when a person could see them
@@ -620,11 +639,21 @@ public final class DownloadService: ImageDownloader.Observer {
         try w.appendFD(fd)
         w.append(UInt64(answer.body.count))
         typealias Info = DownloaderMember.FetchInfo
-        var info: [String: DBusValue] = [
-            Info.source.rawValue: .string(answer.source.rawValue), Info.contentType.rawValue: .string(answer.info.format.mediaType),
-        ]
-        if answer.httpStatus != 0 { info[Info.httpStatus.rawValue] = .uint32(answer.httpStatus) }
-        try w.appendVardict(info)
+        try w.appendArray(elementSignature: "{sv}") { a in
+            try a.appendDictEntry { e in
+                e.append(Info.source.rawValue)
+                try e.appendVariant(signature: "s") { v in v.append(answer.source.rawValue) }
+            }
+            try a.appendDictEntry { e in
+                e.append(Info.contentType.rawValue)
+                try e.appendVariant(signature: "s") { v in v.append(answer.info.format.mediaType) }
+            }
+            guard answer.httpStatus != 0 else { return }
+            try a.appendDictEntry { e in
+                e.append(Info.httpStatus.rawValue)
+                try e.appendVariant(signature: "u") { v in v.append(answer.httpStatus) }
+            }
+        }
     }
 
     func cancelDownload(_ call: inout MethodCall) throws {

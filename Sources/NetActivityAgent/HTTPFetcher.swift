@@ -69,7 +69,7 @@ final class HTTPFetcher {
 
         /// The Content-Length of the response under way (0 when not sent or not a number).
         var announcedLength: Int {
-            headers.last { $0.0.lowercased() == "content-length" }.flatMap { Int($0.1) }.map { max(0, $0) } ?? 0
+            HTTPCachePolicy.Headers(headers)["Content-Length"].flatMap { Int($0) }.map { max(0, $0) } ?? 0
         }
         var tooLarge = false
         var headerList: UnsafeMutablePointer<curl_slist>?
@@ -116,6 +116,9 @@ final class HTTPFetcher {
     private lazy var admission = TransferAdmission(inFlightLimit: NetActivityLimits.bodiesInFlight(largestBody: limits.maxBytes))
     private var resumeScheduled = false
     var limits: Limits
+    /// Whether bodies the disk tier may keep get their checksum as they arrive (`ImageBody`): set
+    /// when there is a disk tier.
+    var sumsBodies = false
 
     init(loop: EventLoop, limits: Limits, library: String? = nil) {
         self.loop = loop
@@ -218,7 +221,9 @@ final class HTTPFetcher {
                 return CCURL_WRITEFUNC_PAUSE  // libcurl keeps this chunk and stops reading
             }
             // The one copy: from libcurl's buffer into the body's final home.
-            let body = t.body ?? ImageBody(expected: min(t.announcedLength, t.limit))
+            let body = t.body ?? ImageBody(
+                expected: min(t.announcedLength, t.limit),
+                summing: t.fetcher.sumsBodies && HTTPCachePolicy.store(status: 200, headers: .init(t.headers), now: 0) != nil)
             t.body = body
             guard body.append(UnsafeRawBufferPointer(start: data, count: n)) else {
                 t.storeError = errno
@@ -280,9 +285,10 @@ final class HTTPFetcher {
     /// A new turn of the loop: the quota is fresh, and the transfers that reached it last turn
     /// go first (oldest first), each taking the chunk libcurl kept for it.
     private func newTurn() {
-        // A turn that moved response bytes lets the other threads of this CPU go first (the bus
-        // daemon with a message for us, above all): bytes that keep arriving would otherwise keep
-        // the loop running for whole scheduler slices while a Ping waits in the daemon.
+        // A turn that took its whole quota of response bytes lets the other threads of this CPU
+        // go first (the bus daemon with a message for us, above all): bytes that keep arriving
+        // would otherwise keep the loop running for whole scheduler slices while a Ping waits in
+        // the daemon. (A light turn does not: a syscall per small image is not worth it.)
         if admission.newTurn() { sched_yield() }
         guard yieldedCount > 0 else { return }
         yieldedCount = 0

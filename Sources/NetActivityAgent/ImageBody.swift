@@ -24,6 +24,8 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
     /// then anyway, in cache), so the disk writer need not read them again; final once sealed.
     private var sum = DiskEntry.Checksum()
     private var sealedSum: UInt64?
+    /// Whether to take `sum` (a body the disk tier will not keep need not pay for it).
+    private let summing: Bool
     private var small: [UInt8] = []
     private var fd: Int32 = -1
     private var mapping: UnsafeRawPointer?
@@ -32,9 +34,10 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
     private let expected: Int
     private var memfdAllowed: Bool
 
-    init(expected: Int = 0, memfd: Bool = true) {
+    init(expected: Int = 0, memfd: Bool = true, summing: Bool = true) {
         self.expected = expected
         memfdAllowed = memfd
+        self.summing = summing
     }
 
     /// A sealed body holding a copy of `data`: a memfd when large, else (or when the kernel
@@ -103,7 +106,7 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
     func append(_ data: UnsafeRawBufferPointer) -> Bool {
         precondition(!sealed, "a sealed body is read-only")
         guard data.count > 0 else { return true }
-        sum.add(data)
+        if summing { sum.add(data) }
         return store(data)
     }
 
@@ -191,7 +194,7 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
         guard !sealed else { return true }
         guard flushStaged() else { return false }
         sealed = true
-        sealedSum = sum.finish()
+        if summing { sealedSum = sum.finish() }
         guard fd >= 0 else { return true }
         guard SealedMemory.sealReadOnly(fd), count > 0,
               let map = mmap(nil, count, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED
@@ -219,12 +222,11 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
         return small.withUnsafeBytes { Files.writeAll(out, $0, piece: piece) }
     }
 
-    /// A sealed memfd with the bytes, opened read-only for one client (its own file offset), for
-    /// the caller to close: this body's memfd reopened (no copy), else a new one.
+    /// A sealed memfd with the bytes for one client (its own file offset), for the caller to
+    /// close: this body's memfd reopened read-only (no copy), else a new memfd of its own, whose
+    /// seals forbid any change (nobody else holds it: no read-only reopen needed).
     func openReadOnly() -> Int32? {
         if fd >= 0 { return SealedMemory.reopenReadOnly(fd) }
-        guard let fresh = small.withUnsafeBytes({ SealedMemory.make(name: "netactivity-image", bytes: $0) }) else { return nil }
-        defer { close(fresh) }
-        return SealedMemory.reopenReadOnly(fresh)
+        return small.withUnsafeBytes { SealedMemory.make(name: "netactivity-image", bytes: $0) }
     }
 }

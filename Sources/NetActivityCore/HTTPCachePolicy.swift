@@ -114,10 +114,20 @@ public enum HTTPCachePolicy {
         public var fields: [(String, String)]
         public init(_ fields: [(String, String)]) { self.fields = fields }
 
-        /// All values of `name`, joined with ", " as RFC 9110 allows for list headers.
+        /// All values of `name`, joined with ", " as RFC 9110 allows for list headers. Names are
+        /// compared as ASCII without regard to case, on their bytes (no lowercased copies).
         public subscript(_ name: String) -> String? {
-            let values = fields.filter { $0.0.lowercased() == name.lowercased() }.map(\.1)
-            return values.isEmpty ? nil : values.joined(separator: ", ")
+            var found: String?
+            for (field, value) in fields where Self.sameName(field, name) {
+                found = found.map { $0 + ", " + value } ?? value
+            }
+            return found
+        }
+
+        static func sameName(_ a: String, _ b: String) -> Bool {
+            a.utf8.count == b.utf8.count && zip(a.utf8, b.utf8).allSatisfy { x, y in
+                x == y || (x | 0x20 == y | 0x20 && (x | 0x20) >= UInt8(ascii: "a") && (x | 0x20) <= UInt8(ascii: "z"))
+            }
         }
     }
 

@@ -60,10 +60,11 @@ public struct TransferAdmission: Sendable {
         return .take
     }
 
-    /// A new turn of the loop; returns whether the last one took any bytes.
+    /// A new turn of the loop; returns whether the last one took its whole quota (bytes arrive
+    /// faster than the loop takes them: the loop should let others on its CPU go first).
     public mutating func newTurn() -> Bool {
         defer { turnBytes = 0 }
-        return turnBytes > 0
+        return turnBytes >= turnQuota
     }
 
     /// Bytes charged to a running transfer.

@@ -16,7 +16,8 @@ ERR = "org.example.NetActivity.Error."
 
 class ImageServer:
     """Serves /img/NAME.png, /gate/NAME.png (held until released), /slow.png (dribbles), /fresh/NAME.png
-    (cacheable; 256 KiB more when NAME starts with big),
+    (cacheable; 256 KiB more when NAME starts with big), /tagged/NAME.png (with an ETag; 3 MiB more when
+    NAME starts with big; /img/ and /big.png have no validator, so the disk tier does not keep them),
     /redirect, /loop, /text, /big.png and 404s; counts requests and concurrent transfers."""
 
     def __init__(self):
@@ -124,6 +125,9 @@ class ImageServer:
             self.send(h, 200, b"hello, world", "text/plain")
         elif path == "/big.png":
             self.send(h, 200, png(extra=3 * 1024 * 1024))
+        elif path.startswith("/tagged/"):  # as /img/ and /big.png, with an ETag: the disk tier keeps it
+            body = png(extra=3 * 1024 * 1024) if path.startswith("/tagged/big") else png()
+            self.send(h, 200, body, extra=[("ETag", '"t1"')])
         else:
             self.send(h, 404, b"not found", "text/plain")
 

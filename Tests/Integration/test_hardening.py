@@ -245,15 +245,15 @@ class FaultTests(DownloadTestCase):
         def limit():
             resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))  # not a multiple of any read
         self.restart_with(preexec=limit)
-        url = self.http.url("/big.png")
+        url = self.http.url("/tagged/big.png")
         self.assertTrue(self.downloaded(url)[0], "the memory tier took it")
         # The limit stops the body's memfd too, mid-chunk: the body goes on as an array, nothing lost
         # (OpenImage cannot share it as a memfd under this limit, and LookupImage carries 1 MiB at most).
         cache = self.conn.get_object(NAME, PATH, introspect=False).GetAll(CACHE, dbus_interface=PROPS)
-        self.assertEqual((int(cache["ImageCount"]), int(cache["MemoryUsage"])), (1, len(self.http.bodies["/big.png"])))
+        self.assertEqual((int(cache["ImageCount"]), int(cache["MemoryUsage"])), (1, len(self.http.bodies["/tagged/big.png"])))
         wait_until(lambda: "File too large" in self.disk_error(), what="the failed write reported")
         self.assertTrue(self.agent.alive(), "SIGXFSZ is ignored")
-        self.assertTrue(self.downloaded(self.http.url("/img/small.png"))[0])
+        self.assertTrue(self.downloaded(self.http.url("/tagged/small.png"))[0])
         wait_until(lambda: self.disk_error() == "", what="a write that fits clears the error")
         self.assertIn("File too large", self.agent.logtext())
 
@@ -265,15 +265,15 @@ class FaultTests(DownloadTestCase):
             self.skipTest("mounting a small tmpfs needs root (make soak and CI here run as root)")
         self.addCleanup(lambda: (subprocess.run(["umount", "-l", mount]), os.rmdir(mount)))
         self.restart_with(env={"XDG_CACHE_HOME": mount})
-        self.assertTrue(self.downloaded(self.http.url("/img/fits.png"))[0])
+        self.assertTrue(self.downloaded(self.http.url("/tagged/fits.png"))[0])
         self.assertEqual(self.disk_error(), "")
-        url = self.http.url("/big.png")  # 3 MiB on a 256 KiB disk
+        url = self.http.url("/tagged/big.png")  # 3 MiB on a 256 KiB disk
         self.assertTrue(self.downloaded(url)[0])
         self.assertTrue(self.in_memory(url))
         wait_until(lambda: "No space left on device" in self.disk_error(), what="the full disk reported")
         self.assertEqual([n for n in os.listdir(os.path.join(mount, "netactivity")) if n.startswith("tmp-")], [])
         subprocess.run(["mount", "-o", "remount,ro", mount], check=True)
-        url = self.http.url("/img/readonly.png")
+        url = self.http.url("/tagged/readonly.png")
         self.assertTrue(self.downloaded(url)[0])
         self.assertTrue(self.in_memory(url))
         wait_until(lambda: "Read-only file system" in self.disk_error(), what="the read-only disk reported")
