@@ -131,4 +131,19 @@ struct DownloadServiceTests {
         #expect(h.transport.cancelled == ["http://images.test/a.png", "http://images.test/b.png"])
         #expect(h.activity.total == 0)
     }
+
+    @Test("a URL must be http or https with a host, without spaces or control characters; anything else is InvalidURL")
+    func urls() throws {
+        for good in ["http://a", "HTTPS://Example.com/x?y#z", "http://user:pw@host:8080/p", "http://[::1]:80/", "hTtP://h"] {
+            #expect(try fetch(good) == nil, "\(good): waits for the transfer")
+        }
+        #expect(h.transport.requested.count == 4, "four run (MaximumActiveDownloads), the fifth waits")
+        let long = "http://h/" + String(repeating: "a", count: NetActivityLimits.maxImageKeyBytes)
+        for bad in ["ftp://a", "http://", "http://@", "http://:80", "http://u@:80/", "http:/a", "https//a", "http://a b", "http://a\u{7F}", "file:///etc", long] {
+            let reply = try #require(try fetch(bad), "\(bad): answered at once")
+            #expect(reply.errorName == "org.example.NetActivity.Error.InvalidURL", "\(bad)")
+        }
+        h.transport.respond("http://a")
+        #expect(h.transport.requested.count == 5, "the fifth good one started; no transfer for a bad URL")
+    }
 }
