@@ -17,9 +17,12 @@ build: setup
 	$(SWIFT) build
 
 # The agent, the CLI and the bench client only: apps' adapters (SwiftNIO) are not built for them.
+# The Swift runtime is linked in, as in the package: the agent then maps only the runtime code it
+# uses (idle RSS about 3 MiB less than with /opt/swift's shared libraries).
+RELEASE_FLAGS = -c release --static-swift-stdlib
 release: setup
-	$(SWIFT) build -c release --product netactivityd
-	$(SWIFT) build -c release --product netactivity
+	$(SWIFT) build $(RELEASE_FLAGS) --product netactivityd
+	$(SWIFT) build $(RELEASE_FLAGS) --product netactivity
 
 # Starts the agent on the session bus; with none, netactivityd starts a private bus and prints
 # its DBUS_SESSION_BUS_ADDRESS.
@@ -92,7 +95,7 @@ soak: setup
 
 bench: release
 	@scripts/setup.sh --bench
-	$(SWIFT) build -c release --product netactivity-bench
+	$(SWIFT) build $(RELEASE_FLAGS) --product netactivity-bench
 	scripts/make-deb.sh --agent-only
 	bench/bench.sh $(RELEASE_BIN)
 

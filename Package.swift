@@ -59,7 +59,6 @@ let package = Package(
             dependencies: [
                 "NetActivityAgent", "NetActivityContract", "LinuxKit", "DBusKit",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
         ),

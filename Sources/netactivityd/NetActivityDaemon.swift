@@ -1,4 +1,3 @@
-import ArgumentParser
 import DBusKit
 import Glibc
 import LinuxKit
@@ -9,60 +8,64 @@ import NetActivityContract
 /// The agent: owns `org.example.NetActivity` on the session bus and serves it until SIGTERM, SIGINT
 /// or the loss of the bus, then exits 0.
 @main
-struct NetActivityDaemon: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "netactivityd",
-        abstract: "The netactivity agent: one D-Bus place for network activity on the desktop.")
+struct NetActivityDaemon {
+    let options: DaemonOptions
+    var address: String? { options.address }
+    var replace: Bool { options.replace }
+    var config: String? { options.config }
+    var systemBusAddress: String? { options.systemBusAddress }
+    var noPrivateBus: Bool { options.noPrivateBus }
 
-    @Option(help: "Bus address to use instead of the session bus.")
-    var address: String?
+    /// A failure already reported in the log: exits with `code`.
+    struct Exit: Error {
+        let code: Int32
+    }
 
-    @Flag(help: "Take the bus name over from a running agent.")
-    var replace = false
+    static func main() {
+        let options: DaemonOptions
+        switch DaemonOptions.parse(Array(CommandLine.arguments.dropFirst())) {
+        case .help:
+            print(DaemonOptions.usage)
+            exit(0)
+        case .usageError(let message):
+            fail(message, code: 64)
+        case .run(let parsed):
+            options = parsed
+        }
+        let daemon = NetActivityDaemon(options: options)
+        if let problem = daemon.validate() { fail(problem, code: 64) }
+        do {
+            try daemon.run()
+        } catch let error as Exit {
+            exit(error.code)
+        } catch {
+            fail("\(error)", code: 1)
+        }
+        exit(0)
+    }
 
-    // The settings below also come from the settings file (see Settings); given here, they win.
-    @Option(help: "The settings file (default: $XDG_CONFIG_HOME/netactivity/netactivityd.conf; empty: none). Re-read on SIGHUP.")
-    var config: String?
+    static func fail(_ message: String, code: Int32) -> Never {
+        var text = "Error: \(message)\n"
+        if code == 64 { text += "Usage: netactivityd [<options>]\n  See 'netactivityd --help' for more information.\n" }
+        _ = text.withCString { write(2, $0, strlen($0)) }
+        exit(code)
+    }
 
-    @Option(help: "Seconds of activity before the indicator shows (0...60; default 1).")
-    var activationDelay: Double?
-
-    @Option(help: "Seconds the indicator stays after activity ends (0...60; default 0.17).")
-    var completionDelay: Double?
-
-    @Option(help: "Seconds a completed task stays visible to observers before it leaves (0...3600; default 5).")
-    var completedTaskLinger: Double?
-
-    @Option(help: "Bus to follow org.freedesktop.LowMemoryMonitor on (default: the system bus; empty: none).")
-    var systemBusAddress: String?
-
-    @Flag(inversion: .prefixedNo, help: "Show a tray icon (StatusNotifierItem) (default: on).")
-    var tray: Bool?
-
-    @Flag(inversion: .prefixedNo, help: "Post a desktop notification when activity stays visible (see --notify-after; default: off).")
-    var notify: Bool?
-
-    @Option(help: "Seconds of visible activity before --notify posts a notification (0...3600; default 10).")
-    var notifyAfter: Double?
-
-    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (default: notice).")
-    var logLevel: String?
-
-    @Flag(help: "Fail instead of starting a private bus when there is no session bus.")
-    var noPrivateBus = false
-
-    func validate() throws {
+    /// What is wrong with the command line's values, if anything.
+    func validate() -> String? {
         var settings = Settings()
-        if let problem = commandLine(over: &settings) { throw ValidationError(problem) }
-        if let address, address.isEmpty { throw ValidationError("--address must not be empty") }
+        if let problem = commandLine(over: &settings) { return problem }
+        if let address, address.isEmpty { return "--address must not be empty" }
+        return nil
     }
 
     /// Applies the options given on the command line over `settings`; returns the first bad one.
     private func commandLine(over settings: inout Settings) -> String? {
+        let o = options
         let given: [(String, String?)] = [
-            ("activation-delay", activationDelay.map { "\($0)" }), ("completion-delay", completionDelay.map { "\($0)" }),
-            ("completed-task-linger", completedTaskLinger.map { "\($0)" }), ("tray", tray.map { "\($0)" }),
-            ("notify", notify.map { "\($0)" }), ("notify-after", notifyAfter.map { "\($0)" }), ("log-level", logLevel),
+            ("activation-delay", o.activationDelay.map { "\($0)" }), ("completion-delay", o.completionDelay.map { "\($0)" }),
+            ("completed-task-linger", o.completedTaskLinger.map { "\($0)" }), ("tray", o.tray.map { "\($0)" }),
+            ("notify", o.notify.map { "\($0)" }), ("notify-after", o.notifyAfter.map { "\($0)" }), ("log-level", o.logLevel),
         ]
         for case let (key, value?) in given {
             if let problem = settings.set(key, value) { return "--\(problem)" }
@@ -110,7 +113,7 @@ struct NetActivityDaemon: ParsableCommand {
         if busAddress == nil {
             guard !noPrivateBus else {
                 logger.critical("No session bus (DBUS_SESSION_BUS_ADDRESS is unset and $XDG_RUNTIME_DIR/bus is missing)")
-                throw ExitCode(1)
+                throw Exit(code: 1)
             }
             let bus = try PrivateBus()
             privateBus = bus
@@ -126,7 +129,7 @@ struct NetActivityDaemon: ParsableCommand {
             connection = try Connection(address: busAddress)
         } catch {
             logger.critical("Cannot connect to the bus at \(busAddress ?? ""): \(error.message)")
-            throw ExitCode(1)
+            throw Exit(code: 1)
         }
         connection.attach(to: loop)
 
@@ -179,7 +182,7 @@ struct NetActivityDaemon: ParsableCommand {
             break
         case .exists, .inQueue:
             logger.critical("\(NetActivityBus.name) is already owned by another agent on this bus; use --replace to take it over")
-            throw ExitCode(1)
+            throw Exit(code: 1)
         }
         logger.notice("Serving \(NetActivityBus.name) as \(connection.uniqueName) (file limit \(fileLimit))")
 

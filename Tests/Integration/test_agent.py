@@ -420,13 +420,25 @@ class LifecycleTests(unittest.TestCase):
         self.bus = PrivateBus()  # for tearDown
 
     def test_bad_flags(self):
-        for args in (["--activation-delay", "61"], ["--completion-delay", "abc"], ["--log-level", "loud"]):
+        for args, says in ((["--activation-delay", "61"], "0...60"), (["--completion-delay", "abc"], "'abc'"),
+                           (["--log-level", "loud"], "loud"), (["--bogus"], "Unknown option '--bogus'"),
+                           (["--activation-delay"], "Missing value"), (["--replace=yes"], "takes no value"),
+                           (["stray"], "Unexpected argument 'stray'"), (["--address="], "--address")):
             r = run([os.path.join(BIN, "netactivityd"), *args], self.bus)
-            self.assertNotEqual(r.returncode, 0, args)
-            self.assertTrue(r.stderr.strip(), args)
+            self.assertEqual(r.returncode, 64, (args, r.stderr))
+            self.assertIn(says, r.stderr, args)
+            self.assertIn("netactivityd --help", r.stderr)
+
+    def test_help(self):
+        r = run([os.path.join(BIN, "netactivityd"), "--help"], self.bus)
+        self.assertEqual(r.returncode, 0)
+        for flag in ("--address", "--replace", "--config", "--activation-delay", "--completion-delay",
+                     "--completed-task-linger", "--system-bus-address", "--tray/--no-tray", "--notify/--no-notify",
+                     "--notify-after", "--log-level", "--no-private-bus"):
+            self.assertIn(flag, r.stdout)
 
     def test_flags_set_the_delays(self):
-        agent = Agent(self.bus, "--activation-delay", "0.25", "--completion-delay", "0")
+        agent = Agent(self.bus, "--activation-delay=0.25", "--completion-delay", "0", "--no-tray")
         conn = connect(self.bus)
         self.assertEqual(float(prop(conn, "ActivationDelay")), 0.25)
         self.assertEqual(float(prop(conn, "CompletionDelay")), 0.0)
