@@ -97,7 +97,9 @@ bench: release
 	@scripts/setup.sh --bench
 	$(SWIFT) build $(RELEASE_FLAGS) --product netactivity-bench
 	scripts/make-deb.sh --agent-only
-	bench/bench.sh $(RELEASE_BIN)
+	bash -o pipefail -c 'bench/bench.sh $(RELEASE_BIN) | tee .build/bench.md'
+	@echo; echo "## The README's Performance table (bench/summary.py; the whole output is in .build/bench.md)"; echo
+	@$(PYTHON) bench/summary.py < .build/bench.md
 
 # make install [PREFIX=/usr/local] [DESTDIR=] installs the binaries, the interface XML, the D-Bus
 # activation file, the systemd user unit, the XDG autostart entry, the panel recipes and the GNOME

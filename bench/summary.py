@@ -1,0 +1,140 @@
+#!/usr/bin/python3
+"""Turns `make bench`'s output (its markdown tables, on stdin) into the README's Performance table:
+one table, each row a measure with the reference it is compared with in the same run.
+
+    bench/summary.py < bench-output.md
+"""
+import re
+import sys
+
+text = sys.stdin.read()
+rows = []  # (label, cells), in order: one label can head rows of several tables
+for line in text.splitlines():
+    if line.startswith("|") and not line.startswith("|---"):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        rows.append((cells[0].replace("**", ""), cells[1:]))
+
+
+def find(prefix, width=None):
+    """The first row whose label starts with `prefix` (and has `width` cells, if given)."""
+    for label, cells in rows:
+        if label.startswith(prefix) and (width is None or len(cells) == width):
+            return cells
+    return None
+
+
+def num(s):
+    m = re.search(r"-?[0-9][0-9,]*\.?[0-9]*", s or "")
+    return float(m.group(0).replace(",", "")) if m else None
+
+
+def fmt(x, digits=0):
+    if x is None:
+        return "?"
+    return f"{x:,.{digits}f}" if digits else f"{x:,.0f}"
+
+
+def ratio(a, b, digits=2):
+    return f"{a / b:.{digits}f}x" if a is not None and b not in (None, 0) else "?"
+
+
+out = []
+
+
+def row(measure, ours, reference="", r="", target="", met=None):
+    mark = "" if met is None else ("yes" if met else "**no**")
+    out.append(f"| {measure} | {ours} | {reference} | {r} | {target} | {mark} |")
+
+
+machine = re.search(r"- machine: (.*)", text)
+date = re.search(r"benchmark, (\d{4}-\d\d-\d\d)", text)
+
+# Round trips (shared bench table: rtt, p50, p99, Ping, pipelined, 4 KiB, 4 clients, idle RSS, peak RSS).
+ours, c, sd = find("netactivityd (Swift)"), find("libdbus (C)"), find("sd-bus (C)")
+if ours and c and sd:
+    for i, name in ((0, "IncrementActivityCount round trips/s (one client, pinned with the bus)"),
+                    (4, "the same, pipelined (1,000 in flight)"), (6, "the same, 4 clients")):
+        a, b = num(ours[i]), num(c[i])
+        row(name, fmt(a), f"libdbus C {fmt(b)}; sd-bus C {fmt(num(sd[i]))}", ratio(a, b), "≥ 1x libdbus C", a >= b)
+# Callgrind's table: service | instructions per call | ratio.
+cg_a, cg_c = find("netactivityd (Swift)", width=2), find("libdbus (C)", width=2)
+if cg_a and cg_c:
+    a, b = num(cg_a[0]), num(cg_c[0])
+    row("instructions per IncrementActivityCount (callgrind)", fmt(a), f"libdbus C {fmt(b)}", ratio(a, b), "≤ 1x", a <= b)
+
+def single(prefix, measure, target="", check=None, digits=None):
+    cells = find(prefix)
+    if not cells:
+        return
+    value = cells[0]
+    met = check(num(value)) if check and num(value) is not None else None
+    row(measure, value, "", "", target, met)
+
+single("idle CPU over", "idle CPU over 10 s, clock ticks", "0", lambda v: v == 0)
+single("idle wake-ups over", "idle wake-ups over 10 s", "0", lambda v: v == 0)
+single("idle RSS MiB", "idle RSS, `make run`'s build, MiB", "< 12", lambda v: v < 12)
+single("idle RSS MiB, the packaged build", "idle RSS, the installed package, MiB", "< 12", lambda v: v < 12)
+single("Visible signal lateness p99 ms", "Visible signal lateness p99, ms", "< 5", lambda v: v < 5)
+single("Visible signal lateness max ms", "Visible signal lateness max, ms")
+single("tasks begun+completed/s, one client, 64 in flight", "tasks begun and completed per second (64 in flight)")
+single("GetManagedObjects with 1,000 live tasks", "GetManagedObjects with 1,000 live tasks, p50 round trip, ms")
+cells = find("speed-up")
+if cells:
+    v = num(cells[0])
+    row("image cache purge of 40 % of 100,000 entries, speed-up over AFNetworking's sort-on-purge", cells[0], "", "", "≥ 10x", v >= 10)
+cells = find("1024 KiB")
+if cells:
+    row("a 1 MiB cached image: OpenImage (fd) + read over LookupImage (ay)", cells[2], f"{cells[0]} MB/s by ay", "", "", None)
+
+def download(prefix, measure, target="", limit=None, lower_is_better=True):
+    cells = find(prefix)
+    if not cells:
+        return
+    r = cells[2] if len(cells) > 2 else ""
+    met = None
+    if limit is not None and num(r) is not None:
+        met = num(r) <= limit if lower_is_better else num(r) >= limit
+    row(measure, cells[0], f"curl {cells[1]}" if len(cells) > 1 and cells[1] else "", r, target, met)
+
+download("FetchImage, 1,000 small images", "FetchImage: 1,000 small images (1 KiB), 4 calls in flight, per second")
+download("CPU per small image, µs (ratio", "... CPU per small image, µs (the agent's; curl's marginal)", "≤ 1.5x curl", 1.5)
+download("the bus daemon's CPU per small image", "... the bus daemon's CPU per small image, µs (2 messages)")
+download("CPU per small image with an ETag", "... CPU per small image kept on disk too (an ETag), µs")
+download("CPU per small image by DownloadImage", "DownloadImage (the older call): CPU per small image, µs (the agent / the bus daemon)")
+download("FetchImage, 20 large images", "FetchImage: 20 large images (4 MiB, kept on disk), MB/s")
+download("CPU per large image, ms: the agent with its disk tier, curl to /dev/null", "... CPU per large image, ms (curl to /dev/null)")
+download("CPU per large image, ms: the agent with its disk tier, curl into tmpfs", "... CPU per large image, ms (curl into tmpfs, as the memfd)", "≤ 1.5x curl", 1.5)
+cells = find("Peer.Ping from a separate client while 3 × 40")
+if cells:
+    row("Peer.Ping from another client while 3 × 40 large images arrive, p99 / max ms", cells[0], "", "", "p99 < 5",
+        num(cells[0]) < 5 if num(cells[0]) is not None else None)
+cells = find("the same, the prober at real-time priority")
+if cells:
+    row("... the prober at real-time priority, p99 / max ms", cells[0], "", "", "p99 < 5",
+        num(cells[0]) < 5 if num(cells[0]) is not None else None)
+single("coalescing: 50 requests", "50 requests for one URL: HTTP requests made", "1", lambda v: v == 1)
+single("disk-tier hit, request to DownloadFinished", "disk-tier hit, request to DownloadFinished, p50 / p99 ms")
+cells = find("calls/s over")
+if cells:
+    row("100 clients at once: calls/s (counts, leases, tasks, cache)", cells[0])
+cells = find("latency p50 / p99 / max ms (100 calls in flight)")
+if cells:
+    row("... latency p50 / p99 / max, ms", cells[0])
+for prefix, measure in (("loop stall: a holder writing", "worst Ping: a lease holder writing into its lease, ms"),
+                        ("loop stall: a 64 KiB gzip body", "worst Ping: a decompression bomb, ms"),
+                        ("loop stall: 3,240 queued receipts", "worst Ping: 3,240 receipts of three apps leaving at once, ms"),
+                        ("a client asks 150 times", "worst Ping: a client that never reads 150 × 1 MiB, ms"),
+                        ("100 forked processes vs one Flatpak", "worst Ping: 100 forked processes against a Flatpak app, ms")):
+    cells = find(prefix)
+    if cells:
+        row(measure, cells[0], "", "", cells[1] if len(cells) > 1 else "",
+            num(cells[0]) < 20 if num(cells[0]) is not None and "< 20" in (cells[1] if len(cells) > 1 else "") else None)
+single("a first call of 64 MiB", "worst Ping: a first call of 64 MiB, ms")
+single("three clients calling GetManagedObjects", "worst Ping: three clients asking for 3,276 tasks' objects for 3 s, ms")
+
+print(f"Measured {date.group(1) if date else '?'} by `make bench` on {machine.group(1) if machine else 'this machine'};")
+print("`bench/summary.py` turns its output into this table (the whole output has more rows and their method).")
+print()
+print("| measure | netactivityd | reference, same run | ratio | target | met |")
+print("|---|---:|---|---:|---|---|")
+print("\n".join(out))
