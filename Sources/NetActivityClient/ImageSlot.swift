@@ -20,9 +20,10 @@ public enum ImageSource: Sendable, Equatable {
 ///   overwrites a newer image.
 ///
 /// Each request is one `FetchImage` call, whatever answers it (memory, disk or network). The
-/// placeholder shows when no answer has come within `placeholderDelay` (50 ms): a hit in memory
-/// answers far sooner and shows none, and neither does a disk hit that quick (no flash of the
-/// placeholder before an image already on the machine).
+/// placeholder shows when no answer has come within `placeholderDelay` (50 ms unless given): a hit
+/// in memory answers far sooner and shows none, and neither does a disk hit that quick (no flash of
+/// the placeholder before an image already on the machine). A delay of zero shows it at once on
+/// every request, a memory hit's too (the answer follows a moment later).
 ///
 /// With no agent (not running, hung past its reply time, or restarting), the placeholder shows,
 /// `failure` hears `agentNotRunning` once, and the slot tries again by itself when an agent
@@ -74,12 +75,17 @@ public final class ImageSlot<Image>: @unchecked Sendable {
         }
     }
 
+    /// How long a request waits for its answer before the placeholder shows (nanoseconds).
+    private let placeholderDelay: UInt64
+
     public init(
-        _ activity: NetActivity, callbacks: CallbackExecutor? = nil,
+        _ activity: NetActivity, callbacks: CallbackExecutor? = nil, placeholderDelay: Duration = .milliseconds(50),
         decode: @escaping @Sendable ([UInt8]) -> Image?, apply: @escaping @Sendable (Image?) -> Void
     ) {
         core = activity.core
         self.callbacks = callbacks ?? activity.callbacks
+        let (seconds, attoseconds) = max(placeholderDelay, .zero).components
+        self.placeholderDelay = UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
         self.decode = decode
         self.apply = apply
     }
@@ -88,8 +94,6 @@ public final class ImageSlot<Image>: @unchecked Sendable {
         if let receipt = current?.receipt { core.mailbox.post { [core] in core.cancelFetch(receipt) } }
     }
 
-    /// How long a request waits for its answer before the placeholder shows (nanoseconds).
-    static var placeholderDelay: UInt64 { 50_000_000 }
 
     /// Shows the image at `url` (the request key is url + additionalIdentifier). An empty `url`
     /// cancels and shows the placeholder.
@@ -133,7 +137,7 @@ public final class ImageSlot<Image>: @unchecked Sendable {
     private func load(_ request: Request) {
         let receipt = core.makeFetchReceipt()
         request.receipt = receipt
-        request.placeholderTimer = core.loop.schedule(afterNanoseconds: Self.placeholderDelay) { [weak self] in
+        request.placeholderTimer = core.loop.schedule(afterNanoseconds: placeholderDelay) { [weak self] in
             request.placeholderTimer = nil
             guard let self, current === request else { return }
             showPlaceholder(for: request)
@@ -195,7 +199,10 @@ public final class ImageSlot<Image>: @unchecked Sendable {
 
 extension ImageSlot where Image == [UInt8] {
     /// A slot of encoded image bytes (PNG, JPEG, ...), for apps that decode themselves.
-    public convenience init(_ activity: NetActivity, callbacks: CallbackExecutor? = nil, apply: @escaping @Sendable ([UInt8]?) -> Void) {
-        self.init(activity, callbacks: callbacks, decode: { $0 }, apply: apply)
+    public convenience init(
+        _ activity: NetActivity, callbacks: CallbackExecutor? = nil, placeholderDelay: Duration = .milliseconds(50),
+        apply: @escaping @Sendable ([UInt8]?) -> Void
+    ) {
+        self.init(activity, callbacks: callbacks, placeholderDelay: placeholderDelay, decode: { $0 }, apply: apply)
     }
 }
