@@ -1,5 +1,3 @@
-public import NetActivityContract
-
 /// One HTTP response as a transport delivers it: status, the headers the cache policy reads, and
 /// the body where the transport put it (the agent's sealed memfd, or an array).
 public struct HTTPResponse: Sendable {
