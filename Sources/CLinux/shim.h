@@ -27,6 +27,19 @@ static inline long clinux_copy_file_range(int in_fd, long long *in_off, int out_
     return syscall(SYS_copy_file_range, in_fd, (loff_t *)in_off, out_fd, (loff_t *)0, len, 0u);
 }
 
+/* Opens `path` for writing with O_DIRECT (which glibc defines only with _GNU_SOURCE; its value is
+   the architecture's). -1 with errno EINVAL where it is not known here. */
+static inline int clinux_open_direct(const char *path) {
+#if defined(__x86_64__) || defined(__i386__)
+    return open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | 040000);
+#elif defined(__aarch64__) || defined(__arm__)
+    return open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | 0200000);
+#else
+    errno = EINVAL;
+    return -1;
+#endif
+}
+
 /* sendfile(2), from in_fd at *offset to out_fd's position. */
 static inline long clinux_sendfile(int out_fd, int in_fd, long long *offset, size_t len) {
     off_t o = (off_t)*offset;

@@ -82,4 +82,11 @@ public enum Files {
         }
         return 0
     }
+
+    /// `path` opened for writing with O_DIRECT (no page cache); nil with errno set (EINVAL: the
+    /// file system takes no O_DIRECT).
+    public static func openDirect(_ path: String) -> Int32? {
+        let fd = clinux_open_direct(path)
+        return fd >= 0 ? fd : nil
+    }
 }

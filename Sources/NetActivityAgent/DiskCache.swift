@@ -36,6 +36,8 @@ final class DiskCache: @unchecked Sendable {
 
     static let defaultCapacity: UInt64 = 150 * 1024 * 1024
     static let writePiece = 128 * 1024
+    /// Bodies from this size on are written with O_DIRECT (see `ImageBody.writeDirect`).
+    static let directFrom = 256 * 1024
 
     init(directory: String, capacity: UInt64 = DiskCache.defaultCapacity, logger: Logger) {
         self.directory = directory
@@ -170,7 +172,9 @@ final class DiskCache: @unchecked Sendable {
     func write(key: String, info: CachedResponseInfo, body: any FetchedBody, owner: String = "") -> Bool {
         prepare()
         guard !broken else { return false }
-        let header = DiskEntry.header(key: key, info: info, bodyCount: body.count)
+        // A large body in a memfd goes to the file with O_DIRECT: its header is padded to a block.
+        let direct = (body as? ImageBody).flatMap { $0.isMemfdBacked && $0.count >= Self.directFrom ? $0 : nil }
+        let header = DiskEntry.header(key: key, info: info, bodyCount: body.count, alignBodyTo: direct == nil ? 0 : 4096)
         let size = UInt64(header.count + body.count + 8)
         let name = DiskEntry.fileName(for: key)
         guard size <= capacity else {
@@ -197,8 +201,12 @@ final class DiskCache: @unchecked Sendable {
             body: body.knownChecksum ?? body.withUnsafeBytes { DiskEntry.checksum($0) })
         var error = header.withUnsafeBytes { Files.writeAll(fd, $0, piece: Self.writePiece) }
         if error == 0 {
-            error = (body as? ImageBody)?.write(to: fd, piece: Self.writePiece)
-                ?? body.withUnsafeBytes { Files.writeAll(fd, $0, piece: Self.writePiece) }
+            if let direct {
+                error = direct.writeDirect(path: temporary, fd: fd, offset: header.count, piece: Self.writePiece)
+            } else {
+                error = (body as? ImageBody)?.write(to: fd, piece: Self.writePiece)
+                    ?? body.withUnsafeBytes { Files.writeAll(fd, $0, piece: Self.writePiece) }
+            }
         }
         if error == 0 { error = DiskEntry.trailer(sum).withUnsafeBytes { Files.writeAll(fd, $0) } }
         if error == 0, close(fd) != 0 { error = errno } else if error != 0 { close(fd) }

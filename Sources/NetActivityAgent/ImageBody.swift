@@ -211,6 +211,36 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
 
     var isMemfdBacked: Bool { fd >= 0 }
 
+    /// Writes the bytes into the file at `path`, open as `out` with its position at `offset`:
+    /// a memfd's whole 4 KiB blocks with O_DIRECT from its mapping, when `offset` is on a block
+    /// (the page cache neither copies nor keeps them: a fifth of the CPU of a buffered write, and
+    /// the user's cached files are not pushed out by images), the rest through `out`. Where the
+    /// file system takes no O_DIRECT, all of it as `write(to:piece:)`. 0, or the errno.
+    static let directPiece = 4 << 20
+
+    func writeDirect(path: String, fd out: Int32, offset: Int, piece: Int) -> Int32 {
+        precondition(sealed)
+        let block = 4096
+        let whole = count / block * block
+        guard fd >= 0, let mapping, whole > 0, offset % block == 0, let direct = Files.openDirect(path) else {
+            return write(to: out, piece: piece)
+        }
+        defer { close(direct) }
+        var done = 0
+        while done < whole {
+            // Large requests: each one costs the block device a notification (a VM exit on this VM),
+            // and the kernel sleeps while the device copies, so it holds no CPU meanwhile.
+            let n = pwrite(direct, mapping + done, min(whole - done, Self.directPiece), off_t(offset + done))
+            if n < 0, errno == EINTR { continue }
+            if n < 0, done == 0, errno == EINVAL { return write(to: out, piece: piece) }  // refused after all
+            guard n > 0 else { return n == 0 ? ENOSPC : errno }
+            done += n
+            if n % block != 0 { break }  // off the block grid: the rest goes through `out`
+        }
+        guard lseek(out, off_t(offset + done), SEEK_SET) >= 0 else { return errno }
+        return Files.writeAll(out, UnsafeRawBufferPointer(start: mapping + done, count: count - done), piece: piece)
+    }
+
     /// Nil for a client's memfd adopted as it is (its bytes were never read).
     var knownChecksum: UInt64? { sealedSum }
 

@@ -38,8 +38,10 @@ public struct DiskEntry: Equatable, Sendable {
         Checksum.finalize(Checksum.mix(Checksum.mix(0x2545_F491_4F6C_DD1D, header), body))
     }
 
-    /// An entry's bytes before its body: magic, key, caching facts and the body's length.
-    public static func header(key: String, info: CachedResponseInfo, bodyCount: Int) -> [UInt8] {
+    /// An entry's bytes before its body: magic, key, caching facts, the body's length, and the
+    /// number of zero bytes that follow to put the body at a multiple of `alignBodyTo` (0: none),
+    /// with those bytes: a body so placed can be written to the file with `O_DIRECT`.
+    public static func header(key: String, info: CachedResponseInfo, bodyCount: Int, alignBodyTo: Int = 0) -> [UInt8] {
         var out = Self.magic
         func u16(_ v: UInt16) { out += [UInt8(v >> 8), UInt8(v & 0xFF)] }
         func u32(_ v: UInt32) { for i in (0..<4).reversed() { out.append(UInt8(truncatingIfNeeded: v >> (UInt32(i) * 8))) } }
@@ -58,8 +60,14 @@ public struct DiskEntry: Equatable, Sendable {
         u64(info.storedAt.bitPattern)
         u64(UInt64(bitPattern: Int64(info.freshFor)))
         u64(UInt64(bodyCount))
+        let padding = alignBodyTo > 0 ? (alignBodyTo - (out.count + 4) % alignBodyTo) % alignBodyTo : 0
+        u32(UInt32(padding))
+        out += repeatElement(0, count: padding)
         return out
     }
+
+    /// The most padding a header may announce.
+    static let maxPadding = 1 << 16
 
     /// The 8 bytes after the body: `combine` of the header's and the body's checksums.
     public static func trailer(_ sum: UInt64) -> [UInt8] {
@@ -95,6 +103,7 @@ public struct DiskEntry: Equatable, Sendable {
         }
         guard let keyLength = uint(4), keyLength <= UInt64(end), let key = take(Int(keyLength)), let etag = text(),
               let lastModified = text(), let stored = uint(8), let fresh = uint(8), let bodyLength = uint(8),
+              let padding = uint(4), padding <= UInt64(maxPadding), take(Int(padding)) != nil,
               bodyLength <= UInt64(end), let body = take(Int(bodyLength)), at == end
         else { return nil }
         let sum = combine(

@@ -83,6 +83,19 @@ struct DiskEntryTests {
         #expect(Array(bytes.dropLast()).withUnsafeBytes { DiskEntry.checksum($0) } != whole)
     }
 
+    @Test("a header padded to put the body at a 4 KiB boundary reads back the same; its padding is checked too")
+    func padded() throws {
+        let header = DiskEntry.header(key: entry.key, info: entry.info, bodyCount: entry.body.count, alignBodyTo: 4096)
+        #expect(header.count % 4096 == 0)
+        let sum = DiskEntry.combine(
+            header: header.withUnsafeBytes { DiskEntry.checksum($0) }, body: entry.body.withUnsafeBytes { DiskEntry.checksum($0) })
+        let bytes = header + entry.body + DiskEntry.trailer(sum)
+        #expect(DiskEntry.decode(bytes) == entry)
+        var bad = bytes
+        bad[header.count - 1] = 1  // a padding byte
+        #expect(DiskEntry.decode(bad) == nil)
+    }
+
     @Test("an entry of the earlier format (one sum over all, NAE1) is not read")
     func earlierFormat() {
         var old = entry.encode()
