@@ -170,6 +170,17 @@ print("%.6f %.6f" % (time.monotonic() - t, ru.ru_utime + ru.ru_stime))' curl -s 
   [ -z "${CURL_OUT:-}" ] || rm -f "$CURL_OUT"/*.png
 }
 bus_cpu_ns() { cat /proc/"$BUS_PID"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'; }
+# Every round starts from empty caches, memory and disk (before its CPU is first read): a round that
+# made the caches evict what earlier rounds left would pay for freeing those images as well (about
+# 2 ms per 4 MiB image), which curl, keeping nothing, never does.
+empty_caches() {
+  local a="$DBUS_SESSION_BUS_ADDRESS" o="org.example.NetActivity /org/example/NetActivity" d cap
+  busctl --address="$a" call $o org.example.NetActivity.ImageCache RemoveAllImages >/dev/null
+  d=org.example.NetActivity.Downloader
+  cap=$(busctl --address="$a" get-property $o $d DiskCapacity | awk '{ print $2 }')
+  busctl --address="$a" set-property $o $d DiskCapacity t 0
+  busctl --address="$a" set-property $o $d DiskCapacity t "$cap"
+}
 # round MODE KIND N TAG: "agent_s agent_cpu_s bus_cpu_s curl_s curl_cpu_s" for N images (curl's scaled
 # from its marginal cost). MODE: fetch (FetchImage, 4 in flight), downloads (DownloadImage, all at
 # once), downloads-window (DownloadImage, 4 in flight), downloads-open (each also opened and read).
@@ -177,6 +188,7 @@ round() {
   local mode=$1 kind=$2 n=$3 tag=$4 count=1 out c0 c1 b0 b1 a_s cn c1u
   case $mode in fetch|downloads-window) count=4 ;; esac
   mapfile -t u < <(urls "$kind" "$n" "$mode-$tag")
+  empty_caches
   c0=$(settled_cpu_ns); b0=$(bus_cpu_ns)
   out=$(taskset -c 0 "$LOAD" "$mode" "$count" "${u[@]}")
   b1=$(bus_cpu_ns); c1=$(settled_cpu_ns)
