@@ -211,13 +211,14 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
 
     var isMemfdBacked: Bool { fd >= 0 }
 
+    /// The largest O_DIRECT request `writeDirect` makes.
+    static let directPiece = 1 << 20
+
     /// Writes the bytes into the file at `path`, open as `out` with its position at `offset`:
     /// a memfd's whole 4 KiB blocks with O_DIRECT from its mapping, when `offset` is on a block
     /// (the page cache neither copies nor keeps them: a third of the CPU of a buffered write, and
     /// the user's cached files are not pushed out by images), the rest through `out`. Where the
     /// file system takes no O_DIRECT, all of it as `write(to:piece:)`. 0, or the errno.
-    static let directPiece = 1 << 20
-
     func writeDirect(path: String, fd out: Int32, offset: Int, piece: Int) -> Int32 {
         precondition(sealed)
         let block = 4096
