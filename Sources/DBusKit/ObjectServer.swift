@@ -335,7 +335,7 @@ public final class ObjectServer {
             do {
                 try invoke(route.method, interface: route.table.name, message: message, path: route.pathString, sender: sender)
             } catch {
-                replyThrown(message, error)
+                replyError(message, thrown: error)
             }
             return
         }
@@ -393,7 +393,7 @@ public final class ObjectServer {
                 }
             }
         } catch {
-            replyThrown(message, error)
+            replyError(message, thrown: error)
         }
     }
 
@@ -401,8 +401,9 @@ public final class ObjectServer {
     /// asks (on the connection's thread; "" outside such a call or for signals).
     @exclusivity(unchecked) public private(set) var caller = ""
 
-    /// The error reply for whatever a handler threw.
-    private func replyThrown(_ message: Message, _ error: any Error) {
+    /// The error reply for whatever a handler threw (through `errorMapper`); also for a reply a
+    /// handler deferred and that failed later.
+    public func replyError(_ message: Message, thrown error: any Error) {
         if let error = error as? DBusError {
             replyError(message, error)
         } else {
@@ -683,7 +684,7 @@ public final class ObjectServer {
         // The next waiting call whose caller has no build under way.
         if let i = managedWaiting.firstIndex(where: { w in !managedReplies.contains { $0.caller == w.call.sender } }) {
             let (call, path) = managedWaiting.remove(at: i)
-            do { try getManagedObjects(call, path: path) } catch { replyThrown(call, error) }
+            do { try getManagedObjects(call, path: path) } catch { replyError(call, thrown: error) }
         }
     }
 

@@ -25,7 +25,6 @@ public final class DownloadService: ImageDownloader.Observer {
     /// Running transfers that hold a slot, watched for slowness: the bytes they had when the current
     /// window began (nil: started during it, judged from the next). One timer, only while some run.
     private var slowWatch: [UInt64: UInt64?] = [:]
-    private var receivedByTransfer: [UInt64: UInt64] = [:]
     private var slowTimer: TimerID?
     /// A transfer that moves less than `slowFloorBytes` in a window while others wait gives its
     /// slot up (`ImageDownloader.yieldSlot`): a stalled or dribbling server holds no one hostage.
@@ -230,10 +229,8 @@ public final class DownloadService: ImageDownloader.Observer {
 
     /// DownloadFinished goes to the requester only (a unicast signal).
     private func finished(receipt: String, url: String, owner: String, _ result: Result<Void, ImageDownloader.Failure>) {
-        let (ok, name, message): (Bool, String, String) = switch result {
-        case .success: (true, "", "")
-        case .failure(let failure): (false, Self.error(failure).name, Self.error(failure).message)
-        }
+        let error: NetActivityError? = if case .failure(let failure) = result { Self.error(failure) } else { nil }
+        let (ok, name, message) = (error == nil, error?.name ?? "", error?.message ?? "")
         if !ok, name != NetActivityError.Name.cancelled.rawValue {
             for observer in onFailure { observer(PublishedURL.redact(url), message) }
         }
@@ -411,6 +408,7 @@ public final class DownloadService: ImageDownloader.Observer {
     private struct TransferState {
         let url: String
         var running = false
+        /// The bytes so far (the task's, once published; the slow-transfer watch reads them).
         var progress = TaskProgress()
         /// Its task object, once published.
         var task: TaskEntry?
@@ -445,7 +443,6 @@ public final class DownloadService: ImageDownloader.Observer {
 
     public func transferStarted(_ transfer: UInt64, url: String) {
         slowWatch[transfer] = .some(nil)
-        receivedByTransfer[transfer] = 0
         watchForSlowness()
         guard var state = transfers[transfer] else { return }
         state.running = true
@@ -486,18 +483,13 @@ public final class DownloadService: ImageDownloader.Observer {
     }
 
     public func transferProgress(_ transfer: UInt64, received: UInt64, expected: UInt64) {
-        if receivedByTransfer[transfer] != nil { receivedByTransfer[transfer] = received }
         let progress = TaskProgress(received: received, expectedToReceive: max(expected, received))
-        guard let task = transfers[transfer]?.task else {
-            transfers[transfer]?.progress = progress
-            return
-        }
-        tasks.setProgress(task, progress)
+        transfers[transfer]?.progress = progress
+        if let task = transfers[transfer]?.task { tasks.setProgress(task, progress) }
     }
 
     public func transferEnded(_ transfer: UInt64, outcome: Result<Void, ImageDownloader.Failure>) {
         slowWatch[transfer] = nil
-        receivedByTransfer[transfer] = nil
         guard let state = transfers.removeValue(forKey: transfer) else { return }
         guard let task = state.task else {
             if state.running { activity.release(.task, for: context.uniqueName) }
@@ -521,7 +513,7 @@ public final class DownloadService: ImageDownloader.Observer {
     private func judgeSlowness() {
         slowTimer = nil
         for (transfer, start) in slowWatch {
-            let now = receivedByTransfer[transfer] ?? 0
+            let now = transfers[transfer]?.progress.received ?? 0
             guard core.holdsSlot(transfer) else {
                 slowWatch[transfer] = nil
                 continue
@@ -618,10 +610,8 @@ public final class DownloadService: ImageDownloader.Observer {
             let server = self.context.server
             do {
                 try server.respond(to: message) { w in try Self.write(try result.get(), to: &w) }
-            } catch let error as NetActivityError {
-                server.replyError(message, DBusError(name: error.name, message: error.message))
             } catch {
-                server.replyError(message, .failed("\(error)"))
+                server.replyError(message, thrown: error)
             }
         }
         guard let answer else { return call.deferReply() }

@@ -664,14 +664,6 @@ final class ClientCore: @unchecked Sendable {
         send(DownloaderMember.Method.cancelDownload.rawValue, interface: Self.downloaderInterface, { w in w.append(receipt) }, reply: { _ in })
     }
 
-    /// Gives up a receipt: its completion is never called (or is called with `error`, if given),
-    /// and the agent stops the transfer when no receipt is left.
-    func cancelDownload(_ receipt: String, answering error: NetActivityError? = nil) {
-        guard let done = downloads.removeValue(forKey: receipt) else { return }
-        if let error { done(.failure(error)) }
-        send(DownloaderMember.Method.cancelDownload.rawValue, interface: Self.downloaderInterface, { w in w.append(receipt) }, reply: { _ in })
-    }
-
     /// The cached image's bytes for (url, additionalIdentifier), or nil on a miss: read through
     /// its memfd (OpenImageForRequest), which serves images of any size (LookupImage carries at
     /// most 1 MiB).

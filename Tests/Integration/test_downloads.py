@@ -155,6 +155,10 @@ class DownloadTestCase(AgentTestCase):
     def client(self, *args):
         return self.observe("download_client.py", *args)
 
+    def active(self):
+        """ActiveDownloads now."""
+        return int(self.conn.get_object(NAME, PATH, introspect=False).Get(DOWNLOADER, "ActiveDownloads", dbus_interface=PROPS))
+
     @staticmethod
     def events(c, kind):
         return [e for e in c.snapshot() if e["event"] == kind]
@@ -327,11 +331,9 @@ class CancelTests(DownloadTestCase):
         self.assertIn(other_conn.get_unique_name(), msg)
         self.assertTrue(self.downloader().CancelDownload(mine))
         self.assertFalse(self.downloader().CancelDownload(mine))
-        self.assertEqual(int(self.conn.get_object(NAME, PATH, introspect=False).Get(DOWNLOADER, "ActiveDownloads",
-                                                                                dbus_interface=PROPS)), 1, "theirs goes on")
+        self.assertEqual(self.active(), 1, "theirs goes on")
         self.assertTrue(self.downloader(other_conn).CancelDownload(theirs))
-        wait_until(lambda: int(self.conn.get_object(NAME, PATH, introspect=False).Get(
-            DOWNLOADER, "ActiveDownloads", dbus_interface=PROPS)) == 0, what="the transfer to stop")
+        wait_until(lambda: self.active() == 0, what="the transfer to stop")
         self.assertFalse(self.downloader().CancelDownload("no-such-receipt"))
 
     def test_a_client_leaving_cancels_its_receipts(self):

@@ -77,9 +77,6 @@ class FetchTestCase(DownloadTestCase):
                           [e for e in c.snapshot() if e["event"] in ("fetched", "failed")], timeout=timeout,
                           what="%d FetchImage answers" % n)
 
-    def active(self):
-        return int(self.conn.get_object(NAME, PATH, introspect=False).Get(DOWNLOADER, "ActiveDownloads", dbus_interface=PROPS))
-
 
 class FetchAnswerTests(FetchTestCase):
     def test_network_then_memory_then_disk_each_with_the_same_bytes(self):
