@@ -27,6 +27,12 @@ static inline long clinux_copy_file_range(int in_fd, long long *in_off, int out_
     return syscall(SYS_copy_file_range, in_fd, (loff_t *)in_off, out_fd, (loff_t *)0, len, 0u);
 }
 
+/* pipe2(2) with O_CLOEXEC, and O_NONBLOCK when `nonblocking` (glibc declares pipe2 only with
+   _GNU_SOURCE): the raw syscall. */
+static inline int clinux_pipe_cloexec(int fds[2], int nonblocking) {
+    return (int)syscall(SYS_pipe2, fds, O_CLOEXEC | (nonblocking ? O_NONBLOCK : 0));
+}
+
 /* Opens `path` for writing with O_DIRECT (which glibc defines only with _GNU_SOURCE; its value is
    the architecture's). -1 with errno EINVAL where it is not known here. */
 static inline int clinux_open_direct(const char *path) {

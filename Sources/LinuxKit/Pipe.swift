@@ -3,12 +3,14 @@ import Glibc
 
 /// A pipe whose ends are close-on-exec and non-blocking (the agent's leases).
 public func makeLeasePipe() -> (read: Int32, write: Int32)? {
+    makeCloseOnExecPipe(nonBlocking: true)
+}
+
+/// A pipe whose ends are close-on-exec from their creation: a process another thread spawns at
+/// that moment does not inherit them (a write end held by a stranger's child never reads EOF).
+public func makeCloseOnExecPipe(nonBlocking: Bool = false) -> (read: Int32, write: Int32)? {
     var fds: [Int32] = [-1, -1]
-    guard pipe(&fds) == 0 else { return nil }
-    for fd in fds {
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-    }
+    guard clinux_pipe_cloexec(&fds, nonBlocking ? 1 : 0) == 0 else { return nil }
     return (fds[0], fds[1])
 }
 

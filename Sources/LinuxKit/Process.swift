@@ -45,15 +45,30 @@ public enum ServiceProcess {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    /// Starts `arguments[0]` (a path) with `arguments`, the current environment, an empty signal
-    /// mask and default signal handlers; returns its pid.
-    public static func spawn(_ arguments: [String]) throws(SystemError) -> Int32 {
+    /// Starts `arguments[0]` (a path) with `arguments`, the current environment with `environment`'s
+    /// variables set (never through setenv: another thread may be reading the environment), an
+    /// empty signal mask and default signal handlers; returns its pid.
+    public static func spawn(_ arguments: [String], environment: [String: String] = [:]) throws(SystemError) -> Int32 {
         var attr = defaultSignalsSpawnAttributes()
         defer { posix_spawnattr_destroy(&attr) }
         var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
         defer { for p in argv { free(p) } }
+        var envp: [UnsafeMutablePointer<CChar>?] = []
+        if !environment.isEmpty {
+            var entry = environ
+            while let p = entry.pointee {
+                let name = String(cString: p).prefix { $0 != "=" }
+                if environment[String(name)] == nil { envp.append(strdup(p)) }
+                entry += 1
+            }
+            for (name, value) in environment { envp.append(strdup(name + "=" + value)) }
+            envp.append(nil)
+        }
+        defer { for p in envp { free(p) } }
         var pid: pid_t = 0
-        let rc = posix_spawn(&pid, arguments[0], nil, &attr, &argv, environ)
+        let rc = envp.isEmpty
+            ? posix_spawn(&pid, arguments[0], nil, &attr, &argv, environ)
+            : posix_spawn(&pid, arguments[0], nil, &attr, &argv, &envp)
         guard rc == 0 else { throw SystemError("Could not start \(arguments[0])", errno: rc) }
         return pid
     }
@@ -80,12 +95,21 @@ public final class PrivateBus {
     /// Starts `dbus-daemon --session --nofork` listening on `listen` (by default a socket in a
     /// temporary directory) and waits for its address.
     public init(config: String = "--session", listen: String = "unix:tmpdir=/tmp") throws(SystemError) {
-        var out: [Int32] = [-1, -1]
-        guard pipe(&out) == 0 else { throw SystemError("pipe", errno: errno) }
+        // Both ends close-on-exec from the start: tests start daemons from many threads at once,
+        // and a child spawned by another thread must not keep this pipe open. The write end is
+        // moved above 3 so that the child's dup2 onto 3 is a real copy (a dup2 of 3 onto itself
+        // would keep close-on-exec); the read end closes in the child by itself (an explicit
+        // close could hit the 3 just made, when the read end was 3).
+        guard let (readEnd, pipeWrite) = makeCloseOnExecPipe() else { throw SystemError("pipe", errno: errno) }
+        let writeEnd = fcntl(pipeWrite, F_DUPFD_CLOEXEC, 4)
+        close(pipeWrite)
+        guard writeEnd >= 0 else {
+            close(readEnd)
+            throw SystemError("fcntl", errno: errno)
+        }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
-        posix_spawn_file_actions_adddup2(&actions, out[1], 3)
-        posix_spawn_file_actions_addclose(&actions, out[0])
+        posix_spawn_file_actions_adddup2(&actions, writeEnd, 3)
         defer { posix_spawn_file_actions_destroy(&actions) }
         let args = ["dbus-daemon", config, "--nofork", "--nopidfile", "--address=" + listen, "--print-address=3"]
         var argv: [UnsafeMutablePointer<CChar>?] = args.map { strdup($0) } + [nil]
@@ -94,17 +118,24 @@ public final class PrivateBus {
         defer { posix_spawnattr_destroy(&attr) }
         var child: pid_t = 0
         let rc = posix_spawnp(&child, "dbus-daemon", &actions, &attr, &argv, environ)
-        close(out[1])
+        close(writeEnd)
         guard rc == 0 else {
-            close(out[0])
+            close(readEnd)
             throw SystemError("Could not start dbus-daemon", errno: rc)
         }
         var line: [UInt8] = []
         var byte: UInt8 = 0
-        while read(out[0], &byte, 1) == 1, byte != 10 { line.append(byte) }
-        close(out[0])
+        while true {
+            let n = read(readEnd, &byte, 1)
+            if n < 0, errno == EINTR { continue }
+            guard n == 1, byte != 10 else { break }
+            line.append(byte)
+        }
+        close(readEnd)
         guard !line.isEmpty else {
             kill(child, SIGTERM)
+            var status: Int32 = 0
+            waitpid(child, &status, 0)
             throw SystemError("dbus-daemon did not print its address")
         }
         pid = child

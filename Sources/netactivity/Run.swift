@@ -95,9 +95,15 @@ struct Run: ParsableCommand {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
+        // The pipe is close-on-exec: only the copy at `as` reaches the command. When the pipe
+        // already sits at `as`, the flag is cleared on that descriptor instead (a dup2 onto itself
+        // would keep it).
         if let progress {
-            posix_spawn_file_actions_adddup2(&actions, progress.fd, progress.as)
-            posix_spawn_file_actions_addclose(&actions, progress.fd)
+            if progress.fd == progress.as {
+                _ = fcntl(progress.fd, F_SETFD, 0)
+            } else {
+                posix_spawn_file_actions_adddup2(&actions, progress.fd, progress.as)
+            }
         }
         var attr = posix_spawnattr_t()
         posix_spawnattr_init(&attr)
@@ -143,6 +149,8 @@ final class ProgressReader: @unchecked Sendable {
     private var received: UInt64 = 0
 
     init?(passThroughTo fd: Int32, client: NetActivityClient?, task: String?) {
+        // Close-on-exec: only the command's dup of the write end reaches it (nothing else spawns
+        // while the pipe is made).
         var fds: [Int32] = [-1, -1]
         guard pipe(&fds) == 0 else { return nil }
         for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }

@@ -9,16 +9,21 @@ final class TestBus: @unchecked Sendable {
     private(set) var bus: PrivateBus
     private(set) var agentPID: pid_t = 0
     private let listen: String
+    /// The agents' XDG_CACHE_HOME.
+    private var cacheHome = ""
 
     /// `listen`: a fixed `unix:path=` for a bus that restarts at the same address.
     init(listen: String = "unix:tmpdir=/tmp") throws {
         self.listen = listen
         bus = try PrivateBus(listen: listen)
-        // Agents started here keep their disk cache in a temporary folder, not in ~/.cache.
+        Children.shared.add(bus.pid, "dbus-daemon")
+        // Agents started here keep their disk cache in a temporary folder of this bus's own, not
+        // in ~/.cache (passed to the agent alone: tests run in parallel, and setenv would race
+        // with other threads reading the environment, and hand one test's folder to another's agent).
         var template = Array("/tmp/netactivity-cache-XXXXXX".utf8CString)
         if let dir = mkdtemp(&template) {
-            setenv("XDG_CACHE_HOME", dir, 1)
-            temporaryFolders.append(String(cString: dir))
+            cacheHome = String(cString: dir)
+            temporaryFolders.append(cacheHome)
         }
         // A folder `fixedAddress` made for this bus goes with it too.
         if listen.hasPrefix("unix:path=/tmp/netactivity-bus-"), listen.hasSuffix("/bus") {
@@ -45,7 +50,7 @@ final class TestBus: @unchecked Sendable {
     func startAgent(_ extra: [String] = ["--activation-delay", "0", "--completion-delay", "0"]) async throws {
         precondition(access(Self.agentBinary, X_OK) == 0, "no netactivityd at \(Self.agentBinary): run `swift build` first (make test does)")
         let args = [Self.agentBinary, "--address", address, "--log-level", "warning"] + extra
-        let pid = try ServiceProcess.spawn(args)
+        let pid = try Children.shared.spawn(args, environment: cacheHome.isEmpty ? [:] : ["XDG_CACHE_HOME": cacheHome])
         agentPID = pid
         let probe = try NetActivityClient(address: address)
         // Bounded by time, not by tries: a call to an agent that hangs waits for its reply.
@@ -60,11 +65,10 @@ final class TestBus: @unchecked Sendable {
     /// Kills the bus daemon (SIGKILL: every client loses it at once) and starts a new one at the
     /// same address (use a fixed `listen`).
     func restartBus() throws {
-        kill(bus.pid, SIGKILL)
-        var status: Int32 = 0
-        waitpid(bus.pid, &status, 0)
+        Children.shared.reap(bus.pid, SIGKILL)
         if listen.hasPrefix("unix:path=") { unlink(String(listen.dropFirst("unix:path=".count))) }
         bus = try PrivateBus(listen: listen)
+        Children.shared.add(bus.pid, "dbus-daemon")
     }
 
     /// A fresh `unix:path=` address in a new temporary folder (no bus listens there yet).
@@ -87,12 +91,12 @@ final class TestBus: @unchecked Sendable {
         while waitpid(pid, &status, WNOHANG) == 0 {
             guard EventLoop.now() < deadline else {
                 Issue.record("netactivityd (pid \(pid)) was still running 10 s after signal \(sig); killed")
-                kill(pid, SIGKILL)
-                waitpid(pid, &status, 0)
+                Children.shared.reap(pid, SIGKILL)
                 return
             }
             usleep(5_000)
         }
+        Children.shared.remove(pid)
         let signal = status & 0x7f  // WTERMSIG; 0 for an exit
         if signal != 0, signal != sig {
             Issue.record("netactivityd (pid \(pid)) had died of signal \(signal)")
@@ -132,6 +136,7 @@ final class TestBus: @unchecked Sendable {
     deinit {
         killAgent(SIGTERM)
         bus.stop()
+        Children.shared.remove(bus.pid)
         for folder in temporaryFolders {
             guard let pid = try? ServiceProcess.spawn(["/bin/rm", "-rf", "--", folder]) else { continue }
             var status: Int32 = 0

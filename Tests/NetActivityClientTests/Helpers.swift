@@ -2,6 +2,7 @@ import LinuxKit
 import DBusKit
 import Glibc
 import NetActivityClient
+import Testing
 
 /// Collects what a binding or slot reports (from the client's thread) for the test to read.
 final class Recorder<T: Sendable>: @unchecked Sendable {
@@ -28,6 +29,71 @@ final class Recorder<T: Sendable>: @unchecked Sendable {
         let deadline = EventLoop.now() + UInt64(seconds * 1e9)
         while values.count < count, EventLoop.now() < deadline { try await Task.sleep(for: .milliseconds(5)) }
         return values
+    }
+
+    /// Waits until the values recorded satisfy `done` (or 5 s), and returns them all.
+    func wait(within seconds: Double = 5, until done: ([T]) -> Bool) async throws -> [T] {
+        let deadline = EventLoop.now() + UInt64(seconds * 1e9)
+        while !done(values), EventLoop.now() < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        return values
+    }
+}
+
+/// Every process the tests start, from its start until it is reaped. At exit whatever is left (a
+/// test that leaked its bus, agent or server) is killed and named on stderr: a leaked child keeps
+/// `swift test`'s output pipe open, and the run would hang after its last test.
+final class Children: @unchecked Sendable {
+    static let shared = Children()
+    private var lock = pthread_mutex_t()
+    private var running: [pid_t: String] = [:]
+
+    private init() {
+        pthread_mutex_init(&lock, nil)
+        atexit { Children.shared.killLeftovers() }
+    }
+
+    /// Starts a child (`ServiceProcess.spawn`) and keeps it until `reap`.
+    func spawn(_ arguments: [String], environment: [String: String] = [:]) throws -> pid_t {
+        let pid = try ServiceProcess.spawn(arguments, environment: environment)
+        add(pid, arguments.first ?? "")
+        return pid
+    }
+
+    func add(_ pid: pid_t, _ what: String) {
+        let test = Test.current?.name ?? "?"
+        pthread_mutex_lock(&lock)
+        running[pid] = "\(what) (started by \"\(test)\")"
+        pthread_mutex_unlock(&lock)
+    }
+
+    func remove(_ pid: pid_t) {
+        pthread_mutex_lock(&lock)
+        running[pid] = nil
+        pthread_mutex_unlock(&lock)
+    }
+
+    /// Sends `signal` to a child of ours and waits for it; its wait status.
+    @discardableResult
+    func reap(_ pid: pid_t, _ signal: Int32) -> Int32 {
+        kill(pid, signal)
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+        remove(pid)
+        return status
+    }
+
+    private func killLeftovers() {
+        pthread_mutex_lock(&lock)
+        let left = running
+        running = [:]
+        pthread_mutex_unlock(&lock)
+        for (pid, what) in left.sorted(by: { $0.key < $1.key }) {
+            let line = "test leak: pid \(pid), \(what), was still running at exit; killed\n"
+            _ = line.withCString { write(2, $0, strlen($0)) }
+            kill(pid, SIGKILL)
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+        }
     }
 }
 
@@ -61,7 +127,7 @@ final class ForeignTask {
                 elif word == "complete": task.Complete(rest)
                 elif word == "progress": task.SetProgress(*[dbus.UInt64(int(v)) for v in rest.split()])
             """
-        pid = try ServiceProcess.spawn([
+        pid = try Children.shared.spawn([
             "/usr/bin/python3", "-c", script, address, dir, description, String(expectedToReceive), suspended ? "1" : "0",
         ])
         var found: String?
@@ -77,7 +143,7 @@ final class ForeignTask {
             usleep(10_000)
         }
         guard let found else {
-            kill(pid, SIGKILL)
+            Children.shared.reap(pid, SIGKILL)
             throw NetActivityError(name: "test.Failed", message: "the foreign task did not start")
         }
         path = found
@@ -92,9 +158,7 @@ final class ForeignTask {
 
     deinit {
         close(commands)
-        kill(pid, SIGKILL)
-        var status: Int32 = 0
-        waitpid(pid, &status, 0)
+        Children.shared.reap(pid, SIGKILL)
         // Its folder goes too: make test leaves nothing behind in /tmp.
         unlink(dir + "/commands")
         unlink(dir + "/path")
@@ -158,7 +222,7 @@ final class LocalHTTPServer {
             os.rename(root + "/.port.tmp", root + "/.port")
             s.serve_forever()
             """
-        pid = try ServiceProcess.spawn(["/usr/bin/python3", "-c", script, dir])
+        pid = try Children.shared.spawn(["/usr/bin/python3", "-c", script, dir])
         var found = 0
         for _ in 0..<500 {
             let fd = Glibc.open(dir + "/.port", O_RDONLY)
@@ -170,7 +234,10 @@ final class LocalHTTPServer {
             }
             usleep(10_000)
         }
-        guard found > 0 else { throw NetActivityError(name: "test.Failed", message: "the HTTP server did not start") }
+        guard found > 0 else {
+            Children.shared.reap(pid, SIGKILL)
+            throw NetActivityError(name: "test.Failed", message: "the HTTP server did not start")
+        }
         port = found
     }
 
@@ -198,9 +265,7 @@ final class LocalHTTPServer {
 
     func stop() {
         guard pid > 0 else { return }
-        kill(pid, SIGTERM)
-        var status: Int32 = 0
-        waitpid(pid, &status, 0)
+        Children.shared.reap(pid, SIGTERM)
         pid = 0
     }
 
