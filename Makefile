@@ -6,7 +6,7 @@ PYTHON ?= /usr/bin/python3
 DEBUG_BIN = .build/debug
 RELEASE_BIN = .build/release
 
-.PHONY: all setup build release run test unit integration example bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test
+.PHONY: all setup build release run test unit integration example bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
 
 all: build
 
@@ -50,10 +50,18 @@ deb: setup
 	@scripts/setup.sh --deb
 	scripts/make-deb.sh
 
-# Builds the package, installs it with dpkg -i (as root; skipped otherwise, or when a netactivity
-# package is installed already), runs the agent from /usr/bin without the toolchain, and purges it.
+# Builds the package and tests it extracted (dpkg-deb -x) into a temporary root: its agent runs
+# from there without the toolchain, and D-Bus activation starts it from the package's service file
+# on a private bus. Nothing is installed on this machine (make test runs this).
 deb-test: deb
 	NETACTIVITY_DEB=$$(ls -t dist/netactivity_*.deb | head -n1) $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) -k PackageTests
+
+# The real round trip on this machine, as root: dpkg -i, the installed agent and activation, then
+# dpkg --purge. Refuses to touch an installed netactivity package (one removed with its
+# configuration left, dpkg's "rc", counts as not installed). Never part of make test.
+deb-install-test: deb
+	NETACTIVITY_DEB=$$(ls -t dist/netactivity_*.deb | head -n1) NETACTIVITY_DEB_INSTALL=1 \
+	    $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) -k PackageInstallTests
 
 # An app of its own that adopts the library by path, as an app author would (Examples/).
 EXAMPLE_BIN = $(CURDIR)/Examples/netactivity-example/.build/debug/netactivity-example

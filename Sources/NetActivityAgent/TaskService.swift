@@ -224,17 +224,24 @@ public final class TaskService: TaskBeginning, TaskFactory {
     /// (com.canonical.Unity.LauncherEntry.Update); hides both when its last task ends.
     func updateLauncher(_ desktopID: String) {
         let live = (tasks.liveByDesktopID[desktopID] ?? []).compactMap { tasks.byPath[$0] }
+        // Tasks in bytes weigh by their sizes; once one task counts in a fraction only, the units
+        // no longer add up, and each measured task weighs the same.
+        let measured = live.map(\.record.progress).filter { $0.hasKnownSize || $0.reportedFraction > 0 }
         var total = 0.0, done = 0.0
-        for entry in live {
-            let p = entry.record.progress
-            if p.expectedToSend > 0 {
-                total += Double(p.expectedToSend)
-                done += Double(min(p.sent, p.expectedToSend))
+        if measured.allSatisfy(\.hasKnownSize) {
+            for p in measured {
+                if p.expectedToSend > 0 {
+                    total += Double(p.expectedToSend)
+                    done += Double(min(p.sent, p.expectedToSend))
+                }
+                if p.expectedToReceive > 0 {
+                    total += Double(p.expectedToReceive)
+                    done += Double(min(p.received, p.expectedToReceive))
+                }
             }
-            if p.expectedToReceive > 0 {
-                total += Double(p.expectedToReceive)
-                done += Double(min(p.received, p.expectedToReceive))
-            }
+        } else {
+            total = Double(measured.count)
+            done = measured.reduce(0) { $0 + $1.fraction }
         }
         let properties: [String: DBusValue] = [
             "progress": .double(total > 0 ? done / total : 0), "progress-visible": .bool(total > 0),
@@ -375,6 +382,9 @@ public final class TaskService: TaskBeginning, TaskFactory {
                     in: [DBusArgument("sent", "t"), DBusArgument("expected_to_send", "t"),
                          DBusArgument("received", "t"), DBusArgument("expected_to_receive", "t")]
                 ) { [unowned self] in try self.setProgress(&$0) },
+                DBusMethod(M.setFraction.rawValue, in: [DBusArgument("fraction", "d")]) { [unowned self] in
+                    try self.setFraction(&$0)
+                },
             ],
             properties: [
                 .contractVersion,
@@ -429,6 +439,16 @@ public final class TaskService: TaskBeginning, TaskFactory {
             received: try call.args.read(), expectedToReceive: try call.args.read())
         do {
             if try entry.record.setProgress(next) { progressChanged(entry) }
+        } catch {
+            throw NetActivityError.invalidArgs(error.message)
+        }
+    }
+
+    func setFraction(_ call: inout MethodCall) throws {
+        let entry = try ownedTask(call, .setFraction)
+        let fraction = try call.args.read(Double.self)
+        do {
+            if try entry.record.setFraction(fraction) { progressChanged(entry) }
         } catch {
             throw NetActivityError.invalidArgs(error.message)
         }

@@ -495,19 +495,31 @@ final class ClientCore: @unchecked Sendable {
         let record = entry.record
         if record.progress != entry.agentProgress, !entry.progressInFlight || record.state == .completed {
             entry.progressInFlight = true
-            entry.agentProgress = record.progress
-            let p = record.progress
+            let p = record.progress, before = entry.agentProgress
+            entry.agentProgress = p
             let generation = self.generation
-            send(TaskMember.Method.setProgress.rawValue, path: path, interface: Self.taskInterface, { w in
-                w.append(p.sent)
-                w.append(p.expectedToSend)
-                w.append(p.received)
-                w.append(p.expectedToReceive)
-            }, reply: { [unowned self] _ in
+            let answered: Completion<Message> = { [unowned self] _ in
                 guard generation == self.generation, let entry = self.tasks[id] else { return }
                 entry.progressInFlight = false
                 self.sync(id)
-            })
+            }
+            // Byte counts and a reported fraction are separate calls; the last one sent hears the answer.
+            var bytes = p
+            bytes.reportedFraction = before.reportedFraction
+            let fractionChanged = p.reportedFraction != before.reportedFraction
+            if bytes != before {
+                send(TaskMember.Method.setProgress.rawValue, path: path, interface: Self.taskInterface, { w in
+                    w.append(p.sent)
+                    w.append(p.expectedToSend)
+                    w.append(p.received)
+                    w.append(p.expectedToReceive)
+                }, reply: fractionChanged ? nil : answered)
+            }
+            if fractionChanged {
+                send(TaskMember.Method.setFraction.rawValue, path: path, interface: Self.taskInterface, { w in
+                    w.append(p.reportedFraction)
+                }, reply: answered)
+            }
         }
         guard record.state != agentState else {
             done?(.success(()))

@@ -441,6 +441,19 @@ public struct NetActivityTask: Sendable, Hashable {
         }
     }
 
+    /// Reports progress that is not bytes ("60 %"): a fraction from 0 to 1, which may also go
+    /// down. Panels show it as a percentage while no expected size is known; `invalidArguments`
+    /// for anything outside 0...1. Cheap to call often, like `setProgress`.
+    public func setFraction(_ fraction: Double) async throws(NetActivityError) {
+        try await perform { record throws(NetActivityError) in
+            do throws(TaskProgress.Refusal) {
+                _ = try record.setFraction(fraction)
+            } catch {
+                throw .invalidArguments(error.message)
+            }
+        }
+    }
+
     public func suspend() async throws(NetActivityError) {
         try await perform { record in _ = record.suspend() }
     }

@@ -263,6 +263,11 @@ public final class NetActivityClient {
         }
     }
 
+    /// Reports a task's progress as a fraction from 0 to 1 (work that is not bytes).
+    public func setTaskFraction(_ task: String, _ fraction: Double) throws(NetActivityError) {
+        try call(TaskMember.Method.setFraction.rawValue, interface: Self.taskInterface, path: task) { w in w.append(fraction) }
+    }
+
     /// Completes a task: successfully when `error` is nil.
     public func completeTask(_ task: String, error: String? = nil) throws(NetActivityError) {
         try call(TaskMember.Method.complete.rawValue, interface: Self.taskInterface, path: task) { w in w.append(error ?? "") }

@@ -65,6 +65,7 @@ public enum TaskMember {
         case resume = "Resume"
         case complete = "Complete"
         case setProgress = "SetProgress"
+        case setFraction = "SetFraction"
     }
 
     public enum Property: String, Sendable, CaseIterable {

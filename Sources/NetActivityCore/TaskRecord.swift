@@ -16,15 +16,26 @@ public struct TaskProgress: Equatable, Hashable, Sendable {
     public var received: UInt64
     public var expectedToReceive: UInt64
 
-    public init(sent: UInt64 = 0, expectedToSend: UInt64 = 0, received: UInt64 = 0, expectedToReceive: UInt64 = 0) {
+    /// The fraction last given by `SetFraction`: work that is not bytes ("60 %" from a command's
+    /// output). It counts only while no expected size is known.
+    public var reportedFraction: Double
+
+    public init(sent: UInt64 = 0, expectedToSend: UInt64 = 0, received: UInt64 = 0, expectedToReceive: UInt64 = 0,
+                reportedFraction: Double = 0) {
         self.sent = sent
         self.expectedToSend = expectedToSend
         self.received = received
         self.expectedToReceive = expectedToReceive
+        self.reportedFraction = reportedFraction
     }
 
-    /// Done over expected, counting only directions whose size is known; 0 when none is.
+    /// Whether an expected size is known in either direction (then the bytes decide the fraction).
+    public var hasKnownSize: Bool { expectedToSend > 0 || expectedToReceive > 0 }
+
+    /// Done over expected, counting only directions whose size is known; with none known, the
+    /// reported fraction (0 when none was reported).
     public var fraction: Double {
+        guard hasKnownSize else { return reportedFraction }
         var total = 0.0
         var done = 0.0
         if expectedToSend > 0 {
@@ -42,6 +53,13 @@ public struct TaskProgress: Equatable, Hashable, Sendable {
     public struct Refusal: Error, Equatable, Sendable {
         public let message: String
         public init(message: String) { self.message = message }
+    }
+
+    /// Checks a fraction for `SetFraction`: finite, from 0 to 1.
+    public static func validate(fraction: Double) throws(Refusal) {
+        guard fraction.isFinite, fraction >= 0, fraction <= 1 else {
+            throw Refusal(message: "a fraction is from 0 to 1, not \(fraction)")
+        }
     }
 
     /// Checks that `next` may follow `self`.
@@ -124,8 +142,21 @@ public struct TaskRecord: Sendable, Equatable {
     public mutating func setProgress(_ next: TaskProgress) throws(TaskProgress.Refusal) -> Bool {
         guard state != .completed else { return false }
         try progress.validate(next: next)
+        var next = next
+        next.reportedFraction = progress.reportedFraction
         guard next != progress else { return false }
         progress = next
+        return true
+    }
+
+    /// Sets the fraction of work that is not counted in bytes (0...1; it may go down as well as
+    /// up). It is FractionCompleted while no expected size is known. Ignored after completion
+    /// (returns false), like byte counts.
+    public mutating func setFraction(_ fraction: Double) throws(TaskProgress.Refusal) -> Bool {
+        guard state != .completed else { return false }
+        try TaskProgress.validate(fraction: fraction)
+        guard fraction != progress.reportedFraction else { return false }
+        progress.reportedFraction = fraction
         return true
     }
 

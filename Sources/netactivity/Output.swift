@@ -154,8 +154,10 @@ extension Render {
         return "\(n) B"
     }
 
+    /// "5.8 KiB/9.7 KiB", "1.0 MiB/?"; "-" when no byte was counted either way (a task measured
+    /// in a fraction only, or not yet started).
     static func transfer(_ done: UInt64, _ expected: UInt64) -> String {
-        "\(bytes(done))/\(expected == 0 ? "?" : bytes(expected))"
+        done == 0 && expected == 0 ? "-" : "\(bytes(done))/\(expected == 0 ? "?" : bytes(expected))"
     }
 
     /// The task's number (the last part of its path).
@@ -164,7 +166,8 @@ extension Render {
     }
 
     static func percent(_ t: TaskSnapshot) -> String {
-        let known = t.countOfBytesExpectedToSend > 0 || t.countOfBytesExpectedToReceive > 0 || t.state == .completed
+        let known = t.countOfBytesExpectedToSend > 0 || t.countOfBytesExpectedToReceive > 0 || t.fractionCompleted > 0
+            || t.state == .completed
         return known ? "\(Int((t.fractionCompleted * 100).rounded(.down)))%" : "-"
     }
 

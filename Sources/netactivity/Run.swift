@@ -198,10 +198,16 @@ final class ProgressReader: @unchecked Sendable {
     }
 
     private func handle(_ line: [UInt8]) {
-        guard let (done, total) = Self.parse(String(decoding: line, as: UTF8.self)) else { return writeThrough(line) }
-        guard let client, let task, done >= received else { return }
-        received = done
-        try? client.setTaskProgress(task, received: done, expectedToReceive: total)
+        guard let progress = Self.parse(String(decoding: line, as: UTF8.self)) else { return writeThrough(line) }
+        guard let client, let task else { return }
+        switch progress {
+        case .fraction(let fraction):
+            try? client.setTaskFraction(task, fraction)
+        case .bytes(let done, let total):
+            guard done >= received else { return }
+            received = done
+            try? client.setTaskProgress(task, received: done, expectedToReceive: total)
+        }
     }
 
     private func writeThrough(_ bytes: [UInt8]) {
@@ -214,17 +220,23 @@ final class ProgressReader: @unchecked Sendable {
         }
     }
 
-    /// "42", "42.5%", " 7 " (percent, as hundredths of 10,000) or "DONE/TOTAL" (bytes); nil otherwise.
-    static func parse(_ line: String) -> (done: UInt64, total: UInt64)? {
+    /// A line of progress: a percentage (no sizes: the task's fraction) or bytes of a known total.
+    enum Progress: Equatable {
+        case fraction(Double)
+        case bytes(done: UInt64, total: UInt64)
+    }
+
+    /// "42", "42.5%", " 7 " (a percentage) or "DONE/TOTAL" (bytes); nil otherwise.
+    static func parse(_ line: String) -> Progress? {
         let text = trimmed(Substring(line))
         let parts = text.split(separator: "/", omittingEmptySubsequences: false)
         if parts.count == 2, let done = UInt64(trimmed(parts[0])), let total = UInt64(trimmed(parts[1])), done <= total {
-            return (done, total)
+            return .bytes(done: done, total: total)
         }
         let number = text.hasSuffix("%") ? trimmed(text.dropLast()) : text
         guard !number.isEmpty, number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
               let percent = Double(number), percent >= 0, percent <= 100 else { return nil }
-        return (UInt64((percent * 100).rounded()), 10_000)
+        return .fraction(percent / 100)
     }
 
     private static func trimmed(_ s: Substring) -> Substring {

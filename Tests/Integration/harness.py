@@ -23,7 +23,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 class PrivateBus:
-    def __init__(self, config_file=None):
+    def __init__(self, config_file=None, env=None):
+        """`env`: the daemon's environment (the services it activates inherit it); by default
+        ours without our bus addresses."""
         self.dir = tempfile.mkdtemp(prefix="netactivity-test-")
         self.cache_home = os.path.join(self.dir, "cache")
         self.config_home = os.path.join(self.dir, "config")
@@ -31,7 +33,7 @@ class PrivateBus:
             "--session", "--nopidfile", "--address=unix:path=%s/bus" % self.dir]
         self.proc = subprocess.Popen(
             ["dbus-daemon", *bus_args, "--nofork", "--print-address=1"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=clean_env())
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=clean_env() if env is None else env)
         self.address = self.proc.stdout.readline().decode().strip()
         assert self.address, "dbus-daemon did not start"
 
@@ -54,7 +56,7 @@ class PrivateBus:
             os.unlink("%s/bus" % self.dir)
         self.proc = subprocess.Popen(
             ["dbus-daemon", *self.bus_args, "--nofork", "--print-address=1"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=clean_env())
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=clean_env() if env is None else env)
         self.address = self.proc.stdout.readline().decode().strip()
         assert self.address, "dbus-daemon did not start again"
 

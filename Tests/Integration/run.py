@@ -23,5 +23,12 @@ if args.pattern:
 suite = loader.discover(here, pattern="test_*.py", top_level_dir=here)
 result = unittest.TextTestRunner(verbosity=2).run(suite)
 failed = len(result.failures) + len(result.errors)
-print("%d passed, %d failed, %d skipped" % (result.testsRun - failed - len(result.skipped), failed, len(result.skipped)))
+# A class skipped or failed in setUpClass is one entry in `skipped` or `errors` but no test in
+# `testsRun`: the passed count counts tests only.
+failed_tests = [t for t, _ in result.failures + result.errors if isinstance(t, unittest.TestCase)]
+skipped = [t for t, _ in result.skipped if isinstance(t, unittest.TestCase)]
+skipped_classes = len(result.skipped) - len(skipped)
+print("%d passed, %d failed, %d skipped%s" % (
+    result.testsRun - len(failed_tests) - len(skipped), failed, len(skipped),
+    " (and %d class%s skipped whole)" % (skipped_classes, "" if skipped_classes == 1 else "es") if skipped_classes else ""))
 sys.exit(0 if result.wasSuccessful() and result.testsRun > 0 else 1)

@@ -282,6 +282,9 @@ class GnomeShellTests(unittest.TestCase):
             self.assertTrue(any(t and t.startswith("python3") for t in items), items)
             self.assertIn("Tasks", items)
             self.assertIn("backup photos — 25 % of 4.0 MB", items)
+            # ... and under the task, a progress bar filled a quarter of the way.
+            bars = self.indicator()["bars"]
+            self.assertEqual([(b["fraction"], b["filled"] * 4 == b["width"]) for b in bars], [(0.25, True)], bars)
         finally:
             app.close()  # the app leaves: its count and task go with it
         self.wait_indicator(lambda i: not i["visible"] and i["label"] == "", "the indicator hidden again")

@@ -40,7 +40,7 @@ def make(*args):
 class ActivationBus(PrivateBus):
     """A session-type dbus-daemon whose service directory is the installed one."""
 
-    def __init__(self, servicedir):
+    def __init__(self, servicedir, env=None):
         self.config_dir = tempfile.mkdtemp(prefix="netactivity-activation-")
         config = os.path.join(self.config_dir, "bus.conf")
         with open(config, "w") as f:
@@ -57,7 +57,7 @@ class ActivationBus(PrivateBus):
   </policy>
 </busconfig>
 """ % (self.config_dir, servicedir))
-        super().__init__(config_file=config)
+        super().__init__(config_file=config, env=env)
 
     def stop(self):
         super().stop()

@@ -1,15 +1,26 @@
-"""The Debian package (make deb-test sets NETACTIVITY_DEB): installed with dpkg -i into this
-machine, the agent run from /usr/bin with the Swift toolchain off PATH and LD_LIBRARY_PATH, started
-by D-Bus activation from the installed file, then removed again. Skipped in a plain run."""
+"""The Debian package.
+
+PackageTests (make test, through make deb-test, which sets NETACTIVITY_DEB): the package is
+extracted with dpkg-deb -x into a temporary root, never installed on this machine. Its agent runs
+from there with the Swift toolchain off PATH and LD_LIBRARY_PATH, and D-Bus activation starts it
+from the package's own service file on a private bus whose service directory is in that root.
+
+PackageInstallTests (make deb-install-test, root only, sets NETACTIVITY_DEB_INSTALL too): the real
+round trip, dpkg -i and dpkg --purge, on a machine where no netactivity package is installed
+(a package removed with its configuration left, dpkg's "rc", counts as not installed).
+
+Skipped in a plain run."""
 import os
 import shutil
 import subprocess
+import tempfile
 import unittest
 
 from harness import NAME, PATH, PrivateBus, busctl, wait_for_name
 from test_install import ActivationBus
 
 DEB = os.environ.get("NETACTIVITY_DEB")
+INSTALL = os.environ.get("NETACTIVITY_DEB_INSTALL")
 FILES = [
     "/usr/bin/netactivityd", "/usr/bin/netactivity",
     "/usr/share/dbus-1/services/org.example.NetActivity.service",
@@ -21,6 +32,7 @@ FILES = [
     "/usr/share/doc/netactivity/copyright",
     "/usr/share/gnome-shell/extensions/netactivity@example.org/extension.js",
 ]
+SERVICE = "/usr/share/dbus-1/services/org.example.NetActivity.service"
 
 
 def sh(*cmd, env=None):
@@ -37,14 +49,134 @@ def toolchain_free_env(bus=None):
     return env
 
 
+def installed_state():
+    """dpkg's two-letter state of netactivity ("ii" installed, "rc" removed with its
+    configuration left), or "" when dpkg has never heard of it."""
+    r = sh("dpkg-query", "-W", "-f=${db:Status-Abbrev}", "netactivity")
+    return r.stdout.strip() if r.returncode == 0 else ""
+
+
+class PackageChecks:
+    """What holds for the package wherever its files are: `root` is where /usr and /etc are."""
+    root = "/"
+
+    def path(self, absolute):
+        return os.path.join(self.root, absolute.lstrip("/"))
+
+    def check_binaries_need_no_toolchain(self):
+        for binary in ("/usr/bin/netactivityd", "/usr/bin/netactivity"):
+            path = self.path(binary)
+            ldd = sh("ldd", path, env=toolchain_free_env()).stdout
+            self.assertNotIn("not found", ldd)
+            self.assertNotIn("swift", ldd.lower(), "the Swift runtime is linked in statically")
+            self.assertNotIn("RUNPATH", sh("readelf", "-d", path).stdout, "no path into the build tree")
+
+    def check_agent_runs_without_the_toolchain(self):
+        bus = PrivateBus()
+        try:
+            env = toolchain_free_env(bus)
+            agent = subprocess.Popen([self.path("/usr/bin/netactivityd"), "--no-tray"], env=env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            try:
+                wait_for_name(bus, NAME, agent)
+                r = sh(self.path("/usr/bin/netactivity"), "status", "--json", env=env)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn('"running":true', r.stdout)
+                r = sh(self.path("/usr/bin/netactivity"), "run", "--", "true", env=env)
+                self.assertEqual(r.returncode, 0, r.stderr)
+            finally:
+                agent.terminate()
+                agent.wait(10)
+        finally:
+            bus.stop()
+
+    def check_activation(self, servicedir, binary):
+        """Activates the agent through `servicedir` on a bus whose environment has no toolchain,
+        and checks that `binary` is what runs."""
+        home = tempfile.mkdtemp(prefix="netactivity-activated-")
+        self.addCleanup(shutil.rmtree, home, True)
+        env = toolchain_free_env()
+        # The agent it starts keeps its cache and reads its settings here, not in ~/.cache or ~/.config.
+        env.update(XDG_CACHE_HOME=os.path.join(home, "cache"), XDG_CONFIG_HOME=os.path.join(home, "config"))
+        bus = ActivationBus(servicedir, env=env)
+        try:
+            r = busctl(bus, "get-property", NAME, PATH, "org.example.NetActivity", "Version")
+            self.assertEqual((r.returncode, r.stdout.strip()), (0, "u 1"), r.stderr)
+            r = busctl(bus, "call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                       "GetConnectionUnixProcessID", "s", NAME)
+            pid = int(r.stdout.split()[1])
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                self.assertEqual(f.read().split(b"\0")[0], binary.encode())
+            os.kill(pid, 15)
+        finally:
+            bus.stop()
+
+
 @unittest.skipUnless(DEB, "make deb-test builds the package and runs this")
-class PackageTests(unittest.TestCase):
+class PackageTests(unittest.TestCase, PackageChecks):
+    """The package extracted into a temporary root: nothing on this machine changes."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.root = tempfile.mkdtemp(prefix="netactivity-deb-")
+        cls.control = os.path.join(cls.root, "DEBIAN")
+        for cmd in (["dpkg-deb", "-x", DEB, cls.root], ["dpkg-deb", "-e", DEB, cls.control]):
+            r = sh(*cmd)
+            if r.returncode != 0:
+                shutil.rmtree(cls.root, ignore_errors=True)
+                raise AssertionError(" ".join(cmd) + ": " + r.stdout + r.stderr)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.root, ignore_errors=True)
+
+    def field(self, name):
+        return sh("dpkg-deb", "-f", DEB, name).stdout.strip()
+
+    def test_dependencies_come_from_dpkg_shlibdeps_and_name_no_swift_runtime(self):
+        depends = self.field("Depends")
+        for lib in ("libc6", "libcurl4", "libdbus-1-3"):
+            self.assertIn(lib, depends)
+        self.assertNotIn("swift", depends.lower())
+        self.check_binaries_need_no_toolchain()
+
+    def test_files_are_in_their_system_places(self):
+        listed = [line.split()[-1].lstrip(".") for line in sh("dpkg-deb", "-c", DEB).stdout.splitlines()]
+        for f in FILES:
+            self.assertIn(f, listed)
+            self.assertTrue(os.path.exists(self.path(f)), f)
+        with open(os.path.join(self.control, "conffiles")) as f:
+            self.assertIn("/etc/xdg/autostart/netactivityd.desktop", f.read().split())
+        with open(self.path(SERVICE)) as f:
+            self.assertIn("Exec=/usr/bin/netactivityd --no-private-bus", f.read())
+
+    def test_the_packaged_agent_runs_without_the_toolchain(self):
+        self.check_agent_runs_without_the_toolchain()
+
+    def test_dbus_activation_from_the_packaged_service_file(self):
+        # The package's own file, with its Exec pointing into the extracted root (the only change).
+        servicedir = tempfile.mkdtemp(prefix="netactivity-services-")
+        self.addCleanup(shutil.rmtree, servicedir, True)
+        binary = self.path("/usr/bin/netactivityd")
+        with open(self.path(SERVICE)) as f:
+            text = f.read()
+        self.assertIn("Exec=/usr/bin/netactivityd ", text)
+        with open(os.path.join(servicedir, os.path.basename(SERVICE)), "w") as f:
+            f.write(text.replace("Exec=/usr/bin/netactivityd ", "Exec=%s " % binary))
+        self.check_activation(servicedir, binary)
+
+
+@unittest.skipUnless(DEB and INSTALL, "make deb-install-test installs the package and runs this (as root)")
+class PackageInstallTests(unittest.TestCase, PackageChecks):
+    """dpkg -i and dpkg --purge on this machine: its own target, for root, never part of make test."""
+
     @classmethod
     def setUpClass(cls):
         if os.geteuid() != 0:
             raise unittest.SkipTest("dpkg -i needs root")
-        if sh("dpkg", "-s", "netactivity").returncode == 0:
-            raise unittest.SkipTest("a netactivity package is installed already; not touching it")
+        state = installed_state()
+        if state not in ("", "rc", "un", "pn"):
+            raise unittest.SkipTest("a netactivity package is installed already (dpkg state %r); not touching it" % state)
         r = sh("dpkg", "-i", DEB)
         assert r.returncode == 0, r.stdout + r.stderr
 
@@ -54,58 +186,22 @@ class PackageTests(unittest.TestCase):
         assert r.returncode == 0, r.stdout + r.stderr
         left = [f for f in FILES if os.path.exists(f)]
         assert left == [], "dpkg --purge removes every file: %s" % left
+        assert installed_state() in ("", "pn", "un"), "purged: dpkg forgets the package"
 
-    def test_dependencies_come_from_dpkg_shlibdeps_and_name_no_swift_runtime(self):
-        depends = sh("dpkg-query", "-W", "-f=${Depends}", "netactivity").stdout
-        for lib in ("libc6", "libcurl4", "libdbus-1-3"):
-            self.assertIn(lib, depends)
-        self.assertNotIn("swift", depends.lower())
-        for binary in ("/usr/bin/netactivityd", "/usr/bin/netactivity"):
-            ldd = sh("ldd", binary, env=toolchain_free_env()).stdout
-            self.assertNotIn("not found", ldd)
-            self.assertNotIn("swift", ldd.lower(), "the Swift runtime is linked in statically")
-            self.assertNotIn("RUNPATH", sh("readelf", "-d", binary).stdout, "no path into the build tree")
-
-    def test_files_are_in_their_system_places(self):
+    def test_installed_files_dependencies_and_conffiles(self):
+        self.assertEqual(installed_state(), "ii")
         listed = sh("dpkg", "-L", "netactivity").stdout.split()
         for f in FILES:
             self.assertIn(f, listed)
             self.assertTrue(os.path.exists(f), f)
         self.assertIn("/etc/xdg/autostart/netactivityd.desktop", sh("dpkg-query", "-W", "-f=${Conffiles}", "netactivity").stdout)
-        with open("/usr/share/dbus-1/services/org.example.NetActivity.service") as f:
-            self.assertIn("Exec=/usr/bin/netactivityd --no-private-bus", f.read())
+        self.check_binaries_need_no_toolchain()
 
     def test_the_installed_agent_runs_without_the_toolchain(self):
-        bus = PrivateBus()
-        try:
-            agent = subprocess.Popen(["/usr/bin/netactivityd", "--no-tray"], env=toolchain_free_env(bus),
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            try:
-                wait_for_name(bus, NAME, agent)
-                r = sh("/usr/bin/netactivity", "status", "--json", env=toolchain_free_env(bus))
-                self.assertEqual(r.returncode, 0, r.stderr)
-                self.assertIn('"running":true', r.stdout)
-                r = sh("/usr/bin/netactivity", "run", "--", "true", env=toolchain_free_env(bus))
-                self.assertEqual(r.returncode, 0, r.stderr)
-            finally:
-                agent.terminate()
-                agent.wait(10)
-        finally:
-            bus.stop()
+        self.check_agent_runs_without_the_toolchain()
 
     def test_dbus_activation_from_the_installed_file(self):
-        bus = ActivationBus("/usr/share/dbus-1/services")
-        try:
-            r = busctl(bus, "get-property", NAME, PATH, "org.example.NetActivity", "Version")
-            self.assertEqual((r.returncode, r.stdout.strip()), (0, "u 1"), r.stderr)
-            r = busctl(bus, "call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
-                       "GetConnectionUnixProcessID", "s", NAME)
-            pid = int(r.stdout.split()[1])
-            with open("/proc/%d/cmdline" % pid, "rb") as f:
-                self.assertEqual(f.read().split(b"\0")[0], b"/usr/bin/netactivityd")
-            os.kill(pid, 15)
-        finally:
-            bus.stop()
+        self.check_activation("/usr/share/dbus-1/services", "/usr/bin/netactivityd")
 
 
 if __name__ == "__main__":

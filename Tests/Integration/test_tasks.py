@@ -214,6 +214,35 @@ class ObjectManagerTests(TaskTestCase):
         self.assertTrue(all(g >= 0.09 for g in gaps), gaps)
 
 
+    def test_a_fraction_without_sizes_is_a_percentage_with_no_bytes(self):
+        panel = self.observe("task_observer.py")
+        path, task = self.begin(description="render")
+        task.SetFraction(0.6)
+        wait_until(lambda: [e for e in panel.snapshot() if e.get("path") == path
+                            and e.get("changed", {}).get("FractionCompleted") == 0.6], what="FractionCompleted 0.6")
+        self.assertEqual([int(self.tprop(path, p)) for p in ("CountOfBytesReceived", "CountOfBytesExpectedToReceive",
+                                                            "CountOfBytesSent", "CountOfBytesExpectedToSend")], [0, 0, 0, 0])
+        # gdbus (GLib's own client) reads it the same.
+        r = gdbus(self.bus, "call", "--dest", NAME, "--object-path", path, "--method",
+                  "org.freedesktop.DBus.Properties.Get", TASK, "FractionCompleted")
+        self.assertEqual(r.stdout.strip(), "(<0.59999999999999998>,)", r.stderr)
+        for bad in (float("nan"), 1.5, -0.25, float("inf")):
+            msg = self.expect_error("org.freedesktop.DBus.Error.InvalidArgs", lambda: task.SetFraction(bad))
+            self.assertIn("a fraction is from 0 to 1", msg)
+        other = connect(self.bus)
+        try:
+            foreign = dbus.Interface(other.get_object(NAME, path, introspect=False), TASK)
+            self.expect_error("org.freedesktop.DBus.Error.AccessDenied", lambda: foreign.SetFraction(0.9))
+        finally:
+            other.close()
+        self.assertEqual(float(self.tprop(path, "FractionCompleted")), 0.6)
+        # A known size takes over; the fraction speaks again only while no size is known.
+        task.SetProgress(U(0), U(0), U(25), U(100))
+        self.assertEqual(float(self.tprop(path, "FractionCompleted")), 0.25)
+        task.Complete("")
+        self.assertEqual(float(self.tprop(path, "FractionCompleted")), 1.0)
+
+
 class TaskInputTests(TaskTestCase):
     def test_bad_input_is_invalid_args_naming_the_value(self):
         agent = iface(self.conn)

@@ -66,6 +66,35 @@ struct NetActivityTests {
         activity.close()
     }
 
+    @Test("setFraction: a task measured in a fraction reaches the agent with no bytes, and again after it restarts")
+    func fractionTask() async throws {
+        let bus = try TestBus()
+        try await bus.startAgent()
+        let activity = await NetActivity.connect(address: bus.address)
+        let task = try await activity.beginTask("render")
+        try await task.setFraction(0.3)
+        try await task.setFraction(0.6)
+        await activity.settled()
+        let path = try #require(await task.path)
+        #expect(try bus.property(path, "org.example.NetActivity.Task", "FractionCompleted") == .double(0.6))
+        #expect(try bus.property(path, "org.example.NetActivity.Task", "CountOfBytesExpectedToReceive") == .uint64(0))
+        #expect(await task.snapshot()?.fractionCompleted == 0.6)
+        do {
+            try await task.setFraction(2)
+            Issue.record("a fraction of 2 was accepted")
+        } catch {
+            #expect(error.code == .invalidArguments)
+        }
+        // The agent restarts: the task is asserted again, with its fraction.
+        bus.killAgent()
+        try await bus.startAgent()
+        #expect(try await bus.eventually(within: 2) {
+            guard let p = await task.path else { return false }
+            return try bus.property(p, "org.example.NetActivity.Task", "FractionCompleted") == .double(0.6)
+        })
+        activity.close()
+    }
+
     @Test("refusals arrive as typed errors")
     func typedErrors() async throws {
         let bus = try TestBus()

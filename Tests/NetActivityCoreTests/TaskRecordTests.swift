@@ -100,6 +100,28 @@ struct TaskRecordTests {
         #expect(t.fractionCompleted == 1)
     }
 
+    @Test("a reported fraction counts while no size is known; bytes decide once one is; both survive each other's updates")
+    func reportedFraction() throws {
+        var t = task()
+        #expect(try t.setFraction(0.6))
+        #expect(t.fractionCompleted == 0.6)
+        #expect(try t.setFraction(0.6) == false, "no change, no signal")
+        #expect(try t.setFraction(0.4), "a fraction may go down")
+        #expect(t.fractionCompleted == 0.4)
+        #expect((t.progress.received, t.progress.expectedToReceive) == (0, 0), "no bytes made up")
+        #expect(try t.setProgress(TaskProgress(received: 10)))
+        #expect(t.fractionCompleted == 0.4, "bytes of unknown size leave the fraction alone")
+        #expect(try t.setProgress(TaskProgress(received: 10, expectedToReceive: 40)))
+        #expect(t.fractionCompleted == 0.25, "a known size decides")
+        #expect(t.progress.reportedFraction == 0.4, "kept for when the size is unknown again")
+        for bad in [-0.1, 1.0001, .nan, .infinity] {
+            #expect(throws: TaskProgress.Refusal.self) { _ = try t.setFraction(bad) }
+        }
+        _ = t.complete(error: "x")
+        #expect(try t.setFraction(0.9) == false, "ignored after completion")
+        #expect(t.fractionCompleted == 0.25)
+    }
+
     @Test("progress after completion is ignored")
     func frozenAfterCompletion() throws {
         var t = task()

@@ -44,6 +44,7 @@ M.applyTask(s, '/org/example/NetActivity/tasks/2', {Description: 'upload\nphotos
 M.applyTask(s, '/org/example/NetActivity/tasks/3', {State: 'suspended', Description: 'sync',
     CountOfBytesSent: 5, CountOfBytesExpectedToSend: 10});
 M.applyTask(s, '/org/example/NetActivity/tasks/4', {State: 'completed', Description: 'gone'});
+M.applyTask(s, '/org/example/NetActivity/tasks/6', {State: 'running', Description: 'render', FractionCompleted: 0.6});
 M.applyTask(s, '/elsewhere/tasks/5', {State: 'running', Description: 'fake'});
 v = M.view(s);
 eq(v.sections[1].title, 'Tasks', 'task section');
@@ -51,9 +52,10 @@ eq(v.sections[1].rows, [
     {text: 'backup — 25 % of 1.0 kB', fraction: 0.25},
     {text: 'upload photos — 1.5 MB', fraction: -1},
     {text: 'sync — 50 % of 10 B — paused', fraction: 0.5},
-], 'task rows');
+    {text: 'render — 60 %', fraction: 0.6},
+], 'task rows (a fraction-only task: a percentage, no sizes)');
 M.removeTask(s, '/org/example/NetActivity/tasks/1');
-eq(M.view(s).sections[1].rows.length, 2, 'removed task leaves');
+eq(M.view(s).sections[1].rows.length, 3, 'removed task leaves');
 
 // Long lists end in one "and N more" row; long names are cut at a code point.
 s = M.emptyState();

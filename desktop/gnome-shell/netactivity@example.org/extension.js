@@ -18,6 +18,32 @@ const MANAGER_IFACE = 'org.freedesktop.DBus.ObjectManager';
 // The menu is rebuilt at most this often while open (task progress arrives up to 10 times a second
 // per task).
 const MENU_REFRESH_MS = 250;
+// A task row's progress bar, in logical pixels.
+const BAR_WIDTH = 240;
+const BAR_HEIGHT = 4;
+
+/** A menu row: its text, and under it a progress bar when the row has a fraction (0 to 1). */
+function menuRow(row) {
+    if (!(row.fraction >= 0))
+        return [new PopupMenu.PopupMenuItem(row.text, {reactive: false}), null];
+    const item = new PopupMenu.PopupBaseMenuItem({reactive: false});
+    const box = new St.BoxLayout({vertical: true, x_expand: true});
+    // As a PopupMenuItem has it: the label is the item's text, for screen readers too.
+    item.label = new St.Label({text: row.text});
+    item.label_actor = item.label;
+    box.add_child(item.label);
+    const bar = new St.Widget({
+        style: `width: ${BAR_WIDTH}px; height: ${BAR_HEIGHT}px; margin-top: 6px; border-radius: 2px; ` +
+            'background-color: rgba(128, 128, 128, 0.4);',
+    });
+    const filled = Math.round(BAR_WIDTH * Math.min(1, row.fraction));
+    bar.add_child(new St.Widget({
+        style: `width: ${filled}px; height: ${BAR_HEIGHT}px; border-radius: 2px; background-color: #3584e4;`,
+    }));
+    box.add_child(bar);
+    item.add_child(box);
+    return [item, {fraction: row.fraction, filled, width: BAR_WIDTH}];
+}
 
 const Indicator = GObject.registerClass(
 class NetActivityIndicator extends PanelMenu.Button {
@@ -139,11 +165,16 @@ class NetActivityIndicator extends PanelMenu.Button {
 
     _rebuildMenu() {
         this.menu.removeAll();
+        this._bars = [];
         Model.view(this._state).sections.forEach((section, index) => {
             if (section.title || index > 0)
                 this.menu.addMenuItem(new PopupMenu.PopupSeparatorMenuItem(section.title));
-            for (const row of section.rows)
-                this.menu.addMenuItem(new PopupMenu.PopupMenuItem(row.text, {reactive: false}));
+            for (const row of section.rows) {
+                const [item, bar] = menuRow(row);
+                this.menu.addMenuItem(item);
+                if (bar)
+                    this._bars.push(bar);
+            }
         });
     }
 
@@ -154,6 +185,8 @@ class NetActivityIndicator extends PanelMenu.Button {
             label: this._label.text,
             online: this._state.online,
             menu: Model.view(this._state).sections,
+            // The progress bars the menu drew when it was last built.
+            bars: this._bars,
         };
     }
 

@@ -102,6 +102,10 @@ function taskProgress(t) {
         const percent = Math.min(100, Math.floor(100 * done / total));
         return {fraction: Math.min(1, done / total), text: `${percent} % of ${formatBytes(total)}`};
     }
+    // No size in either direction: a task measured in a fraction only (SetFraction) shows it alone.
+    const fraction = t.FractionCompleted;
+    if (done === 0 && t.CountOfBytesExpectedToSend === 0 && t.CountOfBytesExpectedToReceive === 0 && fraction > 0)
+        return {fraction: Math.min(1, fraction), text: `${Math.min(100, Math.floor(100 * fraction))} %`};
     return {fraction: -1, text: done > 0 ? formatBytes(done) : ''};
 }
 
