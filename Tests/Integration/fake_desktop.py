@@ -2,7 +2,8 @@
 """Stand-ins for desktop services, printing what they see as JSON lines (with arrival times):
 
 fake_desktop.py ADDRESS watcher        org.kde.StatusNotifierWatcher; also prints items' NewStatus/NewToolTip
-fake_desktop.py ADDRESS notifications  org.freedesktop.Notifications (Notify, CloseNotification)
+fake_desktop.py ADDRESS notifications  org.freedesktop.Notifications (Notify, CloseNotification); a line
+                                       "dismiss ID" on stdin closes ID as the user would (reason 2)
 fake_desktop.py ADDRESS launcher       a dock: prints com.canonical.Unity.LauncherEntry Update signals
 Prints 'ready' once its name is owned and its match rules are in place."""
 import json
@@ -54,6 +55,11 @@ class Notifications(dbus.service.Object):
     @dbus.service.method("org.freedesktop.Notifications", in_signature="u", out_signature="")
     def CloseNotification(self, nid):
         out({"event": "Close", "id": int(nid)})
+        self.NotificationClosed(nid, 3)  # closed by a call, as the spec says
+
+    @dbus.service.signal("org.freedesktop.Notifications", signature="uu")
+    def NotificationClosed(self, nid, reason):
+        pass
 
     @dbus.service.method("org.freedesktop.Notifications", in_signature="", out_signature="as")
     def GetCapabilities(self):
@@ -61,6 +67,7 @@ class Notifications(dbus.service.Object):
 
     @dbus.service.method("org.freedesktop.Notifications", in_signature="", out_signature="ssss")
     def GetServerInformation(self):
+        out({"event": "info"})  # a marker: every call the server got before this one is printed
         return ("fake", "netactivity tests", "1", "1.2")
 
 
@@ -73,7 +80,19 @@ if mode == "watcher":
                             signal_name="NewToolTip", dbus_interface="org.kde.StatusNotifierItem", sender_keyword="sender")
 elif mode == "notifications":
     name = dbus.service.BusName("org.freedesktop.Notifications", bus)
-    Notifications(bus, "/org/freedesktop/Notifications")
+    server = Notifications(bus, "/org/freedesktop/Notifications")
+
+    def command(source, condition):
+        line = sys.stdin.readline()
+        if not line:
+            return False
+        word, _, arg = line.strip().partition(" ")
+        if word == "dismiss":
+            server.NotificationClosed(dbus.UInt32(int(arg)), dbus.UInt32(2))
+            out({"event": "dismissed", "id": int(arg)})
+        return True
+
+    GLib.io_add_watch(sys.stdin, GLib.IO_IN | GLib.IO_HUP, command)
 elif mode == "launcher":
     bus.add_signal_receiver(
         lambda app, props: out({"event": "Update", "app": str(app), "props": {k: plain(v) for k, v in props.items()}}),

@@ -169,6 +169,43 @@ class NotificationTests(AgentTestCase):
         closed = wait_until(lambda: events(server, "Close"), what="CloseNotification")[0]
         self.assertEqual(closed["id"], note["id"])
 
+    def test_updates_are_quiet_and_a_dismissed_notification_stays_closed_for_the_episode(self):
+        server = self.observe("fake_desktop.py", "notifications")
+        panel = self.observe()
+        iface(self.conn).IncrementActivityCount()
+        note = wait_until(lambda: events(server, "Notify"), what="the notification")[0]
+        self.assertNotIn("urgency", note["hints"], "the first post may pop a banner")
+        other, third = connect(self.bus), connect(self.bus)
+        try:
+            iface(other).IncrementActivityCount()
+            update = wait_until(lambda: events(server, "Notify")[1:], what="an update")[0]
+            self.assertEqual((update["replaces"], update["hints"].get("urgency"), update["hints"].get("suppress-sound")),
+                             (note["id"], 0, True), "an update: in place, low urgency (no new banner), no sound")
+            # The user dismisses it: a client change that would update it posts nothing.
+            server.send("dismiss %d" % note["id"])
+            wait_until(lambda: events(server, "dismissed"), what="the dismissal")
+            posted = len(events(server, "Notify"))
+            iface(third).IncrementActivityCount()
+            # The agent sends a notification update before the Clients signal that goes with it: once
+            # the panel has the signal, the bus has the update queued for the server ahead of any
+            # later call, and the server prints what it got before it answers that call.
+            wait_until(lambda: [c for c, _ in panel.changed("Clients") if len(c) == 3], what="a third client")
+            self.conn.get_object("org.freedesktop.Notifications", "/org/freedesktop/Notifications",
+                                 introspect=False).GetServerInformation(dbus_interface="org.freedesktop.Notifications")
+            wait_until(lambda: events(server, "info"), what="the server's marker")
+            self.assertEqual(len(events(server, "Notify")), posted, "not re-posted in the same episode")
+            self.assertEqual(events(server, "Close"), [], "nothing to close: the user closed it")
+        finally:
+            other.close()
+            third.close()
+        iface(self.conn).DecrementActivityCount()
+        wait_until(lambda: not prop(self.conn, "Visible"), what="the episode's end")
+        # A new episode may post again.
+        iface(self.conn).IncrementActivityCount()
+        again = wait_until(lambda: events(server, "Notify")[posted:], what="the next episode's notification")[0]
+        self.assertEqual(again["replaces"], 0, "a new notification, not an update of the dismissed one")
+        iface(self.conn).DecrementActivityCount()
+
 
 class NotificationCompletionDelayTests(AgentTestCase):
     agent_args = ("--activation-delay", "0", "--completion-delay", "1", "--notify", "--notify-after", "0.2")
