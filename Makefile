@@ -63,10 +63,12 @@ deb-install-test: deb
 	NETACTIVITY_DEB=$$(ls -t dist/netactivity_*.deb | head -n1) NETACTIVITY_DEB_INSTALL=1 \
 	    $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) -k PackageInstallTests
 
-# An app of its own that adopts the library by path, as an app author would (Examples/).
-EXAMPLE_BIN = $(CURDIR)/Examples/netactivity-example/.build/debug/netactivity-example
+# An app of its own that adopts the library by path, as an app author would (Examples/): its own
+# Package.swift and sources, built in this package's build folder, where the packages it shares
+# with ours (SwiftNIO and async-http-client among them) are built once (12 s instead of 160 here).
+EXAMPLE_BIN = $(CURDIR)/$(DEBUG_BIN)/netactivity-example
 example: setup
-	cd Examples/netactivity-example && $(SWIFT) build
+	cd Examples/netactivity-example && $(SWIFT) build --scratch-path $(CURDIR)/.build
 
 unit: setup
 	$(SWIFT) build --build-tests

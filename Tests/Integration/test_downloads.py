@@ -427,7 +427,7 @@ class ExampleTests(DownloadTestCase):
         # An app package of its own (Examples/netactivity-example), built by `make example`.
         here = os.path.dirname(os.path.abspath(__file__))
         example = os.environ.get("NETACTIVITY_EXAMPLE") or os.path.join(
-            here, "..", "..", "Examples", "netactivity-example", ".build", "debug", "netactivity-example")
+            here, "..", "..", ".build", "debug", "netactivity-example")
         if not os.environ.get("NETACTIVITY_EXAMPLE") and not os.path.exists(example):
             self.skipTest("the example app is not built (make example)")
         urls = [self.http.url("/img/one.png"), self.http.url("/img/two.png"), self.http.url("/nothing.png")]
