@@ -112,8 +112,8 @@ bench: release
 	@$(PYTHON) bench/summary.py < .build/bench.md
 
 # make install [PREFIX=/usr/local] [DESTDIR=] installs the binaries, the interface XML, the D-Bus
-# activation file, the systemd user unit, the XDG autostart entry, the panel recipes and the GNOME
-# Shell extension. INSTALL_BIN=DIR installs
+# activation file, the systemd user unit, the XDG autostart entry, the panel recipes, the manual
+# pages and the GNOME Shell extension. INSTALL_BIN=DIR installs
 # binaries already built there instead of building a release (the tests use it).
 INSTALL_BIN ?=
 BINDIR = $(PREFIX)/bin
@@ -127,6 +127,7 @@ SYSTEM_PREFIX = $(filter /usr /usr/local,$(PREFIX))
 UNITDIR ?= $(if $(SYSTEM_PREFIX),$(PREFIX)/lib,$(PREFIX)/share)/systemd/user
 AUTOSTARTDIR ?= $(if $(SYSTEM_PREFIX),/etc/xdg/autostart,$(if $(IN_HOME),$(or $(XDG_CONFIG_HOME),$(HOME)/.config)/autostart,$(PREFIX)/etc/xdg/autostart))
 DOCDIR = $(DATADIR)/doc/netactivity
+MANDIR = $(DATADIR)/man/man1
 # GNOME Shell looks in $XDG_DATA_DIRS/gnome-shell/extensions and ~/.local/share/gnome-shell/extensions.
 EXTENSION = netactivity@example.org
 EXTENSIONDIR = $(DATADIR)/gnome-shell/extensions/$(EXTENSION)
@@ -134,7 +135,7 @@ SUBST = sed -e 's|@bindir@|$(BINDIR)|g' -e 's|@docdir@|$(DOCDIR)|g'
 
 install: $(if $(INSTALL_BIN),,release)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/dbus-1/interfaces $(DESTDIR)$(DATADIR)/dbus-1/services \
-	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(AUTOSTARTDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(EXTENSIONDIR)
+	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(AUTOSTARTDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(EXTENSIONDIR) $(DESTDIR)$(MANDIR)
 	install -m 0755 $(or $(INSTALL_BIN),$(RELEASE_BIN))/netactivityd $(or $(INSTALL_BIN),$(RELEASE_BIN))/netactivity \
 	    $(DESTDIR)$(BINDIR)/
 	install -m 0644 dbus/org.example.NetActivity*.xml $(DESTDIR)$(DATADIR)/dbus-1/interfaces/
@@ -144,6 +145,7 @@ install: $(if $(INSTALL_BIN),,release)
 	chmod 0644 $(DESTDIR)$(DATADIR)/dbus-1/services/org.example.NetActivity.service \
 	    $(DESTDIR)$(UNITDIR)/netactivityd.service $(DESTDIR)$(AUTOSTARTDIR)/netactivityd.desktop
 	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/
+	install -m 0644 man/netactivity.1 man/netactivityd.1 $(DESTDIR)$(MANDIR)/
 	for f in waybar-netactivity.jsonc polybar-netactivity.ini; do \
 	    $(SUBST) desktop/$$f > $(DESTDIR)$(DOCDIR)/$$f && chmod 0644 $(DESTDIR)$(DOCDIR)/$$f; done
 	install -m 0644 desktop/gnome-shell/$(EXTENSION)/metadata.json desktop/gnome-shell/$(EXTENSION)/extension.js \
@@ -153,6 +155,7 @@ install: $(if $(INSTALL_BIN),,release)
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/netactivityd $(DESTDIR)$(BINDIR)/netactivity
+	rm -f $(DESTDIR)$(MANDIR)/netactivity.1 $(DESTDIR)$(MANDIR)/netactivityd.1
 	rm -f $(DESTDIR)$(DATADIR)/dbus-1/interfaces/org.example.NetActivity.xml \
 	      $(DESTDIR)$(DATADIR)/dbus-1/interfaces/org.example.NetActivity.Task.xml \
 	      $(DESTDIR)$(DATADIR)/dbus-1/interfaces/org.example.NetActivity.ImageCache.xml \

@@ -25,7 +25,8 @@ DOC=$STAGE/usr/share/doc/netactivity
 install -m 0644 packaging/copyright "$DOC/copyright"
 gzip -9n < packaging/changelog > "$DOC/changelog.gz"  # a native package
 gzip -9n "$DOC/README.md"
-chmod 0644 "$DOC/changelog.gz" "$DOC/README.md.gz"
+gzip -9n "$STAGE/usr/share/man/man1/netactivity.1" "$STAGE/usr/share/man/man1/netactivityd.1"
+chmod 0644 "$DOC/changelog.gz" "$DOC/README.md.gz" "$STAGE"/usr/share/man/man1/*.gz
 
 # dpkg-shlibdeps wants to run in a source tree: give it a minimal one.
 mkdir -p "$WORK/src/debian"
@@ -65,6 +66,6 @@ OUT=dist/netactivity_${VERSION}_${ARCH}.deb
 dpkg-deb --root-owner-group -Zxz --build "$STAGE" "$OUT" >&2
 if command -v lintian >/dev/null 2>&1; then
     # Errors fail the build; warnings are shown.
-    lintian --fail-on error --suppress-tags no-manual-page "$OUT" >&2
+    lintian --fail-on error "$OUT" >&2
 fi
 echo "$OUT"

@@ -201,18 +201,8 @@ public final class TaskService: TaskBeginning, TaskFactory {
         progress.expectedToSend = options[Option.expectedToSend.rawValue]?.uint64Value ?? 0
         progress.expectedToReceive = options[Option.expectedToReceive.rawValue]?.uint64Value ?? 0
         let desktopID = options[Option.desktopID.rawValue]?.stringValue
-        if let desktopID, !isValidDesktopID(desktopID) {
-            throw .invalidArgs(
-                "BeginTask option 'desktop-id' must be a desktop file name like 'org.example.App.desktop' (letters, digits, '.', '_', '-'; at most 255 bytes), got '\(desktopID.prefix(300))'")
-        }
+        if let desktopID, let problem = TaskMember.desktopIDProblem(desktopID) { throw .invalidArgs(problem) }
         return (state, progress, desktopID)
-    }
-
-    static func isValidDesktopID(_ id: String) -> Bool {
-        let allowed = { (c: UInt8) in
-            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2E || c == 0x5F || c == 0x2D
-        }
-        return id.utf8.count <= 255 && id.hasSuffix(".desktop") && id.utf8.count > 8 && id.utf8.allSatisfy(allowed)
     }
 
     // MARK: docks

@@ -81,7 +81,12 @@ final class ClientCore: @unchecked Sendable {
         var streams: [Int: AsyncStream<TaskSnapshot>.Continuation] = [:]
         /// Task bindings following this task (see `watchTask`).
         var watchers: [Int: TaskWatcher] = [:]
-        init(record: TaskRecord) { self.record = record }
+        /// The app's desktop file name, for docks (BeginTask's `desktop-id`).
+        let desktopID: String?
+        init(record: TaskRecord, desktopID: String? = nil) {
+            self.record = record
+            self.desktopID = desktopID
+        }
 
         var snapshot: TaskSnapshot { TaskSnapshot(record: record, path: path) }
     }
@@ -224,6 +229,11 @@ final class ClientCore: @unchecked Sendable {
         c.onDisconnect = { [unowned self] in self.connectionLost() }
     }
 
+    /// Whether this client holds anything the agent counts: a count, a lease or a live task.
+    var holdsActivity: Bool {
+        count > 0 || !leases.isEmpty || tasks.values.contains { $0.record.state != .completed }
+    }
+
     /// Asks the bus to start an activatable agent; its arrival shows up as an owner change.
     private func startAgent(_ c: Connection) {
         c.busCallAsync("StartServiceByName", { w in
@@ -342,6 +352,10 @@ final class ClientCore: @unchecked Sendable {
         }
         guard owner != nil else {
             publishStatus()
+            // The agent left while this app holds activity (it crashed, or was stopped): ask the
+            // bus to start it again (D-Bus activation, where it is set up), so the holdings reach
+            // a new agent instead of waiting for someone to start one.
+            if holdsActivity, let connection { startAgent(connection) }
             return
         }
         let waiting = agentWaiters
@@ -378,6 +392,24 @@ final class ClientCore: @unchecked Sendable {
     /// Runs `body` once, the next time an agent appears (after everything held is re-asserted).
     func whenAgentAppears(_ body: @escaping () -> Void) {
         agentWaiters.append(body)
+    }
+
+    /// Answers true at once with an agent on the bus, or when one appears (D-Bus activation under
+    /// way) within `nanoseconds`; false after that.
+    func waitForAgent(within nanoseconds: UInt64, _ done: @escaping (Bool) -> Void) {
+        guard owner == nil, !isClosed else { return done(owner != nil) }
+        var answered = false
+        let timer = loop.schedule(afterNanoseconds: nanoseconds) {
+            guard !answered else { return }
+            answered = true
+            done(false)
+        }
+        whenAgentAppears { [loop] in
+            guard !answered else { return }
+            answered = true
+            loop.cancel(timer)
+            done(true)
+        }
     }
 
     // MARK: counts
@@ -446,10 +478,11 @@ final class ClientCore: @unchecked Sendable {
 
     // MARK: tasks
 
-    func beginTask(description: String, state: TaskState, progress: TaskProgress) -> Int {
+    func beginTask(description: String, state: TaskState, progress: TaskProgress, desktopID: String? = nil) -> Int {
         let id = nextID
         nextID += 1
-        tasks[id] = TaskEntry(record: TaskRecord(owner: uniqueName, description: description, state: state, progress: progress))
+        tasks[id] = TaskEntry(
+            record: TaskRecord(owner: uniqueName, description: description, state: state, progress: progress), desktopID: desktopID)
         assertTask(id) { [unowned self] result in
             if case .failure = result { self.finish(id) }
         }
@@ -463,13 +496,15 @@ final class ClientCore: @unchecked Sendable {
         let generation = self.generation
         let begun = record.state == .suspended ? TaskState.suspended : .running
         let expected = TaskProgress(expectedToSend: record.progress.expectedToSend, expectedToReceive: record.progress.expectedToReceive)
+        var options: [String: DBusValue] = [
+            TaskMember.Option.suspended.rawValue: .bool(begun == .suspended),
+            TaskMember.Option.expectedToSend.rawValue: .uint64(expected.expectedToSend),
+            TaskMember.Option.expectedToReceive.rawValue: .uint64(expected.expectedToReceive),
+        ]
+        if let desktopID = entry.desktopID { options[TaskMember.Option.desktopID.rawValue] = .string(desktopID) }
         send(ActivityMember.Method.beginTask.rawValue, { w in
             w.append(record.description)
-            try w.appendVardict([
-                TaskMember.Option.suspended.rawValue: .bool(begun == .suspended),
-                TaskMember.Option.expectedToSend.rawValue: .uint64(expected.expectedToSend),
-                TaskMember.Option.expectedToReceive.rawValue: .uint64(expected.expectedToReceive),
-            ])
+            try w.appendVardict(options)
         }, reply: { [unowned self] result in
             guard case .success(let reply) = result else { return Self.settle(result, done) }
             var r = reply.reader()

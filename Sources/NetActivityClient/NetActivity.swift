@@ -122,16 +122,19 @@ public final class NetActivity: Sendable {
 
     /// Begins a task that panels can list and follow (`org.example.NetActivity.Task`). It counts
     /// as activity while running. Sizes of 0 mean unknown. `description`: at most 1024 bytes of
-    /// UTF-8 (else `invalidArguments`). Answers at once; the task's `path` comes when the agent
-    /// has it.
+    /// UTF-8 (else `invalidArguments`). `desktopID`: the app's desktop file name
+    /// (`org.example.App.desktop`), for docks to draw the task's progress on its icon; the agent
+    /// refuses a malformed one. Answers at once; the task's `path` comes when the agent has it.
     public func beginTask(
-        _ description: String, expectedToSend: UInt64 = 0, expectedToReceive: UInt64 = 0, suspended: Bool = false
+        _ description: String, expectedToSend: UInt64 = 0, expectedToReceive: UInt64 = 0, suspended: Bool = false,
+        desktopID: String? = nil
     ) async throws(NetActivityError) -> NetActivityTask {
         try ClientCore.checkText(description, "description", limit: NetActivityLimits.maxDescriptionBytes)
+        if let desktopID, let problem = TaskMember.desktopIDProblem(desktopID) { throw .invalidArguments(problem) }
         let progress = TaskProgress(expectedToSend: expectedToSend, expectedToReceive: expectedToReceive)
         let state: TaskState = suspended ? .suspended : .running
         let id: Int = try await perform { core, done in
-            done(.success(core.beginTask(description: description, state: state, progress: progress)))
+            done(.success(core.beginTask(description: description, state: state, progress: progress, desktopID: desktopID)))
         }
         return NetActivityTask(core: core, id: id)
     }
@@ -302,6 +305,14 @@ public final class NetActivity: Sendable {
     /// Whether an agent is on the bus now.
     public func isAgentRunning() async -> Bool {
         (try? await perform { core, done in done(.success(core.owner != nil)) }) ?? false
+    }
+
+    /// Whether an agent is on the bus now, or appears within `timeout` (the bus may be starting
+    /// one: `connect` asks it to). Nothing held waits for this: it is for what to tell the user.
+    public func waitForAgent(timeout: Duration) async -> Bool {
+        let (seconds, attoseconds) = timeout.components
+        let nanoseconds = UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)
+        return (try? await perform { core, done in core.waitForAgent(within: nanoseconds) { done(.success($0)) } }) ?? false
     }
 }
 

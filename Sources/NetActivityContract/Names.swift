@@ -60,6 +60,16 @@ public enum ActivityMember {
 
 /// `org.example.NetActivity.Task`: one observable unit of work.
 public enum TaskMember {
+    /// Why `id` is not a valid `desktop-id` (a desktop file name such as `org.example.App.desktop`:
+    /// letters, digits, '.', '_', '-', at most 255 bytes), or nil when it is.
+    public static func desktopIDProblem(_ id: String) -> String? {
+        let allowed = { (c: UInt8) in
+            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2E || c == 0x5F || c == 0x2D
+        }
+        if id.utf8.count <= 255, id.hasSuffix(".desktop"), id.utf8.count > 8, id.utf8.allSatisfy(allowed) { return nil }
+        return "BeginTask option 'desktop-id' must be a desktop file name like 'org.example.App.desktop' (letters, digits, '.', '_', '-'; at most 255 bytes), got '\(id.prefix(300))'"
+    }
+
     public enum Method: String, Sendable, CaseIterable {
         case suspend = "Suspend"
         case resume = "Resume"

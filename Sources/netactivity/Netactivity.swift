@@ -1,5 +1,6 @@
 import ArgumentParser
 import NetActivityClient
+import NetActivityContract
 
 @main
 struct Netactivity: ParsableCommand {
@@ -10,6 +11,7 @@ struct Netactivity: ParsableCommand {
             Exit status: 0 on success, 64 for usage errors, 69 when the agent is not running \
             (except `run`, which still runs the command, and `watch`, which waits for the agent).
             """,
+        version: NetActivityRelease.version,
         subcommands: [Status.self, Watch.self, Tasks.self, Inc.self, Dec.self, Run.self, Cache.self, Fetch.self])
 }
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Dispatch
 import Glibc
 import NetActivityClient
 
@@ -51,41 +52,52 @@ struct Run: ParsableCommand {
     func run() throws {
         let argvStrings = command.first == "--" ? Array(command.dropFirst()) : command
         // Before the task or lease exists: a SIGTERM from then on is passed to the command and
-        // reported in the task, never the end of `run` itself.
+        // reported in the task, never the end of `run` itself. (The library's threads, started
+        // below, inherit the blocked set.)
         let signals = TerminationSignals(includeChild: true)
-        var lease: ActivityLease?
-        var taskPath: String?
-        // The client lives until the command ends: the agent ends a lease (and completes a task)
-        // when its holder's bus connection goes away.
-        var client: NetActivityClient?
-        defer { withExtendedLifetime(client) {} }
+        // The library's never-failing core, as apps use it: the lease or task is held here and
+        // asserted at whichever agent runs, for as long as the command runs. An agent that
+        // restarts (or is started by D-Bus activation, which the library asks for when the agent
+        // leaves while something is held) gets it again; the agent ends it when this process dies.
+        let activity = blocking { await NetActivity.connect(address: bus.address) }
+        defer { activity.close() }
+        var lease: NetActivityLease?
+        var published: NetActivityTask?
+        let desktopID = self.desktopID
         do {
-            client = try NetActivityClient(address: bus.address)
             if let task {
-                taskPath = try client?.beginTask(task, desktopID: desktopID)
+                published = try blocking { () async throws(NetActivityError) in
+                    try await activity.beginTask(task, desktopID: desktopID)
+                }.get()
             } else {
-                lease = try client?.beginActivity(reason: argvStrings.joined(separator: " "))
+                let reason = argvStrings.joined(separator: " ")
+                lease = try blocking { () async throws(NetActivityError) in try await activity.beginActivity(reason: reason) }.get()
             }
         } catch {
             printError("warning: \(error.description); running the command without \(task == nil ? "a lease" : "a task")")
         }
+        if lease != nil || published != nil, !blocking({ await activity.waitForAgent(timeout: .seconds(2)) }) {
+            printError("warning: the netactivity agent is not running; the \(task == nil ? "lease" : "task") reaches it if it starts")
+        }
         var reader: ProgressReader?
         if let progressFrom {
-            reader = ProgressReader(passThroughTo: progressFrom.fd, client: taskPath == nil ? nil : client, task: taskPath)
+            reader = ProgressReader(passThroughTo: progressFrom.fd, task: published)
             if reader == nil { printError("warning: could not read progress: \(String(cString: strerror(errno)))") }
         }
         let status = spawnAndWait(argvStrings, signals: signals, progress: reader.map { ($0.writeEnd, progressFrom!.fd) })
         reader?.finish()
         lease?.end()
-        if let taskPath, let client {
-            let error: String? = switch status {
-            case 0: nil
+        if let published {
+            let error: String = switch status {
+            case 0: ""
             case 127: "command not found: \(argvStrings[0])"
             case 129...: "killed by signal \(status - 128)"
             default: "exit status \(status)"
             }
-            do { try client.completeTask(taskPath, error: error) } catch { printError("warning: \(error.description)") }
+            _ = blocking { () async throws(NetActivityError) in try await published.complete(error: error) }
         }
+        // What ended reaches the agent before this connection closes (at once with no agent).
+        blocking { await activity.settled() }
         throw ExitCode(status)
     }
 
@@ -143,12 +155,11 @@ final class ProgressReader: @unchecked Sendable {
     let writeEnd: Int32
     private let readEnd: Int32
     private let passThrough: Int32
-    private let client: NetActivityClient?
-    private let task: String?
+    private let task: NetActivityTask?
     private var thread = pthread_t()
     private var received: UInt64 = 0
 
-    init?(passThroughTo fd: Int32, client: NetActivityClient?, task: String?) {
+    init?(passThroughTo fd: Int32, task: NetActivityTask?) {
         // Close-on-exec: only the command's dup of the write end reaches it (nothing else spawns
         // while the pipe is made).
         var fds: [Int32] = [-1, -1]
@@ -157,7 +168,6 @@ final class ProgressReader: @unchecked Sendable {
         readEnd = fds[0]
         writeEnd = fds[1]
         passThrough = fd
-        self.client = client
         self.task = task
         let me = Unmanaged.passRetained(self).toOpaque()
         guard pthread_create(&thread, nil, { raw in
@@ -199,14 +209,18 @@ final class ProgressReader: @unchecked Sendable {
 
     private func handle(_ line: [UInt8]) {
         guard let progress = Self.parse(String(decoding: line, as: UTF8.self)) else { return writeThrough(line) }
-        guard let client, let task else { return }
+        guard let task else { return }
+        // The library answers at once (the agent hears the latest values without anyone waiting),
+        // so each line is applied in order before the next is read.
         switch progress {
         case .fraction(let fraction):
-            try? client.setTaskFraction(task, fraction)
+            _ = blocking { () async throws(NetActivityError) in try await task.setFraction(fraction) }
         case .bytes(let done, let total):
             guard done >= received else { return }
             received = done
-            try? client.setTaskProgress(task, received: done, expectedToReceive: total)
+            _ = blocking { () async throws(NetActivityError) in
+                try await task.setProgress(received: done, expectedToReceive: total)
+            }
         }
     }
 
@@ -243,5 +257,29 @@ final class ProgressReader: @unchecked Sendable {
         let space: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" || $0 == "\n" }
         guard let first = s.firstIndex(where: { !space($0) }), let last = s.lastIndex(where: { !space($0) }) else { return "" }
         return s[first...last]
+    }
+}
+
+/// Runs `body` to its end from synchronous code (the command's own threads, never a Swift task):
+/// the library's async API for a command that waits on signals and child processes.
+func blocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
+    let done = DispatchSemaphore(value: 0)
+    nonisolated(unsafe) var result: T?
+    Task.detached {
+        result = await body()
+        done.signal()
+    }
+    done.wait()
+    return result!
+}
+
+/// The same for a body that throws: its outcome.
+func blocking<T: Sendable, E: Error>(_ body: @escaping @Sendable () async throws(E) -> T) -> Result<T, E> {
+    blocking { () async -> Result<T, E> in
+        do throws(E) {
+            return .success(try await body())
+        } catch {
+            return .failure(error)
+        }
     }
 }

@@ -27,6 +27,9 @@ struct NetActivityDaemon {
         case .help:
             print(DaemonOptions.usage)
             exit(0)
+        case .version:
+            print(NetActivityRelease.version)
+            exit(0)
         case .usageError(let message):
             fail(message, code: 64)
         case .run(let parsed):

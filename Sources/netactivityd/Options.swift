@@ -21,6 +21,7 @@ struct DaemonOptions {
     enum Parsed {
         case run(DaemonOptions)
         case help
+        case version
         case usageError(String)
     }
 
@@ -53,6 +54,7 @@ struct DaemonOptions {
           --log-level <level>     Log level: trace, debug, info, notice, warning, error, critical (default:
                                   notice).
           --no-private-bus        Fail instead of starting a private bus when there is no session bus.
+          --version               Show the version.
           -h, --help              Show help information.
 
         The delays, the linger, tray, notify and the log level also come from the settings file; given
@@ -64,6 +66,7 @@ struct DaemonOptions {
         var rest = arguments[...]
         while let argument = rest.popFirst() {
             if argument == "-h" || argument == "--help" { return .help }
+            if argument == "--version" { return .version }
             guard argument.hasPrefix("--") else { return .usageError("Unexpected argument '\(argument)'") }
             var name = String(argument.dropFirst(2))
             var inline: String?

@@ -241,3 +241,124 @@ class CLITests(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class RunAcrossAgentRestartTests(unittest.TestCase):
+    """netactivity run is long-lived: its task outlives a kill -9 of the agent, which D-Bus
+    activation brings back because run still holds something."""
+
+    def setUp(self):
+        import shutil
+        import tempfile
+        from test_install import ActivationBus
+        self.home = tempfile.mkdtemp(prefix="netactivity-run-")
+        self.addCleanup(shutil.rmtree, self.home, True)
+        services = os.path.join(self.home, "services")
+        os.mkdir(services)
+        with open(os.path.join(services, "org.example.NetActivity.service"), "w") as f:
+            f.write("[D-BUS Service]\nName=%s\nExec=%s --no-private-bus --no-tray --activation-delay 0 "
+                    "--completion-delay 0 --log-level warning\n" % (NAME, os.path.join(BIN, "netactivityd")))
+        env = dict(os.environ)
+        env = {k: v for k, v in env.items() if not k.startswith("DBUS_")}
+        # The activated agents keep their cache and read their settings here.
+        env.update(XDG_CACHE_HOME=os.path.join(self.home, "cache"), XDG_CONFIG_HOME=os.path.join(self.home, "config"))
+        self.bus = ActivationBus(services, env=env)
+        self.addCleanup(self.bus.stop)
+        self.conn = connect(self.bus)
+        self.addCleanup(self.conn.close)
+
+    def agent_pid(self):
+        try:
+            return int(self.conn.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus").GetConnectionUnixProcessID(
+                NAME, dbus_interface="org.freedesktop.DBus"))
+        except dbus.exceptions.DBusException:
+            return None
+
+    def tasks(self):
+        try:
+            objects = self.conn.get_object(NAME, PATH, introspect=False).GetManagedObjects(
+                dbus_interface="org.freedesktop.DBus.ObjectManager")
+        except dbus.exceptions.DBusException:
+            return []
+        task = "org.example.NetActivity.Task"
+        return [dict(i[task], path=str(p)) for p, i in objects.items() if task in i]
+
+    def test_run_keeps_its_task_across_kill_9_of_the_agent(self):
+        import tempfile
+        gate = os.path.join(self.home, "gate")
+        os.mkfifo(gate)
+        p = subprocess.Popen([os.path.join(BIN, "netactivity"), "run", "--task", "long job", "--progress-from", "stdout",
+                              "--", "sh", "-c", "echo 40; read x < %s; echo 90; read x < %s" % (gate, gate)],
+                             env=self.bus.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            first = wait_until(lambda: [t for t in self.tasks() if t["Description"] == "long job"
+                                        and float(t["FractionCompleted"]) == 0.4] or None, what="the task at 40 %")[0]
+            owner = str(first["Owner"])
+            old = self.agent_pid()
+            os.kill(old, 9)
+            # Nobody calls the agent: run's library sees it leave while holding the task, and asks
+            # the bus to start it again.
+            again = wait_until(lambda: self.agent_pid() not in (None, old) and [
+                t for t in self.tasks() if t["Description"] == "long job" and str(t["State"]) == "running"] or None,
+                timeout=10, what="the task at a new agent")[0]
+            self.assertEqual(str(again["Owner"]), owner, "the same run, re-asserting its task")
+            self.assertEqual(float(again["FractionCompleted"]), 0.4, "with its progress")
+            with open(gate, "w") as f:
+                f.write("go\n")
+            wait_until(lambda: [t for t in self.tasks() if float(t["FractionCompleted"]) == 0.9] or None,
+                       what="progress at the new agent")
+            with open(gate, "w") as f:
+                f.write("go\n")
+            out, err = p.communicate(timeout=10)
+            self.assertEqual(p.returncode, 0, err)
+            self.assertNotIn("UnknownObject", err)
+            done = wait_until(lambda: [t for t in self.tasks() if str(t["State"]) == "completed"] or None,
+                              what="the task completed at the new agent")[0]
+            self.assertEqual((str(done["Error"]), float(done["FractionCompleted"])), ("", 1.0))
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+class ManualTests(unittest.TestCase):
+    """--version and the manual pages (man/*.1): one version everywhere, and every option that
+    --help lists is in the page, so the pages cannot fall behind the binaries unnoticed."""
+    ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    COMMANDS = {
+        "netactivity": [[], ["status"], ["watch"], ["tasks"], ["inc"], ["dec"], ["run"], ["cache", "add"],
+                        ["cache", "get"], ["cache", "rm"], ["cache", "clear"], ["cache", "stats"], ["fetch"]],
+        "netactivityd": [[]],
+    }
+
+    def run_bin(self, *args):
+        return subprocess.run([os.path.join(BIN, args[0]), *args[1:]], capture_output=True, text=True, timeout=30)
+
+    def changelog_version(self):
+        with open(os.path.join(self.ROOT, "packaging", "changelog")) as f:
+            return f.readline().split("(")[1].split(")")[0]
+
+    def test_version_is_the_changelog_s_in_both_binaries_and_both_pages(self):
+        version = self.changelog_version()
+        for binary in self.COMMANDS:
+            r = self.run_bin(binary, "--version")
+            self.assertEqual((r.returncode, r.stdout), (0, version + "\n"), binary)
+            with open(os.path.join(self.ROOT, "man", binary + ".1")) as f:
+                self.assertIn('"netactivity %s"' % version, f.readline(), "the page's .TH names the version")
+
+    def test_every_option_in_help_is_in_the_manual_page_and_the_pages_render_cleanly(self):
+        import re
+        for binary, subcommands in self.COMMANDS.items():
+            path = os.path.join(self.ROOT, "man", binary + ".1")
+            with open(path) as f:
+                page = f.read().replace("\\-", "-")
+            for sub in subcommands:
+                r = self.run_bin(binary, *(["help"] + sub if sub else ["--help"]))
+                self.assertEqual(r.returncode, 0, (binary, sub, r.stderr))
+                for option in set(re.findall(r"(?<![\w-])--[a-z][a-z-]+", r.stdout)):
+                    self.assertIn(option, page, "%s %s: %s is not in %s" % (binary, " ".join(sub), option, path))
+                for word in sub:
+                    self.assertIn(word, page)
+            # groff's own checks (-ww: every warning) find nothing to say.
+            r = subprocess.run(["groff", "-man", "-Tutf8", "-ww", "-z", path], capture_output=True, text=True, timeout=30)
+            self.assertEqual((r.returncode, r.stderr), (0, ""), path)

@@ -21,6 +21,8 @@ FILES = {
     "share/doc/netactivity/waybar-netactivity.jsonc": 0o644,
     "share/doc/netactivity/polybar-netactivity.ini": 0o644,
     "share/doc/netactivity/README.md": 0o644,
+    "share/man/man1/netactivity.1": 0o644,
+    "share/man/man1/netactivityd.1": 0o644,
     "share/gnome-shell/extensions/netactivity@example.org/metadata.json": 0o644,
     "share/gnome-shell/extensions/netactivity@example.org/extension.js": 0o644,
     "share/gnome-shell/extensions/netactivity@example.org/model.js": 0o644,

@@ -30,6 +30,8 @@ FILES = [
     "/usr/share/doc/netactivity/waybar-netactivity.jsonc",
     "/usr/share/doc/netactivity/polybar-netactivity.ini",
     "/usr/share/doc/netactivity/copyright",
+    "/usr/share/man/man1/netactivity.1.gz",
+    "/usr/share/man/man1/netactivityd.1.gz",
     "/usr/share/gnome-shell/extensions/netactivity@example.org/extension.js",
 ]
 SERVICE = "/usr/share/dbus-1/services/org.example.NetActivity.service"

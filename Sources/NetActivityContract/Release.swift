@@ -1,0 +1,6 @@
+/// The release of netactivity these binaries are: what `--version` prints. packaging/changelog's
+/// newest entry names the same version (a test compares them); the package takes its version
+/// from there.
+public enum NetActivityRelease {
+    public static let version = "1.0.0"
+}
