@@ -31,9 +31,10 @@ class PrivateBus:
         self.config_home = os.path.join(self.dir, "config")
         self.bus_args = bus_args = ["--config-file=" + config_file] if config_file else [
             "--session", "--nopidfile", "--address=unix:path=%s/bus" % self.dir]
+        self.daemon_env = clean_env() if env is None else env
         self.proc = subprocess.Popen(
             ["dbus-daemon", *bus_args, "--nofork", "--print-address=1"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=clean_env() if env is None else env)
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=self.daemon_env)
         self.address = self.proc.stdout.readline().decode().strip()
         assert self.address, "dbus-daemon did not start"
 
@@ -56,7 +57,7 @@ class PrivateBus:
             os.unlink("%s/bus" % self.dir)
         self.proc = subprocess.Popen(
             ["dbus-daemon", *self.bus_args, "--nofork", "--print-address=1"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=clean_env() if env is None else env)
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=self.daemon_env)
         self.address = self.proc.stdout.readline().decode().strip()
         assert self.address, "dbus-daemon did not start again"
 

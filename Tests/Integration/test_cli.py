@@ -284,11 +284,11 @@ class RunAcrossAgentRestartTests(unittest.TestCase):
         return [dict(i[task], path=str(p)) for p, i in objects.items() if task in i]
 
     def test_run_keeps_its_task_across_kill_9_of_the_agent(self):
-        import tempfile
-        gate = os.path.join(self.home, "gate")
-        os.mkfifo(gate)
+        # The command goes on past each step once the test creates its file.
+        step = os.path.join(self.home, "step")
+        script = "echo 40; until [ -e {0}1 ]; do sleep 0.02; done; echo 90; until [ -e {0}2 ]; do sleep 0.02; done".format(step)
         p = subprocess.Popen([os.path.join(BIN, "netactivity"), "run", "--task", "long job", "--progress-from", "stdout",
-                              "--", "sh", "-c", "echo 40; read x < %s; echo 90; read x < %s" % (gate, gate)],
+                              "--", "sh", "-c", script],
                              env=self.bus.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             first = wait_until(lambda: [t for t in self.tasks() if t["Description"] == "long job"
@@ -303,12 +303,11 @@ class RunAcrossAgentRestartTests(unittest.TestCase):
                 timeout=10, what="the task at a new agent")[0]
             self.assertEqual(str(again["Owner"]), owner, "the same run, re-asserting its task")
             self.assertEqual(float(again["FractionCompleted"]), 0.4, "with its progress")
-            with open(gate, "w") as f:
-                f.write("go\n")
+            open(step + "1", "w").close()
             wait_until(lambda: [t for t in self.tasks() if float(t["FractionCompleted"]) == 0.9] or None,
                        what="progress at the new agent")
-            with open(gate, "w") as f:
-                f.write("go\n")
+            self.assertIsNone(p.poll(), "still running")
+            open(step + "2", "w").close()
             out, err = p.communicate(timeout=10)
             self.assertEqual(p.returncode, 0, err)
             self.assertNotIn("UnknownObject", err)
