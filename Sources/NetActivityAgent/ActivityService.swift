@@ -19,6 +19,11 @@ public protocol IndicatorSource: AnyObject {
     var total: UInt64 { get }
     /// "firefox (2), thunderbird (1)": who holds the activity, for tooltips and notifications.
     var clientsSummary: String { get }
+    /// The same, one entry per client ("firefox (2)"), for menus.
+    var clientRows: [String] { get }
+    /// Whether the indicator is enabled (the `Enabled` property), and a way to change it.
+    var isEnabled: Bool { get }
+    func setEnabled(_ enabled: Bool)
 }
 
 /// Something on the desktop that follows the indicator (the tray icon, notifications).
@@ -27,6 +32,12 @@ public protocol DesktopObserver: AnyObject {
     func visibleChanged(_ visible: Bool)
     /// The coalesced client list changed (at most every 50 ms).
     func clientsChanged()
+    /// `Enabled` changed.
+    func enabledChanged()
+}
+
+extension DesktopObserver {
+    public func enabledChanged() {}
 }
 
 /// Begins a task for a client (the `BeginTask` method lives on this service's interface, the
@@ -163,10 +174,11 @@ public final class ActivityService: ActivitySink, IndicatorSource {
         try call.reply.appendObjectPath(path)
     }
 
-    func setEnabled(_ enabled: Bool) {
+    public func setEnabled(_ enabled: Bool) {
         guard enabled != machine.isEnabled else { return }
         let actions = machine.setEnabled(enabled, count: ledger.total, now: context.now)
         emitChanged([ActivityMember.Property.enabled.rawValue])
+        for observer in observers { observer.enabledChanged() }
         perform(actions)
     }
 
@@ -344,10 +356,15 @@ public final class ActivityService: ActivitySink, IndicatorSource {
     }
 
     public var clientsSummary: String {
-        let clients = currentClients()
-        guard !clients.isEmpty else { return "No network activity" }
-        return clients.map { "\($0.processName.isEmpty ? $0.name : $0.processName) (\($0.count))" }.joined(separator: ", ")
+        let rows = clientRows
+        return rows.isEmpty ? "No network activity" : rows.joined(separator: ", ")
     }
+
+    public var clientRows: [String] {
+        currentClients().map { "\($0.processName.isEmpty ? $0.name : $0.processName) (\($0.count))" }
+    }
+
+    public var isEnabled: Bool { machine.isEnabled }
 
     // MARK: leases
 

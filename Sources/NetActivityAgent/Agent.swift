@@ -173,12 +173,15 @@ public final class Agent {
     /// Starts the tray and the notifier the options ask for, and stops those they no longer do.
     private func startDesktopObservers() {
         if options.tray, tray == nil {
-            let icon = TrayIcon(connection: connection, server: context.server, indicator: activity, logger: context.logger)
+            let icon = TrayIcon(
+                connection: connection, server: context.server, scheduler: context.scheduler, indicator: activity,
+                tasks: { [unowned tasks] in tasks.menuRows() }, logger: context.logger)
             tray = startObserver(icon) ? icon : nil
         } else if !options.tray, let icon = tray {
             icon.stop()
             tray = nil
         }
+        tasks.onTasksChanged = tray.map { icon in { [unowned icon] in icon.tasksChanged() } }
         if notifier?.after != options.notifyAfter {
             notifier?.stop()
             notifier = nil

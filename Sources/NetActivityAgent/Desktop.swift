@@ -35,7 +35,9 @@ extension Connection {
 /// A StatusNotifierItem (the KDE names that real tray hosts use: Plasma, waybar's tray,
 /// xfce4-panel's sn plugin, GNOME with the AppIndicator extension). Status is Active while the
 /// indicator is visible and Passive otherwise (hosts hide passive items); the tooltip names the
-/// clients. It registers with org.kde.StatusNotifierWatcher whenever one appears.
+/// clients. Its menu (`Menu`, com.canonical.dbusmenu, which the AppIndicator extension requires)
+/// lists the clients and tasks and pauses the indicator; it is what a click opens (`ItemIsMenu`).
+/// It registers with org.kde.StatusNotifierWatcher whenever one appears.
 final class TrayIcon: DesktopObserver {
     static let path = "/StatusNotifierItem"
     static let interface = "org.kde.StatusNotifierItem"
@@ -49,11 +51,22 @@ final class TrayIcon: DesktopObserver {
     /// The name hosts know the item by (the spec's org.kde.StatusNotifierItem-PID-ID form).
     let itemName = "org.kde.StatusNotifierItem-\(getpid())-1"
 
-    init(connection: Connection, server: ObjectServer, indicator: any IndicatorSource, logger: Logger) {
+    let menu: TrayMenu
+
+    init(
+        connection: Connection, server: ObjectServer, scheduler: any Scheduler, indicator: any IndicatorSource,
+        tasks: @escaping () -> [String], logger: Logger
+    ) {
         self.connection = connection
         self.server = server
         self.indicator = indicator
         self.logger = logger
+        menu = TrayMenu(
+            connection: connection, server: server, scheduler: scheduler,
+            content: { [unowned indicator] in
+                TrayMenuModel.make(enabled: indicator.isEnabled, clients: indicator.clientRows, tasks: tasks())
+            },
+            toggle: { [unowned indicator] in indicator.setEnabled(!indicator.isEnabled) })
     }
 
     var status: String { indicator.isVisible ? "Active" : "Passive" }
@@ -61,6 +74,7 @@ final class TrayIcon: DesktopObserver {
     private var unfollow: (() -> Void)?
 
     func start() throws {
+        menu.start()
         server.export(path: Self.path, interfaces: [makeInterface()])
         connection.requestNameAsync(itemName) { [logger, itemName] result in
             if case .failure(let e) = result { logger.notice("The tray item's name \(itemName) was refused: \(e.message)") }
@@ -76,6 +90,7 @@ final class TrayIcon: DesktopObserver {
         unfollow?()
         unfollow = nil
         server.unexport(path: Self.path)
+        menu.stop()
         let name = itemName
         connection.busCallAsync("ReleaseName", timeoutMilliseconds: 5000, { w in w.append(name) }) { _ in }
     }
@@ -100,12 +115,19 @@ final class TrayIcon: DesktopObserver {
         let status = self.status
         connection.emitSignal(path: Self.path, interface: Self.interface, member: "NewStatus") { w in w.append(status) }
         connection.emitSignal(path: Self.path, interface: Self.interface, member: "NewToolTip") { _ in }
+        menu.changed()
     }
 
     func clientsChanged() {
+        menu.changed()
         guard indicator.isVisible else { return }
         connection.emitSignal(path: Self.path, interface: Self.interface, member: "NewToolTip") { _ in }
     }
+
+    func enabledChanged() { menu.changed() }
+
+    /// A task came, changed or left.
+    func tasksChanged() { menu.changed() }
 
     private func makeInterface() -> DBusInterface {
         let noPixmaps: (inout MessageWriter) -> Void = { w in
@@ -115,7 +137,7 @@ final class TrayIcon: DesktopObserver {
         return DBusInterface(
             Self.interface,
             methods: [
-                // Clicks do nothing: the item only shows state (the tooltip says who is busy).
+                // A click opens the menu (ItemIsMenu); hosts that call these anyway change nothing.
                 DBusMethod("Activate", in: click) { _ in },
                 DBusMethod("SecondaryActivate", in: click) { _ in },
                 DBusMethod("ContextMenu", in: click) { _ in },
@@ -143,7 +165,8 @@ final class TrayIcon: DesktopObserver {
                         s.append(text)
                     }
                 },
-                DBusProperty("ItemIsMenu", "b", emitsChanged: .const) { w, _ in w.append(false) },
+                DBusProperty("ItemIsMenu", "b", emitsChanged: .const) { w, _ in w.append(true) },
+                DBusProperty("Menu", "o", emitsChanged: .const) { w, _ in try w.appendObjectPath(TrayMenu.path) },
             ],
             signals: [
                 DBusSignal("NewTitle"), DBusSignal("NewIcon"), DBusSignal("NewAttentionIcon"), DBusSignal("NewOverlayIcon"),

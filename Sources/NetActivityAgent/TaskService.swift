@@ -117,6 +117,8 @@ public final class TaskService: TaskBeginning, TaskFactory {
     let taskLinger: Duration
     /// One table serves every task object; handlers find the task by the call's path.
     private lazy var taskInterface = makeInterface()
+    /// Told when a task comes, announces a change, or leaves (the tray's menu follows).
+    public var onTasksChanged: (() -> Void)?
 
     public init(context: AgentContext, activity: any ActivitySink, linger: Double) {
         self.context = context
@@ -185,6 +187,7 @@ public final class TaskService: TaskBeginning, TaskFactory {
             tasks.quota.charge(connection: owner, leaf: app)
         }
         context.server.export(path: entry.path, interfaces: [taskInterface])
+        onTasksChanged?()
         if let desktopID {
             tasks.liveByDesktopID[desktopID, default: []].insert(entry.path)
             updateLauncher(desktopID)
@@ -317,6 +320,7 @@ public final class TaskService: TaskBeginning, TaskFactory {
         }
         context.emitPropertiesChanged(.task, at: entry.path, names)
         if let desktopID = entry.desktopID { updateLauncher(desktopID) }
+        onTasksChanged?()
     }
 
     /// A completed task stays for `taskLinger`, then leaves (InterfacesRemoved).
@@ -339,6 +343,37 @@ public final class TaskService: TaskBeginning, TaskFactory {
         entry.lingerTimer = nil
         tasks.forget(entry)
         context.server.unexport(path: entry.path)
+        onTasksChanged?()
+    }
+
+    /// The live tasks as a menu shows them, oldest first: "backup — 40 %", "sync — 1.5 MB — paused".
+    public func menuRows() -> [String] {
+        let live = tasks.liveByOwner.values.flatMap { $0 }.compactMap { tasks.byPath[$0] }
+        return live.sorted { $0.path.count != $1.path.count ? $0.path.count < $1.path.count : $0.path < $1.path }.map { entry in
+            let r = entry.record, p = r.progress
+            var parts = [String(r.description.prefix(48))]
+            let done = p.received > 0 || p.expectedToReceive > 0 ? p.received : p.sent
+            if p.hasKnownSize || p.reportedFraction > 0 {
+                parts.append("\(Int((min(1, r.fractionCompleted) * 100).rounded(.down))) %")
+            } else if done > 0 {
+                parts.append(Self.siBytes(done))
+            }
+            if r.state == .suspended { parts.append("paused") }
+            return parts.joined(separator: " — ")
+        }
+    }
+
+    /// Bytes as the desktop writes them: 512 B, 1.5 kB, 12 MB.
+    static func siBytes(_ n: UInt64) -> String {
+        if n < 1000 { return "\(n) B" }
+        var value = Double(n)
+        var unit = ""
+        for u in ["kB", "MB", "GB", "TB"] {
+            value /= 1000
+            unit = u
+            if value < 1000 { break }
+        }
+        return value < 10 ? "\((value * 10).rounded(.down) / 10) \(unit)" : "\(Int(value)) \(unit)"
     }
 
     /// The owner left the bus: its live tasks complete with ClientVanished. The ledger drops its

@@ -2,6 +2,7 @@
 """Stand-ins for desktop services, printing what they see as JSON lines (with arrival times):
 
 fake_desktop.py ADDRESS watcher        org.kde.StatusNotifierWatcher; also prints items' NewStatus/NewToolTip
+                                       and their menus' LayoutUpdated
 fake_desktop.py ADDRESS notifications  org.freedesktop.Notifications (Notify, CloseNotification); a line
                                        "dismiss ID" on stdin closes ID as the user would (reason 2)
 fake_desktop.py ADDRESS launcher       a dock: prints com.canonical.Unity.LauncherEntry Update signals
@@ -78,6 +79,9 @@ if mode == "watcher":
                             signal_name="NewStatus", dbus_interface="org.kde.StatusNotifierItem", sender_keyword="sender")
     bus.add_signal_receiver(lambda sender=None: out({"event": "NewToolTip", "sender": sender}),
                             signal_name="NewToolTip", dbus_interface="org.kde.StatusNotifierItem", sender_keyword="sender")
+    bus.add_signal_receiver(lambda revision, parent, sender=None: out({"event": "LayoutUpdated", "revision": int(revision),
+                                                                       "parent": int(parent), "sender": sender}),
+                            signal_name="LayoutUpdated", dbus_interface="com.canonical.dbusmenu", sender_keyword="sender")
 elif mode == "notifications":
     name = dbus.service.BusName("org.freedesktop.Notifications", bus)
     server = Notifications(bus, "/org/freedesktop/Notifications")

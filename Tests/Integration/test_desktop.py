@@ -45,6 +45,54 @@ class TrayTests(AgentTestCase):
         wait_until(lambda: [e for e in events(watcher, "NewStatus") if e["status"] == "Passive"], what="NewStatus Passive")
         self.assertEqual(item.Get(SNI, "Status", dbus_interface=PROPS), "Passive")
 
+    def test_the_item_s_dbusmenu_lists_clients_and_tasks_and_pauses_the_indicator(self):
+        watcher = self.observe("fake_desktop.py", "watcher")
+        reg = wait_until(lambda: events(watcher, "register"), what="the item to register")[0]
+        item = self.conn.get_object(reg["service"], "/StatusNotifierItem", introspect=False)
+        # What Ubuntu's AppIndicator extension requires of an item: a Menu, and here a click opens it.
+        menu_path = item.Get(SNI, "Menu", dbus_interface=PROPS)
+        self.assertEqual((str(menu_path), bool(item.Get(SNI, "ItemIsMenu", dbus_interface=PROPS))), ("/MenuBar", True))
+        menu = dbus.Interface(self.conn.get_object(reg["service"], menu_path, introspect=False), "com.canonical.dbusmenu")
+        self.assertEqual(int(self.conn.get_object(reg["service"], menu_path, introspect=False).Get(
+            "com.canonical.dbusmenu", "Version", dbus_interface=PROPS)), 3)
+
+        def labels():
+            revision, (root, props, children) = menu.GetLayout(0, -1, dbus.Array([], signature="s"))
+            self.assertEqual((int(root), str(props["children-display"])), (0, "submenu"))
+            return [(int(c[0]), str(c[1].get("label", "")), str(c[1].get("type", "standard"))) for c in children]
+
+        self.assertEqual(labels()[0][1], "No app is using the network")
+        iface(self.conn).IncrementActivityCount()
+        path = str(iface(self.conn).BeginTask("backup_photos", dbus.Dictionary({}, signature="sv")))
+        self.conn.get_object(NAME, path, introspect=False).SetFraction(0.4, dbus_interface="org.example.NetActivity.Task")
+        rows = wait_until(lambda: (lambda l: l if any("backup__photos — 40 %" == t for _, t, _ in l) else None)(labels()),
+                          what="the task in the menu")
+        texts = [t for _, t, _ in rows]
+        self.assertEqual(texts[0], "Using the network")
+        self.assertTrue(any(t.startswith("python3 (2)") for t in texts), texts)
+        self.assertIn("Tasks", texts)
+        # The check item pauses the indicator (Enabled), and says so.
+        toggle = [i for i, t, _ in rows if t == "Show network activity"][0]
+        self.assertEqual(int(menu.GetProperty(toggle, "toggle-state")), 1)
+        menu.Event(toggle, "clicked", dbus.Int32(0, variant_level=1), dbus.UInt32(0))
+        self.assertFalse(bool(prop(self.conn, "Enabled")))
+        self.assertEqual(int(menu.GetProperty(toggle, "toggle-state")), 0)
+        self.assertEqual(labels()[0][1], "Network activity indicator paused")
+        # Hosts hear of changes (at most every 250 ms), from the item's own connection, and read
+        # the layout again.
+        update = wait_until(lambda: events(watcher, "LayoutUpdated"), what="LayoutUpdated")[-1]
+        self.assertEqual((update["parent"], update["sender"]), (0, self.agent_name()))
+        self.assertGreater(update["revision"], 1)
+        # Bad input is an error, never a crash.
+        with self.assertRaises(dbus.exceptions.DBusException) as cm:
+            menu.GetProperty(toggle, "no-such-property")
+        self.assertEqual(cm.exception.get_dbus_name(), "org.freedesktop.DBus.Error.InvalidArgs")
+        with self.assertRaises(dbus.exceptions.DBusException):
+            menu.GetLayout(12345, -1, dbus.Array([], signature="s"))
+        self.assertEqual([int(i) for i in menu.EventGroup(dbus.Array([(dbus.Int32(999), "clicked", dbus.Int32(0, variant_level=1), dbus.UInt32(0))], signature="(isvu)"))], [999])
+        menu.Event(toggle, "clicked", dbus.Int32(0, variant_level=1), dbus.UInt32(0))
+        self.assertTrue(bool(prop(self.conn, "Enabled")))
+
     def test_reregisters_when_the_watcher_restarts_and_when_present_at_start(self):
         first = self.observe("fake_desktop.py", "watcher")
         wait_until(lambda: events(first, "register"), what="the first registration")

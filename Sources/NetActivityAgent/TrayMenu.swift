@@ -1,0 +1,225 @@
+import DBusKit
+import LinuxKit
+import Logging
+
+/// One item of the tray's menu (com.canonical.dbusmenu): its id, properties and children.
+struct MenuItem: Equatable {
+    var id: Int32
+    var properties: [String: DBusValue]
+    var children: [MenuItem] = []
+
+    /// dbusmenu's wire form, `(ia{sv}av)`, down `depth` levels (-1: all), with only `names`
+    /// among the properties (empty: all).
+    func layout(depth: Int32, names: Set<String>) -> DBusValue {
+        let shown = names.isEmpty ? properties : properties.filter { names.contains($0.key) }
+        let kids: [DBusValue] = depth == 0 ? [] : children.map { .variant($0.layout(depth: depth - 1, names: names)) }
+        return .structure([
+            .int32(id),
+            .dict(keySignature: "s", valueSignature: "v", shown.sorted { $0.key < $1.key }.map { (.string($0.key), .variant($0.value)) }),
+            .array(elementSignature: "v", kids),
+        ])
+    }
+
+    func find(_ wanted: Int32) -> MenuItem? {
+        if id == wanted { return self }
+        for child in children {
+            if let found = child.find(wanted) { return found }
+        }
+        return nil
+    }
+
+    var all: [MenuItem] { [self] + children.flatMap(\.all) }
+}
+
+/// What the tray's menu shows: pure, so the layout is tested without a bus.
+enum TrayMenuModel {
+    static let rootID: Int32 = 0
+    static let statusID: Int32 = 1
+    static let toggleID: Int32 = 2
+    static let maxRows = 8
+
+    /// dbusmenu reads `_` as a mnemonic mark: text from apps shows as it is.
+    static func label(_ text: String) -> DBusValue { .string(text.replacing("_", with: "__")) }
+
+    static func make(enabled: Bool, clients: [String], tasks: [String]) -> MenuItem {
+        var rows: [MenuItem] = []
+        let status = !enabled ? "Network activity indicator paused"
+            : clients.isEmpty && tasks.isEmpty ? "No app is using the network" : "Using the network"
+        rows.append(MenuItem(id: statusID, properties: ["label": label(status), "enabled": .bool(false)]))
+        func capped(_ texts: [String], firstID: Int32) -> [MenuItem] {
+            var shown = Array(texts.prefix(texts.count > maxRows ? maxRows - 1 : maxRows))
+            if texts.count > shown.count { shown.append("and \(texts.count - shown.count) more") }
+            return shown.enumerated().map { i, text in
+                MenuItem(id: firstID + Int32(i), properties: ["label": label(text), "enabled": .bool(false)])
+            }
+        }
+        rows += capped(clients, firstID: 100)
+        if !tasks.isEmpty {
+            rows.append(MenuItem(id: 3, properties: ["type": .string("separator")]))
+            rows.append(MenuItem(id: 4, properties: ["label": label("Tasks"), "enabled": .bool(false)]))
+            rows += capped(tasks, firstID: 200)
+        }
+        rows.append(MenuItem(id: 5, properties: ["type": .string("separator")]))
+        rows.append(MenuItem(id: toggleID, properties: [
+            "label": label("Show network activity"), "toggle-type": .string("checkmark"),
+            "toggle-state": .int32(enabled ? 1 : 0),
+        ]))
+        return MenuItem(id: rootID, properties: ["children-display": .string("submenu")], children: rows)
+    }
+}
+
+/// The tray item's menu (`com.canonical.dbusmenu` at /MenuBar), what Ubuntu's AppIndicator
+/// extension, KDE Plasma and xfce4-panel open on the item: who is using the network, the tasks
+/// with their progress, and a check item that pauses and resumes the indicator (Enabled).
+/// Changes reach hosts as LayoutUpdated, at most one per 250 ms and only when the menu differs.
+final class TrayMenu {
+    static let path = "/MenuBar"
+    static let interface = "com.canonical.dbusmenu"
+
+    private let connection: Connection
+    private let server: ObjectServer
+    private let scheduler: any Scheduler
+    private let content: () -> MenuItem
+    private let toggle: () -> Void
+    private(set) var revision: UInt32 = 1
+    private var announced: MenuItem?
+    private var timer: TimerID?
+
+    init(connection: Connection, server: ObjectServer, scheduler: any Scheduler,
+         content: @escaping () -> MenuItem, toggle: @escaping () -> Void) {
+        self.connection = connection
+        self.server = server
+        self.scheduler = scheduler
+        self.content = content
+        self.toggle = toggle
+    }
+
+    func start() {
+        announced = content()
+        server.export(path: Self.path, interfaces: [makeInterface()])
+    }
+
+    func stop() {
+        if let t = timer { scheduler.cancel(t) }
+        timer = nil
+        server.unexport(path: Self.path)
+    }
+
+    /// Something the menu shows may have changed.
+    func changed() {
+        guard timer == nil else { return }
+        timer = scheduler.schedule(afterNanoseconds: 250_000_000) { [unowned self] in
+            self.timer = nil
+            let now = self.content()
+            guard now != self.announced else { return }
+            self.announced = now
+            self.revision &+= 1
+            let revision = self.revision
+            self.connection.emitSignal(path: Self.path, interface: Self.interface, member: "LayoutUpdated") { w in
+                w.append(revision)
+                w.append(Int32(0))
+            }
+        }
+    }
+
+    private static func strings(_ value: DBusValue) -> Set<String> {
+        guard case .array(_, let items) = value else { return [] }
+        return Set(items.compactMap { if case .string(let s) = $0 { s } else { nil } })
+    }
+
+    private static func ints(_ value: DBusValue) -> [Int32] {
+        guard case .array(_, let items) = value else { return [] }
+        return items.compactMap { if case .int32(let i) = $0 { i } else { nil } }
+    }
+
+    /// A click on the check item toggles the indicator; other events change nothing.
+    private func event(id: Int32, name: String) {
+        if id == TrayMenuModel.toggleID, name == "clicked" {
+            toggle()
+            changed()
+        }
+    }
+
+    private func makeInterface() -> DBusInterface {
+        let itemProperties = DBusArgument("properties", "a(ia{sv})")
+        return DBusInterface(
+            Self.interface,
+            methods: [
+                DBusMethod(
+                    "GetLayout", in: [DBusArgument("parentId", "i"), DBusArgument("recursionDepth", "i"), DBusArgument("propertyNames", "as")],
+                    out: [DBusArgument("revision", "u"), DBusArgument("layout", "(ia{sv}av)")]
+                ) { [unowned self] call in
+                    let parent = try call.args.read(Int32.self)
+                    let depth = try call.args.read(Int32.self)
+                    let names = Self.strings(try call.args.readValue())
+                    guard let item = self.content().find(parent) else {
+                        throw DBusError.invalidArgs("No menu item \(parent)")
+                    }
+                    call.reply.append(self.revision)
+                    try call.reply.append(item.layout(depth: depth, names: names))
+                },
+                DBusMethod(
+                    "GetGroupProperties", in: [DBusArgument("ids", "ai"), DBusArgument("propertyNames", "as")], out: [itemProperties]
+                ) { [unowned self] call in
+                    let ids = Self.ints(try call.args.readValue())
+                    let names = Self.strings(try call.args.readValue())
+                    let menu = self.content()
+                    let items = ids.isEmpty ? menu.all : ids.compactMap { menu.find($0) }
+                    try call.reply.append(.array(elementSignature: "(ia{sv})", items.map { item in
+                        guard case .structure(let fields) = item.layout(depth: 0, names: names) else { return .structure([]) }
+                        return .structure(Array(fields.prefix(2)))
+                    }))
+                },
+                DBusMethod(
+                    "GetProperty", in: [DBusArgument("id", "i"), DBusArgument("name", "s")], out: [DBusArgument("value", "v")]
+                ) { [unowned self] call in
+                    let id = try call.args.read(Int32.self)
+                    let name = try call.args.read(String.self)
+                    guard let value = self.content().find(id)?.properties[name] else {
+                        throw DBusError.invalidArgs("Menu item \(id) has no property '\(name.prefix(64))'")
+                    }
+                    try call.reply.append(.variant(value))
+                },
+                DBusMethod(
+                    "Event", in: [DBusArgument("id", "i"), DBusArgument("eventId", "s"), DBusArgument("data", "v"), DBusArgument("timestamp", "u")]
+                ) { [unowned self] call in
+                    let id = try call.args.read(Int32.self)
+                    let name = try call.args.read(String.self)
+                    self.event(id: id, name: name)
+                },
+                DBusMethod("EventGroup", in: [DBusArgument("events", "a(isvu)")], out: [DBusArgument("idErrors", "ai")]) {
+                    [unowned self] call in
+                    guard case .array(_, let events) = try call.args.readValue() else { return }
+                    let menu = self.content()
+                    var errors: [DBusValue] = []
+                    for case .structure(let fields) in events {
+                        guard fields.count == 4, case .int32(let id) = fields[0], case .string(let name) = fields[1] else { continue }
+                        if menu.find(id) == nil { errors.append(.int32(id)) } else { self.event(id: id, name: name) }
+                    }
+                    try call.reply.append(.array(elementSignature: "i", errors))
+                },
+                DBusMethod("AboutToShow", in: [DBusArgument("id", "i")], out: [DBusArgument("needUpdate", "b")]) { call in
+                    call.reply.append(false)
+                },
+                DBusMethod(
+                    "AboutToShowGroup", in: [DBusArgument("ids", "ai")],
+                    out: [DBusArgument("updatesNeeded", "ai"), DBusArgument("idErrors", "ai")]
+                ) { call in
+                    try call.reply.append(.array(elementSignature: "i", []))
+                    try call.reply.append(.array(elementSignature: "i", []))
+                },
+            ],
+            properties: [
+                DBusProperty("Version", "u", emitsChanged: .const) { w, _ in w.append(UInt32(3)) },
+                DBusProperty("TextDirection", "s", emitsChanged: .const) { w, _ in w.append("ltr") },
+                DBusProperty("Status", "s", emitsChanged: .const) { w, _ in w.append("normal") },
+                DBusProperty("IconThemePath", "as", emitsChanged: .const) { w, _ in w.appendArray(elementSignature: "s") { _ in } },
+            ],
+            signals: [
+                DBusSignal("ItemsPropertiesUpdated", [DBusArgument("updatedProps", "a(ia{sv})"), DBusArgument("removedProps", "a(ias)")]),
+                DBusSignal("LayoutUpdated", [DBusArgument("revision", "u"), DBusArgument("parent", "i")]),
+                DBusSignal("ItemActivationRequested", [DBusArgument("id", "i"), DBusArgument("timestamp", "u")]),
+            ]
+        )
+    }
+}

@@ -1,0 +1,46 @@
+import DBusKit
+@testable import NetActivityAgent
+import Testing
+
+/// The tray's dbusmenu layout, pure: what the AppIndicator extension, Plasma and xfce4-panel draw.
+@Suite("Tray menu")
+struct TrayMenuTests {
+    func labels(_ item: MenuItem) -> [String] {
+        item.children.map { if case .string(let s) = $0.properties["label"] ?? .string("-") { s } else { "?" } }
+    }
+
+    @Test("status, one row per client and task (capped), a separator, and the check item that pauses the indicator")
+    func content() {
+        let idle = TrayMenuModel.make(enabled: true, clients: [], tasks: [])
+        #expect(labels(idle) == ["No app is using the network", "-", "Show network activity"])
+        let clients = (1...10).map { "app\($0) (1)" }
+        let busy = TrayMenuModel.make(enabled: false, clients: clients, tasks: ["back_up — 40 %"])
+        let rows = labels(busy)
+        #expect(rows.first == "Network activity indicator paused")
+        #expect(rows[1...8] == ArraySlice(clients.prefix(7) + ["and 3 more"]), "capped at 8 rows with a summary")
+        #expect(rows.contains("back__up — 40 %"), "an app's underscore is not a mnemonic")
+        let toggle = busy.find(TrayMenuModel.toggleID)
+        #expect(toggle?.properties["toggle-state"] == .int32(0))
+        #expect(toggle?.properties["toggle-type"] == .string("checkmark"))
+        #expect(Set(busy.all.map(\.id)).count == busy.all.count, "ids are unique")
+    }
+
+    @Test("the wire layout honours the depth and the property names asked for")
+    func layout() throws {
+        let menu = TrayMenuModel.make(enabled: true, clients: ["a (1)"], tasks: [])
+        guard case .structure(let top) = menu.layout(depth: 0, names: []), case .array(_, let none) = top[2] else {
+            Issue.record("not (ia{sv}av)")
+            return
+        }
+        #expect(none.isEmpty, "depth 0: the item alone")
+        guard case .structure(let all) = menu.layout(depth: -1, names: ["label"]), case .array(_, let kids) = all[2],
+              case .variant(.structure(let first)) = kids.first, case .dict(_, _, let props) = first[1]
+        else {
+            Issue.record("no children")
+            return
+        }
+        #expect(kids.count == menu.children.count)
+        #expect(props.map(\.0) == [.string("label")], "only the names asked for")
+        #expect(menu.layout(depth: -1, names: []).signature == "(ia{sv}av)")
+    }
+}
