@@ -34,6 +34,8 @@ if [ "${1:-}" = "--gnome" ]; then
     need=""
     command -v gnome-shell >/dev/null 2>&1 || { need="$need gnome-shell"; recommends=""; }
     command -v gjs >/dev/null 2>&1 || need="$need gjs"
+    # Ubuntu's tray in GNOME (enabled there by default): the tray item's test runs under it too.
+    [ -d /usr/share/gnome-shell/extensions/ubuntu-appindicators@ubuntu.com ] || need="$need gnome-shell-extension-appindicator"
     # ImageMagick's own convert (a machine may have a stand-in of that name that reads only PNGs).
     convert -version 2>/dev/null | grep -q ImageMagick || need="$need imagemagick"
 fi

@@ -91,9 +91,12 @@ def png_max_brightness(path, x, y, width, height):
     return float(r.stdout.strip())
 
 
-@unittest.skipUnless(SHELL and GJS and have_imagemagick(),
-                     "gnome-shell and imagemagick are not installed (make test installs them)")
-class GnomeShellTests(unittest.TestCase):
+class ShellSession(unittest.TestCase):
+    """A headless gnome-shell with `extensions` enabled and the agent on its session bus (with
+    its tray item when `tray`)."""
+    extensions = (UUID, PROBE)
+    tray = False
+
     @classmethod
     def setUpClass(cls):
         cls.user, cls.created_user = ensure_user()
@@ -163,7 +166,7 @@ class GnomeShellTests(unittest.TestCase):
         cls.address = cls._bus("session")
         cls.env = dict(cls.base_env, DBUS_SESSION_BUS_ADDRESS=cls.address, DBUS_SYSTEM_BUS_ADDRESS=system)
         r = subprocess.run(["gsettings", "set", "org.gnome.shell", "enabled-extensions",
-                            "['%s', '%s']" % (UUID, PROBE)], env=cls.env, capture_output=True, text=True,
+                            str(list(cls.extensions))], env=cls.env, capture_output=True, text=True,
                            timeout=30, **cls._as_user())
         assert r.returncode == 0, r.stderr
         cls.conn = dbus.bus.BusConnection(cls.address)
@@ -180,7 +183,7 @@ class GnomeShellTests(unittest.TestCase):
             extensions = cls.conn.get_object("org.gnome.Shell", "/org/gnome/Shell", introspect=False)
             try:
                 states = [extensions.GetExtensionInfo(u, dbus_interface="org.gnome.Shell.Extensions")
-                          for u in (UUID, PROBE)]
+                          for u in cls.extensions]
             except dbus.DBusException:
                 return False
             # 1.0 = ENABLED; 3.0 = ERROR (with the error text in "error").
@@ -200,7 +203,8 @@ class GnomeShellTests(unittest.TestCase):
     @classmethod
     def _start_agent(cls):
         # The installed copy: the test user may not be able to enter the build folder.
-        proc = cls._spawn("netactivityd", [os.path.join(cls.prefix, "bin", "netactivityd"), "--config", "", "--no-tray",
+        proc = cls._spawn("netactivityd", [os.path.join(cls.prefix, "bin", "netactivityd"), "--config", "",
+                                          "--tray" if cls.tray else "--no-tray",
                                           "--activation-delay", "0", "--completion-delay", "0"], cls.env)
         wait_until(lambda: cls.conn.name_has_owner(NAME) or proc.poll() is not None, 20, what="the agent")
         assert proc.poll() is None, cls.log("netactivityd")
@@ -247,6 +251,12 @@ class GnomeShellTests(unittest.TestCase):
 
     def agent_obj(self, conn=None):
         return (conn or self.conn).get_object(NAME, PATH, introspect=False)
+
+
+@unittest.skipUnless(SHELL and GJS and have_imagemagick(),
+                     "gnome-shell and imagemagick are not installed (make test installs them)")
+class GnomeShellTests(ShellSession):
+    """Our own extension."""
 
     def test_1_follows_visible_clients_and_tasks(self):
         idle = self.wait_indicator(lambda i: i and not i["visible"] and i["online"], "an idle indicator")
@@ -322,3 +332,62 @@ class GnomeShellTests(unittest.TestCase):
             app.close()
         self.wait_indicator(lambda i: not i["visible"], "the indicator hidden")
         self.assertIsNone(self.shell.poll(), "gnome-shell died")
+
+
+APPINDICATOR = "ubuntu-appindicators@ubuntu.com"
+
+
+@unittest.skipUnless(SHELL and GJS and have_imagemagick() and
+                     os.path.isdir("/usr/share/gnome-shell/extensions/" + APPINDICATOR),
+                     "gnome-shell, imagemagick and the AppIndicator extension are not installed (make test installs them)")
+class AppIndicatorTests(ShellSession):
+    """Ubuntu's default desktop: GNOME with the AppIndicator extension as the tray, and the agent's
+    StatusNotifierItem in it (the extension refuses an item without a dbusmenu Menu)."""
+    extensions = (APPINDICATOR, PROBE)
+    tray = True
+
+    def status_area(self):
+        return json.loads(str(self.probe.StatusArea(dbus_interface="org.example.NetActivityTest")))
+
+    def our_item(self):
+        area = self.status_area()
+        # The only tray item on this bus is the agent's.
+        keys = [k for k in area if k.startswith("appindicator-")]
+        return (keys[0], area[keys[0]]) if keys else None
+
+    def test_the_tray_item_shows_with_its_menu_while_visible(self):
+        watcher = self.conn.get_object("org.kde.StatusNotifierWatcher", "/StatusNotifierWatcher", introspect=False)
+        items = lambda: [str(i) for i in watcher.Get("org.kde.StatusNotifierWatcher", "RegisteredStatusNotifierItems",
+                                                      dbus_interface="org.freedesktop.DBus.Properties")]
+        wait_until(lambda: self.conn.name_has_owner("org.kde.StatusNotifierWatcher") and
+                   any("StatusNotifierItem-%d-1" % self.agent.pid in i for i in items()), 20, 0.1,
+                   "the extension to accept the agent's item")
+        idle_shot = self.screenshot("appindicator-idle")
+        app = dbus.bus.BusConnection(self.address)
+        try:
+            obj = self.agent_obj(app)
+            obj.IncrementActivityCount(dbus_interface=IFACE)
+            task_path = obj.BeginTask("backup photos", dbus.Dictionary({}, signature="sv"), dbus_interface=IFACE)
+            app.get_object(NAME, task_path, introspect=False).SetFraction(0.4, dbus_interface=TASK)
+            key, shown = wait_until(
+                lambda: (lambda f: f if f and f[1]["visible"] and f[1]["mapped"] and (f[1]["width"] or 0) > 0 else None)(
+                    self.our_item()), 20, 0.1, "the item in the top bar (status area: %s)" % list(self.status_area()))
+            active_shot = self.screenshot("appindicator-active")
+            box = (int(shown["x"]), int(shown["y"]), int(shown["width"]), int(shown["height"]))
+            self.assertGreater(png_max_brightness(active_shot, *box), 0.6, "no light icon pixels in %r" % (box,))
+            self.assertLess(png_max_brightness(idle_shot, *box), 0.3, "the idle bar is not plain at %r" % (box,))
+            texts = wait_until(lambda: (lambda t: t if t and "backup photos — 40 %" in t else None)(
+                json.loads(str(self.probe.OpenStatusMenu(key, dbus_interface="org.example.NetActivityTest")))),
+                10, 0.1, "the task in the item's menu")
+            self.screenshot("appindicator-menu")
+            self.probe.CloseStatusMenu(key, dbus_interface="org.example.NetActivityTest")
+            self.assertEqual(texts[0], "Using the network", texts)
+            self.assertIn("Show network activity", texts)
+        finally:
+            app.close()
+        wait_until(lambda: (lambda f: f is None or not f[1]["visible"])(self.our_item()), 10, 0.1,
+                   "the item hidden again (Passive)")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -9,6 +9,9 @@ const XML = `<node><interface name="org.example.NetActivityTest">
   <method name="Indicator"><arg type="s" direction="out"/></method>
   <method name="OpenMenu"><arg type="s" direction="out"/></method>
   <method name="CloseMenu"/>
+  <method name="StatusArea"><arg type="s" direction="out"/></method>
+  <method name="OpenStatusMenu"><arg type="s" direction="in"/><arg type="s" direction="out"/></method>
+  <method name="CloseStatusMenu"><arg type="s" direction="in"/></method>
 </interface></node>`;
 
 function indicator() {
@@ -47,6 +50,41 @@ class Probe {
 
     CloseMenu() {
         indicator()?.menu.close(false);
+    }
+
+    // Every top-bar button by its status-area key, as drawn (for other extensions' indicators,
+    // such as the AppIndicator extension's tray items).
+    StatusArea() {
+        const out = {};
+        for (const [key, button] of Object.entries(Main.panel.statusArea)) {
+            const [x, y] = button.get_transformed_position();
+            const [width, height] = button.get_transformed_size();
+            out[key] = {visible: button.visible, mapped: button.is_mapped(), x, y, width, height,
+                container: button.container?.visible ?? null};
+        }
+        return JSON.stringify(out);
+    }
+
+    // Opens the menu of the button at `key` (left open) and answers its items' texts (submenus flattened).
+    OpenStatusMenu(key) {
+        const button = Main.panel.statusArea[key];
+        if (!button?.menu)
+            return 'null';
+        button.menu.open(false);
+        const texts = [];
+        const walk = menu => {
+            for (const item of menu._getMenuItems()) {
+                texts.push(item.label?.text ?? null);
+                if (item.menu)
+                    walk(item.menu);
+            }
+        };
+        walk(button.menu);
+        return JSON.stringify(texts);
+    }
+
+    CloseStatusMenu(key) {
+        Main.panel.statusArea[key]?.menu?.close(false);
     }
 }
 
