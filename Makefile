@@ -113,7 +113,7 @@ bench: release
 
 # make install [PREFIX=/usr/local] [DESTDIR=] installs the binaries, the interface XML, the D-Bus
 # activation file, the systemd user unit, the XDG autostart entry, the panel recipes, the manual
-# pages and the GNOME Shell extension. INSTALL_BIN=DIR installs
+# pages, the symbolic icon and the GNOME Shell extension. INSTALL_BIN=DIR installs
 # binaries already built there instead of building a release (the tests use it).
 INSTALL_BIN ?=
 BINDIR = $(PREFIX)/bin
@@ -128,6 +128,7 @@ UNITDIR ?= $(if $(SYSTEM_PREFIX),$(PREFIX)/lib,$(PREFIX)/share)/systemd/user
 AUTOSTARTDIR ?= $(if $(SYSTEM_PREFIX),/etc/xdg/autostart,$(if $(IN_HOME),$(or $(XDG_CONFIG_HOME),$(HOME)/.config)/autostart,$(PREFIX)/etc/xdg/autostart))
 DOCDIR = $(DATADIR)/doc/netactivity
 MANDIR = $(DATADIR)/man/man1
+ICONDIR = $(DATADIR)/icons/hicolor/scalable/status
 # GNOME Shell looks in $XDG_DATA_DIRS/gnome-shell/extensions and ~/.local/share/gnome-shell/extensions.
 EXTENSION = netactivity@example.org
 EXTENSIONDIR = $(DATADIR)/gnome-shell/extensions/$(EXTENSION)
@@ -135,7 +136,8 @@ SUBST = sed -e 's|@bindir@|$(BINDIR)|g' -e 's|@docdir@|$(DOCDIR)|g'
 
 install: $(if $(INSTALL_BIN),,release)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/dbus-1/interfaces $(DESTDIR)$(DATADIR)/dbus-1/services \
-	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(AUTOSTARTDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(EXTENSIONDIR) $(DESTDIR)$(MANDIR)
+	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(AUTOSTARTDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(EXTENSIONDIR) $(DESTDIR)$(MANDIR) \
+	    $(DESTDIR)$(ICONDIR) $(DESTDIR)$(EXTENSIONDIR)/icons
 	install -m 0755 $(or $(INSTALL_BIN),$(RELEASE_BIN))/netactivityd $(or $(INSTALL_BIN),$(RELEASE_BIN))/netactivity \
 	    $(DESTDIR)$(BINDIR)/
 	install -m 0644 dbus/org.example.NetActivity*.xml $(DESTDIR)$(DATADIR)/dbus-1/interfaces/
@@ -146,6 +148,8 @@ install: $(if $(INSTALL_BIN),,release)
 	    $(DESTDIR)$(UNITDIR)/netactivityd.service $(DESTDIR)$(AUTOSTARTDIR)/netactivityd.desktop
 	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/
 	install -m 0644 man/netactivity.1 man/netactivityd.1 $(DESTDIR)$(MANDIR)/
+	install -m 0644 desktop/icons/netactivity-symbolic.svg $(DESTDIR)$(ICONDIR)/
+	install -m 0644 desktop/icons/netactivity-symbolic.svg $(DESTDIR)$(EXTENSIONDIR)/icons/
 	for f in waybar-netactivity.jsonc polybar-netactivity.ini; do \
 	    $(SUBST) desktop/$$f > $(DESTDIR)$(DOCDIR)/$$f && chmod 0644 $(DESTDIR)$(DOCDIR)/$$f; done
 	install -m 0644 desktop/gnome-shell/$(EXTENSION)/metadata.json desktop/gnome-shell/$(EXTENSION)/extension.js \
@@ -155,7 +159,7 @@ install: $(if $(INSTALL_BIN),,release)
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/netactivityd $(DESTDIR)$(BINDIR)/netactivity
-	rm -f $(DESTDIR)$(MANDIR)/netactivity.1 $(DESTDIR)$(MANDIR)/netactivityd.1
+	rm -f $(DESTDIR)$(MANDIR)/netactivity.1 $(DESTDIR)$(MANDIR)/netactivityd.1 $(DESTDIR)$(ICONDIR)/netactivity-symbolic.svg
 	rm -f $(DESTDIR)$(DATADIR)/dbus-1/interfaces/org.example.NetActivity.xml \
 	      $(DESTDIR)$(DATADIR)/dbus-1/interfaces/org.example.NetActivity.Task.xml \
 	      $(DESTDIR)$(DATADIR)/dbus-1/interfaces/org.example.NetActivity.ImageCache.xml \

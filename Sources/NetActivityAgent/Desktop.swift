@@ -32,6 +32,28 @@ extension Connection {
     }
 }
 
+/// The one icon of every surface the agent draws on (tray, notifications): the project's own
+/// `netactivity-symbolic`, when it is installed beside the agent (`PREFIX/bin/netactivityd` and
+/// `PREFIX/share/icons/hicolor/scalable/status/`), else the icon theme's symbolic network icon.
+enum DesktopIcon {
+    static let own = "netactivity-symbolic"
+    static let generic = "network-transmit-receive-symbolic"
+
+    /// `PREFIX/share/icons` when the agent's own icon is there.
+    static let themePath: String? = {
+        var buf = [CChar](repeating: 0, count: 4096)
+        let n = readlink("/proc/self/exe", &buf, buf.count - 1)
+        guard n > 0 else { return nil }
+        let exe = String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let bin = exe[..<(exe.lastIndex(of: "/") ?? exe.startIndex)]
+        let prefix = bin[..<(bin.lastIndex(of: "/") ?? bin.startIndex)]
+        let icons = prefix + "/share/icons"
+        return access(icons + "/hicolor/scalable/status/\(own).svg", R_OK) == 0 ? String(icons) : nil
+    }()
+
+    static var name: String { themePath == nil ? generic : own }
+}
+
 /// A StatusNotifierItem (the KDE names that real tray hosts use: Plasma, waybar's tray,
 /// xfce4-panel's sn plugin, GNOME with the AppIndicator extension). Status is Active while the
 /// indicator is visible and Passive otherwise (hosts hide passive items); the tooltip names the
@@ -42,7 +64,6 @@ final class TrayIcon: DesktopObserver {
     static let path = "/StatusNotifierItem"
     static let interface = "org.kde.StatusNotifierItem"
     static let watcher = "org.kde.StatusNotifierWatcher"
-    static let icon = "network-transmit-receive"
 
     private let connection: Connection
     private let server: ObjectServer
@@ -149,17 +170,19 @@ final class TrayIcon: DesktopObserver {
                 DBusProperty("Title", "s", emitsChanged: .const) { w, _ in w.append("Network activity") },
                 DBusProperty("Status", "s", emitsChanged: .false) { [unowned self] w, _ in w.append(self.status) },
                 DBusProperty("WindowId", "i", emitsChanged: .const) { w, _ in w.append(Int32(0)) },
-                DBusProperty("IconName", "s", emitsChanged: .const) { w, _ in w.append(Self.icon) },
+                DBusProperty("IconName", "s", emitsChanged: .const) { w, _ in w.append(DesktopIcon.name) },
+                // Where hosts that do not read XDG_DATA_DIRS find it (a KDE extension of the spec).
+                DBusProperty("IconThemePath", "s", emitsChanged: .const) { w, _ in w.append(DesktopIcon.themePath ?? "") },
                 DBusProperty("IconPixmap", "a(iiay)", emitsChanged: .const) { w, _ in noPixmaps(&w) },
                 DBusProperty("OverlayIconName", "s", emitsChanged: .const) { w, _ in w.append("") },
                 DBusProperty("OverlayIconPixmap", "a(iiay)", emitsChanged: .const) { w, _ in noPixmaps(&w) },
-                DBusProperty("AttentionIconName", "s", emitsChanged: .const) { w, _ in w.append(Self.icon) },
+                DBusProperty("AttentionIconName", "s", emitsChanged: .const) { w, _ in w.append(DesktopIcon.name) },
                 DBusProperty("AttentionIconPixmap", "a(iiay)", emitsChanged: .const) { w, _ in noPixmaps(&w) },
                 DBusProperty("AttentionMovieName", "s", emitsChanged: .const) { w, _ in w.append("") },
                 DBusProperty("ToolTip", "(sa(iiay)ss)", emitsChanged: .false) { [unowned self] w, _ in
                     let text = self.indicator.clientsSummary
                     w.appendStruct { s in
-                        s.append(Self.icon)
+                        s.append(DesktopIcon.name)
                         noPixmaps(&s)
                         s.append("Network activity")
                         s.append(text)
@@ -308,7 +331,7 @@ final class ActivityNotifier: DesktopObserver {
         var w = m.writer()
         w.append("netactivity")
         w.append(replacing)
-        w.append(TrayIcon.icon)
+        w.append(DesktopIcon.name)
         w.append(summary)
         w.append(body)
         w.appendArray(elementSignature: "s") { _ in }

@@ -33,7 +33,8 @@ class TrayTests(AgentTestCase):
         item = self.conn.get_object(reg["service"], "/StatusNotifierItem", introspect=False)
         props = item.GetAll(SNI, dbus_interface=PROPS)
         self.assertEqual((props["Status"], props["Id"], props["IconName"], props["Category"]),
-                         ("Passive", "netactivity", "network-transmit-receive", "SystemServices"))
+                         ("Passive", "netactivity", "network-transmit-receive-symbolic", "SystemServices"),
+                         "an agent outside an install prefix: the theme's symbolic icon")
         iface(self.conn).IncrementActivityCount()
         wait_until(lambda: [e for e in events(watcher, "NewStatus") if e["status"] == "Active"], what="NewStatus Active")
         self.assertEqual(item.Get(SNI, "Status", dbus_interface=PROPS), "Active")

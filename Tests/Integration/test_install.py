@@ -23,6 +23,8 @@ FILES = {
     "share/doc/netactivity/README.md": 0o644,
     "share/man/man1/netactivity.1": 0o644,
     "share/man/man1/netactivityd.1": 0o644,
+    "share/icons/hicolor/scalable/status/netactivity-symbolic.svg": 0o644,
+    "share/gnome-shell/extensions/netactivity@example.org/icons/netactivity-symbolic.svg": 0o644,
     "share/gnome-shell/extensions/netactivity@example.org/metadata.json": 0o644,
     "share/gnome-shell/extensions/netactivity@example.org/extension.js": 0o644,
     "share/gnome-shell/extensions/netactivity@example.org/model.js": 0o644,

@@ -21,18 +21,18 @@ eq(M.view(s).shown, false, 'offline hidden');
 eq(M.view(s).sections, [{title: '', rows: [{text: 'Network activity agent not running', fraction: -1}]}], 'offline menu');
 s.online = true;
 M.applyAgent(s, {Visible: false, ActivityCount: 0, Clients: []});
-eq(M.view(s), {shown: false, label: '', sections: [{title: '', rows: [{text: 'No app is using the network', fraction: -1}]}]}, 'idle');
+eq(M.view(s), {shown: false, sections: [{title: '', rows: [{text: 'No app is using the network', fraction: -1}]}]}, 'idle');
 
-// Visible with clients: label is the count, one row per app, a count shown only when above 1.
+// Visible with clients: one row per app, its count shown only when above 1 (no count by the icon).
 M.applyAgent(s, {Visible: true, ActivityCount: 3, Clients: [[':1.5', 'firefox', 2], [':1.9', '', 1]]});
 let v = M.view(s);
-eq([v.shown, v.label], [true, '3'], 'active');
+eq([v.shown, 'label' in v], [true, false], 'active');
 eq(v.sections[0].rows.map(r => r.text), ['firefox (2)', ':1.9'], 'client rows');
 
 // Values of the wrong type are ignored, not trusted.
 M.applyAgent(s, {Visible: 'yes', ActivityCount: -4, Clients: [['x', 7, 1], 'junk', [':1.2', 'ok', 1]]});
 v = M.view(s);
-eq([v.shown, v.label], [true, '3'], 'wrong types ignored');
+eq(v.shown, true, 'wrong types ignored');
 eq(v.sections[0].rows.map(r => r.text), ['ok'], 'bad client entries dropped');
 
 // Tasks: progress from received (else sent) bytes; unknown totals show bytes; suspended says so;

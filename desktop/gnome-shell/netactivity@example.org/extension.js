@@ -5,7 +5,7 @@
 'use strict';
 /* exported init */
 
-const {Clutter, Gio, GLib, GObject, St} = imports.gi;
+const {Gio, GLib, GObject, St} = imports.gi;
 const Main = imports.ui.main;
 const PanelMenu = imports.ui.panelMenu;
 const PopupMenu = imports.ui.popupMenu;
@@ -49,14 +49,13 @@ const Indicator = GObject.registerClass(
 class NetActivityIndicator extends PanelMenu.Button {
     _init() {
         super._init(0.0, 'Network activity');
-        const box = new St.BoxLayout({style_class: 'panel-status-indicators-box'});
-        box.add_child(new St.Icon({
-            icon_name: 'network-transmit-receive-symbolic',
+        // The project's symbolic icon from the icon theme (make install puts it in hicolor), else
+        // the extension's own copy; the count lives in the menu, so the icon never changes width.
+        this.add_child(new St.Icon({
+            gicon: new Gio.ThemedIcon({name: 'netactivity-symbolic'}),
+            fallback_gicon: Gio.icon_new_for_string(Me.dir.get_child('icons').get_child('netactivity-symbolic.svg').get_path()),
             style_class: 'system-status-icon',
         }));
-        this._label = new St.Label({text: '', y_align: Clutter.ActorAlign.CENTER});
-        box.add_child(this._label);
-        this.add_child(box);
         this.visible = false;
 
         this._state = Model.emptyState();
@@ -150,8 +149,6 @@ class NetActivityIndicator extends PanelMenu.Button {
         const view = Model.view(this._state);
         if (this.visible !== view.shown)
             this.visible = view.shown;
-        if (this._label.text !== view.label)
-            this._label.text = view.label;
         if (!view.shown && this.menu.isOpen)
             this.menu.close();
         if (this.menu.isOpen && this._menuTimeout === 0) {
@@ -182,7 +179,6 @@ class NetActivityIndicator extends PanelMenu.Button {
     describe() {
         return {
             visible: this.visible,
-            label: this._label.text,
             online: this._state.online,
             menu: Model.view(this._state).sections,
             // The progress bars the menu drew when it was last built.

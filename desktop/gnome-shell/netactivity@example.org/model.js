@@ -117,12 +117,11 @@ function capped(rows, more) {
     return shown;
 }
 
-/** What to draw: shown (the indicator is in the top bar), label (next to the icon), and the menu's
- * rows: {title, rows: [{text, fraction}]} sections (an empty title draws a plain separator).
- * fraction is -1 when unknown. */
+/** What to draw: shown (the indicator is in the top bar) and the menu's rows: {title, rows:
+ * [{text, fraction}]} sections (an empty title draws a plain separator). fraction is -1 when
+ * unknown. No count is drawn beside the icon: the menu says who holds how much. */
 function view(state) {
     const shown = state.online && state.visible;
-    const label = state.count > 0 ? String(state.count) : '';
     const sections = [];
     const apps = state.clients.map(c => ({
         text: `${shorten(c.name || c.bus)}${c.count > 1 ? ` (${c.count})` : ''}`, fraction: -1,
@@ -144,8 +143,8 @@ function view(state) {
         sections.push({title: 'Tasks', rows: capped(tasks, n => `and ${n} more`)});
     // A status line is a row, not a title: the shell opens no menu that holds titles only.
     if (!state.online)
-        return {shown, label, sections: [{title: '', rows: [{text: 'Network activity agent not running', fraction: -1}]}]};
+        return {shown, sections: [{title: '', rows: [{text: 'Network activity agent not running', fraction: -1}]}]};
     if (apps.length === 0 && tasks.length === 0)
-        return {shown, label, sections: [{title: '', rows: [{text: 'No app is using the network', fraction: -1}]}]};
-    return {shown, label, sections};
+        return {shown, sections: [{title: '', rows: [{text: 'No app is using the network', fraction: -1}]}]};
+    return {shown, sections};
 }
