@@ -239,7 +239,17 @@ public final class ActivityService: ActivitySink, IndicatorSource {
         }
     }
 
+    /// What the agent's own activity (the shared downloader's transfers) is called where clients
+    /// are listed.
+    static let ownName = "Image downloads"
+    /// A client whose name is not known (yet): never its bus name in text people read.
+    static let unknownName = "An app"
+
     private func lookUpProcessName(_ client: String) {
+        if client == context.uniqueName {
+            ledger.setProcessName(Self.ownName, for: client)
+            return
+        }
         // Strong: the registry lets go of the callback once it ran (see BusPeerRegistry.resolve).
         context.peers.lookUpProcessName(of: client) { [self] name in
             guard self.ledger.clients[client] != nil else { return }
@@ -361,7 +371,7 @@ public final class ActivityService: ActivitySink, IndicatorSource {
     }
 
     public var clientRows: [String] {
-        currentClients().map { "\($0.processName.isEmpty ? $0.name : $0.processName) (\($0.count))" }
+        currentClients().map { "\($0.processName.isEmpty ? Self.unknownName : $0.processName) (\($0.count))" }
     }
 
     public var isEnabled: Bool { machine.isEnabled }

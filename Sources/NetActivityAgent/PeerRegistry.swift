@@ -14,8 +14,9 @@ public protocol PeerRegistry: AnyObject {
     func app(of peer: String) -> String
     /// The whole identity of `peer` (an unknown peer is a host process of the unscoped pool).
     func identity(of peer: String) -> ClientIdentity
-    /// The process name of `peer` (`/proc/PID/comm`), delivered once, later (never inside the call);
-    /// "" when it cannot be known.
+    /// The name of `peer` as people know it: its app's `Name` from the app's `.desktop` file, else
+    /// its process name (`/proc/PID/comm`). Delivered once, later (never inside the call); "" when
+    /// it cannot be known.
     func lookUpProcessName(of peer: String, _ known: @escaping (String) -> Void)
     /// `handler` runs when a peer leaves the bus, after those registered before it.
     func onDeparture(_ handler: @escaping (String) -> Void)
@@ -48,6 +49,8 @@ public final class BusPeerRegistry: PeerRegistry {
 
     /// For the log of peers that do not read.
     private let logger: Logger
+    /// Apps' names from their desktop files.
+    private let appNames = AppNames()
 
     public init(connection: Connection, scheduler: any Scheduler, logger: Logger) {
         self.connection = connection
@@ -257,9 +260,9 @@ public final class BusPeerRegistry: PeerRegistry {
 
     public func lookUpProcessName(of peer: String, _ known: @escaping (String) -> Void) {
         resolve(peer) { [self] _ in
-            guard let pid = self.peers[peer]?.pid, pid != 0 else { return known("") }
+            guard let found = self.peers[peer], found.pid != 0 else { return known("") }
+            let name = self.appNames.entry(forApp: found.identity.app)?.name ?? ServiceProcess.processName(pid: found.pid)
             // Later, as the protocol promises: on the next turn of the loop.
-            let name = ServiceProcess.processName(pid: pid)
             self.scheduler.schedule(afterNanoseconds: 0) { known(name) }
         }
     }

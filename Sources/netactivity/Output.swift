@@ -91,7 +91,8 @@ func formatSeconds(_ d: Double) -> String {
 
 enum Render {
     static func clientsSummary(_ s: ActivityStatus) -> String {
-        s.clients.map { "\(safe($0.processName.isEmpty ? $0.busName : $0.processName)) (\($0.count))" }.joined(separator: ", ")
+        // A tooltip people read: an app whose name is not known yet is "an app", never its bus name.
+        s.clients.map { "\($0.processName.isEmpty ? "an app" : safe($0.processName)) (\($0.count))" }.joined(separator: ", ")
     }
 
     static func text(_ s: ActivityStatus?) -> String {

@@ -574,5 +574,52 @@ class InlineLimitTests(AgentTestCase):
         self.assertFalse(self.cache().LookupImage("x", byte_arrays=True)[0])
 
 
+class AppNameTests(StrangerTestCase):
+    """Clients are named as the desktop names them: the .desktop file of the app's identity (its
+    Flatpak id, its systemd app unit), with Name localized for the agent's locale; a process name
+    only where no such file is found; never a bus name."""
+
+    def setUp(self):
+        super().setUp()
+        self.data = tempfile.mkdtemp(prefix="netactivity-data-")
+        self.addCleanup(shutil.rmtree, self.data, True)
+        apps = os.path.join(self.data, "applications")
+        os.mkdir(apps)
+        for app_id, names in (("org.example.Photos", ("Photos", "Fotos")), ("org.example.Sandboxed", ("Sandbox", "Sandkasten"))):
+            with open(os.path.join(apps, app_id + ".desktop"), "w") as f:
+                f.write("[Desktop Entry]\nType=Application\nName=%s\nName[de]=%s\nIcon=%s\nExec=true\n" % (names + (app_id,)))
+        self.agent.stop()
+        self.agent = Agent(self.bus, *self.agent_args, env={
+            "XDG_DATA_DIRS": self.data, "XDG_DATA_HOME": os.path.join(self.data, "none"), "LANG": "de_DE.UTF-8"})
+
+    def names(self):
+        return {str(bus): str(name) for bus, name, count in
+                self.conn.get_object(NAME, PATH, introspect=False).Get(IFACE, "Clients", dbus_interface=PROPS)}
+
+    @unittest.skipUnless(Cgroups.usable(), "needs root to make cgroups")
+    def test_a_host_app_in_its_app_scope_is_its_desktop_name_in_the_agent_s_language(self):
+        cgroups = Cgroups()
+        self.addCleanup(cgroups.remove)
+        uid = os.getuid()
+        scope = "/user.slice/user-%d.slice/user@%d.service/app.slice/app-gnome-org.example.Photos-51.scope" % (uid, uid)
+        photos = self.stranger(cgroup=cgroups.make(scope))
+        lookalike = self.stranger(cgroup=cgroups.make("/evil.slice/app-gnome-org.example.Photos-52.scope"))
+        photos("leases", 1)
+        lookalike("leases", 1)
+        names = wait_until(lambda: (lambda n: n if n.get(photos.name) and n.get(lookalike.name) else None)(self.names()),
+                           what="both clients named")
+        self.assertEqual(names[photos.name], "Fotos")
+        self.assertEqual(names[lookalike.name], "python3", "a look-alike outside app.slice keeps its process name")
+
+    @unittest.skipUnless(can_fake_flatpak(), "unshare -rm (user namespaces) is not available")
+    def test_a_flatpak_is_its_desktop_name(self):
+        app = self.stranger(flatpak="org.example.Sandboxed")
+        app("leases", 1)
+        names = wait_until(lambda: (lambda n: n if n.get(app.name) else None)(self.names()), what="the Flatpak named")
+        self.assertEqual(names[app.name], "Sandkasten")
+        for bus, name in names.items():
+            self.assertFalse(name.startswith(":"), "no bus name as a name: %r" % names)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -27,7 +27,7 @@ eq(M.view(s), {shown: false, sections: [{title: '', rows: [{text: 'No app is usi
 M.applyAgent(s, {Visible: true, ActivityCount: 3, Clients: [[':1.5', 'firefox', 2], [':1.9', '', 1]]});
 let v = M.view(s);
 eq([v.shown, 'label' in v], [true, false], 'active');
-eq(v.sections[0].rows.map(r => r.text), ['firefox (2)', ':1.9'], 'client rows');
+eq(v.sections[0].rows.map(r => r.text), ['firefox (2)', 'An app'], 'client rows (no bus name for an unnamed one)');
 
 // Values of the wrong type are ignored, not trusted.
 M.applyAgent(s, {Visible: 'yes', ActivityCount: -4, Clients: [['x', 7, 1], 'junk', [':1.2', 'ok', 1]]});

@@ -124,7 +124,8 @@ function view(state) {
     const shown = state.online && state.visible;
     const sections = [];
     const apps = state.clients.map(c => ({
-        text: `${shorten(c.name || c.bus)}${c.count > 1 ? ` (${c.count})` : ''}`, fraction: -1,
+        // An app whose name the agent does not know yet is "An app", never its bus name.
+        text: `${shorten(c.name || 'An app')}${c.count > 1 ? ` (${c.count})` : ''}`, fraction: -1,
     }));
     sections.push({title: 'Using the network', rows: capped(apps, n => `and ${n} more`)});
     const tasks = [];

@@ -1,0 +1,68 @@
+import Glibc
+import LinuxKit
+import NetActivityCore
+
+/// Apps' names as the desktop shows them: the identity's desktop-file id (a Flatpak's app id, a
+/// host app's systemd app unit, a Snap's `NAME_NAME`) looked up as `ID.desktop` in
+/// `$XDG_DATA_HOME/applications` and each of `$XDG_DATA_DIRS`, with `Name` localized for the
+/// agent's locale. Each app is read once (at most `capacity` remembered; a miss is remembered too).
+final class AppNames {
+    private let directories: [String]
+    private let locale: String
+    private var known: [String: DesktopEntry?] = [:]
+    private let capacity = 512
+
+    init(environment: (String) -> String? = { getenv($0).map { String(cString: $0) } }) {
+        func value(_ name: String) -> String? { environment(name).flatMap { $0.isEmpty ? nil : $0 } }
+        let home = value("XDG_DATA_HOME") ?? value("HOME").map { $0 + "/.local/share" }
+        let dirs = (value("XDG_DATA_DIRS") ?? "/usr/local/share/:/usr/share/").split(separator: ":").map(String.init)
+        directories = ([home].compactMap { $0 } + dirs).filter { $0.hasPrefix("/") }.map { $0.hasSuffix("/") ? $0 + "applications/" : $0 + "/applications/" }
+        locale = value("LC_ALL") ?? value("LC_MESSAGES") ?? value("LANG") ?? "C"
+    }
+
+    /// The desktop-file id of an app identity ("flatpak:org.gnome.Maps" -> "org.gnome.Maps"), or
+    /// nil for the unscoped pool.
+    static func desktopID(ofApp app: String) -> String? {
+        for (prefix, form) in [("flatpak:", { (id: Substring) in String(id) }), ("app:", { String($0) }),
+                               ("snap:", { "\($0)_\($0)" })] where app.hasPrefix(prefix) {
+            let id = app.dropFirst(prefix.count)
+            guard !id.isEmpty, !id.contains("/"), id.first != "." else { return nil }
+            return form(id)
+        }
+        return nil
+    }
+
+    /// The app's desktop entry, or nil when none is found.
+    func entry(forApp app: String) -> DesktopEntry? {
+        guard let id = Self.desktopID(ofApp: app) else { return nil }
+        if let cached = known[id] { return cached }
+        var found: DesktopEntry?
+        for dir in directories {
+            if let text = Self.readSmall(dir + id + ".desktop"), let entry = DesktopEntry.parse(text, locale: locale) {
+                found = entry
+                break
+            }
+        }
+        if known.count >= capacity { known.removeAll(keepingCapacity: true) }
+        known[id] = .some(found)
+        return found
+    }
+
+    /// A regular file of at most 64 KiB (links followed: Flatpak exports are links), never on FUSE.
+    static func readSmall(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_size <= 65536, !Files.isOnFUSE(fd) else { return nil }
+        var buf = [UInt8](repeating: 0, count: Int(st.st_size))
+        var count = 0
+        while count < buf.count {
+            let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, $0.count - count) }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { break }
+            count += n
+        }
+        return String(decoding: buf[..<count], as: UTF8.self)
+    }
+}
