@@ -6,21 +6,36 @@ PYTHON ?= /usr/bin/python3
 DEBUG_BIN = .build/debug
 RELEASE_BIN = .build/release
 
-.PHONY: all setup build release run test unit integration example bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
+.PHONY: all setup build release run test unit locale pot integration example bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
 
 all: build
 
 setup:
 	@scripts/setup.sh
 
-build: setup
+build: setup locale
 	$(SWIFT) build
+
+# Translations (gettext, domain netactivity): po/LANG.po compiled into .build/share/locale, where
+# the binaries of a build look (make install puts them in $(PREFIX)/share/locale and the GNOME
+# extension's locale folder). `make pot` extracts po/netactivity.pot from every tr("...") in
+# Sources/ and every _('...') of the extension; `make test` checks it is current.
+LOCALES = $(basename $(notdir $(wildcard po/*.po)))
+LOCALE_BUILD = .build/share/locale
+MO_FILES = $(LOCALES:%=$(LOCALE_BUILD)/%/LC_MESSAGES/netactivity.mo)
+locale: $(MO_FILES)
+$(LOCALE_BUILD)/%/LC_MESSAGES/netactivity.mo: po/%.po
+	@scripts/setup.sh
+	@mkdir -p $(dir $@)
+	msgfmt --check -o $@ $<
+pot:
+	scripts/make-pot.sh po/netactivity.pot
 
 # The agent, the CLI and the bench client only: apps' adapters (SwiftNIO) are not built for them.
 # The Swift runtime is linked in, as in the package: the agent then maps only the runtime code it
 # uses (idle RSS about 3 MiB less than with /opt/swift's shared libraries).
 RELEASE_FLAGS = -c release --static-swift-stdlib
-release: setup
+release: setup locale
 	$(SWIFT) build $(RELEASE_FLAGS) --product netactivityd
 	$(SWIFT) build $(RELEASE_FLAGS) --product netactivity
 
@@ -35,7 +50,7 @@ check-layering:
 
 # The library's "never waits" tests time calls in 100 ms: they run on their own, after the rest,
 # so that other suites' blocking helpers cannot starve the Swift concurrency pool they share.
-test: setup check-layering example
+test: setup check-layering example locale
 	@scripts/setup.sh --gnome
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --skip NeverFailTests
@@ -134,7 +149,7 @@ EXTENSION = netactivity@example.org
 EXTENSIONDIR = $(DATADIR)/gnome-shell/extensions/$(EXTENSION)
 SUBST = sed -e 's|@bindir@|$(BINDIR)|g' -e 's|@docdir@|$(DOCDIR)|g'
 
-install: $(if $(INSTALL_BIN),,release)
+install: $(if $(INSTALL_BIN),,release) locale
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/dbus-1/interfaces $(DESTDIR)$(DATADIR)/dbus-1/services \
 	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(AUTOSTARTDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(EXTENSIONDIR) $(DESTDIR)$(MANDIR) \
 	    $(DESTDIR)$(ICONDIR) $(DESTDIR)$(EXTENSIONDIR)/icons
@@ -150,6 +165,10 @@ install: $(if $(INSTALL_BIN),,release)
 	install -m 0644 man/netactivity.1 man/netactivityd.1 $(DESTDIR)$(MANDIR)/
 	install -m 0644 desktop/icons/netactivity-symbolic.svg $(DESTDIR)$(ICONDIR)/
 	install -m 0644 desktop/icons/netactivity-symbolic.svg $(DESTDIR)$(EXTENSIONDIR)/icons/
+	for l in $(LOCALES); do \
+	    install -d $(DESTDIR)$(DATADIR)/locale/$$l/LC_MESSAGES $(DESTDIR)$(EXTENSIONDIR)/locale/$$l/LC_MESSAGES; \
+	    install -m 0644 $(LOCALE_BUILD)/$$l/LC_MESSAGES/netactivity.mo $(DESTDIR)$(DATADIR)/locale/$$l/LC_MESSAGES/; \
+	    install -m 0644 $(LOCALE_BUILD)/$$l/LC_MESSAGES/netactivity.mo $(DESTDIR)$(EXTENSIONDIR)/locale/$$l/LC_MESSAGES/; done
 	for f in waybar-netactivity.jsonc polybar-netactivity.ini; do \
 	    $(SUBST) desktop/$$f > $(DESTDIR)$(DOCDIR)/$$f && chmod 0644 $(DESTDIR)$(DOCDIR)/$$f; done
 	install -m 0644 desktop/gnome-shell/$(EXTENSION)/metadata.json desktop/gnome-shell/$(EXTENSION)/extension.js \
@@ -160,6 +179,7 @@ install: $(if $(INSTALL_BIN),,release)
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/netactivityd $(DESTDIR)$(BINDIR)/netactivity
 	rm -f $(DESTDIR)$(MANDIR)/netactivity.1 $(DESTDIR)$(MANDIR)/netactivityd.1 $(DESTDIR)$(ICONDIR)/netactivity-symbolic.svg
+	for l in $(LOCALES); do rm -f $(DESTDIR)$(DATADIR)/locale/$$l/LC_MESSAGES/netactivity.mo; done
 	rm -f $(DESTDIR)$(DATADIR)/dbus-1/interfaces/org.example.NetActivity.xml \
 	      $(DESTDIR)$(DATADIR)/dbus-1/interfaces/org.example.NetActivity.Task.xml \
 	      $(DESTDIR)$(DATADIR)/dbus-1/interfaces/org.example.NetActivity.ImageCache.xml \

@@ -80,7 +80,7 @@ let package = Package(
         .executableTarget(
             name: "netactivity",
             dependencies: [
-                "NetActivityClient", "NetActivityContract",
+                "NetActivityClient", "NetActivityContract", "LinuxKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict

@@ -15,6 +15,7 @@ command -v dbus-send >/dev/null 2>&1 || need="$need dbus-bin"
 command -v systemd-analyze >/dev/null 2>&1 || need="$need systemd"
 command -v desktop-file-validate >/dev/null 2>&1 || need="$need desktop-file-utils"
 command -v groff >/dev/null 2>&1 || need="$need groff-base"
+command -v msgfmt >/dev/null 2>&1 || need="$need gettext"
 if [ "${1:-}" = "--bench" ]; then
     pkg-config --exists libsystemd 2>/dev/null || need="$need libsystemd-dev"
     command -v gcc >/dev/null 2>&1 || need="$need gcc"

@@ -21,6 +21,25 @@
 #include <sys/vfs.h>
 #include <sys/ioctl.h>
 #include <sys/sendfile.h>
+#include <libintl.h>
+#include <locale.h>
+
+/* gettext (libintl.h does not import into Swift's Glibc module): messages of `domain`, bound to
+   `dir`, in UTF-8, for the locale the environment asks for (LC_MESSAGES and LC_CTYPE only). */
+static inline void clinux_bind_text_domain(const char *domain, const char *dir) {
+    setlocale(LC_MESSAGES, "");
+    setlocale(LC_CTYPE, "");
+    bindtextdomain(domain, dir);
+    bind_textdomain_codeset(domain, "UTF-8");
+}
+
+static inline const char *clinux_dgettext(const char *domain, const char *msgid) {
+    return dgettext(domain, msgid);
+}
+
+static inline const char *clinux_dngettext(const char *domain, const char *one, const char *many, unsigned long n) {
+    return dngettext(domain, one, many, n);
+}
 
 /* copy_file_range(2) (glibc declares it only with _GNU_SOURCE): the raw syscall. */
 static inline long clinux_copy_file_range(int in_fd, long long *in_off, int out_fd, size_t len) {

@@ -241,9 +241,9 @@ public final class ActivityService: ActivitySink, IndicatorSource {
 
     /// What the agent's own activity (the shared downloader's transfers) is called where clients
     /// are listed.
-    static let ownName = "Image downloads"
+    static var ownName: String { tr("Image downloads") }
     /// A client whose name is not known (yet): never its bus name in text people read.
-    static let unknownName = "An app"
+    static var unknownName: String { tr("An app") }
 
     private func lookUpProcessName(_ client: String) {
         if client == context.uniqueName {
@@ -367,7 +367,7 @@ public final class ActivityService: ActivitySink, IndicatorSource {
 
     public var clientsSummary: String {
         let rows = clientRows
-        return rows.isEmpty ? "No network activity" : rows.joined(separator: ", ")
+        return rows.isEmpty ? tr("No network activity") : rows.joined(separator: ", ")
     }
 
     public var clientRows: [String] {

@@ -167,7 +167,7 @@ final class TrayIcon: DesktopObserver {
             properties: [
                 DBusProperty("Category", "s", emitsChanged: .const) { w, _ in w.append("SystemServices") },
                 DBusProperty("Id", "s", emitsChanged: .const) { w, _ in w.append("netactivity") },
-                DBusProperty("Title", "s", emitsChanged: .const) { w, _ in w.append("Network activity") },
+                DBusProperty("Title", "s", emitsChanged: .const) { w, _ in w.append(tr("Network activity")) },
                 DBusProperty("Status", "s", emitsChanged: .false) { [unowned self] w, _ in w.append(self.status) },
                 DBusProperty("WindowId", "i", emitsChanged: .const) { w, _ in w.append(Int32(0)) },
                 DBusProperty("IconName", "s", emitsChanged: .const) { w, _ in w.append(DesktopIcon.name) },
@@ -184,7 +184,7 @@ final class TrayIcon: DesktopObserver {
                     w.appendStruct { s in
                         s.append(DesktopIcon.name)
                         noPixmaps(&s)
-                        s.append("Network activity")
+                        s.append(tr("Network activity"))
                         s.append(text)
                     }
                 },
@@ -304,8 +304,9 @@ final class ActivityNotifier: DesktopObserver {
         pending = true
         let seconds = after == after.rounded() ? String(Int(after)) : String(after)
         notify(
-            replacing: shownID, summary: "Network activity",
-            body: "\(indicator.clientsSummary) for more than \(seconds) s", category: "network", quiet: shownID != 0
+            replacing: shownID, summary: tr("Network activity"),
+            // TRANSLATORS: {1} lists the apps ("firefox (2), thunderbird (1)"), {2} is a number of seconds.
+            body: tr("{1} for more than {2} s", indicator.clientsSummary, seconds), category: "network", quiet: shownID != 0
         ) { [unowned self] id in
             self.pending = false
             // Activity may have ended (or the user dismissed it) while the call was out: then close
@@ -316,7 +317,7 @@ final class ActivityNotifier: DesktopObserver {
 
     /// A failed download (the downloader calls this).
     func downloadFailed(url: String, error: String) {
-        notify(replacing: failureID, summary: "Download failed", body: "\(url): \(error)", category: "transfer.error") {
+        notify(replacing: failureID, summary: tr("Download failed"), body: "\(url): \(error)", category: "transfer.error") {
             [unowned self] id in self.failureID = id
         }
     }

@@ -358,7 +358,7 @@ public final class TaskService: TaskBeginning, TaskFactory {
             } else if done > 0 {
                 parts.append(Self.siBytes(done))
             }
-            if r.state == .suspended { parts.append("paused") }
+            if r.state == .suspended { parts.append(tr("paused")) }
             return parts.joined(separator: " — ")
         }
     }

@@ -43,12 +43,13 @@ enum TrayMenuModel {
 
     static func make(enabled: Bool, clients: [String], tasks: [String]) -> MenuItem {
         var rows: [MenuItem] = []
-        let status = !enabled ? "Network activity indicator paused"
-            : clients.isEmpty && tasks.isEmpty ? "No app is using the network" : "Using the network"
+        let status = !enabled ? tr("Network activity indicator paused")
+            : clients.isEmpty && tasks.isEmpty ? tr("No app is using the network") : tr("Using the network")
         rows.append(MenuItem(id: statusID, properties: ["label": label(status), "enabled": .bool(false)]))
         func capped(_ texts: [String], firstID: Int32) -> [MenuItem] {
             var shown = Array(texts.prefix(texts.count > maxRows ? maxRows - 1 : maxRows))
-            if texts.count > shown.count { shown.append("and \(texts.count - shown.count) more") }
+            // TRANSLATORS: the last row of a long list; {1} is how many rows are not shown.
+            if texts.count > shown.count { shown.append(tr("and {1} more", String(texts.count - shown.count))) }
             return shown.enumerated().map { i, text in
                 MenuItem(id: firstID + Int32(i), properties: ["label": label(text), "enabled": .bool(false)])
             }
@@ -56,12 +57,12 @@ enum TrayMenuModel {
         rows += capped(clients, firstID: 100)
         if !tasks.isEmpty {
             rows.append(MenuItem(id: 3, properties: ["type": .string("separator")]))
-            rows.append(MenuItem(id: 4, properties: ["label": label("Tasks"), "enabled": .bool(false)]))
+            rows.append(MenuItem(id: 4, properties: ["label": label(tr("Tasks")), "enabled": .bool(false)]))
             rows += capped(tasks, firstID: 200)
         }
         rows.append(MenuItem(id: 5, properties: ["type": .string("separator")]))
         rows.append(MenuItem(id: toggleID, properties: [
-            "label": label("Show network activity"), "toggle-type": .string("checkmark"),
+            "label": label(tr("Show network activity")), "toggle-type": .string("checkmark"),
             "toggle-state": .int32(enabled ? 1 : 0),
         ]))
         return MenuItem(id: rootID, properties: ["children-display": .string("submenu")], children: rows)

@@ -1,4 +1,5 @@
 import ArgumentParser
+import LinuxKit
 import Glibc
 import NetActivityClient
 
@@ -24,7 +25,7 @@ struct Dec: ParsableCommand {
                 return (serial, pid)
             }
         guard let newest = holders.max(by: { $0.serial < $1.serial }) else {
-            printError("no `netactivity inc` holds a count; nothing to decrement")
+            printError(tr("no `netactivity inc` holds a count; nothing to decrement"))
             return
         }
         kill(pid_t(newest.pid), SIGTERM)

@@ -1,4 +1,5 @@
 import ArgumentParser
+import LinuxKit
 import NetActivityClient
 import NetActivityContract
 
@@ -13,6 +14,12 @@ struct Netactivity: ParsableCommand {
             """,
         version: NetActivityRelease.version,
         subcommands: [Status.self, Watch.self, Tasks.self, Inc.self, Dec.self, Run.self, Cache.self, Fetch.self])
+
+    /// Messages in the user's language (gettext), then ArgumentParser's own `main`.
+    static func main() {
+        Localization.start()
+        main(nil)
+    }
 }
 
 /// Options every subcommand shares.
@@ -24,7 +31,7 @@ struct BusOptions: ParsableArguments {
         do {
             return try NetActivityClient(address: address)
         } catch {
-            fail("cannot connect to the bus: \(error.message)", code: 69)
+            fail(tr("cannot connect to the bus: {1}", error.message), code: 69)
         }
     }
 }

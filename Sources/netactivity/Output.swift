@@ -1,3 +1,4 @@
+import LinuxKit
 import Glibc
 import NetActivityClient
 
@@ -92,7 +93,7 @@ func formatSeconds(_ d: Double) -> String {
 enum Render {
     static func clientsSummary(_ s: ActivityStatus) -> String {
         // A tooltip people read: an app whose name is not known yet is "an app", never its bus name.
-        s.clients.map { "\($0.processName.isEmpty ? "an app" : safe($0.processName)) (\($0.count))" }.joined(separator: ", ")
+        s.clients.map { "\($0.processName.isEmpty ? tr("an app") : safe($0.processName)) (\($0.count))" }.joined(separator: ", ")
     }
 
     static func text(_ s: ActivityStatus?) -> String {
@@ -121,8 +122,9 @@ enum Render {
         if s.visible {
             // Visible with a count of 0 is the completion delay: the indicator stays (no flicker
             // between transfers), but there is no number of busy clients to show.
-            let tooltip = s.activityCount == 0 ? "Network activity just ended"
-                : "Network activity: " + (s.clients.isEmpty ? "\(s.activityCount)" : clientsSummary(s))
+            let tooltip = s.activityCount == 0 ? tr("Network activity just ended")
+                // TRANSLATORS: {1} lists the apps ("firefox (2), thunderbird (1)") or gives the count.
+                : tr("Network activity: {1}", s.clients.isEmpty ? "\(s.activityCount)" : clientsSummary(s))
             return "{\"text\":\(jsonString(barText(s))),\"tooltip\":\(jsonString(tooltip)),"
                 + "\"class\":\"active\",\"alt\":\"active\"}"
         }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import LinuxKit
 import Dispatch
 import Glibc
 import NetActivityClient
@@ -74,15 +75,17 @@ struct Run: ParsableCommand {
                 lease = try blocking { () async throws(NetActivityError) in try await activity.beginActivity(reason: reason) }.get()
             }
         } catch {
-            printError("warning: \(error.description); running the command without \(task == nil ? "a lease" : "a task")")
+            printError(task == nil ? tr("warning: {1}; running the command without a lease", error.description)
+                : tr("warning: {1}; running the command without a task", error.description))
         }
         if lease != nil || published != nil, !blocking({ await activity.waitForAgent(timeout: .seconds(2)) }) {
-            printError("warning: the netactivity agent is not running; the \(task == nil ? "lease" : "task") reaches it if it starts")
+            printError(task == nil ? tr("warning: the netactivity agent is not running; the lease reaches it if it starts")
+                : tr("warning: the netactivity agent is not running; the task reaches it if it starts"))
         }
         var reader: ProgressReader?
         if let progressFrom {
             reader = ProgressReader(passThroughTo: progressFrom.fd, task: published)
-            if reader == nil { printError("warning: could not read progress: \(String(cString: strerror(errno)))") }
+            if reader == nil { printError(tr("warning: could not read progress: {1}", String(cString: strerror(errno)))) }
         }
         let status = spawnAndWait(argvStrings, signals: signals, progress: reader.map { ($0.writeEnd, progressFrom!.fd) })
         reader?.finish()
@@ -132,7 +135,7 @@ struct Run: ParsableCommand {
         let rc = posix_spawnp(&pid, args[0], &actions, &attr, &argv, environ)
         if let progress { close(progress.fd) }  // the child has it; EOF when it (and its children) exit
         guard rc == 0 else {
-            printError("\(args[0]): \(rc == ENOENT ? "command not found" : String(cString: strerror(rc)))")
+            printError("\(args[0]): \(rc == ENOENT ? tr("command not found") : String(cString: strerror(rc)))")
             return rc == ENOENT ? 127 : 126
         }
         while true {

@@ -22,6 +22,7 @@ struct NetActivityDaemon {
     }
 
     static func main() {
+        Localization.start()
         let options: DaemonOptions
         switch DaemonOptions.parse(Array(CommandLine.arguments.dropFirst())) {
         case .help:

@@ -361,3 +361,47 @@ class ManualTests(unittest.TestCase):
             # groff's own checks (-ww: every warning) find nothing to say.
             r = subprocess.run(["groff", "-man", "-Tutf8", "-ww", "-z", path], capture_output=True, text=True, timeout=30)
             self.assertEqual((r.returncode, r.stderr), (0, ""), path)
+
+
+class TranslationTests(unittest.TestCase):
+    """gettext: the template is current, every catalog translates all of it, and a visible string
+    of the CLI, the agent and the GNOME extension follows the language asked for."""
+    ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+
+    @staticmethod
+    def msgids(path):
+        import re
+        with open(path) as f:
+            text = f.read()
+        return {"".join(re.findall(r'"(.*)"', m)) for m in re.findall(r'^msgid ((?:".*"\n)+)', text, re.M)} - {""}
+
+    def test_the_template_is_current_and_every_catalog_translates_all_of_it(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            fresh = os.path.join(tmp, "netactivity.pot")
+            r = subprocess.run([os.path.join(self.ROOT, "scripts", "make-pot.sh"), fresh], capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            expected = self.msgids(fresh)
+        template = os.path.join(self.ROOT, "po", "netactivity.pot")
+        self.assertEqual(self.msgids(template), expected, "po/netactivity.pot is out of date: run make pot")
+        catalogs = [f for f in os.listdir(os.path.join(self.ROOT, "po")) if f.endswith(".po")]
+        self.assertGreaterEqual(len(catalogs), 2)
+        for po in catalogs:
+            path = os.path.join(self.ROOT, "po", po)
+            self.assertEqual(self.msgids(path), expected, po)
+            r = subprocess.run(["msgfmt", "--check", "--statistics", "-o", "/dev/null", path], capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertRegex(r.stderr.strip(), r"^\d+ translated messages\.$", "%s: nothing fuzzy or untranslated" % po)
+
+    def test_the_cli_speaks_the_language_asked_for(self):
+        bus = PrivateBus()
+        try:
+            for language, expected in (("de", "Warnung: der netactivity-Agent läuft nicht"),
+                                       ("fr", "avertissement : l’agent netactivity ne tourne pas"),
+                                       ("", "warning: the netactivity agent is not running")):
+                r = subprocess.run([os.path.join(BIN, "netactivity"), "run", "--", "true"], capture_output=True, text=True,
+                                   timeout=30, env=bus.env(LANGUAGE=language, LANG="C.UTF-8", LC_ALL=""))
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn(expected, r.stderr, language)
+        finally:
+            bus.stop()

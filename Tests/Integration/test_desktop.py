@@ -194,6 +194,26 @@ class DockTests(AgentTestCase):
             self.assertIn("desktop-id", cm.exception.get_dbus_message())
 
 
+class TranslatedTrayTests(AgentTestCase):
+    """The agent's menu in the language of its session (gettext, LANGUAGE=de)."""
+    agent_args = ("--activation-delay", "0", "--completion-delay", "0")
+
+    def setUp(self):
+        super().setUp()
+        self.agent.stop()
+        self.agent = Agent(self.bus, *self.agent_args, env={"LANGUAGE": "de", "LANG": "C.UTF-8", "LC_ALL": ""})
+
+    def test_the_menu_is_in_german(self):
+        watcher = self.observe("fake_desktop.py", "watcher")
+        reg = wait_until(lambda: events(watcher, "register"), what="the item to register")[0]
+        menu = dbus.Interface(self.conn.get_object(reg["service"], "/MenuBar", introspect=False), "com.canonical.dbusmenu")
+        _, (_, _, children) = menu.GetLayout(0, -1, dbus.Array([], signature="s"))
+        labels = [str(c[1].get("label", "")) for c in children]
+        self.assertEqual((labels[0], labels[-1]), ("Keine App nutzt das Netzwerk", "Netzwerkaktivität anzeigen"))
+        item = self.conn.get_object(reg["service"], "/StatusNotifierItem", introspect=False)
+        self.assertEqual(item.Get(SNI, "Title", dbus_interface=PROPS), "Netzwerkaktivität")
+
+
 class NotificationTests(AgentTestCase):
     agent_args = ("--activation-delay", "0", "--completion-delay", "0", "--notify", "--notify-after", "0.3")
 

@@ -76,4 +76,10 @@ for (let i = 0; i < M.MAX_TASKS + 10; i++)
     M.applyTask(s, `/org/example/NetActivity/tasks/${i}`, {State: 'running'});
 eq(s.tasks.size, M.MAX_TASKS, 'task cap');
 
+// Text people read goes through the translator the extension hands in.
+M.setGettext(t => ({'Tasks': 'Aufgaben', 'and {1} more': 'und {1} weitere', 'Using the network': 'Nutzen das Netzwerk'})[t] ?? t);
+v = M.view(s);
+eq([v.sections[0].title, v.sections[0].rows[M.MAX_ROWS - 1].text], ['Nutzen das Netzwerk', `und ${20 - M.MAX_ROWS + 1} weitere`], 'translated');
+M.setGettext(t => t);
+
 print(`ok ${checks}`);

@@ -12,6 +12,7 @@ const PopupMenu = imports.ui.popupMenu;
 const ExtensionUtils = imports.misc.extensionUtils;
 const Me = ExtensionUtils.getCurrentExtension();
 const Model = Me.imports.model;
+const _ = ExtensionUtils.gettext;
 
 const PROPS_IFACE = 'org.freedesktop.DBus.Properties';
 const MANAGER_IFACE = 'org.freedesktop.DBus.ObjectManager';
@@ -48,7 +49,7 @@ function menuRow(row) {
 const Indicator = GObject.registerClass(
 class NetActivityIndicator extends PanelMenu.Button {
     _init() {
-        super._init(0.0, 'Network activity');
+        super._init(0.0, _('Network activity'));
         // The project's symbolic icon from the icon theme (make install puts it in hicolor), else
         // the extension's own copy; the count lives in the menu, so the icon never changes width.
         this.add_child(new St.Icon({
@@ -209,5 +210,9 @@ class Extension {
 }
 
 function init() {
+    // The catalogs of the extension's own locale folder (make install puts them there), in the
+    // agent's domain ("netactivity", metadata.json's gettext-domain).
+    ExtensionUtils.initTranslations();
+    Model.setGettext(ExtensionUtils.gettext);
     return new Extension();
 }

@@ -2,7 +2,16 @@
 // No GNOME imports: tests run it under bare gjs (Tests/Integration/gnome/model_test.js).
 'use strict';
 /* exported AGENT_NAME, AGENT_PATH, AGENT_IFACE, TASK_IFACE, TASK_PREFIX, MAX_ROWS, MAX_TASKS,
-   emptyState, applyAgent, applyTask, removeTask, view, formatBytes, shorten */
+   emptyState, applyAgent, applyTask, removeTask, view, formatBytes, shorten, setGettext */
+
+// The text people read goes through gettext (domain "netactivity", the agent's): the extension
+// hands its translator in; bare gjs (the tests) keeps English unless given one.
+let _ = text => text;
+
+/** `gettext`: the function that translates a message. */
+function setGettext(gettext) {
+    _ = gettext;
+}
 
 var AGENT_NAME = 'org.example.NetActivity';
 var AGENT_PATH = '/org/example/NetActivity';
@@ -125,9 +134,10 @@ function view(state) {
     const sections = [];
     const apps = state.clients.map(c => ({
         // An app whose name the agent does not know yet is "An app", never its bus name.
-        text: `${shorten(c.name || 'An app')}${c.count > 1 ? ` (${c.count})` : ''}`, fraction: -1,
+        text: `${shorten(c.name || _('An app'))}${c.count > 1 ? ` (${c.count})` : ''}`, fraction: -1,
     }));
-    sections.push({title: 'Using the network', rows: capped(apps, n => `and ${n} more`)});
+    const more = n => _('and {1} more').replace('{1}', String(n));
+    sections.push({title: _('Using the network'), rows: capped(apps, more)});
     const tasks = [];
     for (const t of state.tasks.values()) {
         if (t.State !== 'running' && t.State !== 'suspended')
@@ -137,15 +147,15 @@ function view(state) {
         if (p.text)
             parts.push(p.text);
         if (t.State === 'suspended')
-            parts.push('paused');
+            parts.push(_('paused'));
         tasks.push({text: parts.join(' — '), fraction: p.fraction});
     }
     if (tasks.length > 0)
-        sections.push({title: 'Tasks', rows: capped(tasks, n => `and ${n} more`)});
+        sections.push({title: _('Tasks'), rows: capped(tasks, more)});
     // A status line is a row, not a title: the shell opens no menu that holds titles only.
     if (!state.online)
-        return {shown, sections: [{title: '', rows: [{text: 'Network activity agent not running', fraction: -1}]}]};
+        return {shown, sections: [{title: '', rows: [{text: _('Network activity agent not running'), fraction: -1}]}]};
     if (apps.length === 0 && tasks.length === 0)
-        return {shown, sections: [{title: '', rows: [{text: 'No app is using the network', fraction: -1}]}]};
+        return {shown, sections: [{title: '', rows: [{text: _('No app is using the network'), fraction: -1}]}]};
     return {shown, sections};
 }
