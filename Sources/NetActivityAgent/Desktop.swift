@@ -56,8 +56,8 @@ enum DesktopIcon {
 
 /// A StatusNotifierItem (the KDE names that real tray hosts use: Plasma, waybar's tray,
 /// xfce4-panel's sn plugin, GNOME with the AppIndicator extension). Status is Active while the
-/// indicator is visible and Passive otherwise (hosts hide passive items); the tooltip names the
-/// clients. Its menu (`Menu`, com.canonical.dbusmenu, which the AppIndicator extension requires)
+/// indicator is visible or paused and Passive otherwise (hosts hide passive items); the tooltip
+/// names the clients. Its menu (`Menu`, com.canonical.dbusmenu, which the AppIndicator extension requires)
 /// lists the clients and tasks and pauses the indicator; it is what a click opens (`ItemIsMenu`).
 /// It registers with org.kde.StatusNotifierWatcher whenever one appears.
 final class TrayIcon: DesktopObserver {
@@ -90,7 +90,9 @@ final class TrayIcon: DesktopObserver {
             toggle: { [unowned indicator] in indicator.setEnabled(!indicator.isEnabled) })
     }
 
-    var status: String { indicator.isVisible ? "Active" : "Passive" }
+    /// Active while the indicator is visible, and while it is paused from the menu: hosts hide a
+    /// Passive item, and the menu is the way back.
+    var status: String { indicator.isVisible || !indicator.isEnabled ? "Active" : "Passive" }
 
     private var unfollow: (() -> Void)?
 
@@ -145,7 +147,11 @@ final class TrayIcon: DesktopObserver {
         connection.emitSignal(path: Self.path, interface: Self.interface, member: "NewToolTip") { _ in }
     }
 
-    func enabledChanged() { menu.changed() }
+    func enabledChanged() {
+        menu.changed()
+        let status = self.status
+        connection.emitSignal(path: Self.path, interface: Self.interface, member: "NewStatus") { w in w.append(status) }
+    }
 
     /// A task came, changed or left.
     func tasksChanged() { menu.changed() }

@@ -79,6 +79,8 @@ class TrayTests(AgentTestCase):
         self.assertFalse(bool(prop(self.conn, "Enabled")))
         self.assertEqual(int(menu.GetProperty(toggle, "toggle-state")), 0)
         self.assertEqual(labels()[0][1], "Network activity indicator paused")
+        # Paused, the indicator is hidden, but the item stays where the user can resume it.
+        self.assertEqual((bool(prop(self.conn, "Visible")), str(item.Get(SNI, "Status", dbus_interface=PROPS))), (False, "Active"))
         # Hosts hear of changes (at most every 250 ms), from the item's own connection, and read
         # the layout again.
         update = wait_until(lambda: events(watcher, "LayoutUpdated"), what="LayoutUpdated")[-1]
