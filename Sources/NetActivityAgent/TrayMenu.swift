@@ -72,7 +72,9 @@ enum TrayMenuModel {
 /// The tray item's menu (`com.canonical.dbusmenu` at /MenuBar), what Ubuntu's AppIndicator
 /// extension, KDE Plasma and xfce4-panel open on the item: who is using the network, the tasks
 /// with their progress, and a check item that pauses and resumes the indicator (Enabled).
-/// Changes reach hosts as LayoutUpdated, at most one per 250 ms and only when the menu differs.
+/// Changes reach hosts as LayoutUpdated, at most one per 250 ms, only when the menu differs, and
+/// only when a host has read the menu since the last one (with no tray host on the bus, a download
+/// that comes and goes costs the bus no menu signal).
 final class TrayMenu {
     static let path = "/MenuBar"
     static let interface = "com.canonical.dbusmenu"
@@ -85,6 +87,8 @@ final class TrayMenu {
     private(set) var revision: UInt32 = 1
     private var announced: MenuItem?
     private var timer: TimerID?
+    /// A host read the menu (GetLayout, GetGroupProperties, GetProperty) since the last LayoutUpdated.
+    private var read = false
 
     init(connection: Connection, server: ObjectServer, scheduler: any Scheduler,
          content: @escaping () -> MenuItem, toggle: @escaping () -> Void) {
@@ -115,6 +119,9 @@ final class TrayMenu {
             guard now != self.announced else { return }
             self.announced = now
             self.revision &+= 1
+            // Nobody holds the old layout: nobody needs telling (the next read gets this one).
+            guard self.read else { return }
+            self.read = false
             let revision = self.revision
             self.connection.emitSignal(path: Self.path, interface: Self.interface, member: "LayoutUpdated") { w in
                 w.append(revision)
@@ -156,6 +163,7 @@ final class TrayMenu {
                     guard let item = self.content().find(parent) else {
                         throw DBusError.invalidArgs("No menu item \(parent)")
                     }
+                    self.read = true
                     call.reply.append(self.revision)
                     try call.reply.append(item.layout(depth: depth, names: names))
                 },
@@ -165,6 +173,7 @@ final class TrayMenu {
                     let ids = Self.ints(try call.args.readValue())
                     let names = Self.strings(try call.args.readValue())
                     let menu = self.content()
+                    self.read = true
                     let items = ids.isEmpty ? menu.all : ids.compactMap { menu.find($0) }
                     try call.reply.append(.array(elementSignature: "(ia{sv})", items.map { item in
                         guard case .structure(let fields) = item.layout(depth: 0, names: names) else { return .structure([]) }
@@ -176,6 +185,7 @@ final class TrayMenu {
                 ) { [unowned self] call in
                     let id = try call.args.read(Int32.self)
                     let name = try call.args.read(String.self)
+                    self.read = true
                     guard let value = self.content().find(id)?.properties[name] else {
                         throw DBusError.invalidArgs("Menu item \(id) has no property '\(name.prefix(64))'")
                     }
