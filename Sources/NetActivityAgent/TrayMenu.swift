@@ -72,9 +72,11 @@ enum TrayMenuModel {
 /// The tray item's menu (`com.canonical.dbusmenu` at /MenuBar), what Ubuntu's AppIndicator
 /// extension, KDE Plasma and xfce4-panel open on the item: who is using the network, the tasks
 /// with their progress, and a check item that pauses and resumes the indicator (Enabled).
-/// Changes reach hosts as LayoutUpdated, at most one per 250 ms, only when the menu differs, and
-/// only when a host has read the menu since the last one (with no tray host on the bus, a download
-/// that comes and goes costs the bus no menu signal).
+/// Changes reach hosts at most once per 250 ms, and only once a host has read the menu (with no
+/// tray host on the bus, a download that comes and goes costs the bus no menu signal): items that
+/// came or went are a LayoutUpdated, new text or state of an item that stayed an
+/// ItemsPropertiesUpdated (hosts such as the AppIndicator extension read only the items' types
+/// with GetLayout, and the properties of new items alone).
 final class TrayMenu {
     static let path = "/MenuBar"
     static let interface = "com.canonical.dbusmenu"
@@ -87,7 +89,8 @@ final class TrayMenu {
     private(set) var revision: UInt32 = 1
     private var announced: MenuItem?
     private var timer: TimerID?
-    /// A host read the menu (GetLayout, GetGroupProperties, GetProperty) since the last LayoutUpdated.
+    /// A host has read the menu (GetLayout, GetGroupProperties, GetProperty): from then on it is
+    /// told of every change.
     private var read = false
 
     init(connection: Connection, server: ObjectServer, scheduler: any Scheduler,
@@ -116,17 +119,46 @@ final class TrayMenu {
         timer = scheduler.schedule(afterNanoseconds: 250_000_000) { [unowned self] in
             self.timer = nil
             let now = self.content()
-            guard now != self.announced else { return }
+            guard let before = self.announced, now != before else { return }
             self.announced = now
             self.revision &+= 1
-            // Nobody holds the old layout: nobody needs telling (the next read gets this one).
+            // Nobody holds the menu: nobody needs telling (the first read gets this one).
             guard self.read else { return }
-            self.read = false
+            self.announce(from: before, to: now)
+        }
+    }
+
+    /// The items and their kinds, in order: what GetLayout's ids and types show.
+    private static func shape(_ menu: MenuItem) -> [String] {
+        menu.all.map { "\($0.id) \($0.properties["type"] ?? .string("standard")) \($0.children.map(\.id))" }
+    }
+
+    private func announce(from before: MenuItem, to now: MenuItem) {
+        if Self.shape(before) != Self.shape(now) {
             let revision = self.revision
-            self.connection.emitSignal(path: Self.path, interface: Self.interface, member: "LayoutUpdated") { w in
+            connection.emitSignal(path: Self.path, interface: Self.interface, member: "LayoutUpdated") { w in
                 w.append(revision)
                 w.append(Int32(0))
             }
+        }
+        let old = Dictionary(before.all.map { ($0.id, $0.properties) }, uniquingKeysWith: { a, _ in a })
+        var updated: [DBusValue] = []
+        var removed: [DBusValue] = []
+        for item in now.all {
+            guard let previous = old[item.id], previous != item.properties else { continue }
+            let changed = item.properties.filter { previous[$0.key] != $0.value }.sorted { $0.key < $1.key }
+            if !changed.isEmpty {
+                updated.append(.structure([.int32(item.id), .dict(keySignature: "s", valueSignature: "v", changed.map {
+                    (.string($0.key), .variant($0.value))
+                })]))
+            }
+            let gone = previous.keys.filter { item.properties[$0] == nil }.sorted()
+            if !gone.isEmpty { removed.append(.structure([.int32(item.id), .array(elementSignature: "s", gone.map { .string($0) })])) }
+        }
+        guard !updated.isEmpty || !removed.isEmpty else { return }
+        connection.emitSignal(path: Self.path, interface: Self.interface, member: "ItemsPropertiesUpdated") { w in
+            try? w.append(.array(elementSignature: "(ia{sv})", updated))
+            try? w.append(.array(elementSignature: "(ias)", removed))
         }
     }
 

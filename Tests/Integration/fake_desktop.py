@@ -2,7 +2,7 @@
 """Stand-ins for desktop services, printing what they see as JSON lines (with arrival times):
 
 fake_desktop.py ADDRESS watcher        org.kde.StatusNotifierWatcher; also prints items' NewStatus/NewToolTip
-                                       and their menus' LayoutUpdated
+                                       and their menus' LayoutUpdated and ItemsPropertiesUpdated
 fake_desktop.py ADDRESS notifications  org.freedesktop.Notifications (Notify, CloseNotification); a line
                                        "dismiss ID" on stdin closes ID as the user would (reason 2)
 fake_desktop.py ADDRESS launcher       a dock: prints com.canonical.Unity.LauncherEntry Update signals
@@ -82,6 +82,11 @@ if mode == "watcher":
     bus.add_signal_receiver(lambda revision, parent, sender=None: out({"event": "LayoutUpdated", "revision": int(revision),
                                                                        "parent": int(parent), "sender": sender}),
                             signal_name="LayoutUpdated", dbus_interface="com.canonical.dbusmenu", sender_keyword="sender")
+    bus.add_signal_receiver(lambda updated, removed, sender=None: out({
+        "event": "ItemsPropertiesUpdated", "sender": sender,
+        "updated": {str(int(i)): {k: plain(v) for k, v in p.items()} for i, p in updated},
+        "removed": {str(int(i)): [str(k) for k in keys] for i, keys in removed}}),
+        signal_name="ItemsPropertiesUpdated", dbus_interface="com.canonical.dbusmenu", sender_keyword="sender")
 elif mode == "notifications":
     name = dbus.service.BusName("org.freedesktop.Notifications", bus)
     server = Notifications(bus, "/org/freedesktop/Notifications")

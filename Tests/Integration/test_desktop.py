@@ -81,11 +81,15 @@ class TrayTests(AgentTestCase):
         self.assertEqual(labels()[0][1], "Network activity indicator paused")
         # Paused, the indicator is hidden, but the item stays where the user can resume it.
         self.assertEqual((bool(prop(self.conn, "Visible")), str(item.Get(SNI, "Status", dbus_interface=PROPS))), (False, "Active"))
-        # Hosts hear of changes (at most every 250 ms), from the item's own connection, and read
-        # the layout again.
+        # Hosts that read the menu hear of changes (at most every 250 ms), from the item's own
+        # connection: rows that came are a LayoutUpdated, new text or state of a row that stayed an
+        # ItemsPropertiesUpdated (the AppIndicator extension reads labels of new rows only).
         update = wait_until(lambda: events(watcher, "LayoutUpdated"), what="LayoutUpdated")[-1]
         self.assertEqual((update["parent"], update["sender"]), (0, self.agent_name()))
         self.assertGreater(update["revision"], 1)
+        props = wait_until(lambda: [e for e in events(watcher, "ItemsPropertiesUpdated")
+                                    if e["updated"].get(str(int(toggle)), {}).get("toggle-state") == 0], what="the toggle's new state")[-1]
+        self.assertEqual((props["updated"]["1"]["label"], props["sender"]), ("Network activity indicator paused", self.agent_name()))
         # Bad input is an error, never a crash.
         with self.assertRaises(dbus.exceptions.DBusException) as cm:
             menu.GetProperty(toggle, "no-such-property")

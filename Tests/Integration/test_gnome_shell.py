@@ -387,6 +387,13 @@ class AppIndicatorTests(ShellSession):
             self.probe.CloseStatusMenu(key, dbus_interface="org.example.NetActivityTest")
             self.assertEqual(texts[0], "Using the network", texts)
             self.assertIn("Show network activity", texts)
+            # A row that stays and changes its text reaches the host (ItemsPropertiesUpdated: the
+            # extension reads the labels of new rows only).
+            app.get_object(NAME, task_path, introspect=False).SetFraction(0.7, dbus_interface=TASK)
+            wait_until(lambda: (lambda t: t if t and "backup photos — 70 %" in t else None)(
+                json.loads(str(self.probe.OpenStatusMenu(key, dbus_interface="org.example.NetActivityTest")))),
+                10, 0.1, "the task's new progress in the item's menu")
+            self.probe.CloseStatusMenu(key, dbus_interface="org.example.NetActivityTest")
         finally:
             app.close()
         wait_until(lambda: (lambda f: f is None or not f[1]["visible"])(self.our_item()), 10, 0.1,
