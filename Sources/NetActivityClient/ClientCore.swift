@@ -236,11 +236,24 @@ final class ClientCore: @unchecked Sendable {
 
     /// Asks the bus to start an activatable agent; its arrival shows up as an owner change.
     private func startAgent(_ c: Connection) {
+        activationFailed = false
         c.busCallAsync("StartServiceByName", { w in
             w.append(Self.busName)
             w.append(UInt32(0))
-        }) { _ in }
+        }) { [unowned self] result in
+            // Not activatable here (or it failed to start): whoever waits for an agent hears now.
+            guard case .failure = result, self.owner == nil else { return }
+            self.activationFailed = true
+            let waiting = self.activationWaiters
+            self.activationWaiters = []
+            for waiter in waiting { waiter() }
+        }
     }
+
+    /// The last request to start the agent failed, and none has appeared since.
+    private var activationFailed = false
+    /// Told when a request to start the agent fails (see `waitForAgent`).
+    private var activationWaiters: [() -> Void] = []
 
     /// True once the app closed the client.
     private(set) var isClosed = false
@@ -360,6 +373,8 @@ final class ClientCore: @unchecked Sendable {
         }
         let waiting = agentWaiters
         agentWaiters = []
+        activationFailed = false
+        activationWaiters = []
         // Everything still held, afresh: counts, leases, live tasks.
         for _ in 0..<count { send(ActivityMember.Method.incrementActivityCount.rawValue) }
         for id in leases.keys.sorted() { assertLease(id) { _ in } }
@@ -395,21 +410,23 @@ final class ClientCore: @unchecked Sendable {
     }
 
     /// Answers true at once with an agent on the bus, or when one appears (D-Bus activation under
-    /// way) within `nanoseconds`; false after that.
+    /// way) within `nanoseconds`; false when the bus says it cannot start one, or after that time.
     func waitForAgent(within nanoseconds: UInt64, _ done: @escaping (Bool) -> Void) {
-        guard owner == nil, !isClosed else { return done(owner != nil) }
+        guard owner == nil, !isClosed, !activationFailed else { return done(owner != nil) }
         var answered = false
         let timer = loop.schedule(afterNanoseconds: nanoseconds) {
             guard !answered else { return }
             answered = true
             done(false)
         }
-        whenAgentAppears { [loop] in
+        let answer = { [loop] (running: Bool) in
             guard !answered else { return }
             answered = true
             loop.cancel(timer)
-            done(true)
+            done(running)
         }
+        whenAgentAppears { answer(true) }
+        activationWaiters.append { answer(false) }
     }
 
     // MARK: counts
