@@ -37,10 +37,6 @@ static inline const char *clinux_dgettext(const char *domain, const char *msgid)
     return dgettext(domain, msgid);
 }
 
-static inline const char *clinux_dngettext(const char *domain, const char *one, const char *many, unsigned long n) {
-    return dngettext(domain, one, many, n);
-}
-
 /* copy_file_range(2) (glibc declares it only with _GNU_SOURCE): the raw syscall. */
 static inline long clinux_copy_file_range(int in_fd, long long *in_off, int out_fd, size_t len) {
     return syscall(SYS_copy_file_range, in_fd, (loff_t *)in_off, out_fd, (loff_t *)0, len, 0u);

@@ -19,15 +19,10 @@ public enum Localization {
     /// Where the catalogs are looked for.
     public static var directory: String {
         if let dir = getenv("NETACTIVITY_LOCALEDIR").map({ String(cString: $0) }), !dir.isEmpty { return dir }
-        var buf = [CChar](repeating: 0, count: 4096)
-        let n = readlink("/proc/self/exe", &buf, buf.count - 1)
-        guard n > 0 else { return "/usr/share/locale" }
-        let exe = String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        let bin = exe[..<(exe.lastIndex(of: "/") ?? exe.startIndex)]
-        let prefix = bin[..<(bin.lastIndex(of: "/") ?? bin.startIndex)]
+        guard let prefix = ServiceProcess.installPrefix else { return "/usr/share/locale" }
         // Installed: PREFIX/bin and PREFIX/share/locale. A build's binaries sit in
         // .build/TRIPLE/debug (.build/debug is a link to it), its catalogs in .build/share/locale.
-        for candidate in [String(prefix) + "/share/locale", String(prefix) + "/../share/locale"] {
+        for candidate in [prefix + "/share/locale", prefix + "/../share/locale"] {
             var st = stat()
             if stat(candidate, &st) == 0, st.st_mode & S_IFMT == S_IFDIR { return candidate }
         }

@@ -32,6 +32,21 @@ public enum ServiceProcess {
         return attr
     }
 
+    /// This process's executable (`/proc/self/exe`, links resolved), or nil when it cannot be read.
+    public static var executablePath: String? {
+        var buf = [CChar](repeating: 0, count: 4096)
+        let n = readlink("/proc/self/exe", &buf, buf.count - 1)
+        guard n > 0 else { return nil }
+        return String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// The prefix this executable runs from: the folder above its own (`/usr` for `/usr/bin/netactivityd`).
+    public static var installPrefix: String? {
+        guard let exe = executablePath else { return nil }
+        let bin = exe[..<(exe.lastIndex(of: "/") ?? exe.startIndex)]
+        return String(bin[..<(bin.lastIndex(of: "/") ?? bin.startIndex)])
+    }
+
     /// The kernel's short name of process `pid` (`/proc/<pid>/comm`), or "" when it cannot be read.
     public static func processName(pid: UInt32) -> String {
         let fd = open("/proc/\(pid)/comm", O_RDONLY | O_CLOEXEC)

@@ -50,19 +50,9 @@ final class AppNames {
 
     /// A regular file of at most 64 KiB (links followed: Flatpak exports are links), never on FUSE.
     static func readSmall(_ path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
-        guard fd >= 0 else { return nil }
+        guard let (fd, size) = Files.openRegular(path, maxBytes: 65536, followLinks: true) else { return nil }
         defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_size <= 65536, !Files.isOnFUSE(fd) else { return nil }
-        var buf = [UInt8](repeating: 0, count: Int(st.st_size))
-        var count = 0
-        while count < buf.count {
-            let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, $0.count - count) }
-            if n < 0, errno == EINTR { continue }
-            guard n > 0 else { break }
-            count += n
-        }
-        return String(decoding: buf[..<count], as: UTF8.self)
+        guard !Files.isOnFUSE(fd), let bytes = Files.readPrefix(fd, count: size) else { return nil }
+        return String(decoding: bytes, as: UTF8.self)
     }
 }

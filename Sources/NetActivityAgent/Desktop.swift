@@ -41,14 +41,9 @@ enum DesktopIcon {
 
     /// `PREFIX/share/icons` when the agent's own icon is there.
     static let themePath: String? = {
-        var buf = [CChar](repeating: 0, count: 4096)
-        let n = readlink("/proc/self/exe", &buf, buf.count - 1)
-        guard n > 0 else { return nil }
-        let exe = String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        let bin = exe[..<(exe.lastIndex(of: "/") ?? exe.startIndex)]
-        let prefix = bin[..<(bin.lastIndex(of: "/") ?? bin.startIndex)]
+        guard let prefix = ServiceProcess.installPrefix else { return nil }
         let icons = prefix + "/share/icons"
-        return access(icons + "/hicolor/scalable/status/\(own).svg", R_OK) == 0 ? String(icons) : nil
+        return access(icons + "/hicolor/scalable/status/\(own).svg", R_OK) == 0 ? icons : nil
     }()
 
     static var name: String { themePath == nil ? generic : own }

@@ -219,7 +219,7 @@ public final class TaskService: TaskBeginning, TaskFactory {
         let live = (tasks.liveByDesktopID[desktopID] ?? []).compactMap { tasks.byPath[$0] }
         // Tasks in bytes weigh by their sizes; once one task counts in a fraction only, the units
         // no longer add up, and each measured task weighs the same.
-        let measured = live.map(\.record.progress).filter { $0.hasKnownSize || $0.reportedFraction > 0 }
+        let measured = live.map(\.record.progress).filter(\.isMeasured)
         var total = 0.0, done = 0.0
         if measured.allSatisfy(\.hasKnownSize) {
             for p in measured {
@@ -353,7 +353,7 @@ public final class TaskService: TaskBeginning, TaskFactory {
             let r = entry.record, p = r.progress
             var parts = [String(r.description.prefix(48))]
             let done = p.received > 0 || p.expectedToReceive > 0 ? p.received : p.sent
-            if p.hasKnownSize || p.reportedFraction > 0 {
+            if p.isMeasured {
                 parts.append("\(Int((min(1, r.fractionCompleted) * 100).rounded(.down))) %")
             } else if done > 0 {
                 parts.append(Self.siBytes(done))

@@ -84,8 +84,7 @@ public final class ImageSlot<Image>: @unchecked Sendable {
     ) {
         core = activity.core
         self.callbacks = callbacks ?? activity.callbacks
-        let (seconds, attoseconds) = max(placeholderDelay, .zero).components
-        self.placeholderDelay = UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
+        self.placeholderDelay = placeholderDelay.nanoseconds
         self.decode = decode
         self.apply = apply
     }

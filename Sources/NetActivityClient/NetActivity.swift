@@ -310,9 +310,7 @@ public final class NetActivity: Sendable {
     /// Whether an agent is on the bus now, or appears within `timeout` (the bus may be starting
     /// one: `connect` asks it to). Nothing held waits for this: it is for what to tell the user.
     public func waitForAgent(timeout: Duration) async -> Bool {
-        let (seconds, attoseconds) = timeout.components
-        let nanoseconds = UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)
-        return (try? await perform { core, done in core.waitForAgent(within: nanoseconds) { done(.success($0)) } }) ?? false
+        (try? await perform { core, done in core.waitForAgent(within: timeout.nanoseconds) { done(.success($0)) } }) ?? false
     }
 }
 

@@ -32,6 +32,9 @@ public struct TaskProgress: Equatable, Hashable, Sendable {
     /// Whether an expected size is known in either direction (then the bytes decide the fraction).
     public var hasKnownSize: Bool { expectedToSend > 0 || expectedToReceive > 0 }
 
+    /// Whether there is a fraction to show: a known size, or a reported fraction above 0.
+    public var isMeasured: Bool { hasKnownSize || reportedFraction > 0 }
+
     /// Done over expected, counting only directions whose size is known; with none known, the
     /// reported fraction (0 when none was reported).
     public var fraction: Double {

@@ -39,9 +39,7 @@ final class TestBus: @unchecked Sendable {
     /// netactivityd beside the test binary (`swift build` puts both in one folder), or $NETACTIVITYD.
     static let agentBinary: String = {
         if let path = getenv("NETACTIVITYD") { return String(cString: path) }
-        var buf = [CChar](repeating: 0, count: 4096)
-        let n = readlink("/proc/self/exe", &buf, buf.count - 1)
-        let exe = n > 0 ? String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
+        let exe = ServiceProcess.executablePath ?? ""
         // The test bundle (.../debug/netactivityPackageTests.xctest) sits beside the executables.
         return String(exe[..<(exe.lastIndex(of: "/") ?? exe.startIndex)]) + "/netactivityd"
     }()
