@@ -16,7 +16,7 @@ import dbus.mainloop.glib
 import dbus.service
 from gi.repository import GLib
 
-from observer_util import plain
+from observer_util import on_commands, plain
 
 dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
 bus = dbus.bus.BusConnection(sys.argv[1])
@@ -91,17 +91,11 @@ elif mode == "notifications":
     name = dbus.service.BusName("org.freedesktop.Notifications", bus)
     server = Notifications(bus, "/org/freedesktop/Notifications")
 
-    def command(source, condition):
-        line = sys.stdin.readline()
-        if not line:
-            return False
-        word, _, arg = line.strip().partition(" ")
-        if word == "dismiss":
-            server.NotificationClosed(dbus.UInt32(int(arg)), dbus.UInt32(2))
-            out({"event": "dismissed", "id": int(arg)})
-        return True
+    def dismiss(arg):
+        server.NotificationClosed(dbus.UInt32(int(arg)), dbus.UInt32(2))
+        out({"event": "dismissed", "id": int(arg)})
 
-    GLib.io_add_watch(sys.stdin, GLib.IO_IN | GLib.IO_HUP, command)
+    on_commands({"dismiss": dismiss})
 elif mode == "launcher":
     bus.add_signal_receiver(
         lambda app, props: out({"event": "Update", "app": str(app), "props": {k: plain(v) for k, v in props.items()}}),

@@ -16,7 +16,7 @@ import dbus
 import dbus.mainloop.glib
 from gi.repository import GLib
 
-from observer_util import plain
+from observer_util import on_commands, plain
 
 dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
 bus = dbus.bus.BusConnection(sys.argv[1])
@@ -59,23 +59,14 @@ def fetch(spec):
                           timeout=120)
 
 
-def command(source, condition):
-    line = sys.stdin.readline()
-    if not line:
-        return False
-    verb, _, arg = line.strip().partition(" ")
-    if verb == "fetch":
-        fetch(arg)
-    elif verb == "cancel":
-        downloader.CancelDownload(arg, reply_handler=lambda r: out({"event": "cancel", "receipt": arg, "result": bool(r)}),
-                                  error_handler=lambda e: out({"event": "cancel", "receipt": arg,
-                                                               "error": e.get_dbus_name()}))
-    return True
+def cancel(arg):
+    downloader.CancelDownload(arg, reply_handler=lambda r: out({"event": "cancel", "receipt": arg, "result": bool(r)}),
+                              error_handler=lambda e: out({"event": "cancel", "receipt": arg, "error": e.get_dbus_name()}))
 
 
 bus.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus").GetId(dbus_interface="org.freedesktop.DBus")
 print("ready", flush=True)
 for spec in args:
     fetch(spec)
-GLib.io_add_watch(sys.stdin, GLib.IO_IN | GLib.IO_HUP, command)
+on_commands({"fetch": fetch, "cancel": cancel})
 GLib.MainLoop().run()

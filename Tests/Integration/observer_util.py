@@ -1,4 +1,7 @@
-"""Shared by the observer processes: D-Bus values as plain JSON-able Python values."""
+"""Shared by the observer processes: D-Bus values as plain JSON-able Python values, and the
+commands a test writes to their standard input."""
+import sys
+
 import dbus
 
 
@@ -14,3 +17,20 @@ def plain(v):
     if isinstance(v, (int,)):
         return int(v)
     return str(v)
+
+
+def on_commands(handlers):
+    """Runs handlers[VERB](ARG) for each "VERB ARG" line on standard input, from the GLib main
+    loop; unknown verbs are ignored, and standard input's end stops the watch."""
+    from gi.repository import GLib
+
+    def command(source, condition):
+        line = sys.stdin.readline()
+        if not line:
+            return False
+        verb, _, arg = line.strip().partition(" ")
+        if verb in handlers:
+            handlers[verb](arg)
+        return True
+
+    GLib.io_add_watch(sys.stdin, GLib.IO_IN | GLib.IO_HUP, command)
