@@ -11,13 +11,19 @@ struct MenuItem: Equatable {
     /// dbusmenu's wire form, `(ia{sv}av)`, down `depth` levels (-1: all), with only `names`
     /// among the properties (empty: all).
     func layout(depth: Int32, names: Set<String>) -> DBusValue {
-        let shown = names.isEmpty ? properties : properties.filter { names.contains($0.key) }
         let kids: [DBusValue] = depth == 0 ? [] : children.map { .variant($0.layout(depth: depth - 1, names: names)) }
-        return .structure([
-            .int32(id),
-            .dict(keySignature: "s", valueSignature: "v", shown.sorted { $0.key < $1.key }.map { (.string($0.key), .variant($0.value)) }),
-            .array(elementSignature: "v", kids),
-        ])
+        return .structure([.int32(id), propertyDict(names: names), .array(elementSignature: "v", kids)])
+    }
+
+    /// `(ia{sv})`: the id and its properties among `names` (empty: all), as GetGroupProperties
+    /// answers and ItemsPropertiesUpdated tells them.
+    func idAndProperties(names: Set<String>) -> DBusValue {
+        .structure([.int32(id), propertyDict(names: names)])
+    }
+
+    private func propertyDict(names: Set<String>) -> DBusValue {
+        let shown = names.isEmpty ? properties : properties.filter { names.contains($0.key) }
+        return .dict(keySignature: "s", valueSignature: "v", shown.sorted { $0.key < $1.key }.map { (.string($0.key), .variant($0.value)) })
     }
 
     func find(_ wanted: Int32) -> MenuItem? {
@@ -73,10 +79,11 @@ enum TrayMenuModel {
 /// extension, KDE Plasma and xfce4-panel open on the item: who is using the network, the tasks
 /// with their progress, and a check item that pauses and resumes the indicator (Enabled).
 /// Changes reach hosts at most once per 250 ms, and only once a host has read the menu (with no
-/// tray host on the bus, a download that comes and goes costs the bus no menu signal): items that
-/// came or went are a LayoutUpdated, new text or state of an item that stayed an
-/// ItemsPropertiesUpdated (hosts such as the AppIndicator extension read only the items' types
-/// with GetLayout, and the properties of new items alone).
+/// tray host on the bus, a download that comes and goes costs the bus no menu signal): a
+/// LayoutUpdated, and every item's properties in an ItemsPropertiesUpdated. Whole, because a host
+/// may have read the menu at any moment since the last change it was told of, and hosts such as
+/// the AppIndicator extension read only the items' types with GetLayout and the properties of
+/// items new to them.
 final class TrayMenu {
     static let path = "/MenuBar"
     static let interface = "com.canonical.dbusmenu"
@@ -128,34 +135,19 @@ final class TrayMenu {
         }
     }
 
-    /// The items and their kinds, in order: what GetLayout's ids and types show.
-    private static func shape(_ menu: MenuItem) -> [String] {
-        menu.all.map { "\($0.id) \($0.properties["type"] ?? .string("standard")) \($0.children.map(\.id))" }
-    }
-
     private func announce(from before: MenuItem, to now: MenuItem) {
-        if Self.shape(before) != Self.shape(now) {
-            let revision = self.revision
-            connection.emitSignal(path: Self.path, interface: Self.interface, member: "LayoutUpdated") { w in
-                w.append(revision)
-                w.append(Int32(0))
-            }
+        let revision = self.revision
+        connection.emitSignal(path: Self.path, interface: Self.interface, member: "LayoutUpdated") { w in
+            w.append(revision)
+            w.append(Int32(0))
         }
+        // Every item whole (a few dozen at most): `id` and its properties, as GetGroupProperties gives them.
+        let updated = now.all.map { $0.idAndProperties(names: []) }
         let old = Dictionary(before.all.map { ($0.id, $0.properties) }, uniquingKeysWith: { a, _ in a })
-        var updated: [DBusValue] = []
-        var removed: [DBusValue] = []
-        for item in now.all {
-            guard let previous = old[item.id], previous != item.properties else { continue }
-            let changed = item.properties.filter { previous[$0.key] != $0.value }.sorted { $0.key < $1.key }
-            if !changed.isEmpty {
-                updated.append(.structure([.int32(item.id), .dict(keySignature: "s", valueSignature: "v", changed.map {
-                    (.string($0.key), .variant($0.value))
-                })]))
-            }
-            let gone = previous.keys.filter { item.properties[$0] == nil }.sorted()
-            if !gone.isEmpty { removed.append(.structure([.int32(item.id), .array(elementSignature: "s", gone.map { .string($0) })])) }
+        let removed: [DBusValue] = now.all.compactMap { item in
+            let gone = (old[item.id] ?? [:]).keys.filter { item.properties[$0] == nil }.sorted()
+            return gone.isEmpty ? nil : .structure([.int32(item.id), .array(elementSignature: "s", gone.map { .string($0) })])
         }
-        guard !updated.isEmpty || !removed.isEmpty else { return }
         connection.emitSignal(path: Self.path, interface: Self.interface, member: "ItemsPropertiesUpdated") { w in
             try? w.append(.array(elementSignature: "(ia{sv})", updated))
             try? w.append(.array(elementSignature: "(ias)", removed))
@@ -207,10 +199,7 @@ final class TrayMenu {
                     let menu = self.content()
                     self.read = true
                     let items = ids.isEmpty ? menu.all : ids.compactMap { menu.find($0) }
-                    try call.reply.append(.array(elementSignature: "(ia{sv})", items.map { item in
-                        guard case .structure(let fields) = item.layout(depth: 0, names: names) else { return .structure([]) }
-                        return .structure(Array(fields.prefix(2)))
-                    }))
+                    try call.reply.append(.array(elementSignature: "(ia{sv})", items.map { $0.idAndProperties(names: names) }))
                 },
                 DBusMethod(
                     "GetProperty", in: [DBusArgument("id", "i"), DBusArgument("name", "s")], out: [DBusArgument("value", "v")]

@@ -100,6 +100,22 @@ class TrayTests(AgentTestCase):
         menu.Event(toggle, "clicked", dbus.Int32(0, variant_level=1), dbus.UInt32(0))
         self.assertTrue(bool(prop(self.conn, "Enabled")))
 
+    def test_a_host_that_read_the_menu_between_two_announcements_gets_every_row_s_new_text(self):
+        watcher = self.observe("fake_desktop.py", "watcher")
+        reg = wait_until(lambda: events(watcher, "register"), what="the item to register")[0]
+        menu = dbus.Interface(self.conn.get_object(reg["service"], "/MenuBar", introspect=False), "com.canonical.dbusmenu")
+        no_names = dbus.Array([], signature="s")
+        menu.GetLayout(0, -1, no_names)
+        # A row appears and the host reads it at once, as the AppIndicator extension reads rows new
+        # to it; its text then changes before (or after) the agent's next announcement.
+        iface(self.conn).IncrementActivityCount()
+        path = str(iface(self.conn).BeginTask("render", dbus.Dictionary({}, signature="sv")))
+        _, (_, _, children) = menu.GetLayout(0, -1, no_names)
+        row = [int(c[0]) for c in children if str(c[1].get("label", "")) == "render"][0]
+        self.conn.get_object(NAME, path, introspect=False).SetFraction(0.4, dbus_interface="org.example.NetActivity.Task")
+        wait_until(lambda: [e for e in events(watcher, "ItemsPropertiesUpdated")
+                            if e["updated"].get(str(row), {}).get("label") == "render — 40 %"], what="the row's new text")
+
     def test_reregisters_when_the_watcher_restarts_and_when_present_at_start(self):
         first = self.observe("fake_desktop.py", "watcher")
         wait_until(lambda: events(first, "register"), what="the first registration")
