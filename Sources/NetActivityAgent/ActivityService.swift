@@ -60,8 +60,19 @@ public final class ActivityService: ActivitySink, IndicatorSource {
     @exclusivity(unchecked) private(set) var ledger = ActivityLedger()
     private var indicatorTimer: TimerID?
 
-    /// Open leases: our read end of the pipe -> the holder.
-    private var leases: [Int32: String] = [:]
+    /// An open lease: its holder, the reason it gave, and when it began (the order reasons are
+    /// listed in).
+    private struct Lease {
+        let client: String
+        let reason: String
+        let serial: UInt64
+    }
+    /// Open leases: our read end of the pipe -> the lease.
+    private var leases: [Int32: Lease] = [:]
+    private var nextLeaseSerial: UInt64 = 0
+    /// Bumped when a lease with a reason begins or ends; `Reasons` is invalidated when it moved.
+    private var reasonsGeneration: UInt64 = 0
+    private var emittedReasonsGeneration: UInt64 = 0
     private var leasesByClient: [String: Set<Int32>] = [:]
     /// Leases: the budget (40 % of `leasesInAll`), the apps' shares past it, the hard limit and the
     /// per-client cap. A holder's app is known from its first call until its departure has been
@@ -135,6 +146,11 @@ public final class ActivityService: ActivitySink, IndicatorSource {
                 delayProperty(.activationDelay, \.activationDelay),
                 delayProperty(.completionDelay, \.completionDelay),
                 DBusProperty(P.clients.rawValue, "a(ssu)") { [unowned self] w, _ in self.writeClients(&w) },
+                // Free text of the apps' own: announced as invalidated, never with the value, so
+                // that each reader's Get passes the trust rule (a sandboxed app reads its own rows).
+                DBusProperty(P.reasons.rawValue, "a{sas}", emitsChanged: .invalidates) { [unowned self] w, _ in
+                    self.writeReasons(&w, for: self.context.peers.identity(of: self.context.server.caller))
+                },
             ],
             signals: [DBusSignal(ActivityMember.Signal.visible.rawValue, [DBusArgument("visible", "b")])]
         )
@@ -213,6 +229,36 @@ public final class ActivityService: ActivitySink, IndicatorSource {
         }
     }
 
+    /// Each client's lease reasons, for `caller`: everyone's for a host app, only those of its
+    /// own app's clients for a sandboxed one.
+    private func writeReasons(_ w: inout MessageWriter, for caller: ClientIdentity) {
+        w.appendArray(elementSignature: "{sas}") { a in
+            for (client, reasons) in reasonsByClient().sorted(by: { $0.key < $1.key })
+            where !caller.isSandboxed || context.peers.identity(of: client).leaf == caller.leaf {
+                a.appendDictEntry { e in
+                    e.append(client)
+                    e.appendArray(elementSignature: "s") { list in for reason in reasons { list.append(reason) } }
+                }
+            }
+        }
+    }
+
+    /// The distinct non-empty reasons of each client's open leases, oldest first, at most
+    /// `maxReasonsPerClient` each; clients whose leases gave none are left out.
+    func reasonsByClient() -> [String: [String]] {
+        var result: [String: [String]] = [:]
+        for (client, fds) in leasesByClient {
+            let open = fds.compactMap { leases[$0] }.filter { !$0.reason.isEmpty }.sorted { $0.serial < $1.serial }
+            var reasons: [String] = []
+            for lease in open where !reasons.contains(lease.reason) {
+                reasons.append(lease.reason)
+                if reasons.count == NetActivityLimits.maxReasonsPerClient { break }
+            }
+            if !reasons.isEmpty { result[client] = reasons }
+        }
+        return result
+    }
+
     // MARK: ActivitySink: the one route to the ledger
 
     public func acquire(_ source: ActivityLedger.Source, for client: String) throws(NetActivityError) {
@@ -261,7 +307,7 @@ public final class ActivityService: ActivitySink, IndicatorSource {
     /// The client left the bus: everything it held goes at once.
     public func clientVanished(_ client: String) {
         for fd in leasesByClient.removeValue(forKey: client) ?? [] {
-            leases[fd] = nil
+            if leases.removeValue(forKey: fd)?.reason.isEmpty == false { reasonsGeneration &+= 1 }
             leaseQuota.release(connection: client, leaf: context.peers.app(of: client))
             loop.unwatch(fd: fd)
             close(fd)
@@ -321,8 +367,9 @@ public final class ActivityService: ActivitySink, IndicatorSource {
         guard !names.isEmpty else { return }
         // A signal that goes out anyway carries the coalesced values too when the interval allows,
         // so observers rarely see a state that disagrees with the count.
-        let names = countCoalescer.mayEmit(now: context.now) ? names + takeCoalescedChanges() : names
-        context.emitPropertiesChanged(.activity, names)
+        guard countCoalescer.mayEmit(now: context.now) else { return context.emitPropertiesChanged(.activity, names) }
+        let coalesced = takeCoalescedChanges()
+        context.emitPropertiesChanged(.activity, names + coalesced.changed, invalidated: coalesced.invalidated)
     }
 
     private func noteCountChange() {
@@ -340,12 +387,15 @@ public final class ActivityService: ActivitySink, IndicatorSource {
     }
 
     private func emitCountAndClients() {
-        context.emitPropertiesChanged(.activity, takeCoalescedChanges())
+        let coalesced = takeCoalescedChanges()
+        context.emitPropertiesChanged(.activity, coalesced.changed, invalidated: coalesced.invalidated)
     }
 
-    /// The coalesced properties whose values differ from what was last sent, marked as sent.
-    private func takeCoalescedChanges() -> [String] {
+    /// The coalesced properties whose values differ from what was last sent, marked as sent:
+    /// those whose values go in the signal, and `Reasons`, which goes as invalidated.
+    private func takeCoalescedChanges() -> (changed: [String], invalidated: [String]) {
         var names: [String] = []
+        var invalidated: [String] = []
         let count = UInt32(clamping: ledger.total)
         if count != emittedCount {
             emittedCount = count
@@ -355,10 +405,16 @@ public final class ActivityService: ActivitySink, IndicatorSource {
         if clients != emittedClients {
             emittedClients = clients
             names.append(ActivityMember.Property.clients.rawValue)
+        }
+        if reasonsGeneration != emittedReasonsGeneration {
+            emittedReasonsGeneration = reasonsGeneration
+            invalidated.append(ActivityMember.Property.reasons.rawValue)
+        }
+        if !names.isEmpty || !invalidated.isEmpty {
+            countCoalescer.didEmit(now: context.now)
             for observer in observers { observer.clientsChanged() }
         }
-        if !names.isEmpty { countCoalescer.didEmit(now: context.now) }
-        return names
+        return (names, invalidated)
     }
 
     private func currentClients() -> [ClientEntry] {
@@ -370,8 +426,15 @@ public final class ActivityService: ActivitySink, IndicatorSource {
         return rows.isEmpty ? tr("No network activity") : rows.joined(separator: ", ")
     }
 
+    /// "Firefox (2)", or "Firefox (2) — Syncing mail" when its leases gave reasons (people read
+    /// these on the user's own desktop, so every app's reasons are shown).
     public var clientRows: [String] {
-        currentClients().map { "\($0.processName.isEmpty ? Self.unknownName : $0.processName) (\($0.count))" }
+        let reasons = reasonsByClient()
+        return currentClients().map { client in
+            let row = "\(client.processName.isEmpty ? Self.unknownName : client.processName) (\(client.count))"
+            guard let given = reasons[client.name] else { return row }
+            return row + " — " + DisplayText.line(given.joined(separator: ", "))
+        }
     }
 
     public var isEnabled: Bool { machine.isEnabled }
@@ -399,7 +462,9 @@ public final class ActivityService: ActivitySink, IndicatorSource {
             close(readEnd)
             throw error
         }
-        leases[readEnd] = client
+        leases[readEnd] = Lease(client: client, reason: reason, serial: nextLeaseSerial)
+        nextLeaseSerial += 1
+        if !reason.isEmpty { reasonsGeneration &+= 1 }
         leasesByClient[client, default: []].insert(readEnd)
         leaseQuota.charge(connection: client, leaf: app)
         // Watched for the hang-up alone (epoll always reports it): the agent never reads a lease,
@@ -409,7 +474,9 @@ public final class ActivityService: ActivitySink, IndicatorSource {
     }
 
     private func endLease(fd: Int32) {
-        guard let client = leases.removeValue(forKey: fd) else { return }
+        guard let lease = leases.removeValue(forKey: fd) else { return }
+        let client = lease.client
+        if !lease.reason.isEmpty { reasonsGeneration &+= 1 }
         leaseQuota.release(connection: client, leaf: context.peers.app(of: client))
         leasesByClient[client]?.remove(fd)
         if leasesByClient[client]?.isEmpty == true { leasesByClient[client] = nil }

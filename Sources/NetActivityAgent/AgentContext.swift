@@ -41,9 +41,11 @@ public final class AgentContext {
 
     var now: Instant { Instant(nanoseconds: scheduler.nowNanoseconds) }
 
-    func emitPropertiesChanged(_ interface: NetActivityInterface, at path: String = NetActivityBus.objectPath, _ names: [String]) {
-        guard !names.isEmpty else { return }
-        server.emitPropertiesChanged(path: path, interface: interface.rawValue, changed: names)
+    func emitPropertiesChanged(
+        _ interface: NetActivityInterface, at path: String = NetActivityBus.objectPath, _ names: [String], invalidated: [String] = []
+    ) {
+        guard !names.isEmpty || !invalidated.isEmpty else { return }
+        server.emitPropertiesChanged(path: path, interface: interface.rawValue, changed: names, invalidated: invalidated)
     }
 
     @discardableResult

@@ -351,7 +351,7 @@ public final class TaskService: TaskBeginning, TaskFactory {
         let live = tasks.liveByOwner.values.flatMap { $0 }.compactMap { tasks.byPath[$0] }
         return live.sorted { $0.path.count != $1.path.count ? $0.path.count < $1.path.count : $0.path < $1.path }.map { entry in
             let r = entry.record, p = r.progress
-            var parts = [String(r.description.prefix(48))]
+            var parts = [DisplayText.line(r.description)]
             let done = p.received > 0 || p.expectedToReceive > 0 ? p.received : p.sent
             if p.isMeasured {
                 parts.append("\(Int((min(1, r.fractionCompleted) * 100).rounded(.down))) %")

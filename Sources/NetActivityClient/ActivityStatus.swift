@@ -6,6 +6,9 @@ public struct ActivityStatus: Equatable, Sendable {
         public let busName: String
         public let processName: String
         public let count: UInt32
+        /// Why it is busy: the reasons its open leases gave (`BeginActivity`), oldest first. A
+        /// sandboxed app sees only its own app's.
+        public internal(set) var reasons: [String] = []
     }
 
     public var visible = false
@@ -16,6 +19,8 @@ public struct ActivityStatus: Equatable, Sendable {
     public var completionDelay = 0.17
     public var clients: [Client] = []
     public var version: UInt32 = 0
+    /// `Reasons` as last read, by bus name (it arrives apart from `Clients`).
+    private var reasons: [String: [String]] = [:]
 
     public init() {}
 
@@ -33,8 +38,12 @@ public struct ActivityStatus: Equatable, Sendable {
                 guard case .structure(let f) = item, f.count == 3, let name = f[0].stringValue,
                       let process = f[1].stringValue, let count = f[2].uint32Value
                 else { return nil }
-                return Client(busName: name, processName: process, count: count)
+                return Client(busName: name, processName: process, count: count, reasons: reasons[name] ?? [])
             }
+        }
+        if let given = props[ActivityMember.Property.reasons.rawValue]?.stringDict {
+            reasons = given.compactMapValues { $0.arrayElements?.compactMap(\.stringValue) }
+            for i in clients.indices { clients[i].reasons = reasons[clients[i].busName] ?? [] }
         }
     }
 }

@@ -212,6 +212,9 @@ final class ClientCore: @unchecked Sendable {
             var r = message.reader()
             guard (try? r.read(String.self)) == Self.interface, let props = try? r.readVardict() else { return }
             self.statusChanged(props)
+            // Reasons is announced without its value (each reader may see different rows).
+            let invalidated = (try? r.readValue())?.arrayElements?.compactMap(\.stringValue) ?? []
+            for name in invalidated where ActivityMember.Property(rawValue: name) != nil { self.refreshProperty(name) }
         }
         // DownloadFinished is sent to us alone: no match rule, only a handler.
         c.onSignal(SignalMatch(path: Self.path, interface: Self.downloaderInterface, member: DownloaderMember.Signal.downloadFinished.rawValue)) {
@@ -829,6 +832,21 @@ final class ClientCore: @unchecked Sendable {
             self.status = s
             self.publishStatus()
         }
+    }
+
+    /// Reads one property that a PropertiesChanged named as invalidated, and applies it.
+    private func refreshProperty(_ name: String) {
+        guard status != nil else { return }  // the GetAll on its way carries it
+        let generation = self.generation
+        send("Get", interface: "org.freedesktop.DBus.Properties", { w in
+            w.append(Self.interface)
+            w.append(name)
+        }, reply: { [unowned self] result in
+            guard generation == self.generation, case .success(let reply) = result else { return }
+            var r = reply.reader()
+            guard let value = try? r.readValue() else { return }
+            self.statusChanged([name: value.unwrapped])
+        })
     }
 
     private func statusChanged(_ props: [String: DBusValue]) {

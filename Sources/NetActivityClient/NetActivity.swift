@@ -101,8 +101,9 @@ public final class NetActivity: Sendable {
     }
 
     /// Begins a lease: the indicator counts it until `end()`, the lease is released, or this
-    /// connection closes. `reason` is for logs (at most 1024 bytes of UTF-8, else
-    /// `invalidArguments`). Answers at once.
+    /// connection closes. `reason` says why, in the user's words ("Fetching new mail"): it is shown
+    /// with the app wherever apps are listed, and logged; "" shows none (at most 1024 bytes of
+    /// UTF-8, else `invalidArguments`). Answers at once.
     public func beginActivity(reason: String) async throws(NetActivityError) -> NetActivityLease {
         try ClientCore.checkText(reason, "reason", limit: NetActivityLimits.maxReasonBytes)
         let id: Int = try await perform { core, done in done(.success(core.beginLease(reason: reason))) }

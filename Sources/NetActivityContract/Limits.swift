@@ -3,6 +3,8 @@
 public enum NetActivityLimits {
     /// Longest `reason` for BeginActivity, in bytes.
     public static let maxReasonBytes = 1024
+    /// Most reasons the `Reasons` property lists for one client (its first distinct ones).
+    public static let maxReasonsPerClient = 8
     /// Delays are seconds in 0...60.
     public static let maxDelaySeconds = 60.0
     /// Longest task description and completion error, in bytes.

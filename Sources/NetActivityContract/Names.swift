@@ -43,6 +43,7 @@ public enum ActivityMember {
         case activationDelay = "ActivationDelay"
         case completionDelay = "CompletionDelay"
         case clients = "Clients"
+        case reasons = "Reasons"
     }
 
     public enum Signal: String, Sendable, CaseIterable {

@@ -93,7 +93,12 @@ func formatSeconds(_ d: Double) -> String {
 enum Render {
     static func clientsSummary(_ s: ActivityStatus) -> String {
         // A tooltip people read: an app whose name is not known yet is "an app", never its bus name.
-        s.clients.map { "\($0.processName.isEmpty ? tr("an app") : safe($0.processName)) (\($0.count))" }.joined(separator: ", ")
+        s.clients.map { c in
+            let row = "\(c.processName.isEmpty ? tr("an app") : safe(c.processName)) (\(c.count))"
+            guard !c.reasons.isEmpty else { return row }
+            let reasons = c.reasons.joined(separator: ", ")
+            return row + " — " + safe(reasons.count > 80 ? reasons.prefix(79) + "…" : reasons)
+        }.joined(separator: ", ")
     }
 
     static func text(_ s: ActivityStatus?) -> String {
@@ -106,7 +111,8 @@ enum Render {
     static func json(_ s: ActivityStatus?) -> String {
         guard let s else { return "{\"running\":false,\"visible\":false}" }
         let clients = s.clients.map {
-            "{\"bus_name\":\(jsonString($0.busName)),\"process\":\(jsonString($0.processName)),\"count\":\($0.count)}"
+            "{\"bus_name\":\(jsonString($0.busName)),\"process\":\(jsonString($0.processName)),\"count\":\($0.count),"
+                + "\"reasons\":[\($0.reasons.map(jsonString).joined(separator: ","))]}"
         }
         return "{\"running\":true,\"visible\":\(s.visible),\"state\":\(jsonString(s.state)),"
             + "\"activity_count\":\(s.activityCount),\"enabled\":\(s.enabled),"

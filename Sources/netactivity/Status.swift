@@ -27,6 +27,7 @@ struct Status: ParsableCommand {
             writeLine("clients:")
             for c in s.clients {
                 writeLine("  \(c.busName)  \(c.processName.isEmpty ? "?" : safe(c.processName))  \(c.count)")
+                for reason in c.reasons { writeLine("      \(safe(reason))") }
             }
         }
     }

@@ -24,7 +24,8 @@ def out(obj):
 bus.add_signal_receiver(lambda v: out({"signal": "Visible", "value": bool(v)}),
                         signal_name="Visible", dbus_interface="org.example.NetActivity")
 bus.add_signal_receiver(
-    lambda iface, changed, inv: out({"signal": "PropertiesChanged", "changed": {k: plain(v) for k, v in changed.items()}}),
+    lambda iface, changed, inv: out({"signal": "PropertiesChanged", "changed": {k: plain(v) for k, v in changed.items()},
+                                     "invalidated": [str(n) for n in inv]}),
     signal_name="PropertiesChanged", dbus_interface="org.freedesktop.DBus.Properties",
     path="/org/example/NetActivity", arg0="org.example.NetActivity")
 # A round trip to the daemon makes sure the match rules are in place before 'ready'.

@@ -2,7 +2,7 @@
 """One app, driven by a test line by line: stranger.py ADDRESS reads JSON commands from stdin, one
 per line, runs each on its own bus connection and prints one JSON line per command, {"ok": value}
 or {"error": [name, message]}. It keeps everything it was given (leases, tasks) until stdin
-closes. Commands: ["tasks", N], ["leases", N], ["download", URL], ["set", IFACE, PROP, SIG, VALUE],
+closes. Commands: ["tasks", N], ["leases", N, REASON?], ["reasons"], ["download", URL], ["set", IFACE, PROP, SIG, VALUE],
 ["add-url", URL, HEX], ["lookup-url", URL], ["open-url", URL], ["add", ID, HEX], ["usage-by-app"],
 ["remove-all"], ["ping"]."""
 import json
@@ -35,7 +35,7 @@ def run(cmd, *args):
         n = 0
         try:
             for _ in range(args[0]):
-                held.append(agent.BeginActivity("stranger").take())
+                held.append(agent.BeginActivity(args[1] if len(args) > 1 else "stranger").take())
                 n += 1
         except dbus.exceptions.DBusException as e:
             return {"granted": n, "refusal": [e.get_dbus_name(), e.get_dbus_message()]}
@@ -68,6 +68,9 @@ def run(cmd, *args):
     if cmd == "usage-by-app":
         return {str(k): int(v) for k, v in obj.Get("org.example.NetActivity.ImageCache", "MemoryUsageByApp",
                                                    dbus_interface="org.freedesktop.DBus.Properties").items()}
+    if cmd == "reasons":
+        return {str(k): [str(r) for r in v] for k, v in obj.Get("org.example.NetActivity", "Reasons",
+                                                                dbus_interface="org.freedesktop.DBus.Properties").items()}
     if cmd == "remove-all":
         return bool(cache.RemoveAllImages())
     if cmd == "ping":

@@ -124,6 +124,26 @@ class CLITests(unittest.TestCase):
         self.assertEqual(r.returncode, 0)
         self.assertIn("nothing to decrement", r.stderr)
 
+    def test_watch_waybar_names_why_an_app_is_busy(self):
+        """The library hears that Reasons changed (named as invalidated) and reads it."""
+        self.start_agent("--activation-delay", "0", "--completion-delay", "0")
+        watch = subprocess.Popen([os.path.join(BIN, "netactivity"), "watch", "--format", "waybar"],
+                                 env=self.bus.env(), stdout=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(json.loads(watch.stdout.readline())["class"], "idle")
+            lease = iface(self.conn).BeginActivity("Uploading logs").take()
+            try:
+                while True:
+                    line = json.loads(watch.stdout.readline())
+                    if "Uploading logs" in line["tooltip"]:
+                        break
+                self.assertRegex(line["tooltip"], r"python3 \(1\) — Uploading logs")
+            finally:
+                os.close(lease)
+        finally:
+            watch.kill()
+            watch.wait()
+
     def test_watch_waybar_and_polybar_follow_changes_and_restarts(self):
         self.start_agent("--activation-delay", "0", "--completion-delay", "0")
         procs = {fmt: subprocess.Popen([os.path.join(BIN, "netactivity"), "watch", "--format", fmt],

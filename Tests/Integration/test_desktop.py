@@ -64,13 +64,16 @@ class TrayTests(AgentTestCase):
 
         self.assertEqual(labels()[0][1], "No app is using the network")
         iface(self.conn).IncrementActivityCount()
+        lease = iface(self.conn).BeginActivity("Syncing\tmail\u202e").take()
+        self.addCleanup(os.close, lease)
         path = str(iface(self.conn).BeginTask("backup_photos", dbus.Dictionary({}, signature="sv")))
         self.conn.get_object(NAME, path, introspect=False).SetFraction(0.4, dbus_interface="org.example.NetActivity.Task")
         rows = wait_until(lambda: (lambda l: l if any("backup__photos — 40 %" == t for _, t, _ in l) else None)(labels()),
                           what="the task in the menu")
         texts = [t for _, t, _ in rows]
         self.assertEqual(texts[0], "Using the network")
-        self.assertTrue(any(t.startswith("python3 (2)") for t in texts), texts)
+        # The lease's reason rides with its app, as one clean line.
+        self.assertIn("python3 (3) — Syncing mail", texts)
         self.assertIn("Tasks", texts)
         # The check item pauses the indicator (Enabled), and says so.
         toggle = [i for i, t, _ in rows if t == "Show network activity"][0]

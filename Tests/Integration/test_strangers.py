@@ -4,6 +4,7 @@ read, forked processes, look-alike cgroups, a fake /.flatpak-info in a user+moun
 asserts the promise: the agent keeps answering everyone, shares have a floor, and a sandboxed app
 never touches another app's work."""
 import fcntl
+import json
 import os
 import re
 import shutil
@@ -16,7 +17,7 @@ import unittest
 
 import dbus
 
-from harness import BIN, IFACE, NAME, PATH, PROPS, Agent, connect, image_adder, png, wait_until
+from harness import BIN, IFACE, NAME, PATH, PROPS, Agent, cli, connect, image_adder, png, wait_until
 from rawbus import RawClient, body_strings
 from test_agent import AgentTestCase
 from test_downloads import DownloadTestCase
@@ -219,6 +220,47 @@ class SandboxTests(StrangerTestCase):
 
 
 @unittest.skipUnless(Cgroups.usable(), "needs root to make cgroups")
+class ReasonTests(StrangerTestCase):
+    """BeginActivity's reason is listed with its app: every app's for host readers, a sandboxed app
+    only its own app's; broadcast signals name the property as invalidated and never carry a reason."""
+
+    def reasons(self):
+        return {str(k): [str(r) for r in v] for k, v in
+                self.conn.get_object(NAME, PATH, introspect=False).Get(IFACE, "Reasons", dbus_interface=PROPS).items()}
+
+    def test_a_host_apps_reason_is_listed_with_it_and_goes_with_its_lease(self):
+        watcher = self.observe()
+        host = self.stranger()
+        host("leases", 2, "Backing up photos")
+        host("leases", 1, "")
+        listed = wait_until(lambda: self.reasons() or None, what="the reason listed")
+        self.assertEqual(listed, {host.name: ["Backing up photos"]})
+        wait_until(lambda: any("Reasons" in e.get("invalidated", []) for e in watcher.snapshot()),
+                   what="Reasons announced as invalidated")
+        self.assertFalse([e for e in watcher.snapshot() if "Reasons" in e.get("changed", {})],
+                         "no broadcast carries the reasons")
+        status = cli(self.bus, "status")
+        self.assertIn("Backing up photos", status.stdout)
+        self.assertIn("Backing up photos", cli(self.bus, "status", "--json").stdout)
+        host.close()
+        wait_until(lambda: self.reasons() == {}, what="the reason gone with its holder")
+
+    @unittest.skipUnless(can_fake_flatpak(), "unshare -rm (user namespaces) is not available")
+    def test_a_sandboxed_app_reads_only_its_own_apps_reasons(self):
+        watcher = self.observe()
+        host = self.stranger()
+        host("leases", 1, "Syncing the host's secret project")
+        app = self.stranger(flatpak="org.example.Sandboxed")
+        app("leases", 1, "Fetching mail for alice")
+        both = wait_until(lambda: (lambda r: r if len(r) == 2 else None)(self.reasons()), what="both reasons")
+        self.assertEqual(both, {host.name: ["Syncing the host's secret project"], app.name: ["Fetching mail for alice"]})
+        self.assertEqual(app("reasons"), {app.name: ["Fetching mail for alice"]})
+        self.assertEqual(host("reasons"), both, "host apps read every app's")
+        seen = json.dumps(watcher.snapshot())
+        self.assertNotIn("secret project", seen)
+        self.assertNotIn("alice", seen)
+
+
 class CgroupIdentityTests(StrangerTestCase):
     def setUp(self):
         super().setUp()

@@ -1,5 +1,6 @@
 import DBusKit
 import NetActivityContract
+import NetActivityCore
 import Testing
 
 /// The Visible timeline and the coalesced ActivityCount/Clients signal, driven through the real
@@ -113,6 +114,54 @@ struct ActivityServiceTests {
         #expect(h.visible.map { [ms($0.at), $0.value ? 1 : 0] } == [[0, 1], [2170, 0]])
         let counts = h.changes(.activity).compactMap { c in c.values[P.activityCount.rawValue]?.unwrapped.uint32Value }
         #expect(counts == [1, 3, 1, 0])  // at once, folded at 50 ms, the departure, the last decrement
+    }
+
+    @Test("Reasons: each client's distinct lease reasons, announced as invalidated (never the text), read in full by host apps and only for its own app by a sandboxed one")
+    func reasons() throws {
+        let h = DriverHarness()
+        h.peers.identities[":1.6"] = ClientIdentity(app: "flatpak:org.example.Mail", isSandboxed: true)
+        h.peers.identities[":1.7"] = ClientIdentity(app: "flatpak:org.example.Chat", isSandboxed: true)
+        func lease(_ sender: String, _ reason: String) throws {
+            let reply = try h.call(sender, ActivityMember.Method.beginActivity.rawValue) { w in w.append(reason) }
+            #expect(reply?.kind == .methodReturn)
+        }
+        func reasons(caller: String) throws -> [String: [String]] {
+            guard case .dict(_, _, let entries) = try h.property(NetActivityBus.objectPath, .activity, P.reasons.rawValue, caller: caller)
+            else { return [:] }
+            var out: [String: [String]] = [:]
+            for (key, value) in entries { out[key.stringValue ?? "?"] = value.arrayElements?.compactMap(\.stringValue) }
+            return out
+        }
+        try lease(":1.5", "Backing up photos")
+        try lease(":1.5", "")  // no reason: counted, not listed
+        try lease(":1.5", "Backing up photos")  // listed once
+        try lease(":1.5", "Syncing calendar")
+        try lease(":1.6", "Fetching mail for alice@example.com")
+        h.at(0.2)
+        #expect(try reasons(caller: ":1.99") == [
+            ":1.5": ["Backing up photos", "Syncing calendar"], ":1.6": ["Fetching mail for alice@example.com"],
+        ])
+        // Sandboxed: its own app's rows only, nothing of another app's.
+        #expect(try reasons(caller: ":1.6") == [":1.6": ["Fetching mail for alice@example.com"]])
+        #expect(try reasons(caller: ":1.7") == [:])
+        // Broadcast signals name the property and never carry a reason.
+        #expect(h.invalidations(.activity).flatMap(\.names).allSatisfy { $0 == P.reasons.rawValue })
+        #expect(!h.invalidations(.activity).isEmpty)
+        #expect(h.changes(.activity).allSatisfy { $0.values[P.reasons.rawValue] == nil })
+        // The rows people read on the desktop carry them.
+        #expect(h.activity.clientRows.contains { $0.hasSuffix("(4) — Backing up photos, Syncing calendar") })
+
+        // A departure takes its reasons away, and says so.
+        let before = h.invalidations(.activity).count
+        h.peers.depart(":1.6")
+        h.at(0.5)
+        #expect(h.invalidations(.activity).count == before + 1)
+        #expect(try reasons(caller: ":1.99") == [":1.5": ["Backing up photos", "Syncing calendar"]])
+        // A lease with no reason changes the count, not Reasons.
+        let quiet = h.invalidations(.activity).count
+        try lease(":1.5", "")
+        h.at(1.0)
+        #expect(h.invalidations(.activity).count == quiet)
     }
 
     @Test("a handler's contract error reaches the caller with its D-Bus name")

@@ -99,10 +99,10 @@ final class DriverHarness {
     }
 
     /// A property's value, read through org.freedesktop.DBus.Properties.Get as a client would.
-    func property(_ path: String, _ interface: NetActivityInterface, _ name: String) throws -> DBusValue? {
+    func property(_ path: String, _ interface: NetActivityInterface, _ name: String, caller: String = ":1.99") throws -> DBusValue? {
         let message = try Message.methodCall(
             destination: NetActivityBus.name, path: path, interface: "org.freedesktop.DBus.Properties", member: "Get")
-        message.setSender(":1.99")
+        message.setSender(caller)
         var w = message.writer()
         w.append(interface.rawValue)
         w.append(name)
@@ -141,6 +141,18 @@ final class DriverHarness {
             var r = entry.message.reader()
             guard (try? r.read(String.self)) == interface.rawValue, let values = try? r.readVardict() else { return nil }
             return (entry.at, values)
+        }
+    }
+
+    /// PropertiesChanged of `interface` at `path`: each signal's invalidated names.
+    func invalidations(_ interface: NetActivityInterface, at path: String = NetActivityBus.objectPath) -> [(at: Double, names: [String])] {
+        signals.compactMap { entry in
+            guard entry.message.member == "PropertiesChanged", entry.message.path == path else { return nil }
+            var r = entry.message.reader()
+            guard (try? r.read(String.self)) == interface.rawValue, (try? r.readVardict()) != nil,
+                  let names = try? r.readValue().arrayElements?.compactMap(\.stringValue), !names.isEmpty
+            else { return nil }
+            return (entry.at, names)
         }
     }
 

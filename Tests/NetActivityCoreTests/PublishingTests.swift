@@ -37,3 +37,27 @@ struct PublishingTests {
         #expect("abc".prefix(utf8Bytes: 0) == "")
     }
 }
+
+@Suite("Apps' text as one line of a menu")
+struct DisplayTextTests {
+    @Test("controls and bidi overrides become single spaces; ends are trimmed", arguments: [
+        ("Syncing mail", "Syncing mail"),
+        ("  two\n\nlines\t ", "two lines"),
+        ("evil\u{202E}gnp.exe", "evil gnp.exe"),
+        ("bell\u{07}\u{1B}[31mred", "bell [31mred"),
+        ("\u{85}next\u{2066}isolate\u{2069}", "next isolate"),
+        ("", ""),
+    ])
+    func cleaned(text: String, shown: String) {
+        #expect(DisplayText.line(text) == shown)
+    }
+
+    @Test("a long text is cut at whole characters and ends in an ellipsis")
+    func cut() {
+        let long = String(repeating: "é", count: 60)
+        let line = DisplayText.line(long, maxCharacters: 10)
+        #expect(line == String(repeating: "é", count: 9) + "…")
+        #expect(DisplayText.line("👩‍👩‍👧‍👦 family", maxCharacters: 2) == "👩‍👩‍👧‍👦…")
+        #expect(DisplayText.line("exactly10!", maxCharacters: 10) == "exactly10!")
+    }
+}

@@ -29,6 +29,18 @@ let v = M.view(s);
 eq([v.shown, 'label' in v], [true, false], 'active');
 eq(v.sections[0].rows.map(r => r.text), ['firefox (2)', 'An app'], 'client rows (no bus name for an unnamed one)');
 
+// Reasons (read by Get after an invalidation) join the app's row; an app without any keeps its
+// plain row; junk entries and empty reasons are dropped; a long list is cut.
+M.applyAgent(s, {Reasons: {':1.5': ['Syncing bookmarks', '', 'Backup\nnow'], ':1.7': 'junk'}});
+eq(M.view(s).sections[0].rows.map(r => r.text), ['firefox (2) — Syncing bookmarks, Backup now', 'An app'],
+    'reasons shown with their app');
+M.applyAgent(s, {Reasons: {':1.5': ['x'.repeat(100)]}});
+eq(Array.from(M.view(s).sections[0].rows[0].text).length, 'firefox (2) — '.length + M.MAX_TEXT, 'long reason cut');
+M.applyAgent(s, {Reasons: [1, 2]});
+eq(s.reasons.get(':1.5')?.length, 1, 'reasons of the wrong type ignored');
+M.applyAgent(s, {Reasons: {}});
+eq(M.view(s).sections[0].rows.map(r => r.text), ['firefox (2)', 'An app'], 'reasons gone');
+
 // Values of the wrong type are ignored, not trusted.
 M.applyAgent(s, {Visible: 'yes', ActivityCount: -4, Clients: [['x', 7, 1], 'junk', [':1.2', 'ok', 1]]});
 v = M.view(s);

@@ -86,10 +86,13 @@ class NetActivityIndicator extends PanelMenu.Button {
                     if (generation === this._generation)
                         handler(objectPath, params.recursiveUnpack());
                 }));
-        subscribe(PROPS_IFACE, 'PropertiesChanged', null, (path, [iface, changed]) => {
-            if (iface === Model.AGENT_IFACE && path === Model.AGENT_PATH)
+        subscribe(PROPS_IFACE, 'PropertiesChanged', null, (path, [iface, changed, invalidated]) => {
+            if (iface === Model.AGENT_IFACE && path === Model.AGENT_PATH) {
                 Model.applyAgent(this._state, changed);
-            else if (iface === Model.TASK_IFACE)
+                // Reasons comes without its value: each reader may see different rows.
+                if (invalidated.includes('Reasons'))
+                    getReasons();
+            } else if (iface === Model.TASK_IFACE)
                 Model.applyTask(this._state, path, changed);
             this._changed();
         });
@@ -121,6 +124,9 @@ class NetActivityIndicator extends PanelMenu.Button {
                     this._changed();
                 }
             });
+        const getReasons = () => call(Model.AGENT_PATH, PROPS_IFACE, 'Get',
+            new GLib.Variant('(ss)', [Model.AGENT_IFACE, 'Reasons']), '(v)',
+            ([reasons]) => Model.applyAgent(this._state, {Reasons: reasons}));
         call(Model.AGENT_PATH, PROPS_IFACE, 'GetAll', new GLib.Variant('(s)', [Model.AGENT_IFACE]),
             '(a{sv})', ([props]) => {
                 this._state.online = true;

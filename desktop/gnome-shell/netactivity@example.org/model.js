@@ -2,7 +2,7 @@
 // No GNOME imports: tests run it under bare gjs (Tests/Integration/gnome/model_test.js).
 'use strict';
 /* exported AGENT_NAME, AGENT_PATH, AGENT_IFACE, TASK_IFACE, TASK_PREFIX, MAX_ROWS, MAX_TASKS,
-   emptyState, applyAgent, applyTask, removeTask, view, formatBytes, shorten, setGettext */
+   MAX_REASONS, emptyState, applyAgent, applyTask, removeTask, view, formatBytes, shorten, setGettext */
 
 // The text people read goes through gettext (domain "netactivity", the agent's): the extension
 // hands its translator in; bare gjs (the tests) keeps English unless given one.
@@ -26,10 +26,12 @@ var MAX_ROWS = 8;
 var MAX_TASKS = 1024;
 // Characters of an app or task name shown in a row.
 var MAX_TEXT = 48;
+// Reasons kept per app (the agent sends at most 8).
+var MAX_REASONS = 8;
 
 /** The state before the agent is seen (and after it leaves): nothing shown. */
 function emptyState() {
-    return {online: false, visible: false, count: 0, clients: [], tasks: new Map()};
+    return {online: false, visible: false, count: 0, clients: [], reasons: new Map(), tasks: new Map()};
 }
 
 function isCount(v) {
@@ -48,6 +50,14 @@ function applyAgent(state, props) {
             .filter(c => Array.isArray(c) && c.length === 3 && typeof c[0] === 'string' &&
                 typeof c[1] === 'string' && isCount(c[2]))
             .map(([bus, name, count]) => ({bus, name, count}));
+    }
+    // Reasons: {bus name: [reason, ...]}, read by Get (its change comes as invalidated).
+    if (props.Reasons && typeof props.Reasons === 'object' && !Array.isArray(props.Reasons)) {
+        state.reasons = new Map();
+        for (const [bus, list] of Object.entries(props.Reasons)) {
+            if (Array.isArray(list))
+                state.reasons.set(bus, list.filter(r => typeof r === 'string' && r !== '').slice(0, MAX_REASONS));
+        }
     }
 }
 
@@ -132,10 +142,13 @@ function capped(rows, more) {
 function view(state) {
     const shown = state.online && state.visible;
     const sections = [];
-    const apps = state.clients.map(c => ({
+    const apps = state.clients.map(c => {
         // An app whose name the agent does not know yet is "An app", never its bus name.
-        text: `${shorten(c.name || _('An app'))}${c.count > 1 ? ` (${c.count})` : ''}`, fraction: -1,
-    }));
+        const name = `${shorten(c.name || _('An app'))}${c.count > 1 ? ` (${c.count})` : ''}`;
+        // Why it is busy, when its leases said so: "Mail — Fetching new mail".
+        const reasons = state.reasons.get(c.bus) ?? [];
+        return {text: reasons.length > 0 ? `${name} — ${shorten(reasons.join(', '))}` : name, fraction: -1};
+    });
     const more = n => _('and {1} more').replace('{1}', String(n));
     sections.push({title: _('Using the network'), rows: capped(apps, more)});
     const tasks = [];
