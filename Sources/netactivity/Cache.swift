@@ -1,23 +1,24 @@
-import NetActivityContract
 import ArgumentParser
 import Glibc
+import LinuxKit
 import NetActivityClient
+import NetActivityContract
 
 struct Cache: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Use the shared image cache: add, get, rm, clear, stats.",
-        discussion: "Exit status: 1 when the image is missing or refused, 66 when FILE cannot be read, 73 when -o cannot be written.",
+        abstract: tr("Use the shared image cache: add, get, rm, clear, stats."),
+        discussion: tr("Exit status: 1 when the image is missing or refused, 66 when FILE cannot be read, 73 when -o cannot be written."),
         subcommands: [Add.self, Get.self, Remove.self, Clear.self, Stats.self])
 
     struct Add: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Store the image in FILE under ID.")
+        static let configuration = CommandConfiguration(abstract: tr("Store the image in FILE under ID."))
         @OptionGroup var bus: BusOptions
-        @Argument(help: "The identifier (often the image's URL).") var id: String
-        @Argument(help: "An image file: PNG, JPEG, GIF, WebP, BMP, ICO or SVG.") var file: String
+        @Argument(help: ArgumentHelp(tr("The identifier (often the image's URL)."))) var id: String
+        @Argument(help: ArgumentHelp(tr("An image file: PNG, JPEG, GIF, WebP, BMP, ICO or SVG."))) var file: String
 
         func run() throws {
             guard let data = readFile(file) else {
-                fail("cannot read \(file): \(String(cString: strerror(errno)))", code: 66)
+                fail(tr("cannot read {1}: {2}", file, String(cString: strerror(errno))), code: 66)
             }
             let client = try bus.connect()
             do { try client.addImage(data, identifier: id) } catch { fail(error) }
@@ -26,29 +27,29 @@ struct Cache: ParsableCommand {
 
     struct Get: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Write the image stored under ID to stdout or a file (through the zero-copy fd).")
+            abstract: tr("Write the image stored under ID to stdout or a file (through the zero-copy fd)."))
         @OptionGroup var bus: BusOptions
         @Argument var id: String
-        @Option(name: .short, help: "Write to this file instead of stdout.") var output: String?
+        @Option(name: .short, help: ArgumentHelp(tr("Write to this file instead of stdout."))) var output: String?
 
         func run() throws {
             let client = try bus.connect()
             let opened: (fd: Int32, size: UInt64)?
             do { opened = try client.openImage(identifier: id) } catch { fail(error) }
-            guard let (fd, _) = opened else { fail("no image '\(id)' in the cache", code: 1) }
+            guard let (fd, _) = opened else { fail(tr("no image '{1}' in the cache", id), code: 1) }
             defer { close(fd) }
             var out: Int32 = 1
             if let output {
                 out = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-                guard out >= 0 else { fail("cannot write \(output): \(String(cString: strerror(errno)))", code: 73) }
+                guard out >= 0 else { fail(tr("cannot write {1}: {2}", output, String(cString: strerror(errno))), code: 73) }
             }
             defer { if out != 1 { close(out) } }
-            guard copyAll(from: fd, to: out) else { fail("writing the image failed: \(String(cString: strerror(errno)))", code: 74) }
+            guard copyAll(from: fd, to: out) else { fail(tr("writing the image failed: {1}", String(cString: strerror(errno))), code: 74) }
         }
     }
 
     struct Remove: ParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "rm", abstract: "Remove the image stored under ID (exit 1 if none).")
+        static let configuration = CommandConfiguration(commandName: "rm", abstract: tr("Remove the image stored under ID (exit 1 if none)."))
         @OptionGroup var bus: BusOptions
         @Argument var id: String
 
@@ -56,12 +57,12 @@ struct Cache: ParsableCommand {
             let client = try bus.connect()
             let removed: Bool
             do { removed = try client.removeImage(identifier: id) } catch { fail(error) }
-            if !removed { fail("no image '\(id)' in the cache", code: 1) }
+            if !removed { fail(tr("no image '{1}' in the cache", id), code: 1) }
         }
     }
 
     struct Clear: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Remove every image.")
+        static let configuration = CommandConfiguration(abstract: tr("Remove every image."))
         @OptionGroup var bus: BusOptions
 
         func run() throws {
@@ -71,7 +72,7 @@ struct Cache: ParsableCommand {
     }
 
     struct Stats: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show the cache's usage, limits and counters.")
+        static let configuration = CommandConfiguration(abstract: tr("Show the cache's usage, limits and counters."))
         @OptionGroup var bus: BusOptions
 
         func run() throws {

@@ -1,15 +1,12 @@
 import ArgumentParser
-import LinuxKit
 import Glibc
+import LinuxKit
 import NetActivityClient
 
 struct Dec: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Release the count of the newest `netactivity inc` of this session.",
-        discussion: """
-            Never goes below zero: with no `inc` holding a count there is nothing to do, which is \
-            not an error (exit 0, with a note on stderr).
-            """)
+        abstract: tr("Release the count of the newest `netactivity inc` of this session."),
+        discussion: tr("Never goes below zero: with no `inc` holding a count there is nothing to do, which is not an error (exit 0, with a note on stderr)."))
 
     @OptionGroup var bus: BusOptions
 

@@ -1,22 +1,19 @@
 import ArgumentParser
 import Glibc
+import LinuxKit
 import NetActivityClient
 
 struct Fetch: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Download an image through the shared downloader (and cache) and write it out.",
-        discussion: """
-            Shows a progress bar on stderr when stderr is a terminal. Exit status: 0 on success, \
-            1 when the download failed (the agent's error is printed), 69 when the agent is not \
-            running, 73 when -o cannot be written.
-            """)
+        abstract: tr("Download an image through the shared downloader (and cache) and write it out."),
+        discussion: tr("Shows a progress bar on stderr when stderr is a terminal. Exit status: 0 on success, 1 when the download failed (the agent's error is printed), 69 when the agent is not running, 73 when -o cannot be written."))
 
     @OptionGroup var bus: BusOptions
 
-    @Argument(help: "An http or https URL.") var url: String
-    @Option(name: .short, help: "Write to this file instead of stdout.") var output: String?
-    @Flag(help: "Skip the caches and download again.") var reload = false
-    @Option(help: "The additional identifier of the cache key (e.g. a size or a filter).") var additionalIdentifier = ""
+    @Argument(help: ArgumentHelp(tr("An http or https URL."))) var url: String
+    @Option(name: .short, help: ArgumentHelp(tr("Write to this file instead of stdout."))) var output: String?
+    @Flag(help: ArgumentHelp(tr("Skip the caches and download again."))) var reload = false
+    @Option(help: ArgumentHelp(tr("The additional identifier of the cache key (e.g. a size or a filter)."))) var additionalIdentifier = ""
 
     func run() throws {
         let client = try bus.connect()
@@ -37,7 +34,7 @@ struct Fetch: ParsableCommand {
         var out: Int32 = 1
         if let output {
             out = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-            guard out >= 0 else { fail("cannot write \(output): \(String(cString: strerror(errno)))", code: 73) }
+            guard out >= 0 else { fail(tr("cannot write {1}: {2}", output, String(cString: strerror(errno))), code: 73) }
         }
         defer { if out != 1 { close(out) } }
         writeAll(out, image)

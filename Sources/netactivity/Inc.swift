@@ -1,18 +1,16 @@
 import ArgumentParser
 import Glibc
+import LinuxKit
 import NetActivityClient
 
 struct Inc: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Hold one activity count until interrupted, `netactivity dec`, or --seconds.",
-        discussion: """
-            Counts belong to the bus client that made them and end when it exits, so `inc` stays \
-            running while it holds its count: `netactivity inc & ...; netactivity dec`.
-            """)
+        abstract: tr("Hold one activity count until interrupted, `netactivity dec`, or --seconds."),
+        discussion: tr("Counts belong to the bus client that made them and end when it exits, so `inc` stays running while it holds its count: `netactivity inc & ...; netactivity dec`."))
 
     @OptionGroup var bus: BusOptions
 
-    @Option(help: "Release the count after this many seconds.")
+    @Option(help: ArgumentHelp(tr("Release the count after this many seconds.")))
     var seconds: Double?
 
     func validate() throws {

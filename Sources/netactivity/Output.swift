@@ -1,5 +1,5 @@
-import LinuxKit
 import Glibc
+import LinuxKit
 import NetActivityClient
 
 func printError(_ message: String) {

@@ -1,25 +1,13 @@
 import ArgumentParser
-import LinuxKit
 import Dispatch
 import Glibc
+import LinuxKit
 import NetActivityClient
 
 struct Run: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run a command while holding an activity lease (or as a task); exit with its status.",
-        discussion: """
-            The lease ends when the command ends (or when this process dies). If the agent is not \
-            running the command still runs, with a warning: the indicator must never stop your work. \
-            Exit status: the command's; 128+N if it died of signal N; 127 if it was not found.
-
-            With --task, the command is a task that panels list and docks draw on the app's icon \
-            (--desktop-id): it completes when the command exits, with an error unless the status is 0. \
-            With --progress-from, lines of the command's stdout or stderr that are a percentage \
-            ("42", "42.5%", as `pv -n` prints) or "DONE/TOTAL" bytes set its progress and are not \
-            shown; other lines pass through. Example: \
-            netactivity run --task backup --desktop-id org.example.Backup.desktop --progress-from stderr \
-            -- sh -c 'pv -n big.tar > /mnt/backup/big.tar'
-            """)
+        abstract: tr("Run a command while holding an activity lease (or as a task); exit with its status."),
+        discussion: tr("The lease ends when the command ends (or when this process dies). If the agent is not running the command still runs, with a warning: the indicator must never stop your work. Exit status: the command's; 128+N if it died of signal N; 127 if it was not found.\n\nWith --task, the command is a task that panels list and docks draw on the app's icon (--desktop-id): it completes when the command exits, with an error unless the status is 0. With --progress-from, lines of the command's stdout or stderr that are a percentage (\"42\", \"42.5%\", as `pv -n` prints) or \"DONE/TOTAL\" bytes set its progress and are not shown; other lines pass through. Example: netactivity run --task backup --desktop-id org.example.Backup.desktop --progress-from stderr -- sh -c 'pv -n big.tar > /mnt/backup/big.tar'"))
 
     enum Stream: String, ExpressibleByArgument, CaseIterable {
         case stdout, stderr
@@ -28,18 +16,18 @@ struct Run: ParsableCommand {
 
     @OptionGroup var bus: BusOptions
 
-    @Option(help: "Publish the command as a task with this description (instead of a lease).")
+    @Option(help: ArgumentHelp(tr("Publish the command as a task with this description (instead of a lease).")))
     var task: String?
 
-    @Option(name: .customLong("desktop-id"), help: "The app's desktop file name, for docks (with --task).")
+    @Option(name: .customLong("desktop-id"), help: ArgumentHelp(tr("The app's desktop file name, for docks (with --task).")))
     var desktopID: String?
 
-    @Option(name: .customLong("progress-from"), help: "Read the task's progress from the command's stdout or stderr (with --task).")
+    @Option(name: .customLong("progress-from"), help: ArgumentHelp(tr("Read the task's progress from the command's stdout or stderr (with --task).")))
     var progressFrom: Stream?
 
     // Everything from the first word that is not one of our options is the command's, options
     // included; `--help` there (before any command) is ours, not a command.
-    @Argument(parsing: .captureForPassthrough, help: "The command and its arguments (after --).")
+    @Argument(parsing: .captureForPassthrough, help: ArgumentHelp(tr("The command and its arguments (after --).")))
     var command: [String] = []
 
     func validate() throws {

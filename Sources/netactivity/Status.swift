@@ -1,12 +1,13 @@
 import ArgumentParser
+import LinuxKit
 import NetActivityClient
 
 struct Status: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show the indicator's state, the activity and who holds it.")
+    static let configuration = CommandConfiguration(abstract: tr("Show the indicator's state, the activity and who holds it."))
 
     @OptionGroup var bus: BusOptions
 
-    @Flag(help: "Print one JSON object.")
+    @Flag(help: ArgumentHelp(tr("Print one JSON object.")))
     var json = false
 
     func run() throws {

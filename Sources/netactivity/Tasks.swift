@@ -1,14 +1,15 @@
 import ArgumentParser
+import LinuxKit
 import NetActivityClient
 
 struct Tasks: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "List the tasks the agent holds, with their progress.",
-        discussion: "Completed tasks stay listed for a few seconds. `watch --tasks` follows them as they change.")
+        abstract: tr("List the tasks the agent holds, with their progress."),
+        discussion: tr("Completed tasks stay listed for a few seconds. `watch --tasks` follows them as they change."))
 
     @OptionGroup var bus: BusOptions
 
-    @Flag(help: "Print a JSON array.")
+    @Flag(help: ArgumentHelp(tr("Print a JSON array.")))
     var json = false
 
     func run() throws {
@@ -24,7 +25,7 @@ struct Tasks: ParsableCommand {
             return
         }
         guard !tasks.isEmpty else {
-            writeLine("no tasks")
+            writeLine(tr("no tasks"))
             return
         }
         var processes: [String: String] = [:]

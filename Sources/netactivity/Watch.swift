@@ -1,14 +1,11 @@
 import ArgumentParser
+import LinuxKit
 import NetActivityClient
 
 struct Watch: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Print one line per change of the indicator, for panels and scripts.",
-        discussion: """
-            Prints the current state at once, then a line whenever it changes (never the same line \
-            twice; no polling). While the agent is not running it prints the stopped state and \
-            waits for it, so a panel module survives agent restarts (and a bus that comes back).
-            """)
+        abstract: tr("Print one line per change of the indicator, for panels and scripts."),
+        discussion: tr("Prints the current state at once, then a line whenever it changes (never the same line twice; no polling). While the agent is not running it prints the stopped state and waits for it, so a panel module survives agent restarts (and a bus that comes back)."))
 
     enum Format: String, ExpressibleByArgument, CaseIterable {
         case text, json, waybar, polybar
@@ -16,10 +13,10 @@ struct Watch: ParsableCommand {
 
     @OptionGroup var bus: BusOptions
 
-    @Option(help: "Output format: \(Format.allCases.map(\.rawValue).joined(separator: ", ")).")
+    @Option(help: ArgumentHelp(tr("Output format: {1}.", Format.allCases.map(\.rawValue).joined(separator: ", "))))
     var format: Format = .text
 
-    @Flag(help: "Follow tasks instead of the indicator: one line per task added, changed or removed (text or json).")
+    @Flag(help: ArgumentHelp(tr("Follow tasks instead of the indicator: one line per task added, changed or removed (text or json).")))
     var tasks = false
 
     func validate() throws {

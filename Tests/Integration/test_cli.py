@@ -424,5 +424,21 @@ class TranslationTests(unittest.TestCase):
                                    timeout=30, env=bus.env(LANGUAGE=language, LANG="C.UTF-8", LC_ALL=""))
                 self.assertEqual(r.returncode, 0, r.stderr)
                 self.assertIn(expected, r.stderr, language)
+            # --help (our texts; ArgumentParser's own headings stay English) and an error message.
+            for language, help_text, error in (
+                    ("de", "Einen Befehl ausführen und dabei eine Aktivitäts-Lease halten",
+                     "der netactivity-Agent läuft auf diesem Bus nicht"),
+                    ("fr", "Lancer une commande en tenant un bail d’activité",
+                     "l’agent netactivity ne tourne pas sur ce bus"),
+                    ("", "Run a command while holding an activity lease", "the netactivity agent is not running on this bus")):
+                env = bus.env(LANGUAGE=language, LANG="C.UTF-8", LC_ALL="")
+                r = subprocess.run([os.path.join(BIN, "netactivity"), "run", "--help"], capture_output=True, text=True,
+                                   timeout=30, env=env)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn(help_text, r.stdout, language)
+                r = subprocess.run([os.path.join(BIN, "netactivity"), "status"], capture_output=True, text=True,
+                                   timeout=30, env=env)
+                self.assertEqual(r.returncode, 69, r.stderr)
+                self.assertIn(error, r.stderr, language)
         finally:
             bus.stop()
