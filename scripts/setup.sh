@@ -16,6 +16,8 @@ command -v systemd-analyze >/dev/null 2>&1 || need="$need systemd"
 command -v desktop-file-validate >/dev/null 2>&1 || need="$need desktop-file-utils"
 command -v groff >/dev/null 2>&1 || need="$need groff-base"
 command -v msgfmt >/dev/null 2>&1 || need="$need gettext"
+# C bindings from the contract (gdbus-codegen), compiled and run by the tests.
+pkg-config --exists gio-unix-2.0 2>/dev/null && command -v gdbus-codegen >/dev/null 2>&1 || need="$need libglib2.0-dev"
 if [ "${1:-}" = "--bench" ]; then
     pkg-config --exists libsystemd 2>/dev/null || need="$need libsystemd-dev"
     command -v gcc >/dev/null 2>&1 || need="$need gcc"

@@ -757,6 +757,11 @@ public final class ObjectServer {
                 x += "    <method name=\"\(m.name)\">\n"
                 for a in m.inArgs { x += "      <arg name=\"\(a.name)\" type=\"\(xmlEscape(a.signature))\" direction=\"in\"/>\n" }
                 for a in m.outArgs { x += "      <arg name=\"\(a.name)\" type=\"\(xmlEscape(a.signature))\" direction=\"out\"/>\n" }
+                // gdbus-codegen passes the fd list of a method only when told to; without it the
+                // generated C code drops every fd (and a lease ends the moment it arrives).
+                if (m.inArgs + m.outArgs).contains(where: { $0.signature.contains("h") }) {
+                    x += "      <annotation name=\"org.gtk.GDBus.C.UnixFD\" value=\"true\"/>\n"
+                }
                 x += "    </method>\n"
             }
             for s in table.signals {

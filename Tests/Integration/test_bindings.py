@@ -1,0 +1,64 @@
+"""The contract used from other languages, as their authors would: C bindings that gdbus-codegen
+makes from the installed XML, compiled and run against the real agent."""
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+from harness import wait_until
+from test_agent import AgentTestCase
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..")
+
+
+def c_compiler():
+    return shutil.which("cc") or shutil.which("clang")
+
+
+def have_gio():
+    return subprocess.run(["pkg-config", "--exists", "gio-unix-2.0"]).returncode == 0
+
+
+@unittest.skipUnless(shutil.which("gdbus-codegen") and c_compiler() and have_gio(),
+                     "gdbus-codegen, a C compiler and gio-unix-2.0 are needed (make test installs libglib2.0-dev)")
+class GDBusCodegenTests(AgentTestCase):
+    def build(self):
+        out = tempfile.mkdtemp(prefix="netactivity-codegen-")
+        self.addCleanup(shutil.rmtree, out, True)
+        subprocess.run(["gdbus-codegen", "--generate-c-code", os.path.join(out, "netactivity-generated"),
+                        "--c-namespace", "Na", "--interface-prefix", "org.example.",
+                        os.path.join(ROOT, "dbus", "org.example.NetActivity.xml")], check=True, timeout=60)
+        flags = subprocess.run(["pkg-config", "--cflags", "--libs", "gio-unix-2.0"], check=True, capture_output=True,
+                               text=True).stdout.split()
+        binary = os.path.join(out, "lease")
+        r = subprocess.run([c_compiler(), "-Wall", "-Werror", "-o", binary, "-I", out, os.path.join(HERE, "codegen", "lease.c"),
+                            os.path.join(out, "netactivity-generated.c"), *flags], capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return binary
+
+    def test_c_bindings_from_the_xml_hold_a_lease_and_count(self):
+        app = subprocess.Popen([self.build(), self.bus.address], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.addCleanup(app.wait, 10)
+        self.addCleanup(app.kill)
+
+        def say(command):
+            app.stdin.write(command + "\n")
+            app.stdin.flush()
+            self.assertEqual(app.stdout.readline().strip(), "ok", command)
+
+        self.assertEqual(app.stdout.readline().strip(), "ready")
+        # The lease arrived with its fd (the UnixFD annotation): it counts, and keeps counting.
+        wait_until(lambda: self.count() == 1, what="the C app's lease counted")
+        say("inc")
+        self.assertEqual(self.count(), 2)
+        say("dec")
+        self.assertEqual(self.count(), 1)
+        say("end")
+        wait_until(lambda: self.count() == 0, what="the lease ended when the C app closed its fd")
+        self.assertIsNone(app.poll(), "the app is still running: the lease ended by its close, not its exit")
+
+
+if __name__ == "__main__":
+    unittest.main()
