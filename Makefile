@@ -6,7 +6,7 @@ PYTHON ?= /usr/bin/python3
 DEBUG_BIN = .build/debug
 RELEASE_BIN = .build/release
 
-.PHONY: all setup build release run test unit locale pot integration example bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
+.PHONY: all setup build release run test unit locale pot contract integration example bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
 
 all: build
 
@@ -30,6 +30,9 @@ $(LOCALE_BUILD)/%/LC_MESSAGES/netactivity.mo: po/%.po
 	msgfmt --check -o $@ $<
 pot:
 	scripts/make-pot.sh po/netactivity.pot
+# The contract's names for Python (tests, panel scripts), from dbus/*.xml; a test checks it is current.
+contract:
+	scripts/gen-contract.py Tests/Integration/contract.py
 
 # The agent, the CLI and the bench client only: apps' adapters (SwiftNIO) are not built for them.
 # The Swift runtime is linked in, as in the package: the agent then maps only the runtime code it

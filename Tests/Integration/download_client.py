@@ -14,6 +14,8 @@ import dbus
 import dbus.mainloop.glib
 from gi.repository import GLib
 
+import contract
+
 dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
 bus = dbus.bus.BusConnection(sys.argv[1])
 args = sys.argv[2:]
@@ -31,12 +33,12 @@ def out(obj):
 bus.add_signal_receiver(
     lambda receipt, url, ok, name, message: out({"event": "finished", "receipt": str(receipt), "url": str(url),
                                                  "ok": bool(ok), "error_name": str(name), "error_message": str(message)}),
-    signal_name="DownloadFinished", dbus_interface="org.example.NetActivity.Downloader")
+    signal_name=contract.Downloader.DownloadFinished, dbus_interface=contract.Downloader.INTERFACE)
 bus.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus").GetId(dbus_interface="org.freedesktop.DBus")
 print("ready", flush=True)
 if args != ["--listen"]:
-    downloader = dbus.Interface(bus.get_object("org.example.NetActivity", "/org/example/NetActivity", introspect=False),
-                                "org.example.NetActivity.Downloader")
+    downloader = dbus.Interface(bus.get_object(contract.BUS_NAME, contract.OBJECT_PATH, introspect=False),
+                                contract.Downloader.INTERFACE)
     for _ in range(times):
         for url in args:
             try:

@@ -16,6 +16,8 @@ import dbus
 import dbus.mainloop.glib
 from gi.repository import GLib
 
+import contract
+
 from observer_util import on_commands, plain
 
 dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
@@ -23,8 +25,8 @@ bus = dbus.bus.BusConnection(sys.argv[1])
 args = sys.argv[2:]
 announce = "--announce" in args
 args = [a for a in args if a != "--announce"]
-downloader = dbus.Interface(bus.get_object("org.example.NetActivity", "/org/example/NetActivity", introspect=False),
-                            "org.example.NetActivity.Downloader")
+downloader = dbus.Interface(bus.get_object(contract.BUS_NAME, contract.OBJECT_PATH, introspect=False),
+                            contract.Downloader.INTERFACE)
 
 
 def out(obj):

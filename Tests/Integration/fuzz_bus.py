@@ -33,14 +33,15 @@ import xml.etree.ElementTree as ET
 
 import dbus
 import dbus.lowlevel
+import contract
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT_DIR = os.path.dirname(os.path.dirname(HERE))
-NAME = "org.example.NetActivity"
-ROOT = "/org/example/NetActivity"
-PROPS = "org.freedesktop.DBus.Properties"
-CACHE = "org.example.NetActivity.ImageCache"
-DOWNLOADER = "org.example.NetActivity.Downloader"
+NAME = contract.BUS_NAME
+ROOT = contract.OBJECT_PATH
+PROPS = contract.PROPERTIES
+CACHE = contract.ImageCache.INTERFACE
+DOWNLOADER = contract.Downloader.INTERFACE
 BAD_OUTCOMES = ("org.freedesktop.DBus.Error.NoReply", "org.freedesktop.DBus.Error.Disconnected",
                 "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner",
                 "org.freedesktop.DBus.Error.Timeout")

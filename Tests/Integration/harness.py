@@ -14,11 +14,13 @@ import time
 
 import dbus
 
+import contract
+
 BIN = os.environ.get("NETACTIVITY_BIN", ".build/debug")
-NAME = "org.example.NetActivity"
-PATH = "/org/example/NetActivity"
-IFACE = "org.example.NetActivity"
-PROPS = "org.freedesktop.DBus.Properties"
+NAME = contract.BUS_NAME
+PATH = contract.OBJECT_PATH
+IFACE = contract.Activity.INTERFACE
+PROPS = contract.PROPERTIES
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 

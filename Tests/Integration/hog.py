@@ -10,6 +10,8 @@ import sys
 
 import dbus
 
+import contract
+
 address, what, connections, each = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 extra = sys.argv[5] if len(sys.argv) > 5 else "10"
 description = "x" * (int(extra) if what == "tasks" else 0)
@@ -17,9 +19,9 @@ held, conns, granted, refusal = [], [], 0, None
 for n in range(connections):
     c = dbus.bus.BusConnection(address)
     conns.append(c)
-    obj = c.get_object("org.example.NetActivity", "/org/example/NetActivity", introspect=False)
-    agent = dbus.Interface(obj, "org.example.NetActivity")
-    downloader = dbus.Interface(obj, "org.example.NetActivity.Downloader")
+    obj = c.get_object(contract.BUS_NAME, contract.OBJECT_PATH, introspect=False)
+    agent = dbus.Interface(obj, contract.Activity.INTERFACE)
+    downloader = dbus.Interface(obj, contract.Downloader.INTERFACE)
     for i in range(each):
         try:
             if what == "leases":

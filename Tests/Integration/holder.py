@@ -9,11 +9,13 @@ import sys
 
 import dbus
 
+import contract
+
 bus = dbus.bus.BusConnection(sys.argv[1])
-agent = dbus.Interface(bus.get_object("org.example.NetActivity", "/org/example/NetActivity"), "org.example.NetActivity")
+agent = dbus.Interface(bus.get_object(contract.BUS_NAME, contract.OBJECT_PATH), contract.Activity.INTERFACE)
 if sys.argv[2:] == ["tasks"]:
     running = agent.BeginTask("holder running", dbus.Dictionary({"expected-to-receive": dbus.UInt64(1000)}, signature="sv"))
-    task = dbus.Interface(bus.get_object("org.example.NetActivity", running), "org.example.NetActivity.Task")
+    task = dbus.Interface(bus.get_object(contract.BUS_NAME, running), contract.Task.INTERFACE)
     task.SetProgress(0, 0, 250, 1000)
     suspended = agent.BeginTask("holder suspended", dbus.Dictionary({"suspended": True}, signature="sv"))
     print("ready", running, suspended, flush=True)

@@ -9,6 +9,7 @@ import dbus
 import dbus.mainloop.glib
 from gi.repository import GLib
 
+import contract
 from observer_util import plain
 
 dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
@@ -22,12 +23,12 @@ def out(obj):
 
 
 bus.add_signal_receiver(lambda v: out({"signal": "Visible", "value": bool(v)}),
-                        signal_name="Visible", dbus_interface="org.example.NetActivity")
+                        signal_name=contract.Activity.Visible, dbus_interface=contract.Activity.INTERFACE)
 bus.add_signal_receiver(
     lambda iface, changed, inv: out({"signal": "PropertiesChanged", "changed": {k: plain(v) for k, v in changed.items()},
                                      "invalidated": [str(n) for n in inv]}),
-    signal_name="PropertiesChanged", dbus_interface="org.freedesktop.DBus.Properties",
-    path="/org/example/NetActivity", arg0="org.example.NetActivity")
+    signal_name="PropertiesChanged", dbus_interface=contract.PROPERTIES,
+    path=contract.OBJECT_PATH, arg0=contract.Activity.INTERFACE)
 # A round trip to the daemon makes sure the match rules are in place before 'ready'.
 bus.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus").GetId(dbus_interface="org.freedesktop.DBus")
 print("ready", flush=True)

@@ -10,7 +10,9 @@ import time
 
 import dbus
 
-NAME, PATH = "org.example.NetActivity", "/org/example/NetActivity"
+import contract
+
+NAME, PATH = contract.BUS_NAME, contract.OBJECT_PATH
 
 conn = dbus.bus.BusConnection(sys.argv[1])
 times = []

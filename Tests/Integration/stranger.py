@@ -11,12 +11,14 @@ import sys
 
 import dbus
 
-NAME, PATH = "org.example.NetActivity", "/org/example/NetActivity"
+import contract
+
+NAME, PATH = contract.BUS_NAME, contract.OBJECT_PATH
 conn = dbus.bus.BusConnection(sys.argv[1])
 obj = conn.get_object(NAME, PATH, introspect=False)
-agent = dbus.Interface(obj, "org.example.NetActivity")
-cache = dbus.Interface(obj, "org.example.NetActivity.ImageCache")
-downloader = dbus.Interface(obj, "org.example.NetActivity.Downloader")
+agent = dbus.Interface(obj, contract.Activity.INTERFACE)
+cache = dbus.Interface(obj, contract.ImageCache.INTERFACE)
+downloader = dbus.Interface(obj, contract.Downloader.INTERFACE)
 held = []
 VARIANT = {"b": dbus.Boolean, "u": dbus.UInt32, "t": dbus.UInt64, "d": dbus.Double, "s": dbus.String}
 
@@ -44,7 +46,7 @@ def run(cmd, *args):
         return [str(v) for v in downloader.DownloadImage(args[0], dbus.Dictionary({}, signature="sv"))]
     if cmd == "set":
         iface, prop, sig, value = args
-        obj.Set(iface, prop, VARIANT[sig](value, variant_level=1), dbus_interface="org.freedesktop.DBus.Properties")
+        obj.Set(iface, prop, VARIANT[sig](value, variant_level=1), dbus_interface=contract.PROPERTIES)
         return True
     if cmd == "add-url":
         cache.AddImageForRequest(args[0], "", dbus.ByteArray(bytes.fromhex(args[1])))
@@ -66,11 +68,11 @@ def run(cmd, *args):
         finally:
             os.close(fd)
     if cmd == "usage-by-app":
-        return {str(k): int(v) for k, v in obj.Get("org.example.NetActivity.ImageCache", "MemoryUsageByApp",
-                                                   dbus_interface="org.freedesktop.DBus.Properties").items()}
+        return {str(k): int(v) for k, v in obj.Get(contract.ImageCache.INTERFACE, contract.ImageCache.MemoryUsageByApp,
+                                                   dbus_interface=contract.PROPERTIES).items()}
     if cmd == "reasons":
-        return {str(k): [str(r) for r in v] for k, v in obj.Get("org.example.NetActivity", "Reasons",
-                                                                dbus_interface="org.freedesktop.DBus.Properties").items()}
+        return {str(k): [str(r) for r in v] for k, v in obj.Get(contract.Activity.INTERFACE, contract.Activity.Reasons,
+                                                                dbus_interface=contract.PROPERTIES).items()}
     if cmd == "remove-all":
         return bool(cache.RemoveAllImages())
     if cmd == "ping":

@@ -11,12 +11,13 @@ import dbus.mainloop.glib
 from gi.repository import GLib
 
 from observer_util import plain
+import contract
 
 dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
 bus = dbus.bus.BusConnection(sys.argv[1])
-NAME = "org.example.NetActivity"
-ROOT = "/org/example/NetActivity"
-TASK = "org.example.NetActivity.Task"
+NAME = contract.BUS_NAME
+ROOT = contract.OBJECT_PATH
+TASK = contract.Task.INTERFACE
 
 
 def out(obj):

@@ -127,6 +127,14 @@ class ContractTests(AgentTestCase):
         ours = {n for n in live if n.startswith("org.example.")}
         self.assertEqual(ours, set(contract), "the agent serves interfaces the contract does not document")
 
+    def test_the_python_names_are_generated_from_the_current_xml(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            fresh = os.path.join(tmp, "contract.py")
+            subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gen-contract.py"), fresh], check=True, timeout=60)
+            with open(fresh) as f, open(os.path.join(HERE, "contract.py")) as g:
+                self.assertEqual(g.read(), f.read(), "Tests/Integration/contract.py is out of date: run make contract")
+
     def test_parent_paths_introspect_to_child_nodes(self):
         xml = self.conn.get_object(NAME, "/").Introspect(dbus_interface="org.freedesktop.DBus.Introspectable")
         self.assertEqual([n.get("name") for n in ET.fromstring(xml).findall("node")], ["MenuBar", "StatusNotifierItem", "org"])

@@ -11,9 +11,10 @@ import dbus
 
 from harness import NAME, PATH, PROPS, Agent, PrivateBus, busctl, cli, connect, png, wait_until
 from test_agent import AgentTestCase
+import contract
 
-CACHE = "org.example.NetActivity.ImageCache"
-ERR = "org.example.NetActivity.Error."
+CACHE = contract.ImageCache.INTERFACE
+ERR = contract.ERROR_PREFIX
 
 
 def jpeg(width=8, height=8):

@@ -8,10 +8,11 @@ import dbus
 
 from harness import NAME, PATH, PROPS, Agent, connect, iface, png, prop, wait_until
 from test_agent import AgentTestCase
+import contract
 
-DOWNLOADER = "org.example.NetActivity.Downloader"
-CACHE = "org.example.NetActivity.ImageCache"
-ERR = "org.example.NetActivity.Error."
+DOWNLOADER = contract.Downloader.INTERFACE
+CACHE = contract.ImageCache.INTERFACE
+ERR = contract.ERROR_PREFIX
 
 
 class ImageServer:

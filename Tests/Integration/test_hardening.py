@@ -17,10 +17,11 @@ from harness import BIN, NAME, PATH, PROPS, IFACE, Agent, connect, fd_kinds, not
     status_kib, task_states, wait_until
 from test_agent import AgentTestCase
 from test_downloads import DownloadTestCase, ImageServer
+import contract
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CACHE = "org.example.NetActivity.ImageCache"
-DOWNLOADER = "org.example.NetActivity.Downloader"
+CACHE = contract.ImageCache.INTERFACE
+DOWNLOADER = contract.Downloader.INTERFACE
 
 
 class Books:

@@ -13,14 +13,15 @@ import time
 
 import dbus
 
+import contract
 from harness import BIN, IFACE, NAME, PATH, PROPS, Agent, PrivateBus, cli, connect, image_adder, png, wait_until
 from test_agent import AgentTestCase, Observer
 from test_downloads import DownloadTestCase
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CACHE = "org.example.NetActivity.ImageCache"
-DOWNLOADER = "org.example.NetActivity.Downloader"
-TASK = "org.example.NetActivity.Task"
+CACHE = contract.ImageCache.INTERFACE
+DOWNLOADER = contract.Downloader.INTERFACE
+TASK = contract.Task.INTERFACE
 STALL_MS = 50
 
 

@@ -9,10 +9,11 @@ import dbus
 
 from harness import NAME, PATH, PROPS, busctl, connect, dbus_send, gdbus, iface, wait_until
 from test_agent import HERE, AgentTestCase
+import contract
 
-TASK = "org.example.NetActivity.Task"
-OM = "org.freedesktop.DBus.ObjectManager"
-VANISHED = "org.example.NetActivity.Error.ClientVanished"
+TASK = contract.Task.INTERFACE
+OM = contract.OBJECT_MANAGER
+VANISHED = contract.ERROR_PREFIX + "ClientVanished"
 
 
 def U(n):
