@@ -64,7 +64,7 @@ let package = Package(
         ),
         // Swift API for apps and for the CLI.
         .target(
-            name: "NetActivityClient", dependencies: ["NetActivityContract", "LinuxKit", "DBusKit", "NetActivityCore"],
+            name: "NetActivityClient", dependencies: ["NetActivityContract", "LinuxKit", "DBusKit"],
             swiftSettings: strict),
         .target(
             name: "NetActivityAsyncHTTPClient",

@@ -1,6 +1,6 @@
 public import DBusKit
 import LinuxKit
-import NetActivityContract
+public import NetActivityContract
 public import NetActivityCore
 
 /// One task object: the pure record plus what the agent needs to announce it.

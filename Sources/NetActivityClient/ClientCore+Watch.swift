@@ -1,5 +1,5 @@
 import DBusKit
-import NetActivityCore
+import NetActivityContract
 
 /// A task binding's view of its task: each snapshot as it changes, then nil if the task can no
 /// longer be followed (unknown, its agent gone, or the connection closed). Called on the

@@ -1,7 +1,7 @@
 import LinuxKit
 import DBusKit
 import Glibc
-import NetActivityCore
+import NetActivityContract
 import Synchronization
 
 /// The async client's state and its bus connection, owned by one thread of its own
@@ -262,7 +262,10 @@ final class ClientCore: @unchecked Sendable {
     private(set) var isClosed = false
 
     static let closedError = NetActivityError(.disconnected, "This NetActivity was closed by the app")
-    static let notRunning = NetActivityError(.serviceUnknown, "The netactivity agent is not running")
+    static let notRunning = NetActivityError(.serviceUnknown, NetActivityError.agentNotRunningMessage)
+    /// No bus at all (none given, or it went away): the same code as no agent, as apps need not
+    /// tell the two apart, but a message that says what is missing.
+    static let noBus = NetActivityError(.serviceUnknown, NetActivityError.noSessionBusMessage)
 
     func shutDown() {
         guard !isClosed else { return }
@@ -298,7 +301,7 @@ final class ClientCore: @unchecked Sendable {
         _ body: (inout MessageWriter) throws -> Void = { _ in }, timeout: Int32 = 25_000, reply: Completion<Message>? = nil
     ) {
         guard let connection else {
-            reply?(.failure(destination == nil ? Self.notRunning : NetActivityError(.disconnected, "Not connected to the bus")))
+            reply?(.failure(destination == nil ? Self.noBus : NetActivityError(.disconnected, "Not connected to the bus")))
             return
         }
         guard let destination = destination ?? owner else {

@@ -1,6 +1,6 @@
 import DBusKit
 import Glibc
-import NetActivityCore
+import NetActivityContract
 
 /// The netactivity agent, for apps: say when you use the network, follow the indicator, and
 /// publish tasks that panels can show. Async and safe to share between tasks and threads.

@@ -2,7 +2,7 @@ import Dispatch
 import DBusKit
 import Glibc
 import LinuxKit
-import NetActivityCore
+import NetActivityContract
 import Synchronization
 
 /// A held activity lease: the indicator counts it until `end()` (or until this process exits).

@@ -1,4 +1,4 @@
-import NetActivityCore
+import NetActivityContract
 
 // The UIActivityIndicatorView, UIRefreshControl and UIProgressView categories of AFNetworking,
 // as bindings a Linux UI can drive: each follows one task at a time (any client's, by path, or

@@ -1,4 +1,4 @@
-import NetActivityCore
+import NetActivityContract
 
 /// One network request as a task at the agent, for adapters of HTTP stacks (the
 /// async-http-client adapter, `NetActivityAsyncHTTPClient`, is one): report bytes as they move

@@ -99,9 +99,14 @@ public struct NetActivityError: Error, Equatable, Sendable, CustomStringConverti
     /// The agent is not on the bus (and the bus could not start it).
     public var isAgentNotRunning: Bool { code == .agentNotRunning }
 
+    /// The library's own messages for "no agent" and "no bus" (the bus's ServiceUnknown says
+    /// something else, and is explained by `description`).
+    public static let agentNotRunningMessage = "the netactivity agent is not running on this bus"
+    public static let noSessionBusMessage = "there is no session bus (DBUS_SESSION_BUS_ADDRESS is unset, or the bus has gone), so no netactivity agent"
+
     public var description: String {
-        isAgentNotRunning
-            ? "the netactivity agent is not running on this bus (\(message))"
-            : "\(message) (\(name))"
+        guard isAgentNotRunning else { return "\(message) (\(name))" }
+        if message == Self.agentNotRunningMessage || message == Self.noSessionBusMessage { return message }
+        return "\(Self.agentNotRunningMessage) (\(message))"
     }
 }

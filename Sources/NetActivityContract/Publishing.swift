@@ -1,5 +1,3 @@
-import NetActivityContract
-
 /// What may be published about a URL to every client on the bus (task descriptions and errors,
 /// notifications, info logs): the scheme, host, port and path. The userinfo
 /// (`alice:hunter2@`), the query (`?access_token=...`) and the fragment stay with the app that

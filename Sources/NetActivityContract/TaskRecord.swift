@@ -1,5 +1,3 @@
-public import NetActivityContract
-
 /// The life of a task: `running` and `suspended` until it is completed, once, for good (the
 /// contract's `State` values).
 public typealias TaskState = TaskMember.State

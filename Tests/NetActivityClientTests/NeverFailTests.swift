@@ -56,6 +56,7 @@ struct NeverFailTests {
             Issue.record("status() answered with no bus")
         } catch {
             #expect(error.isAgentNotRunning)
+            #expect(error.description.hasPrefix("there is no session bus"), "offline, the error names what is missing: \(error.description)")
             #expect(!error.description.contains("make run"), "an app user is told to run make: \(error.description)")
         }
         #expect(await task.path == nil)

@@ -1,3 +1,4 @@
+import NetActivityContract
 import NetActivityCore
 import Testing
 
