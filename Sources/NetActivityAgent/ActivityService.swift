@@ -30,7 +30,7 @@ public protocol IndicatorSource: AnyObject {
 public protocol DesktopObserver: AnyObject {
     func start() throws
     func visibleChanged(_ visible: Bool)
-    /// The coalesced client list changed (at most every 50 ms).
+    /// The coalesced client list, or a client's lease reasons, changed (at most every 50 ms).
     func clientsChanged()
     /// `Enabled` changed.
     func enabledChanged()
@@ -410,8 +410,9 @@ public final class ActivityService: ActivitySink, IndicatorSource {
             emittedReasonsGeneration = reasonsGeneration
             invalidated.append(ActivityMember.Property.reasons.rawValue)
         }
-        if !names.isEmpty || !invalidated.isEmpty {
-            countCoalescer.didEmit(now: context.now)
+        if !names.isEmpty || !invalidated.isEmpty { countCoalescer.didEmit(now: context.now) }
+        // The desktop's rows show who holds activity and why.
+        if names.contains(ActivityMember.Property.clients.rawValue) || !invalidated.isEmpty {
             for observer in observers { observer.clientsChanged() }
         }
         return (names, invalidated)
