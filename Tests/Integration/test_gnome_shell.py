@@ -374,9 +374,6 @@ class AppIndicatorTests(ShellSession):
         try:
             obj = self.agent_obj(app)
             obj.IncrementActivityCount(dbus_interface=IFACE)
-            # A lease that says why: the menu names the reason with the app.
-            lease = obj.BeginActivity("Syncing mail", dbus_interface=IFACE).take()
-            self.addCleanup(os.close, lease)
             task_path = obj.BeginTask("backup photos", dbus.Dictionary({}, signature="sv"), dbus_interface=IFACE)
             app.get_object(NAME, task_path, introspect=False).SetFraction(0.4, dbus_interface=TASK)
             key, shown = wait_until(
