@@ -128,10 +128,10 @@ class Fuzzer:
         if r < 0.7:
             return self.rng.choice(["running", "suspended", "completed", "fifo", "lifo", "suspended", "expected-to-send",
                                     "expected-to-receive", "reload", "additional-identifier", "Visible", "Clients",
-                                    "org.example.NetActivity", "org.example.NetActivity.Task"])
+                                    contract.Activity.INTERFACE, contract.Task.INTERFACE])
         if r < 0.8:
             return self.rng.choice(["ftp://127.0.0.1/a.png", "file:///etc/passwd", "://", "xhttp://a", "javascript:1",
-                                    "data:image/png;base64,AAAA", "/org/example/NetActivity", "../../etc"])
+                                    "data:image/png;base64,AAAA", contract.OBJECT_PATH, "../../etc"])
         if r < 0.85 and self.huge and self.huge_sent < 4:
             self.huge_sent += 1
             return "h" * (8 << 20)
@@ -305,14 +305,14 @@ class Fuzzer:
         iface = self.rng.choice(ifaces)
         methods = self.contract[iface][0] if iface in self.contract else STANDARD[iface]
         if not methods:
-            iface = "org.example.NetActivity"
+            iface = contract.Activity.INTERFACE
             methods = self.contract[iface][0]
         member = self.rng.choice(sorted(methods))
         if member == "RemoveAllImages" and self.rng.random() < 0.9:
             member = "AddImage"  # else the cache is empty at the end too often for its books to be checked
         sig = methods[member]
         path = ROOT
-        if iface == "org.example.NetActivity.Task" or r < 0.1:
+        if iface == contract.Task.INTERFACE or r < 0.1:
             path = self.path()
         if r < 0.6:
             args = self.args_for(iface, member, sig)
@@ -389,7 +389,7 @@ class Fuzzer:
         Clients, and (while no download can land) MemoryUsage and ImageCount are the sum and count
         of the entries behind every key the fuzzer used."""
         conn = self.conns[0]
-        props = conn.get_object(NAME, ROOT, introspect=False).GetAll("org.example.NetActivity", dbus_interface=PROPS)
+        props = conn.get_object(NAME, ROOT, introspect=False).GetAll(contract.Activity.INTERFACE, dbus_interface=PROPS)
         count, total = int(props["ActivityCount"]), sum(int(c[2]) for c in props["Clients"])
         if count != total:
             self.mismatches.append({"activity_count": count, "clients_sum": total})

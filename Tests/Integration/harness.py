@@ -22,6 +22,8 @@ PATH = contract.OBJECT_PATH
 IFACE = contract.Activity.INTERFACE
 PROPS = contract.PROPERTIES
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The first lines of a `python3 -c` child: the contract's names, as in the tests themselves.
+CHILD_PRELUDE = "import sys\nsys.path.insert(0, %r)\nimport contract\n" % os.path.dirname(os.path.abspath(__file__))
 
 
 class PrivateBus:
@@ -234,11 +236,11 @@ def png(width=4, height=3, extra=0):
 def image_adder(bus, data, names, refusals_ok=False):
     """The argv of a process of its own (another app, to the agent) that adds `data` with AddImage
     under each of `names`; with `refusals_ok`, a D-Bus error skips that name instead of failing."""
-    code = """
+    code = CHILD_PRELUDE + """
 import sys, dbus
 bus = dbus.bus.BusConnection(sys.argv[1])
-cache = dbus.Interface(bus.get_object("org.example.NetActivity", "/org/example/NetActivity", introspect=False),
-                       "org.example.NetActivity.ImageCache")
+cache = dbus.Interface(bus.get_object(contract.BUS_NAME, contract.OBJECT_PATH, introspect=False),
+                       contract.ImageCache.INTERFACE)
 data = dbus.ByteArray(bytes.fromhex(sys.argv[2]))
 for name in sys.argv[4:]:
     try:

@@ -24,6 +24,8 @@ import time
 
 import dbus
 
+import contract
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 parser = argparse.ArgumentParser()
@@ -42,7 +44,7 @@ ACTIVATION, COMPLETION = 0.1, 0.05
 
 def reset_settings(conn):
     obj = conn.get_object(NAME, PATH, introspect=False)
-    cache = "org.example.NetActivity.ImageCache"
+    cache = contract.ImageCache.INTERFACE
     obj.Set(cache, "PreferredMemoryUsageAfterPurge", dbus.UInt64(0, variant_level=1), dbus_interface=PROPS)
     obj.Set(cache, "MemoryCapacity", dbus.UInt64(104857600, variant_level=1), dbus_interface=PROPS)
     obj.Set(cache, "PreferredMemoryUsageAfterPurge", dbus.UInt64(62914560, variant_level=1), dbus_interface=PROPS)
@@ -100,7 +102,7 @@ def main():
             seed += 1
             t = time.monotonic()
             # The fuzzer checks the cache's books against the keys it used: start it on an empty cache.
-            conn.get_object(NAME, PATH, introspect=False).RemoveAllImages(dbus_interface="org.example.NetActivity.ImageCache")
+            conn.get_object(NAME, PATH, introspect=False).RemoveAllImages(dbus_interface=contract.ImageCache.INTERFACE)
             fuzz = subprocess.run([sys.executable, os.path.join(HERE, "fuzz_bus.py"), bus.address, "--seed", str(seed),
                                    "--calls", "1500", "--seconds", "60", "--http", http.url("")],
                                   capture_output=True, text=True, timeout=300)
@@ -132,7 +134,7 @@ def main():
                 failures.append({"round": len(rounds) + 1, "agent": "died", "log": agent.logtext()[-2000:]})
                 break
             # Cached images hold memory and memfds by design: measure the agent without them.
-            conn.get_object(NAME, PATH, introspect=False).RemoveAllImages(dbus_interface="org.example.NetActivity.ImageCache")
+            conn.get_object(NAME, PATH, introspect=False).RemoveAllImages(dbus_interface=contract.ImageCache.INTERFACE)
             rss, fds, tcp, kinds = sample(agent.proc.pid)
             if tcp > POOLED_CONNECTIONS:
                 failures.append({"round": len(rounds) + 1, "http_connections": tcp})

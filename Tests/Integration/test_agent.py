@@ -11,6 +11,8 @@ import xml.etree.ElementTree as ET
 
 import dbus
 
+import contract
+
 from harness import (BIN, IFACE, NAME, PATH, PROPS, ROOT, Agent, PrivateBus, busctl, cli, connect, gdbus,
                      iface, prop, props, run, wait_for_name, wait_until)
 
@@ -375,7 +377,7 @@ class ErrorTests(AgentTestCase):
     def test_lease_limit_per_client(self):
         agent = iface(self.conn)
         fds = [agent.BeginActivity("l").take() for _ in range(256)]
-        msg = self.expect_error("org.example.NetActivity.Error.LimitsExceeded", lambda: agent.BeginActivity("one more"))
+        msg = self.expect_error(contract.ERROR_PREFIX + "LimitsExceeded", lambda: agent.BeginActivity("one more"))
         self.assertIn("256", msg)
         other = connect(self.bus)
         try:

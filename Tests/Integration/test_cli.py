@@ -7,6 +7,8 @@ import unittest
 
 import dbus
 
+import contract
+
 from harness import BIN, NAME, PATH, Agent, PrivateBus, cli, connect, iface, prop, wait_until
 
 
@@ -202,7 +204,7 @@ class CLITests(unittest.TestCase):
 
     def begin_task(self, description, **opts):
         path = iface(self.conn).BeginTask(description, dbus.Dictionary(opts, signature="sv"))
-        return path, dbus.Interface(self.conn.get_object(NAME, path, introspect=False), "org.example.NetActivity.Task")
+        return path, dbus.Interface(self.conn.get_object(NAME, path, introspect=False), contract.Task.INTERFACE)
 
     def test_tasks_lists_progress_and_owner(self):
         self.start_agent()
@@ -300,7 +302,7 @@ class RunAcrossAgentRestartTests(unittest.TestCase):
                 dbus_interface="org.freedesktop.DBus.ObjectManager")
         except dbus.exceptions.DBusException:
             return []
-        task = "org.example.NetActivity.Task"
+        task = contract.Task.INTERFACE
         return [dict(i[task], path=str(p)) for p, i in objects.items() if task in i]
 
     def test_run_keeps_its_task_across_kill_9_of_the_agent(self):

@@ -9,6 +9,8 @@ import unittest
 
 import dbus
 
+import contract
+
 from harness import BIN, NAME, PATH, PROPS, Agent, PrivateBus, connect, iface, prop, wait_until
 from test_agent import AgentTestCase, Observer
 
@@ -67,7 +69,7 @@ class TrayTests(AgentTestCase):
         lease = iface(self.conn).BeginActivity("Syncing\tmail\u202e").take()
         self.addCleanup(os.close, lease)
         path = str(iface(self.conn).BeginTask("backup_photos", dbus.Dictionary({}, signature="sv")))
-        self.conn.get_object(NAME, path, introspect=False).SetFraction(0.4, dbus_interface="org.example.NetActivity.Task")
+        self.conn.get_object(NAME, path, introspect=False).SetFraction(0.4, dbus_interface=contract.Task.INTERFACE)
         rows = wait_until(lambda: (lambda l: l if any("backup__photos — 40 %" == t for _, t, _ in l) else None)(labels()),
                           what="the task in the menu")
         texts = [t for _, t, _ in rows]
@@ -115,7 +117,7 @@ class TrayTests(AgentTestCase):
         path = str(iface(self.conn).BeginTask("render", dbus.Dictionary({}, signature="sv")))
         _, (_, _, children) = menu.GetLayout(0, -1, no_names)
         row = [int(c[0]) for c in children if str(c[1].get("label", "")) == "render"][0]
-        self.conn.get_object(NAME, path, introspect=False).SetFraction(0.4, dbus_interface="org.example.NetActivity.Task")
+        self.conn.get_object(NAME, path, introspect=False).SetFraction(0.4, dbus_interface=contract.Task.INTERFACE)
         wait_until(lambda: [e for e in events(watcher, "ItemsPropertiesUpdated")
                             if e["updated"].get(str(row), {}).get("label") == "render — 40 %"], what="the row's new text")
 
@@ -151,7 +153,7 @@ class NoTrayTests(AgentTestCase):
 class DockTests(AgentTestCase):
     def begin(self, **opts):
         path = iface(self.conn).BeginTask("download", dbus.Dictionary(opts, signature="sv"))
-        return dbus.Interface(self.conn.get_object(NAME, path, introspect=False), "org.example.NetActivity.Task")
+        return dbus.Interface(self.conn.get_object(NAME, path, introspect=False), contract.Task.INTERFACE)
 
     def test_task_progress_reaches_docks_through_launcher_entry(self):
         dock = self.observe("fake_desktop.py", "launcher")
@@ -185,7 +187,7 @@ class DockTests(AgentTestCase):
                               "--desktop-id", "org.example.Backup.desktop", "--progress-from", "stderr",
                               "--", "sh", "-c", script],
                              env=self.bus.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        task = "org.example.NetActivity.Task"
+        task = contract.Task.INTERFACE
 
         def tasks():
             objects = self.conn.get_object(NAME, PATH, introspect=False).GetManagedObjects(
@@ -322,7 +324,7 @@ class DownloadFailureNotificationTests(AgentTestCase):
 
     def test_a_failed_download_posts_a_transfer_error_notification(self):
         server = self.observe("fake_desktop.py", "notifications")
-        downloader = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), "org.example.NetActivity.Downloader")
+        downloader = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), contract.Downloader.INTERFACE)
         downloader.DownloadImage("http://127.0.0.1:9/missing.png", dbus.Dictionary({}, signature="sv"))
         note = wait_until(lambda: events(server, "Notify"), what="the failure notification")[0]
         self.assertEqual((note["summary"], note["hints"]["category"]), ("Download failed", "transfer.error"))

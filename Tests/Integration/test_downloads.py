@@ -349,9 +349,9 @@ class CancelTests(DownloadTestCase):
         wait_until(lambda: [v for v, _ in indicator.visible() if v], what="Visible true")
         task = self.events(c, "requested")[0]["task"]
         obj = self.conn.get_object(NAME, task, introspect=False)
-        wait_until(lambda: int(obj.Get("org.example.NetActivity.Task", "CountOfBytesReceived", dbus_interface=PROPS)) > 0,
+        wait_until(lambda: int(obj.Get(contract.Task.INTERFACE, "CountOfBytesReceived", dbus_interface=PROPS)) > 0,
                    what="byte progress on the task")
-        self.assertEqual(obj.Get("org.example.NetActivity.Task", "State", dbus_interface=PROPS), "running")
+        self.assertEqual(obj.Get(contract.Task.INTERFACE, "State", dbus_interface=PROPS), "running")
         self.finished(c, 1)
         wait_until(lambda: [v for v, _ in indicator.visible() if not v], what="Visible false")
 

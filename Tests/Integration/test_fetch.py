@@ -8,6 +8,8 @@ import time
 
 import dbus
 
+import contract
+
 from harness import NAME, PATH, PROPS, Agent, connect, prop, task_states, wait_until
 from test_downloads import CACHE, DOWNLOADER, ERR, DownloadTestCase
 
@@ -201,7 +203,7 @@ class LazyAnnouncementTests(FetchTestCase):
     def test_a_small_image_costs_the_bus_two_messages(self):
         # No transfer here could last 30 s: however loaded the machine, none may publish a task.
         self.conn.get_object(NAME, PATH, introspect=False).Set(
-            "org.example.NetActivity", "ActivationDelay", dbus.Double(30.0, variant_level=1), dbus_interface=PROPS)
+            contract.Activity.INTERFACE, "ActivationDelay", dbus.Double(30.0, variant_level=1), dbus_interface=PROPS)
         self.fetch(self.http.url("/img/warm-up.png"))  # the agent learns who we are (its calls to the bus)
         wait_until(lambda: int(prop(self.conn, "ActivityCount")) == 0, what="the warm-up to end")
         start = self.monitor.mark(self.conn)
@@ -231,7 +233,7 @@ class LazyAnnouncementTests(FetchTestCase):
 
     def test_a_long_transfer_is_published_after_the_activation_delay(self):
         obj = self.conn.get_object(NAME, PATH, introspect=False)
-        obj.Set("org.example.NetActivity", "ActivationDelay", dbus.Double(2.0, variant_level=1), dbus_interface=PROPS)
+        obj.Set(contract.Activity.INTERFACE, "ActivationDelay", dbus.Double(2.0, variant_level=1), dbus_interface=PROPS)
         t0 = time.monotonic()
         c = self.fetcher(self.http.url("/gate/long.png"))
         wait_until(lambda: self.http.count("/gate/long") == 1, what="the transfer")
@@ -247,7 +249,7 @@ class LazyAnnouncementTests(FetchTestCase):
 
     def test_announce_publishes_at_once(self):
         obj = self.conn.get_object(NAME, PATH, introspect=False)
-        obj.Set("org.example.NetActivity", "ActivationDelay", dbus.Double(60.0, variant_level=1), dbus_interface=PROPS)
+        obj.Set(contract.Activity.INTERFACE, "ActivationDelay", dbus.Double(60.0, variant_level=1), dbus_interface=PROPS)
         c = self.fetcher(self.http.url("/gate/shown.png"), announce=True)
         task = wait_until(lambda: task_states(self.conn), what="the task object")
         self.assertEqual(list(task.values()), [("running", "")])

@@ -104,7 +104,7 @@ class LoadTests(AgentTestCase):
         p.send_signal(signal.SIGKILL)
         p.wait()
         Books(self).wait_released("everything the killed clients held released")
-        vanished = [s for s in Books(self).task_states().values() if s[1] == "org.example.NetActivity.Error.ClientVanished"
+        vanished = [s for s in Books(self).task_states().values() if s[1] == contract.ERROR_PREFIX + "ClientVanished"
                     or "vanish" in s[1].lower()]
         self.assertTrue(vanished, "tasks in flight completed with ClientVanished")
         self.assertTrue(self.agent.alive())
@@ -197,7 +197,7 @@ class FaultTests(DownloadTestCase):
         server.wait()
         done = self.finished(c, 1, timeout=30)[0]
         self.assertFalse(done["ok"])
-        self.assertEqual(done["error_name"], "org.example.NetActivity.Error.Network", done)
+        self.assertEqual(done["error_name"], contract.ERROR_PREFIX + "Network", done)
         self.assertIn("partial", done["error_message"].lower(), "libcurl's words: Transferred a partial file")
         wait_until(lambda: int(prop(self.conn, "ActivityCount")) == 0, what="activity released")
         # The downloader is not stalled by the failure (an AFNetworking fault): the next one works.
@@ -238,7 +238,7 @@ class FaultTests(DownloadTestCase):
             os.close(cache.OpenImageForRequest(url, "")[0].take())
             return True
         except dbus.exceptions.DBusException as e:
-            if e.get_dbus_name() != "org.example.NetActivity.Error.NotFound":
+            if e.get_dbus_name() != contract.ERROR_PREFIX + "NotFound":
                 raise
             return False
 
@@ -301,7 +301,7 @@ class DescriptorLimitTests(AgentTestCase):
         with self.assertRaises(dbus.exceptions.DBusException) as cm:
             for _ in range(100):
                 held.append(agent.BeginActivity("greedy").take())
-        self.assertEqual(cm.exception.get_dbus_name(), "org.example.NetActivity.Error.LimitsExceeded")
+        self.assertEqual(cm.exception.get_dbus_name(), contract.ERROR_PREFIX + "LimitsExceeded")
         self.assertEqual(len(held), 10, "a sixteenth of 160 descriptors")
         # Everyone else still gets leases, and the agent is far from its limit.
         other = dbus.Interface(self.conn.get_object(NAME, PATH), IFACE)

@@ -14,7 +14,7 @@ import time
 import dbus
 
 import contract
-from harness import BIN, IFACE, NAME, PATH, PROPS, Agent, PrivateBus, cli, connect, image_adder, png, wait_until
+from harness import CHILD_PRELUDE, BIN, IFACE, NAME, PATH, PROPS, Agent, PrivateBus, cli, connect, image_adder, png, wait_until
 from test_agent import AgentTestCase, Observer
 from test_downloads import DownloadTestCase
 
@@ -171,7 +171,7 @@ class HostileDownloadTests(DownloadTestCase):
         done = self.fetch(self.http.url("/bomb.png"))
         report = prober.stop()
         self.assertFalse(done["ok"])
-        self.assertEqual(done["error_name"], "org.example.NetActivity.Error.NotAnImage")
+        self.assertEqual(done["error_name"], contract.ERROR_PREFIX + "NotAnImage")
         self.assertEqual(self.http.encodings, ["identity"], "the agent asks for identity encoding only")
         self.assertLess(rss() - before, 16 * 1024, "64 MiB of zeros were never inflated in the agent")
         self.assertLess(report["max_ms"], STALL_MS, report)
@@ -182,7 +182,7 @@ class HostileDownloadTests(DownloadTestCase):
         self.conn.get_object(NAME, PATH, introspect=False).Set(
             CACHE, "MemoryCapacity", dbus.UInt64(512 << 20, variant_level=1), dbus_interface=PROPS)
         too_big = self.fetch(self.http.url("/sized/%d.png" % ((64 << 20) + 1)))
-        self.assertEqual(too_big["error_name"], "org.example.NetActivity.Error.TooLarge", too_big)
+        self.assertEqual(too_big["error_name"], contract.ERROR_PREFIX + "TooLarge", too_big)
         url = self.http.url("/sized/%d.png" % ((64 << 20) - 4096))
         self.assertTrue(self.fetch(url)["ok"])
         fd, size = cache.OpenImageForRequest(url, "", timeout=60)
@@ -193,7 +193,7 @@ class HostileDownloadTests(DownloadTestCase):
         # ... and never inline: LookupImage names the fd path.
         with self.assertRaises(dbus.exceptions.DBusException) as cm:
             cache.LookupImageForRequest(url, "", byte_arrays=True)
-        self.assertEqual(cm.exception.get_dbus_name(), "org.example.NetActivity.Error.TooLarge")
+        self.assertEqual(cm.exception.get_dbus_name(), contract.ERROR_PREFIX + "TooLarge")
         self.assertIn("OpenImage", cm.exception.get_dbus_message())
 
     def test_a_fifo_in_place_of_a_cache_entry_or_its_temporary_never_blocks(self):
@@ -275,11 +275,11 @@ class HostileDownloadTests(DownloadTestCase):
         self.assertTrue(self.finished(c, 1)[0]["ok"])
         self.assertEqual(self.http.count("/img/victim.png"), 1, "the victim's download asked the server")
         # Every read path of another process gets the server's bytes: LookupImage, OpenImage, the CLI.
-        code = """
+        code = CHILD_PRELUDE + """
 import sys, os, dbus
 bus = dbus.bus.BusConnection(sys.argv[1])
-cache = dbus.Interface(bus.get_object("org.example.NetActivity", "/org/example/NetActivity", introspect=False),
-                       "org.example.NetActivity.ImageCache")
+cache = dbus.Interface(bus.get_object(contract.BUS_NAME, contract.OBJECT_PATH, introspect=False),
+                       contract.ImageCache.INTERFACE)
 found, data = cache.LookupImageForRequest(sys.argv[2], "", byte_arrays=True)
 fd, size = cache.OpenImageForRequest(sys.argv[2], "")
 sys.stdout.write(bytes(data).hex() + " " + os.pread(fd.take(), size, 0).hex())
@@ -420,14 +420,14 @@ class TwoAgentsOneCacheTests(DownloadTestCase):
 
 class CLIEscapingTests(AgentTestCase):
     def test_the_cli_escapes_what_other_apps_wrote(self):
-        code = r"""
+        code = CHILD_PRELUDE + r"""
 import sys, dbus
 open("/proc/self/comm", "w").write("ev\x1b[31mil")
 bus = dbus.bus.BusConnection(sys.argv[1])
-obj = bus.get_object("org.example.NetActivity", "/org/example/NetActivity")
-obj.IncrementActivityCount(dbus_interface="org.example.NetActivity")
+obj = bus.get_object(contract.BUS_NAME, contract.OBJECT_PATH)
+obj.IncrementActivityCount(dbus_interface=contract.Activity.INTERFACE)
 obj.BeginTask("evil\x1b]0;pwned\x07\n7 running 100% FORGED", dbus.Dictionary({}, signature="sv"),
-              dbus_interface="org.example.NetActivity")
+              dbus_interface=contract.Activity.INTERFACE)
 print("ready", flush=True)
 sys.stdin.read()
 """
@@ -479,7 +479,7 @@ class BudgetTests(AgentTestCase):
         # 160 descriptors: 80 leases at most, shares past 32. 12 connections x 10 (a sixteenth of 160 each).
         greedy = self.hog("leases", 12, 10)
         self.assertEqual(greedy["granted"], 32, "alone, the budget; then its share of it")
-        self.assertEqual(greedy["refusal"][0], "org.example.NetActivity.Error.LimitsExceeded")
+        self.assertEqual(greedy["refusal"][0], contract.ERROR_PREFIX + "LimitsExceeded")
         self.assertIn("over all its connections", greedy["refusal"][1])
         # Another process is served its floor although the budget is taken.
         other = dbus.Interface(self.conn.get_object(NAME, PATH), IFACE)

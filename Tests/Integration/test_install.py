@@ -8,6 +8,7 @@ import tempfile
 import time
 import unittest
 
+import contract
 from harness import BIN, NAME, PATH, ROOT, PrivateBus, busctl, wait_until
 
 FILES = {
@@ -162,7 +163,7 @@ class InstallTests(unittest.TestCase):
         bus = ActivationBus(os.path.join(self.dest, "share/dbus-1/services"))
         try:
             started = time.monotonic()
-            r = busctl(bus, "get-property", NAME, PATH, "org.example.NetActivity", "Version")
+            r = busctl(bus, "get-property", NAME, PATH, contract.Activity.INTERFACE, "Version")
             self.assertEqual((r.returncode, r.stdout.strip()), (0, "u 1"), r.stderr)
             self.assertLess(time.monotonic() - started, 10)
             r = busctl(bus, "call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",

@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import unittest
 
+import contract
 from harness import NAME, PATH, PrivateBus, busctl, wait_for_name
 from test_install import ActivationBus
 
@@ -104,7 +105,7 @@ class PackageChecks:
         env.update(XDG_CACHE_HOME=os.path.join(home, "cache"), XDG_CONFIG_HOME=os.path.join(home, "config"))
         bus = ActivationBus(servicedir, env=env)
         try:
-            r = busctl(bus, "get-property", NAME, PATH, "org.example.NetActivity", "Version")
+            r = busctl(bus, "get-property", NAME, PATH, contract.Activity.INTERFACE, "Version")
             self.assertEqual((r.returncode, r.stdout.strip()), (0, "u 1"), r.stderr)
             r = busctl(bus, "call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
                        "GetConnectionUnixProcessID", "s", NAME)

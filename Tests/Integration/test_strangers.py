@@ -18,7 +18,7 @@ import unittest
 import dbus
 
 import contract
-from harness import BIN, IFACE, NAME, PATH, PROPS, Agent, cli, connect, image_adder, png, wait_until
+from harness import CHILD_PRELUDE, BIN, IFACE, NAME, PATH, PROPS, Agent, cli, connect, image_adder, png, wait_until
 from rawbus import RawClient, body_strings
 from test_agent import AgentTestCase
 from test_downloads import DownloadTestCase
@@ -318,10 +318,10 @@ class ManagedObjectsLoadTests(AgentTestCase):
         hog = Hog(self.bus, "tasks", 4, 1024, 1000)
         self.addCleanup(hog.stop)
         self.assertEqual(hog.report["granted"], 3276)
-        code = """
+        code = CHILD_PRELUDE + """
 import sys, time, dbus
 bus = dbus.bus.BusConnection(sys.argv[1])
-obj = bus.get_object("org.example.NetActivity", "/org/example/NetActivity", introspect=False)
+obj = bus.get_object(contract.BUS_NAME, contract.OBJECT_PATH, introspect=False)
 n = 0
 end = time.monotonic() + 3
 while time.monotonic() < end:
@@ -351,11 +351,11 @@ class HugeFirstCallTests(AgentTestCase):
         over its 63 MiB limit: the registry's own reply could not be read, and everyone waited
         5 s for its timeout. Now it is refused at once, before anything is asked about it."""
         prober = Prober(self.bus)
-        code = """
+        code = CHILD_PRELUDE + """
 import sys, time, dbus
 bus = dbus.bus.BusConnection(sys.argv[1])
-cache = dbus.Interface(bus.get_object("org.example.NetActivity", "/org/example/NetActivity", introspect=False),
-                       "org.example.NetActivity.ImageCache")
+cache = dbus.Interface(bus.get_object(contract.BUS_NAME, contract.OBJECT_PATH, introspect=False),
+                       contract.ImageCache.INTERFACE)
 data = dbus.ByteArray(b"\\x89PNG" + bytes((64 << 20) - 4100))
 t = time.monotonic()
 try:
@@ -436,7 +436,7 @@ class SmallLeaksTests(DownloadTestCase):
         self.addCleanup(server.close)
         done = self.fetch_url("http://127.0.0.1:%d/old.png" % server.port)
         self.assertFalse(done["ok"])
-        self.assertEqual(done["error_name"], "org.example.NetActivity.Error.HTTP", done)
+        self.assertEqual(done["error_name"], contract.ERROR_PREFIX + "HTTP", done)
         self.assertIn("HTTP/0.9", done["error_message"])
 
     def fetch_url(self, url):
@@ -615,7 +615,7 @@ class InlineLimitTests(AgentTestCase):
                           lambda: self.cache().AddImageFromFd("x", dbus.types.UnixFd(empty)))
         os.close(empty)
         text = sealed_memfd(b"not an image at all")
-        self.expect_error("org.example.NetActivity.Error.NotAnImage",
+        self.expect_error(contract.ERROR_PREFIX + "NotAnImage",
                           lambda: self.cache().AddImageFromFd("x", dbus.types.UnixFd(text)))
         os.close(text)
         self.assertFalse(self.cache().LookupImage("x", byte_arrays=True)[0])

@@ -90,7 +90,7 @@ class TaskLifecycleTests(TaskTestCase):
         self.assertEqual(self.count(), 1)
 
     def test_task_of_a_one_shot_busctl_completes_with_client_vanished(self):
-        r = busctl(self.bus, "call", NAME, PATH, "org.example.NetActivity", "BeginTask", "sa{sv}", "from busctl", "0")
+        r = busctl(self.bus, "call", NAME, PATH, contract.Activity.INTERFACE, "BeginTask", "sa{sv}", "from busctl", "0")
         self.assertEqual(r.returncode, 0, r.stderr)
         path = r.stdout.split()[1].strip('"')
         wait_until(lambda: self.tprop(path, "State") == "completed", what="busctl's task to complete")
@@ -138,7 +138,7 @@ class TaskOwnershipTests(TaskTestCase):
         self.assertEqual((self.tprop(path, "State"), self.count()), ("running", 1))
 
     def test_owner_kill9_completes_its_tasks_with_client_vanished(self):
-        self.conn.get_object(NAME, PATH).Set("org.example.NetActivity", "CompletionDelay", dbus.Double(0.17),
+        self.conn.get_object(NAME, PATH).Set(contract.Activity.INTERFACE, "CompletionDelay", dbus.Double(0.17),
                                              dbus_interface=PROPS)
         panel = self.observe("task_observer.py")
         indicator = self.observe()
@@ -266,14 +266,14 @@ class TaskInputTests(TaskTestCase):
         self.assertIn("expected signature 'tttt', got 'uuuu'", r.stderr)
         self.assertEqual(int(self.tprop(path, "CountOfBytesReceived")), 50)
         self.expect_error("org.freedesktop.DBus.Error.UnknownObject",
-                          lambda: self.tprop("/org/example/NetActivity/tasks/999999", "State"))
+                          lambda: self.tprop(contract.TASK_PATH_PREFIX + "999999", "State"))
         self.assertEqual(self.tprop(path, "State"), "running")
         self.assertEqual(self.count(), 1)
 
     def test_live_task_cap_per_client(self):
         agent = iface(self.conn)
         paths = [agent.BeginTask("t", options(suspended=True)) for _ in range(1024)]
-        msg = self.expect_error("org.example.NetActivity.Error.LimitsExceeded", lambda: agent.BeginTask("t", options()))
+        msg = self.expect_error(contract.ERROR_PREFIX + "LimitsExceeded", lambda: agent.BeginTask("t", options()))
         self.assertIn("1024", msg)
         other = connect(self.bus)
         try:

@@ -1,0 +1,31 @@
+/// Text from apps (task descriptions, lease reasons) as one line of a menu or tooltip.
+public enum DisplayText {
+    /// One line of at most `maxCharacters` characters: control and bidi-override characters
+    /// become spaces, runs of spaces one, and a longer text ends in "…".
+    public static func line(_ text: String, maxCharacters: Int = 48) -> String {
+        var out = String.UnicodeScalarView()
+        var lastWasSpace = true  // drops leading spaces
+        for u in text.unicodeScalars {
+            let space = u.properties.isWhitespace || isControl(u)
+            if space {
+                if !lastWasSpace { out.append(" ") }
+            } else {
+                out.append(u)
+            }
+            lastWasSpace = space
+        }
+        var line = String(out)
+        while line.last == " " { line.removeLast() }
+        guard line.count > maxCharacters else { return line }
+        return String(line.prefix(max(0, maxCharacters - 1))) + "…"
+    }
+
+    /// C0, DEL, C1 and the bidi embedding, override and isolate controls (which would reorder
+    /// the rest of a row).
+    static func isControl(_ u: Unicode.Scalar) -> Bool {
+        switch u.value {
+        case 0..<0x20, 0x7F..<0xA0, 0x202A...0x202E, 0x2066...0x2069, 0x200E, 0x200F, 0x061C: true
+        default: false
+        }
+    }
+}
