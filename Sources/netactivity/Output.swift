@@ -95,9 +95,7 @@ enum Render {
         // A tooltip people read: an app whose name is not known yet is "an app", never its bus name.
         s.clients.map { c in
             let row = "\(c.processName.isEmpty ? tr("an app") : safe(c.processName)) (\(c.count))"
-            guard !c.reasons.isEmpty else { return row }
-            let reasons = c.reasons.joined(separator: ", ")
-            return row + " — " + safe(reasons.count > 80 ? reasons.prefix(79) + "…" : reasons)
+            return c.reasons.isEmpty ? row : row + " — " + DisplayText.line(c.reasons.joined(separator: ", "), maxCharacters: 80)
         }.joined(separator: ", ")
     }
 
