@@ -175,7 +175,7 @@ public final class Agent {
         if options.tray, tray == nil {
             let icon = TrayIcon(
                 connection: connection, server: context.server, scheduler: context.scheduler, indicator: activity,
-                tasks: { [unowned tasks] in tasks.menuRows() }, logger: context.logger)
+                tasks: { [unowned tasks] in tasks.menuRows(limit: TrayMenuModel.maxRows) }, logger: context.logger)
             tray = startObserver(icon) ? icon : nil
         } else if !options.tray, let icon = tray {
             icon.stop()

@@ -71,7 +71,7 @@ final class TrayIcon: DesktopObserver {
 
     init(
         connection: Connection, server: ObjectServer, scheduler: any Scheduler, indicator: any IndicatorSource,
-        tasks: @escaping () -> [String], logger: Logger
+        tasks: @escaping () -> MenuRows, logger: Logger
     ) {
         self.connection = connection
         self.server = server

@@ -346,21 +346,39 @@ public final class TaskService: TaskBeginning, TaskFactory {
         onTasksChanged?()
     }
 
-    /// The live tasks as a menu shows them, oldest first: "backup — 40 %", "sync — 1.5 MB — paused".
-    public func menuRows() -> [String] {
-        let live = tasks.liveByOwner.values.flatMap { $0 }.compactMap { tasks.byPath[$0] }
-        return live.sorted { $0.path.count != $1.path.count ? $0.path.count < $1.path.count : $0.path < $1.path }.map { entry in
-            let r = entry.record, p = r.progress
-            var parts = [DisplayText.line(r.description)]
-            let done = p.received > 0 || p.expectedToReceive > 0 ? p.received : p.sent
-            if p.isMeasured {
-                parts.append("\(Int((min(1, r.fractionCompleted) * 100).rounded(.down))) %")
-            } else if done > 0 {
-                parts.append(Self.siBytes(done))
-            }
-            if r.state == .suspended { parts.append(tr("paused")) }
-            return parts.joined(separator: " — ")
+    /// The oldest `limit` live tasks as a menu shows them ("backup — 40 %", "sync — 1.5 MB —
+    /// paused"), and how many are live. One pass that keeps the oldest few: thousands of queued
+    /// downloads cost the menu no sort and no text of rows it does not show.
+    func menuRows(limit: Int) -> MenuRows {
+        var oldest: [TaskEntry] = []
+        var total = 0
+        // Paths number tasks in creation order: a shorter one is older.
+        func older(_ a: TaskEntry, _ b: TaskEntry) -> Bool {
+            a.path.utf8.count != b.path.utf8.count ? a.path.utf8.count < b.path.utf8.count : a.path < b.path
         }
+        for paths in tasks.liveByOwner.values {
+            for path in paths {
+                guard let entry = tasks.byPath[path] else { continue }
+                total += 1
+                guard limit > 0, oldest.count < limit || older(entry, oldest[oldest.count - 1]) else { continue }
+                oldest.insert(entry, at: oldest.firstIndex { older(entry, $0) } ?? oldest.count)
+                if oldest.count > limit { oldest.removeLast() }
+            }
+        }
+        return MenuRows(first: oldest.map(Self.menuRow), total: total)
+    }
+
+    private static func menuRow(_ entry: TaskEntry) -> String {
+        let r = entry.record, p = r.progress
+        var parts = [DisplayText.line(r.description)]
+        let done = p.received > 0 || p.expectedToReceive > 0 ? p.received : p.sent
+        if p.isMeasured {
+            parts.append("\(Int((min(1, r.fractionCompleted) * 100).rounded(.down))) %")
+        } else if done > 0 {
+            parts.append(Self.siBytes(done))
+        }
+        if r.state == .suspended { parts.append(tr("paused")) }
+        return parts.joined(separator: " — ")
     }
 
     /// Bytes as the desktop writes them: 512 B, 1.5 kB, 12 MB.

@@ -37,6 +37,21 @@ struct MenuItem: Equatable {
     var all: [MenuItem] { [self] + children.flatMap(\.all) }
 }
 
+/// The first rows of a list a menu shows and how long the list is, so a long list need not be
+/// built whole.
+struct MenuRows: Equatable, ExpressibleByArrayLiteral {
+    var first: [String]
+    var total: Int
+
+    init(first: [String], total: Int) {
+        self.first = first
+        self.total = total
+    }
+
+    init(_ all: [String]) { self.init(first: all, total: all.count) }
+    init(arrayLiteral rows: String...) { self.init(rows) }
+}
+
 /// What the tray's menu shows: pure, so the layout is tested without a bus.
 enum TrayMenuModel {
     static let rootID: Int32 = 0
@@ -47,21 +62,22 @@ enum TrayMenuModel {
     /// dbusmenu reads `_` as a mnemonic mark: text from apps shows as it is.
     static func label(_ text: String) -> DBusValue { .string(text.replacing("_", with: "__")) }
 
-    static func make(enabled: Bool, clients: [String], tasks: [String]) -> MenuItem {
+    /// `tasks` needs its first `maxRows` rows only.
+    static func make(enabled: Bool, clients: [String], tasks: MenuRows) -> MenuItem {
         var rows: [MenuItem] = []
         let status = !enabled ? tr("Network activity indicator paused")
-            : clients.isEmpty && tasks.isEmpty ? tr("No app is using the network") : tr("Using the network")
+            : clients.isEmpty && tasks.total == 0 ? tr("No app is using the network") : tr("Using the network")
         rows.append(MenuItem(id: statusID, properties: ["label": label(status), "enabled": .bool(false)]))
-        func capped(_ texts: [String], firstID: Int32) -> [MenuItem] {
-            var shown = Array(texts.prefix(texts.count > maxRows ? maxRows - 1 : maxRows))
+        func capped(_ texts: MenuRows, firstID: Int32) -> [MenuItem] {
+            var shown = Array(texts.first.prefix(texts.total > maxRows ? maxRows - 1 : maxRows))
             // TRANSLATORS: the last row of a long list; {1} is how many rows are not shown.
-            if texts.count > shown.count { shown.append(tr("and {1} more", String(texts.count - shown.count))) }
+            if texts.total > shown.count { shown.append(tr("and {1} more", String(texts.total - shown.count))) }
             return shown.enumerated().map { i, text in
                 MenuItem(id: firstID + Int32(i), properties: ["label": label(text), "enabled": .bool(false)])
             }
         }
-        rows += capped(clients, firstID: 100)
-        if !tasks.isEmpty {
+        rows += capped(MenuRows(clients), firstID: 100)
+        if tasks.total > 0 {
             rows.append(MenuItem(id: 3, properties: ["type": .string("separator")]))
             rows.append(MenuItem(id: 4, properties: ["label": label(tr("Tasks")), "enabled": .bool(false)]))
             rows += capped(tasks, firstID: 200)

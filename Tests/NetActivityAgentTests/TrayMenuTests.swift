@@ -23,6 +23,19 @@ struct TrayMenuTests {
         #expect(toggle?.properties["toggle-state"] == .int32(0))
         #expect(toggle?.properties["toggle-type"] == .string("checkmark"))
         #expect(Set(busy.all.map(\.id)).count == busy.all.count, "ids are unique")
+        let many = TrayMenuModel.make(enabled: true, clients: [], tasks: MenuRows(first: ["t1", "t2"], total: 500))
+        #expect(labels(many).suffix(5).prefix(3) == ["t1", "t2", "and 498 more"], "the count comes from the total, not the rows built")
+    }
+
+    @Test("the menu's task rows: the oldest few, in creation order, and how many are live, from one pass")
+    func taskRows() throws {
+        let h = DriverHarness()
+        let entries = (1...20).map { h.tasks.makeAgentTask(description: "Download \($0)", running: $0 % 2 == 0) }
+        h.tasks.complete(entries[0], error: "")
+        let rows = h.tasks.menuRows(limit: 3)
+        #expect(rows.total == 19, "the completed one is not live")
+        #expect(rows.first == ["Download 2", "Download 3 — paused", "Download 4"], "task 10 is not older than task 2")
+        #expect(h.tasks.menuRows(limit: 0) == MenuRows(first: [], total: 19))
     }
 
     @Test("the wire layout honours the depth and the property names asked for")
