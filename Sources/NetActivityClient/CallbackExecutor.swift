@@ -39,7 +39,18 @@ public struct CallbackExecutor: Sendable {
         dispatch(DispatchQueue(label: label))
     }
 
-    func callAsFunction(_ job: @escaping @Sendable () -> Void) { run(job) }
+    /// Jobs on the main actor, in order: for an app whose main actor runs (`dispatchMain()`, an
+    /// async `main`, a Foundation run loop, or a GLib main loop after
+    /// `NetActivity.runMainActorOnGLibMainContext()`).
+    public static let mainActor = CallbackExecutor { job in Task { @MainActor in job() } }
+
+    /// A main-actor closure as a job for `.mainActor`.
+    static func onMainActor<T: Sendable>(_ body: @escaping @MainActor (T) -> Void) -> @Sendable (T) -> Void {
+        { value in MainActor.assumeIsolated { body(value) } }
+    }
+
+    /// Runs `job` on this executor, after the jobs given before it.
+    public func callAsFunction(_ job: @escaping @Sendable () -> Void) { run(job) }
 
     /// `report`, called on this executor whenever the result is called.
     func delivering<T: Sendable>(_ report: @escaping @Sendable (T) -> Void) -> @Sendable (T) -> Void {

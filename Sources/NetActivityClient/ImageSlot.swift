@@ -1,145 +1,127 @@
+import Dispatch
 import LinuxKit
+import Synchronization
 
 /// Where a slot's image came from.
 public enum ImageSource: Sendable, Equatable {
-    /// The shared memory cache answered; nothing was downloaded.
+    /// The shared memory cache (or the app's own memory tier) answered; nothing was downloaded.
     case cache
     /// The shared downloader fetched it (or joined a transfer already under way).
     case download
 }
 
-/// One place that shows one image at a time: an image view, or one state of a button
-/// (UIImageView+AFNetworking and UIButton+AFNetworking; give a button one slot per state).
-///
-/// `setImage(url:)` rules, as in AFNetworking:
-/// - a request for the URL the slot is already loading does nothing;
-/// - any other request cancels the slot's previous receipt, whose handlers are then never called;
-/// - a hit in the shared cache answers at once, with no download and no placeholder;
-/// - otherwise the placeholder shows, the shared downloader fetches, and the answer applies only
-///   if its request is still the slot's current one: a late answer for an old URL never
-///   overwrites a newer image.
-///
-/// Each request is one `FetchImage` call, whatever answers it (memory, disk or network). The
-/// placeholder shows when no answer has come within `placeholderDelay` (50 ms unless given): a hit
-/// in memory answers far sooner and shows none, and neither does a disk hit that quick (no flash of
-/// the placeholder before an image already on the machine). A delay of zero shows it at once on
-/// every request, a memory hit's too (the answer follows a moment later).
-///
-/// With no agent (not running, hung past its reply time, or restarting), the placeholder shows,
-/// `failure` hears `agentNotRunning` once, and the slot tries again by itself when an agent
-/// appears.
-///
-/// `apply` is the default way to show an image (or a placeholder); a `success` handler given to
-/// `setImage` replaces it for that request, and a `failure` handler hears errors (by default the
-/// placeholder stays). `decode`, `apply` and the handlers run on the slot's `CallbackExecutor`
-/// (the activity's unless given), one at a time and in order, never on the library's thread.
-///
-/// `Image` is what the app shows (a GdkPixbuf wrapper, a texture, or plain bytes): it need not be
-/// `Sendable`, because images are made by `decode` and used by `apply` on the same executor and
-/// never cross to another thread. Placeholders are handed back to `apply` on that executor too.
-public final class ImageSlot<Image>: @unchecked Sendable {
-    // @unchecked Sendable: `current` is touched only on the client's thread (through its mailbox);
-    // images (`decode`'s results, placeholders) only on `callbacks`.
-    private let core: ClientCore
-    private let callbacks: CallbackExecutor
-    private let decode: @Sendable ([UInt8]) -> Image?
-    private let apply: @Sendable (Image?) -> Void
-    private var current: Request?
+// The two faces of one image place (UIImageView+AFNetworking, UIButton+AFNetworking: give a
+// button one slot per state), over the same loader:
+//
+// - `ImageSlot`, on the main actor: `setImage` shows the placeholder (or an image the app's memory
+//   tier holds) before it returns; `apply` and the handlers are main-actor closures that may touch
+//   `@MainActor` views and need not be Sendable.
+// - `ExecutorImageSlot`, for code that delivers on a `CallbackExecutor` of its own (a GLib main
+//   context, a serial queue): `setImage` may be called from any thread; the placeholder shows when
+//   no answer has come within `placeholderDelay`.
+//
+// Rules of both, as in AFNetworking:
+// - a request for the URL the slot is already loading does nothing;
+// - any other request cancels the slot's previous receipt, whose handlers are then never called;
+// - a hit in the shared cache answers with no download;
+// - an answer applies only if its request is still the slot's newest: a late answer for an old
+//   URL never overwrites a newer image or placeholder.
+//
+// Each request is one `FetchImage` call, whatever answers it (memory, disk or network). `decode`
+// runs off the UI, on Swift's global queue (a 39 MB PNG no longer holds the UI loop), and returns
+// a value the slot `sending`s to the UI: `Image` (a GdkPixbuf wrapper, a texture, plain bytes)
+// need not be Sendable. With no agent (not running, hung past its reply time, or restarting),
+// the placeholder stays, `failure` hears `agentNotRunning` once, and the slot tries again by itself
+// when an agent appears.
 
-    public typealias Success = @Sendable (Image, ImageSource) -> Void
-    public typealias Failure = @Sendable (NetActivityError) -> Void
-
-    /// A placeholder on its way from the app to `callbacks`, untouched in between.
-    private struct Carried: @unchecked Sendable {
-        let image: Image?
+/// The loader both faces drive: the slot's current request, on the client's thread (through its
+/// mailbox). Each new request gets the next token; `isNewest` tells a face, wherever an answer
+/// arrives, whether a newer request has overtaken it.
+final class SlotLoader: @unchecked Sendable {
+    // @unchecked Sendable: `current` is touched only on the client's thread.
+    /// What a request reports, each with its token.
+    struct Events: Sendable {
+        /// No answer within the placeholder delay, no agent, or no image coming.
+        let placeholder: @Sendable (_ token: UInt64) -> Void
+        /// The app asked for no URL: the slot shows its placeholder, even none.
+        let cleared: @Sendable (_ token: UInt64) -> Void
+        let file: @Sendable (SharedImageFile, ImageSource, _ token: UInt64) -> Void
+        /// `final`: no image is coming; otherwise the slot waits for an agent.
+        let failure: @Sendable (NetActivityError, _ final: Bool, _ token: UInt64) -> Void
     }
 
     private final class Request {
         let url: String
         let additionalIdentifier: String
-        let placeholder: Carried
-        let success: Success?
-        let failure: Failure?
+        let token: UInt64
+        let events: Events
         /// The pending FetchImage's receipt (what cancelling it names).
         var receipt: String?
         var placeholderTimer: TimerID?
-        /// Told the app once that there is no agent; showed the placeholder once.
+        /// Told the app once that there is no agent.
         var reportedAbsence = false
-        var showedPlaceholder = false
-        init(url: String, additionalIdentifier: String, placeholder: Carried, success: Success?, failure: Failure?) {
+        init(url: String, additionalIdentifier: String, token: UInt64, events: Events) {
             self.url = url
             self.additionalIdentifier = additionalIdentifier
-            self.placeholder = placeholder
-            self.success = success
-            self.failure = failure
+            self.token = token
+            self.events = events
         }
     }
 
-    /// How long a request waits for its answer before the placeholder shows (nanoseconds).
-    private let placeholderDelay: UInt64
+    private let core: ClientCore
+    /// Nil: the face shows the placeholder itself.
+    private let placeholderDelay: UInt64?
+    private var current: Request?
+    private let newest = Atomic<UInt64>(0)
 
-    public init(
-        _ activity: NetActivity, callbacks: CallbackExecutor? = nil, placeholderDelay: Duration = .milliseconds(50),
-        decode: @escaping @Sendable ([UInt8]) -> Image?, apply: @escaping @Sendable (Image?) -> Void
-    ) {
-        core = activity.core
-        self.callbacks = callbacks ?? activity.callbacks
-        self.placeholderDelay = placeholderDelay.nanoseconds
-        self.decode = decode
-        self.apply = apply
+    init(core: ClientCore, placeholderDelay: UInt64?) {
+        self.core = core
+        self.placeholderDelay = placeholderDelay
     }
 
     deinit {
         if let receipt = current?.receipt { core.mailbox.post { [core] in core.cancelFetch(receipt) } }
     }
 
+    func isNewest(_ token: UInt64) -> Bool { newest.load(ordering: .acquiring) == token }
 
-    /// Shows the image at `url` (the request key is url + additionalIdentifier). An empty `url`
-    /// cancels and shows the placeholder.
-    public func setImage(
-        url: String, additionalIdentifier: String = "", placeholder: Image? = nil,
-        success: Success? = nil, failure: Failure? = nil
-    ) {
-        let placeholder = Carried(image: placeholder)
+    /// Loads `url` unless it is what the slot is loading; an empty `url` cancels and reports
+    /// `cleared`.
+    func load(url: String, additionalIdentifier: String, events: Events) {
         core.mailbox.post { [self] in
-            if let current, current.url == url, current.additionalIdentifier == additionalIdentifier { return }
+            if let request = current, request.url == url, request.additionalIdentifier == additionalIdentifier { return }
             cancelCurrent()
-            // An empty URL clears the slot to the placeholder, or to nothing.
-            guard !url.isEmpty else { return callbacks { [apply] in apply(placeholder.image) } }
-            let request = Request(
-                url: url, additionalIdentifier: additionalIdentifier, placeholder: placeholder, success: success, failure: failure)
+            let token = newest.load(ordering: .relaxed)
+            guard !url.isEmpty else { return events.cleared(token) }
+            let request = Request(url: url, additionalIdentifier: additionalIdentifier, token: token, events: events)
             current = request
-            load(request)
+            fetch(request)
         }
     }
 
-    /// Cancels the slot's download, if any; its handlers are never called.
-    public func cancel() {
+    /// Cancels the slot's download, if any; its events never come.
+    func cancel() {
         core.mailbox.post { [self] in cancelCurrent() }
     }
 
+    /// Whatever the slot was doing is overtaken (a newer token from here on).
     private func cancelCurrent() {
+        newest.add(1, ordering: .releasing)
         guard let request = current else { return }
         current = nil
         if let timer = request.placeholderTimer { core.loop.cancel(timer) }
         if let receipt = request.receipt { core.cancelFetch(receipt) }
     }
 
-    private func showPlaceholder(for request: Request) {
-        guard request.placeholder.image != nil, !request.showedPlaceholder else { return }
-        request.showedPlaceholder = true
-        let placeholder = request.placeholder
-        callbacks { [apply] in apply(placeholder.image) }
-    }
-
-    /// One FetchImage; the placeholder if it takes longer than `placeholderDelay`.
-    private func load(_ request: Request) {
+    private func fetch(_ request: Request) {
         let receipt = core.makeFetchReceipt()
         request.receipt = receipt
-        request.placeholderTimer = core.loop.schedule(afterNanoseconds: placeholderDelay) { [weak self] in
-            request.placeholderTimer = nil
-            guard let self, current === request else { return }
-            showPlaceholder(for: request)
+        if let placeholderDelay {
+            request.placeholderTimer = core.loop.schedule(afterNanoseconds: placeholderDelay) { [weak self] in
+                request.placeholderTimer = nil
+                guard let self, current === request else { return }
+                request.events.placeholder(request.token)
+            }
         }
         // Weak from here on: a slot the app lets go cancels its call (deinit) and applies nothing.
         core.fetch(url: request.url, additionalIdentifier: request.additionalIdentifier, reload: false, receipt: receipt) {
@@ -152,23 +134,11 @@ public final class ImageSlot<Image>: @unchecked Sendable {
             guard let self, current === request else { return }
             switch result {
             case .success(let fetched):
-                show(fetched.file, from: fetched.source == .memory ? .cache : .download, for: request)
+                current = nil
+                request.events.file(fetched.file, fetched.source == .memory ? .cache : .download, request.token)
             case .failure(let error):
                 fail(request, error)
             }
-        }
-    }
-
-    /// Reads (one copy, from the agent's shared memory), decodes and shows, all on `callbacks`.
-    private func show(_ file: SharedImageFile, from source: ImageSource, for request: Request) {
-        current = nil
-        let (decode, apply, success, failure, url) = (decode, apply, request.success, request.failure, request.url)
-        callbacks {
-            guard let image = decode(file.readAll()) else {
-                failure?(NetActivityError(.notAnImage, "\(url) could not be decoded"))
-                return
-            }
-            if let success { success(image, source) } else { apply(image) }
         }
     }
 
@@ -176,30 +146,278 @@ public final class ImageSlot<Image>: @unchecked Sendable {
         // No agent (or it went away mid-download): the placeholder stays, the app hears it once,
         // and the request is tried again when an agent is there.
         if error.code == .agentNotRunning || error.code == .disconnected {
-            showPlaceholder(for: request)
+            request.events.placeholder(request.token)
             if !request.reportedAbsence {
                 request.reportedAbsence = true
-                let failure = request.failure
-                callbacks { failure?(ClientCore.notRunning) }
+                request.events.failure(ClientCore.notRunning, false, request.token)
             }
             core.whenAgentAppears { [weak self] in
                 guard let self, current === request else { return }
-                load(request)
+                fetch(request)
             }
             return
         }
         // No image is coming: the placeholder is what the slot shows (however quick the failure).
-        showPlaceholder(for: request)
         current = nil
-        let failure = request.failure
-        callbacks { failure?(error) }
+        request.events.placeholder(request.token)
+        request.events.failure(error, true, request.token)
+    }
+}
+
+/// Decodes off the UI: on Swift's global queue, then `deliver` with what `decode` made.
+private func decodeOffTheUI<Image>(
+    _ file: SharedImageFile, _ decode: @escaping @Sendable ([UInt8]) -> sending Image?,
+    deliver: @escaping @Sendable (_ bytes: Int, _ image: sending Image?) -> Void
+) {
+    DispatchQueue.global(qos: .userInitiated).async {
+        let bytes = file.readAll()
+        deliver(bytes.count, decode(bytes))
+    }
+}
+
+/// One place that shows one image at a time, on the main actor: an image view, or one state of a
+/// button. `setImage` shows the placeholder (or an image this app already decoded for the same
+/// request, from `ImageSlotMemory`) before it returns; the downloaded image follows, decoded off
+/// the main actor. `apply` shows an image or a placeholder; a `success` handler given to
+/// `setImage` replaces it for that request, and a `failure` handler hears errors (the
+/// placeholder stays).
+///
+/// Under a GTK (GLib) main loop, call `NetActivity.runMainActorOnGLibMainContext()` once at start,
+/// so main-actor work runs there.
+@MainActor
+public final class ImageSlot<Image>: Sendable {
+    public typealias Success = @MainActor (Image, ImageSource) -> Void
+    public typealias Failure = @MainActor (NetActivityError) -> Void
+
+    private let decode: @Sendable ([UInt8]) -> sending Image?
+    private let apply: @MainActor (Image?) -> Void
+    private let loader: SlotLoader
+    /// The newest request's number; answers for older ones are dropped.
+    private var token: UInt64 = 0
+    private var pending: (url: String, additionalIdentifier: String, success: Success?, failure: Failure?)?
+
+    public init(
+        _ activity: NetActivity, decode: @escaping @Sendable ([UInt8]) -> sending Image?, apply: @escaping @MainActor (Image?) -> Void
+    ) {
+        self.decode = decode
+        self.apply = apply
+        loader = SlotLoader(core: activity.core, placeholderDelay: nil)
+    }
+
+    /// Shows the image at `url` (the request key is url + additionalIdentifier: slots that decode
+    /// the same URL differently, say a thumbnail, give each their own). An empty `url` cancels and
+    /// shows the placeholder.
+    public func setImage(
+        url: String, additionalIdentifier: String = "", placeholder: Image? = nil,
+        success: Success? = nil, failure: Failure? = nil
+    ) {
+        if let pending, pending.url == url, pending.additionalIdentifier == additionalIdentifier { return }
+        token &+= 1
+        let key = ImageSlotMemory.Key(type: ObjectIdentifier(Image.self), url: url, additionalIdentifier: additionalIdentifier)
+        if !url.isEmpty, let image = ImageSlotMemory.image(for: key) as? Image {
+            pending = nil
+            loader.cancel()
+            if let success { success(image, .cache) } else { apply(image) }
+            return
+        }
+        apply(placeholder)
+        guard !url.isEmpty else {
+            pending = nil
+            loader.cancel()
+            return
+        }
+        pending = (url, additionalIdentifier, success, failure)
+        let token = token, decode = decode
+        // Weak: a slot the app lets go applies nothing (and its loader cancels the call).
+        weak let slot = self
+        // The placeholder already shows; the loader's token is not needed on the main actor.
+        loader.load(url: url, additionalIdentifier: additionalIdentifier, events: SlotLoader.Events(
+            placeholder: { _ in },
+            cleared: { _ in },
+            file: { file, source, _ in
+                decodeOffTheUI(file, decode) { bytes, image in
+                    Task { @MainActor [slot] in slot?.show(image, bytes: bytes, from: source, token: token) }
+                }
+            },
+            failure: { error, final, _ in
+                Task { @MainActor [slot] in slot?.fail(error, final: final, token: token) }
+            }))
+    }
+
+    /// Cancels the slot's download, if any; its handlers are never called.
+    public func cancel() {
+        token &+= 1
+        pending = nil
+        loader.cancel()
+    }
+
+    private func show(_ image: sending Image?, bytes: Int, from source: ImageSource, token: UInt64) {
+        guard token == self.token, let request = pending else { return }
+        pending = nil
+        guard let image else {
+            request.failure?(NetActivityError(.notAnImage, "\(request.url) could not be decoded"))
+            return
+        }
+        ImageSlotMemory.insert(
+            image, cost: bytes,
+            for: .init(type: ObjectIdentifier(Image.self), url: request.url, additionalIdentifier: request.additionalIdentifier))
+        if let success = request.success { success(image, source) } else { apply(image) }
+    }
+
+    private func fail(_ error: NetActivityError, final: Bool, token: UInt64) {
+        guard token == self.token, let request = pending else { return }
+        if final { pending = nil }
+        request.failure?(error)
     }
 }
 
 extension ImageSlot where Image == [UInt8] {
     /// A slot of encoded image bytes (PNG, JPEG, ...), for apps that decode themselves.
+    public convenience init(_ activity: NetActivity, apply: @escaping @MainActor ([UInt8]?) -> Void) {
+        self.init(activity, decode: { $0 }, apply: apply)
+    }
+}
+
+/// The app's own memory of images its `ImageSlot`s decoded, so showing one again (a list scrolled
+/// back, a view rebuilt) is synchronous: at most `countLimit` images and `byteLimit` bytes (counted
+/// as the encoded images' sizes), least recently used out first. Keyed by the image type, the URL
+/// and the additional identifier. The agent's shared cache stays the app's real cache; this only
+/// saves decoding and a round trip.
+@MainActor
+public enum ImageSlotMemory {
+    public static var countLimit = 128 {
+        didSet { trim() }
+    }
+
+    public static var byteLimit = 16 << 20 {
+        didSet { trim() }
+    }
+
+    /// Forgets every image (under memory pressure, say).
+    public static func removeAll() {
+        entries.removeAll()
+        bytes = 0
+    }
+
+    /// How many images it holds now.
+    public static var count: Int { entries.count }
+
+    struct Key: Hashable {
+        let type: ObjectIdentifier
+        let url: String
+        let additionalIdentifier: String
+    }
+
+    private struct Entry {
+        let image: Any
+        let cost: Int
+        var used: UInt64
+    }
+
+    private static var entries: [Key: Entry] = [:]
+    private static var bytes = 0
+    private static var clock: UInt64 = 0
+
+    static func image(for key: Key) -> Any? {
+        guard let entry = entries[key] else { return nil }
+        clock += 1
+        entries[key]?.used = clock
+        return entry.image
+    }
+
+    static func insert(_ image: Any, cost: Int, for key: Key) {
+        guard cost <= byteLimit else { return }
+        clock += 1
+        if let old = entries.updateValue(Entry(image: image, cost: cost, used: clock), forKey: key) { bytes -= old.cost }
+        bytes += cost
+        trim()
+    }
+
+    /// Least recently used out until within both limits: O(count) per eviction, with count small.
+    private static func trim() {
+        while entries.count > max(0, countLimit) || bytes > byteLimit,
+              let oldest = entries.min(by: { $0.value.used < $1.value.used })
+        {
+            entries[oldest.key] = nil
+            bytes -= oldest.value.cost
+        }
+    }
+}
+
+/// One place that shows one image at a time, delivering on a `CallbackExecutor`: for a UI that
+/// runs its own executor (a GLib main context through `CallbackExecutor.glibMainContext()`) or
+/// code off the main actor. `setImage` and `cancel` may be called from any thread. The placeholder
+/// shows when no answer has come within `placeholderDelay` (50 ms unless given): a hit in memory
+/// answers far sooner and shows none, and neither does a disk hit that quick. A delay of zero shows
+/// it at once on every request (the answer follows a moment later). `apply` and the handlers run on
+/// `callbacks`, one at a time and in order; `decode` runs off it.
+public final class ExecutorImageSlot<Image>: Sendable {
+    public typealias Success = @Sendable (Image, ImageSource) -> Void
+    public typealias Failure = @Sendable (NetActivityError) -> Void
+
+    /// A placeholder or a decoded image on its way to `callbacks`, untouched in between: images
+    /// are touched only there (placeholders are the app's, decoded ones were `sending`).
+    private struct Carried: @unchecked Sendable {
+        let image: Image?
+    }
+
+    private let loader: SlotLoader
+    private let callbacks: CallbackExecutor
+    private let decode: @Sendable ([UInt8]) -> sending Image?
+    private let apply: @Sendable (Image?) -> Void
+
+    public init(
+        _ activity: NetActivity, callbacks: CallbackExecutor, placeholderDelay: Duration = .milliseconds(50),
+        decode: @escaping @Sendable ([UInt8]) -> sending Image?, apply: @escaping @Sendable (Image?) -> Void
+    ) {
+        loader = SlotLoader(core: activity.core, placeholderDelay: placeholderDelay.nanoseconds)
+        self.callbacks = callbacks
+        self.decode = decode
+        self.apply = apply
+    }
+
+    /// Shows the image at `url` (the request key is url + additionalIdentifier). An empty `url`
+    /// cancels and shows the placeholder.
+    public func setImage(
+        url: String, additionalIdentifier: String = "", placeholder: Image? = nil,
+        success: Success? = nil, failure: Failure? = nil
+    ) {
+        let placeholder = Carried(image: placeholder)
+        let (callbacks, decode, apply) = (callbacks, decode, apply)
+        // Checked where each answer is used: a newer request drops an older one's answers.
+        let isNewest: @Sendable (UInt64) -> Bool = { [weak loader] token in loader?.isNewest(token) == true }
+        loader.load(url: url, additionalIdentifier: additionalIdentifier, events: SlotLoader.Events(
+            placeholder: { token in
+                guard placeholder.image != nil else { return }
+                callbacks { if isNewest(token) { apply(placeholder.image) } }
+            },
+            cleared: { token in callbacks { if isNewest(token) { apply(placeholder.image) } } },
+            file: { file, source, token in
+                decodeOffTheUI(file, decode) { _, image in
+                    let decoded = Carried(image: image)
+                    callbacks {
+                        guard isNewest(token) else { return }
+                        guard let image = decoded.image else {
+                            failure?(NetActivityError(.notAnImage, "\(url) could not be decoded"))
+                            return
+                        }
+                        if let success { success(image, source) } else { apply(image) }
+                    }
+                }
+            },
+            failure: { error, _, token in
+                callbacks { if isNewest(token) { failure?(error) } }
+            }))
+    }
+
+    /// Cancels the slot's download, if any; its handlers are never called.
+    public func cancel() { loader.cancel() }
+}
+
+extension ExecutorImageSlot where Image == [UInt8] {
+    /// A slot of encoded image bytes (PNG, JPEG, ...), for apps that decode themselves.
     public convenience init(
-        _ activity: NetActivity, callbacks: CallbackExecutor? = nil, placeholderDelay: Duration = .milliseconds(50),
+        _ activity: NetActivity, callbacks: CallbackExecutor, placeholderDelay: Duration = .milliseconds(50),
         apply: @escaping @Sendable ([UInt8]?) -> Void
     ) {
         self.init(activity, callbacks: callbacks, placeholderDelay: placeholderDelay, decode: { $0 }, apply: apply)

@@ -4,8 +4,10 @@ import NetActivityContract
 // as bindings a Linux UI can drive: each follows one task at a time (any client's, by path, or
 // one of this app's own) and tells the app what to show through a closure.
 //
-// Closures run on the binding's `CallbackExecutor` (the activity's unless given), one at a time
-// and in order, never on the library's thread: a closure that blocks delays only later closures.
+// Each has two forms. Made on the main actor without an executor, its closure is a main-actor
+// closure (it may touch `@MainActor` views and need not be Sendable). Given `callbacks:`, its
+// closure runs on that `CallbackExecutor`. Either way, one at a time and in order, never on the
+// library's thread: a closure that blocks delays only later closures.
 
 /// Shows whether a task is running, like a spinner (UIActivityIndicatorView+AFNetworking).
 ///
@@ -16,10 +18,16 @@ import NetActivityContract
 public final class TaskSpinnerBinding: Sendable {
     private let follower: TaskFollower
 
-    /// `onAnimatingChange(true)`: start animating; `false`: stop.
-    public init(_ activity: NetActivity, callbacks: CallbackExecutor? = nil, onAnimatingChange: @escaping @Sendable (Bool) -> Void) {
-        follower = TaskFollower(
-            core: activity.core, reaction: SpinnerReaction(report: (callbacks ?? activity.callbacks).delivering(onAnimatingChange)))
+    /// `onAnimatingChange(true)`: start animating; `false`: stop. On the main actor, so it may
+    /// touch `@MainActor` views.
+    @MainActor
+    public convenience init(_ activity: NetActivity, onAnimatingChange: @escaping @MainActor (Bool) -> Void) {
+        self.init(activity, callbacks: .mainActor, onAnimatingChange: CallbackExecutor.onMainActor(onAnimatingChange))
+    }
+
+    /// The executor form: `onAnimatingChange` runs on `callbacks`.
+    public init(_ activity: NetActivity, callbacks: CallbackExecutor, onAnimatingChange: @escaping @Sendable (Bool) -> Void) {
+        follower = TaskFollower(core: activity.core, reaction: SpinnerReaction(report: callbacks.delivering(onAnimatingChange)))
     }
 
     /// Follows the task at `path` (any client's, e.g. from `netactivity tasks` or GetManagedObjects).
@@ -40,9 +48,15 @@ public final class TaskSpinnerBinding: Sendable {
 public final class RefreshControlBinding: Sendable {
     private let follower: TaskFollower
 
-    public init(_ activity: NetActivity, callbacks: CallbackExecutor? = nil, onRefreshingChange: @escaping @Sendable (Bool) -> Void) {
-        follower = TaskFollower(
-            core: activity.core, reaction: RefreshReaction(report: (callbacks ?? activity.callbacks).delivering(onRefreshingChange)))
+    /// `onRefreshingChange` runs on the main actor.
+    @MainActor
+    public convenience init(_ activity: NetActivity, onRefreshingChange: @escaping @MainActor (Bool) -> Void) {
+        self.init(activity, callbacks: .mainActor, onRefreshingChange: CallbackExecutor.onMainActor(onRefreshingChange))
+    }
+
+    /// The executor form: `onRefreshingChange` runs on `callbacks`.
+    public init(_ activity: NetActivity, callbacks: CallbackExecutor, onRefreshingChange: @escaping @Sendable (Bool) -> Void) {
+        follower = TaskFollower(core: activity.core, reaction: RefreshReaction(report: callbacks.delivering(onRefreshingChange)))
     }
 
     public func bind(toTaskAt path: String) { follower.bind(.path(path)) }
@@ -76,12 +90,18 @@ public final class ProgressBinding: Sendable {
 
     private let follower: TaskFollower
 
+    /// `onProgress` runs on the main actor.
+    @MainActor
+    public convenience init(_ activity: NetActivity, direction: Direction, onProgress: @escaping @MainActor (TransferProgress) -> Void) {
+        self.init(activity, direction: direction, callbacks: .mainActor, onProgress: CallbackExecutor.onMainActor(onProgress))
+    }
+
+    /// The executor form: `onProgress` runs on `callbacks`.
     public init(
-        _ activity: NetActivity, direction: Direction, callbacks: CallbackExecutor? = nil,
+        _ activity: NetActivity, direction: Direction, callbacks: CallbackExecutor,
         onProgress: @escaping @Sendable (TransferProgress) -> Void
     ) {
-        follower = TaskFollower(core: activity.core, reaction: ProgressReaction(
-            direction: direction, report: (callbacks ?? activity.callbacks).delivering(onProgress)))
+        follower = TaskFollower(core: activity.core, reaction: ProgressReaction(direction: direction, report: callbacks.delivering(onProgress)))
     }
 
     public func bind(toTaskAt path: String) { follower.bind(.path(path)) }

@@ -15,6 +15,18 @@ extension ImageSlot {
     }
 }
 
+extension ExecutorImageSlot {
+    /// `setImage(url:)` for a `URL`; nil cancels and shows the placeholder.
+    public func setImage(
+        url: URL?, additionalIdentifier: String = "", placeholder: Image? = nil,
+        success: Success? = nil, failure: Failure? = nil
+    ) {
+        setImage(
+            url: url?.absoluteString ?? "", additionalIdentifier: additionalIdentifier, placeholder: placeholder,
+            success: success, failure: failure)
+    }
+}
+
 extension NetActivity {
     public func downloadImage(url: URL, additionalIdentifier: String = "", reload: Bool = false) async throws(NetActivityError) -> [UInt8] {
         try await downloadImage(url: url.absoluteString, additionalIdentifier: additionalIdentifier, reload: reload)

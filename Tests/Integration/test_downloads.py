@@ -441,6 +441,7 @@ class ExampleTests(DownloadTestCase):
         self.assertIn("slot 0: %s from the downloader" % urls[0], out)
         self.assertIn("slot 2: %s failed" % urls[2], out)
         self.assertIn("the agent holds 0 activity", out)
+        self.assertIn("progress bar: 100 %", out, "the main-actor window's progress binding")
         # What a panel saw: one task per tracked GET, the 404 completed with its status.
         def seen():
             events = observer.snapshot()

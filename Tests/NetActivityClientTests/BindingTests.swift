@@ -20,7 +20,7 @@ struct BindingTests {
     func spinnerFollowsForeignTask() async throws {
         let task = try ForeignTask(address: bus.address)
         let seen = Recorder<Bool>()
-        let spinner = TaskSpinnerBinding(activity) { seen.append($0) }
+        let spinner = TaskSpinnerBinding(activity, callbacks: activity.callbacks) { seen.append($0) }
         spinner.bind(toTaskAt: task.path)
         #expect(try await seen.wait(for: 1) == [true])
         task.send("suspend")
@@ -38,7 +38,7 @@ struct BindingTests {
         let first = try ForeignTask(address: bus.address, description: "first")
         let second = try ForeignTask(address: bus.address, description: "second", suspended: true)
         let seen = Recorder<Bool>()
-        let spinner = TaskSpinnerBinding(activity) { seen.append($0) }
+        let spinner = TaskSpinnerBinding(activity, callbacks: activity.callbacks) { seen.append($0) }
         spinner.bind(toTaskAt: first.path)
         #expect(try await seen.wait(for: 1) == [true])
         spinner.bind(toTaskAt: second.path)
@@ -69,7 +69,7 @@ struct BindingTests {
         #expect(try await bus.eventually(within: 5) { try bus.property(done.path, "org.example.NetActivity.Task", "State") == .string("completed") })
         let running = try ForeignTask(address: bus.address)
         let seen = Recorder<Bool>()
-        let spinner = TaskSpinnerBinding(activity) { seen.append($0) }
+        let spinner = TaskSpinnerBinding(activity, callbacks: activity.callbacks) { seen.append($0) }
         spinner.bind(toTaskAt: running.path)
         #expect(try await seen.wait(for: 1) == [true])
         spinner.bind(toTaskAt: done.path)
@@ -80,7 +80,7 @@ struct BindingTests {
         #expect(try await seen.wait(for: 4) == [true, false, false, false])
 
         let progress = Recorder<TransferProgress>()
-        let bar = ProgressBinding(activity, direction: .download) { progress.append($0) }
+        let bar = ProgressBinding(activity, direction: .download, callbacks: activity.callbacks) { progress.append($0) }
         bar.bind(toTaskAt: done.path)
         bar.bind(toTaskAt: running.path)
         running.send("progress 0 0 5 10")
@@ -91,7 +91,7 @@ struct BindingTests {
     func refreshAttachesOnlyToRunning() async throws {
         let suspended = try ForeignTask(address: bus.address, suspended: true)
         let seen = Recorder<Bool>()
-        let refresh = RefreshControlBinding(activity) { seen.append($0) }
+        let refresh = RefreshControlBinding(activity, callbacks: activity.callbacks) { seen.append($0) }
         refresh.bind(toTaskAt: suspended.path)
         #expect(try await seen.wait(for: 1) == [false])
         suspended.send("resume")  // not attached: no begin
@@ -115,8 +115,8 @@ struct BindingTests {
         let task = try ForeignTask(address: bus.address)
         let down = Recorder<TransferProgress>()
         let up = Recorder<TransferProgress>()
-        let downBar = ProgressBinding(activity, direction: .download) { down.append($0) }
-        let upBar = ProgressBinding(activity, direction: .upload) { up.append($0) }
+        let downBar = ProgressBinding(activity, direction: .download, callbacks: activity.callbacks) { down.append($0) }
+        let upBar = ProgressBinding(activity, direction: .upload, callbacks: activity.callbacks) { up.append($0) }
         downBar.bind(toTaskAt: task.path)
         upBar.bind(toTaskAt: task.path)
         task.send("progress 10 0 20 0")  // sizes unknown: nothing to show
@@ -193,8 +193,8 @@ struct BindingTests {
         let task = try await activity.beginTask("own", expectedToReceive: 100)
         let spin = Recorder<Bool>()
         let bar = Recorder<TransferProgress>()
-        let spinner = TaskSpinnerBinding(activity) { spin.append($0) }
-        let progress = ProgressBinding(activity, direction: .download) { bar.append($0) }
+        let spinner = TaskSpinnerBinding(activity, callbacks: activity.callbacks) { spin.append($0) }
+        let progress = ProgressBinding(activity, direction: .download, callbacks: activity.callbacks) { bar.append($0) }
         spinner.bind(to: task)
         progress.bind(to: task)
         #expect(try await spin.wait(for: 1) == [true])

@@ -1,3 +1,4 @@
+import Dispatch
 import DBusKit
 import FoundationEssentials
 import Glibc
@@ -29,8 +30,8 @@ struct ImageSlotTests {
         activity = await NetActivity.connect(address: bus.address)
     }
 
-    func slot(_ shown: Recorder<Shown>) -> ImageSlot<[UInt8]> {
-        ImageSlot(activity) { shown.append(.applied($0)) }
+    func slot(_ shown: Recorder<Shown>) -> ExecutorImageSlot<[UInt8]> {
+        ExecutorImageSlot(activity, callbacks: activity.callbacks) { shown.append(.applied($0)) }
     }
 
     func downloaderIdle() async throws -> Bool {
@@ -52,7 +53,7 @@ struct ImageSlotTests {
         // A memory hit answers in well under a millisecond; a slot that would wait 10 s before its
         // placeholder makes "no placeholder" certain however loaded the machine is.
         let other = Recorder<Shown>()
-        let second = ImageSlot<[UInt8]>(activity, placeholderDelay: .seconds(10)) { other.append(.applied($0)) }
+        let second = ExecutorImageSlot<[UInt8]>(activity, callbacks: activity.callbacks, placeholderDelay: .seconds(10)) { other.append(.applied($0)) }
         second.setImage(url: server.url("gate/a.png"), placeholder: placeholder, success: { other.append(.success($0, $1)) })
         #expect(try await other.wait(for: 1) == [.success(a, .cache)], "no placeholder, no download")
         #expect(server.count("/gate/a.png") == 1)
@@ -158,7 +159,7 @@ struct ImageSlotTests {
         #expect(try await shown.wait(for: 5).last == .failure(.agent("InvalidURL")))
 
         let decoding = Recorder<Shown>()
-        let strict = ImageSlot<[UInt8]>(activity, decode: { _ in nil }) { decoding.append(.applied($0)) }
+        let strict = ExecutorImageSlot<[UInt8]>(activity, callbacks: activity.callbacks, decode: { _ in nil }) { decoding.append(.applied($0)) }
         strict.setImage(url: server.url("a.png"), failure: { decoding.append(.failure($0.code)) })
         #expect(try await decoding.wait(for: 1) == [.failure(.agent("NotAnImage"))])
     }
@@ -176,5 +177,19 @@ struct ImageSlotTests {
         server.openGate("a.png")
         try await Task.sleep(for: .milliseconds(100))
         #expect(shown.values == [.applied(placeholder)])
+    }
+
+    @Test("decode runs off the slot's executor; apply and the handlers on it")
+    func decodeOffTheExecutor() async throws {
+        let key = DispatchSpecificKey<Bool>()
+        let queue = DispatchQueue(label: "ui")
+        queue.setSpecific(key: key, value: true)
+        let where_ = Recorder<String>()
+        let view = ExecutorImageSlot<[UInt8]>(activity, callbacks: .dispatch(queue), decode: { bytes in
+            where_.append(DispatchQueue.getSpecific(key: key) == true ? "decode on ui" : "decode off ui")
+            return bytes
+        }) { _ in where_.append(DispatchQueue.getSpecific(key: key) == true ? "apply on ui" : "apply off ui") }
+        view.setImage(url: server.url("b.png"))
+        #expect(try await where_.wait(for: 2) == ["decode off ui", "apply on ui"])
     }
 }

@@ -155,7 +155,7 @@ struct NeverFailTests {
         let activity = await NetActivity.connect(address: bus.address)
         let task = try await activity.beginTask("watched", expectedToReceive: 100)
         let entered = Recorder<Bool>()
-        let spinner = TaskSpinnerBinding(activity) { animating in
+        let spinner = TaskSpinnerBinding(activity, callbacks: activity.callbacks) { animating in
             entered.append(animating)
             usleep(2_000_000)  // an app that blocks in its callback
         }
@@ -187,7 +187,7 @@ struct NeverFailTests {
         let activity = await NetActivity.connect(address: bus.address, callbacks: ui)
         let task = try await activity.beginTask("progress", expectedToReceive: 100)
         let seen = Recorder<String?>()
-        let bar = ProgressBinding(activity, direction: .download) { _ in seen.append(DispatchQueue.getSpecific(key: key)) }
+        let bar = ProgressBinding(activity, direction: .download, callbacks: activity.callbacks) { _ in seen.append(DispatchQueue.getSpecific(key: key)) }
         bar.bind(to: task)
         try await task.setProgress(received: 40)
         #expect(try await seen.wait(for: 2) == ["app-ui", "app-ui"])
@@ -253,7 +253,7 @@ struct NeverFailTests {
         let ui = await NetActivity.connect(address: bus.address)
         let task = try await network.beginTask("sync")
         let states = Recorder<Bool>()
-        let spinner = TaskSpinnerBinding(ui) { states.append($0) }
+        let spinner = TaskSpinnerBinding(ui, callbacks: ui.callbacks) { states.append($0) }
         spinner.bind(to: task)
         #expect(try await states.wait(for: 1) == [true])
         try await task.suspend()
@@ -273,7 +273,7 @@ struct NeverFailTests {
         let shown = Recorder<[UInt8]?>()
         let failures = Recorder<NetActivityError.Code>()
         // A non-Sendable image type: made and used on the slot's executor only.
-        let slot = ImageSlot<Picture>(activity, decode: { Picture($0) }, apply: { shown.append($0?.bytes) })
+        let slot = ExecutorImageSlot<Picture>(activity, callbacks: activity.callbacks, decode: { Picture($0) }, apply: { shown.append($0?.bytes) })
         slot.setImage(url: server.url("a.png"), placeholder: Picture([9]), failure: { failures.append($0.code) })
         #expect(try await shown.wait(for: 1) == [[9]])
         #expect(try await failures.wait(for: 1) == [.agentNotRunning])

@@ -62,7 +62,7 @@ struct TrackingTests {
         // Another client's progress bar follows it.
         let watcher = await NetActivity.connect(address: bus.address)
         let seen = Recorder<TransferProgress>()
-        let bar = ProgressBinding(watcher, direction: .download) { seen.append($0) }
+        let bar = ProgressBinding(watcher, direction: .download, callbacks: watcher.callbacks) { seen.append($0) }
         bar.bind(toTaskAt: try #require(task.path))
 
         let got = try await response.body.collect(upTo: 1 << 20)

@@ -42,36 +42,63 @@ await withTaskGroup(of: Void.self) { group in
     }
 }
 
-// 2. Image slots: one per "view". A cache hit answers at once; a miss shows the placeholder,
-// then the downloaded image. Here each slot prints what a view would show.
-let remaining = AsyncStream<Void>.makeStream()
-let pending = Counter(urls.count)
-var slots: [ImageSlot<[UInt8]>] = []
-for (i, url) in urls.enumerated() {
-    let slot = ImageSlot(activity) { bytes in
-        say("slot \(i): shows \(bytes.map { "\($0.count) bytes" } ?? "nothing")")
+// 2. A window, as a UI author writes one in Swift 6: a main-actor class whose image slots and
+// progress binding take main-actor closures (they touch the window's state; nothing is Sendable
+// by hand). Each slot stands for an image view: a cache hit answers at once; a miss shows the
+// placeholder, then the downloaded image, decoded off the main actor.
+@MainActor
+final class Window {
+    private var slots: [ImageSlot<[UInt8]>] = []
+    private var bar: ProgressBinding?
+    private var waiting = 0
+    private var done: CheckedContinuation<Void, Never>?
+    /// The progress bar's last value, in percent.
+    private(set) var shownProgress = 0
+
+    /// Loads each URL into a slot of its own; returns when every slot has its answer.
+    func show(_ urls: [String], from activity: NetActivity) async {
+        waiting = urls.count
+        for (i, url) in urls.enumerated() {
+            let slot = ImageSlot(activity) { bytes in
+                say("slot \(i): shows \(bytes.map { "\($0.count) bytes" } ?? "nothing")")
+            }
+            slot.setImage(url: url, placeholder: Array("placeholder".utf8), success: { image, source in
+                say("slot \(i): \(url) from the \(source == .cache ? "cache" : "downloader"), \(image.count) bytes")
+                self.answered()
+            }, failure: { error in
+                say("slot \(i): \(url) failed: \(error)")
+                self.answered()
+            })
+            slots.append(slot)
+        }
+        await withCheckedContinuation { done = $0 }
     }
-    slot.setImage(url: url, placeholder: Array("placeholder".utf8), success: { image, source in
-        say("slot \(i): \(url) from the \(source == .cache ? "cache" : "downloader"), \(image.count) bytes")
-        if pending.decrement() == 0 { remaining.continuation.finish() }
-    }, failure: { error in
-        say("slot \(i): \(url) failed: \(error)")
-        if pending.decrement() == 0 { remaining.continuation.finish() }
-    })
-    slots.append(slot)
+
+    private func answered() {
+        waiting -= 1
+        if waiting == 0 { done?.resume() }
+    }
+
+    /// A progress bar bound to a transfer the app reports itself (any HTTP stack can).
+    func follow(_ transfer: TrackedTransfer, with activity: NetActivity) {
+        let bar = ProgressBinding(activity, direction: .download) { progress in
+            self.shownProgress = Int(progress.fraction * 100)
+        }
+        if let task = transfer.task { bar.bind(to: task) }
+        self.bar = bar
+    }
 }
-for await _ in remaining.stream {}
+
+let window = Window()
+await window.show(urls, from: activity)
+
+let transfer = await activity.beginTransfer("unpack the images", expectedToReceive: 4)
+window.follow(transfer, with: activity)
+transfer.didReceive(4)
+transfer.finish()
+for _ in 0..<500 where window.shownProgress < 100 { try await Task.sleep(for: .milliseconds(10)) }
+say("progress bar: \(window.shownProgress) %")
 
 let status = try await activity.status()
 say("done; the agent holds \(status.activityCount) activity (it shows tasks for a few seconds more)")
 activity.close()
-
-/// A count shared by the slots' handlers (they run on the client's thread, one at a time).
-final class Counter: @unchecked Sendable {
-    private var value: Int
-    init(_ value: Int) { self.value = value }
-    func decrement() -> Int {
-        value -= 1
-        return value
-    }
-}
