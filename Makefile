@@ -6,7 +6,7 @@ PYTHON ?= /usr/bin/python3
 DEBUG_BIN = .build/debug
 RELEASE_BIN = .build/release
 
-.PHONY: all setup build release run test unit locale pot contract integration example bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
+.PHONY: all setup build release run test unit locale pot contract integration example readme-snippets bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
 
 all: build
 
@@ -85,8 +85,14 @@ deb-install-test: deb
 # Package.swift and sources, built in this package's build folder, where the packages it shares
 # with ours (SwiftNIO and async-http-client among them) are built once (12 s instead of 160 here).
 EXAMPLE_BIN = $(CURDIR)/$(DEBUG_BIN)/netactivity-example
+# It also compiles every Swift block of README.md (its ReadmeSnippets target, written by
+# `make readme-snippets`; a README changed without it fails here).
 example: setup
+	$(PYTHON) scripts/readme-snippets.py --check
 	cd Examples/netactivity-example && $(SWIFT) build --scratch-path $(CURDIR)/.build
+
+readme-snippets:
+	$(PYTHON) scripts/readme-snippets.py
 
 unit: setup
 	$(SWIFT) build --build-tests

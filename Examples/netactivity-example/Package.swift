@@ -17,6 +17,15 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NetActivityAsyncHTTPClient", package: "netactivity"),  // netactivity: line 2 of 2
             ]
-        )
+        ),
+        // The README's Swift blocks, compiled in Swift 6 mode (scripts/readme-snippets.py writes them).
+        .target(
+            name: "ReadmeSnippets",
+            dependencies: [
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NetActivityAsyncHTTPClient", package: "netactivity"),
+                .product(name: "NetActivityURLSession", package: "netactivity"),
+            ]
+        ),
     ]
 )

@@ -1,24 +1,14 @@
 public import Dispatch
 
-/// Where the library runs the app's closures (task bindings, image slots' `decode`, `apply` and
-/// handlers): never on the library's connection thread, so a closure that blocks delays only
-/// later closures on the same executor, never the library's own work.
+/// Where the library runs the app's closures given with `callbacks:` (the executor forms of the
+/// task bindings and of `ExecutorImageSlot`, and the activity's own): never on the library's
+/// connection thread, so a closure that blocks delays only later closures on the same executor,
+/// never the library's own work.
 ///
 /// An executor must run jobs one at a time, in the order given (a serial queue, a main loop):
 /// bindings rely on that order. The default, made by `NetActivity.connect()`, is a serial
-/// dispatch queue of the library's own. A GTK app delivers on its GLib main context:
-///
-/// ```swift
-/// import CGLib  // the app's own module map of glib-2.0
-/// let gtk = CallbackExecutor { job in
-///     let box = Unmanaged.passRetained(JobBox(job)).toOpaque()
-///     g_main_context_invoke(nil, { data in
-///         Unmanaged<JobBox>.fromOpaque(data!).takeRetainedValue().job()
-///         return 0  // G_SOURCE_REMOVE
-///     }, box)
-/// }
-/// final class JobBox { let job: () -> Void; init(_ job: @escaping () -> Void) { self.job = job } }
-/// ```
+/// dispatch queue of the library's own. `.mainActor` runs them on the main actor, and
+/// `glibMainContext()` on a GTK app's GLib main context.
 public struct CallbackExecutor: Sendable {
     let run: @Sendable (@escaping @Sendable () -> Void) -> Void
 
