@@ -58,8 +58,9 @@ final class SlotLoader: @unchecked Sendable {
         /// The pending FetchImage's receipt (what cancelling it names).
         var receipt: String?
         var placeholderTimer: TimerID?
-        /// Told the app once that there is no agent.
+        /// Told the app once that there is no agent; showed the placeholder once.
         var reportedAbsence = false
+        var showedPlaceholder = false
         init(url: String, additionalIdentifier: String, token: UInt64, events: Events) {
             self.url = url
             self.additionalIdentifier = additionalIdentifier
@@ -120,7 +121,7 @@ final class SlotLoader: @unchecked Sendable {
             request.placeholderTimer = core.loop.schedule(afterNanoseconds: placeholderDelay) { [weak self] in
                 request.placeholderTimer = nil
                 guard let self, current === request else { return }
-                request.events.placeholder(request.token)
+                showPlaceholder(request)
             }
         }
         // Weak from here on: a slot the app lets go cancels its call (deinit) and applies nothing.
@@ -146,7 +147,7 @@ final class SlotLoader: @unchecked Sendable {
         // No agent (or it went away mid-download): the placeholder stays, the app hears it once,
         // and the request is tried again when an agent is there.
         if error.code == .agentNotRunning || error.code == .disconnected {
-            request.events.placeholder(request.token)
+            showPlaceholder(request)
             if !request.reportedAbsence {
                 request.reportedAbsence = true
                 request.events.failure(ClientCore.notRunning, false, request.token)
@@ -159,8 +160,15 @@ final class SlotLoader: @unchecked Sendable {
         }
         // No image is coming: the placeholder is what the slot shows (however quick the failure).
         current = nil
-        request.events.placeholder(request.token)
+        showPlaceholder(request)
         request.events.failure(error, true, request.token)
+    }
+
+    /// Once per request: retries while there is no agent do not show it again.
+    private func showPlaceholder(_ request: Request) {
+        guard !request.showedPlaceholder else { return }
+        request.showedPlaceholder = true
+        request.events.placeholder(request.token)
     }
 }
 
