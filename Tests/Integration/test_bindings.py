@@ -6,6 +6,7 @@ import subprocess
 import tempfile
 import unittest
 
+import contract
 from harness import wait_until
 from test_agent import AgentTestCase
 
@@ -29,7 +30,7 @@ class GDBusCodegenTests(AgentTestCase):
         self.addCleanup(shutil.rmtree, out, True)
         subprocess.run(["gdbus-codegen", "--generate-c-code", os.path.join(out, "netactivity-generated"),
                         "--c-namespace", "Na", "--interface-prefix", "org.example.",
-                        os.path.join(ROOT, "dbus", "org.example.NetActivity.xml")], check=True, timeout=60)
+                        os.path.join(ROOT, "dbus", contract.Activity.INTERFACE + ".xml")], check=True, timeout=60)
         flags = subprocess.run(["pkg-config", "--cflags", "--libs", "gio-unix-2.0"], check=True, capture_output=True,
                                text=True).stdout.split()
         binary = os.path.join(out, "lease")

@@ -277,7 +277,7 @@ class RunAcrossAgentRestartTests(unittest.TestCase):
         self.addCleanup(shutil.rmtree, self.home, True)
         services = os.path.join(self.home, "services")
         os.mkdir(services)
-        with open(os.path.join(services, "org.example.NetActivity.service"), "w") as f:
+        with open(os.path.join(services, NAME + ".service"), "w") as f:
             f.write("[D-BUS Service]\nName=%s\nExec=%s --no-private-bus --no-tray --activation-delay 0 "
                     "--completion-delay 0 --log-level warning\n" % (NAME, os.path.join(BIN, "netactivityd")))
         env = dict(os.environ)

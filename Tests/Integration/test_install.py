@@ -14,11 +14,10 @@ from harness import BIN, NAME, PATH, ROOT, PrivateBus, busctl, wait_until
 FILES = {
     "bin/netactivityd": 0o755,
     "bin/netactivity": 0o755,
-    "share/dbus-1/interfaces/org.example.NetActivity.xml": 0o644,
-    "share/dbus-1/interfaces/org.example.NetActivity.Task.xml": 0o644,
-    "share/dbus-1/interfaces/org.example.NetActivity.ImageCache.xml": 0o644,
-    "share/dbus-1/interfaces/org.example.NetActivity.Downloader.xml": 0o644,
-    "share/dbus-1/services/org.example.NetActivity.service": 0o644,
+    # The contract's files are named after its interfaces and bus name.
+    **{"share/dbus-1/interfaces/%s.xml" % c.INTERFACE: 0o644
+       for c in (contract.Activity, contract.Task, contract.ImageCache, contract.Downloader)},
+    "share/dbus-1/services/%s.service" % NAME: 0o644,
     "share/doc/netactivity/waybar-netactivity.jsonc": 0o644,
     "share/doc/netactivity/polybar-netactivity.ini": 0o644,
     "share/doc/netactivity/README.md": 0o644,
@@ -85,14 +84,14 @@ class InstallTests(unittest.TestCase):
             self.assertEqual(stat.S_IMODE(st.st_mode), mode, rel)
         autostart = os.path.join(self.dest, "etc/xdg/autostart/netactivityd.desktop")
         self.assertTrue(os.path.exists(autostart), "PREFIX=/usr puts autostart in /etc/xdg")
-        with open(os.path.join(root, "share/dbus-1/services/org.example.NetActivity.service")) as f:
+        with open(os.path.join(root, "share/dbus-1/services/%s.service" % NAME)) as f:
             service = f.read()
         self.assertIn("Exec=/usr/bin/netactivityd --no-private-bus", service, "the bindir, without DESTDIR")
         self.assertIn("SystemdService=netactivityd.service", service)
         self.assertTrue(os.path.exists(os.path.join(root, "lib/systemd/user/netactivityd.service")))
         with open(os.path.join(root, "lib/systemd/user/netactivityd.service")) as f:
             unit = f.read()
-        for line in ("Type=dbus", "BusName=org.example.NetActivity", "PartOf=graphical-session.target",
+        for line in ("Type=dbus", "BusName=" + NAME, "PartOf=graphical-session.target",
                      "After=graphical-session.target", "ExecStart=/usr/bin/netactivityd --no-private-bus"):
             self.assertIn(line, unit)
         with open(autostart) as f:

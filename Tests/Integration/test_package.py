@@ -24,8 +24,8 @@ DEB = os.environ.get("NETACTIVITY_DEB")
 INSTALL = os.environ.get("NETACTIVITY_DEB_INSTALL")
 FILES = [
     "/usr/bin/netactivityd", "/usr/bin/netactivity",
-    "/usr/share/dbus-1/services/org.example.NetActivity.service",
-    "/usr/share/dbus-1/interfaces/org.example.NetActivity.xml",
+    "/usr/share/dbus-1/services/%s.service" % NAME,
+    "/usr/share/dbus-1/interfaces/%s.xml" % contract.Activity.INTERFACE,
     "/usr/lib/systemd/user/netactivityd.service",
     "/etc/xdg/autostart/netactivityd.desktop",
     "/usr/share/doc/netactivity/waybar-netactivity.jsonc",
@@ -37,7 +37,7 @@ FILES = [
     "/usr/share/locale/de/LC_MESSAGES/netactivity.mo",
     "/usr/share/gnome-shell/extensions/netactivity@example.org/extension.js",
 ]
-SERVICE = "/usr/share/dbus-1/services/org.example.NetActivity.service"
+SERVICE = "/usr/share/dbus-1/services/%s.service" % NAME
 
 
 def sh(*cmd, env=None):
