@@ -202,7 +202,8 @@ public final class ImageSlot<Image>: Sendable {
     private let loader: SlotLoader
     /// The newest request's number; answers for older ones are dropped.
     private var token: UInt64 = 0
-    private var pending: (url: String, additionalIdentifier: String, success: Success?, failure: Failure?)?
+    /// The request under way: its memory-tier key (type, URL, additional identifier) and handlers.
+    private var pending: (key: ImageSlotMemory.Key, success: Success?, failure: Failure?)?
 
     public init(
         _ activity: NetActivity, decode: @escaping @Sendable ([UInt8]) -> sending Image?, apply: @escaping @MainActor (Image?) -> Void
@@ -219,9 +220,9 @@ public final class ImageSlot<Image>: Sendable {
         url: String, additionalIdentifier: String = "", placeholder: Image? = nil,
         success: Success? = nil, failure: Failure? = nil
     ) {
-        if let pending, pending.url == url, pending.additionalIdentifier == additionalIdentifier { return }
-        token &+= 1
         let key = ImageSlotMemory.Key(type: ObjectIdentifier(Image.self), url: url, additionalIdentifier: additionalIdentifier)
+        if let pending, pending.key == key { return }
+        token &+= 1
         if !url.isEmpty, let image = ImageSlotMemory.image(for: key) as? Image {
             pending = nil
             loader.cancel()
@@ -234,7 +235,7 @@ public final class ImageSlot<Image>: Sendable {
             loader.cancel()
             return
         }
-        pending = (url, additionalIdentifier, success, failure)
+        pending = (key, success, failure)
         let token = token, decode = decode
         // Weak: a slot the app lets go applies nothing (and its loader cancels the call).
         weak let slot = self
@@ -263,12 +264,10 @@ public final class ImageSlot<Image>: Sendable {
         guard token == self.token, let request = pending else { return }
         pending = nil
         guard let image else {
-            request.failure?(NetActivityError(.notAnImage, "\(request.url) could not be decoded"))
+            request.failure?(NetActivityError(.notAnImage, "\(request.key.url) could not be decoded"))
             return
         }
-        ImageSlotMemory.insert(
-            image, cost: bytes,
-            for: .init(type: ObjectIdentifier(Image.self), url: request.url, additionalIdentifier: request.additionalIdentifier))
+        ImageSlotMemory.insert(image, cost: bytes, for: request.key)
         if let success = request.success { success(image, source) } else { apply(image) }
     }
 
