@@ -31,7 +31,8 @@ extension MessageSink {
 /// lock held, so they only update our tables and epoll; they never call back into libdbus.
 public final class Connection: MessageSink {
     let raw: OpaquePointer
-    public let uniqueName: String
+    /// Our unique name: set by the bus's answer to Hello ("" until then, with `.later`).
+    public private(set) var uniqueName: String
     /// The loop it is attached to. Its registrations (the socket's watch, libdbus's timeouts,
     /// the prepare hook) reach the connection without counting a reference (the runtime's
     /// unowned and weak references cost a slow path on every call), so `close()` and `deinit`
@@ -79,8 +80,15 @@ public final class Connection: MessageSink {
         return nil
     }
 
-    /// Connects to the bus at `address` (nil: the session bus) and registers with it.
-    public init(address: String? = nil) throws(DBusError) {
+    /// When the bus hears our Hello: before `init` returns (blocking until it answers), or
+    /// `later`, through `register` once the connection is on an event loop.
+    public enum Registration: Sendable { case blocking, later }
+
+    /// Connects to the bus at `address` (nil: the session bus). With `.blocking` (the default),
+    /// also registers with it, waiting for its answer; with `.later` nothing is sent or waited
+    /// for (a unix socket's connect only; libdbus authenticates through the loop): call
+    /// `register`, then queue other messages, which the bus handles after the Hello.
+    public init(address: String? = nil, registering: Registration = .blocking) throws(DBusError) {
         guard let address = address ?? Connection.sessionBusAddress() else {
             throw DBusError(
                 name: "org.freedesktop.DBus.Error.NotSupported",
@@ -89,17 +97,39 @@ public final class Connection: MessageSink {
         let conn = try withDBusError { err in dbus_connection_open_private(address, err) }
         guard let conn else { throw .failed("Could not connect to \(address)") }
         dbus_connection_set_exit_on_disconnect(conn, 0)
-        do {
-            _ = try withDBusError { err in dbus_bus_register(conn, err) }
-        } catch {
-            dbus_connection_close(conn)
-            dbus_connection_unref(conn)
-            throw error
+        if registering == .blocking {
+            do {
+                _ = try withDBusError { err in dbus_bus_register(conn, err) }
+            } catch {
+                dbus_connection_close(conn)
+                dbus_connection_unref(conn)
+                throw error
+            }
         }
         raw = conn
         uniqueName = dbus_bus_get_unique_name(conn).map { String(cString: $0) } ?? ""
         installFilter()
         installDispatchStatusFunction()
+    }
+
+    /// Says Hello to the bus without waiting (for a connection opened with `.later` and attached
+    /// to a loop): `done` hears our unique name, or why the bus did not give one (a stalled bus
+    /// answers when it resumes, or NoReply after `timeoutMilliseconds`).
+    public func register(timeoutMilliseconds: Int32 = 25_000, _ done: @escaping (Result<String, DBusError>) -> Void) {
+        busCallAsync("Hello", timeoutMilliseconds: timeoutMilliseconds) { [weak self] result in
+            guard let self else { return }
+            var r = (try? result.get())?.reader()
+            switch result {
+            case .failure(let e):
+                done(.failure(e))
+            case .success:
+                guard let name = try? r?.read(String.self), dbus_bus_set_unique_name(raw, name) != 0 else {
+                    return done(.failure(.failed("The bus answered Hello without a unique name")))
+                }
+                uniqueName = name
+                done(.success(name))
+            }
+        }
     }
 
     deinit {

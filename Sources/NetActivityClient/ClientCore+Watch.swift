@@ -45,7 +45,7 @@ extension ClientCore {
         // The bus handles our messages in order: the rule is in place before the agent sees the
         // GetAll, so every change after its answer reaches us.
         connection?.busCallAsync("AddMatch", { w in w.append(watch.rule) }) { _ in }
-        send("GetAll", path: path, interface: "org.freedesktop.DBus.Properties", { w in w.append(Self.taskInterface) },
+        query("GetAll", path: path, interface: "org.freedesktop.DBus.Properties", { w in w.append(Self.taskInterface) },
              reply: { [unowned self] result in
             guard self.remoteWatches[path] === watch else { return }
             var r = (try? result.get())?.reader()

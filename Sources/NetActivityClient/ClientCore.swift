@@ -132,44 +132,115 @@ final class ClientCore: @unchecked Sendable {
         }
     }
 
-    /// `done` hears whether the first try reached the bus (the client goes on trying either way).
-    private func run(address: String?, _ done: @Sendable (Result<Void, NetActivityError>) -> Void) {
+    /// `done` hears whether the first try reached the bus (the client goes on trying either way):
+    /// once the bus has said whether the agent is there, or after `firstAnswerDeadline` (a bus
+    /// that does not answer, such as a stopped dbus-daemon, never holds the app up).
+    private func run(address: String?, _ done: @escaping @Sendable (Result<Void, NetActivityError>) -> Void) {
         self.address = address
         attach()
-        done(connection != nil ? .success(()) : .failure(attachError ?? NetActivityError(.disconnected, "No bus")))
+        var reported = false
+        let report = { [unowned self] in
+            guard !reported else { return }
+            reported = true
+            done(self.connection != nil ? .success(()) : .failure(self.attachError ?? NetActivityError(.disconnected, "No bus")))
+        }
+        if connection == nil {
+            report()
+        } else {
+            whenOwnerKnown(within: Self.firstAnswerDeadline, report)
+        }
         loop.run()
         shutDown()
         connection = nil
     }
 
-    /// Connects to the bus and looks for the agent; offline, tries again later.
+    /// How long `connect()` and `isAgentRunning()` wait for the bus's first answers (Hello, then
+    /// GetNameOwner): 200 ms, so that they return within the 250 ms promised with time to spare.
+    static let firstAnswerDeadline: UInt64 = 200_000_000
+
+    /// Connects to the bus and looks for the agent; offline, tries again later. Nothing here
+    /// waits for the bus: Hello, the match rules and GetNameOwner are queued in that order (the
+    /// bus handles them in order, so no owner change falls between the rules and the lookup),
+    /// and their answers arrive through the loop.
     private func attach() {
         retryTimer = nil
         guard !isClosed, connection == nil else { return }
+        let c: Connection
         do {
             // Without the bus's guid: a bus that comes back at the same socket has a new one, and
             // libdbus refuses a server whose guid differs from the address's.
-            let c = try Connection(address: (address ?? Connection.sessionBusAddress()).map(Self.withoutGUID))
-            connection = c
-            identity.withLock { $0 = c.uniqueName }
-            c.attach(to: loop)
-            try subscribe(c)
-            // Match first, then ask: no owner change can fall between the two.
-            let reply = try? c.busCall("GetNameOwner") { w in w.append(Self.busName) }
-            var r = reply?.reader()
-            retryDelay = Self.firstRetry
-            if let name = try? r?.read(String.self) {
-                ownerChanged(to: name)
-            } else {
-                startAgent(c)
-            }
+            c = try Connection(address: (address ?? Connection.sessionBusAddress()).map(Self.withoutGUID), registering: .later)
         } catch {
             attachError = NetActivityError(error)
-            connection?.close()
-            connection = nil
-            identity.withLock { $0 = "" }
             scheduleAttach()
+            return
         }
+        connection = c
+        lookingUp = true
+        c.attach(to: loop)
+        c.register { [unowned self] result in
+            guard self.connection === c else { return }
+            switch result {
+            case .success(let name):
+                self.identity.withLock { $0 = name }
+                self.retryDelay = Self.firstRetry
+                // The app's tasks are this connection's (those begun offline, or before the bus
+                // answered, had none; those from before a reconnection, the old one).
+                for entry in self.tasks.values where entry.record.owner != name {
+                    entry.record.owner = name
+                    self.publish(entry)
+                }
+            case .failure(let e):
+                self.attachError = NetActivityError(e)
+                self.connectionLost()
+            }
+        }
+        subscribe(c)
+        c.busCallAsync("GetNameOwner", { w in w.append(Self.busName) }) { [unowned self] result in
+            guard self.connection === c else { return }
+            switch result {
+            case .success(let reply):
+                var r = reply.reader()
+                if let name = try? r.read(String.self) { self.ownerChanged(to: name) }
+            case .failure(let e) where e.name == NetActivityError.Name.nameHasNoOwner.rawValue:
+                self.startAgent(c)
+            case .failure:
+                return  // the connection is going: connectionLost ends the lookup
+            }
+            self.ownerLookupEnded()
+        }
+    }
+
+    /// True between opening a connection and the bus's answer to GetNameOwner: whether the agent
+    /// is there is not known yet, so queries wait (`whenOwnerKnown`) rather than fail.
+    private var lookingUp = false
+    private var lookupWaiters: [() -> Void] = []
+
+    /// Runs `body` once the bus has said whether the agent is there (at once if it has, or with
+    /// no bus), or after `nanoseconds` at most.
+    func whenOwnerKnown(within nanoseconds: UInt64? = nil, _ body: @escaping () -> Void) {
+        guard lookingUp else { return body() }
+        guard let nanoseconds else { return lookupWaiters.append(body) }
+        var ran = false
+        let timer = loop.schedule(afterNanoseconds: nanoseconds) {
+            guard !ran else { return }
+            ran = true
+            body()
+        }
+        lookupWaiters.append { [loop] in
+            guard !ran else { return }
+            ran = true
+            loop.cancel(timer)
+            body()
+        }
+    }
+
+    private func ownerLookupEnded() {
+        guard lookingUp else { return }
+        lookingUp = false
+        let waiting = lookupWaiters
+        lookupWaiters = []
+        for body in waiting { body() }
     }
 
     /// `address` with every `guid=` key left out.
@@ -190,23 +261,27 @@ final class ClientCore: @unchecked Sendable {
 
     /// The bus went away: keep everything, go offline, and try again.
     private func connectionLost() {
+        guard connection != nil else { return }
         connection?.close()
         connection = nil
         identity.withLock { $0 = "" }
         ownerChanged(to: "")  // which also ends the watches of tasks at the agent
+        ownerLookupEnded()  // what waited for the lookup hears that there is no bus
         scheduleAttach()
     }
 
-    private func subscribe(_ c: Connection) throws(DBusError) {
+    /// The client's signal handlers, and the match rules that route the agent's signals to it
+    /// (sent without waiting: the rules are fixed, and the bus handles them before what follows).
+    private func subscribe(_ c: Connection) {
         let owner = SignalMatch.nameOwnerChanged
-        try c.addMatch(owner.rule + ",arg0='\(Self.busName)'")
+        c.addMatchWithoutWaiting(owner.rule + ",arg0='\(Self.busName)'")
         c.onSignal(owner) { [unowned self] message in
             guard let change = SignalMatch.nameOwnerChange(message), change.name == Self.busName else { return }
             self.ownerChanged(to: change.newOwner)
         }
         // The agent's own signals come from its unique name; the bus resolves the well-known one.
         let changed = SignalMatch(path: Self.path, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged")
-        try c.addMatch(changed.rule + ",sender='\(Self.busName)',arg0='\(Self.interface)'")
+        c.addMatchWithoutWaiting(changed.rule + ",sender='\(Self.busName)',arg0='\(Self.interface)'")
         c.onSignal(changed) { [unowned self] message in
             guard message.sender == self.owner else { return }
             var r = message.reader()
@@ -300,30 +375,63 @@ final class ClientCore: @unchecked Sendable {
         destination: String? = nil,
         _ body: (inout MessageWriter) throws -> Void = { _ in }, timeout: Int32 = 25_000, reply: Completion<Message>? = nil
     ) {
-        guard let connection else {
+        send(member, path: path, interface: interface, destination: destination, body, timeout: timeout, waits: false, reply: reply)
+    }
+
+    /// A query: like `send`, but made before the bus has said whether the agent is there, it
+    /// waits for that answer (`whenOwnerKnown`) instead of failing with "not running". Holdings
+    /// never wait: the agent's arrival re-asserts them whole.
+    func query(
+        _ member: String, path: String = ClientCore.path, interface: String = ClientCore.interface,
+        destination: String? = nil,
+        _ body: (inout MessageWriter) throws -> Void = { _ in }, timeout: Int32 = 25_000, reply: @escaping Completion<Message>
+    ) {
+        send(member, path: path, interface: interface, destination: destination, body, timeout: timeout, waits: true, reply: reply)
+    }
+
+    private func send(
+        _ member: String, path: String, interface: String, destination: String?,
+        _ body: (inout MessageWriter) throws -> Void, timeout: Int32, waits: Bool, reply: Completion<Message>?
+    ) {
+        guard connection != nil else {
             reply?(.failure(destination == nil ? Self.noBus : NetActivityError(.disconnected, "Not connected to the bus")))
             return
         }
-        guard let destination = destination ?? owner else {
+        let deferred = waits && destination == nil && owner == nil && lookingUp
+        guard let destination = destination ?? owner ?? (deferred ? Self.busName : nil) else {
             reply?(.failure(Self.notRunning))
             return
         }
+        let m: Message
         do {
-            let m = try Message.methodCall(destination: destination, path: path, interface: interface, member: member)
+            m = try Message.methodCall(destination: destination, path: path, interface: interface, member: member)
             var w = m.writer()
             try body(&w)
-            guard let reply else {
-                m.setNoReply(true)
-                connection.send(m)
-                return
-            }
-            connection.callAsync(m, timeoutMilliseconds: timeout) { result in
-                reply(result.mapError { NetActivityError($0) })
-            }
         } catch let e as DBusError {
             reply?(.failure(NetActivityError(e)))
+            return
         } catch {
             reply?(.failure(NetActivityError(.failed, "\(error)")))
+            return
+        }
+        guard let reply else {
+            m.setNoReply(true)
+            connection?.send(m)
+            return
+        }
+        guard deferred else { return call(m, timeout: timeout, reply) }
+        // Addressed to the agent's unique name once the bus names it (see the type's notes).
+        whenOwnerKnown { [unowned self] in
+            guard self.connection != nil else { return reply(.failure(Self.noBus)) }
+            guard let owner = self.owner, (try? m.setDestination(owner)) != nil else { return reply(.failure(Self.notRunning)) }
+            self.call(m, timeout: timeout, reply)
+        }
+    }
+
+    private func call(_ m: Message, timeout: Int32, _ reply: @escaping Completion<Message>) {
+        guard let connection else { return reply(.failure(Self.noBus)) }
+        connection.callAsync(m, timeoutMilliseconds: timeout) { result in
+            reply(result.mapError { NetActivityError($0) })
         }
     }
 
@@ -400,7 +508,7 @@ final class ClientCore: @unchecked Sendable {
     /// sent, and no task has newer progress than the agent was sent (or at once with no agent).
     /// Not Peer.Ping: libdbus answers that before the agent's own queue, where calls may wait.
     func whenCaughtUp(rounds: Int, _ done: @escaping () -> Void) {
-        send("Get", interface: "org.freedesktop.DBus.Properties", { w in
+        query("Get", interface: "org.freedesktop.DBus.Properties", { w in
             w.append(Self.interface)
             w.append("Version")
         }, timeout: 1000, reply: { [unowned self] result in
@@ -645,7 +753,7 @@ final class ClientCore: @unchecked Sendable {
         onReceipt: ((_ receipt: String, _ task: String) -> Void)? = nil,
         _ done: @escaping Completion<Bool>
     ) {
-        send(DownloaderMember.Method.downloadImage.rawValue, interface: Self.downloaderInterface, destination: destination, { w in
+        query(DownloaderMember.Method.downloadImage.rawValue, interface: Self.downloaderInterface, destination: destination, { w in
             w.append(url)
             var options: [String: DBusValue] = [:]
             if !additionalIdentifier.isEmpty { options[DownloaderMember.Option.additionalIdentifier.rawValue] = .string(additionalIdentifier) }
@@ -693,7 +801,7 @@ final class ClientCore: @unchecked Sendable {
         destination: String? = nil, _ done: @escaping Completion<Fetched>
     ) {
         typealias Option = DownloaderMember.FetchOption
-        send(DownloaderMember.Method.fetchImage.rawValue, interface: Self.downloaderInterface, destination: destination, { w in
+        query(DownloaderMember.Method.fetchImage.rawValue, interface: Self.downloaderInterface, destination: destination, { w in
             w.append(url)
             var options: [String: DBusValue] = [:]
             if !additionalIdentifier.isEmpty { options[Option.additionalIdentifier.rawValue] = .string(additionalIdentifier) }
@@ -802,7 +910,7 @@ final class ClientCore: @unchecked Sendable {
         _ body: @escaping (inout MessageWriter) throws -> Void = { _ in },
         decode: @escaping (inout MessageReader) throws(DBusError) -> T, _ done: @escaping Completion<T>
     ) {
-        send(member, path: path, interface: interface, destination: destination, body, reply: { result in
+        query(member, path: path, interface: interface, destination: destination, body, reply: { result in
             done(result.flatMap { reply in
                 var r = reply.reader()
                 do throws(DBusError) { return .success(try decode(&r)) } catch { return .failure(NetActivityError(error)) }
@@ -812,14 +920,29 @@ final class ClientCore: @unchecked Sendable {
 
     // MARK: status
 
-    /// The agent's properties by GetAll; `fallingBack`: within 250 ms, else the last ones it
-    /// published (a hung agent does not hold the app up).
+    /// The agent's properties by GetAll. `fallingBack`: answered `statusDeadline` (200 ms) after
+    /// the call at the latest, whatever the bus and the agent do: if neither the lookup of the agent
+    /// nor its GetAll has answered by then, the last properties it published are the answer, or
+    /// with none yet a `noReply` error (a hung agent, or a stalled bus, does not hold the app up).
     func currentStatus(fallingBack: Bool = false, destination: String? = nil, _ done: @escaping Completion<ActivityStatus>) {
-        let mirror = fallingBack ? status : nil
-        send("GetAll", interface: "org.freedesktop.DBus.Properties", destination: destination, { w in w.append(Self.interface) },
-             timeout: mirror == nil ? 25_000 : 250, reply: { result in
-            if case .failure(let e) = result, e.code == .disconnected, let mirror { return done(.success(mirror)) }
-            done(result.flatMap { reply in
+        var answered = false
+        var deadline: TimerID?
+        let answer = { [loop] (result: Result<ActivityStatus, NetActivityError>) in
+            guard !answered else { return }
+            answered = true
+            if let deadline { loop.cancel(deadline) }
+            done(result)
+        }
+        if fallingBack {
+            deadline = loop.schedule(afterNanoseconds: Self.statusDeadline) { [unowned self] in
+                let who = self.lookingUp ? "The bus" : "The agent"
+                answer(self.status.map { .success($0) } ?? .failure(NetActivityError(.noReply, "\(who) did not answer within 200 ms")))
+            }
+        }
+        query("GetAll", interface: "org.freedesktop.DBus.Properties", destination: destination, { w in w.append(Self.interface) },
+              reply: { [unowned self] result in
+            if case .failure(let e) = result, e.code == .disconnected, fallingBack, let mirror = self.status { return answer(.success(mirror)) }
+            answer(result.flatMap { reply in
                 var r = reply.reader()
                 var s = ActivityStatus()
                 do throws(DBusError) { s.apply(try r.readVardict()) } catch { return .failure(NetActivityError(error)) }
@@ -827,6 +950,8 @@ final class ClientCore: @unchecked Sendable {
             })
         })
     }
+
+    static let statusDeadline: UInt64 = 200_000_000
 
     private func refreshStatus() {
         let generation = self.generation

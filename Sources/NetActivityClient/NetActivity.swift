@@ -33,9 +33,12 @@ public final class NetActivity: Sendable {
         self.callbacks = callbacks ?? .serialQueue(label: "netactivity-callbacks")
     }
 
-    /// Connects to the session bus, or to the bus at `address`, and returns once the first try is
-    /// over (a few milliseconds; at once with no bus). If the agent is not running, the bus is
-    /// asked to start it (D-Bus activation). Never fails: see the type's notes.
+    /// Connects to the session bus, or to the bus at `address`, and returns once the bus has said
+    /// whether the agent is there (a few milliseconds; at once with no bus; 250 ms at most, when
+    /// the bus does not answer). If the agent is not running, the bus is asked to start it (D-Bus
+    /// activation). Never fails: see the type's notes. Nothing here or later blocks a thread on
+    /// the bus: the connection's Hello, match rules and lookup of the agent are answered through
+    /// the client's own loop.
     ///
     /// `callbacks` is where bindings and image slots run the app's closures by default: a serial
     /// queue of the library's own unless given (`.dispatch(.main)`, a GLib main context, ...).
@@ -61,8 +64,9 @@ public final class NetActivity: Sendable {
         core.mailbox.post { [core] in core.shutDown() }
     }
 
-    /// This connection's unique bus name (the owner of its tasks); "" while offline. A new
-    /// connection after the bus comes back has a new one.
+    /// This connection's unique bus name (the owner of its tasks); "" while offline, and until
+    /// the bus has answered the connection's Hello. A new connection after the bus comes back
+    /// has a new one.
     public var uniqueName: String { core.uniqueName }
 
     /// Runs `body` on the client's thread and waits for it to call back.
@@ -260,8 +264,10 @@ public final class NetActivity: Sendable {
 
     // MARK: the indicator
 
-    /// The agent's properties now (`agentNotRunning` when there is no agent). If the agent does
-    /// not answer within 250 ms (hung, or very busy), the last state it published is the answer.
+    /// The agent's properties now (`agentNotRunning` when there is no agent). Answered within
+    /// 250 ms of the call, always: if the agent (hung, or very busy) or the bus (stalled) has not
+    /// answered by then, the last state the agent published is the answer, or with none yet a
+    /// `disconnected` error ("did not answer within 250 ms").
     public func status() async throws(NetActivityError) -> ActivityStatus {
         try await perform { core, done in core.currentStatus(fallingBack: true, done) }
     }
@@ -303,9 +309,12 @@ public final class NetActivity: Sendable {
         }
     }
 
-    /// Whether an agent is on the bus now.
+    /// Whether an agent is on the bus now (asked right after `NetActivity(...)`, this waits for
+    /// the bus to say, 250 ms at most).
     public func isAgentRunning() async -> Bool {
-        (try? await perform { core, done in done(.success(core.owner != nil)) }) ?? false
+        (try? await perform { core, done in
+            core.whenOwnerKnown(within: ClientCore.firstAnswerDeadline) { done(.success(core.owner != nil)) }
+        }) ?? false
     }
 
     /// Whether an agent is on the bus now, or appears within `timeout` (the bus may be starting

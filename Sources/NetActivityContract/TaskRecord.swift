@@ -84,7 +84,8 @@ public struct TaskProgress: Equatable, Hashable, Sendable {
 /// A task counts one unit of activity exactly while `running`: every transition reports the change
 /// of that count (`activityDelta`), so suspend-then-complete releases once, never twice.
 public struct TaskRecord: Sendable, Equatable {
-    public let owner: String
+    /// The owner's unique bus name (the client library's copy takes each new connection's).
+    public var owner: String
     public let description: String
     public private(set) var state: TaskState
     public private(set) var progress: TaskProgress

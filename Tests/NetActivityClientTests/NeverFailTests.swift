@@ -148,6 +148,87 @@ struct NeverFailTests {
         activity.close()
     }
 
+    @Test("the agent stopped before the app starts: connect and the first status() answer within 250 ms")
+    func agentStoppedBeforeStart() async throws {
+        let bus = try TestBus()
+        try await bus.startAgent()
+        let pid = bus.agentPID
+        kill(pid, SIGSTOP)
+        defer { kill(pid, SIGCONT) }
+        let start = EventLoop.now()
+        let activity = await NetActivity.connect(address: bus.address)
+        let connected = seconds(since: start)
+        #expect(connected < Self.answerBound, "connect took \(connected) s")
+        #expect(await activity.isAgentRunning(), "the bus knows the agent, stopped or not")
+        let asked = EventLoop.now()
+        do {
+            _ = try await activity.status()
+            Issue.record("a stopped agent answered status()")
+        } catch {
+            #expect(error.code == .disconnected, "\(error)")
+            #expect(error.message.contains("did not answer"), "\(error.message)")
+        }
+        let took = seconds(since: asked)
+        #expect(took < Self.answerBound, "the first status() took \(took) s with the agent stopped")
+        kill(pid, SIGCONT)
+        #expect(try await activity.status().version > 0)
+        activity.close()
+    }
+
+    @Test("a stalled bus (SIGSTOP dbus-daemon): connect, every call and the first status() return within 250 ms; all of it arrives when the bus resumes")
+    func stalledBus() async throws {
+        let bus = try TestBus()
+        try await bus.startAgent()
+        let before = await NetActivity.connect(address: bus.address)
+        try await before.incrementActivityCount()
+        await before.settled()
+        let published = try await before.status()
+        let daemon = bus.bus.pid
+        kill(daemon, SIGSTOP)
+        defer { kill(daemon, SIGCONT) }
+
+        var activity: NetActivity?
+        var task: NetActivityTask?
+        var lease: NetActivityLease?
+        let (name, worst) = try await slowest([
+            ("connect", { activity = await NetActivity.connect(address: bus.address) }),
+            ("incrementActivityCount", { try await activity!.incrementActivityCount() }),
+            ("beginActivity", { lease = try await activity!.beginActivity(reason: "stalled bus") }),
+            ("withActivity", { try await activity!.withActivity(reason: "stalled bus") {} }),
+            ("beginTask", { task = try await activity!.beginTask("while the bus is stopped", expectedToSend: 100) }),
+            ("setProgress", { try await task!.setProgress(sent: 40) }),
+            ("isAgentRunning", { _ = await activity!.isAgentRunning() }),
+            ("status() of a new connection", {
+                do { _ = try await activity!.status() } catch let e as NetActivityError { #expect(e.code == .disconnected, "\(e)") }
+            }),
+            ("status() of a connection from before", {
+                let status = try await before.status()
+                // What the agent last published (its signals may lag behind its GetAll a little).
+                #expect(status.activityCount == published.activityCount && status.visible == published.visible)
+            }),
+            ("incrementActivityCount before", { try await before.incrementActivityCount() }),
+        ])
+        #expect(worst < Self.answerBound, "\(name) took \(worst) s with the bus stopped")
+        guard let activity, let task, let lease else { return }
+
+        // The bus resumes: its Hello is answered, and the agent gets everything held.
+        kill(daemon, SIGCONT)
+        #expect(try await bus.eventually(within: 10) { try bus.status().activityCount == 5 },
+                "1 + 1 counts from before, and the new connection's count, lease and task")
+        #expect(try await bus.eventually(within: 2) {
+            guard let path = await task.path else { return false }
+            return try bus.property(path, "org.example.NetActivity.Task", "CountOfBytesSent") == .uint64(40)
+        })
+        #expect(!activity.uniqueName.isEmpty)
+        #expect(await task.snapshot()?.owner == activity.uniqueName, "a task begun before Hello's answer takes the connection's name")
+        lease.end()
+        activity.close()
+        before.close()
+    }
+
+    /// 250 ms, with room for a loaded machine's scheduling (the deadlines inside are 200 ms).
+    static let answerBound = 0.35
+
     @Test("a callback that blocks delays neither the library's calls nor other apps' work")
     func slowCallback() async throws {
         let bus = try TestBus()
