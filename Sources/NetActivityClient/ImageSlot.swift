@@ -81,7 +81,7 @@ final class SlotLoader: @unchecked Sendable {
     }
 
     deinit {
-        if let receipt = current?.receipt { core.mailbox.post { [core] in core.cancelFetch(receipt) } }
+        if let receipt = current?.receipt { core.mailbox.post { [core] in core.downloads.cancelFetch(receipt) } }
     }
 
     func isNewest(_ token: UInt64) -> Bool { newest.load(ordering: .acquiring) == token }
@@ -111,11 +111,11 @@ final class SlotLoader: @unchecked Sendable {
         guard let request = current else { return }
         current = nil
         if let timer = request.placeholderTimer { core.loop.cancel(timer) }
-        if let receipt = request.receipt { core.cancelFetch(receipt) }
+        if let receipt = request.receipt { core.downloads.cancelFetch(receipt) }
     }
 
     private func fetch(_ request: Request) {
-        let receipt = core.makeFetchReceipt()
+        let receipt = core.downloads.makeFetchReceipt()
         request.receipt = receipt
         if let placeholderDelay {
             request.placeholderTimer = core.loop.schedule(afterNanoseconds: placeholderDelay) { [weak self] in
@@ -125,7 +125,7 @@ final class SlotLoader: @unchecked Sendable {
             }
         }
         // Weak from here on: a slot the app lets go cancels its call (deinit) and applies nothing.
-        core.fetch(url: request.url, additionalIdentifier: request.additionalIdentifier, reload: false, receipt: receipt) {
+        core.downloads.fetch(url: request.url, additionalIdentifier: request.additionalIdentifier, reload: false, receipt: receipt) {
             [weak self, core] result in
             request.receipt = nil
             if let timer = request.placeholderTimer {

@@ -91,7 +91,7 @@ public final class NetActivity: Sendable {
     /// Adds one to this client's activity count. Answers at once.
     public func incrementActivityCount() async throws(NetActivityError) {
         try await perform { core, done in
-            core.increment()
+            core.holdings.increment()
             done(.success(()))
         }
     }
@@ -99,7 +99,7 @@ public final class NetActivity: Sendable {
     /// Removes one from this client's activity count (never below zero). Answers at once.
     public func decrementActivityCount() async throws(NetActivityError) {
         try await perform { core, done in
-            core.decrement()
+            core.holdings.decrement()
             done(.success(()))
         }
     }
@@ -110,7 +110,7 @@ public final class NetActivity: Sendable {
     /// UTF-8, else `invalidArguments`). Answers at once.
     public func beginActivity(reason: String) async throws(NetActivityError) -> NetActivityLease {
         try ClientCore.checkText(reason, "reason", limit: NetActivityLimits.maxReasonBytes)
-        let id: Int = try await perform { core, done in done(.success(core.beginLease(reason: reason))) }
+        let id: Int = try await perform { core, done in done(.success(core.holdings.beginLease(reason: reason))) }
         return NetActivityLease(core: core, id: id)
     }
 
@@ -139,7 +139,7 @@ public final class NetActivity: Sendable {
         let progress = TaskProgress(expectedToSend: expectedToSend, expectedToReceive: expectedToReceive)
         let state: TaskState = suspended ? .suspended : .running
         let id: Int = try await perform { core, done in
-            done(.success(core.beginTask(description: description, state: state, progress: progress, desktopID: desktopID)))
+            done(.success(core.ownTasks.begin(description: description, state: state, progress: progress, desktopID: desktopID)))
         }
         return NetActivityTask(core: core, id: id)
     }
@@ -160,14 +160,14 @@ public final class NetActivity: Sendable {
     /// Stores an image (PNG, JPEG, GIF, WebP, BMP, ICO or SVG) in the cache every app shares.
     /// Images larger than 1 MiB travel as a sealed memfd, smaller ones inline.
     public func addImage(_ data: [UInt8], identifier: String) async throws(NetActivityError) {
-        let call = ClientCore.addImageCall(data, forRequest: false) { w in w.append(identifier) }
+        let call = ClientDownloads.addImageCall(data, forRequest: false) { w in w.append(identifier) }
         try await cacheCall(call.member, call.body, decode: { _ throws(DBusError) in })
     }
 
     /// Stores an image under the request key of (url, additionalIdentifier). For a URL, the entry
     /// is this app's own: other apps keep seeing what the downloader stored (README, "Whose images").
     public func addImage(_ data: [UInt8], url: String, additionalIdentifier: String = "") async throws(NetActivityError) {
-        let call = ClientCore.addImageCall(data, forRequest: true) { w in
+        let call = ClientDownloads.addImageCall(data, forRequest: true) { w in
             w.append(url)
             w.append(additionalIdentifier)
         }
@@ -181,13 +181,13 @@ public final class NetActivity: Sendable {
 
     /// The image cached for (url, additionalIdentifier), or nil.
     public func image(url: String, additionalIdentifier: String = "") async throws(NetActivityError) -> [UInt8]? {
-        try await perform { core, done in core.lookupImage(url: url, additionalIdentifier: additionalIdentifier, done) }
+        try await perform { core, done in core.downloads.lookupImage(url: url, additionalIdentifier: additionalIdentifier, done) }
     }
 
     /// The cached image as a read-only file (no copy through the bus: the better path for large
     /// images), or nil.
     public func openImage(identifier: String) async throws(NetActivityError) -> SharedImageFile? {
-        try await perform { core, done in core.openImage(.openImage, { w in w.append(identifier) }, done) }
+        try await perform { core, done in core.downloads.openImage(.openImage, { w in w.append(identifier) }, done) }
     }
 
     /// The image at `url` as a read-only file, from the shared cache or fetched by the shared
@@ -233,14 +233,14 @@ public final class NetActivity: Sendable {
         -> FetchedImage
     {
         let cancel = FetchCancellation()
-        let result: Result<ClientCore.Fetched, NetActivityError> = await withTaskCancellationHandler {
+        let result: Result<ClientDownloads.Fetched, NetActivityError> = await withTaskCancellationHandler {
             await withCheckedContinuation { c in
                 let posted = core.mailbox.post { [core] in
                     guard !core.isClosed else { return c.resume(returning: .failure(ClientCore.closedError)) }
                     guard !cancel.requested else { return c.resume(returning: .failure(FetchCancellation.error)) }
-                    let receipt = core.makeFetchReceipt()
+                    let receipt = core.downloads.makeFetchReceipt()
                     cancel.receipt = receipt
-                    core.fetch(url: url, additionalIdentifier: additionalIdentifier, reload: reload, receipt: receipt) {
+                    core.downloads.fetch(url: url, additionalIdentifier: additionalIdentifier, reload: reload, receipt: receipt) {
                         cancel.receipt = nil
                         c.resume(returning: $0)
                     }
@@ -250,7 +250,7 @@ public final class NetActivity: Sendable {
         } onCancel: { [core] in
             core.mailbox.post {
                 cancel.requested = true
-                if let receipt = cancel.receipt { core.cancelFetch(receipt) }
+                if let receipt = cancel.receipt { core.downloads.cancelFetch(receipt) }
             }
         }
         let fetched = try result.get()
@@ -269,7 +269,7 @@ public final class NetActivity: Sendable {
     /// answered by then, the last state the agent published is the answer, or with none yet a
     /// `disconnected` error ("did not answer within 250 ms").
     public func status() async throws(NetActivityError) -> ActivityStatus {
-        try await perform { core, done in core.currentStatus(fallingBack: true, done) }
+        try await perform { core, done in core.statusMirror.current(fallingBack: true, done) }
     }
 
     /// The indicator as it changes: the current status first, then one element per change
@@ -277,13 +277,13 @@ public final class NetActivity: Sendable {
     /// connection closes.
     public func statusUpdates() -> AsyncStream<ActivityStatus?> {
         let (stream, continuation) = AsyncStream<ActivityStatus?>.makeStream(bufferingPolicy: .bufferingNewest(64))
-        if !core.mailbox.post({ [core] in core.observeStatus(continuation) }) { continuation.finish() }
+        if !core.mailbox.post({ [core] in core.statusMirror.observe(continuation) }) { continuation.finish() }
         return stream
     }
 
     /// Every task at the agent, any app's (live and recently completed), by task number.
     public func tasks() async throws(NetActivityError) -> [TaskSnapshot] {
-        try await perform { core, done in core.taskList(done) }
+        try await perform { core, done in TaskListFollowers.taskList(core, done) }
     }
 
     /// The agent's task list as it changes, for panels: `added` for each task there now, then one
@@ -292,8 +292,8 @@ public final class NetActivity: Sendable {
     public func taskUpdates() -> AsyncStream<TaskEvent> {
         let (stream, continuation) = AsyncStream<TaskEvent>.makeStream(bufferingPolicy: .bufferingNewest(1024))
         let posted = core.mailbox.post { [core] in
-            let key = core.watchAllTasks(Observer(continuation))
-            continuation.onTermination = { [weak core] _ in core?.mailbox.post { [weak core] in core?.unwatchAllTasks(key) } }
+            let key = core.taskListFollowers.watch(Observer(continuation))
+            continuation.onTermination = { [weak core] _ in core?.mailbox.post { [weak core] in core?.taskListFollowers.unwatch(key) } }
         }
         if !posted { continuation.finish() }
         return stream
@@ -344,9 +344,11 @@ public final class NetActivityLease: Sendable {
         self.id = id
     }
 
-    /// Ends the lease (ending twice does nothing).
+    /// Ends the lease, from any thread; ending twice does nothing. The agent's end of the lease
+    /// (its fd) is owned by the client's thread, which closes it once: two `end()`s at once can
+    /// never close a descriptor number that someone else has reused meanwhile.
     public func end() {
-        core.mailbox.post { [core, id] in core.endLease(id) }
+        core.mailbox.post { [core, id] in core.holdings.endLease(id) }
     }
 
     deinit { end() }
@@ -432,7 +434,7 @@ public struct NetActivityTask: Sendable, Hashable {
                 if core.isClosed {
                     c.resume(returning: .failure(ClientCore.closedError))
                 } else {
-                    c.resume(returning: Result { () throws(NetActivityError) in try core.updateTask(id, change) })
+                    c.resume(returning: Result { () throws(NetActivityError) in try core.ownTasks.update(id, change) })
                 }
             }
             if !posted { c.resume(returning: .failure(ClientCore.closedError)) }
@@ -496,7 +498,7 @@ public struct NetActivityTask: Sendable, Hashable {
     /// The task now; nil once it has completed and left the library.
     public func snapshot() async -> TaskSnapshot? {
         await withCheckedContinuation { c in
-            let posted = core.mailbox.post { [core, id] in c.resume(returning: core.snapshot(of: id)) }
+            let posted = core.mailbox.post { [core, id] in c.resume(returning: core.ownTasks.snapshot(of: id)) }
             if !posted { c.resume(returning: nil) }
         }
     }
@@ -505,7 +507,7 @@ public struct NetActivityTask: Sendable, Hashable {
     /// after an agent restart); ends after `completed`.
     public var states: AsyncStream<TaskSnapshot> {
         let (stream, continuation) = AsyncStream<TaskSnapshot>.makeStream(bufferingPolicy: .bufferingNewest(64))
-        if !core.mailbox.post({ [core, id] in core.observeTask(id, continuation) }) { continuation.finish() }
+        if !core.mailbox.post({ [core, id] in core.ownTasks.observe(id, continuation) }) { continuation.finish() }
         return stream
     }
 }

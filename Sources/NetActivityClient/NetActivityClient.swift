@@ -5,26 +5,6 @@ import LinuxKit
 import NetActivityContract
 import Synchronization
 
-/// A held activity lease: the indicator counts it until `end()` (or until this process exits).
-public final class ActivityLease: Sendable {
-    /// The lease's fd until `end()` takes it (an atomic exchange: two threads ending the lease at
-    /// once close it once, never a descriptor number reused meanwhile by someone else).
-    private let fd: Atomic<Int32>
-
-    init(fd: Int32) { self.fd = Atomic(fd) }
-
-    /// Releases the lease (once, from any thread).
-    public func end() {
-        let taken = fd.exchange(-1, ordering: .acquiringAndReleasing)
-        if taken >= 0 { close(taken) }
-    }
-
-    /// Whether `end()` has not run yet.
-    public var isHeld: Bool { fd.load(ordering: .acquiring) >= 0 }
-
-    deinit { end() }
-}
-
 /// The blocking face of the client library, for command-line tools (the `netactivity` CLI).
 ///
 /// It runs on the same core as `NetActivity` (one thread of the library's own, the same
@@ -33,6 +13,8 @@ public final class ActivityLease: Sendable {
 /// keeps an app's holdings locally and never fails, every call here is one request to the
 /// agent's well-known name (which starts an activatable agent) and reports the agent's own
 /// answer: a tool must say when something did not happen. `init` fails when there is no bus.
+/// It has no leases: a tool that holds activity while it works (as `netactivity run` does) uses
+/// `NetActivity`, whose `NetActivityLease` is the one lease type.
 public final class NetActivityClient {
     static let busName = NetActivityBus.name
     static let path = NetActivityBus.objectPath
@@ -97,23 +79,9 @@ public final class NetActivityClient {
         try call(ActivityMember.Method.decrementActivityCount.rawValue)
     }
 
-    /// Begins a lease; the activity lasts until the lease ends.
-    public func beginActivity(reason: String) throws(NetActivityError) -> ActivityLease {
-        ActivityLease(fd: try call(ActivityMember.Method.beginActivity.rawValue, { w in w.append(reason) }) { r throws(DBusError) in
-            try r.readFD()
-        })
-    }
-
-    /// Runs `body` while holding a lease.
-    public func withActivity<T>(reason: String, _ body: () throws -> T) throws -> T {
-        let lease = try beginActivity(reason: reason)
-        defer { lease.end() }
-        return try body()
-    }
-
     /// Every property of the agent.
     public func status() throws(NetActivityError) -> ActivityStatus {
-        try wait { core, done in core.currentStatus(destination: Self.busName, done) }
+        try wait { core, done in core.statusMirror.current(destination: Self.busName, done) }
     }
 
     public func setEnabled(_ enabled: Bool) throws(NetActivityError) {
@@ -158,17 +126,17 @@ public final class NetActivityClient {
     public func watch(_ onChange: @escaping (ActivityStatus?) -> Bool) throws(NetActivityError) {
         let inbox = Inbox<ActivityStatus?>()
         let key = try wait { core, done in
-            done(.success(core.observeStatus(Observer(yield: inbox.put, finish: inbox.end))))
+            done(.success(core.statusMirror.observe(Observer(yield: inbox.put, finish: inbox.end))))
         }
         while let status = inbox.take(), onChange(status) {}
-        core.mailbox.post { [core] in core.unobserveStatus(key) }
+        core.mailbox.post { [core] in core.statusMirror.unobserve(key) }
     }
 
     // MARK: tasks
 
     /// Every task the agent holds (live and recently completed), ordered by task number.
     public func tasks() throws(NetActivityError) -> [TaskSnapshot] {
-        try wait { core, done in core.taskList(destination: Self.busName, done) }
+        try wait { core, done in TaskListFollowers.taskList(core, destination: Self.busName, done) }
     }
 
     /// Follows every task: `added` for each one there now, then one event per change, with
@@ -177,17 +145,17 @@ public final class NetActivityClient {
     public func watchTasks(_ onEvent: @escaping (TaskEvent) -> Bool) throws(NetActivityError) {
         let inbox = Inbox<TaskEvent>()
         let key = try wait { core, done in
-            done(.success(core.watchAllTasks(Observer(yield: inbox.put, finish: inbox.end))))
+            done(.success(core.taskListFollowers.watch(Observer(yield: inbox.put, finish: inbox.end))))
         }
         while let event = inbox.take(), onEvent(event) {}
-        core.mailbox.post { [core] in core.unwatchAllTasks(key) }
+        core.mailbox.post { [core] in core.taskListFollowers.unwatch(key) }
     }
 
     // MARK: image cache
 
     /// Stores `data` (an image) under `identifier` in the shared cache (above 1 MiB, as a sealed memfd).
     public func addImage(_ data: [UInt8], identifier: String) throws(NetActivityError) {
-        let add = ClientCore.addImageCall(data, forRequest: false) { w in w.append(identifier) }
+        let add = ClientDownloads.addImageCall(data, forRequest: false) { w in w.append(identifier) }
         try call(add.member, interface: Self.cacheInterface, add.body)
     }
 
@@ -238,7 +206,7 @@ public final class NetActivityClient {
         try call(ImageCacheMember.Method.lookupImageForRequest.rawValue, interface: Self.cacheInterface, { w in
             w.append(url)
             w.append(additionalIdentifier)
-        }, decode: ClientCore.decodeLookup)
+        }, decode: ClientDownloads.decodeLookup)
     }
 
     // MARK: tasks of this connection
@@ -309,7 +277,7 @@ public final class NetActivityClient {
         // The transfer's task, followed the way task bindings follow one.
         let follow = DownloadFollow()
         let posted = core.mailbox.post { [core] in
-            core.download(url: url, additionalIdentifier: additionalIdentifier, reload: reload, destination: Self.busName, onReceipt: {
+            core.downloads.download(url: url, additionalIdentifier: additionalIdentifier, reload: reload, destination: Self.busName, onReceipt: {
                 _, task in
                 follow.key = core.watchTask(path: task) { snapshot in
                     if let snapshot { inbox.put(.progress(snapshot)) }
@@ -333,14 +301,14 @@ extension NetActivityClient {
         url: String, additionalIdentifier: String = "", reload: Bool = false,
         progress: ((UInt64, UInt64) -> Void)? = nil
     ) throws(NetActivityError) -> SharedImageFile {
-        let inbox = Inbox<DownloadEvent<ClientCore.Fetched>>()
+        let inbox = Inbox<DownloadEvent<ClientDownloads.Fetched>>()
         let follow = DownloadFollow()
         let description = PublishedURL.downloadDescription(url)
         let wantsProgress = progress != nil
         let posted = core.mailbox.post { [core] in
             if wantsProgress {
                 // The transfer's task is the agent's, the same whoever asked: found by its description.
-                follow.key = core.watchAllTasks(Observer(yield: { event in
+                follow.key = core.taskListFollowers.watch(Observer(yield: { event in
                     switch event {
                     case .added(let t) where t.description == description, .changed(let t) where t.description == description:
                         inbox.put(.progress(t))
@@ -348,11 +316,11 @@ extension NetActivityClient {
                     }
                 }, finish: {}))
             }
-            core.fetch(
+            core.downloads.fetch(
                 url: url, additionalIdentifier: additionalIdentifier, reload: reload, receipt: nil, announce: wantsProgress,
                 destination: Self.busName
             ) { result in
-                if let key = follow.key { core.unwatchAllTasks(key) }
+                if let key = follow.key { core.taskListFollowers.unwatch(key) }
                 inbox.put(.finished(result))
             }
         }

@@ -66,7 +66,7 @@ public final class TrackedTransfer: Sendable {
     private func update(_ change: @escaping @Sendable (inout TaskRecord) -> Void) {
         guard let task else { return }
         task.core.mailbox.post { [core = task.core, id = task.id] in
-            try? core.updateTask(id) { record in change(&record) }
+            try? core.ownTasks.update(id) { record in change(&record) }
         }
     }
 

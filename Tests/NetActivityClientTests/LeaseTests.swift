@@ -1,39 +1,76 @@
 import Glibc
-@testable import NetActivityClient
+import NetActivityClient
+import Synchronization
 import Testing
 
-@Suite("ActivityLease")
+@Suite("NetActivityLease", .timeLimit(.minutes(1)))
 struct LeaseTests {
     @Test("two threads ending one lease close its fd once: no descriptor of someone else's is ever closed")
-    func endOnceFromTwoThreads() async {
-        // Bystanders open pipes and check them while leases are ended from two threads at once:
-        // a second close of a lease's number would hit a bystander's pipe that reused it.
-        await withTaskGroup(of: Bool.self) { group in
-            for _ in 0..<2 {
-                group.addTask {
-                    for _ in 0..<3000 {
-                        var fds: [Int32] = [-1, -1]
-                        guard pipe(&fds) == 0 else { return false }
-                        defer { close(fds[0]); close(fds[1]) }
-                        for _ in 0..<3 where fcntl(fds[0], F_GETFD) < 0 || fcntl(fds[1], F_GETFD) < 0 { return false }
-                    }
-                    return true
-                }
-            }
-            group.addTask {
-                for _ in 0..<3000 {
-                    var fds: [Int32] = [-1, -1]
-                    guard pipe(&fds) == 0 else { return false }
-                    close(fds[0])
-                    let lease = ActivityLease(fd: fds[1])
-                    async let a: Void = lease.end()
-                    async let b: Void = lease.end()
-                    _ = await (a, b)
-                    if lease.isHeld { return false }
-                }
-                return true
-            }
-            for await ok in group { #expect(ok) }
+    func endOnceFromTwoThreads() async throws {
+        let bus = try TestBus()
+        try await bus.startAgent()
+        let activity = await NetActivity.connect(address: bus.address)
+        // Bystanders (on threads of their own: spinning ones in Swift's pool would starve it) open pipes and check them while
+        // leases are ended from two threads at once (some before the agent's fd has arrived,
+        // some after): a second close of a lease's number would hit a bystander's pipe that
+        // reused it.
+        let bystanders = Bystanders(count: 2)
+        for i in 0..<300 {
+            let lease = try await activity.beginActivity(reason: "")
+            if i % 2 == 0 { await activity.settled() }  // the agent's fd is held by now
+            async let a: Void = Task.detached { lease.end() }.value
+            async let b: Void = Task.detached { lease.end() }.value
+            _ = await (a, b)
         }
+        await activity.settled()
+        #expect(bystanders.stop() == 0, "a bystander's pipe was closed under it")
+        #expect(try await bus.eventually(within: 5) { try bus.status().activityCount == 0 }, "every lease ended at the agent")
+        activity.close()
+    }
+}
+
+/// Threads that open pipes and check them until stopped, counting pipes found closed under them.
+private final class Bystanders: Sendable {
+    private let stopping = Atomic(false)
+    private let broken = Atomic(0)
+    private let started = Mutex<[pthread_t]>([])
+
+    init(count: Int) {
+        for _ in 0..<count { start() }
+    }
+
+    private final class Box {
+        let owner: Bystanders
+        init(_ owner: Bystanders) { self.owner = owner }
+    }
+
+    private func start() {
+        var thread = pthread_t()
+        let box = Unmanaged.passRetained(Box(self)).toOpaque()
+        pthread_create(&thread, nil, { raw in
+            Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue().owner.run()
+            return nil
+        }, box)
+        started.withLock { $0.append(thread) }
+    }
+
+    private func run() {
+        while !stopping.load(ordering: .relaxed) {
+            var fds: [Int32] = [-1, -1]
+            guard pipe(&fds) == 0 else { continue }
+            for _ in 0..<3 where fcntl(fds[0], F_GETFD) < 0 || fcntl(fds[1], F_GETFD) < 0 {
+                broken.add(1, ordering: .relaxed)
+                break
+            }
+            close(fds[0])
+            close(fds[1])
+        }
+    }
+
+    /// Stops and joins the threads; how many pipes were found closed.
+    func stop() -> Int {
+        stopping.store(true, ordering: .relaxed)
+        for thread in started.withLock({ $0 }) { pthread_join(thread, nil) }
+        return broken.load(ordering: .relaxed)
     }
 }

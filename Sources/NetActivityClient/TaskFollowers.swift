@@ -16,110 +16,104 @@ final class RemoteWatch {
     init(rule: String) { self.rule = rule }
 }
 
-enum WatchPlace {
-    case remote(String)
-    case local(Int)
-}
+/// Other processes' tasks (and our own, by path) followed for the task bindings: one match rule
+/// and one GetAll per path, however many bindings share it. They end with the agent that holds
+/// them.
+final class TaskFollowers: AgentParticipant {
+    private unowned let core: ClientCore
+    private var watches: [String: RemoteWatch] = [:]
+    /// The path each binding's watch key follows.
+    private var watchIndex: [Int: String] = [:]
 
-extension ClientCore {
+    init(core: ClientCore) { self.core = core }
+
     /// Follows the task at `path` (any client's). The watcher gets the task's current snapshot,
     /// then each change, and stops being called after `completed` or nil.
-    func watchTask(path: String, _ watcher: @escaping TaskWatcher) -> Int {
-        let key = nextID
-        nextID += 1
-        guard !isClosed, DBusNames.isValidObjectPath(path) else {
+    func watch(path: String, _ watcher: @escaping TaskWatcher) -> Int {
+        let key = core.makeID()
+        guard !core.isClosed, DBusNames.isValidObjectPath(path) else {
             watcher(nil)
             return key
         }
-        if let watch = remoteWatches[path] {
+        if let watch = watches[path] {
             watch.watchers[key] = watcher
-            watchIndex[key] = .remote(path)
+            watchIndex[key] = path
             if let snapshot = watch.snapshot { watcher(snapshot) }
             return key
         }
+        let taskInterface = ClientCore.taskInterface
         let changed = SignalMatch(path: path, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged")
-        let watch = RemoteWatch(rule: changed.rule + ",sender='\(Self.busName)',arg0='\(Self.taskInterface)'")
+        let watch = RemoteWatch(rule: changed.rule + ",sender='\(ClientCore.busName)',arg0='\(taskInterface)'")
         watch.watchers[key] = watcher
-        remoteWatches[path] = watch
-        watchIndex[key] = .remote(path)
+        watches[path] = watch
+        watchIndex[key] = path
         // The bus handles our messages in order: the rule is in place before the agent sees the
         // GetAll, so every change after its answer reaches us.
-        connection?.busCallAsync("AddMatch", { w in w.append(watch.rule) }) { _ in }
-        query("GetAll", path: path, interface: "org.freedesktop.DBus.Properties", { w in w.append(Self.taskInterface) },
-             reply: { [unowned self] result in
-            guard self.remoteWatches[path] === watch else { return }
+        core.connection?.busCallAsync("AddMatch", { w in w.append(watch.rule) }) { _ in }
+        core.query("GetAll", path: path, interface: "org.freedesktop.DBus.Properties", { w in w.append(taskInterface) },
+                   reply: { [unowned self] result in
+            guard self.watches[path] === watch else { return }
             var r = (try? result.get())?.reader()
-            guard let props = try? r?.readVardict(), props[TaskMember.Property.state.rawValue] != nil else { return self.endRemoteWatch(path) }
+            guard let props = try? r?.readVardict(), props[TaskMember.Property.state.rawValue] != nil else { return self.end(path) }
             let snapshot = TaskSnapshot(path: path, properties: props)
             self.deliver(snapshot, to: watch, path: path)
         })
         return key
     }
 
-    /// Follows one of this client's own tasks (it survives agent restarts, unlike a path).
-    func watchTask(id: Int, _ watcher: @escaping TaskWatcher) -> Int {
-        let key = nextID
-        nextID += 1
-        guard !isClosed, let entry = tasks[id] else {
-            watcher(nil)
-            return key
-        }
-        entry.watchers[key] = watcher
-        watchIndex[key] = .local(id)
-        watcher(entry.snapshot)
-        return key
-    }
-
-    func unwatchTask(_ key: Int) {
-        switch watchIndex.removeValue(forKey: key) {
-        case .local(let id)?:
-            tasks[id]?.watchers[key] = nil
-        case .remote(let path)?:
-            guard let watch = remoteWatches[path] else { return }
-            watch.watchers[key] = nil
-            if watch.watchers.isEmpty { dropRemoteWatch(path) }
-        case nil:
-            break
-        }
-    }
-
-    /// PropertiesChanged of watched tasks, from the agent.
-    func subscribeToTasks(_ c: Connection) {
-        let changed = SignalMatch(interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged")
-        c.onSignal(changed) { [unowned self] message in
-            guard !self.remoteWatches.isEmpty, let path = message.path, let watch = self.remoteWatches[path],
-                  var snapshot = watch.snapshot, message.sender == self.owner
-            else { return }
-            var r = message.reader()
-            guard (try? r.read(String.self)) == Self.taskInterface, let props = try? r.readVardict() else { return }
-            snapshot.apply(props)
-            self.deliver(snapshot, to: watch, path: path)
-        }
+    /// Ends watch `key`; false if it is not one of ours.
+    func unwatch(_ key: Int) -> Bool {
+        guard let path = watchIndex.removeValue(forKey: key) else { return false }
+        guard let watch = watches[path] else { return true }
+        watch.watchers[key] = nil
+        if watch.watchers.isEmpty { drop(path) }
+        return true
     }
 
     private func deliver(_ snapshot: TaskSnapshot, to watch: RemoteWatch, path: String) {
         guard snapshot != watch.snapshot else { return }
         watch.snapshot = snapshot
         for w in watch.watchers.values { w(snapshot) }
-        if snapshot.state == .completed { dropRemoteWatch(path) }
+        if snapshot.state == .completed { drop(path) }
     }
 
     /// The watch ends: its watchers hear nil.
-    private func endRemoteWatch(_ path: String) {
-        guard let watch = remoteWatches[path] else { return }
-        dropRemoteWatch(path)
+    private func end(_ path: String) {
+        guard let watch = watches[path] else { return }
+        drop(path)
         for w in watch.watchers.values { w(nil) }
     }
 
-    private func dropRemoteWatch(_ path: String) {
-        guard let watch = remoteWatches.removeValue(forKey: path) else { return }
+    private func drop(_ path: String) {
+        guard let watch = watches.removeValue(forKey: path) else { return }
         for key in watch.watchers.keys { watchIndex[key] = nil }
-        connection?.busCallAsync("RemoveMatch", { w in w.append(watch.rule) }) { _ in }
+        core.connection?.busCallAsync("RemoveMatch", { w in w.append(watch.rule) }) { _ in }
     }
 
-    func endRemoteWatches() {
-        for path in Array(remoteWatches.keys) { endRemoteWatch(path) }
+    private func endAll() {
+        for path in Array(watches.keys) { end(path) }
     }
+
+    // MARK: the bus and the agent
+
+    /// PropertiesChanged of watched tasks, from the agent.
+    func connected(_ c: Connection) {
+        let changed = SignalMatch(interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged")
+        c.onSignal(changed) { [unowned self] message in
+            guard !self.watches.isEmpty, let path = message.path, let watch = self.watches[path],
+                  var snapshot = watch.snapshot, message.sender == self.core.owner
+            else { return }
+            var r = message.reader()
+            guard (try? r.read(String.self)) == ClientCore.taskInterface, let props = try? r.readVardict() else { return }
+            snapshot.apply(props)
+            self.deliver(snapshot, to: watch, path: path)
+        }
+    }
+
+    /// Tasks at the old agent are gone with it.
+    func agentLeft() { endAll() }
+
+    func shutDown() { endAll() }
 }
 
 /// Where a follower's values go on the client's thread: a closure, or an AsyncStream.
@@ -168,96 +162,106 @@ final class TaskListWatch {
     }
 }
 
-extension ClientCore {
+/// Followers of every task at the agent (panels, `netactivity watch --tasks`): one set of match
+/// rules for all of them, and the whole list read again whenever the agent changes.
+final class TaskListFollowers: AgentParticipant {
+    private unowned let core: ClientCore
+    private var watches: [Int: TaskListWatch] = [:]
+
+    init(core: ClientCore) { self.core = core }
+
     static let objectManager = "org.freedesktop.DBus.ObjectManager"
 
     /// The agent's match rules for the task list (the agent's signals come from its unique name;
     /// the bus resolves the well-known one in `sender`).
-    static var taskListRules: [String] {
-        [
+    static var rules: [String] {
+        let path = ClientCore.path, busName = ClientCore.busName
+        return [
             SignalMatch(path: path, interface: objectManager, member: "InterfacesAdded").rule + ",sender='\(busName)'",
             SignalMatch(path: path, interface: objectManager, member: "InterfacesRemoved").rule + ",sender='\(busName)'",
             SignalMatch(interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged").rule
-                + ",sender='\(busName)',path_namespace='\(path)/tasks',arg0='\(taskInterface)'",
+                + ",sender='\(busName)',path_namespace='\(path)/tasks',arg0='\(ClientCore.taskInterface)'",
         ]
     }
 
     /// Follows every task at the agent: `added` for each one there now, then one event per
     /// change, `removed` when a task leaves (all of them when the agent goes). A new agent's
     /// tasks are read whole. No polling.
-    func watchAllTasks(_ observer: Observer<TaskEvent>) -> Int {
-        let key = nextID
-        nextID += 1
-        guard !isClosed else {
+    func watch(_ observer: Observer<TaskEvent>) -> Int {
+        let key = core.makeID()
+        guard !core.isClosed else {
             observer.finish()
             return key
         }
         let watch = TaskListWatch(observer)
-        let first = taskListWatches.isEmpty
-        taskListWatches[key] = watch
-        if first, let connection { addTaskListRules(connection) }
+        let first = watches.isEmpty
+        watches[key] = watch
+        if first, let connection = core.connection { addRules(connection) }
         // After the rules: no change falls between the list and the signals.
-        reloadTaskList(for: [watch])
+        reload(for: [watch])
         return key
     }
 
-    func unwatchAllTasks(_ key: Int) {
-        guard taskListWatches.removeValue(forKey: key) != nil, taskListWatches.isEmpty, let connection else { return }
-        for rule in Self.taskListRules { connection.busCallAsync("RemoveMatch", { w in w.append(rule) }) { _ in } }
+    func unwatch(_ key: Int) {
+        guard watches.removeValue(forKey: key) != nil, watches.isEmpty, let connection = core.connection else { return }
+        for rule in Self.rules { connection.busCallAsync("RemoveMatch", { w in w.append(rule) }) { _ in } }
     }
 
-    func addTaskListRules(_ c: Connection) {
-        for rule in Self.taskListRules { c.busCallAsync("AddMatch", { w in w.append(rule) }) { _ in } }
+    private func addRules(_ c: Connection) {
+        for rule in Self.rules { c.busCallAsync("AddMatch", { w in w.append(rule) }) { _ in } }
     }
 
     /// Reads the agent's whole task list (none with no agent) for `watches`.
-    func reloadTaskList(for watches: [TaskListWatch]) {
+    private func reload(for watches: [TaskListWatch]) {
         guard !watches.isEmpty else { return }
-        guard owner != nil else {
+        guard core.owner != nil else {
             for w in watches { w.reconcile([]) }
             return
         }
-        let owner = self.owner
-        taskList { [unowned self] result in
-            guard owner == self.owner else { return }  // a newer agent's reload follows
+        let owner = core.owner
+        Self.taskList(core) { [unowned self] result in
+            guard owner == self.core.owner else { return }  // a newer agent's reload follows
             let now = (try? result.get()) ?? []
             for w in watches { w.reconcile(now) }
         }
     }
 
     /// The agent's tasks (GetManagedObjects), by task number.
-    func taskList(destination: String? = nil, _ done: @escaping Completion<[TaskSnapshot]>) {
-        request("GetManagedObjects", interface: Self.objectManager, destination: destination, decode: Self.readManagedTasks) { result in
+    static func taskList(_ core: ClientCore, destination: String? = nil, _ done: @escaping ClientCore.Completion<[TaskSnapshot]>) {
+        core.request("GetManagedObjects", interface: objectManager, destination: destination, decode: readManagedTasks) { result in
             done(result.map { $0.values.sorted(by: Self.taskOrder) })
         }
     }
 
+    // MARK: the bus and the agent
+
     /// The task list's signals, from the agent.
-    func subscribeToTaskList(_ c: Connection) {
-        if !taskListWatches.isEmpty { addTaskListRules(c) }
-        c.onSignal(SignalMatch(path: Self.path, interface: Self.objectManager, member: "InterfacesAdded")) { [unowned self] message in
-            guard !self.taskListWatches.isEmpty, message.sender == self.owner else { return }
+    func connected(_ c: Connection) {
+        if !watches.isEmpty { addRules(c) }
+        let path = ClientCore.path, objectManager = Self.objectManager
+        c.onSignal(SignalMatch(path: path, interface: objectManager, member: "InterfacesAdded")) { [unowned self] message in
+            guard !self.watches.isEmpty, message.sender == self.core.owner else { return }
             var r = message.reader()
-            guard let path = try? r.readObjectPath(), let props = (try? Self.readInterfaces(&r))?[Self.taskInterface] else { return }
+            guard let path = try? r.readObjectPath(), let props = (try? Self.readInterfaces(&r))?[ClientCore.taskInterface] else { return }
             let t = TaskSnapshot(path: path, properties: props)
-            for w in self.taskListWatches.values where w.known[path] != t {
+            for w in self.watches.values where w.known[path] != t {
                 w.known[path] = t
                 w.observer.yield(.added(t))
             }
         }
-        c.onSignal(SignalMatch(path: Self.path, interface: Self.objectManager, member: "InterfacesRemoved")) { [unowned self] message in
-            guard !self.taskListWatches.isEmpty, message.sender == self.owner else { return }
+        c.onSignal(SignalMatch(path: path, interface: objectManager, member: "InterfacesRemoved")) { [unowned self] message in
+            guard !self.watches.isEmpty, message.sender == self.core.owner else { return }
             var r = message.reader()
             guard let path = try? r.readObjectPath() else { return }
-            for w in self.taskListWatches.values where w.known.removeValue(forKey: path) != nil {
+            for w in self.watches.values where w.known.removeValue(forKey: path) != nil {
                 w.observer.yield(.removed(path: path))
             }
         }
         c.onSignal(SignalMatch(interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged")) { [unowned self] message in
-            guard !self.taskListWatches.isEmpty, message.sender == self.owner, let path = message.path else { return }
+            guard !self.watches.isEmpty, message.sender == self.core.owner, let path = message.path else { return }
             var r = message.reader()
-            guard (try? r.read(String.self)) == Self.taskInterface, let props = try? r.readVardict() else { return }
-            for w in self.taskListWatches.values {
+            guard (try? r.read(String.self)) == ClientCore.taskInterface, let props = try? r.readVardict() else { return }
+            for w in self.watches.values {
                 guard var t = w.known[path] else { continue }
                 t.apply(props)
                 guard t != w.known[path] else { continue }
@@ -265,6 +269,20 @@ extension ClientCore {
                 w.observer.yield(.changed(t))
             }
         }
+    }
+
+    /// Every task leaves with the agent (a replacement's are added when it appears).
+    func agentLeft() {
+        for w in watches.values { w.reconcile([]) }
+    }
+
+    /// A new agent's tasks are read whole.
+
+    func agentAppeared() { reload(for: Array(watches.values)) }
+
+    func shutDown() {
+        for w in watches.values { w.finish() }
+        watches = [:]
     }
 
     // MARK: decoding the task list
@@ -276,6 +294,7 @@ extension ClientCore {
 
     /// GetManagedObjects' `a{oa{sa{sv}}}`: the tasks by path.
     static func readManagedTasks(_ r: inout MessageReader) throws(DBusError) -> [String: TaskSnapshot] {
+        let taskInterface = ClientCore.taskInterface
         var out: [String: TaskSnapshot] = [:]
         var objects = try r.enterArray()
         while !objects.isAtEnd() {

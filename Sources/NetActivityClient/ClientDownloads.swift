@@ -1,0 +1,200 @@
+import DBusKit
+import Glibc
+import LinuxKit
+import NetActivityContract
+
+/// The shared downloader and image cache, for this client: downloads waiting for their
+/// DownloadFinished (receipts die with the agent that issued them), FetchImage calls, and the
+/// cache's lookups and additions.
+final class ClientDownloads: AgentParticipant {
+    private unowned let core: ClientCore
+
+    init(core: ClientCore) { self.core = core }
+
+    static let downloaderInterface = NetActivityInterface.downloader.rawValue
+    /// Receipts waiting for their DownloadFinished.
+    private var downloads: [String: ClientCore.Completion<Void>] = [:]
+
+    /// Asks the agent for a download and calls `done` when it has finished (true: it was cached).
+    /// `onReceipt` hears the receipt as soon as the agent gives one (not for a cache hit).
+    func download(
+        url: String, additionalIdentifier: String, reload: Bool, destination: String? = nil,
+        onReceipt: ((_ receipt: String, _ task: String) -> Void)? = nil,
+        _ done: @escaping ClientCore.Completion<Bool>
+    ) {
+        core.query(DownloaderMember.Method.downloadImage.rawValue, interface: Self.downloaderInterface, destination: destination, { w in
+            w.append(url)
+            var options: [String: DBusValue] = [:]
+            if !additionalIdentifier.isEmpty { options[DownloaderMember.Option.additionalIdentifier.rawValue] = .string(additionalIdentifier) }
+            if reload { options[DownloaderMember.Option.reload.rawValue] = .bool(true) }
+            try w.appendVardict(options)
+        }, reply: { [unowned self] result in
+            switch result {
+            case .failure(let e):
+                done(.failure(e))
+            case .success(let reply):
+                var r = reply.reader()
+                guard let receipt = try? r.read(String.self), let task = try? r.readObjectPath(), let cached = try? r.read(Bool.self)
+                else { return done(.failure(NetActivityError(.invalidSignature, "Unexpected reply"))) }
+                if cached { return done(.success(true)) }
+                // The receipt is the issuing agent's: it must still be the one on the bus.
+                guard let sender = reply.sender, sender == self.core.owner else {
+                    return done(.failure(NetActivityError(.noReply, "The agent restarted during the download")))
+                }
+                self.downloads[receipt] = { result in done(result.map { false }) }
+                onReceipt?(receipt, task)
+            }
+        })
+    }
+
+    /// What `FetchImage` answered: the image's shared file, where it came from, its media type.
+    struct Fetched {
+        let file: SharedImageFile
+        let source: DownloaderMember.FetchSource
+        let contentType: String
+    }
+
+    /// Receipts this connection has named in FetchImage (each unique among its pending calls).
+    private var nextFetchReceipt: UInt64 = 0
+
+    func makeFetchReceipt() -> String {
+        nextFetchReceipt += 1
+        return "f\(nextFetchReceipt)"
+    }
+
+    /// One FetchImage: the reply carries the image (from memory, disk or network) or the error.
+    /// `receipt` names the call for `cancelFetch`. No timeout of our own: the agent's transfer
+    /// limits end every download, and the call with them.
+    func fetch(
+        url: String, additionalIdentifier: String, reload: Bool, receipt: String?, announce: Bool = false,
+        destination: String? = nil, _ done: @escaping ClientCore.Completion<Fetched>
+    ) {
+        typealias Option = DownloaderMember.FetchOption
+        core.query(DownloaderMember.Method.fetchImage.rawValue, interface: Self.downloaderInterface, destination: destination, { w in
+            w.append(url)
+            var options: [String: DBusValue] = [:]
+            if !additionalIdentifier.isEmpty { options[Option.additionalIdentifier.rawValue] = .string(additionalIdentifier) }
+            if reload { options[Option.reload.rawValue] = .bool(true) }
+            if let receipt { options[Option.receipt.rawValue] = .string(receipt) }
+            if announce { options[Option.announce.rawValue] = .bool(true) }
+            try w.appendVardict(options)
+        }, timeout: Self.noTimeout, reply: { result in
+            done(result.flatMap { reply in
+                var r = reply.reader()
+                do throws(DBusError) {
+                    let fd = try r.readFD()
+                    let size: UInt64, info: [String: DBusValue]
+                    do throws(DBusError) {
+                        size = try r.read(UInt64.self)
+                        info = try r.readVardict()
+                    } catch {
+                        close(fd)
+                        throw error
+                    }
+                    let file = SharedImageFile(fd: fd, size: size)
+                    let source = info[DownloaderMember.FetchInfo.source.rawValue]?.stringValue
+                        .flatMap(DownloaderMember.FetchSource.init(rawValue:)) ?? .network
+                    let type = info[DownloaderMember.FetchInfo.contentType.rawValue]?.stringValue ?? ""
+                    return .success(Fetched(file: file, source: source, contentType: type))
+                } catch {
+                    return .failure(NetActivityError(error))
+                }
+            })
+        })
+    }
+
+    /// libdbus's "no timeout" (DBUS_TIMEOUT_INFINITE).
+    static let noTimeout: Int32 = 0x7fff_ffff
+
+    /// Cancels the pending FetchImage named `receipt`: it is answered `Cancelled`.
+    func cancelFetch(_ receipt: String) {
+        core.send(DownloaderMember.Method.cancelDownload.rawValue, interface: Self.downloaderInterface, { w in w.append(receipt) }, reply: { _ in })
+    }
+
+    /// The cached image's bytes for (url, additionalIdentifier), or nil on a miss: read through
+    /// its memfd (OpenImageForRequest), which serves images of any size (LookupImage carries at
+    /// most 1 MiB).
+    func lookupImage(url: String, additionalIdentifier: String, _ done: @escaping ClientCore.Completion<[UInt8]?>) {
+        openImage(url: url, additionalIdentifier: additionalIdentifier) { result in done(result.map { $0?.readAll() }) }
+    }
+
+    /// AddImage[ForRequest] for an image of at most 1 MiB; AddImageFromFd[ForRequest], with the
+    /// bytes in a sealed memfd, for a larger one (the agent keeps that memory, no copy). `key`
+    /// writes the identifier, or the url and additional identifier.
+    static func addImageCall(_ data: [UInt8], forRequest: Bool, key: @escaping @Sendable (inout MessageWriter) -> Void)
+        -> (member: String, body: @Sendable (inout MessageWriter) throws -> Void)
+    {
+        typealias M = ImageCacheMember.Method
+        guard data.count > NetActivityLimits.maxInlineImageBytes else {
+            return ((forRequest ? M.addImageForRequest : M.addImage).rawValue, { w in
+                key(&w)
+                try w.appendBytes(data)
+            })
+        }
+        return ((forRequest ? M.addImageFromFdForRequest : M.addImageFromFd).rawValue, { w in
+            key(&w)
+            guard let fd = data.withUnsafeBytes({ SealedMemory.make(name: "netactivity-image", bytes: $0) }) else {
+                throw DBusError.failed("Could not put the image in a memfd: \(String(cString: strerror(errno)))")
+            }
+            defer { close(fd) }
+            try w.appendFD(fd)
+        })
+    }
+
+    /// The cached image for (url, additionalIdentifier) as a shared read-only file, or nil on a
+    /// miss: no copy through the bus, whatever its size (the reader copies once, off this thread).
+    func openImage(url: String, additionalIdentifier: String, _ done: @escaping ClientCore.Completion<SharedImageFile?>) {
+        openImage(.openImageForRequest, { w in
+            w.append(url)
+            w.append(additionalIdentifier)
+        }, done)
+    }
+
+    /// OpenImage or OpenImageForRequest: the sealed memfd, or nil on a miss.
+    func openImage(
+        _ member: ImageCacheMember.Method, _ body: @escaping (inout MessageWriter) throws -> Void,
+        _ done: @escaping ClientCore.Completion<SharedImageFile?>
+    ) {
+        core.request(member.rawValue, interface: NetActivity.cacheInterface, body, decode: { r throws(DBusError) in
+            let fd = try r.readFD()
+            return SharedImageFile(fd: fd, size: (try? r.read(UInt64.self)) ?? 0)
+        }) { result in
+            if case .failure(let e) = result, e.code == .notFound { return done(.success(nil)) }
+            done(result.map { $0 })
+        }
+    }
+
+    /// A lookup's (b found, ay data).
+    static func decodeLookup(_ r: inout MessageReader) throws(DBusError) -> [UInt8]? {
+        let found = try r.read(Bool.self)
+        let data = try r.readBytes()
+        return found ? data : nil
+    }
+
+    // MARK: the bus and the agent
+
+    /// DownloadFinished is sent to us alone: no match rule, only a handler.
+    func connected(_ c: Connection) {
+        c.onSignal(SignalMatch(path: ClientCore.path, interface: Self.downloaderInterface, member: DownloaderMember.Signal.downloadFinished.rawValue)) {
+            [unowned self] message in
+            guard message.sender == self.core.owner else { return }
+            var r = message.reader()
+            guard let receipt = try? r.read(String.self), (try? r.read(String.self)) != nil, let ok = try? r.read(Bool.self),
+                  let name = try? r.read(String.self), let text = try? r.read(String.self),
+                  let done = self.downloads.removeValue(forKey: receipt)
+            else { return }
+            done(ok ? .success(()) : .failure(NetActivityError(name: name, message: text)))
+        }
+    }
+
+    /// Receipts die with the agent that issued them.
+    func agentLeft() { failAll(NetActivityError(.noReply, "The agent restarted during the download")) }
+
+    func shutDown() { failAll(ClientCore.closedError) }
+
+    private func failAll(_ error: NetActivityError) {
+        let orphaned = downloads
+        downloads = [:]
+        for done in orphaned.values { done(.failure(error)) }
+    }
+}
