@@ -14,7 +14,7 @@ public final class TrackedTransfer: Sendable {
 
     init(task: NetActivityTask?) { self.task = task }
 
-    deinit { finish(error: "Cancelled") }
+    deinit { finish(error: Self.cancelled) }
 
     /// Sets the sizes that are known (0: unknown).
     public func setExpected(toSend: UInt64? = nil, toReceive: UInt64? = nil) {
@@ -123,9 +123,13 @@ extension NetActivity {
 }
 
 extension TrackedTransfer {
+    /// A cancelled transfer's `Error`: the contract's full error name, as the agent's downloader
+    /// writes it, so a panel reads one name for a cancellation whoever set it.
+    public static let cancelled = NetActivityError.Name.cancelled.rawValue
+
     /// How an error reads in the task's `Error` property.
     public static func describe(_ error: any Error) -> String {
-        if error is CancellationError { return "Cancelled" }
+        if error is CancellationError { return cancelled }
         let text = String(describing: error)
         return text.isEmpty ? "Failed" : text
     }

@@ -145,7 +145,7 @@ private final class Delegate: NSObject, URLSessionDataDelegate, @unchecked Senda
         guard let entry = lock.withLock({ entries.removeValue(forKey: task.taskIdentifier) }) else { return }
         let outcome: String
         if let error {
-            outcome = (error as? URLError)?.code == .cancelled ? "Cancelled" : TrackedTransfer.describe(error)
+            outcome = (error as? URLError)?.code == .cancelled ? TrackedTransfer.cancelled : TrackedTransfer.describe(error)
         } else if let http = task.response as? HTTPURLResponse, http.statusCode >= 400 {
             outcome = "HTTP \(http.statusCode) \(HTTPURLResponse.localizedString(forStatusCode: http.statusCode))"
         } else {

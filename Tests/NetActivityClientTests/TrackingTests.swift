@@ -128,7 +128,7 @@ struct TrackingTests {
         #expect(waiting.state == .running)
         request.cancel()
         await #expect(throws: (any Error).self) { _ = try await request.value }
-        #expect(try await completed(observer, waiting.path).error == "Cancelled")
+        #expect(try await completed(observer, waiting.path).error == TrackedTransfer.cancelled)
 
         // Dropped after the head, with the body still coming.
         do {
@@ -137,7 +137,7 @@ struct TrackingTests {
         }
         #expect(try await bus.eventually(within: 5) { try observer.tasks().count == 2 })
         let dropped = try #require(try observer.tasks().first { $0.path != waiting.path })
-        #expect(try await completed(observer, dropped.path).error == "Cancelled")
+        #expect(try await completed(observer, dropped.path).error == TrackedTransfer.cancelled)
         try await expectNoActivityLeft()
         server.openGate("big.bin")
         activity.close()
@@ -206,7 +206,7 @@ struct TrackingTests {
         request.cancel()
         await #expect(throws: (any Error).self) { _ = try await request.value }
         #expect(try await bus.eventually(within: 5) {
-            try observer.tasks().first { $0.description == "GET \(server.url("gate/big.bin"))" }?.error == "Cancelled"
+            try observer.tasks().first { $0.description == "GET \(server.url("gate/big.bin"))" }?.error == TrackedTransfer.cancelled
         })
         try await expectNoActivityLeft()
         server.openGate("big.bin")
