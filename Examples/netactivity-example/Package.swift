@@ -18,6 +18,11 @@ let package = Package(
                 .product(name: "NetActivityAsyncHTTPClient", package: "netactivity"),  // netactivity: line 2 of 2
             ]
         ),
+        // A GTK-style main thread: a GLib main loop running the library's main-actor faces.
+        .executableTarget(
+            name: "glib-main-actor",
+            dependencies: [.product(name: "NetActivityClient", package: "netactivity")]
+        ),
         // The README's Swift blocks, compiled in Swift 6 mode (scripts/readme-snippets.py writes them).
         .target(
             name: "ReadmeSnippets",

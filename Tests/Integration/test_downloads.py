@@ -462,6 +462,26 @@ class ExampleTests(DownloadTestCase):
         self.assertEqual(self.http.count("/img/one.png"), before + 1, "only the tracked GET went out")
 
 
+class GLibMainActorTests(DownloadTestCase):
+    def test_main_actor_work_runs_inside_a_glib_main_loop(self):
+        import os
+        import subprocess
+        # The example package's glib-main-actor: its main thread runs g_main_loop_run, not Swift's
+        # async main; NetActivity.runMainActorOnGLibMainContext() makes main-actor work run there.
+        example = os.environ.get("NETACTIVITY_EXAMPLE")
+        probe = os.path.join(os.path.dirname(example), "glib-main-actor") if example else os.path.join(
+            os.path.dirname(os.path.abspath(__file__)), "..", "..", ".build", "debug", "glib-main-actor")
+        if not example and not os.path.exists(probe):
+            self.skipTest("the example package is not built (make example)")
+        r = subprocess.run([probe], env=self.bus.env(), capture_output=True, text=True, timeout=30)
+        if r.returncode == 77:
+            self.skipTest(r.stdout.strip())
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("main actor on GLib: 100 jobs, in order: true, off the main thread: 0, outside the loop: 0, "
+                      "binding on the loop: true", r.stdout)
+        self.assertIn("the GLib loop returned", r.stdout)
+
+
 class DiskTierTests(DownloadTestCase):
     def cache_dir(self):
         import os
