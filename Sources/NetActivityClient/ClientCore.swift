@@ -186,7 +186,7 @@ final class ClientCore: @unchecked Sendable {
             case .failure(let e) where e.name == NetActivityError.Name.nameHasNoOwner.rawValue:
                 self.startAgent(c)
             case .failure:
-                return  // the connection is going: connectionLost ends the lookup
+                break  // refused, or the connection is going (connectionLost follows): no agent known
             }
             self.ownerLookupEnded()
         }

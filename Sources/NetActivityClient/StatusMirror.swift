@@ -92,7 +92,14 @@ final class StatusMirror: AgentParticipant {
             return key
         }
         observers[key] = observer
-        if status != nil || core.owner == nil { observer.yield(status) }
+        if status != nil || (core.owner == nil && !core.isLookingUp) {
+            observer.yield(status)
+        } else if core.isLookingUp {
+            // Not known yet: an agent's status comes with its arrival; its absence, here.
+            core.whenOwnerKnown { [unowned self] in
+                if self.core.owner == nil, self.observers[key] != nil { observer.yield(nil) }
+            }
+        }
         return key
     }
 
