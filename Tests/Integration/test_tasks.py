@@ -1,5 +1,6 @@
 """Tasks end to end: lifecycle, ownership, client death, ObjectManager, coalesced progress, limits."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -40,7 +41,7 @@ class TaskTestCase(AgentTestCase):
 class TaskLifecycleTests(TaskTestCase):
     def test_lifecycle_counts_exactly_one_while_running(self):
         path, task = self.begin(description="GET /feed", expected_to_receive=dbus.UInt64(1000))
-        self.assertRegex(path, r"^/org/example/NetActivity/tasks/\d+$")
+        self.assertRegex(path, "^" + re.escape(contract.TASK_PATH_PREFIX) + r"\d+$")
         self.assertEqual(self.count(), 1)
         self.assertEqual(self.tprop(path, "State"), "running")
         self.assertEqual(self.tprop(path, "Owner"), self.conn.get_unique_name())
