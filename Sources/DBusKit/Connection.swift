@@ -118,12 +118,12 @@ public final class Connection: MessageSink {
     public func register(timeoutMilliseconds: Int32 = 25_000, _ done: @escaping (Result<String, DBusError>) -> Void) {
         busCallAsync("Hello", timeoutMilliseconds: timeoutMilliseconds) { [weak self] result in
             guard let self else { return }
-            var r = (try? result.get())?.reader()
             switch result {
             case .failure(let e):
                 done(.failure(e))
-            case .success:
-                guard let name = try? r?.read(String.self), dbus_bus_set_unique_name(raw, name) != 0 else {
+            case .success(let reply):
+                var r = reply.reader()
+                guard let name = try? r.read(String.self), dbus_bus_set_unique_name(raw, name) != 0 else {
                     return done(.failure(.failed("The bus answered Hello without a unique name")))
                 }
                 uniqueName = name

@@ -203,18 +203,23 @@ final class ClientCore: @unchecked Sendable {
     func whenOwnerKnown(within nanoseconds: UInt64? = nil, _ body: @escaping () -> Void) {
         guard lookingUp else { return body() }
         guard let nanoseconds else { return lookupWaiters.append(body) }
-        var ran = false
-        let timer = loop.schedule(afterNanoseconds: nanoseconds) {
-            guard !ran else { return }
-            ran = true
-            body()
+        let once = answerOnce(within: nanoseconds, otherwise: {}, body)
+        lookupWaiters.append { once(()) }
+    }
+
+    /// `done`, called once: by the first call of the closure returned, or with `otherwise()`
+    /// after `nanoseconds` (the timer is cancelled by an answer in time).
+    func answerOnce<T>(within nanoseconds: UInt64, otherwise: @escaping () -> T, _ done: @escaping (T) -> Void) -> (T) -> Void {
+        var answered = false
+        var timer: TimerID?
+        let answer = { [loop] (value: T) in
+            guard !answered else { return }
+            answered = true
+            if let timer { loop.cancel(timer) }
+            done(value)
         }
-        lookupWaiters.append { [loop] in
-            guard !ran else { return }
-            ran = true
-            loop.cancel(timer)
-            body()
-        }
+        timer = loop.schedule(afterNanoseconds: nanoseconds) { answer(otherwise()) }
+        return answer
     }
 
     private func ownerLookupEnded() {
@@ -449,18 +454,7 @@ final class ClientCore: @unchecked Sendable {
     /// way) within `nanoseconds`; false when the bus says it cannot start one, or after that time.
     func waitForAgent(within nanoseconds: UInt64, _ done: @escaping (Bool) -> Void) {
         guard owner == nil, !isClosed, !activationFailed else { return done(owner != nil) }
-        var answered = false
-        let timer = loop.schedule(afterNanoseconds: nanoseconds) {
-            guard !answered else { return }
-            answered = true
-            done(false)
-        }
-        let answer = { [loop] (running: Bool) in
-            guard !answered else { return }
-            answered = true
-            loop.cancel(timer)
-            done(running)
-        }
+        let answer = answerOnce(within: nanoseconds, otherwise: { false }, done)
         whenAgentAppears { answer(true) }
         activationWaiters.append { answer(false) }
     }

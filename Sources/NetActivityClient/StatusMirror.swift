@@ -1,5 +1,4 @@
 import DBusKit
-import LinuxKit
 import NetActivityContract
 
 /// The agent's properties as it last published them (read whole when an agent appears, then
@@ -18,21 +17,10 @@ final class StatusMirror: AgentParticipant {
     /// nor its GetAll has answered by then, the last properties it published are the answer, or
     /// with none yet a `noReply` error (a hung agent, or a stalled bus, does not hold the app up).
     func current(fallingBack: Bool = false, destination: String? = nil, _ done: @escaping ClientCore.Completion<ActivityStatus>) {
-        var answered = false
-        var deadline: TimerID?
-        let loop = core.loop
-        let answer = { (result: Result<ActivityStatus, NetActivityError>) in
-            guard !answered else { return }
-            answered = true
-            if let deadline { loop.cancel(deadline) }
-            done(result)
-        }
-        if fallingBack {
-            deadline = loop.schedule(afterNanoseconds: Self.deadline) { [unowned self] in
-                let who = self.core.isLookingUp ? "The bus" : "The agent"
-                answer(self.status.map { .success($0) } ?? .failure(NetActivityError(.noReply, "\(who) did not answer within 200 ms")))
-            }
-        }
+        let answer = !fallingBack ? done : core.answerOnce(within: Self.deadline, otherwise: { [unowned self] in
+            let who = self.core.isLookingUp ? "The bus" : "The agent"
+            return self.status.map { .success($0) } ?? .failure(NetActivityError(.noReply, "\(who) did not answer within 200 ms"))
+        }, done)
         core.query("GetAll", interface: "org.freedesktop.DBus.Properties", destination: destination, { w in w.append(Self.interface) },
                    reply: { [unowned self] result in
             if case .failure(let e) = result, e.code == .disconnected, fallingBack, let mirror = self.status { return answer(.success(mirror)) }
