@@ -30,9 +30,10 @@ $(LOCALE_BUILD)/%/LC_MESSAGES/netactivity.mo: po/%.po
 	msgfmt --check -o $@ $<
 pot:
 	scripts/make-pot.sh po/netactivity.pot
-# The contract's names for Python (tests, panel scripts), from dbus/*.xml; a test checks it is current.
+# The contract's names for Swift (agent, library, CLI) and Python (tests, panel scripts), from
+# dbus/*.xml; a test checks that both committed files are current.
 contract:
-	scripts/gen-contract.py Tests/Integration/contract.py
+	scripts/gen-contract.py --swift Sources/NetActivityContract/Names.swift --python Tests/Integration/contract.py
 
 # The agent, the CLI and the bench client only: apps' adapters (SwiftNIO) are not built for them.
 # The Swift runtime is linked in, as in the package: the agent then maps only the runtime code it

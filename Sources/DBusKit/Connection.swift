@@ -90,9 +90,7 @@ public final class Connection: MessageSink {
     /// `register`, then queue other messages, which the bus handles after the Hello.
     public init(address: String? = nil, registering: Registration = .blocking) throws(DBusError) {
         guard let address = address ?? Connection.sessionBusAddress() else {
-            throw DBusError(
-                name: "org.freedesktop.DBus.Error.NotSupported",
-                message: "No session bus: DBUS_SESSION_BUS_ADDRESS is not set and $XDG_RUNTIME_DIR/bus does not exist")
+            throw .notSupported("No session bus: DBUS_SESSION_BUS_ADDRESS is not set and $XDG_RUNTIME_DIR/bus does not exist")
         }
         let conn = try withDBusError { err in dbus_connection_open_private(address, err) }
         guard let conn else { throw .failed("Could not connect to \(address)") }

@@ -3,7 +3,8 @@ internal import CDBus
 /// A D-Bus error: a name such as `org.freedesktop.DBus.Error.InvalidArgs` and a human message.
 ///
 /// Handlers throw these; the dispatcher turns them into error replies. Any other Swift error thrown
-/// by a handler becomes `org.freedesktop.DBus.Error.Failed` with its description.
+/// by a handler becomes `org.freedesktop.DBus.Error.Failed` with its description. The standard
+/// names come from libdbus's own table (`DBUS_ERROR_*` in dbus-protocol.h), never typed here.
 public struct DBusError: Error, Equatable, Sendable, CustomStringConvertible {
     public var name: String
     public var message: String
@@ -16,46 +17,46 @@ public struct DBusError: Error, Equatable, Sendable, CustomStringConvertible {
     public var description: String { "\(name): \(message)" }
 
     public static func invalidArgs(_ message: String) -> DBusError {
-        DBusError(name: "org.freedesktop.DBus.Error.InvalidArgs", message: message)
+        DBusError(name: DBUS_ERROR_INVALID_ARGS, message: message)
     }
     public static func accessDenied(_ message: String) -> DBusError {
-        DBusError(name: "org.freedesktop.DBus.Error.AccessDenied", message: message)
+        DBusError(name: DBUS_ERROR_ACCESS_DENIED, message: message)
     }
     public static func notSupported(_ message: String) -> DBusError {
-        DBusError(name: "org.freedesktop.DBus.Error.NotSupported", message: message)
+        DBusError(name: DBUS_ERROR_NOT_SUPPORTED, message: message)
     }
     public static func failed(_ message: String) -> DBusError {
-        DBusError(name: "org.freedesktop.DBus.Error.Failed", message: message)
+        DBusError(name: DBUS_ERROR_FAILED, message: message)
     }
     public static func unknownMethod(_ message: String) -> DBusError {
-        DBusError(name: "org.freedesktop.DBus.Error.UnknownMethod", message: message)
+        DBusError(name: DBUS_ERROR_UNKNOWN_METHOD, message: message)
     }
     public static func unknownObject(_ message: String) -> DBusError {
-        DBusError(name: "org.freedesktop.DBus.Error.UnknownObject", message: message)
+        DBusError(name: DBUS_ERROR_UNKNOWN_OBJECT, message: message)
     }
     public static func unknownInterface(_ message: String) -> DBusError {
-        DBusError(name: "org.freedesktop.DBus.Error.UnknownInterface", message: message)
+        DBusError(name: DBUS_ERROR_UNKNOWN_INTERFACE, message: message)
     }
     public static func unknownProperty(_ message: String) -> DBusError {
-        DBusError(name: "org.freedesktop.DBus.Error.UnknownProperty", message: message)
+        DBusError(name: DBUS_ERROR_UNKNOWN_PROPERTY, message: message)
     }
     public static func propertyReadOnly(_ message: String) -> DBusError {
-        DBusError(name: "org.freedesktop.DBus.Error.PropertyReadOnly", message: message)
+        DBusError(name: DBUS_ERROR_PROPERTY_READ_ONLY, message: message)
     }
     public static func limitsExceeded(_ message: String) -> DBusError {
-        DBusError(name: "org.freedesktop.DBus.Error.LimitsExceeded", message: message)
+        DBusError(name: DBUS_ERROR_LIMITS_EXCEEDED, message: message)
     }
     public static func noReply(_ message: String) -> DBusError {
-        DBusError(name: "org.freedesktop.DBus.Error.NoReply", message: message)
+        DBusError(name: DBUS_ERROR_NO_REPLY, message: message)
     }
     public static func disconnected(_ message: String) -> DBusError {
-        DBusError(name: "org.freedesktop.DBus.Error.Disconnected", message: message)
+        DBusError(name: DBUS_ERROR_DISCONNECTED, message: message)
     }
 
     /// Moves a filled libdbus `DBusError` into a Swift error and frees it. The one place that
     /// converts libdbus errors.
     static func take(_ error: inout CDBus.DBusError) -> DBusError {
-        let name = error.name.map { String(cString: $0) } ?? "org.freedesktop.DBus.Error.Failed"
+        let name = error.name.map { String(cString: $0) } ?? DBUS_ERROR_FAILED
         let message = error.message.map { String(cString: $0) } ?? ""
         dbus_error_free(&error)
         return DBusError(name: name, message: message)

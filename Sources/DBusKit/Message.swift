@@ -200,7 +200,7 @@ public final class Message: @unchecked Sendable {
     /// Converts an error reply into a `DBusError`.
     public var asError: DBusError? {
         guard kind == .error else { return nil }
-        return DBusError(name: errorName ?? "org.freedesktop.DBus.Error.Failed", message: errorMessage)
+        return DBusError(name: errorName ?? DBUS_ERROR_FAILED, message: errorMessage)
     }
 
     public func reader() -> MessageReader { MessageReader(message: self) }
@@ -278,7 +278,7 @@ public final class Message: @unchecked Sendable {
     }
 
     public func makeError(_ error: DBusError) -> Message {
-        let name = DBusNames.isValidErrorName(error.name) ? error.name : "org.freedesktop.DBus.Error.Failed"
+        let name = DBusNames.isValidErrorName(error.name) ? error.name : DBUS_ERROR_FAILED
         let text = error.message.replacingNUL()
         ensureSerial()
         return Message(built: dbus_message_new_error(raw, name, text)!, bodyBound: UInt64(text._wireBound))

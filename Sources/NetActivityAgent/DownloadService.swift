@@ -168,7 +168,7 @@ public final class DownloadService: ImageDownloader.Observer {
     ) throws(NetActivityError) -> String {
         try Self.checkURL(url)
         try checkOptions(options, of: method.rawValue, Option.self)
-        let additional = options[DownloaderMember.Option.additionalIdentifier.rawValue]?.stringValue ?? ""
+        let additional = options[DownloaderMember.DownloadImageOption.additionalIdentifier.rawValue]?.stringValue ?? ""
         guard additional.utf8.count <= NetActivityLimits.maxImageKeyBytes else {
             throw .invalidArgs(
                 "additional-identifier is \(additional.utf8.count) bytes long; the limit is \(NetActivityLimits.maxImageKeyBytes)")
@@ -206,8 +206,8 @@ public final class DownloadService: ImageDownloader.Observer {
     }
 
     func download(url: String, options: [String: DBusValue], owner: String) throws(NetActivityError) -> (receipt: String, task: String, cached: Bool) {
-        let key = try requestKey(url: url, options: options, method: .downloadImage, DownloaderMember.Option.self)
-        let reload = options[DownloaderMember.Option.reload.rawValue]?.boolValue ?? false
+        let key = try requestKey(url: url, options: options, method: .downloadImage, DownloaderMember.DownloadImageOption.self)
+        let reload = options[DownloaderMember.DownloadImageOption.reload.rawValue]?.boolValue ?? false
         // Counted before the call: a transport that fails at once answers inside it.
         try chargePending(owner)
         var receipt = ""
@@ -265,7 +265,7 @@ public final class DownloadService: ImageDownloader.Observer {
     struct Answer {
         let body: any FetchedBody
         let info: ImageInfo
-        let source: DownloaderMember.FetchSource
+        let source: DownloaderMember.FetchImageSource
         let httpStatus: UInt32
     }
 
@@ -274,7 +274,7 @@ public final class DownloadService: ImageDownloader.Observer {
     func fetch(
         url: String, options: [String: DBusValue], owner: String, reply: @escaping (Result<Answer, NetActivityError>) -> Void
     ) throws(NetActivityError) -> Answer? {
-        typealias Option = DownloaderMember.FetchOption
+        typealias Option = DownloaderMember.FetchImageOption
         let key = try requestKey(url: url, options: options, method: .fetchImage, Option.self)
         let reload = options[Option.reload.rawValue]?.boolValue ?? false
         let named = options[Option.receipt.rawValue]?.stringValue
@@ -630,7 +630,7 @@ public final class DownloadService: ImageDownloader.Observer {
         defer { close(fd) }
         try w.appendFD(fd)
         w.append(UInt64(answer.body.count))
-        typealias Info = DownloaderMember.FetchInfo
+        typealias Info = DownloaderMember.FetchImageInfo
         try w.appendArray(elementSignature: "{sv}") { a in
             try a.appendDictEntry { e in
                 e.append(Info.source.rawValue)

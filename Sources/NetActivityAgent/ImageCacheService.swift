@@ -120,13 +120,20 @@ public final class ImageCacheService: ImageStore {
                 DBusProperty(P.statistics.rawValue, "a{st}", emitsChanged: .false) { [unowned self] w, _ in
                     let s = self.imageCache.statistics
                     w.appendArray(elementSignature: "{st}") { a in
-                        for (name, value) in [
-                            ("hits", s.hits), ("misses", s.misses), ("insertions", s.insertions), ("evictions", s.evictions),
-                            ("pressure-moderate", s.pressureModerate), ("pressure-critical", s.pressureCritical),
-                            ("pressure-evictions", s.pressureEvictions), ("pressure-bytes-freed", s.pressureBytesFreed),
-                        ] {
+                        // Every key the XML lists, and only those: a new key fails to compile here.
+                        for key in ImageCacheMember.StatisticsKey.allCases {
+                            let value: UInt64 = switch key {
+                            case .hits: s.hits
+                            case .misses: s.misses
+                            case .insertions: s.insertions
+                            case .evictions: s.evictions
+                            case .pressureModerate: s.pressureModerate
+                            case .pressureCritical: s.pressureCritical
+                            case .pressureEvictions: s.pressureEvictions
+                            case .pressureBytesFreed: s.pressureBytesFreed
+                            }
                             a.appendDictEntry { e in
-                                e.append(name)
+                                e.append(key.rawValue)
                                 e.append(value)
                             }
                         }

@@ -197,14 +197,14 @@ public final class TaskService: TaskBeginning, TaskFactory {
 
     /// BeginTask's options: unknown keys and wrong types are refused by name, so typos surface.
     static func taskOptions(_ options: [String: DBusValue]) throws(NetActivityError) -> (TaskState, TaskProgress, String?) {
-        typealias Option = TaskMember.Option
+        typealias Option = ActivityMember.BeginTaskOption
         try checkOptions(options, of: ActivityMember.Method.beginTask.rawValue, Option.self)
         let state: TaskState = options[Option.suspended.rawValue]?.boolValue == true ? .suspended : .running
         var progress = TaskProgress()
         progress.expectedToSend = options[Option.expectedToSend.rawValue]?.uint64Value ?? 0
         progress.expectedToReceive = options[Option.expectedToReceive.rawValue]?.uint64Value ?? 0
         let desktopID = options[Option.desktopID.rawValue]?.stringValue
-        if let desktopID, let problem = TaskMember.desktopIDProblem(desktopID) { throw .invalidArgs(problem) }
+        if let desktopID, let problem = ActivityMember.desktopIDProblem(desktopID) { throw .invalidArgs(problem) }
         return (state, progress, desktopID)
     }
 

@@ -25,8 +25,8 @@ final class ClientDownloads: AgentParticipant {
         core.query(DownloaderMember.Method.downloadImage.rawValue, interface: Self.downloaderInterface, destination: destination, { w in
             w.append(url)
             var options: [String: DBusValue] = [:]
-            if !additionalIdentifier.isEmpty { options[DownloaderMember.Option.additionalIdentifier.rawValue] = .string(additionalIdentifier) }
-            if reload { options[DownloaderMember.Option.reload.rawValue] = .bool(true) }
+            if !additionalIdentifier.isEmpty { options[DownloaderMember.DownloadImageOption.additionalIdentifier.rawValue] = .string(additionalIdentifier) }
+            if reload { options[DownloaderMember.DownloadImageOption.reload.rawValue] = .bool(true) }
             try w.appendVardict(options)
         }, reply: { [unowned self] result in
             switch result {
@@ -50,7 +50,7 @@ final class ClientDownloads: AgentParticipant {
     /// What `FetchImage` answered: the image's shared file, where it came from, its media type.
     struct Fetched {
         let file: SharedImageFile
-        let source: DownloaderMember.FetchSource
+        let source: DownloaderMember.FetchImageSource
         let contentType: String
     }
 
@@ -69,7 +69,7 @@ final class ClientDownloads: AgentParticipant {
         url: String, additionalIdentifier: String, reload: Bool, receipt: String?, announce: Bool = false,
         destination: String? = nil, _ done: @escaping ClientCore.Completion<Fetched>
     ) {
-        typealias Option = DownloaderMember.FetchOption
+        typealias Option = DownloaderMember.FetchImageOption
         core.query(DownloaderMember.Method.fetchImage.rawValue, interface: Self.downloaderInterface, destination: destination, { w in
             w.append(url)
             var options: [String: DBusValue] = [:]
@@ -92,9 +92,9 @@ final class ClientDownloads: AgentParticipant {
                         throw error
                     }
                     let file = SharedImageFile(fd: fd, size: size)
-                    let source = info[DownloaderMember.FetchInfo.source.rawValue]?.stringValue
-                        .flatMap(DownloaderMember.FetchSource.init(rawValue:)) ?? .network
-                    let type = info[DownloaderMember.FetchInfo.contentType.rawValue]?.stringValue ?? ""
+                    let source = info[DownloaderMember.FetchImageInfo.source.rawValue]?.stringValue
+                        .flatMap(DownloaderMember.FetchImageSource.init(rawValue:)) ?? .network
+                    let type = info[DownloaderMember.FetchImageInfo.contentType.rawValue]?.stringValue ?? ""
                     return .success(Fetched(file: file, source: source, contentType: type))
                 } catch {
                     return .failure(NetActivityError(error))

@@ -135,7 +135,7 @@ public final class NetActivity: Sendable {
         desktopID: String? = nil
     ) async throws(NetActivityError) -> NetActivityTask {
         try ClientCore.checkText(description, "description", limit: NetActivityLimits.maxDescriptionBytes)
-        if let desktopID, let problem = TaskMember.desktopIDProblem(desktopID) { throw .invalidArguments(problem) }
+        if let desktopID, let problem = ActivityMember.desktopIDProblem(desktopID) { throw .invalidArguments(problem) }
         let progress = TaskProgress(expectedToSend: expectedToSend, expectedToReceive: expectedToReceive)
         let state: TaskState = suspended ? .suspended : .running
         let id: Int = try await perform { core, done in

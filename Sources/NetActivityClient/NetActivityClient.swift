@@ -217,7 +217,7 @@ public final class NetActivityClient {
         try call(ActivityMember.Method.beginTask.rawValue, { w in
             w.append(description)
             var options: [String: DBusValue] = [:]
-            if let desktopID { options[TaskMember.Option.desktopID.rawValue] = .string(desktopID) }
+            if let desktopID { options[ActivityMember.BeginTaskOption.desktopID.rawValue] = .string(desktopID) }
             try w.appendVardict(options)
         }) { r throws(DBusError) in try r.readObjectPath() }
     }

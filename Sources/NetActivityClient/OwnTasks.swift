@@ -57,11 +57,11 @@ final class OwnTasks: AgentParticipant {
         let begun = record.state == .suspended ? TaskState.suspended : .running
         let expected = TaskProgress(expectedToSend: record.progress.expectedToSend, expectedToReceive: record.progress.expectedToReceive)
         var options: [String: DBusValue] = [
-            TaskMember.Option.suspended.rawValue: .bool(begun == .suspended),
-            TaskMember.Option.expectedToSend.rawValue: .uint64(expected.expectedToSend),
-            TaskMember.Option.expectedToReceive.rawValue: .uint64(expected.expectedToReceive),
+            ActivityMember.BeginTaskOption.suspended.rawValue: .bool(begun == .suspended),
+            ActivityMember.BeginTaskOption.expectedToSend.rawValue: .uint64(expected.expectedToSend),
+            ActivityMember.BeginTaskOption.expectedToReceive.rawValue: .uint64(expected.expectedToReceive),
         ]
-        if let desktopID = entry.desktopID { options[TaskMember.Option.desktopID.rawValue] = .string(desktopID) }
+        if let desktopID = entry.desktopID { options[ActivityMember.BeginTaskOption.desktopID.rawValue] = .string(desktopID) }
         core.send(ActivityMember.Method.beginTask.rawValue, { w in
             w.append(record.description)
             try w.appendVardict(options)

@@ -1,6 +1,9 @@
-/// The names of the contract (`../shared/DESIGN.md`, `dbus/*.xml`): the one place they are spelled.
-/// The agent, the client library, the CLI and the bench all use these; nothing else writes a bus
-/// name, path, interface, member or property name of ours as a string.
+// Generated from dbus/*.xml by scripts/gen-contract.py (make contract). Do not edit: a test
+// fails when this differs from what the XML makes. Hand-written additions are in Contract.swift.
+
+/// The names of the contract (`../shared/DESIGN.md`, `dbus/*.xml`). The agent, the client
+/// library, the CLI and the bench take every bus name, path, interface, member, property,
+/// enumerated value, option key and error name of ours from here.
 public enum NetActivityBus {
     /// The well-known name the agent owns on the session bus.
     public static let name = "org.example.NetActivity"
@@ -12,21 +15,17 @@ public enum NetActivityBus {
     public static let version: UInt32 = 1
 }
 
-/// A key of an `a{sv}` options argument, with the D-Bus type its value must have.
-public protocol MethodOption: RawRepresentable, CaseIterable where RawValue == String {
-    var signature: String { get }
-}
-
 /// The interfaces the agent serves.
 public enum NetActivityInterface: String, Sendable, CaseIterable {
     case activity = "org.example.NetActivity"
-    case task = "org.example.NetActivity.Task"
-    case imageCache = "org.example.NetActivity.ImageCache"
     case downloader = "org.example.NetActivity.Downloader"
+    case imageCache = "org.example.NetActivity.ImageCache"
+    case task = "org.example.NetActivity.Task"
 }
 
-/// `org.example.NetActivity`: counts, leases, tasks, and the indicator.
+/// `org.example.NetActivity`.
 public enum ActivityMember {
+    /// Its methods.
     public enum Method: String, Sendable, CaseIterable {
         case incrementActivityCount = "IncrementActivityCount"
         case decrementActivityCount = "DecrementActivityCount"
@@ -34,6 +33,7 @@ public enum ActivityMember {
         case beginTask = "BeginTask"
     }
 
+    /// Its properties.
     public enum Property: String, Sendable, CaseIterable {
         case version = "Version"
         case enabled = "Enabled"
@@ -46,55 +46,22 @@ public enum ActivityMember {
         case reasons = "Reasons"
     }
 
+    /// Its signals.
     public enum Signal: String, Sendable, CaseIterable {
         case visible = "Visible"
     }
 
-    /// The `State` property's values: the four states of AFNetworkActivityIndicatorManager.
-    public enum IndicatorState: String, Sendable, CaseIterable {
+    /// `State`'s values.
+    public enum State: String, Sendable, CaseIterable {
         case notActive = "not-active"
         case delayingStart = "delaying-start"
-        case active = "active"
+        case active
         case delayingEnd = "delaying-end"
     }
-}
 
-/// `org.example.NetActivity.Task`: one observable unit of work.
-public enum TaskMember {
-    /// Why `id` is not a valid `desktop-id` (a desktop file name such as `org.example.App.desktop`:
-    /// letters, digits, '.', '_', '-', at most 255 bytes), or nil when it is.
-    public static func desktopIDProblem(_ id: String) -> String? {
-        let allowed = { (c: UInt8) in
-            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2E || c == 0x5F || c == 0x2D
-        }
-        if id.utf8.count <= 255, id.hasSuffix(".desktop"), id.utf8.count > 8, id.utf8.allSatisfy(allowed) { return nil }
-        return "BeginTask option 'desktop-id' must be a desktop file name like 'org.example.App.desktop' (letters, digits, '.', '_', '-'; at most 255 bytes), got '\(id.prefix(300))'"
-    }
-
-    public enum Method: String, Sendable, CaseIterable {
-        case suspend = "Suspend"
-        case resume = "Resume"
-        case complete = "Complete"
-        case setProgress = "SetProgress"
-        case setFraction = "SetFraction"
-    }
-
-    public enum Property: String, Sendable, CaseIterable {
-        case version = "Version"
-        case state = "State"
-        case description = "Description"
-        case owner = "Owner"
-        case countOfBytesSent = "CountOfBytesSent"
-        case countOfBytesExpectedToSend = "CountOfBytesExpectedToSend"
-        case countOfBytesReceived = "CountOfBytesReceived"
-        case countOfBytesExpectedToReceive = "CountOfBytesExpectedToReceive"
-        case fractionCompleted = "FractionCompleted"
-        case error = "Error"
-    }
-
-    /// `BeginTask` options (a{sv}) and their D-Bus types.
-    public enum Option: String, Sendable, MethodOption {
-        case suspended = "suspended"
+    /// `BeginTask`'s `options` keys (a{sv}) and their D-Bus types.
+    public enum BeginTaskOption: String, Sendable, MethodOption {
+        case suspended
         case expectedToSend = "expected-to-send"
         case expectedToReceive = "expected-to-receive"
         case desktopID = "desktop-id"
@@ -107,15 +74,93 @@ public enum TaskMember {
             }
         }
     }
+}
 
-    /// The `State` property's values.
-    public enum State: String, Sendable, CaseIterable {
-        case running, suspended, completed
+/// `org.example.NetActivity.Downloader`.
+public enum DownloaderMember {
+    /// Its methods.
+    public enum Method: String, Sendable, CaseIterable {
+        case downloadImage = "DownloadImage"
+        case fetchImage = "FetchImage"
+        case cancelDownload = "CancelDownload"
+    }
+
+    /// Its properties.
+    public enum Property: String, Sendable, CaseIterable {
+        case version = "Version"
+        case maximumActiveDownloads = "MaximumActiveDownloads"
+        case downloadPrioritization = "DownloadPrioritization"
+        case activeDownloads = "ActiveDownloads"
+        case queuedDownloads = "QueuedDownloads"
+        case diskCapacity = "DiskCapacity"
+        case diskUsage = "DiskUsage"
+        case diskError = "DiskError"
+    }
+
+    /// Its signals.
+    public enum Signal: String, Sendable, CaseIterable {
+        case downloadFinished = "DownloadFinished"
+    }
+
+    /// The values of `FetchImage`'s `info` key `source`.
+    public enum FetchImageSource: String, Sendable, CaseIterable {
+        case memory
+        case disk
+        case network
+    }
+
+    /// `DownloadPrioritization`'s values.
+    public enum DownloadPrioritization: String, Sendable, CaseIterable {
+        case fifo
+        case lifo
+    }
+
+    /// `DownloadImage`'s `options` keys (a{sv}) and their D-Bus types.
+    public enum DownloadImageOption: String, Sendable, MethodOption {
+        case additionalIdentifier = "additional-identifier"
+        case reload
+
+        public var signature: String {
+            switch self {
+            case .additionalIdentifier: "s"
+            case .reload: "b"
+            }
+        }
+    }
+
+    /// `FetchImage`'s `options` keys (a{sv}) and their D-Bus types.
+    public enum FetchImageOption: String, Sendable, MethodOption {
+        case additionalIdentifier = "additional-identifier"
+        case reload
+        case receipt
+        case announce
+
+        public var signature: String {
+            switch self {
+            case .additionalIdentifier, .receipt: "s"
+            case .reload, .announce: "b"
+            }
+        }
+    }
+
+    /// The keys of `FetchImage`'s `info` and their D-Bus types.
+    public enum FetchImageInfo: String, Sendable, DictionaryKey {
+        case source
+        case contentType = "content-type"
+        case httpStatus = "http-status"
+
+        public var signature: String {
+            switch self {
+            case .source, .contentType: "s"
+            case .httpStatus: "u"
+            }
+        }
     }
 }
 
-/// `org.example.NetActivity.ImageCache`: one shared in-memory image cache.
+/// `org.example.NetActivity.ImageCache`.
 public enum ImageCacheMember {
+    /// Its methods.
     public enum Method: String, Sendable, CaseIterable {
         case addImage = "AddImage"
         case addImageForRequest = "AddImageForRequest"
@@ -130,6 +175,7 @@ public enum ImageCacheMember {
         case removeAllImages = "RemoveAllImages"
     }
 
+    /// Its properties.
     public enum Property: String, Sendable, CaseIterable {
         case version = "Version"
         case memoryCapacity = "MemoryCapacity"
@@ -139,74 +185,90 @@ public enum ImageCacheMember {
         case memoryUsageByApp = "MemoryUsageByApp"
         case statistics = "Statistics"
     }
+
+    /// The keys of `Statistics` and their D-Bus types.
+    public enum StatisticsKey: String, Sendable, DictionaryKey {
+        case hits
+        case misses
+        case insertions
+        case evictions
+        case pressureModerate = "pressure-moderate"
+        case pressureCritical = "pressure-critical"
+        case pressureEvictions = "pressure-evictions"
+        case pressureBytesFreed = "pressure-bytes-freed"
+
+        public var signature: String {
+            switch self {
+            case .hits, .misses, .insertions, .evictions, .pressureModerate, .pressureCritical, .pressureEvictions, .pressureBytesFreed: "t"
+            }
+        }
+    }
 }
 
-/// `org.example.NetActivity.Downloader`: one shared image downloader.
-public enum DownloaderMember {
+/// `org.example.NetActivity.Task`.
+public enum TaskMember {
+    /// Its methods.
     public enum Method: String, Sendable, CaseIterable {
-        case downloadImage = "DownloadImage"
-        case fetchImage = "FetchImage"
-        case cancelDownload = "CancelDownload"
+        case suspend = "Suspend"
+        case resume = "Resume"
+        case complete = "Complete"
+        case setProgress = "SetProgress"
+        case setFraction = "SetFraction"
     }
 
+    /// Its properties.
     public enum Property: String, Sendable, CaseIterable {
         case version = "Version"
-        case maximumActiveDownloads = "MaximumActiveDownloads"
-        case downloadPrioritization = "DownloadPrioritization"
-        case activeDownloads = "ActiveDownloads"
-        case queuedDownloads = "QueuedDownloads"
-        case diskCapacity = "DiskCapacity"
-        case diskUsage = "DiskUsage"
-        case diskError = "DiskError"
+        case state = "State"
+        case description = "Description"
+        case owner = "Owner"
+        case countOfBytesSent = "CountOfBytesSent"
+        case countOfBytesExpectedToSend = "CountOfBytesExpectedToSend"
+        case countOfBytesReceived = "CountOfBytesReceived"
+        case countOfBytesExpectedToReceive = "CountOfBytesExpectedToReceive"
+        case fractionCompleted = "FractionCompleted"
+        case error = "Error"
     }
 
-    public enum Signal: String, Sendable, CaseIterable {
-        case downloadFinished = "DownloadFinished"
+    /// `State`'s values.
+    public enum State: String, Sendable, CaseIterable {
+        case running
+        case suspended
+        case completed
     }
+}
 
-    /// `DownloadImage` options (a{sv}) and their D-Bus types.
-    public enum Option: String, Sendable, MethodOption {
-        case additionalIdentifier = "additional-identifier"
-        case reload = "reload"
-
-        public var signature: String {
-            switch self {
-            case .additionalIdentifier: "s"
-            case .reload: "b"
-            }
-        }
-    }
-
-    /// `FetchImage` options (a{sv}) and their D-Bus types.
-    public enum FetchOption: String, Sendable, MethodOption {
-        case additionalIdentifier = "additional-identifier"
-        case reload = "reload"
-        /// The caller's name for the call, unique among its pending ones: `CancelDownload` takes it.
-        case receipt = "receipt"
-        /// Publish the transfer's task object at once, not only once it has run for ActivationDelay.
-        case announce = "announce"
-
-        public var signature: String {
-            switch self {
-            case .additionalIdentifier, .receipt: "s"
-            case .reload, .announce: "b"
-            }
-        }
-    }
-
-    /// The keys of `FetchImage`'s `info` (a{sv}).
-    public enum FetchInfo: String, Sendable, CaseIterable {
-        /// `memory`, `disk` or `network` (s).
-        case source = "source"
-        /// The media type of the bytes, as sniffed (s).
-        case contentType = "content-type"
-        /// The HTTP status of the transfer that delivered them (u), where one ran: 200, or 304
-        /// for a disk copy the server confirmed.
-        case httpStatus = "http-status"
-    }
-
-    /// `FetchImage`'s `source`.
-    public enum FetchSource: String, Sendable, CaseIterable {
-        case memory, disk, network
+extension NetActivityError {
+    /// Every error name of the contract: the agent's own, then the standard ones it, libdbus and
+    /// the bus answer with.
+    public enum Name: String, Sendable, CaseIterable {
+        // org.example.NetActivity.Error.*
+        case limitsExceeded = "org.example.NetActivity.Error.LimitsExceeded"
+        case tooLarge = "org.example.NetActivity.Error.TooLarge"
+        case invalidURL = "org.example.NetActivity.Error.InvalidURL"
+        case http = "org.example.NetActivity.Error.HTTP"
+        case timeout = "org.example.NetActivity.Error.Timeout"
+        case notAnImage = "org.example.NetActivity.Error.NotAnImage"
+        case network = "org.example.NetActivity.Error.Network"
+        case cancelled = "org.example.NetActivity.Error.Cancelled"
+        case notFound = "org.example.NetActivity.Error.NotFound"
+        case clientVanished = "org.example.NetActivity.Error.ClientVanished"
+        // org.freedesktop.DBus.Error.*
+        case invalidArgs = "org.freedesktop.DBus.Error.InvalidArgs"
+        case accessDenied = "org.freedesktop.DBus.Error.AccessDenied"
+        case failed = "org.freedesktop.DBus.Error.Failed"
+        case unknownMethod = "org.freedesktop.DBus.Error.UnknownMethod"
+        case unknownObject = "org.freedesktop.DBus.Error.UnknownObject"
+        case unknownInterface = "org.freedesktop.DBus.Error.UnknownInterface"
+        case unknownProperty = "org.freedesktop.DBus.Error.UnknownProperty"
+        case propertyReadOnly = "org.freedesktop.DBus.Error.PropertyReadOnly"
+        case invalidSignature = "org.freedesktop.DBus.Error.InvalidSignature"
+        case busLimitsExceeded = "org.freedesktop.DBus.Error.LimitsExceeded"
+        case serviceUnknown = "org.freedesktop.DBus.Error.ServiceUnknown"
+        case nameHasNoOwner = "org.freedesktop.DBus.Error.NameHasNoOwner"
+        case noReply = "org.freedesktop.DBus.Error.NoReply"
+        case busTimeout = "org.freedesktop.DBus.Error.Timeout"
+        case disconnected = "org.freedesktop.DBus.Error.Disconnected"
+        case noServer = "org.freedesktop.DBus.Error.NoServer"
     }
 }

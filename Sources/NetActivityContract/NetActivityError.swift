@@ -1,47 +1,10 @@
 /// An error of the contract: a D-Bus error name, a human message, and a typed `code` for the
 /// cases an app handles. The agent throws these (the bus carries `name` and `message`), the client
-/// library hands them to apps, and `Name` is the one table of every error name either side uses
-/// (in the style of systemd's `bus-common-errors.h`).
+/// library hands them to apps, and `Name` (generated from dbus/*.xml into Names.swift) is the one
+/// table of every error name either side uses (in the style of systemd's `bus-common-errors.h`).
 public struct NetActivityError: Error, Equatable, Sendable, CustomStringConvertible {
     public let name: String
     public let message: String
-
-    /// Every error name of the contract: the agent's own (`org.example.NetActivity.Error.*`) and
-    /// the standard ones it and the bus answer with (`org.freedesktop.DBus.Error.*`).
-    public enum Name: String, Sendable, CaseIterable {
-        // org.example.NetActivity.Error.*
-        case notFound = "org.example.NetActivity.Error.NotFound"
-        case notAnImage = "org.example.NetActivity.Error.NotAnImage"
-        case tooLarge = "org.example.NetActivity.Error.TooLarge"
-        case invalidURL = "org.example.NetActivity.Error.InvalidURL"
-        case cancelled = "org.example.NetActivity.Error.Cancelled"
-        case http = "org.example.NetActivity.Error.HTTP"
-        case timeout = "org.example.NetActivity.Error.Timeout"
-        case network = "org.example.NetActivity.Error.Network"
-        case clientVanished = "org.example.NetActivity.Error.ClientVanished"
-        /// A budget of the agent's (DESIGN "Trust and isolation"); the message names the limit.
-        case limitsExceeded = "org.example.NetActivity.Error.LimitsExceeded"
-        // org.freedesktop.DBus.Error.*
-        case invalidArgs = "org.freedesktop.DBus.Error.InvalidArgs"
-        case accessDenied = "org.freedesktop.DBus.Error.AccessDenied"
-        /// The bus's own (or libdbus's) limit, e.g. a reply too large for a message.
-        case busLimitsExceeded = "org.freedesktop.DBus.Error.LimitsExceeded"
-        case failed = "org.freedesktop.DBus.Error.Failed"
-        case unknownObject = "org.freedesktop.DBus.Error.UnknownObject"
-        case serviceUnknown = "org.freedesktop.DBus.Error.ServiceUnknown"
-        case nameHasNoOwner = "org.freedesktop.DBus.Error.NameHasNoOwner"
-        case disconnected = "org.freedesktop.DBus.Error.Disconnected"
-        case noReply = "org.freedesktop.DBus.Error.NoReply"
-        case busTimeout = "org.freedesktop.DBus.Error.Timeout"
-        case noServer = "org.freedesktop.DBus.Error.NoServer"
-        case invalidSignature = "org.freedesktop.DBus.Error.InvalidSignature"
-
-        /// The prefix of the agent's own error names.
-        public static let agentPrefix = "org.example.NetActivity.Error."
-
-        /// The last part of the name (`TooLarge` for `org.example.NetActivity.Error.TooLarge`).
-        public var shortName: String { String(rawValue[rawValue.index(after: rawValue.lastIndex(of: ".")!)...]) }
-    }
 
     /// What kind of error this is, from its D-Bus name.
     public enum Code: Sendable, Equatable {

@@ -1,7 +1,7 @@
 public import NetActivityContract
 
 /// The four states of AFNetworkActivityIndicatorManager (the contract's `State` values).
-public typealias IndicatorState = ActivityMember.IndicatorState
+public typealias IndicatorState = ActivityMember.State
 
 /// AFNetworkActivityIndicatorManager's delayed state machine, as a pure value.
 ///

@@ -13,7 +13,7 @@ public import NetActivityContract
 ///   (cancelled, then asked for again) is ignored and never touches the newer one.
 /// - A failure ends only its transfer and the queue moves on.
 public final class ImageDownloader {
-    public enum Prioritization: String, Sendable, CaseIterable { case fifo, lifo }
+    public typealias Prioritization = DownloaderMember.DownloadPrioritization
 
     public enum Failure: Error, Equatable, Sendable {
         case cancelled

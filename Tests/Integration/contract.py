@@ -5,8 +5,43 @@ BUS_NAME = 'org.example.NetActivity'
 OBJECT_PATH = '/org/example/NetActivity'
 TASK_PATH_PREFIX = '/org/example/NetActivity/tasks/'
 ERROR_PREFIX = 'org.example.NetActivity.Error.'
+VERSION = 1
 PROPERTIES = 'org.freedesktop.DBus.Properties'
 OBJECT_MANAGER = 'org.freedesktop.DBus.ObjectManager'
+
+
+class Error:
+    """The agent's own error names."""
+    LimitsExceeded = 'org.example.NetActivity.Error.LimitsExceeded'
+    TooLarge = 'org.example.NetActivity.Error.TooLarge'
+    InvalidURL = 'org.example.NetActivity.Error.InvalidURL'
+    HTTP = 'org.example.NetActivity.Error.HTTP'
+    Timeout = 'org.example.NetActivity.Error.Timeout'
+    NotAnImage = 'org.example.NetActivity.Error.NotAnImage'
+    Network = 'org.example.NetActivity.Error.Network'
+    Cancelled = 'org.example.NetActivity.Error.Cancelled'
+    NotFound = 'org.example.NetActivity.Error.NotFound'
+    ClientVanished = 'org.example.NetActivity.Error.ClientVanished'
+
+
+class DBusError:
+    """The standard error names the contract answers with (org.freedesktop.DBus.Error.*)."""
+    InvalidArgs = 'org.freedesktop.DBus.Error.InvalidArgs'
+    AccessDenied = 'org.freedesktop.DBus.Error.AccessDenied'
+    Failed = 'org.freedesktop.DBus.Error.Failed'
+    UnknownMethod = 'org.freedesktop.DBus.Error.UnknownMethod'
+    UnknownObject = 'org.freedesktop.DBus.Error.UnknownObject'
+    UnknownInterface = 'org.freedesktop.DBus.Error.UnknownInterface'
+    UnknownProperty = 'org.freedesktop.DBus.Error.UnknownProperty'
+    PropertyReadOnly = 'org.freedesktop.DBus.Error.PropertyReadOnly'
+    InvalidSignature = 'org.freedesktop.DBus.Error.InvalidSignature'
+    LimitsExceeded = 'org.freedesktop.DBus.Error.LimitsExceeded'
+    ServiceUnknown = 'org.freedesktop.DBus.Error.ServiceUnknown'
+    NameHasNoOwner = 'org.freedesktop.DBus.Error.NameHasNoOwner'
+    NoReply = 'org.freedesktop.DBus.Error.NoReply'
+    Timeout = 'org.freedesktop.DBus.Error.Timeout'
+    Disconnected = 'org.freedesktop.DBus.Error.Disconnected'
+    NoServer = 'org.freedesktop.DBus.Error.NoServer'
 
 
 class Activity:
@@ -35,6 +70,15 @@ class Activity:
     SIGNALS = {
         'Visible': 'b',
     }
+    ERRORS = ('org.freedesktop.DBus.Error.InvalidArgs', 'org.freedesktop.DBus.Error.AccessDenied', 'org.example.NetActivity.Error.LimitsExceeded', 'org.example.NetActivity.Error.TooLarge', 'org.freedesktop.DBus.Error.Failed')
+    # enumerated strings: every value
+    VALUES = {
+        'State': ('not-active', 'delaying-start', 'active', 'delaying-end'),
+    }
+    # dictionaries and a{sv} arguments: key: type
+    KEYS = {
+        'BeginTaskOption': {'suspended': 'b', 'expected-to-send': 't', 'expected-to-receive': 't', 'desktop-id': 's'},
+    }
     ActivationDelay = 'ActivationDelay'
     ActivityCount = 'ActivityCount'
     BeginActivity = 'BeginActivity'
@@ -48,6 +92,14 @@ class Activity:
     State = 'State'
     Version = 'Version'
     Visible = 'Visible'
+    STATE_NOT_ACTIVE = 'not-active'
+    STATE_DELAYING_START = 'delaying-start'
+    STATE_ACTIVE = 'active'
+    STATE_DELAYING_END = 'delaying-end'
+    BEGIN_TASK_OPTION_SUSPENDED = 'suspended'
+    BEGIN_TASK_OPTION_EXPECTED_TO_SEND = 'expected-to-send'
+    BEGIN_TASK_OPTION_EXPECTED_TO_RECEIVE = 'expected-to-receive'
+    BEGIN_TASK_OPTION_DESKTOP_ID = 'desktop-id'
 
 
 class Downloader:
@@ -74,6 +126,18 @@ class Downloader:
     SIGNALS = {
         'DownloadFinished': 'ssbss',
     }
+    ERRORS = ('org.freedesktop.DBus.Error.InvalidArgs', 'org.freedesktop.DBus.Error.AccessDenied', 'org.example.NetActivity.Error.InvalidURL', 'org.example.NetActivity.Error.HTTP', 'org.example.NetActivity.Error.Timeout', 'org.example.NetActivity.Error.TooLarge', 'org.example.NetActivity.Error.NotAnImage', 'org.example.NetActivity.Error.Network', 'org.example.NetActivity.Error.Cancelled', 'org.example.NetActivity.Error.NotFound', 'org.example.NetActivity.Error.LimitsExceeded', 'org.freedesktop.DBus.Error.Failed')
+    # enumerated strings: every value
+    VALUES = {
+        'FetchImageSource': ('memory', 'disk', 'network'),
+        'DownloadPrioritization': ('fifo', 'lifo'),
+    }
+    # dictionaries and a{sv} arguments: key: type
+    KEYS = {
+        'DownloadImageOption': {'additional-identifier': 's', 'reload': 'b'},
+        'FetchImageOption': {'additional-identifier': 's', 'reload': 'b', 'receipt': 's', 'announce': 'b'},
+        'FetchImageInfo': {'source': 's', 'content-type': 's', 'http-status': 'u'},
+    }
     ActiveDownloads = 'ActiveDownloads'
     CancelDownload = 'CancelDownload'
     DiskCapacity = 'DiskCapacity'
@@ -86,6 +150,20 @@ class Downloader:
     MaximumActiveDownloads = 'MaximumActiveDownloads'
     QueuedDownloads = 'QueuedDownloads'
     Version = 'Version'
+    FETCH_IMAGE_SOURCE_MEMORY = 'memory'
+    FETCH_IMAGE_SOURCE_DISK = 'disk'
+    FETCH_IMAGE_SOURCE_NETWORK = 'network'
+    DOWNLOAD_PRIORITIZATION_FIFO = 'fifo'
+    DOWNLOAD_PRIORITIZATION_LIFO = 'lifo'
+    DOWNLOAD_IMAGE_OPTION_ADDITIONAL_IDENTIFIER = 'additional-identifier'
+    DOWNLOAD_IMAGE_OPTION_RELOAD = 'reload'
+    FETCH_IMAGE_OPTION_ADDITIONAL_IDENTIFIER = 'additional-identifier'
+    FETCH_IMAGE_OPTION_RELOAD = 'reload'
+    FETCH_IMAGE_OPTION_RECEIPT = 'receipt'
+    FETCH_IMAGE_OPTION_ANNOUNCE = 'announce'
+    FETCH_IMAGE_INFO_SOURCE = 'source'
+    FETCH_IMAGE_INFO_CONTENT_TYPE = 'content-type'
+    FETCH_IMAGE_INFO_HTTP_STATUS = 'http-status'
 
 
 class ImageCache:
@@ -116,6 +194,12 @@ class ImageCache:
         'Statistics': ('a{st}', 'read'),
     }
     SIGNALS = {}
+    ERRORS = ('org.freedesktop.DBus.Error.InvalidArgs', 'org.freedesktop.DBus.Error.AccessDenied', 'org.example.NetActivity.Error.NotAnImage', 'org.example.NetActivity.Error.TooLarge', 'org.example.NetActivity.Error.NotFound', 'org.example.NetActivity.Error.LimitsExceeded', 'org.freedesktop.DBus.Error.Failed')
+    VALUES = {}
+    # dictionaries and a{sv} arguments: key: type
+    KEYS = {
+        'StatisticsKey': {'hits': 't', 'misses': 't', 'insertions': 't', 'evictions': 't', 'pressure-moderate': 't', 'pressure-critical': 't', 'pressure-evictions': 't', 'pressure-bytes-freed': 't'},
+    }
     AddImage = 'AddImage'
     AddImageForRequest = 'AddImageForRequest'
     AddImageFromFd = 'AddImageFromFd'
@@ -134,6 +218,14 @@ class ImageCache:
     RemoveImageForRequest = 'RemoveImageForRequest'
     Statistics = 'Statistics'
     Version = 'Version'
+    STATISTICS_KEY_HITS = 'hits'
+    STATISTICS_KEY_MISSES = 'misses'
+    STATISTICS_KEY_INSERTIONS = 'insertions'
+    STATISTICS_KEY_EVICTIONS = 'evictions'
+    STATISTICS_KEY_PRESSURE_MODERATE = 'pressure-moderate'
+    STATISTICS_KEY_PRESSURE_CRITICAL = 'pressure-critical'
+    STATISTICS_KEY_PRESSURE_EVICTIONS = 'pressure-evictions'
+    STATISTICS_KEY_PRESSURE_BYTES_FREED = 'pressure-bytes-freed'
 
 
 class Task:
@@ -161,6 +253,12 @@ class Task:
         'Error': ('s', 'read'),
     }
     SIGNALS = {}
+    ERRORS = ('org.freedesktop.DBus.Error.AccessDenied', 'org.freedesktop.DBus.Error.InvalidArgs', 'org.freedesktop.DBus.Error.UnknownObject', 'org.example.NetActivity.Error.LimitsExceeded', 'org.example.NetActivity.Error.ClientVanished', 'org.example.NetActivity.Error.Cancelled')
+    # enumerated strings: every value
+    VALUES = {
+        'State': ('running', 'suspended', 'completed'),
+    }
+    KEYS = {}
     Complete = 'Complete'
     CountOfBytesExpectedToReceive = 'CountOfBytesExpectedToReceive'
     CountOfBytesExpectedToSend = 'CountOfBytesExpectedToSend'
@@ -176,3 +274,6 @@ class Task:
     State = 'State'
     Suspend = 'Suspend'
     Version = 'Version'
+    STATE_RUNNING = 'running'
+    STATE_SUSPENDED = 'suspended'
+    STATE_COMPLETED = 'completed'

@@ -42,9 +42,13 @@ ROOT = contract.OBJECT_PATH
 PROPS = contract.PROPERTIES
 CACHE = contract.ImageCache.INTERFACE
 DOWNLOADER = contract.Downloader.INTERFACE
-BAD_OUTCOMES = ("org.freedesktop.DBus.Error.NoReply", "org.freedesktop.DBus.Error.Disconnected",
-                "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner",
-                "org.freedesktop.DBus.Error.Timeout")
+INTERFACES = (contract.Activity, contract.Task, contract.ImageCache, contract.Downloader)
+# The contract's enumerated values and dictionary keys, as the XML lists them: words the agent parses.
+VALUES = sorted({v for i in INTERFACES for values in i.VALUES.values() for v in values})
+KEYS = sorted({k for i in INTERFACES for keys in i.KEYS.values() for k in keys})
+BAD_OUTCOMES = (contract.DBusError.NoReply, contract.DBusError.Disconnected,
+                contract.DBusError.ServiceUnknown, contract.DBusError.NameHasNoOwner,
+                contract.DBusError.Timeout)
 
 STANDARD = {
     "org.freedesktop.DBus.Properties": {"Get": "ss", "GetAll": "s", "Set": "ssv"},
@@ -126,9 +130,8 @@ class Fuzzer:
         if r < 0.6:
             return "x" * self.rng.choice([1023, 1024, 1025, 4095, 4096, 4097, 70000])
         if r < 0.7:
-            return self.rng.choice(["running", "suspended", "completed", "fifo", "lifo", "suspended", "expected-to-send",
-                                    "expected-to-receive", "reload", "additional-identifier", "Visible", "Clients",
-                                    contract.Activity.INTERFACE, contract.Task.INTERFACE])
+            return self.rng.choice(VALUES + KEYS + [contract.Activity.Visible, contract.Activity.Clients,
+                                                    contract.Activity.INTERFACE, contract.Task.INTERFACE])
         if r < 0.8:
             return self.rng.choice(["ftp://127.0.0.1/a.png", "file:///etc/passwd", "://", "xhttp://a", "javascript:1",
                                     "data:image/png;base64,AAAA", contract.OBJECT_PATH, "../../etc"])
@@ -230,8 +233,7 @@ class Fuzzer:
             kt, vt = split_signature(t[2:-1])
             n = self.rng.randrange(0, 6)
             if kt == "s" and vt == "v":
-                keys = [self.rng.choice(["suspended", "expected-to-send", "expected-to-receive", "additional-identifier",
-                                         "reload", "bogus", ""]) for _ in range(n)]
+                keys = [self.rng.choice(KEYS + ["bogus", ""]) for _ in range(n)]
                 return dbus.Dictionary({k: self.value("v", depth + 1) for k in keys}, signature=kt + vt)
             return dbus.Dictionary({self.value(kt, depth + 1): self.value(vt, depth + 1) for _ in range(n)}, signature=kt + vt)
         if c == "a":
@@ -360,7 +362,7 @@ class Fuzzer:
             if outcome in BAD_OUTCOMES:
                 self.failures.append({"call": "%s %s.%s(%s)" % (path, iface, member, sig), "error": outcome,
                                       "message": str(e)[:300], "args": repr(args)[:300]})
-                if outcome == "org.freedesktop.DBus.Error.Disconnected":
+                if outcome == contract.DBusError.Disconnected:
                     self.conns = [c for c in self.conns if c is not conn] + [dbus.bus.BusConnection(self.address)]
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
         if member in ("AddImage", "AddImageFromFd", "LookupImage", "OpenImage", "RemoveImage") and args and \

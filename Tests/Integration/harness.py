@@ -137,7 +137,7 @@ def nothing_held(conn):
     d = obj.GetAll(IFACE + ".Downloader", dbus_interface=PROPS)
     return int(p["ActivityCount"]) == 0 and len(p["Clients"]) == 0 and not bool(p["Visible"]) and \
         int(d["ActiveDownloads"]) == 0 and int(d["QueuedDownloads"]) == 0 and \
-        all(state == "completed" for state, _ in task_states(conn).values())
+        all(state == contract.Task.STATE_COMPLETED for state, _ in task_states(conn).values())
 
 
 def fd_kinds(pid):

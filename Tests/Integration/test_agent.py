@@ -98,13 +98,19 @@ class AgentTestCase(unittest.TestCase):
 
 class ContractTests(AgentTestCase):
     def test_introspection_matches_the_xml_contract(self):
+        # The XML's tables for scripts/gen-contract.py (errors, values, keys): the agent does not serve them.
+        GENERATOR_NOTES = NAME + "."
+
         def interfaces(xml):
             out = {}
             for i in ET.fromstring(xml).findall("interface"):
                 members = []
                 for m in i:
+                    if m.tag == "annotation" and m.get("name").startswith(GENERATOR_NOTES):
+                        continue
                     args = tuple((a.get("name"), a.get("type"), a.get("direction")) for a in m.findall("arg"))
-                    notes = tuple(sorted((a.get("name"), a.get("value")) for a in m.findall("annotation")))
+                    notes = tuple(sorted((a.get("name"), a.get("value")) for a in m.findall("annotation")
+                                         if not a.get("name").startswith(GENERATOR_NOTES)))
                     members.append((m.tag, m.get("name"), m.get("type"), m.get("access"), args, notes))
                 out[i.get("name")] = sorted(members)
             return out
@@ -129,13 +135,16 @@ class ContractTests(AgentTestCase):
         ours = {n for n in live if n.startswith("org.example.")}
         self.assertEqual(ours, set(contract), "the agent serves interfaces the contract does not document")
 
-    def test_the_python_names_are_generated_from_the_current_xml(self):
+    def test_the_swift_and_python_names_are_generated_from_the_current_xml(self):
         import tempfile
         with tempfile.TemporaryDirectory() as tmp:
-            fresh = os.path.join(tmp, "contract.py")
-            subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gen-contract.py"), fresh], check=True, timeout=60)
-            with open(fresh) as f, open(os.path.join(HERE, "contract.py")) as g:
-                self.assertEqual(g.read(), f.read(), "Tests/Integration/contract.py is out of date: run make contract")
+            py, swift = os.path.join(tmp, "contract.py"), os.path.join(tmp, "Names.swift")
+            subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gen-contract.py"), "--python", py, "--swift", swift],
+                           check=True, timeout=60)
+            for fresh, committed in ((py, os.path.join(HERE, "contract.py")),
+                                     (swift, os.path.join(ROOT, "Sources", "NetActivityContract", "Names.swift"))):
+                with open(fresh) as f, open(committed) as g:
+                    self.assertEqual(g.read(), f.read(), "%s is out of date: run make contract" % os.path.relpath(committed, ROOT))
 
     def test_parent_paths_introspect_to_child_nodes(self):
         xml = self.conn.get_object(NAME, "/").Introspect(dbus_interface="org.freedesktop.DBus.Introspectable")
@@ -238,7 +247,7 @@ class TimelineTests(AgentTestCase):
         self.assertEqual(float(prop(self.conn, "ActivationDelay")), 1.0)
         t_inc = time.monotonic()
         agent.IncrementActivityCount()
-        self.assertEqual(str(prop(self.conn, "State")), "delaying-start")
+        self.assertEqual(str(prop(self.conn, "State")), contract.Activity.STATE_DELAYING_START)
         wait_until(lambda: obs.visible(), timeout=3, what="Visible true")
         t_on = obs.visible()[0][1]
         self.assertTrue(bool(prop(self.conn, "Visible")))
@@ -254,7 +263,7 @@ class TimelineTests(AgentTestCase):
         self.assertGreaterEqual(t_off - t_dec, 0.17 - 0.001)
         self.assertLess(t_off - t_dec, 0.17 + 0.1)
         states = [s for s, _ in obs.changed("State")]
-        self.assertEqual(states, ["delaying-start", "active", "delaying-end", "not-active"])
+        self.assertEqual(states, [contract.Activity.STATE_DELAYING_START, contract.Activity.STATE_ACTIVE, contract.Activity.STATE_DELAYING_END, contract.Activity.STATE_NOT_ACTIVE])
 
     def test_short_activity_never_shows(self):
         obs = self.observe()
@@ -290,7 +299,7 @@ class TimelineTests(AgentTestCase):
         wait_until(lambda: obs.visible(), what="Visible true")
         obj.Set(IFACE, "Enabled", dbus.Boolean(False), dbus_interface=PROPS)
         wait_until(lambda: len(obs.visible()) == 2, what="Visible false")
-        self.assertEqual(str(prop(self.conn, "State")), "not-active")
+        self.assertEqual(str(prop(self.conn, "State")), contract.Activity.STATE_NOT_ACTIVE)
         iface(self.conn).IncrementActivityCount()
         time.sleep(0.2)
         self.assertEqual([v for v, _ in obs.visible()], [True, False])
@@ -334,31 +343,31 @@ class ErrorTests(AgentTestCase):
         r = busctl(self.bus, "call", NAME, PATH, IFACE, "BeginActivity", "u", "7")
         self.assertIn("expected signature 's', got 'u'", r.stderr)
         obj = self.conn.get_object(NAME, PATH)
-        self.expect_error("org.freedesktop.DBus.Error.UnknownMethod", lambda: obj.Frobnicate(dbus_interface=IFACE))
-        self.expect_error("org.freedesktop.DBus.Error.UnknownInterface", lambda: obj.Ping(dbus_interface="org.example.Nope"))
-        msg = self.expect_error("org.freedesktop.DBus.Error.UnknownObject",
+        self.expect_error(contract.DBusError.UnknownMethod, lambda: obj.Frobnicate(dbus_interface=IFACE))
+        self.expect_error(contract.DBusError.UnknownInterface, lambda: obj.Ping(dbus_interface="org.example.Nope"))
+        msg = self.expect_error(contract.DBusError.UnknownObject,
                                 lambda: self.conn.get_object(NAME, "/org/example/Nope", introspect=False).Ping(dbus_interface=IFACE))
         self.assertIn("/org/example/Nope", msg)
-        self.expect_error("org.freedesktop.DBus.Error.UnknownProperty", lambda: obj.Get(IFACE, "Nope", dbus_interface=PROPS))
+        self.expect_error(contract.DBusError.UnknownProperty, lambda: obj.Get(IFACE, "Nope", dbus_interface=PROPS))
         # python-dbus checks signatures it knows, so this goes as a raw call with one argument short.
-        msg = self.expect_error("org.freedesktop.DBus.Error.InvalidArgs",
+        msg = self.expect_error(contract.DBusError.InvalidArgs,
                                 lambda: self.conn.call_blocking(NAME, PATH, PROPS, "Get", "s", (IFACE,)))
         self.assertIn("expected signature 'ss', got 's'", msg)
 
     def test_bad_property_values(self):
         obj = self.conn.get_object(NAME, PATH)
         for value in (-0.5, 60.5, float("nan"), float("inf"), 1e300):
-            msg = self.expect_error("org.freedesktop.DBus.Error.InvalidArgs",
+            msg = self.expect_error(contract.DBusError.InvalidArgs,
                                     lambda: obj.Set(IFACE, "ActivationDelay", dbus.Double(value), dbus_interface=PROPS))
             self.assertIn("between 0 and 60", msg)
-        msg = self.expect_error("org.freedesktop.DBus.Error.InvalidArgs",
+        msg = self.expect_error(contract.DBusError.InvalidArgs,
                                 lambda: obj.Set(IFACE, "CompletionDelay", dbus.String("soon"), dbus_interface=PROPS))
         self.assertIn("type 'd'", msg)
-        self.expect_error("org.freedesktop.DBus.Error.InvalidArgs",
+        self.expect_error(contract.DBusError.InvalidArgs,
                           lambda: obj.Set(IFACE, "Enabled", dbus.UInt32(1), dbus_interface=PROPS))
-        self.expect_error("org.freedesktop.DBus.Error.PropertyReadOnly",
+        self.expect_error(contract.DBusError.PropertyReadOnly,
                           lambda: obj.Set(IFACE, "Visible", dbus.Boolean(True), dbus_interface=PROPS))
-        self.expect_error("org.freedesktop.DBus.Error.PropertyReadOnly",
+        self.expect_error(contract.DBusError.PropertyReadOnly,
                           lambda: obj.Set(IFACE, "ActivityCount", dbus.UInt32(5), dbus_interface=PROPS))
         # gdbus with a non-numeric delay
         r = gdbus(self.bus, "call", "--dest", NAME, "--object-path", PATH, "--method", PROPS + ".Set",
@@ -370,7 +379,7 @@ class ErrorTests(AgentTestCase):
 
     def test_long_reason(self):
         agent = iface(self.conn)
-        msg = self.expect_error("org.freedesktop.DBus.Error.InvalidArgs", lambda: agent.BeginActivity("x" * 5000))
+        msg = self.expect_error(contract.DBusError.InvalidArgs, lambda: agent.BeginActivity("x" * 5000))
         self.assertIn("1024", msg)
         self.assertEqual(self.count(), 0)
 

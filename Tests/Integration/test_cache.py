@@ -144,7 +144,7 @@ class SharingTests(CacheTestCase):
         # Another additional identifier is another key; errors name the URL.
         err = self.expect_error(ERR + "NotFound", lambda: self.cache().OpenImageForRequest(url, ""))
         self.assertIn(url, err)
-        self.expect_error("org.freedesktop.DBus.Error.InvalidArgs", lambda: self.cache().OpenImageForRequest("", ""))
+        self.expect_error(contract.DBusError.InvalidArgs, lambda: self.cache().OpenImageForRequest("", ""))
 
 
 class PurgeTests(CacheTestCase):
@@ -161,20 +161,20 @@ class PurgeTests(CacheTestCase):
         kept = [i for i in range(11) if self.cache().LookupImage("image-%d" % i)[0]]
         self.assertEqual(kept, [0, 6, 7, 8, 9, 10])
         s = self.stats()
-        self.assertEqual((s["insertions"], s["evictions"]), (11, 5))
-        self.assertEqual(s["hits"], 1 + 6)
-        self.assertEqual(s["misses"], 5)
+        self.assertEqual((s[contract.ImageCache.STATISTICS_KEY_INSERTIONS], s[contract.ImageCache.STATISTICS_KEY_EVICTIONS]), (11, 5))
+        self.assertEqual(s[contract.ImageCache.STATISTICS_KEY_HITS], 1 + 6)
+        self.assertEqual(s[contract.ImageCache.STATISTICS_KEY_MISSES], 5)
 
     def test_watermark_validation_and_shrink(self):
         obj = self.conn.get_object(NAME, PATH, introspect=False)
-        msg = self.expect_error("org.freedesktop.DBus.Error.InvalidArgs",
+        msg = self.expect_error(contract.DBusError.InvalidArgs,
                                 lambda: self.set_cprop("PreferredMemoryUsageAfterPurge", 104857601))
         self.assertIn("must not be above MemoryCapacity", msg)
-        self.expect_error("org.freedesktop.DBus.Error.InvalidArgs", lambda: self.set_cprop("MemoryCapacity", 1000))
-        self.expect_error("org.freedesktop.DBus.Error.InvalidArgs", lambda: self.set_cprop("MemoryCapacity", 1 << 41))
-        self.expect_error("org.freedesktop.DBus.Error.InvalidArgs",
+        self.expect_error(contract.DBusError.InvalidArgs, lambda: self.set_cprop("MemoryCapacity", 1000))
+        self.expect_error(contract.DBusError.InvalidArgs, lambda: self.set_cprop("MemoryCapacity", 1 << 41))
+        self.expect_error(contract.DBusError.InvalidArgs,
                           lambda: obj.Set(CACHE, "MemoryCapacity", dbus.UInt32(5, variant_level=1), dbus_interface=PROPS))
-        self.expect_error("org.freedesktop.DBus.Error.PropertyReadOnly",
+        self.expect_error(contract.DBusError.PropertyReadOnly,
                           lambda: obj.Set(CACHE, "MemoryUsage", dbus.UInt64(0, variant_level=1), dbus_interface=PROPS))
         self.assertEqual(int(self.cprop("MemoryCapacity")), 104857600)
         self.assertEqual(int(self.cprop("PreferredMemoryUsageAfterPurge")), 62914560)
@@ -198,10 +198,10 @@ class InputTests(CacheTestCase):
         self.set_cprop("MemoryCapacity", 2000)
         msg = self.expect_error(ERR + "TooLarge", lambda: self.cache().AddImage("big", ay(png(extra=3000))))
         self.assertIn("2000", msg)
-        msg = self.expect_error("org.freedesktop.DBus.Error.InvalidArgs", lambda: self.cache().AddImage("", ay(png())))
+        msg = self.expect_error(contract.DBusError.InvalidArgs, lambda: self.cache().AddImage("", ay(png())))
         self.assertIn("must not be empty", msg)
-        self.expect_error("org.freedesktop.DBus.Error.InvalidArgs", lambda: self.cache().AddImage("k" * 5000, ay(png())))
-        self.expect_error("org.freedesktop.DBus.Error.InvalidArgs", lambda: self.cache().LookupImageForRequest("", "x"))
+        self.expect_error(contract.DBusError.InvalidArgs, lambda: self.cache().AddImage("k" * 5000, ay(png())))
+        self.expect_error(contract.DBusError.InvalidArgs, lambda: self.cache().LookupImageForRequest("", "x"))
         r = busctl(self.bus, "call", NAME, PATH, CACHE, "AddImage", "su", "x", "5")
         self.assertIn("expected signature 'say', got 'su'", r.stderr)
         self.assertEqual(int(self.cprop("ImageCount")), 0)
@@ -252,8 +252,8 @@ class LowMemoryTests(CacheTestCase):
         self.warn(255)
         wait_until(lambda: int(self.cprop("ImageCount")) == 0, what="a critical purge")
         s = self.stats()
-        self.assertEqual((s["pressure-moderate"], s["pressure-critical"], s["pressure-evictions"]), (1, 1, 8))
-        self.assertEqual(s["pressure-bytes-freed"], 8 * len(image))
+        self.assertEqual((s[contract.ImageCache.STATISTICS_KEY_PRESSURE_MODERATE], s[contract.ImageCache.STATISTICS_KEY_PRESSURE_CRITICAL], s[contract.ImageCache.STATISTICS_KEY_PRESSURE_EVICTIONS]), (1, 1, 8))
+        self.assertEqual(s[contract.ImageCache.STATISTICS_KEY_PRESSURE_BYTES_FREED], 8 * len(image))
         self.warn(0)  # "no pressure" does nothing
         self.cache().AddImage("after", ay(image))
         time.sleep(0.2)

@@ -42,7 +42,7 @@ class CLITests(unittest.TestCase):
         self.assertIn("activation 0.5 s", r.stdout)
         r = cli(self.bus, "status", "--json")
         s = json.loads(r.stdout)
-        self.assertEqual((s["running"], s["visible"], s["state"], s["activity_count"]), (True, False, "not-active", 0))
+        self.assertEqual((s["running"], s["visible"], s["state"], s["activity_count"]), (True, False, contract.Activity.STATE_NOT_ACTIVE, 0))
 
     def test_run_holds_a_lease_and_returns_the_status(self):
         self.start_agent("--activation-delay", "0")
@@ -74,7 +74,7 @@ class CLITests(unittest.TestCase):
             self.assertEqual(p.wait(10), 128 + 15)
             while True:
                 line = json.loads(observer.stdout.readline())
-                if line.get("state") == "completed":
+                if line.get("state") == contract.Task.STATE_COMPLETED:
                     break
             self.assertEqual(line["error"], "killed by signal 15")
         finally:
@@ -217,10 +217,10 @@ class CLITests(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = r.stdout.splitlines()
         self.assertEqual(lines[0].split(), ["TASK", "STATE", "DONE", "RECEIVED", "SENT", "OWNER", "DESCRIPTION"])
-        self.assertEqual(lines[1].split()[:5], [path.split("/")[-1], "running", "25%", "512", "B/2.0"])
+        self.assertEqual(lines[1].split()[:5], [path.split("/")[-1], contract.Task.STATE_RUNNING, "25%", "512", "B/2.0"])
         self.assertIn("(python3)", lines[1])
         self.assertTrue(lines[1].endswith("GET /feed.json"))
-        self.assertEqual(lines[2].split()[1:3], ["suspended", "-"])
+        self.assertEqual(lines[2].split()[1:3], [contract.Task.STATE_SUSPENDED, "-"])
         listed = json.loads(cli(self.bus, "tasks", "--json").stdout)
         self.assertEqual([t["description"] for t in listed], ["GET /feed.json", "paused upload"])
         self.assertEqual(listed[0]["received"], 512)
@@ -241,7 +241,7 @@ class CLITests(unittest.TestCase):
             self.assertEqual([e["event"] for e in events], ["added", "changed", "changed", "removed"])
             self.assertEqual(events[0]["path"], path)
             self.assertEqual(events[1]["received"], 40)
-            self.assertEqual((events[2]["state"], events[2]["fraction_completed"]), ("completed", 1.0))
+            self.assertEqual((events[2]["state"], events[2]["fraction_completed"]), (contract.Task.STATE_COMPLETED, 1.0))
             # A task alive when the agent stops is removed, and the new agent's tasks are added.
             path, _ = self.begin_task("survivor")
             self.assertEqual(json.loads(watch.stdout.readline())["event"], "added")
@@ -322,7 +322,7 @@ class RunAcrossAgentRestartTests(unittest.TestCase):
             # the bus to start it again.
             # BeginTask, then its progress: the task is back whole once its fraction is too.
             again = wait_until(lambda: self.agent_pid() not in (None, old) and [
-                t for t in self.tasks() if t["Description"] == "long job" and str(t["State"]) == "running"
+                t for t in self.tasks() if t["Description"] == "long job" and str(t["State"]) == contract.Task.STATE_RUNNING
                 and float(t["FractionCompleted"]) == 0.4] or None,
                 timeout=10, what="the task at a new agent, with its progress")[0]
             self.assertEqual(str(again["Owner"]), owner, "the same run, re-asserting its task")
@@ -334,7 +334,7 @@ class RunAcrossAgentRestartTests(unittest.TestCase):
             out, err = p.communicate(timeout=10)
             self.assertEqual(p.returncode, 0, err)
             self.assertNotIn("UnknownObject", err)
-            done = wait_until(lambda: [t for t in self.tasks() if str(t["State"]) == "completed"] or None,
+            done = wait_until(lambda: [t for t in self.tasks() if str(t["State"]) == contract.Task.STATE_COMPLETED] or None,
                               what="the task completed at the new agent")[0]
             self.assertEqual((str(done["Error"]), float(done["FractionCompleted"])), ("", 1.0))
         finally:

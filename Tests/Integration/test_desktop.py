@@ -98,7 +98,7 @@ class TrayTests(AgentTestCase):
         # Bad input is an error, never a crash.
         with self.assertRaises(dbus.exceptions.DBusException) as cm:
             menu.GetProperty(toggle, "no-such-property")
-        self.assertEqual(cm.exception.get_dbus_name(), "org.freedesktop.DBus.Error.InvalidArgs")
+        self.assertEqual(cm.exception.get_dbus_name(), contract.DBusError.InvalidArgs)
         with self.assertRaises(dbus.exceptions.DBusException):
             menu.GetLayout(12345, -1, dbus.Array([], signature="s"))
         self.assertEqual([int(i) for i in menu.EventGroup(dbus.Array([(dbus.Int32(999), "clicked", dbus.Int32(0, variant_level=1), dbus.UInt32(0))], signature="(isvu)"))], [999])
@@ -197,7 +197,7 @@ class DockTests(AgentTestCase):
         t = wait_until(lambda: [t for t in tasks() if float(t["FractionCompleted"]) == 0.405] or None,
                        what="the task at 40.5 %")[0]
         # A percentage is a fraction with no sizes: no made-up bytes for panels to print.
-        self.assertEqual((str(t["Description"]), str(t["State"])), ("backup photos", "running"))
+        self.assertEqual((str(t["Description"]), str(t["State"])), ("backup photos", contract.Task.STATE_RUNNING))
         self.assertEqual([int(t[k]) for k in ("CountOfBytesReceived", "CountOfBytesExpectedToReceive",
                                               "CountOfBytesSent", "CountOfBytesExpectedToSend")], [0, 0, 0, 0])
         wait_until(lambda: [e for e in events(dock, "Update") if e["app"] == "application://org.example.Backup.desktop"
@@ -208,7 +208,7 @@ class DockTests(AgentTestCase):
         out, err = p.communicate(timeout=10)
         self.assertEqual((p.returncode, out, err), (3, "to-stdout\n", "kept\n"),
                          "the command's status; progress lines consumed, the others passed through")
-        t = wait_until(lambda: [t for t in tasks() if str(t["State"]) == "completed"] or None, what="completed")[0]
+        t = wait_until(lambda: [t for t in tasks() if str(t["State"]) == contract.Task.STATE_COMPLETED] or None, what=contract.Task.STATE_COMPLETED)[0]
         self.assertEqual((str(t["Error"]), float(t["FractionCompleted"]), int(t["CountOfBytesReceived"])),
                          ("exit status 3", 1.0, 0), "100 % reached before the failure; still no bytes")
         wait_until(lambda: [e for e in events(dock, "Update") if e["props"]["count"] == 0], what="the dock cleared")
@@ -217,7 +217,7 @@ class DockTests(AgentTestCase):
         for bad in ("app", "../x.desktop", "a b.desktop", "x" * 300 + ".desktop"):
             with self.assertRaises(dbus.exceptions.DBusException) as cm:
                 self.begin(**{"desktop-id": bad})
-            self.assertEqual(cm.exception.get_dbus_name(), "org.freedesktop.DBus.Error.InvalidArgs")
+            self.assertEqual(cm.exception.get_dbus_name(), contract.DBusError.InvalidArgs)
             self.assertIn("desktop-id", cm.exception.get_dbus_message())
 
 

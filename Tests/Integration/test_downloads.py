@@ -249,7 +249,7 @@ class LibcurlLoadingTests(DownloadTestCase):
             c = self.client(self.http.url("/img/one.png"))
             done = self.finished(c, 1)[0]
             self.assertFalse(done["ok"])
-            self.assertEqual(done["error_name"], "org.freedesktop.DBus.Error.Failed")
+            self.assertEqual(done["error_name"], contract.DBusError.Failed)
             self.assertIn("libcurl", done["error_message"])
             self.assertIn("libnetactivity-missing.so.4", done["error_message"])
             c.close()
@@ -304,7 +304,7 @@ class QueueTests(DownloadTestCase):
 
     def test_lifo_order(self):
         self.set_dprop("MaximumActiveDownloads", dbus.UInt32(1, variant_level=1))
-        self.set_dprop("DownloadPrioritization", dbus.String("lifo", variant_level=1))
+        self.set_dprop("DownloadPrioritization", dbus.String(contract.Downloader.DOWNLOAD_PRIORITIZATION_LIFO, variant_level=1))
         first = self.client(self.http.url("/gate/first.png"))
         wait_until(lambda: self.http.count("/gate/first") == 1, what="the first transfer")
         rest = self.client(*[self.http.url("/img/%s.png" % n) for n in ("b", "c", "d")])
@@ -318,7 +318,7 @@ class QueueTests(DownloadTestCase):
         for name, value in (("MaximumActiveDownloads", dbus.UInt32(0, variant_level=1)),
                             ("MaximumActiveDownloads", dbus.UInt32(65, variant_level=1)),
                             ("DownloadPrioritization", dbus.String("random", variant_level=1))):
-            self.expect_error("org.freedesktop.DBus.Error.InvalidArgs", lambda: self.set_dprop(name, value))
+            self.expect_error(contract.DBusError.InvalidArgs, lambda: self.set_dprop(name, value))
 
 
 class CancelTests(DownloadTestCase):
@@ -328,7 +328,7 @@ class CancelTests(DownloadTestCase):
         other_conn = connect(self.bus)
         self.addCleanup(other_conn.close)
         theirs = self.downloader(other_conn).DownloadImage(url, dbus.Dictionary({}, signature="sv"))[0]
-        msg = self.expect_error("org.freedesktop.DBus.Error.AccessDenied", lambda: self.downloader(other_conn).CancelDownload(mine))
+        msg = self.expect_error(contract.DBusError.AccessDenied, lambda: self.downloader(other_conn).CancelDownload(mine))
         self.assertIn(other_conn.get_unique_name(), msg)
         self.assertTrue(self.downloader().CancelDownload(mine))
         self.assertFalse(self.downloader().CancelDownload(mine))
@@ -351,7 +351,7 @@ class CancelTests(DownloadTestCase):
         obj = self.conn.get_object(NAME, task, introspect=False)
         wait_until(lambda: int(obj.Get(contract.Task.INTERFACE, "CountOfBytesReceived", dbus_interface=PROPS)) > 0,
                    what="byte progress on the task")
-        self.assertEqual(obj.Get(contract.Task.INTERFACE, "State", dbus_interface=PROPS), "running")
+        self.assertEqual(obj.Get(contract.Task.INTERFACE, "State", dbus_interface=PROPS), contract.Task.STATE_RUNNING)
         self.finished(c, 1)
         wait_until(lambda: [v for v, _ in indicator.visible() if not v], what="Visible false")
 
@@ -372,7 +372,7 @@ class ErrorTests(DownloadTestCase):
         self.assertTrue(done[self.http.url("/redirect")]["ok"], "a redirect is followed")
         for url in ("ftp://example.com/a.png", "file:///etc/passwd", "http://", "http://exa mple.com/", "not a url"):
             self.expect_error(ERR + "InvalidURL", lambda: self.downloader().DownloadImage(url, dbus.Dictionary({}, signature="sv")))
-        self.expect_error("org.freedesktop.DBus.Error.InvalidArgs", lambda: self.downloader().DownloadImage(
+        self.expect_error(contract.DBusError.InvalidArgs, lambda: self.downloader().DownloadImage(
             self.http.url("/img/x.png"), dbus.Dictionary({"reload": dbus.String("yes")}, signature="sv")))
         self.assertTrue(self.agent.alive())
 

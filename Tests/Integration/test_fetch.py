@@ -13,7 +13,16 @@ import contract
 from harness import NAME, PATH, PROPS, Agent, connect, prop, task_states, wait_until
 from test_downloads import CACHE, DOWNLOADER, ERR, DownloadTestCase
 
-INVALID_ARGS = "org.freedesktop.DBus.Error.InvalidArgs"
+INVALID_ARGS = contract.DBusError.InvalidArgs
+D = contract.Downloader
+
+
+def expected_info(source, status=None, content_type="image/png"):
+    """FetchImage's info as the contract names its keys: source, content type, the HTTP status where a transfer ran."""
+    out = {D.FETCH_IMAGE_INFO_SOURCE: source, D.FETCH_IMAGE_INFO_CONTENT_TYPE: content_type}
+    if status is not None:
+        out[D.FETCH_IMAGE_INFO_HTTP_STATUS] = status
+    return out
 
 
 class BusMonitor:
@@ -86,10 +95,10 @@ class FetchAnswerTests(FetchTestCase):
         data, size, info, target = self.fetch(url)
         self.assertEqual(data, self.http.bodies["/fresh/big-one.png"])
         self.assertEqual(size, len(data))
-        self.assertEqual(info, {"source": "network", "content-type": "image/png", "http-status": 200})
+        self.assertEqual(info, expected_info(D.FETCH_IMAGE_SOURCE_NETWORK, 200))
         self.assertIn("memfd:netactivity-image", target)
         data2, _, info2, target2 = self.fetch(url)
-        self.assertEqual((data2, info2), (data, {"source": "memory", "content-type": "image/png"}))
+        self.assertEqual((data2, info2), (data, expected_info(D.FETCH_IMAGE_SOURCE_MEMORY)))
         self.assertEqual(self.http.count("/fresh/"), 1, "the second answer came from memory")
         self.disk_entries(1)
         self.agent.stop()
@@ -97,7 +106,7 @@ class FetchAnswerTests(FetchTestCase):
         self.conn.close()
         self.conn = connect(self.bus)
         data3, _, info3, _ = self.fetch(url)
-        self.assertEqual((data3, info3), (data, {"source": "disk", "content-type": "image/png"}))
+        self.assertEqual((data3, info3), (data, expected_info(D.FETCH_IMAGE_SOURCE_DISK)))
         self.assertEqual(self.http.count("/fresh/"), 1, "the third from the disk")
 
     def test_a_small_image_is_a_memfd_too_and_read_only(self):
@@ -240,11 +249,11 @@ class LazyAnnouncementTests(FetchTestCase):
         self.assertEqual(int(prop(self.conn, "ActivityCount")), 1, "activity from the start")
         task = wait_until(lambda: task_states(self.conn), timeout=10, what="the task object")
         self.assertGreaterEqual(time.monotonic() - t0, 1.9, "not before the activation delay")
-        self.assertEqual(list(task.values()), [("running", "")])
+        self.assertEqual(list(task.values()), [(contract.Task.STATE_RUNNING, "")])
         self.assertEqual(int(prop(self.conn, "ActivityCount")), 1, "the task took the transfer's activity over")
         self.http.gate("/gate/long.png").set()
         self.assertEqual(self.answers(c, 1)[0]["event"], "fetched")
-        wait_until(lambda: list(task_states(self.conn).values()) == [("completed", "")], what="the task to complete")
+        wait_until(lambda: list(task_states(self.conn).values()) == [(contract.Task.STATE_COMPLETED, "")], what="the task to complete")
         wait_until(lambda: int(prop(self.conn, "ActivityCount")) == 0, what="the activity to end")
 
     def test_announce_publishes_at_once(self):
@@ -252,7 +261,7 @@ class LazyAnnouncementTests(FetchTestCase):
         obj.Set(contract.Activity.INTERFACE, "ActivationDelay", dbus.Double(60.0, variant_level=1), dbus_interface=PROPS)
         c = self.fetcher(self.http.url("/gate/shown.png"), announce=True)
         task = wait_until(lambda: task_states(self.conn), what="the task object")
-        self.assertEqual(list(task.values()), [("running", "")])
+        self.assertEqual(list(task.values()), [(contract.Task.STATE_RUNNING, "")])
         self.assertEqual(int(prop(self.conn, "ActivityCount")), 1)
         self.http.gate("/gate/shown.png").set()
         self.assertEqual(self.answers(c, 1)[0]["event"], "fetched")
@@ -283,7 +292,7 @@ class SynchronousFailureTests(FetchTestCase):
 
     def test_fetch_image_answers_with_the_error(self):
         for options in ({}, {"reload": dbus.Boolean(True)}):
-            msg = self.expect_error("org.freedesktop.DBus.Error.Failed", lambda: self.fetch(self.http.url("/img/a.png"), **options))
+            msg = self.expect_error(contract.DBusError.Failed, lambda: self.fetch(self.http.url("/img/a.png"), **options))
             self.assertIn("libcurl", msg)
         self.assertEqual(int(prop(self.conn, "ActivityCount")), 0)
         self.assertEqual(self.http.count("/img/"), 0)

@@ -100,7 +100,7 @@ class LoadTests(AgentTestCase):
                              stderr=subprocess.DEVNULL)
         self.addCleanup(lambda: p.poll() is None and p.kill())
         wait_until(lambda: int(prop(self.conn, "ActivityCount")) > 20, what="load under way")
-        wait_until(lambda: any(s[0] == "running" for s in Books(self).task_states().values()), what="tasks running")
+        wait_until(lambda: any(s[0] == contract.Task.STATE_RUNNING for s in Books(self).task_states().values()), what="tasks running")
         p.send_signal(signal.SIGKILL)
         p.wait()
         Books(self).wait_released("everything the killed clients held released")

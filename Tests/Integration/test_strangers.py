@@ -197,11 +197,11 @@ class SandboxTests(StrangerTestCase):
                                         (IFACE, "CompletionDelay", "d", 5.0), (CACHE, "MemoryCapacity", "t", 1),
                                         (CACHE, "PreferredMemoryUsageAfterPurge", "t", 0),
                                         (DOWNLOADER, "MaximumActiveDownloads", "u", 1),
-                                        (DOWNLOADER, "DownloadPrioritization", "s", "lifo"),
+                                        (DOWNLOADER, "DownloadPrioritization", "s", contract.Downloader.DOWNLOAD_PRIORITIZATION_LIFO),
                                         (DOWNLOADER, "DiskCapacity", "t", 0)]:
             with self.assertRaises(dbus.exceptions.DBusException) as cm:
                 app("set", iface, prop, sig, value)
-            self.assertEqual(cm.exception.get_dbus_name(), "org.freedesktop.DBus.Error.AccessDenied", prop)
+            self.assertEqual(cm.exception.get_dbus_name(), contract.DBusError.AccessDenied, prop)
             self.assertIn("sandboxed", cm.exception.get_dbus_message())
         obj = self.conn.get_object(NAME, PATH, introspect=False)
         self.assertTrue(bool(obj.Get(IFACE, "Enabled", dbus_interface=PROPS)))
@@ -605,13 +605,13 @@ class InlineLimitTests(AgentTestCase):
         unsealed = sealed_memfd(image, seals=False)
         read_end, write_end = os.pipe()
         for fd in (unsealed, read_end):
-            msg = self.expect_error("org.freedesktop.DBus.Error.InvalidArgs",
+            msg = self.expect_error(contract.DBusError.InvalidArgs,
                                     lambda: self.cache().AddImageFromFd("x", dbus.types.UnixFd(fd)))
             self.assertIn("sealed", msg)
         for fd in (unsealed, read_end, write_end):
             os.close(fd)
         empty = sealed_memfd(b"")
-        self.expect_error("org.freedesktop.DBus.Error.InvalidArgs",
+        self.expect_error(contract.DBusError.InvalidArgs,
                           lambda: self.cache().AddImageFromFd("x", dbus.types.UnixFd(empty)))
         os.close(empty)
         text = sealed_memfd(b"not an image at all")

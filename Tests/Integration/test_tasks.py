@@ -43,7 +43,7 @@ class TaskLifecycleTests(TaskTestCase):
         path, task = self.begin(description="GET /feed", expected_to_receive=dbus.UInt64(1000))
         self.assertRegex(path, "^" + re.escape(contract.TASK_PATH_PREFIX) + r"\d+$")
         self.assertEqual(self.count(), 1)
-        self.assertEqual(self.tprop(path, "State"), "running")
+        self.assertEqual(self.tprop(path, "State"), contract.Task.STATE_RUNNING)
         self.assertEqual(self.tprop(path, "Owner"), self.conn.get_unique_name())
         self.assertEqual(self.tprop(path, "Description"), "GET /feed")
 
@@ -52,19 +52,19 @@ class TaskLifecycleTests(TaskTestCase):
         r = busctl(self.bus, "get-property", NAME, path, TASK, "CountOfBytesReceived", "FractionCompleted")
         self.assertEqual(r.stdout.split(), ["t", "500", "d", "0.5"])
 
-        for call, state, count in ((task.Suspend, "suspended", 0), (task.Suspend, "suspended", 0),
-                                   (task.Resume, "running", 1), (task.Resume, "running", 1)):
+        for call, state, count in ((task.Suspend, contract.Task.STATE_SUSPENDED, 0), (task.Suspend, contract.Task.STATE_SUSPENDED, 0),
+                                   (task.Resume, contract.Task.STATE_RUNNING, 1), (task.Resume, contract.Task.STATE_RUNNING, 1)):
             call()
             self.assertEqual((self.tprop(path, "State"), self.count()), (state, count), call)
         task.Complete("")
-        self.assertEqual(self.tprop(path, "State"), "completed")
+        self.assertEqual(self.tprop(path, "State"), contract.Task.STATE_COMPLETED)
         self.assertEqual(float(self.tprop(path, "FractionCompleted")), 1.0)
         # Redundant calls after completion are harmless and change nothing.
         task.Complete("org.example.Error.Late")
         task.Resume()
         task.SetProgress(U(0), U(0), U(900), U(1000))
         self.assertEqual(self.tprop(path, "Error"), "")
-        self.assertEqual(self.tprop(path, "State"), "completed")
+        self.assertEqual(self.tprop(path, "State"), contract.Task.STATE_COMPLETED)
         self.assertEqual(int(self.tprop(path, "CountOfBytesReceived")), 500)
         self.assertEqual(self.count(), 0)
 
@@ -82,7 +82,7 @@ class TaskLifecycleTests(TaskTestCase):
 
     def test_starting_suspended_and_options(self):
         path, task = self.begin(suspended=True, expected_to_send=dbus.UInt64(10), expected_to_receive=dbus.UInt64(30))
-        self.assertEqual(self.tprop(path, "State"), "suspended")
+        self.assertEqual(self.tprop(path, "State"), contract.Task.STATE_SUSPENDED)
         self.assertEqual(self.count(), 0)
         self.assertEqual(int(self.tprop(path, "CountOfBytesExpectedToSend")), 10)
         task.SetProgress(U(10), U(10), U(10), U(30))
@@ -94,7 +94,7 @@ class TaskLifecycleTests(TaskTestCase):
         r = busctl(self.bus, "call", NAME, PATH, contract.Activity.INTERFACE, "BeginTask", "sa{sv}", "from busctl", "0")
         self.assertEqual(r.returncode, 0, r.stderr)
         path = r.stdout.split()[1].strip('"')
-        wait_until(lambda: self.tprop(path, "State") == "completed", what="busctl's task to complete")
+        wait_until(lambda: self.tprop(path, "State") == contract.Task.STATE_COMPLETED, what="busctl's task to complete")
         self.assertEqual(self.tprop(path, "Error"), VANISHED)
         self.assertEqual(self.count(), 0)
 
@@ -112,9 +112,9 @@ class TaskLifecycleTests(TaskTestCase):
     def test_completed_task_leaves_after_the_linger(self):
         path, task = self.begin()
         task.Complete("")
-        self.assertEqual(self.tprop(path, "State"), "completed")
+        self.assertEqual(self.tprop(path, "State"), contract.Task.STATE_COMPLETED)
         wait_until(lambda: path not in self.managed(), timeout=3, what="the task to leave")
-        self.expect_error("org.freedesktop.DBus.Error.UnknownObject", lambda: self.tprop(path, "State"))
+        self.expect_error(contract.DBusError.UnknownObject, lambda: self.tprop(path, "State"))
 
     def managed(self):
         return {str(p) for p in self.conn.get_object(NAME, PATH, introspect=False).GetManagedObjects(dbus_interface=OM)}
@@ -128,7 +128,7 @@ class TaskOwnershipTests(TaskTestCase):
             stranger = dbus.Interface(other.get_object(NAME, path, introspect=False), TASK)
             for call in (stranger.Suspend, stranger.Resume, lambda: stranger.Complete(""),
                          lambda: stranger.SetProgress(U(1), U(1), U(1), U(1))):
-                msg = self.expect_error("org.freedesktop.DBus.Error.AccessDenied", call)
+                msg = self.expect_error(contract.DBusError.AccessDenied, call)
                 self.assertIn(other.get_unique_name(), msg)
                 self.assertIn(self.conn.get_unique_name(), msg)
         finally:
@@ -136,7 +136,7 @@ class TaskOwnershipTests(TaskTestCase):
         r = busctl(self.bus, "call", NAME, path, TASK, "Complete", "s", "")
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("Access denied", r.stderr)
-        self.assertEqual((self.tprop(path, "State"), self.count()), ("running", 1))
+        self.assertEqual((self.tprop(path, "State"), self.count()), (contract.Task.STATE_RUNNING, 1))
 
     def test_owner_kill9_completes_its_tasks_with_client_vanished(self):
         self.conn.get_object(NAME, PATH).Set(contract.Activity.INTERFACE, "CompletionDelay", dbus.Double(0.17),
@@ -161,10 +161,10 @@ class TaskOwnershipTests(TaskTestCase):
         self.assertGreaterEqual(off - killed_at, 0.17 - 0.005)
         self.assertLess(off - killed_at, 0.17 + 0.3)
         for path in (running, suspended):
-            self.assertEqual(self.tprop(path, "State"), "completed")
+            self.assertEqual(self.tprop(path, "State"), contract.Task.STATE_COMPLETED)
             self.assertEqual(self.tprop(path, "Error"), VANISHED)
             changes = [e["changed"] for e in panel.snapshot() if e["signal"] == "PropertiesChanged" and e["path"] == path]
-            self.assertIn({"State": "completed", "Error": VANISHED}, changes)
+            self.assertIn({"State": contract.Task.STATE_COMPLETED, "Error": VANISHED}, changes)
         self.assertEqual(self.count(), 0)
 
 
@@ -183,12 +183,12 @@ class ObjectManagerTests(TaskTestCase):
         added = events[0]
         self.assertEqual(added["signal"], "InterfacesAdded")
         self.assertEqual(added["props"]["Description"], "after")
-        self.assertEqual(added["props"]["State"], "running")
+        self.assertEqual(added["props"]["State"], contract.Task.STATE_RUNNING)
         self.assertEqual(added["props"]["CountOfBytesExpectedToReceive"], 100)
         self.assertEqual(added["props"]["Owner"], self.conn.get_unique_name())
         changes = [e["changed"] for e in events if e["signal"] == "PropertiesChanged"]
         self.assertEqual(changes[0], {"CountOfBytesReceived": 40, "FractionCompleted": 0.4})
-        self.assertEqual(changes[-1], {"State": "completed", "FractionCompleted": 1.0})
+        self.assertEqual(changes[-1], {"State": contract.Task.STATE_COMPLETED, "FractionCompleted": 1.0})
         self.assertEqual(gone["interfaces"], [TASK])
         completed_at = [e["t"] for e in events if e["signal"] == "PropertiesChanged" and "State" in e["changed"]][0]
         self.assertGreaterEqual(gone["t"] - completed_at, 0.9, "a completed task stays for the linger")
@@ -229,12 +229,12 @@ class ObjectManagerTests(TaskTestCase):
                   "org.freedesktop.DBus.Properties.Get", TASK, "FractionCompleted")
         self.assertEqual(r.stdout.strip(), "(<0.59999999999999998>,)", r.stderr)
         for bad in (float("nan"), 1.5, -0.25, float("inf")):
-            msg = self.expect_error("org.freedesktop.DBus.Error.InvalidArgs", lambda: task.SetFraction(bad))
+            msg = self.expect_error(contract.DBusError.InvalidArgs, lambda: task.SetFraction(bad))
             self.assertIn("a fraction is from 0 to 1", msg)
         other = connect(self.bus)
         try:
             foreign = dbus.Interface(other.get_object(NAME, path, introspect=False), TASK)
-            self.expect_error("org.freedesktop.DBus.Error.AccessDenied", lambda: foreign.SetFraction(0.9))
+            self.expect_error(contract.DBusError.AccessDenied, lambda: foreign.SetFraction(0.9))
         finally:
             other.close()
         self.assertEqual(float(self.tprop(path, "FractionCompleted")), 0.6)
@@ -248,27 +248,27 @@ class ObjectManagerTests(TaskTestCase):
 class TaskInputTests(TaskTestCase):
     def test_bad_input_is_invalid_args_naming_the_value(self):
         agent = iface(self.conn)
-        msg = self.expect_error("org.freedesktop.DBus.Error.InvalidArgs", lambda: agent.BeginTask("x" * 2000, options()))
+        msg = self.expect_error(contract.DBusError.InvalidArgs, lambda: agent.BeginTask("x" * 2000, options()))
         self.assertIn("2000 bytes", msg)
-        msg = self.expect_error("org.freedesktop.DBus.Error.InvalidArgs",
+        msg = self.expect_error(contract.DBusError.InvalidArgs,
                                 lambda: agent.BeginTask("t", options(expected_size=dbus.UInt64(1))))
         self.assertIn("'expected-size'", msg)
-        msg = self.expect_error("org.freedesktop.DBus.Error.InvalidArgs",
+        msg = self.expect_error(contract.DBusError.InvalidArgs,
                                 lambda: agent.BeginTask("t", options(suspended=dbus.String("yes"))))
         self.assertIn("'suspended' must have type 'b', got 's'", msg)
         path, task = self.begin(expected_to_receive=dbus.UInt64(100))
         task.SetProgress(U(0), U(0), U(50), U(100))
-        msg = self.expect_error("org.freedesktop.DBus.Error.InvalidArgs", lambda: task.SetProgress(U(0), U(0), U(10), U(100)))
+        msg = self.expect_error(contract.DBusError.InvalidArgs, lambda: task.SetProgress(U(0), U(0), U(10), U(100)))
         self.assertIn("went back from 50 to 10", msg)
-        msg = self.expect_error("org.freedesktop.DBus.Error.InvalidArgs", lambda: task.SetProgress(U(0), U(0), U(101), U(100)))
+        msg = self.expect_error(contract.DBusError.InvalidArgs, lambda: task.SetProgress(U(0), U(0), U(101), U(100)))
         self.assertIn("101 exceeds CountOfBytesExpectedToReceive 100", msg)
-        self.expect_error("org.freedesktop.DBus.Error.InvalidArgs", lambda: task.Complete("e" * 5000))
+        self.expect_error(contract.DBusError.InvalidArgs, lambda: task.Complete("e" * 5000))
         r = busctl(self.bus, "call", NAME, path, TASK, "SetProgress", "uuuu", "1", "2", "3", "4")
         self.assertIn("expected signature 'tttt', got 'uuuu'", r.stderr)
         self.assertEqual(int(self.tprop(path, "CountOfBytesReceived")), 50)
-        self.expect_error("org.freedesktop.DBus.Error.UnknownObject",
+        self.expect_error(contract.DBusError.UnknownObject,
                           lambda: self.tprop(contract.TASK_PATH_PREFIX + "999999", "State"))
-        self.assertEqual(self.tprop(path, "State"), "running")
+        self.assertEqual(self.tprop(path, "State"), contract.Task.STATE_RUNNING)
         self.assertEqual(self.count(), 1)
 
     def test_live_task_cap_per_client(self):

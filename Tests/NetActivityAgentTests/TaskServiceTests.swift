@@ -15,7 +15,7 @@ struct TaskServiceTests {
     func begin(_ h: DriverHarness, _ owner: String, expectedToSend: UInt64 = 0) throws -> String {
         let reply = try h.call(owner, ActivityMember.Method.beginTask.rawValue) { w in
             w.append("upload")
-            try w.appendVardict(expectedToSend > 0 ? [TaskMember.Option.expectedToSend.rawValue: .uint64(expectedToSend)] : [:])
+            try w.appendVardict(expectedToSend > 0 ? [ActivityMember.BeginTaskOption.expectedToSend.rawValue: .uint64(expectedToSend)] : [:])
         }
         var r = try #require(reply).reader()
         return try r.readObjectPath()

@@ -1,0 +1,31 @@
+// The hand-written side of the contract's names: what `Names.swift` (generated from dbus/*.xml by
+// scripts/gen-contract.py) cannot say as a table.
+
+/// A key of a dictionary of the contract (an `a{sv}` argument, a dictionary property), with the
+/// D-Bus type its value has.
+public protocol DictionaryKey: RawRepresentable, CaseIterable, Sendable where RawValue == String {
+    var signature: String { get }
+}
+
+/// A key of a method's `a{sv}` options argument: unknown keys and wrong types are InvalidArgs.
+public protocol MethodOption: DictionaryKey {}
+
+extension ActivityMember {
+    /// Why `id` is not a valid `desktop-id` (a desktop file name such as `org.example.App.desktop`:
+    /// letters, digits, '.', '_', '-', at most 255 bytes), or nil when it is.
+    public static func desktopIDProblem(_ id: String) -> String? {
+        let allowed = { (c: UInt8) in
+            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2E || c == 0x5F || c == 0x2D
+        }
+        if id.utf8.count <= 255, id.hasSuffix(".desktop"), id.utf8.count > 8, id.utf8.allSatisfy(allowed) { return nil }
+        return "BeginTask option 'desktop-id' must be a desktop file name like 'org.example.App.desktop' (letters, digits, '.', '_', '-'; at most 255 bytes), got '\(id.prefix(300))'"
+    }
+}
+
+extension NetActivityError.Name {
+    /// The prefix of the agent's own error names.
+    public static let agentPrefix = NetActivityBus.name + ".Error."
+
+    /// The last part of the name (`TooLarge` for `org.example.NetActivity.Error.TooLarge`).
+    public var shortName: String { String(rawValue[rawValue.index(after: rawValue.lastIndex(of: ".")!)...]) }
+}
