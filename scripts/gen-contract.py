@@ -48,6 +48,10 @@ class Interface:
         self.values = {}   # enum name -> (doc, [values])
         self.keys = {}     # enum name -> (doc, {key: type}, is an option table)
         own = notes(element)
+        for k, v in own.items():
+            if k.startswith("Values."):
+                name = k[len("Values."):]
+                self.values[name] = ("`%s`: the values several members take." % name, v.split())
         self.errors = own.get("Errors", "").split()
         self.standard_errors = own.get("StandardErrors", "").split()
         for m in element.findall("method"):

@@ -162,18 +162,39 @@ public final class DownloadService: ImageDownloader.Observer {
 
     // MARK: requests
 
-    /// The checks both methods make; the request key.
-    private func requestKey<Option: MethodOption>(
+    /// A priority named on the bus, or InvalidArgs naming the values.
+    static func priority(_ value: String?) throws(NetActivityError) -> ImageDownloader.Priority {
+        guard let value else { return .normal }
+        guard let priority = ImageDownloader.Priority(rawValue: value) else {
+            let known = ImageDownloader.Priority.allCases.map(\.rawValue).joined(separator: ", ")
+            throw .invalidArgs("A priority must be one of \(known), got '\(value.prefix(100))'")
+        }
+        return priority
+    }
+
+    /// What a request asks for, from its options.
+    private struct Asked {
+        let key: String
+        let reload: Bool
+        let priority: ImageDownloader.Priority
+    }
+
+    /// The checks both methods make; the request key, reload and priority.
+    private func asked<Option: MethodOption>(
         url: String, options: [String: DBusValue], method: DownloaderMember.Method, _: Option.Type
-    ) throws(NetActivityError) -> String {
+    ) throws(NetActivityError) -> Asked {
+        typealias Common = DownloaderMember.DownloadImageOption
         try Self.checkURL(url)
         try checkOptions(options, of: method.rawValue, Option.self)
+        let priority = try Self.priority(options[Common.priority.rawValue]?.stringValue)
         let additional = options[DownloaderMember.DownloadImageOption.additionalIdentifier.rawValue]?.stringValue ?? ""
         guard additional.utf8.count <= NetActivityLimits.maxImageKeyBytes else {
             throw .invalidArgs(
                 "additional-identifier is \(additional.utf8.count) bytes long; the limit is \(NetActivityLimits.maxImageKeyBytes)")
         }
-        return ImageRequestKey.make(url: url, additional: additional)
+        return Asked(
+            key: ImageRequestKey.make(url: url, additional: additional), reload: options[Common.reload.rawValue]?.boolValue ?? false,
+            priority: priority)
     }
 
     /// Counts one more waiting download for `owner`, or says which limit it would break.
@@ -197,21 +218,22 @@ public final class DownloadService: ImageDownloader.Observer {
 
     /// `core.download`, marked as the call that starts it (see `outsideTheCall`).
     private func start(
-        url: String, key: String, owner: String, reload: Bool,
+        url: String, _ asked: Asked, owner: String,
         _ handler: @escaping (Result<ImageDownloader.Fetched, ImageDownloader.Failure>) -> Void
     ) -> ImageDownloader.Ticket {
         starting = true
         defer { starting = false }
-        return core.download(url: url, key: key, owner: owner, app: context.peers.app(of: owner), reload: reload, handler: handler)
+        return core.download(
+            url: url, key: asked.key, owner: owner, app: context.peers.app(of: owner), reload: asked.reload, priority: asked.priority,
+            handler: handler)
     }
 
     func download(url: String, options: [String: DBusValue], owner: String) throws(NetActivityError) -> (receipt: String, task: String, cached: Bool) {
-        let key = try requestKey(url: url, options: options, method: .downloadImage, DownloaderMember.DownloadImageOption.self)
-        let reload = options[DownloaderMember.DownloadImageOption.reload.rawValue]?.boolValue ?? false
+        let asked = try asked(url: url, options: options, method: .downloadImage, DownloaderMember.DownloadImageOption.self)
         // Counted before the call: a transport that fails at once answers inside it.
         try chargePending(owner)
         var receipt = ""
-        let ticket = start(url: url, key: key, owner: owner, reload: reload) { [unowned self] result in
+        let ticket = start(url: url, asked, owner: owner) { [unowned self] result in
             self.release(owner)
             // `receipt` is read when the signal goes: after this call has returned it.
             self.outsideTheCall { self.finished(receipt: receipt, url: url, owner: owner, result.map { _ in }) }
@@ -275,8 +297,7 @@ public final class DownloadService: ImageDownloader.Observer {
         url: String, options: [String: DBusValue], owner: String, reply: @escaping (Result<Answer, NetActivityError>) -> Void
     ) throws(NetActivityError) -> Answer? {
         typealias Option = DownloaderMember.FetchImageOption
-        let key = try requestKey(url: url, options: options, method: .fetchImage, Option.self)
-        let reload = options[Option.reload.rawValue]?.boolValue ?? false
+        let asked = try asked(url: url, options: options, method: .fetchImage, Option.self)
         let named = options[Option.receipt.rawValue]?.stringValue
         if let named {
             guard !named.isEmpty, named.utf8.count <= NetActivityLimits.maxReceiptBytes else {
@@ -286,12 +307,12 @@ public final class DownloadService: ImageDownloader.Observer {
                 throw .invalidArgs("Receipt '\(named.prefix(100))' is already pending on this connection; choose another")
             }
         }
-        if !reload, let hit = images.cachedImage(for: key, client: owner) {
+        if !asked.reload, let hit = images.cachedImage(for: asked.key, client: owner) {
             return Answer(body: hit.body, info: hit.info, source: .memory, httpStatus: 0)
         }
         try chargePending(owner)
         var receiptName: String?
-        let ticket = start(url: url, key: key, owner: owner, reload: reload) { [unowned self] result in
+        let ticket = start(url: url, asked, owner: owner) { [unowned self] result in
             self.release(owner)
             if let receiptName { self.forgetFetch(receiptName, of: owner) }
             let answer = result.mapError(Self.error).flatMap { fetched -> Result<Answer, NetActivityError> in
@@ -308,7 +329,7 @@ public final class DownloadService: ImageDownloader.Observer {
         case .cached:
             // Not held in memory a moment ago, yet the downloader's check found it: served as a hit.
             release(owner)
-            guard let hit = images.cachedImage(for: key, client: owner) else {
+            guard let hit = images.cachedImage(for: asked.key, client: owner) else {
                 throw NetActivityError(.notFound, "The image for \(PublishedURL.redact(url)) left the cache while it was fetched; fetch it again")
             }
             return Answer(body: hit.body, info: hit.info, source: .memory, httpStatus: 0)
@@ -331,15 +352,29 @@ public final class DownloadService: ImageDownloader.Observer {
         pending.release(connection: owner, leaf: context.peers.app(of: owner), cost: count)
     }
 
+    /// The downloader's receipt for `receipt` as `caller` names it: one it named in `FetchImage`,
+    /// else one `DownloadImage` gave it (AccessDenied for another's; nil when unknown or finished).
+    private func ownReceipt(_ receipt: String, by caller: String, toDo what: String) throws(NetActivityError) -> String? {
+        if let ours = fetchReceipts[caller]?[receipt] { return ours }
+        guard let owner = core.owner(of: receipt) else { return nil }
+        guard owner == caller else {
+            throw .accessDenied("Only the owner of receipt \(receipt.prefix(100)) (\(owner)) may \(what) it; the caller is \(caller)")
+        }
+        return receipt
+    }
+
     /// A receipt `caller` named in `FetchImage` (its pending call is answered `Cancelled`), else
     /// one `DownloadImage` gave it.
     func cancel(receipt: String, by caller: String) throws(NetActivityError) -> Bool {
-        if let ours = fetchReceipts[caller]?[receipt] { return core.cancel(receipt: ours) }
-        guard let owner = core.owner(of: receipt) else { return false }
-        guard owner == caller else {
-            throw .accessDenied("Only the owner of receipt \(receipt) (\(owner)) may cancel it; the caller is \(caller)")
-        }
-        return core.cancel(receipt: receipt)
+        guard let ours = try ownReceipt(receipt, by: caller, toDo: "cancel") else { return false }
+        return core.cancel(receipt: ours)
+    }
+
+    /// A new priority for a pending receipt of `caller`'s, named as `cancel` names it.
+    func setPriority(receipt: String, priority: String, by caller: String) throws(NetActivityError) -> Bool {
+        let priority = try Self.priority(priority)
+        guard let ours = try ownReceipt(receipt, by: caller, toDo: "change the priority of") else { return false }
+        return core.setPriority(priority, receipt: ours)
     }
 
     /// Departed owners' receipts leave in slices of `departureSlice` per turn of the loop, over all
@@ -551,6 +586,10 @@ public final class DownloadService: ImageDownloader.Observer {
                 DBusMethod(M.cancelDownload.rawValue, in: [DBusArgument("receipt", "s")], out: [DBusArgument("cancelled", "b")]) {
                     [unowned self] in try self.cancelDownload(&$0)
                 },
+                DBusMethod(
+                    M.setPriority.rawValue, in: [DBusArgument("receipt", "s"), DBusArgument("priority", "s")],
+                    out: [DBusArgument("changed", "b")]
+                ) { [unowned self] in try self.setPriority(&$0) },
             ],
             properties: [
                 .contractVersion,
@@ -650,6 +689,11 @@ public final class DownloadService: ImageDownloader.Observer {
 
     func cancelDownload(_ call: inout MethodCall) throws {
         call.reply.append(try cancel(receipt: try call.args.read(String.self), by: call.sender))
+    }
+
+    func setPriority(_ call: inout MethodCall) throws {
+        let receipt = try call.args.read(String.self)
+        call.reply.append(try setPriority(receipt: receipt, priority: try call.args.read(String.self), by: call.sender))
     }
 
     func setMaximumActiveDownloads(_ n: UInt32) throws(NetActivityError) {

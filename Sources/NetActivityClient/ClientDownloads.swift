@@ -66,8 +66,8 @@ final class ClientDownloads: AgentParticipant {
     /// `receipt` names the call for `cancelFetch`. No timeout of our own: the agent's transfer
     /// limits end every download, and the call with them.
     func fetch(
-        url: String, additionalIdentifier: String, reload: Bool, receipt: String?, announce: Bool = false,
-        destination: String? = nil, _ done: @escaping ClientCore.Completion<Fetched>
+        url: String, additionalIdentifier: String, reload: Bool, priority: ImagePriority = .normal, receipt: String?,
+        announce: Bool = false, destination: String? = nil, _ done: @escaping ClientCore.Completion<Fetched>
     ) {
         typealias Option = DownloaderMember.FetchImageOption
         core.query(DownloaderMember.Method.fetchImage.rawValue, interface: Self.downloaderInterface, destination: destination, { w in
@@ -75,6 +75,7 @@ final class ClientDownloads: AgentParticipant {
             var options: [String: DBusValue] = [:]
             if !additionalIdentifier.isEmpty { options[Option.additionalIdentifier.rawValue] = .string(additionalIdentifier) }
             if reload { options[Option.reload.rawValue] = .bool(true) }
+            if priority != .normal { options[Option.priority.rawValue] = .string(priority.rawValue) }
             if let receipt { options[Option.receipt.rawValue] = .string(receipt) }
             if announce { options[Option.announce.rawValue] = .bool(true) }
             try w.appendVardict(options)
@@ -105,6 +106,14 @@ final class ClientDownloads: AgentParticipant {
 
     /// libdbus's "no timeout" (DBUS_TIMEOUT_INFINITE).
     static let noTimeout: Int32 = 0x7fff_ffff
+
+    /// A new priority for the pending FetchImage named `receipt` (SetPriority).
+    func setPriority(_ priority: ImagePriority, of receipt: String) {
+        core.send(DownloaderMember.Method.setPriority.rawValue, interface: Self.downloaderInterface, { w in
+            w.append(receipt)
+            w.append(priority.rawValue)
+        }, reply: { _ in })
+    }
 
     /// Cancels the pending FetchImage named `receipt`: it is answered `Cancelled`.
     func cancelFetch(_ receipt: String) {

@@ -2,6 +2,11 @@ import Dispatch
 import LinuxKit
 import Synchronization
 
+/// A request's place in the queue all apps share (`very-low` ... `very-high`, `normal` unless
+/// said): highest first, then fairness between apps, then the order asked. A transfer several apps
+/// wait for runs at the highest of their priorities.
+public typealias ImagePriority = DownloaderMember.Priority
+
 /// Where a slot's image came from.
 public enum ImageSource: Sendable, Equatable {
     /// The shared memory cache (or the app's own memory tier) answered; nothing was downloaded.
@@ -73,6 +78,8 @@ final class SlotLoader: @unchecked Sendable {
     /// Nil: the face shows the placeholder itself.
     private let placeholderDelay: UInt64?
     private var current: Request?
+    /// What the slot's requests ask for (`setVisible`): the current one's receipt follows it.
+    private var priority: ImagePriority = .normal
     private let newest = Atomic<UInt64>(0)
 
     init(core: ClientCore, placeholderDelay: UInt64?) {
@@ -105,6 +112,15 @@ final class SlotLoader: @unchecked Sendable {
         core.mailbox.post { [self] in cancelCurrent() }
     }
 
+    /// The priority of the slot's requests from now on, and of the one under way.
+    func setPriority(_ priority: ImagePriority) {
+        core.mailbox.post { [self] in
+            guard priority != self.priority else { return }
+            self.priority = priority
+            if let receipt = current?.receipt { core.downloads.setPriority(priority, of: receipt) }
+        }
+    }
+
     /// Whatever the slot was doing is overtaken (a newer token from here on).
     private func cancelCurrent() {
         newest.add(1, ordering: .releasing)
@@ -125,7 +141,9 @@ final class SlotLoader: @unchecked Sendable {
             }
         }
         // Weak from here on: a slot the app lets go cancels its call (deinit) and applies nothing.
-        core.downloads.fetch(url: request.url, additionalIdentifier: request.additionalIdentifier, reload: false, receipt: receipt) {
+        core.downloads.fetch(
+            url: request.url, additionalIdentifier: request.additionalIdentifier, reload: false, priority: priority, receipt: receipt
+        ) {
             [weak self, core] result in
             request.receipt = nil
             if let timer = request.placeholderTimer {
@@ -259,6 +277,14 @@ public final class ImageSlot<Image>: Sendable {
         pending = nil
         loader.cancel()
     }
+
+    /// Tells the shared downloader whether the slot is on screen: a visible slot's image is
+    /// fetched at `.high`, a hidden one's at `.low` (a list scrolled past waits behind what shows).
+    /// Applies to the request under way and to later ones.
+    public func setVisible(_ visible: Bool) { setPriority(visible ? .high : .low) }
+
+    /// The priority of the slot's requests, the one under way included (`.normal` until set).
+    public func setPriority(_ priority: ImagePriority) { loader.setPriority(priority) }
 
     private func show(_ image: sending Image?, bytes: Int, from source: ImageSource, token: UInt64) {
         guard token == self.token, let request = pending else { return }
@@ -419,6 +445,12 @@ public final class ExecutorImageSlot<Image>: Sendable {
 
     /// Cancels the slot's download, if any; its handlers are never called.
     public func cancel() { loader.cancel() }
+
+    /// As `ImageSlot.setVisible`: `.high` while visible, `.low` while hidden; from any thread.
+    public func setVisible(_ visible: Bool) { setPriority(visible ? .high : .low) }
+
+    /// The priority of the slot's requests, the one under way included (`.normal` until set).
+    public func setPriority(_ priority: ImagePriority) { loader.setPriority(priority) }
 }
 
 extension ExecutorImageSlot where Image == [UInt8] {

@@ -229,9 +229,13 @@ public final class NetActivity: Sendable {
     ///
     /// Cancelling the Swift task cancels the call at the agent (the shared transfer stops when no
     /// app is left waiting for it) and throws `.agent("Cancelled")`.
-    public func fetchImage(url: String, additionalIdentifier: String = "", reload: Bool = false) async throws(NetActivityError)
-        -> FetchedImage
-    {
+    ///
+    /// `priority` orders it in the queue all apps share: highest first, then fairness between
+    /// apps, then the order asked. A transfer several apps wait for runs at the highest of their
+    /// priorities.
+    public func fetchImage(
+        url: String, additionalIdentifier: String = "", reload: Bool = false, priority: ImagePriority = .normal
+    ) async throws(NetActivityError) -> FetchedImage {
         let cancel = FetchCancellation()
         let result: Result<ClientDownloads.Fetched, NetActivityError> = await withTaskCancellationHandler {
             await withCheckedContinuation { c in
@@ -240,7 +244,9 @@ public final class NetActivity: Sendable {
                     guard !cancel.requested else { return c.resume(returning: .failure(FetchCancellation.error)) }
                     let receipt = core.downloads.makeFetchReceipt()
                     cancel.receipt = receipt
-                    core.downloads.fetch(url: url, additionalIdentifier: additionalIdentifier, reload: reload, receipt: receipt) {
+                    core.downloads.fetch(
+                        url: url, additionalIdentifier: additionalIdentifier, reload: reload, priority: priority, receipt: receipt
+                    ) {
                         cancel.receipt = nil
                         c.resume(returning: $0)
                     }
@@ -258,8 +264,10 @@ public final class NetActivity: Sendable {
     }
 
     /// Fetches an image through the shared downloader (`fetchImage`) and returns its bytes.
-    public func downloadImage(url: String, additionalIdentifier: String = "", reload: Bool = false) async throws(NetActivityError) -> [UInt8] {
-        try await fetchImage(url: url, additionalIdentifier: additionalIdentifier, reload: reload).file.readAll()
+    public func downloadImage(
+        url: String, additionalIdentifier: String = "", reload: Bool = false, priority: ImagePriority = .normal
+    ) async throws(NetActivityError) -> [UInt8] {
+        try await fetchImage(url: url, additionalIdentifier: additionalIdentifier, reload: reload, priority: priority).file.readAll()
     }
 
     // MARK: the indicator

@@ -28,8 +28,10 @@ extension ExecutorImageSlot {
 }
 
 extension NetActivity {
-    public func downloadImage(url: URL, additionalIdentifier: String = "", reload: Bool = false) async throws(NetActivityError) -> [UInt8] {
-        try await downloadImage(url: url.absoluteString, additionalIdentifier: additionalIdentifier, reload: reload)
+    public func downloadImage(
+        url: URL, additionalIdentifier: String = "", reload: Bool = false, priority: ImagePriority = .normal
+    ) async throws(NetActivityError) -> [UInt8] {
+        try await downloadImage(url: url.absoluteString, additionalIdentifier: additionalIdentifier, reload: reload, priority: priority)
     }
 
     public func image(url: URL, additionalIdentifier: String = "") async throws(NetActivityError) -> [UInt8]? {
@@ -42,10 +44,10 @@ extension NetActivity {
         try await openImage(url: url.absoluteString, additionalIdentifier: additionalIdentifier, reload: reload)
     }
 
-    public func fetchImage(url: URL, additionalIdentifier: String = "", reload: Bool = false) async throws(NetActivityError)
-        -> FetchedImage
-    {
-        try await fetchImage(url: url.absoluteString, additionalIdentifier: additionalIdentifier, reload: reload)
+    public func fetchImage(
+        url: URL, additionalIdentifier: String = "", reload: Bool = false, priority: ImagePriority = .normal
+    ) async throws(NetActivityError) -> FetchedImage {
+        try await fetchImage(url: url.absoluteString, additionalIdentifier: additionalIdentifier, reload: reload, priority: priority)
     }
 
     public func addImage(_ data: [UInt8], url: URL, additionalIdentifier: String = "") async throws(NetActivityError) {

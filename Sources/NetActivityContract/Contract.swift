@@ -29,3 +29,18 @@ extension NetActivityError.Name {
     /// The last part of the name (`TooLarge` for `org.example.NetActivity.Error.TooLarge`).
     public var shortName: String { String(rawValue[rawValue.index(after: rawValue.lastIndex(of: ".")!)...]) }
 }
+
+extension DownloaderMember.Priority: Comparable {
+    /// Its place in the contract's list: very-low is 0, very-high 4.
+    public var rank: Int {
+        switch self {
+        case .veryLow: 0
+        case .low: 1
+        case .normal: 2
+        case .high: 3
+        case .veryHigh: 4
+        }
+    }
+
+    public static func < (a: Self, b: Self) -> Bool { a.rank < b.rank }
+}

@@ -83,6 +83,7 @@ public enum DownloaderMember {
         case downloadImage = "DownloadImage"
         case fetchImage = "FetchImage"
         case cancelDownload = "CancelDownload"
+        case setPriority = "SetPriority"
     }
 
     /// Its properties.
@@ -102,6 +103,15 @@ public enum DownloaderMember {
         case downloadFinished = "DownloadFinished"
     }
 
+    /// `Priority`: the values several members take.
+    public enum Priority: String, Sendable, CaseIterable {
+        case veryLow = "very-low"
+        case low
+        case normal
+        case high
+        case veryHigh = "very-high"
+    }
+
     /// The values of `FetchImage`'s `info` key `source`.
     public enum FetchImageSource: String, Sendable, CaseIterable {
         case memory
@@ -119,10 +129,11 @@ public enum DownloaderMember {
     public enum DownloadImageOption: String, Sendable, MethodOption {
         case additionalIdentifier = "additional-identifier"
         case reload
+        case priority
 
         public var signature: String {
             switch self {
-            case .additionalIdentifier: "s"
+            case .additionalIdentifier, .priority: "s"
             case .reload: "b"
             }
         }
@@ -132,12 +143,13 @@ public enum DownloaderMember {
     public enum FetchImageOption: String, Sendable, MethodOption {
         case additionalIdentifier = "additional-identifier"
         case reload
+        case priority
         case receipt
         case announce
 
         public var signature: String {
             switch self {
-            case .additionalIdentifier, .receipt: "s"
+            case .additionalIdentifier, .priority, .receipt: "s"
             case .reload, .announce: "b"
             }
         }

@@ -12,8 +12,13 @@ public import NetActivityContract
 /// - Each transfer has its own id; a completion or progress for an older transfer of the same key
 ///   (cancelled, then asked for again) is ignored and never touches the newer one.
 /// - A failure ends only its transfer and the queue moves on.
+///
+/// Beyond it, priorities shared across apps: each receipt has one, a transfer runs at the highest
+/// of its live receipts', and the queue takes the highest priority first, then the fairness rule,
+/// then FIFO/LIFO.
 public final class ImageDownloader {
     public typealias Prioritization = DownloaderMember.DownloadPrioritization
+    public typealias Priority = DownloaderMember.Priority
 
     public enum Failure: Error, Equatable, Sendable {
         case cancelled
@@ -68,6 +73,7 @@ public final class ImageDownloader {
         let owner: String
         /// The app the owner belongs to (the unit of fairness); the owner itself by default.
         let app: String
+        var priority: Priority
         let handler: (Result<Fetched, Failure>) -> Void
     }
 
@@ -86,6 +92,11 @@ public final class ImageDownloader {
         var overtaken = false
         /// The app of the first waiter: what the transfer stores is charged to it.
         let firstApp: String
+        /// The highest priority among the waiters: where it waits in the queues.
+        var priority: Priority
+        /// The queues (app and priority) that hold an entry for it, live or not: it enters each
+        /// at most once, and a transfer that drops back to a priority finds its old place.
+        var enqueued: Set<QueueKey> = []
         init(id: UInt64, url: String, key: String, reload: Bool, waiter: Waiter) {
             self.id = id
             self.url = url
@@ -93,7 +104,14 @@ public final class ImageDownloader {
             self.reload = reload
             waiters = [waiter]
             firstApp = waiter.app
+            priority = waiter.priority
         }
+    }
+
+    /// One app's queue at one priority.
+    private struct QueueKey: Hashable {
+        let app: String
+        let priority: Priority
     }
 
     /// Starts a fetch; returns how to cancel it. The completion must come at most once, later,
@@ -124,11 +142,12 @@ public final class ImageDownloader {
         var isEmpty: Bool { head >= ids.count }
     }
 
-    /// The queue, per app: the next transfer to start comes from the app with the fewest running
-    /// transfers (a merged transfer runs for all its apps), FIFO or LIFO within the app; among
-    /// apps with as few, the one whose next transfer is oldest (FIFO) or newest (LIFO). With one
-    /// app this is exactly AFNetworking's single FIFO/LIFO queue.
-    private var queues: [String: AppQueue] = [:]
+    /// The queue, per app and priority: the next transfer to start is one of the highest
+    /// priority waiting; among those, from the app with the fewest running transfers (a merged
+    /// transfer runs for all its apps), FIFO or LIFO within the app; among apps with as few, the
+    /// one whose next transfer is oldest (FIFO) or newest (LIFO). With one app and one priority
+    /// this is exactly AFNetworking's single FIFO/LIFO queue.
+    private var queues: [QueueKey: AppQueue] = [:]
     public private(set) var queuedCount = 0
     private var transfersByID: [UInt64: Transfer] = [:]
     /// The running transfers (at most `maximumActiveDownloads`), for the fair choice of the next.
@@ -169,25 +188,24 @@ public final class ImageDownloader {
     /// at once; otherwise `handler` is called exactly once with the outcome: what was fetched (and
     /// stored), or why not.
     public func download(
-        url: String, key: String, owner: String, app: String? = nil, reload: Bool = false,
+        url: String, key: String, owner: String, app: String? = nil, reload: Bool = false, priority: Priority = .normal,
         handler: @escaping (Result<Fetched, Failure>) -> Void
     ) -> Ticket {
         if !reload, isCached(key, owner) { return .cached }
         let receipt = "r\(nextReceipt)"
         nextReceipt += 1
-        let waiter = Waiter(receipt: receipt, owner: owner, app: app ?? owner, handler: handler)
+        let waiter = Waiter(receipt: receipt, owner: owner, app: app ?? owner, priority: priority, handler: handler)
         // Merge into the transfer for this key, unless this one must skip the caches and that one
         // is already running without doing so (a reload wants fresh bytes). A queued one simply
         // becomes a reload.
         receiptsByOwner[owner, default: []].insert(receipt)
         if let existing = byKey[key], existing.reload || !reload || !existing.running {
             if reload { existing.reload = true }
-            // A merged transfer belongs to every app that waits for it: queued, any of them may pull it.
-            if !existing.running, !existing.waiters.contains(where: { $0.app == waiter.app }) {
-                queues[waiter.app, default: AppQueue()].ids.append(existing.id)
-            }
+            // A merged transfer belongs to every app that waits for it: queued, any of them may
+            // pull it, at the highest priority any of them gave it.
             existing.waiters.append(waiter)
             receipts[receipt] = existing.id
+            reprioritize(existing)
             return .receipt(receipt, transfer: existing.id)
         }
         // Either no transfer has this key, or a reload overtakes a running plain one: the new
@@ -198,12 +216,44 @@ public final class ImageDownloader {
         byKey[key] = transfer
         transfersByID[transfer.id] = transfer
         receipts[receipt] = transfer.id
-        queues[waiter.app, default: AppQueue()].ids.append(transfer.id)
+        enqueue(transfer)
         queuedCount += 1
         observer?.transferQueued(transfer.id, url: url)
         startQueued()
         return .receipt(receipt, transfer: transfer.id)
     }
+
+    /// Puts a queued transfer in the queue of each app that waits for it, at its priority (where
+    /// it is not already).
+    private func enqueue(_ t: Transfer) {
+        guard !t.running else { return }
+        for app in Set(t.waiters.map(\.app)) {
+            let key = QueueKey(app: app, priority: t.priority)
+            if t.enqueued.insert(key).inserted { queues[key, default: AppQueue()].ids.append(t.id) }
+        }
+    }
+
+    /// The transfer's priority is the highest of its waiters' again (after one joined, left or
+    /// changed its own); a queued one moves to that priority's queues.
+    private func reprioritize(_ t: Transfer) {
+        if let top = t.waiters.map(\.priority).max() { t.priority = top }
+        enqueue(t)
+    }
+
+    /// A new priority for a pending receipt; the transfer's becomes the highest of its receipts'.
+    /// Returns false when the receipt is unknown or finished.
+    @discardableResult
+    public func setPriority(_ priority: Priority, receipt: String) -> Bool {
+        guard let id = receipts[receipt], let t = transfersByID[id],
+              let index = t.waiters.firstIndex(where: { $0.receipt == receipt })
+        else { return false }
+        t.waiters[index].priority = priority
+        reprioritize(t)
+        return true
+    }
+
+    /// The priority transfer `id` waits or runs at (nil when it is unknown or finished).
+    public func priority(ofTransfer id: UInt64) -> Priority? { transfersByID[id]?.priority }
 
     /// Who holds `receipt` (nil when it is unknown or finished).
     public func owner(of receipt: String) -> String? {
@@ -220,7 +270,7 @@ public final class ImageDownloader {
         else { return false }
         let waiter = t.waiters.remove(at: index)
         forget(receipt, of: waiter.owner)
-        if t.waiters.isEmpty { abandon(t) }
+        if t.waiters.isEmpty { abandon(t) } else { reprioritize(t) }
         waiter.handler(.failure(.cancelled))
         return true
     }
@@ -249,7 +299,7 @@ public final class ImageDownloader {
         for id in Set(touched).sorted() {
             guard let t = transfersByID[id] else { continue }
             t.waiters.removeAll { $0.owner == owner && receipts[$0.receipt] == nil }
-            if t.waiters.isEmpty { abandon(t) }
+            if t.waiters.isEmpty { abandon(t) } else { reprioritize(t) }
         }
         return (taken, !held.isEmpty)
     }
@@ -307,33 +357,37 @@ public final class ImageDownloader {
         }
     }
 
-    /// The transfer `id` if it is still queued and `app` waits for it.
-    private func queuedTransfer(_ id: UInt64, for app: String) -> Transfer? {
-        guard let t = transfersByID[id], !t.running, t.waiters.contains(where: { $0.app == app }) else { return nil }
+    /// The transfer `id` if it is still queued at this priority and `key.app` waits for it.
+    private func queuedTransfer(_ id: UInt64, for key: QueueKey) -> Transfer? {
+        guard let t = transfersByID[id], !t.running, t.priority == key.priority, t.waiters.contains(where: { $0.app == key.app })
+        else { return nil }
         return t
     }
 
     /// Drops dead ids from the front (FIFO) or back (LIFO) of `app`'s queue, and the queue itself
     /// when nothing is left in it; compacts it when dead ids are the majority. Returns the app's
     /// next transfer in the current order, left in place.
-    private func peekQueue(of app: String) -> Transfer? {
-        guard var q = queues[app] else { return nil }
-        defer { queues[app] = q.isEmpty ? nil : q }
+    private func peekQueue(_ key: QueueKey) -> Transfer? {
+        guard var q = queues[key] else { return nil }
+        defer { queues[key] = q.isEmpty ? nil : q }
         while !q.isEmpty {
             let id = prioritization == .fifo ? q.ids[q.head] : q.ids[q.ids.count - 1]
-            if let t = queuedTransfer(id, for: app) {
+            if let t = queuedTransfer(id, for: key) {
                 if q.head > 64, q.head * 2 > q.ids.count {
                     q.ids.removeFirst(q.head)
                     q.head = 0
                 }
                 return t
             }
+            // A dead entry leaves: its transfer (if any) may enter this queue again later.
+            transfersByID[id]?.enqueued.remove(key)
             if prioritization == .fifo { q.head += 1 } else { q.ids.removeLast() }
         }
         return nil
     }
 
-    /// The next transfer to start: from the app with the fewest running transfers, then by order;
+    /// The next transfer to start: of the highest priority waiting, from the app with the fewest
+    /// running transfers, then by order;
     /// none from an app at `maximumRunningPerApp` (a merged transfer counts for each of its
     /// apps), nor past `maximumRunning` in all.
     ///
@@ -348,17 +402,19 @@ public final class ImageDownloader {
             for leaf in leaves { running[leaf, default: 0] += 1 }
             for app in Set(leaves.map { ClientIdentity.app(ofLeaf: $0) }) { runningApps[app, default: 0] += 1 }
         }
-        var best: (app: String, appRunning: Int, running: Int, id: UInt64)?
-        for leaf in Array(queues.keys) {
-            guard let t = peekQueue(of: leaf) else { continue }
-            let a = runningApps[ClientIdentity.app(ofLeaf: leaf)] ?? 0
+        var best: (priority: Priority, appRunning: Int, running: Int, id: UInt64)?
+        for key in Array(queues.keys) {
+            if let b = best, key.priority < b.priority { continue }
+            guard let t = peekQueue(key) else { continue }
+            let a = runningApps[ClientIdentity.app(ofLeaf: key.app)] ?? 0
             guard a < maximumRunningPerApp else { continue }
-            let r = running[leaf] ?? 0
+            let r = running[key.app] ?? 0
             let better: Bool = if let b = best {
-                a != b.appRunning ? a < b.appRunning
+                key.priority != b.priority ? key.priority > b.priority
+                    : a != b.appRunning ? a < b.appRunning
                     : r != b.running ? r < b.running : (prioritization == .fifo ? t.id < b.id : t.id > b.id)
             } else { true }
-            if better { best = (leaf, a, r, t.id) }
+            if better { best = (key.priority, a, r, t.id) }
         }
         guard let best, let t = transfersByID[best.id] else { return nil }
         return t
@@ -409,6 +465,7 @@ public final class ImageDownloader {
             }
             for w in t.waiters { receipts[w.receipt] = newer.id }
             newer.waiters += t.waiters
+            reprioritize(newer)
             observer?.transferEnded(id, outcome: .failure(.cancelled))
             startQueued()
             return

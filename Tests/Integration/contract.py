@@ -110,6 +110,7 @@ class Downloader:
         'DownloadImage': ('sa{sv}', 'sob'),
         'FetchImage': ('sa{sv}', 'hta{sv}'),
         'CancelDownload': ('s', 'b'),
+        'SetPriority': ('ss', 'b'),
     }
     # name: (type, access)
     PROPERTIES = {
@@ -129,13 +130,14 @@ class Downloader:
     ERRORS = ('org.freedesktop.DBus.Error.InvalidArgs', 'org.freedesktop.DBus.Error.AccessDenied', 'org.example.NetActivity.Error.InvalidURL', 'org.example.NetActivity.Error.HTTP', 'org.example.NetActivity.Error.Timeout', 'org.example.NetActivity.Error.TooLarge', 'org.example.NetActivity.Error.NotAnImage', 'org.example.NetActivity.Error.Network', 'org.example.NetActivity.Error.Cancelled', 'org.example.NetActivity.Error.NotFound', 'org.example.NetActivity.Error.LimitsExceeded', 'org.freedesktop.DBus.Error.Failed')
     # enumerated strings: every value
     VALUES = {
+        'Priority': ('very-low', 'low', 'normal', 'high', 'very-high'),
         'FetchImageSource': ('memory', 'disk', 'network'),
         'DownloadPrioritization': ('fifo', 'lifo'),
     }
     # dictionaries and a{sv} arguments: key: type
     KEYS = {
-        'DownloadImageOption': {'additional-identifier': 's', 'reload': 'b'},
-        'FetchImageOption': {'additional-identifier': 's', 'reload': 'b', 'receipt': 's', 'announce': 'b'},
+        'DownloadImageOption': {'additional-identifier': 's', 'reload': 'b', 'priority': 's'},
+        'FetchImageOption': {'additional-identifier': 's', 'reload': 'b', 'priority': 's', 'receipt': 's', 'announce': 'b'},
         'FetchImageInfo': {'source': 's', 'content-type': 's', 'http-status': 'u'},
     }
     ActiveDownloads = 'ActiveDownloads'
@@ -149,7 +151,13 @@ class Downloader:
     FetchImage = 'FetchImage'
     MaximumActiveDownloads = 'MaximumActiveDownloads'
     QueuedDownloads = 'QueuedDownloads'
+    SetPriority = 'SetPriority'
     Version = 'Version'
+    PRIORITY_VERY_LOW = 'very-low'
+    PRIORITY_LOW = 'low'
+    PRIORITY_NORMAL = 'normal'
+    PRIORITY_HIGH = 'high'
+    PRIORITY_VERY_HIGH = 'very-high'
     FETCH_IMAGE_SOURCE_MEMORY = 'memory'
     FETCH_IMAGE_SOURCE_DISK = 'disk'
     FETCH_IMAGE_SOURCE_NETWORK = 'network'
@@ -157,8 +165,10 @@ class Downloader:
     DOWNLOAD_PRIORITIZATION_LIFO = 'lifo'
     DOWNLOAD_IMAGE_OPTION_ADDITIONAL_IDENTIFIER = 'additional-identifier'
     DOWNLOAD_IMAGE_OPTION_RELOAD = 'reload'
+    DOWNLOAD_IMAGE_OPTION_PRIORITY = 'priority'
     FETCH_IMAGE_OPTION_ADDITIONAL_IDENTIFIER = 'additional-identifier'
     FETCH_IMAGE_OPTION_RELOAD = 'reload'
+    FETCH_IMAGE_OPTION_PRIORITY = 'priority'
     FETCH_IMAGE_OPTION_RECEIPT = 'receipt'
     FETCH_IMAGE_OPTION_ANNOUNCE = 'announce'
     FETCH_IMAGE_INFO_SOURCE = 'source'

@@ -321,6 +321,70 @@ class QueueTests(DownloadTestCase):
             self.expect_error(contract.DBusError.InvalidArgs, lambda: self.set_dprop(name, value))
 
 
+class PriorityTests(DownloadTestCase):
+    """Priorities across apps: a transfer runs at the highest priority of its live receipts."""
+
+    def queue(self, tag, joiner):
+        """One slot, held by a gated transfer; this app queues x (very-low), y, z (normal), then
+        `joiner` asks for x at very-high. Returns this app's receipts and the joiner's."""
+        self.set_dprop("MaximumActiveDownloads", dbus.UInt32(1, variant_level=1))
+        D = contract.Downloader
+        opts = lambda p: dbus.Dictionary({D.DOWNLOAD_IMAGE_OPTION_PRIORITY: p}, signature="sv")
+        blocker = self.downloader().DownloadImage(self.http.url("/gate/%s.png" % tag), opts(D.PRIORITY_NORMAL))[0]
+        wait_until(lambda: self.http.count("/gate/%s" % tag) == 1, what="the blocker at the server")
+        mine = [self.downloader().DownloadImage(self.http.url("/img/%s-%s.png" % (tag, n)), opts(p))[0]
+                for n, p in (("x", D.PRIORITY_VERY_LOW), ("y", D.PRIORITY_NORMAL), ("z", D.PRIORITY_NORMAL))]
+        theirs = joiner(self.http.url("/img/%s-x.png" % tag), opts(D.PRIORITY_VERY_HIGH))
+        return blocker, mine, theirs
+
+    def order(self, tag):
+        """Releases the blocker; the order the server saw the queued images in."""
+        self.http.gate("/gate/%s.png" % tag).set()
+        wait_until(lambda: self.http.count("/img/%s-" % tag) == 3, what="three transfers")
+        return [p.split("-")[1] for p in self.http.requests if p.startswith("/img/%s-" % tag)]
+
+    def test_another_apps_very_high_request_lifts_a_very_low_transfer_over_the_queue(self):
+        other = connect(self.bus)
+        self.addCleanup(other.close)
+        self.queue("lift", lambda url, o: self.downloader(other).DownloadImage(url, o)[0])
+        self.assertEqual(self.order("lift"), ["x.png", "y.png", "z.png"])
+
+    def test_it_drops_back_when_that_receipt_is_cancelled(self):
+        other = connect(self.bus)
+        self.addCleanup(other.close)
+        _, _, theirs = self.queue("cancel", lambda url, o: self.downloader(other).DownloadImage(url, o)[0])
+        self.assertTrue(self.downloader(other).CancelDownload(theirs))
+        self.assertEqual(self.order("cancel"), ["y.png", "z.png", "x.png"])
+
+    def test_it_drops_back_when_that_app_leaves_the_bus(self):
+        other = connect(self.bus)
+        name = other.get_unique_name()
+        self.queue("leave", lambda url, o: self.downloader(other).DownloadImage(url, o)[0])
+        other.close()
+        bus = self.conn.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus", introspect=False)
+        wait_until(lambda: not bus.NameHasOwner(name, dbus_interface="org.freedesktop.DBus"), what="the bus to see it leave")
+        # The bus told the agent before it answered us; a call after that is handled after the departure.
+        self.conn.get_object(NAME, PATH, introspect=False).Ping(dbus_interface="org.freedesktop.DBus.Peer")
+        self.assertEqual(self.order("leave"), ["y.png", "z.png", "x.png"])
+
+    def test_set_priority_moves_a_pending_receipt_and_checks_its_input(self):
+        other = connect(self.bus)
+        self.addCleanup(other.close)
+        D = contract.Downloader
+        blocker, mine, theirs = self.queue("set", lambda url, o: self.downloader(other).DownloadImage(url, o)[0])
+        self.assertTrue(self.downloader(other).SetPriority(theirs, D.PRIORITY_VERY_LOW))
+        self.assertTrue(self.downloader().SetPriority(mine[2], D.PRIORITY_HIGH))
+        msg = self.expect_error(contract.DBusError.AccessDenied, lambda: self.downloader(other).SetPriority(mine[0], D.PRIORITY_HIGH))
+        self.assertIn("may change the priority of it", msg)
+        msg = self.expect_error(contract.DBusError.InvalidArgs, lambda: self.downloader().SetPriority(mine[0], "urgent"))
+        self.assertIn("very-low, low, normal, high, very-high", msg)
+        self.expect_error(contract.DBusError.InvalidArgs, lambda: self.downloader().DownloadImage(
+            self.http.url("/img/bad.png"), dbus.Dictionary({D.DOWNLOAD_IMAGE_OPTION_PRIORITY: "urgent"}, signature="sv")))
+        self.assertFalse(self.downloader().SetPriority("r999999", D.PRIORITY_HIGH))
+        self.assertEqual(self.order("set"), ["z.png", "y.png", "x.png"])
+        self.assertFalse(self.downloader().SetPriority(blocker, D.PRIORITY_HIGH), "finished")
+
+
 class CancelTests(DownloadTestCase):
     def test_cancel_is_per_receipt_owner_only_and_stops_the_transfer(self):
         url = self.http.url("/gate/c.png")

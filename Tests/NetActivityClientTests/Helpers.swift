@@ -249,9 +249,12 @@ final class LocalHTTPServer {
     }
 
     /// How many requests asked for `path` (e.g. "/gate/a.png").
-    func count(_ path: String) -> Int {
+    func count(_ path: String) -> Int { requests().filter { $0 == path }.count }
+
+    /// Every request's path so far, in the order they came.
+    func requests() -> [String] {
         let fd = Glibc.open(dir + "/.log", O_RDONLY)
-        guard fd >= 0 else { return 0 }
+        guard fd >= 0 else { return [] }
         defer { close(fd) }
         var bytes: [UInt8] = []
         var buf = [UInt8](repeating: 0, count: 4096)
@@ -260,7 +263,7 @@ final class LocalHTTPServer {
             if n <= 0 { break }
             bytes += buf[0..<n]
         }
-        return String(decoding: bytes, as: UTF8.self).split(separator: "\n").filter { $0 == path }.count
+        return String(decoding: bytes, as: UTF8.self).split(separator: "\n").map(String.init)
     }
 
     func stop() {

@@ -25,7 +25,9 @@ struct MainActorSlotTests {
     init() async throws {
         bus = try TestBus()
         try await bus.startAgent()
-        server = try LocalHTTPServer(files: ["a.png": a, "slow.png": a, "repeat.png": a, "older.png": a])
+        server = try LocalHTTPServer(files: [
+            "a.png": a, "slow.png": a, "repeat.png": a, "older.png": a, "blocker.png": a, "hidden.png": a, "shown.png": a,
+        ])
         activity = await NetActivity.connect(address: bus.address)
     }
 
@@ -44,6 +46,30 @@ struct MainActorSlotTests {
         kill(bus.agentPID, SIGCONT)
         try await until { view.shown.count == 2 }
         #expect(view.shown == [placeholder, a])
+        activity.close()
+    }
+
+    @Test("a slot scrolled out of sight (setVisible(false)) waits behind one that shows, though it asked first")
+    func hiddenSlotsWait() async throws {
+        let set = try Children.shared.spawn([
+            "/usr/bin/busctl", "--address=\(bus.address)", "set-property", NetActivityBus.name, NetActivityBus.objectPath,
+            NetActivityInterface.downloader.rawValue, DownloaderMember.Property.maximumActiveDownloads.rawValue, "u", "1",
+        ])
+        #expect(Children.shared.reap(set, 0) == 0)
+        let blocker = Task { try await activity.fetchImage(url: server.url("gate/blocker.png")) }
+        try await until { server.count("/gate/blocker.png") == 1 }
+        let view = PictureView()
+        let hidden = ImageSlot<Picture>(activity, decode: { Picture($0) }, apply: { view.shown.append($0?.bytes) })
+        let shown = ImageSlot<Picture>(activity, decode: { Picture($0) }, apply: { view.shown.append($0?.bytes) })
+        hidden.setImage(url: server.url("hidden.png"))
+        shown.setImage(url: server.url("shown.png"))
+        hidden.setVisible(false)
+        // A call on the same connection after SetPriority: when it is answered, the agent has it.
+        _ = try await activity.image(url: server.url("none.png"))
+        server.openGate("blocker.png")
+        _ = try await blocker.value
+        try await until { view.shown.count == 4 }
+        #expect(server.requests().filter { $0 != "/gate/blocker.png" } == ["/shown.png", "/hidden.png"])
         activity.close()
     }
 

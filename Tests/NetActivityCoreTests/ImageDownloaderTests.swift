@@ -12,6 +12,8 @@ struct ImageDownloaderTests {
         var stores: [String] = []
         enum Outcome: Equatable { case ok, failed(ImageDownloader.Failure) }
         var results: [String: Outcome] = [:]
+        /// The transfer each URL's last request joined or began.
+        var transferIDs: [String: UInt64] = [:]
         var downloader: ImageDownloader!
 
         init(max: Int = 4, order: ImageDownloader.Prioritization = .fifo) {
@@ -28,17 +30,110 @@ struct ImageDownloaderTests {
 
         /// Downloads `url` (key = url) for `owner`; returns the receipt ("" on a cache hit).
         @discardableResult
-        func get(_ url: String, owner: String = ":1.1", app: String? = nil, reload: Bool = false, label: String? = nil) -> String {
-            switch downloader.download(url: url, key: url, owner: owner, app: app, reload: reload, handler: { [unowned self] result in
+        func get(
+            _ url: String, owner: String = ":1.1", app: String? = nil, reload: Bool = false, priority: ImageDownloader.Priority = .normal,
+            label: String? = nil
+        ) -> String {
+            switch downloader.download(url: url, key: url, owner: owner, app: app, reload: reload, priority: priority, handler: { [unowned self] result in
                 switch result {
                 case .success: self.results[label ?? url] = .ok
                 case .failure(let f): self.results[label ?? url] = .failed(f)
                 }
             }) {
             case .cached: return ""
-            case .receipt(let r, _): return r
+            case .receipt(let r, let transfer):
+                transferIDs[url] = transfer
+                return r
             }
         }
+    }
+
+    /// Finishes the running transfers one by one, each start's successor seen as it comes: the
+    /// order queued work started in after the `blocker`.
+    func drain(_ h: Harness, after blocker: String) -> [String] {
+        let before = h.fetcher.startedURLs.count
+        h.fetcher.succeed(h.fetcher.transfer(for: blocker)!)
+        var order: [String] = []
+        while h.fetcher.startedURLs.count > before + order.count {
+            let url = h.fetcher.startedURLs[before + order.count]
+            order.append(url)
+            h.fetcher.succeed(h.fetcher.transfer(for: url)!)
+        }
+        return order
+    }
+
+    @Test("the highest priority starts first, FIFO within one; LIFO within one too")
+    func priorityOrder() {
+        for (order, expected) in [(ImageDownloader.Prioritization.fifo, ["d", "c", "a", "e", "b"]), (.lifo, ["d", "c", "e", "a", "b"])] {
+            let h = Harness(max: 1, order: order)
+            h.get("blocker")
+            h.get("a")
+            h.get("b", priority: .low)
+            h.get("c", priority: .high)
+            h.get("d", priority: .veryHigh)
+            h.get("e")
+            #expect(drain(h, after: "blocker") == expected, "\(order)")
+        }
+    }
+
+    @Test("a transfer runs at the highest priority of its receipts, across apps: joined at very-high it jumps the queue, and drops back when that receipt goes")
+    func priorityInheritance() {
+        // B joins at very-high: X starts next.
+        var h = Harness(max: 1)
+        h.get("blocker", app: "A")
+        h.get("X", owner: ":1.1", app: "A", priority: .veryLow)
+        h.get("Y", owner: ":1.1", app: "A")
+        h.get("Z", owner: ":1.1", app: "A")
+        h.get("X", owner: ":1.2", app: "B", priority: .veryHigh)
+        #expect(h.downloader.priority(ofTransfer: h.transferIDs["X"]!) == .veryHigh)
+        #expect(drain(h, after: "blocker") == ["X", "Y", "Z"])
+        #expect(h.results["X"] == .ok)
+
+        // B cancels before a slot frees: X is very-low again, behind Y and Z.
+        h = Harness(max: 1)
+        h.get("blocker", app: "A")
+        h.get("X", owner: ":1.1", app: "A", priority: .veryLow)
+        h.get("Y", owner: ":1.1", app: "A")
+        h.get("Z", owner: ":1.1", app: "A")
+        let b2 = h.get("X", owner: ":1.2", app: "B", priority: .veryHigh, label: "X by B")
+        #expect(h.downloader.cancel(receipt: b2))
+        #expect(h.downloader.priority(ofTransfer: h.transferIDs["X"]!) == .veryLow)
+        #expect(drain(h, after: "blocker") == ["Y", "Z", "X"])
+        #expect(h.results["X by B"] == .failed(.cancelled) && h.results["X"] == .ok)
+
+        // B leaves the bus: the same.
+        h = Harness(max: 1)
+        h.get("blocker", app: "A")
+        h.get("X", owner: ":1.1", app: "A", priority: .veryLow)
+        h.get("Y", owner: ":1.1", app: "A")
+        h.get("X", owner: ":1.2", app: "B", priority: .veryHigh)
+        h.downloader.ownerVanished(":1.2")
+        #expect(drain(h, after: "blocker") == ["Y", "X"])
+    }
+
+    @Test("SetPriority moves a pending receipt's transfer up and down; unknown or finished receipts say false")
+    func setPriority() {
+        let h = Harness(max: 1)
+        h.get("blocker")
+        let a = h.get("a")
+        h.get("b")
+        let c = h.get("c")
+        #expect(h.downloader.setPriority(.high, receipt: c))
+        #expect(h.downloader.setPriority(.veryLow, receipt: a))
+        #expect(!h.downloader.setPriority(.high, receipt: "r999"))
+        #expect(drain(h, after: "blocker") == ["c", "b", "a"])
+        #expect(!h.downloader.setPriority(.high, receipt: c), "finished")
+    }
+
+    @Test("priority comes before fairness: an app with a transfer running still goes first with a higher priority")
+    func priorityBeforeFairness() {
+        let h = Harness(max: 2)
+        h.get("running-A", app: "A")
+        h.get("blocker", app: "B")
+        h.get("normal-B", app: "B")
+        h.get("high-A", app: "A", priority: .high)
+        h.fetcher.succeed(h.fetcher.transfer(for: "blocker")!)
+        #expect(h.fetcher.startedURLs.last == "high-A", "B runs nothing now, yet A's high goes first")
     }
 
     @Test("a slow transfer yields its slot to queued work and goes on; an app's running transfers are bounded while others wait")
