@@ -9,8 +9,11 @@ public struct AgentOptions: Sendable {
     public var completionDelay: Double = 0.17
     /// Seconds a completed task stays on the bus for observers before it leaves.
     public var completedTaskLinger: Double = 5.0
-    /// Where LowMemoryMonitor is looked for: nil is the system bus, "" turns it off.
+    /// Where LowMemoryMonitor, NetworkManager and power-profiles-daemon are looked for: nil is
+    /// the system bus, "" turns them off.
     public var systemBusAddress: String?
+    /// Which system conditions hold `very-low` downloads.
+    public var deferral = DownloadService.Deferral()
     /// Register a StatusNotifierItem with org.kde.StatusNotifierWatcher when one is on the bus.
     public var tray = true
     /// Post org.freedesktop.Notifications when activity stays visible this long (nil: never).
@@ -42,6 +45,9 @@ public final class Agent {
     private let peers: BusPeerRegistry
     private var options: AgentOptions
     private var pressure: MemoryPressureMonitor?
+    /// The system bus, shared by the memory-pressure monitor and the system conditions.
+    private var systemBus: Connection?
+    private var conditions: SystemConditions?
 
     /// Called when the agent should stop (bus lost, name lost).
     public var onStop: (() -> Void)?
@@ -135,6 +141,7 @@ public final class Agent {
             path: NetActivityBus.objectPath,
             interfaces: [activity.makeInterface(), images.makeInterface(), downloads.makeInterface()])
         startMemoryPressure()
+        startSystemConditions()
         startDesktopObservers()
         try peers.start()
         connection.onSignal(SignalMatch(sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameLost")) {
@@ -150,6 +157,7 @@ public final class Agent {
     deinit {
         // The handler holds the connection, the registry and the server: let them go.
         connection.methodCallHandler = nil
+        systemBus?.close()
     }
 
     private var tray: TrayIcon?
@@ -167,6 +175,8 @@ public final class Agent {
         options.completionDelay = new.completionDelay
         options.tray = new.tray
         options.notifyAfter = new.notifyAfter
+        options.deferral = new.deferral
+        downloads.setDeferral(new.deferral)
         startDesktopObservers()
     }
 
@@ -213,10 +223,41 @@ public final class Agent {
         }
         let triggers = monitor.startPSI()
         var lowMemory = false
-        if let address = options.systemBusAddress ?? MemoryPressureMonitor.systemBusAddress(), !address.isEmpty {
-            lowMemory = monitor.startLowMemoryMonitor(address: address)
+        if let bus = connectSystemBus() {
+            lowMemory = monitor.startLowMemoryMonitor(bus: bus)
         }
         context.logger.info("Memory pressure: \(triggers) PSI triggers, LowMemoryMonitor \(lowMemory ? "followed" : "not available")")
         pressure = monitor
+    }
+
+    /// The system bus (`options.systemBusAddress`, else the standard one), once; nil without one.
+    private func connectSystemBus() -> Connection? {
+        if let systemBus { return systemBus }
+        guard let address = options.systemBusAddress ?? MemoryPressureMonitor.systemBusAddress(), !address.isEmpty else { return nil }
+        do {
+            let bus = try Connection(address: address)
+            bus.attach(to: loop)
+            bus.onDisconnect = { [weak self] in
+                self?.context.logger.debug("The system bus went away; memory warnings and system conditions stop")
+                self?.systemBus = nil
+                self?.downloads.setConditions(SystemConditions.State())
+            }
+            systemBus = bus
+            return bus
+        } catch {
+            context.logger.debug("No system bus at \(address): \(error.message)")
+            return nil
+        }
+    }
+
+    /// Metered connections and power-saver hold very-low downloads (as the settings say).
+    private func startSystemConditions() {
+        downloads.setDeferral(options.deferral)
+        guard let bus = connectSystemBus() else { return }
+        let conditions = SystemConditions(bus: bus, logger: context.logger) { [unowned self] state in
+            self.downloads.setConditions(state)
+        }
+        conditions.start()
+        self.conditions = conditions
     }
 }

@@ -624,6 +624,15 @@ public final class DownloadService: ImageDownloader.Observer {
                 DBusProperty(P.diskError.rawValue, "s", emitsChanged: .false) { [unowned self] w, _ in
                     w.append(self.diskError)
                 },
+                DBusProperty(P.deferred.rawValue, "a{sv}", emitsChanged: .invalidates) { [unowned self] w, _ in
+                    typealias Key = DownloaderMember.DeferredKey
+                    let (metered, powerSaver) = self.holdReasons
+                    var out: [String: DBusValue] = [:]
+                    if metered { out[Key.metered.rawValue] = .bool(true) }
+                    if powerSaver { out[Key.powerSaver.rawValue] = .bool(true) }
+                    if metered || powerSaver { out[Key.held.rawValue] = .uint32(UInt32(clamping: self.core.heldCount)) }
+                    try w.appendVardict(out)
+                },
             ],
             signals: [DBusSignal(DownloaderMember.Signal.downloadFinished.rawValue, [
                 DBusArgument("receipt", "s"), DBusArgument("url", "s"), DBusArgument("ok", "b"),
@@ -685,6 +694,45 @@ public final class DownloadService: ImageDownloader.Observer {
                 try e.appendVariant(signature: "u") { v in v.append(answer.httpStatus) }
             }
         }
+    }
+
+    // MARK: system conditions
+
+    /// What the system says (metered, power-saver) and which of those the user lets hold work.
+    private var conditions = SystemConditions.State()
+    private var deferral = Deferral()
+
+    /// Which conditions hold `very-low` work (the settings' `defer-when-metered`,
+    /// `defer-in-power-saver`).
+    public struct Deferral: Equatable, Sendable {
+        public var whenMetered = true
+        public var inPowerSaver = true
+        public init(whenMetered: Bool = true, inPowerSaver: Bool = true) {
+            self.whenMetered = whenMetered
+            self.inPowerSaver = inPowerSaver
+        }
+    }
+
+    /// The reasons that hold `very-low` work now.
+    private var holdReasons: (metered: Bool, powerSaver: Bool) {
+        (conditions.metered && deferral.whenMetered, conditions.powerSaver && deferral.inPowerSaver)
+    }
+
+    func setConditions(_ new: SystemConditions.State) {
+        update { $0.conditions = new }
+    }
+
+    public func setDeferral(_ new: Deferral) {
+        update { $0.deferral = new }
+    }
+
+    private func update(_ change: (DownloadService) -> Void) {
+        let before = holdReasons
+        change(self)
+        let after = holdReasons
+        guard before != after else { return }
+        core.holdingVeryLow = after.metered || after.powerSaver
+        context.emitPropertiesChanged(.downloader, [], invalidated: [DownloaderMember.Property.deferred.rawValue])
     }
 
     func cancelDownload(_ call: inout MethodCall) throws {

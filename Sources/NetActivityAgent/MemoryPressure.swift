@@ -15,7 +15,6 @@ final class MemoryPressureMonitor {
     private let logger: Logger
     private let onPressure: (_ critical: Bool, _ source: String) -> Void
     private var psiFDs: [Int32] = []
-    private var systemBus: Connection?
 
     init(loop: EventLoop, logger: Logger, onPressure: @escaping (_ critical: Bool, _ source: String) -> Void) {
         self.loop = loop
@@ -28,7 +27,6 @@ final class MemoryPressureMonitor {
             loop.unwatch(fd: fd)
             close(fd)
         }
-        systemBus?.close()
     }
 
     /// The triggers that were set (for the log).
@@ -65,12 +63,10 @@ final class MemoryPressureMonitor {
         return access("/run/dbus/system_bus_socket", F_OK) == 0 ? "unix:path=/run/dbus/system_bus_socket" : nil
     }
 
-    /// Subscribes to LowMemoryWarning on the bus at `address`; returns whether it could.
+    /// Subscribes to LowMemoryWarning on the system bus; returns whether it could.
     @discardableResult
-    func startLowMemoryMonitor(address: String) -> Bool {
+    func startLowMemoryMonitor(bus: Connection) -> Bool {
         do {
-            let bus = try Connection(address: address)
-            bus.attach(to: loop)
             let warning = SignalMatch(
                 sender: "org.freedesktop.LowMemoryMonitor", path: "/org/freedesktop/LowMemoryMonitor",
                 interface: "org.freedesktop.LowMemoryMonitor", member: "LowMemoryWarning")
@@ -82,14 +78,9 @@ final class MemoryPressureMonitor {
                 guard let level = try? r.read(UInt8.self), level > 0 else { return }
                 self.onPressure(level == 255, "LowMemoryMonitor level \(level)")
             }
-            bus.onDisconnect = { [weak self] in
-                self?.logger.debug("The system bus went away; LowMemoryMonitor warnings stop")
-                self?.systemBus = nil
-            }
-            systemBus = bus
             return true
         } catch {
-            logger.debug("No LowMemoryMonitor on \(address): \(error.message)")
+            logger.debug("No LowMemoryMonitor: \(error.message)")
             return false
         }
     }

@@ -96,6 +96,7 @@ public enum DownloaderMember {
         case diskCapacity = "DiskCapacity"
         case diskUsage = "DiskUsage"
         case diskError = "DiskError"
+        case deferred = "Deferred"
     }
 
     /// Its signals.
@@ -165,6 +166,20 @@ public enum DownloaderMember {
             switch self {
             case .source, .contentType: "s"
             case .httpStatus: "u"
+            }
+        }
+    }
+
+    /// The keys of `Deferred` and their D-Bus types.
+    public enum DeferredKey: String, Sendable, DictionaryKey {
+        case metered
+        case powerSaver = "power-saver"
+        case held
+
+        public var signature: String {
+            switch self {
+            case .metered, .powerSaver: "b"
+            case .held: "u"
             }
         }
     }

@@ -171,6 +171,21 @@ public final class ImageDownloader {
 
     public var prioritization: Prioritization
 
+    /// While true, `very-low` transfers wait (a metered connection, power-saver): they start
+    /// when it turns false, or at once if a receipt of a higher priority joins them. They hold
+    /// no slot while they wait, and do not count as work waiting for a slow transfer's slot.
+    public var holdingVeryLow = false {
+        didSet { if !holdingVeryLow { startQueued() } }
+    }
+
+    /// Transfers waiting only because `holdingVeryLow` holds them.
+    public var heldCount: Int {
+        guard holdingVeryLow else { return 0 }
+        return Set(queues.lazy.filter { $0.key.priority == .veryLow }.flatMap { key, q in
+            q.ids[q.head...].filter { self.queuedTransfer($0, for: key) != nil }
+        }).count
+    }
+
     public init(
         maximumActiveDownloads: Int = 4, prioritization: Prioritization = .fifo,
         isCached: @escaping (_ key: String, _ owner: String?) -> Bool, store: @escaping (_ key: String, _ fetched: Fetched, _ app: String) -> Result<Void, Failure>,
@@ -236,8 +251,11 @@ public final class ImageDownloader {
     /// The transfer's priority is the highest of its waiters' again (after one joined, left or
     /// changed its own); a queued one moves to that priority's queues.
     private func reprioritize(_ t: Transfer) {
+        let before = t.priority
         if let top = t.waiters.map(\.priority).max() { t.priority = top }
         enqueue(t)
+        // Lifted out of the hold, it may take a slot that was left free.
+        if holdingVeryLow, !t.running, before == .veryLow, t.priority > .veryLow { startQueued() }
     }
 
     /// A new priority for a pending receipt; the transfer's becomes the highest of its receipts'.
@@ -405,6 +423,7 @@ public final class ImageDownloader {
         var best: (priority: Priority, appRunning: Int, running: Int, id: UInt64)?
         for key in Array(queues.keys) {
             if let b = best, key.priority < b.priority { continue }
+            if holdingVeryLow, key.priority == .veryLow { continue }
             guard let t = peekQueue(key) else { continue }
             let a = runningApps[ClientIdentity.app(ofLeaf: key.app)] ?? 0
             guard a < maximumRunningPerApp else { continue }

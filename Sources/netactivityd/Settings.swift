@@ -16,9 +16,12 @@ struct Settings: Equatable {
     var notify = false
     var notifyAfter = 10.0
     var logLevel = "notice"
+    var deferWhenMetered = true
+    var deferInPowerSaver = true
 
     static let keys = [
         "activation-delay", "completion-delay", "completed-task-linger", "tray", "notify", "notify-after", "log-level",
+        "defer-when-metered", "defer-in-power-saver",
     ]
 
     static func defaultPath() -> String? {
@@ -27,7 +30,7 @@ struct Settings: Equatable {
         return base + "/netactivity/netactivityd.conf"
     }
 
-    /// The largest settings file read: seven keys need a few hundred bytes; a larger file is
+    /// The largest settings file read: nine keys need a few hundred bytes; a larger file is
     /// refused whole (and the settings in force stay), so a reload costs microseconds, not seconds.
     static let maxFileBytes = 64 * 1024
     /// Problems logged per reading of the file; past them, one line says how many more there were.
@@ -95,9 +98,14 @@ struct Settings: Equatable {
         case "notify-after":
             guard let v = seconds(3600) else { return "\(key) must be 0...3600 seconds, got '\(value)'" }
             notifyAfter = v
-        case "tray", "notify":
+        case "tray", "notify", "defer-when-metered", "defer-in-power-saver":
             guard let v = flag() else { return "\(key) must be true or false, got '\(value)'" }
-            if key == "tray" { tray = v } else { notify = v }
+            switch key {
+            case "tray": tray = v
+            case "notify": notify = v
+            case "defer-when-metered": deferWhenMetered = v
+            default: deferInPowerSaver = v
+            }
         case "log-level":
             guard Logger.Level(rawValue: value) != nil else {
                 return "unknown log-level '\(value)'"
@@ -115,6 +123,7 @@ struct Settings: Equatable {
         options.completedTaskLinger = completedTaskLinger
         options.tray = tray
         options.notifyAfter = notify ? notifyAfter : nil
+        options.deferral = .init(whenMetered: deferWhenMetered, inPowerSaver: deferInPowerSaver)
     }
 
     private static func trimmed(_ s: Substring) -> Substring {

@@ -122,6 +122,7 @@ class Downloader:
         'DiskCapacity': ('t', 'readwrite'),
         'DiskUsage': ('t', 'read'),
         'DiskError': ('s', 'read'),
+        'Deferred': ('a{sv}', 'read'),
     }
     # name: signature
     SIGNALS = {
@@ -139,9 +140,11 @@ class Downloader:
         'DownloadImageOption': {'additional-identifier': 's', 'reload': 'b', 'priority': 's'},
         'FetchImageOption': {'additional-identifier': 's', 'reload': 'b', 'priority': 's', 'receipt': 's', 'announce': 'b'},
         'FetchImageInfo': {'source': 's', 'content-type': 's', 'http-status': 'u'},
+        'DeferredKey': {'metered': 'b', 'power-saver': 'b', 'held': 'u'},
     }
     ActiveDownloads = 'ActiveDownloads'
     CancelDownload = 'CancelDownload'
+    Deferred = 'Deferred'
     DiskCapacity = 'DiskCapacity'
     DiskError = 'DiskError'
     DiskUsage = 'DiskUsage'
@@ -174,6 +177,9 @@ class Downloader:
     FETCH_IMAGE_INFO_SOURCE = 'source'
     FETCH_IMAGE_INFO_CONTENT_TYPE = 'content-type'
     FETCH_IMAGE_INFO_HTTP_STATUS = 'http-status'
+    DEFERRED_KEY_METERED = 'metered'
+    DEFERRED_KEY_POWER_SAVER = 'power-saver'
+    DEFERRED_KEY_HELD = 'held'
 
 
 class ImageCache:

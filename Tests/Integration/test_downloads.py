@@ -1,14 +1,20 @@
 """The shared downloader against a local HTTP server on 127.0.0.1 (never the internet)."""
 import hashlib
 import http.server
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 
 import dbus
 
-from harness import NAME, PATH, PROPS, Agent, connect, iface, png, prop, wait_until
+from harness import NAME, PATH, PROPS, Agent, PrivateBus, connect, iface, png, prop, wait_until
 from test_agent import AgentTestCase
 import contract
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 DOWNLOADER = contract.Downloader.INTERFACE
 CACHE = contract.ImageCache.INTERFACE
@@ -383,6 +389,85 @@ class PriorityTests(DownloadTestCase):
         self.assertFalse(self.downloader().SetPriority("r999999", D.PRIORITY_HIGH))
         self.assertEqual(self.order("set"), ["z.png", "y.png", "x.png"])
         self.assertFalse(self.downloader().SetPriority(blocker, D.PRIORITY_HIGH), "finished")
+
+
+class SystemConditionsTests(DownloadTestCase):
+    """Stand-in NetworkManager and power-profiles-daemon (fake_system.py) on a second private bus
+    that plays the system bus: on a metered connection or in power-saver, very-low work waits."""
+
+    def setUp(self):
+        self.system = PrivateBus()
+        self.addCleanup(self.system.stop)
+        self.services = subprocess.Popen([sys.executable, os.path.join(HERE, "fake_system.py"), self.system.address,
+                                          "--metered", "1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.addCleanup(self.stop_services)
+        self.assertEqual(self.services.stdout.readline().strip(), "ready")
+        self.agent_args = DownloadTestCase.agent_args + ("--system-bus-address", self.system.address)
+        super().setUp()
+
+    def stop_services(self):
+        self.services.stdin.close()
+        self.services.kill()
+        self.services.wait()
+
+    def tell(self, line):
+        """Changes a stand-in's property; returns once its PropertiesChanged is sent."""
+        self.services.stdin.write(line + "\n")
+        self.services.stdin.flush()
+        self.assertTrue(self.services.stdout.readline().startswith("set "))
+
+    def deferred(self):
+        d = self.conn.get_object(NAME, PATH, introspect=False).Get(DOWNLOADER, contract.Downloader.Deferred, dbus_interface=PROPS)
+        return {str(k): (bool(v) if isinstance(v, dbus.Boolean) else int(v)) for k, v in d.items()}
+
+    def ask(self, path, priority):
+        opts = dbus.Dictionary({contract.Downloader.DOWNLOAD_IMAGE_OPTION_PRIORITY: priority}, signature="sv")
+        return self.downloader().DownloadImage(self.http.url(path), opts)[0]
+
+    def test_metered_holds_very_low_work_until_it_ends(self):
+        D = contract.Downloader
+        wait_until(lambda: self.deferred() == {D.DEFERRED_KEY_METERED: True, D.DEFERRED_KEY_HELD: 0},
+                   what="the agent to read Metered at start")
+        self.ask("/img/low.png", D.PRIORITY_VERY_LOW)
+        self.ask("/img/normal.png", D.PRIORITY_NORMAL)
+        wait_until(lambda: self.http.count("/img/normal") == 1 and self.active() == 0, what="the normal image")
+        self.assertEqual(self.http.count("/img/low"), 0, "with a slot free all along, the very-low image waited")
+        self.assertEqual(self.deferred(), {D.DEFERRED_KEY_METERED: True, D.DEFERRED_KEY_HELD: 1})
+        self.tell("metered 4")  # guessed no
+        wait_until(lambda: self.http.count("/img/low") == 1, what="the held image once the connection is not metered")
+        self.assertEqual(self.deferred(), {})
+        self.tell("metered 3")  # guessed yes: a phone's hotspot
+        wait_until(lambda: self.deferred() == {D.DEFERRED_KEY_METERED: True, D.DEFERRED_KEY_HELD: 0}, what="metered again")
+
+    def test_power_saver_holds_it_a_higher_receipt_lifts_it_and_the_settings_opt_out(self):
+        D = contract.Downloader
+        self.tell("metered 2")
+        self.tell("profile power-saver")
+        wait_until(lambda: self.deferred() == {D.DEFERRED_KEY_POWER_SAVER: True, D.DEFERRED_KEY_HELD: 0}, what="power-saver")
+        self.ask("/img/lifted.png", D.PRIORITY_VERY_LOW)
+        self.ask("/img/opt-out.png", D.PRIORITY_VERY_LOW)
+        self.assertEqual(self.deferred()[D.DEFERRED_KEY_HELD], 2)
+        other = connect(self.bus)
+        self.addCleanup(other.close)
+        opts = dbus.Dictionary({D.DOWNLOAD_IMAGE_OPTION_PRIORITY: D.PRIORITY_NORMAL}, signature="sv")
+        self.downloader(other).DownloadImage(self.http.url("/img/lifted.png"), opts)
+        wait_until(lambda: self.http.count("/img/lifted") == 1, what="the image another app wants at normal")
+        self.assertEqual(self.http.count("/img/opt-out"), 0)
+        config = os.path.join(self.bus.config_home, "netactivity", "netactivityd.conf")
+        os.makedirs(os.path.dirname(config), exist_ok=True)
+        with open(config, "w") as f:
+            f.write("defer-in-power-saver = false\n")
+        self.agent.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: self.http.count("/img/opt-out") == 1, what="the opt-out to release it")
+        self.assertEqual(self.deferred(), {})
+
+    def test_a_service_that_leaves_holds_nothing(self):
+        D = contract.Downloader
+        wait_until(lambda: self.deferred().get(D.DEFERRED_KEY_METERED), what="metered at start")
+        self.ask("/img/left.png", D.PRIORITY_VERY_LOW)
+        self.stop_services()
+        wait_until(lambda: self.http.count("/img/left") == 1, what="the held image once NetworkManager is gone")
+        self.assertEqual(self.deferred(), {})
 
 
 class CancelTests(DownloadTestCase):

@@ -111,6 +111,26 @@ struct ImageDownloaderTests {
         #expect(drain(h, after: "blocker") == ["Y", "X"])
     }
 
+    @Test("held (metered, power-saver), very-low work waits while the rest runs; joined at a higher priority it runs; released, it starts")
+    func holdingVeryLow() {
+        let h = Harness(max: 2)
+        h.downloader.holdingVeryLow = true
+        h.get("later", priority: .veryLow)
+        h.get("now")
+        h.get("lifted", priority: .veryLow)
+        #expect(h.fetcher.startedURLs == ["now"], "a free slot stays free rather than run held work")
+        #expect(h.downloader.heldCount == 2 && h.downloader.queuedCount == 2)
+        #expect(!h.downloader.yieldSlot(h.fetcher.transfer(for: "now")!), "held work is not work waiting for a slot")
+        h.get("lifted", owner: ":1.2", app: "B", priority: .normal)
+        #expect(h.fetcher.startedURLs == ["now", "lifted"], "a normal receipt lifted it out of the hold, into the free slot")
+        #expect(h.downloader.heldCount == 1)
+        h.fetcher.succeed(h.fetcher.transfer(for: "now")!)
+        #expect(h.fetcher.startedURLs == ["now", "lifted"], "a freed slot stays free rather than run held work")
+        h.downloader.holdingVeryLow = false
+        #expect(h.fetcher.startedURLs == ["now", "lifted", "later"], "released, it starts at once")
+        #expect(h.downloader.heldCount == 0)
+    }
+
     @Test("SetPriority moves a pending receipt's transfer up and down; unknown or finished receipts say false")
     func setPriority() {
         let h = Harness(max: 1)

@@ -1,0 +1,69 @@
+#!/usr/bin/python3
+"""Stand-ins for system services on a private bus that plays the system bus:
+
+fake_system.py ADDRESS [--metered N] [--profile NAME]
+    org.freedesktop.NetworkManager at /org/freedesktop/NetworkManager, with its Metered property
+    (u: 0 unknown, 1 yes, 2 no, 3 guessed yes, 4 guessed no), and
+    org.freedesktop.UPower.PowerProfiles at /org/freedesktop/UPower/PowerProfiles, with its
+    ActiveProfile property (s), each readable with Properties.Get/GetAll and announced with
+    PropertiesChanged as the real daemons do.
+
+Lines on stdin: "metered N" and "profile NAME" change a property (and send PropertiesChanged),
+then print "set NAME VALUE". Prints 'ready' once both names are owned."""
+import argparse
+import sys
+
+import dbus
+import dbus.mainloop.glib
+import dbus.service
+from gi.repository import GLib
+
+from observer_util import on_commands
+
+PROPS = "org.freedesktop.DBus.Properties"
+NM = ("org.freedesktop.NetworkManager", "/org/freedesktop/NetworkManager", "org.freedesktop.NetworkManager")
+PPD = ("org.freedesktop.UPower.PowerProfiles", "/org/freedesktop/UPower/PowerProfiles", "org.freedesktop.UPower.PowerProfiles")
+
+parser = argparse.ArgumentParser()
+parser.add_argument("address")
+parser.add_argument("--metered", type=int, default=2)
+parser.add_argument("--profile", default="balanced")
+args = parser.parse_args()
+
+dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
+bus = dbus.bus.BusConnection(args.address)
+
+
+class Service(dbus.service.Object):
+    def __init__(self, name, path, interface, props):
+        self.interface = interface
+        self.props = props
+        self.bus_name = dbus.service.BusName(name, bus)
+        super().__init__(self.bus_name, path)
+
+    @dbus.service.method(PROPS, in_signature="ss", out_signature="v")
+    def Get(self, interface, prop):
+        if interface != self.interface or prop not in self.props:
+            raise dbus.exceptions.DBusException("No such property", name="org.freedesktop.DBus.Error.InvalidArgs")
+        return self.props[prop]
+
+    @dbus.service.method(PROPS, in_signature="s", out_signature="a{sv}")
+    def GetAll(self, interface):
+        return self.props if interface == self.interface else {}
+
+    @dbus.service.signal(PROPS, signature="sa{sv}as")
+    def PropertiesChanged(self, interface, changed, invalidated):
+        pass
+
+    def change(self, prop, value):
+        self.props[prop] = value
+        self.PropertiesChanged(self.interface, {prop: value}, dbus.Array([], signature="s"))
+        print("set %s %s" % (prop, value), flush=True)
+
+
+nm = Service(*NM, {"Metered": dbus.UInt32(args.metered)})
+ppd = Service(*PPD, {"ActiveProfile": dbus.String(args.profile)})
+on_commands({"metered": lambda v: nm.change("Metered", dbus.UInt32(int(v))),
+             "profile": lambda v: ppd.change("ActiveProfile", dbus.String(v))})
+print("ready", flush=True)
+GLib.MainLoop().run()
