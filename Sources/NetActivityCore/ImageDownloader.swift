@@ -162,6 +162,10 @@ public final class ImageDownloader {
     public private(set) var yieldedCount = 0
     /// Transfers (holding a slot or yielded) one app may have running, while other apps wait.
     public var maximumRunningPerApp: Int { 2 * maximumActiveDownloads }
+    /// Transfers an app may run at a raised priority (high, very-high) ahead of other apps' work:
+    /// half the slots, rounded up. Past that, its raised work competes as normal, so that no app
+    /// can take every slot by marking all its requests very-high.
+    public var raisedShare: Int { (maximumActiveDownloads + 1) / 2 }
     /// Transfers (holding a slot or yielded) running in all: each is a socket.
     public static let maximumRunning = 256
 
@@ -428,12 +432,14 @@ public final class ImageDownloader {
             let a = runningApps[ClientIdentity.app(ofLeaf: key.app)] ?? 0
             guard a < maximumRunningPerApp else { continue }
             let r = running[key.app] ?? 0
+            // A raised priority counts only within the app's raised share.
+            let priority = key.priority > .normal && a >= raisedShare ? .normal : key.priority
             let better: Bool = if let b = best {
-                key.priority != b.priority ? key.priority > b.priority
+                priority != b.priority ? priority > b.priority
                     : a != b.appRunning ? a < b.appRunning
                     : r != b.running ? r < b.running : (prioritization == .fifo ? t.id < b.id : t.id > b.id)
             } else { true }
-            if better { best = (key.priority, a, r, t.id) }
+            if better { best = (priority, a, r, t.id) }
         }
         guard let best, let t = transfersByID[best.id] else { return nil }
         return t

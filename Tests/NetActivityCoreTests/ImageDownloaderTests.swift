@@ -145,13 +145,26 @@ struct ImageDownloaderTests {
 
     @Test("priority comes before fairness: an app with a transfer running still goes first with a higher priority")
     func priorityBeforeFairness() {
-        let h = Harness(max: 2)
+        let h = Harness(max: 4)
         h.get("running-A", app: "A")
-        h.get("blocker", app: "B")
-        h.get("normal-B", app: "B")
+        for i in 0..<3 { h.get("blocker\(i)", app: "B") }
+        h.get("normal-C", app: "C")
         h.get("high-A", app: "A", priority: .high)
-        h.fetcher.succeed(h.fetcher.transfer(for: "blocker")!)
-        #expect(h.fetcher.startedURLs.last == "high-A", "B runs nothing now, yet A's high goes first")
+        h.fetcher.succeed(h.fetcher.transfer(for: "blocker0")!)
+        #expect(h.fetcher.startedURLs.last == "high-A", "C runs nothing, A runs one, yet A's high goes first")
+    }
+
+    @Test("an app that marks everything very-high takes at most half the slots ahead of other apps' normal work")
+    func raisedShareIsBounded() {
+        let h = Harness(max: 4)
+        for i in 0..<4 { h.get("blocker\(i)", app: "C") }
+        for i in 0..<8 { h.get("hog\(i)", owner: ":1.2", app: "hog", priority: .veryHigh) }
+        for i in 0..<8 { h.get("polite\(i)", owner: ":1.3", app: "polite") }
+        for i in 0..<4 { h.fetcher.succeed(h.fetcher.transfer(for: "blocker\(i)")!) }
+        let started = h.fetcher.startedURLs.dropFirst(4)
+        #expect(started.filter { $0.hasPrefix("hog") }.count == 2, "half the slots, rounded up: \(started)")
+        #expect(started.filter { $0.hasPrefix("polite") }.count == 2, "\(started)")
+        #expect(Array(started.prefix(2)) == ["hog0", "hog1"], "within its share, very-high goes first")
     }
 
     @Test("a slow transfer yields its slot to queued work and goes on; an app's running transfers are bounded while others wait")
