@@ -13,6 +13,7 @@ import pwd
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -353,17 +354,41 @@ class AppIndicatorTests(ShellSession):
 
     def our_item(self):
         area = self.status_area()
-        # The only tray item on this bus is the agent's.
-        keys = [k for k in area if k.startswith("appindicator-")]
+        # The running agent's item (one an agent before it left may still be drawn).
+        keys = [k for k in area if k.startswith("appindicator-") and k.endswith("StatusNotifierItem-%d-1" % self.agent.pid)]
         return (keys[0], area[keys[0]]) if keys else None
 
-    def test_the_tray_item_shows_with_its_menu_while_visible(self):
+    def registered_and_alive(self):
+        """Waits for the extension to take the agent's item and set up its proxy for it.
+
+        The extension has a race of its own: for an item that registers while the shell starts
+        it sometimes fails to set up its proxy ("While initalizing proxy for ...: Error: Argument
+        two may not be null" in the shell's log, from its property refresh) and keeps a dead icon
+        that never changes: 2 to 3 shell starts in 10 here, on the landed agent as on this one,
+        and never otherwise. What a user would do then, restart the agent so that it registers
+        anew, is done here, once, and only on that message."""
         watcher = self.conn.get_object("org.kde.StatusNotifierWatcher", "/StatusNotifierWatcher", introspect=False)
         items = lambda: [str(i) for i in watcher.Get("org.kde.StatusNotifierWatcher", "RegisteredStatusNotifierItems",
                                                       dbus_interface="org.freedesktop.DBus.Properties")]
-        wait_until(lambda: self.conn.name_has_owner("org.kde.StatusNotifierWatcher") and
-                   any("StatusNotifierItem-%d-1" % self.agent.pid in i for i in items()), 20, 0.1,
-                   "the extension to accept the agent's item")
+        for attempt in (1, 2):
+            wait_until(lambda: self.conn.name_has_owner("org.kde.StatusNotifierWatcher") and
+                       any("StatusNotifierItem-%d-1" % self.agent.pid in i for i in items()), 20, 0.1,
+                       "the extension to accept the agent's item")
+            try:
+                return wait_until(lambda: (lambda f: f if f and f[1]["ready"] else None)(self.our_item()), 10, 0.1,
+                                  "the extension's proxy for the item")
+            except AssertionError:
+                broken = "While initalizing proxy for org.kde.StatusNotifierItem-%d-1" % self.agent.pid
+                if attempt == 2 or broken not in self.log("gnome-shell"):
+                    raise AssertionError("the extension never set up the item (status area %r)\ngnome-shell: %s" % (
+                        self.status_area(), self.log("gnome-shell")[-3000:]))
+                sys.stderr.write("(the AppIndicator extension failed its proxy for the item; restarting the agent once) ")
+                type(self).agent.send_signal(signal.SIGTERM)
+                type(self).agent.wait(10)
+                type(self).agent = self._start_agent()
+
+    def test_the_tray_item_shows_with_its_menu_while_visible(self):
+        self.registered_and_alive()
         idle_shot = self.screenshot("appindicator-idle")
         item = self.conn.get_object("org.kde.StatusNotifierItem-%d-1" % self.agent.pid, "/StatusNotifierItem", introspect=False)
         icon = [str(item.Get("org.kde.StatusNotifierItem", p, dbus_interface="org.freedesktop.DBus.Properties"))
@@ -383,9 +408,16 @@ class AppIndicatorTests(ShellSession):
             box = (int(shown["x"]), int(shown["y"]), int(shown["width"]), int(shown["height"]))
             self.assertGreater(png_max_brightness(active_shot, *box), 0.6, "no light icon pixels in %r" % (box,))
             self.assertLess(png_max_brightness(idle_shot, *box), 0.3, "the idle bar is not plain at %r" % (box,))
-            texts = wait_until(lambda: (lambda t: t if t and "backup photos — 40 %" in t else None)(
-                json.loads(str(self.probe.OpenStatusMenu(key, dbus_interface="org.example.NetActivityTest")))),
-                10, 0.1, "the task in the item's menu")
+            seen = []
+
+            def menu():
+                seen[:] = [json.loads(str(self.probe.OpenStatusMenu(key, dbus_interface="org.example.NetActivityTest")))]
+                return seen[0] if seen[0] and "backup photos — 40 %" in seen[0] else None
+            try:
+                texts = wait_until(menu, 10, 0.1, "the task in the item's menu")
+            except AssertionError:
+                raise AssertionError("the task is not in the item's menu, which shows %r\ngnome-shell: %s\nnetactivityd: %s" % (
+                    seen, self.log("gnome-shell")[-3000:], self.log("netactivityd")[-3000:]))
             self.screenshot("appindicator-menu")
             self.probe.CloseStatusMenu(key, dbus_interface="org.example.NetActivityTest")
             self.assertEqual(texts[0], "Using the network", texts)

@@ -60,7 +60,9 @@ class Probe {
             const [x, y] = button.get_transformed_position();
             const [width, height] = button.get_transformed_size();
             out[key] = {visible: button.visible, mapped: button.is_mapped(), x, y, width, height,
-                container: button.container?.visible ?? null};
+                container: button.container?.visible ?? null,
+                // The AppIndicator extension's items: whether its proxy for the item came up.
+                ready: typeof button.isReady === 'function' ? !!button.isReady() : null};
         }
         return JSON.stringify(out);
     }
