@@ -257,6 +257,17 @@ public final class Agent {
         let conditions = SystemConditions(bus: bus, logger: context.logger) { [unowned self] state in
             self.downloads.setConditions(state)
         }
+        // Transfers stop before sleep and go on after it; the inhibitor is held only while
+        // they run, and let go the moment they have stopped.
+        conditions.onSleep = { [unowned self] start in
+            if start {
+                downloads.sleep()
+                self.conditions?.holdSleep(false)
+            } else {
+                downloads.wake()
+            }
+        }
+        downloads.onRunning = { [weak conditions] running in conditions?.holdSleep(running) }
         conditions.start()
         self.conditions = conditions
     }

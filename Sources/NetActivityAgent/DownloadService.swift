@@ -479,6 +479,7 @@ public final class DownloadService: ImageDownloader.Observer {
     }
 
     public func transferStarted(_ transfer: UInt64, url: String) {
+        checkRunningSoon()
         slowWatch[transfer] = .some(nil)
         watchForSlowness()
         guard var state = transfers[transfer] else { return }
@@ -525,7 +526,17 @@ public final class DownloadService: ImageDownloader.Observer {
         if let task = transfers[transfer]?.task { tasks.setProgress(task, progress) }
     }
 
+    public func transferPaused(_ transfer: UInt64) {
+        checkRunningSoon()
+        slowWatch[transfer] = nil
+        guard var state = transfers[transfer], state.running else { return }
+        state.running = false
+        transfers[transfer] = state
+        if let task = state.task { tasks.suspend(task) } else { activity.release(.task, for: context.uniqueName) }
+    }
+
     public func transferEnded(_ transfer: UInt64, outcome: Result<Void, ImageDownloader.Failure>) {
+        checkRunningSoon()
         slowWatch[transfer] = nil
         guard let state = transfers.removeValue(forKey: transfer) else { return }
         guard let task = state.task else {
@@ -733,6 +744,47 @@ public final class DownloadService: ImageDownloader.Observer {
         guard before != after else { return }
         core.holdingVeryLow = after.metered || after.powerSaver
         context.emitPropertiesChanged(.downloader, [], invalidated: [DownloaderMember.Property.deferred.rawValue])
+    }
+
+    // MARK: sleep
+
+    /// Told whether transfers run (a sleep inhibitor is held while they do), after every start,
+    /// end and pause.
+    var onRunning: ((Bool) -> Void)?
+    private var wasRunning = false
+
+    private var runningCheck = false
+
+    /// `runningChanged` at the end of this turn: a transfer that ends as the next starts keeps
+    /// the inhibitor rather than dropping and taking it again.
+    private func checkRunningSoon() {
+        guard !runningCheck else { return }
+        runningCheck = true
+        _ = context.scheduler.schedule(afterNanoseconds: 0) { [weak self] in
+            self?.runningCheck = false
+            self?.runningChanged()
+        }
+    }
+
+    private func runningChanged() {
+        let running = core.activeCount + core.yieldedCount > 0
+        guard running != wasRunning else { return }
+        wasRunning = running
+        onRunning?(running)
+    }
+
+    /// The system is about to sleep (logind's PrepareForSleep(true)): every running transfer
+    /// stops and waits in the queue, and nothing starts until `wake`.
+    func sleep() {
+        context.logger.info("The system is going to sleep: \(core.activeCount + core.yieldedCount) transfers stop until it wakes")
+        core.pauseAll()
+        runningChanged()
+    }
+
+    /// The system woke up: the queue starts again (stopped transfers first in their order).
+    func wake() {
+        core.resumeAll()
+        runningChanged()
     }
 
     func cancelDownload(_ call: inout MethodCall) throws {

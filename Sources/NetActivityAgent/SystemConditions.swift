@@ -1,4 +1,5 @@
 import DBusKit
+import Glibc
 import Logging
 
 /// What the system says about the cost of downloading now, from the system bus; each source is
@@ -11,6 +12,10 @@ import Logging
 ///
 /// Each is read with Get when its name gets an owner (and at start), and followed through
 /// PropertiesChanged; nothing is polled.
+///
+/// And logind (`org.freedesktop.login1`): `PrepareForSleep(b)` says when the system is about to
+/// sleep and when it woke, and while transfers run a "delay" inhibitor for sleep gives them the
+/// moment to stop cleanly (`holdSleep`).
 final class SystemConditions {
     struct State: Equatable {
         var metered = false
@@ -50,8 +55,87 @@ final class SystemConditions {
         self.onChange = onChange
     }
 
+    /// logind's PrepareForSleep: true before the system sleeps, false once it woke.
+    var onSleep: ((Bool) -> Void)?
+    private var sleeping = false
+    /// The inhibitor's fd while one is held.
+    private var inhibitor: Int32 = -1
+    private var wantsInhibitor = false
+    private var inhibiting = false
+
+    deinit {
+        if inhibitor >= 0 { close(inhibitor) }
+    }
+
+    /// Holds a logind "delay" inhibitor for sleep while `hold` (transfers run); lets it go at once
+    /// otherwise. Without logind this does nothing.
+    func holdSleep(_ hold: Bool) {
+        wantsInhibitor = hold
+        guard hold else {
+            if inhibitor >= 0 {
+                close(inhibitor)
+                inhibitor = -1
+                logger.debug("Released the sleep inhibitor")
+            }
+            return
+        }
+        guard inhibitor < 0, !inhibiting,
+              let call = try? Message.methodCall(
+                  destination: Self.logind, path: "/org/freedesktop/login1", interface: Self.logindManager, member: "Inhibit")
+        else { return }
+        var w = call.writer()
+        for text in ["sleep", "netactivity", "Network transfers stop cleanly before sleep", "delay"] { w.append(text) }
+        inhibiting = true
+        bus.callAsync(call, timeoutMilliseconds: 5_000) { [weak self] result in
+            guard let self else {
+                if case .success(let reply) = result { var r = reply.reader(); if let fd = try? r.readFD() { close(fd) } }
+                return
+            }
+            inhibiting = false
+            switch result {
+            case .success(let reply):
+                var r = reply.reader()
+                guard let fd = try? r.readFD() else { return }
+                if wantsInhibitor, inhibitor < 0 {
+                    inhibitor = fd
+                    logger.debug("Holding a sleep inhibitor while transfers run")
+                } else {
+                    close(fd)
+                }
+            case .failure(let error):
+                logger.debug("No sleep inhibitor from logind: \(error.message)")
+            }
+        }
+    }
+
+    static let logind = "org.freedesktop.login1"
+    static let logindManager = "org.freedesktop.login1.Manager"
+
     /// Subscribes (without waiting for the bus) and asks for the current values.
     func start() {
+        let sleep = SignalMatch(sender: Self.logind, path: "/org/freedesktop/login1", interface: Self.logindManager, member: "PrepareForSleep")
+        bus.addMatchWithoutWaiting(sleep.rule)
+        // The match names logind; messages carry its unique name.
+        bus.onSignal(SignalMatch(path: sleep.path, interface: sleep.interface, member: sleep.member)) { [unowned self] message in
+            var r = message.reader()
+            guard let start = try? r.read(Bool.self), start != sleeping else { return }
+            sleeping = start
+            logger.info(start ? "The system is about to sleep" : "The system woke up")
+            onSleep?(start)
+        }
+        // A logind that leaves while the system "sleeps" would never say it woke: its leaving does.
+        let logindOwner = SignalMatch(
+            sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged")
+        bus.addMatchWithoutWaiting(logindOwner.rule + ",arg0='\(Self.logind)'")
+        bus.onSignal(logindOwner) { [unowned self] message in
+            var r = message.reader()
+            guard let name = try? r.read(String.self), name == Self.logind, (try? r.read(String.self)) != nil,
+                  let newOwner = try? r.read(String.self), newOwner.isEmpty, sleeping
+            else { return }
+            sleeping = false
+            logger.info("logind left while the system was to sleep; transfers go on")
+            onSleep?(false)
+        }
         for source in Self.sources {
             let changed = SignalMatch(
                 sender: source.name, path: source.path, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged")

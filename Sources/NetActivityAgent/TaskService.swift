@@ -101,6 +101,8 @@ public protocol TaskFactory: AnyObject {
     /// starts as it is asked for, announced so in one InterfacesAdded).
     func makeAgentTask(description: String, running: Bool, progress: TaskProgress) -> TaskEntry
     func resume(_ entry: TaskEntry)
+    /// A download's transfer stopped and waits again (the system went to sleep).
+    func suspend(_ entry: TaskEntry)
     /// New byte counts (refused silently when they break the progress rule).
     func setProgress(_ entry: TaskEntry, _ progress: TaskProgress)
     func complete(_ entry: TaskEntry, error: String)
@@ -164,6 +166,10 @@ public final class TaskService: TaskBeginning, TaskFactory {
     public func resume(_ entry: TaskEntry) {
         apply(entry.record.resume(), to: entry)
         entry.coalescer.didEmit(now: context.now)
+    }
+
+    public func suspend(_ entry: TaskEntry) {
+        apply(entry.record.suspend(), to: entry)
     }
 
     public func setProgress(_ entry: TaskEntry, _ progress: TaskProgress) {

@@ -66,6 +66,8 @@ public final class ImageDownloader {
         func transferStarted(_ transfer: UInt64, url: String)
         func transferProgress(_ transfer: UInt64, received: UInt64, expected: UInt64)
         func transferEnded(_ transfer: UInt64, outcome: Result<Void, Failure>)
+        /// A running transfer was stopped and waits in the queue again (`pauseAll`).
+        func transferPaused(_ transfer: UInt64)
     }
 
     private struct Waiter {
@@ -140,6 +142,19 @@ public final class ImageDownloader {
         var ids: [UInt64] = []
         var head = 0
         var isEmpty: Bool { head >= ids.count }
+
+        /// `id` where the queue is taken from next (an older entry of it, if any, is skipped as
+        /// dead once it has started).
+        mutating func putFirst(_ id: UInt64, lifo: Bool) {
+            if lifo {
+                ids.append(id)
+            } else if head > 0 {
+                head -= 1
+                ids[head] = id
+            } else {
+                ids.insert(id, at: 0)
+            }
+        }
     }
 
     /// The queue, per app and priority: the next transfer to start is one of the highest
@@ -180,6 +195,40 @@ public final class ImageDownloader {
     /// no slot while they wait, and do not count as work waiting for a slow transfer's slot.
     public var holdingVeryLow = false {
         didSet { if !holdingVeryLow { startQueued() } }
+    }
+
+    /// Whether every transfer is held (the system is about to sleep): see `pauseAll`.
+    public private(set) var paused = false
+
+    /// Stops every running transfer and puts it back in the queue, each with its receipts, and
+    /// starts none until `resumeAll` (the system is going to sleep). Their handlers hear nothing:
+    /// after `resumeAll` they run again from the start.
+    public func pauseAll() {
+        paused = true
+        // Newest first, each to the front of its queues (the end a LIFO queue takes from): the
+        // stopped transfers go first again, in the order they had.
+        for t in runningByID.values.sorted(by: { $0.id > $1.id }) {
+            t.running = false
+            runningByID[t.id] = nil
+            leaveSlot(t)
+            let cancel = t.cancel
+            t.cancel = nil
+            cancel?()
+            for app in Set(t.waiters.map(\.app)) {
+                let key = QueueKey(app: app, priority: t.priority)
+                t.enqueued.insert(key)
+                queues[key, default: AppQueue()].putFirst(t.id, lifo: prioritization == .lifo)
+            }
+            queuedCount += 1
+            observer?.transferPaused(t.id)
+        }
+    }
+
+    /// Starts the queue again after `pauseAll` (the system woke up).
+    public func resumeAll() {
+        guard paused else { return }
+        paused = false
+        startQueued()
     }
 
     /// Transfers waiting only because `holdingVeryLow` holds them.
@@ -416,7 +465,7 @@ public final class ImageDownloader {
     /// "App" here is a leaf (`ClientIdentity.leaf`): the processes of the unscoped pool are compared
     /// as one app first, then among themselves, so that forking never wins more slots.
     private func popQueued() -> Transfer? {
-        guard runningByID.count < Self.maximumRunning else { return nil }
+        guard !paused, runningByID.count < Self.maximumRunning else { return nil }
         var running: [String: Int] = [:]
         var runningApps: [Substring: Int] = [:]
         for t in runningByID.values {

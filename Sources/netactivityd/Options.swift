@@ -43,8 +43,9 @@ struct DaemonOptions {
                                   Seconds a completed task stays visible to observers before it leaves
                                   (0...3600; default 5).
           --system-bus-address <address>
-                                  Bus to follow LowMemoryMonitor, NetworkManager's Metered and
-                                  power-profiles-daemon on (default: the system bus; empty: none).
+                                  Bus to follow LowMemoryMonitor, NetworkManager's Metered,
+                                  power-profiles-daemon and logind on (default: the system bus;
+                                  empty: none).
           --tray/--no-tray        Show a tray icon (StatusNotifierItem) (default: on).
           --notify/--no-notify    Post a desktop notification when activity stays visible (see
                                   --notify-after; default: off).

@@ -8,10 +8,18 @@ fake_system.py ADDRESS [--metered N] [--profile NAME]
     ActiveProfile property (s), each readable with Properties.Get/GetAll and announced with
     PropertiesChanged as the real daemons do.
 
+    org.freedesktop.login1 at /org/freedesktop/login1: Manager.Inhibit(what, who, why, mode)
+    hands out the write end of a pipe and prints "inhibit WHAT MODE"; when every copy of it is
+    closed it prints "released MS", MS the milliseconds since the last PrepareForSleep(true)
+    (-1 if none was sent).
+
 Lines on stdin: "metered N" and "profile NAME" change a property (and send PropertiesChanged),
-then print "set NAME VALUE". Prints 'ready' once both names are owned."""
+then print "set NAME VALUE"; "sleep" and "wake" send PrepareForSleep(true/false) and print
+"sent sleep"/"sent wake". Prints 'ready' once the names are owned."""
 import argparse
+import os
 import sys
+import time
 
 import dbus
 import dbus.mainloop.glib
@@ -61,9 +69,43 @@ class Service(dbus.service.Object):
         print("set %s %s" % (prop, value), flush=True)
 
 
+class Logind(dbus.service.Object):
+    def __init__(self):
+        self.bus_name = dbus.service.BusName("org.freedesktop.login1", bus)
+        super().__init__(self.bus_name, "/org/freedesktop/login1")
+        self.slept_at = None
+
+    @dbus.service.method("org.freedesktop.login1.Manager", in_signature="ssss", out_signature="h")
+    def Inhibit(self, what, who, why, mode):
+        r, w = os.pipe()
+        handed = dbus.types.UnixFd(w)  # a copy: ours is closed at once
+        os.close(w)
+
+        def hung_up(fd, condition):
+            ms = -1 if self.slept_at is None else int((time.monotonic() - self.slept_at) * 1000)
+            print("released %d" % ms, flush=True)
+            os.close(fd)
+            return False
+        GLib.io_add_watch(r, GLib.IO_HUP | GLib.IO_ERR, hung_up)
+        print("inhibit %s %s" % (what, mode), flush=True)
+        return handed
+
+    @dbus.service.signal("org.freedesktop.login1.Manager", signature="b")
+    def PrepareForSleep(self, start):
+        pass
+
+    def sleep(self, start):
+        if start:
+            self.slept_at = time.monotonic()
+        self.PrepareForSleep(start)
+        print("sent %s" % ("sleep" if start else "wake"), flush=True)
+
+
+logind = Logind()
 nm = Service(*NM, {"Metered": dbus.UInt32(args.metered)})
 ppd = Service(*PPD, {"ActiveProfile": dbus.String(args.profile)})
 on_commands({"metered": lambda v: nm.change("Metered", dbus.UInt32(int(v))),
-             "profile": lambda v: ppd.change("ActiveProfile", dbus.String(v))})
+             "profile": lambda v: ppd.change("ActiveProfile", dbus.String(v)),
+             "sleep": lambda _: logind.sleep(True), "wake": lambda _: logind.sleep(False)})
 print("ready", flush=True)
 GLib.MainLoop().run()

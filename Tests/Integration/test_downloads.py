@@ -402,6 +402,8 @@ class SystemConditionsTests(DownloadTestCase):
                                           "--metered", "1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.addCleanup(self.stop_services)
         self.assertEqual(self.services.stdout.readline().strip(), "ready")
+        self.lines = []
+        threading.Thread(target=lambda: [self.lines.append(line.strip()) for line in self.services.stdout], daemon=True).start()
         self.agent_args = DownloadTestCase.agent_args + ("--system-bus-address", self.system.address)
         super().setUp()
 
@@ -411,10 +413,14 @@ class SystemConditionsTests(DownloadTestCase):
         self.services.wait()
 
     def tell(self, line):
-        """Changes a stand-in's property; returns once its PropertiesChanged is sent."""
+        """A command to the stand-ins; returns once it is done (its property change or signal sent)."""
+        done = len([l for l in self.lines if l.startswith(("set ", "sent "))])
         self.services.stdin.write(line + "\n")
         self.services.stdin.flush()
-        self.assertTrue(self.services.stdout.readline().startswith("set "))
+        wait_until(lambda: len([l for l in self.lines if l.startswith(("set ", "sent "))]) > done, what="the stand-in to do " + line)
+
+    def said(self, prefix):
+        return [l for l in self.lines if l.startswith(prefix)]
 
     def deferred(self):
         d = self.conn.get_object(NAME, PATH, introspect=False).Get(DOWNLOADER, contract.Downloader.Deferred, dbus_interface=PROPS)
@@ -460,6 +466,27 @@ class SystemConditionsTests(DownloadTestCase):
         self.agent.proc.send_signal(signal.SIGHUP)
         wait_until(lambda: self.http.count("/img/opt-out") == 1, what="the opt-out to release it")
         self.assertEqual(self.deferred(), {})
+
+    def test_sleep_stops_transfers_lets_the_inhibitor_go_at_once_and_waking_starts_them_again(self):
+        self.ask("/gate/sleepy.png", contract.Downloader.PRIORITY_NORMAL)
+        wait_until(lambda: self.http.count("/gate/sleepy") == 1, what="the transfer at the server")
+        wait_until(lambda: self.said("inhibit sleep delay"), what="a delay inhibitor while it runs")
+        self.tell("sleep")
+        released = wait_until(lambda: self.said("released "), what="the inhibitor let go")
+        self.assertLess(int(released[0].split()[1]), 100, "the inhibitor closed within 100 ms of PrepareForSleep(true)")
+        wait_until(lambda: self.active() == 0, what="the transfer stopped")
+        props = self.conn.get_object(NAME, PATH, introspect=False).GetAll(DOWNLOADER, dbus_interface=PROPS)
+        self.assertEqual(int(props["QueuedDownloads"]), 1, "it waits in the queue, not failed")
+        self.ask("/img/asleep.png", contract.Downloader.PRIORITY_VERY_HIGH)
+        props = self.conn.get_object(NAME, PATH, introspect=False).GetAll(DOWNLOADER, dbus_interface=PROPS)
+        self.assertEqual((int(props["ActiveDownloads"]), int(props["QueuedDownloads"])), (0, 2),
+                         "nothing starts while the system sleeps, even at very-high")
+        self.tell("wake")
+        wait_until(lambda: self.http.count("/gate/sleepy") == 2, what="the stopped transfer to start again")
+        self.http.gate("/gate/sleepy.png").set()
+        wait_until(lambda: self.http.count("/img/asleep") == 1 and self.active() == 0, what="both images")
+        wait_until(lambda: len(self.said("inhibit sleep delay")) == 2 and len(self.said("released ")) == 2,
+                   what="the inhibitor taken again while they ran, and let go after")
 
     def test_a_service_that_leaves_holds_nothing(self):
         D = contract.Downloader

@@ -129,6 +129,26 @@ struct ImageDownloaderTests {
         #expect(h.downloader.heldCount == 0)
     }
 
+    @Test("before sleep every running transfer stops and waits again with its receipts; nothing starts until it wakes; then they run first")
+    func pauseAndResume() {
+        let h = Harness(max: 2)
+        h.get("a")
+        h.get("b")
+        h.get("c")
+        let a = h.fetcher.transfer(for: "a")!
+        h.downloader.pauseAll()
+        #expect(h.fetcher.cancelled.sorted() == [a, h.transferIDs["b"]!].sorted())
+        #expect(h.downloader.activeCount == 0 && h.downloader.queuedCount == 3)
+        h.fetcher.deliverLate(a)
+        #expect(h.results["a"] == nil, "a late completion of a stopped fetch is not an answer")
+        h.get("d", priority: .veryHigh)
+        #expect(h.fetcher.startedCount == 2, "nothing starts while asleep")
+        h.downloader.resumeAll()
+        #expect(Array(h.fetcher.startedURLs.dropFirst(2)) == ["d", "a"], "the highest first, then the stopped ones in order")
+        while let t = h.fetcher.running.first { h.fetcher.succeed(t) }
+        #expect(["a", "b", "c", "d"].allSatisfy { h.results[$0] == .ok }, "every receipt is answered once it ran again")
+    }
+
     @Test("SetPriority moves a pending receipt's transfer up and down; unknown or finished receipts say false")
     func setPriority() {
         let h = Harness(max: 1)
