@@ -107,11 +107,13 @@ public final class DownloadService: ImageDownloader.Observer {
         _ completion: @escaping (Result<ImageDownloader.Fetched, ImageDownloader.Failure>) -> Void
     ) -> () -> Void {
         guard !request.reload, let disk else { return network(request, stale: nil, progress, completion) }
+        // Offline, any copy on disk, fresh or not, beats an error; with none, the error comes at once.
         var stopNetwork: (() -> Void)?
         var stopped = false
         let stopReading = disk.read(key: request.key) { [weak self] hit in
             guard let self, !stopped else { return }
             guard let hit else { return stopNetwork = self.network(request, stale: nil, progress, completion) }
+            if self.conditions.offline { return completion(.success(ImageDownloader.Fetched(body: hit.body))) }
             switch HTTPCachePolicy.decide(hit.info, now: Self.wallClock()) {
             case .fresh:
                 // A hit always comes on a later turn of the loop (from the worker), never
@@ -135,11 +137,23 @@ public final class DownloadService: ImageDownloader.Observer {
         _ progress: @escaping (UInt64, UInt64) -> Void,
         _ completion: @escaping (Result<ImageDownloader.Fetched, ImageDownloader.Failure>) -> Void
     ) -> () -> Void {
-        return transport.fetch(
+        if conditions.offline {
+            completion(.failure(.failed(Self.offlineError)))
+            return {}
+        }
+        let id = request.transfer
+        var done = false
+        let finish: (Result<ImageDownloader.Fetched, ImageDownloader.Failure>) -> Void = { [weak self] result in
+            guard !done else { return }
+            done = true
+            self?.inFlight[id] = nil
+            completion(result)
+        }
+        let stop = transport.fetch(
             url: request.url, app: request.app, headers: stale?.conditional ?? [], maxBytes: maxBodyBytes, progress: progress
         ) {
             [weak self] result in
-            completion(result.flatMap { response in
+            finish(result.flatMap { response in
                 if response.status == 304, let stale {
                     let info = HTTPCachePolicy.refreshed(stale.hit.info, notModified: response.headers, now: Self.wallClock())
                     self?.disk?.write(key: request.key, info: info, body: stale.hit.body, owner: request.app)
@@ -157,6 +171,16 @@ public final class DownloadService: ImageDownloader.Observer {
                 }
                 return .success(ImageDownloader.Fetched(body: response.body, httpStatus: 200))
             })
+        }
+        guard !done else { return stop }
+        inFlight[id] = { error in
+            stop()
+            finish(.failure(.failed(error)))
+        }
+        return { [weak self] in
+            done = true
+            self?.inFlight[id] = nil
+            stop()
         }
     }
 
@@ -730,7 +754,24 @@ public final class DownloadService: ImageDownloader.Observer {
     }
 
     func setConditions(_ new: SystemConditions.State) {
+        let wentOffline = new.offline && !conditions.offline
         update { $0.conditions = new }
+        if wentOffline { failInFlight() }
+    }
+
+    static let offlineError = NetActivityError(.offline, "NetworkManager says there is no network connection")
+
+    /// The network transfers under way, each with what ends it as a failure.
+    private var inFlight: [UInt64: (NetActivityError) -> Void] = [:]
+
+    /// The network went away: every transfer on it fails now with Offline rather than at its
+    /// stall timeout; the queue then moves on, and what it starts fails as fast (or is served
+    /// from the disk tier).
+    private func failInFlight() {
+        let failing = inFlight
+        inFlight = [:]
+        context.logger.info("Offline: \(failing.count) transfers fail now")
+        for (_, fail) in failing.sorted(by: { $0.key < $1.key }) { fail(Self.offlineError) }
     }
 
     public func setDeferral(_ new: Deferral) {

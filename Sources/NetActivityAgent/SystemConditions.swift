@@ -20,6 +20,8 @@ final class SystemConditions {
     struct State: Equatable {
         var metered = false
         var powerSaver = false
+        /// NetworkManager says there is no network (asleep, disconnected, disconnecting).
+        var offline = false
     }
 
     private struct Source: Sendable {
@@ -37,6 +39,13 @@ final class SystemConditions {
             interface: "org.freedesktop.NetworkManager", property: "Metered",
             read: { value, state in state.metered = value.uint32Value.map { $0 == 1 || $0 == 3 } ?? false },
             absent: { $0.metered = false }),
+        // NM_STATE_ASLEEP 10, DISCONNECTED 20, DISCONNECTING 30; unknown (0) and connecting or
+        // connected (40 and up) are not offline.
+        Source(
+            name: "org.freedesktop.NetworkManager", path: "/org/freedesktop/NetworkManager",
+            interface: "org.freedesktop.NetworkManager", property: "State",
+            read: { value, state in state.offline = value.uint32Value.map { (10...30).contains($0) } ?? false },
+            absent: { $0.offline = false }),
         Source(
             name: "org.freedesktop.UPower.PowerProfiles", path: "/org/freedesktop/UPower/PowerProfiles",
             interface: "org.freedesktop.UPower.PowerProfiles", property: "ActiveProfile",
@@ -193,7 +202,7 @@ final class SystemConditions {
         change(&next)
         guard next != state else { return }
         state = next
-        logger.info("System conditions: metered \(next.metered), power-saver \(next.powerSaver)")
+        logger.info("System conditions: metered \(next.metered), power-saver \(next.powerSaver), offline \(next.offline)")
         onChange(next)
     }
 }

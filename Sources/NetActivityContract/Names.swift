@@ -278,6 +278,7 @@ extension NetActivityError {
         case notAnImage = "org.example.NetActivity.Error.NotAnImage"
         case network = "org.example.NetActivity.Error.Network"
         case cancelled = "org.example.NetActivity.Error.Cancelled"
+        case offline = "org.example.NetActivity.Error.Offline"
         case notFound = "org.example.NetActivity.Error.NotFound"
         case clientVanished = "org.example.NetActivity.Error.ClientVanished"
         // org.freedesktop.DBus.Error.*

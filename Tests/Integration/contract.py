@@ -20,6 +20,7 @@ class Error:
     NotAnImage = 'org.example.NetActivity.Error.NotAnImage'
     Network = 'org.example.NetActivity.Error.Network'
     Cancelled = 'org.example.NetActivity.Error.Cancelled'
+    Offline = 'org.example.NetActivity.Error.Offline'
     NotFound = 'org.example.NetActivity.Error.NotFound'
     ClientVanished = 'org.example.NetActivity.Error.ClientVanished'
 
@@ -128,7 +129,7 @@ class Downloader:
     SIGNALS = {
         'DownloadFinished': 'ssbss',
     }
-    ERRORS = ('org.freedesktop.DBus.Error.InvalidArgs', 'org.freedesktop.DBus.Error.AccessDenied', 'org.example.NetActivity.Error.InvalidURL', 'org.example.NetActivity.Error.HTTP', 'org.example.NetActivity.Error.Timeout', 'org.example.NetActivity.Error.TooLarge', 'org.example.NetActivity.Error.NotAnImage', 'org.example.NetActivity.Error.Network', 'org.example.NetActivity.Error.Cancelled', 'org.example.NetActivity.Error.NotFound', 'org.example.NetActivity.Error.LimitsExceeded', 'org.freedesktop.DBus.Error.Failed')
+    ERRORS = ('org.freedesktop.DBus.Error.InvalidArgs', 'org.freedesktop.DBus.Error.AccessDenied', 'org.example.NetActivity.Error.InvalidURL', 'org.example.NetActivity.Error.HTTP', 'org.example.NetActivity.Error.Timeout', 'org.example.NetActivity.Error.TooLarge', 'org.example.NetActivity.Error.NotAnImage', 'org.example.NetActivity.Error.Network', 'org.example.NetActivity.Error.Cancelled', 'org.example.NetActivity.Error.Offline', 'org.example.NetActivity.Error.NotFound', 'org.example.NetActivity.Error.LimitsExceeded', 'org.freedesktop.DBus.Error.Failed')
     # enumerated strings: every value
     VALUES = {
         'Priority': ('very-low', 'low', 'normal', 'high', 'very-high'),

@@ -3,7 +3,8 @@
 
 fake_system.py ADDRESS [--metered N] [--profile NAME]
     org.freedesktop.NetworkManager at /org/freedesktop/NetworkManager, with its Metered property
-    (u: 0 unknown, 1 yes, 2 no, 3 guessed yes, 4 guessed no), and
+    (u: 0 unknown, 1 yes, 2 no, 3 guessed yes, 4 guessed no) and State (u: 70 connected, 20
+    disconnected, ...), and
     org.freedesktop.UPower.PowerProfiles at /org/freedesktop/UPower/PowerProfiles, with its
     ActiveProfile property (s), each readable with Properties.Get/GetAll and announced with
     PropertiesChanged as the real daemons do.
@@ -13,7 +14,7 @@ fake_system.py ADDRESS [--metered N] [--profile NAME]
     closed it prints "released MS", MS the milliseconds since the last PrepareForSleep(true)
     (-1 if none was sent).
 
-Lines on stdin: "metered N" and "profile NAME" change a property (and send PropertiesChanged),
+Lines on stdin: "metered N", "state N" and "profile NAME" change a property (and send PropertiesChanged),
 then print "set NAME VALUE"; "sleep" and "wake" send PrepareForSleep(true/false) and print
 "sent sleep"/"sent wake". Prints 'ready' once the names are owned."""
 import argparse
@@ -102,10 +103,11 @@ class Logind(dbus.service.Object):
 
 
 logind = Logind()
-nm = Service(*NM, {"Metered": dbus.UInt32(args.metered)})
+nm = Service(*NM, {"Metered": dbus.UInt32(args.metered), "State": dbus.UInt32(70)})
 ppd = Service(*PPD, {"ActiveProfile": dbus.String(args.profile)})
 on_commands({"metered": lambda v: nm.change("Metered", dbus.UInt32(int(v))),
              "profile": lambda v: ppd.change("ActiveProfile", dbus.String(v)),
+             "state": lambda v: nm.change("State", dbus.UInt32(int(v))),
              "sleep": lambda _: logind.sleep(True), "wake": lambda _: logind.sleep(False)})
 print("ready", flush=True)
 GLib.MainLoop().run()

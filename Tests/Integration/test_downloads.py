@@ -488,6 +488,32 @@ class SystemConditionsTests(DownloadTestCase):
         wait_until(lambda: len(self.said("inhibit sleep delay")) == 2 and len(self.said("released ")) == 2,
                    what="the inhibitor taken again while they ran, and let go after")
 
+    def test_offline_fails_transfers_at_once_and_serves_what_the_disk_holds(self):
+        D = contract.Downloader
+        self.tell("metered 2")
+        kept = self.client(self.http.url("/etag/kept.png"))
+        self.finished(kept, 1)
+        self.disk_entries(1)
+        cut = self.client(self.http.url("/gate/cut.png"))
+        wait_until(lambda: self.http.count("/gate/cut") == 1, what="a transfer under way")
+        started = time.monotonic()
+        self.tell("state 20")
+        done = self.finished(cut, 1)
+        self.assertLess(time.monotonic() - started, 5, "at once, not at the 30 s stall timeout")
+        self.assertEqual(done[0]["error_name"], contract.Error.Offline, done)
+        never = self.client(self.http.url("/img/never.png"))
+        self.assertEqual(self.finished(never, 1)[0]["error_name"], contract.Error.Offline)
+        self.assertEqual(self.http.count("/img/never"), 0, "no request to a network that is not there")
+        cache = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), contract.ImageCache.INTERFACE)
+        cache.RemoveAllImages()
+        fd, size, info = self.downloader().FetchImage(self.http.url("/etag/kept.png"), dbus.Dictionary({}, signature="sv"))
+        os.close(fd.take())
+        self.assertEqual(str(info[D.FETCH_IMAGE_INFO_SOURCE]), D.FETCH_IMAGE_SOURCE_DISK, "the disk's copy, offline")
+        self.assertEqual(self.http.count("/etag/kept"), 1, "a stale copy, not revalidated: there is no network")
+        self.tell("state 70")
+        back = self.client(self.http.url("/img/never.png"))
+        self.assertTrue(self.finished(back, 1)[0]["ok"], "connected again, downloads work")
+
     def test_a_service_that_leaves_holds_nothing(self):
         D = contract.Downloader
         wait_until(lambda: self.deferred().get(D.DEFERRED_KEY_METERED), what="metered at start")
