@@ -138,8 +138,10 @@ public final class DownloadService: ImageDownloader.Observer {
         _ completion: @escaping (Result<ImageDownloader.Fetched, ImageDownloader.Failure>) -> Void
     ) -> () -> Void {
         if conditions.offline {
-            completion(.failure(.failed(Self.offlineError)))
-            return {}
+            // On the next turn: a queue of thousands failing one after another never nests
+            // start, failure and the next start on the stack.
+            let timer = context.scheduler.schedule(afterNanoseconds: 0) { completion(.failure(.failed(Self.offlineError))) }
+            return { [weak self] in self?.context.scheduler.cancel(timer) }
         }
         let id = request.transfer
         var done = false
