@@ -208,12 +208,7 @@ public final class ImageDownloader {
         // Newest first, each to the front of its queues (the end a LIFO queue takes from): the
         // stopped transfers go first again, in the order they had.
         for t in runningByID.values.sorted(by: { $0.id > $1.id }) {
-            t.running = false
-            runningByID[t.id] = nil
-            leaveSlot(t)
-            let cancel = t.cancel
-            t.cancel = nil
-            cancel?()
+            stopRunning(t)
             for app in Set(t.waiters.map(\.app)) {
                 let key = QueueKey(app: app, priority: t.priority)
                 t.enqueued.insert(key)
@@ -408,17 +403,22 @@ public final class ImageDownloader {
         }
     }
 
+    /// A running transfer stops: its slot is free and its fetch cancelled.
+    private func stopRunning(_ t: Transfer) {
+        t.running = false
+        runningByID[t.id] = nil
+        leaveSlot(t)
+        let cancel = t.cancel
+        t.cancel = nil
+        cancel?()
+    }
+
     /// A transfer nobody waits for any more: out of the queue, or stopped.
     private func abandon(_ t: Transfer) {
         transfersByID[t.id] = nil
         if byKey[t.key] === t { byKey[t.key] = nil }
         if t.running {
-            t.running = false
-            runningByID[t.id] = nil
-            leaveSlot(t)
-            let cancel = t.cancel
-            t.cancel = nil
-            cancel?()
+            stopRunning(t)
             observer?.transferEnded(t.id, outcome: .failure(.cancelled))
             startQueued()
         } else {
