@@ -154,7 +154,7 @@ class Fuzzer:
             return self.rng.choice(self.tasks)
         if r < 0.7:
             return ROOT + "/tasks/%d" % self.rng.randrange(0, 100000)
-        return self.rng.choice(["/", "/org", "/org/example", ROOT, ROOT + "/tasks", "/a/b/c", "/_", "/org/freedesktop/DBus"])
+        return self.rng.choice(["/", "/org", ROOT.rsplit("/", 1)[0], ROOT, ROOT + "/tasks", "/a/b/c", "/_", "/org/freedesktop/DBus"])
 
     def image_bytes(self):
         r = self.rng.random()
@@ -329,7 +329,7 @@ class Fuzzer:
             member = self.rng.choice(["Nope", "incrementactivitycount", "X" * 255, "_"])
             sig_sent, args = "", []
         elif r < 0.95:
-            iface = self.rng.choice(["org.example.Nope", "org.example.NetActivity.Task2", "a.b"])
+            iface = self.rng.choice(["org.example.Nope", contract.Task.INTERFACE + "2", "a.b"])
             sig_sent, args = "", []
         else:
             # Invalid object paths and invalid UTF-8 can only travel as strings and bytes.

@@ -345,9 +345,10 @@ class ErrorTests(AgentTestCase):
         obj = self.conn.get_object(NAME, PATH)
         self.expect_error(contract.DBusError.UnknownMethod, lambda: obj.Frobnicate(dbus_interface=IFACE))
         self.expect_error(contract.DBusError.UnknownInterface, lambda: obj.Ping(dbus_interface="org.example.Nope"))
+        nope = PATH + "/Nope"
         msg = self.expect_error(contract.DBusError.UnknownObject,
-                                lambda: self.conn.get_object(NAME, "/org/example/Nope", introspect=False).Ping(dbus_interface=IFACE))
-        self.assertIn("/org/example/Nope", msg)
+                                lambda: self.conn.get_object(NAME, nope, introspect=False).Ping(dbus_interface=IFACE))
+        self.assertIn(nope, msg)
         self.expect_error(contract.DBusError.UnknownProperty, lambda: obj.Get(IFACE, "Nope", dbus_interface=PROPS))
         # python-dbus checks signatures it knows, so this goes as a raw call with one argument short.
         msg = self.expect_error(contract.DBusError.InvalidArgs,

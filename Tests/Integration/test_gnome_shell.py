@@ -25,6 +25,9 @@ from harness import BIN, NAME, PATH, IFACE, ROOT, wait_until
 
 UUID = "netactivity@example.org"
 PROBE = "netactivity-test@example.org"
+# The probe extension's own object and interface (gnome/netactivity-test@example.org), not the contract's.
+PROBE_PATH = "/org/example/NetActivityTest"
+PROBE_IFACE = "org.example.NetActivityTest"
 USER = "netactivity-gs"
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHELL = shutil.which("gnome-shell")
@@ -193,7 +196,7 @@ class ShellSession(unittest.TestCase):
                     raise AssertionError("extension error: %s" % info.get("error"))
             return all(float(info.get("state", 0)) == 1.0 for info in states)
         wait_until(enabled, 60, 0.1, "the shell with both extensions enabled")
-        cls.probe = cls.conn.get_object("org.gnome.Shell", "/org/example/NetActivityTest", introspect=False)
+        cls.probe = cls.conn.get_object("org.gnome.Shell", PROBE_PATH, introspect=False)
         # The shell's screenshot API answers only allow-listed names; this one is on its list.
         cls.conn.request_name("org.gnome.Screenshot")
 
@@ -233,7 +236,7 @@ class ShellSession(unittest.TestCase):
             subprocess.run(["userdel", USER], capture_output=True)
 
     def indicator(self):
-        return json.loads(str(self.probe.Indicator(dbus_interface="org.example.NetActivityTest")))
+        return json.loads(str(self.probe.Indicator(dbus_interface=PROBE_IFACE)))
 
     def wait_indicator(self, predicate, what):
         return wait_until(lambda: (lambda i: i if predicate(i) else None)(self.indicator()), 10, 0.05, what)
@@ -289,9 +292,9 @@ class GnomeShellTests(ShellSession):
             self.assertLess(png_max_brightness(idle_shot, *box), 0.3, "the idle bar is not plain at %r" % (box,))
 
             # The menu as drawn: the app and the task with its progress.
-            items = json.loads(str(self.probe.OpenMenu(dbus_interface="org.example.NetActivityTest")))
+            items = json.loads(str(self.probe.OpenMenu(dbus_interface=PROBE_IFACE)))
             self.screenshot("menu")
-            self.probe.CloseMenu(dbus_interface="org.example.NetActivityTest")
+            self.probe.CloseMenu(dbus_interface=PROBE_IFACE)
             self.assertEqual(items[0], "Using the network")
             self.assertIn("python3 (3) — Syncing mail", items)
             self.assertIn("Tasks", items)
@@ -350,7 +353,7 @@ class AppIndicatorTests(ShellSession):
     tray = True
 
     def status_area(self):
-        return json.loads(str(self.probe.StatusArea(dbus_interface="org.example.NetActivityTest")))
+        return json.loads(str(self.probe.StatusArea(dbus_interface=PROBE_IFACE)))
 
     def our_item(self):
         area = self.status_area()
@@ -411,7 +414,7 @@ class AppIndicatorTests(ShellSession):
             seen = []
 
             def menu():
-                seen[:] = [json.loads(str(self.probe.OpenStatusMenu(key, dbus_interface="org.example.NetActivityTest")))]
+                seen[:] = [json.loads(str(self.probe.OpenStatusMenu(key, dbus_interface=PROBE_IFACE)))]
                 return seen[0] if seen[0] and "backup photos — 40 %" in seen[0] else None
             try:
                 texts = wait_until(menu, 10, 0.1, "the task in the item's menu")
@@ -419,16 +422,16 @@ class AppIndicatorTests(ShellSession):
                 raise AssertionError("the task is not in the item's menu, which shows %r\ngnome-shell: %s\nnetactivityd: %s" % (
                     seen, self.log("gnome-shell")[-3000:], self.log("netactivityd")[-3000:]))
             self.screenshot("appindicator-menu")
-            self.probe.CloseStatusMenu(key, dbus_interface="org.example.NetActivityTest")
+            self.probe.CloseStatusMenu(key, dbus_interface=PROBE_IFACE)
             self.assertEqual(texts[0], "Using the network", texts)
             self.assertIn("Show network activity", texts)
             # A row that stays and changes its text reaches the host (ItemsPropertiesUpdated: the
             # extension reads the labels of new rows only).
             app.get_object(NAME, task_path, introspect=False).SetFraction(0.7, dbus_interface=TASK)
             wait_until(lambda: (lambda t: t if t and "backup photos — 70 %" in t else None)(
-                json.loads(str(self.probe.OpenStatusMenu(key, dbus_interface="org.example.NetActivityTest")))),
+                json.loads(str(self.probe.OpenStatusMenu(key, dbus_interface=PROBE_IFACE)))),
                 10, 0.1, "the task's new progress in the item's menu")
-            self.probe.CloseStatusMenu(key, dbus_interface="org.example.NetActivityTest")
+            self.probe.CloseStatusMenu(key, dbus_interface=PROBE_IFACE)
         finally:
             app.close()
         wait_until(lambda: (lambda f: f is None or not f[1]["visible"])(self.our_item()), 10, 0.1,
