@@ -258,14 +258,9 @@ public final class Agent {
             self.downloads.setConditions(state)
         }
         // Transfers stop before sleep and go on after it; the inhibitor is held only while
-        // they run, and let go the moment they have stopped.
+        // they run (onRunning), so `sleep()` stopping them lets it go at once.
         conditions.onSleep = { [unowned self] start in
-            if start {
-                downloads.sleep()
-                self.conditions?.holdSleep(false)
-            } else {
-                downloads.wake()
-            }
+            if start { downloads.sleep() } else { downloads.wake() }
         }
         downloads.onRunning = { [weak conditions] running in conditions?.holdSleep(running) }
         conditions.start()

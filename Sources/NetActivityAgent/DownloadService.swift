@@ -213,7 +213,7 @@ public final class DownloadService: ImageDownloader.Observer {
         try Self.checkURL(url)
         try checkOptions(options, of: method.rawValue, Option.self)
         let priority = try Self.priority(options[Common.priority.rawValue]?.stringValue)
-        let additional = options[DownloaderMember.DownloadImageOption.additionalIdentifier.rawValue]?.stringValue ?? ""
+        let additional = options[Common.additionalIdentifier.rawValue]?.stringValue ?? ""
         guard additional.utf8.count <= NetActivityLimits.maxImageKeyBytes else {
             throw .invalidArgs(
                 "additional-identifier is \(additional.utf8.count) bytes long; the limit is \(NetActivityLimits.maxImageKeyBytes)")
@@ -735,9 +735,14 @@ public final class DownloadService: ImageDownloader.Observer {
 
     // MARK: system conditions
 
-    /// What the system says (metered, power-saver) and which of those the user lets hold work.
-    private var conditions = SystemConditions.State()
-    private var deferral = Deferral()
+    /// What the system says (metered, power-saver, offline) and which of those the user lets hold
+    /// work; a change of either may change what holds very-low work.
+    private var conditions = SystemConditions.State() {
+        didSet { holdReasonsChanged(from: Self.holdReasons(oldValue, deferral)) }
+    }
+    private var deferral = Deferral() {
+        didSet { holdReasonsChanged(from: Self.holdReasons(conditions, oldValue)) }
+    }
 
     /// Which conditions hold `very-low` work (the settings' `defer-when-metered`,
     /// `defer-in-power-saver`).
@@ -750,14 +755,16 @@ public final class DownloadService: ImageDownloader.Observer {
         }
     }
 
-    /// The reasons that hold `very-low` work now.
-    private var holdReasons: (metered: Bool, powerSaver: Bool) {
+    /// The reasons that hold `very-low` work.
+    private static func holdReasons(_ conditions: SystemConditions.State, _ deferral: Deferral) -> (metered: Bool, powerSaver: Bool) {
         (conditions.metered && deferral.whenMetered, conditions.powerSaver && deferral.inPowerSaver)
     }
 
+    private var holdReasons: (metered: Bool, powerSaver: Bool) { Self.holdReasons(conditions, deferral) }
+
     func setConditions(_ new: SystemConditions.State) {
         let wentOffline = new.offline && !conditions.offline
-        update { $0.conditions = new }
+        conditions = new
         if wentOffline { failInFlight() }
     }
 
@@ -777,12 +784,10 @@ public final class DownloadService: ImageDownloader.Observer {
     }
 
     public func setDeferral(_ new: Deferral) {
-        update { $0.deferral = new }
+        deferral = new
     }
 
-    private func update(_ change: (DownloadService) -> Void) {
-        let before = holdReasons
-        change(self)
+    private func holdReasonsChanged(from before: (metered: Bool, powerSaver: Bool)) {
         let after = holdReasons
         guard before != after else { return }
         core.holdingVeryLow = after.metered || after.powerSaver

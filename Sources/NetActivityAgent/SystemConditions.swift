@@ -10,7 +10,7 @@ import Logging
 /// - power-profiles-daemon's `ActiveProfile` (`org.freedesktop.UPower.PowerProfiles`, s):
 ///   `power-saver` or not.
 ///
-/// Each is read with Get when its name gets an owner (and at start), and followed through
+/// Each is read with Get when its name has an owner (at start) or gets one, and followed through
 /// PropertiesChanged; nothing is polled.
 ///
 /// And logind (`org.freedesktop.login1`): `PrepareForSleep(b)` says when the system is about to
@@ -133,14 +133,8 @@ final class SystemConditions {
             onSleep?(start)
         }
         // A logind that leaves while the system "sleeps" would never say it woke: its leaving does.
-        let logindOwner = SignalMatch(
-            sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged")
-        bus.addMatchWithoutWaiting(logindOwner.rule + ",arg0='\(Self.logind)'")
-        bus.onSignal(logindOwner) { [unowned self] message in
-            var r = message.reader()
-            guard let name = try? r.read(String.self), name == Self.logind, (try? r.read(String.self)) != nil,
-                  let newOwner = try? r.read(String.self), newOwner.isEmpty, sleeping
-            else { return }
+        _ = bus.followOwner(of: Self.logind) { [unowned self] owner in
+            guard owner.isEmpty, sleeping else { return }
             sleeping = false
             logger.info("logind left while the system was to sleep; transfers go on")
             onSleep?(false)
@@ -162,17 +156,10 @@ final class SystemConditions {
                     ask(source)
                 }
             }
-            let owner = SignalMatch(
-                sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus", member: "NameOwnerChanged")
-            bus.addMatchWithoutWaiting(owner.rule + ",arg0='\(source.name)'")
-            bus.onSignal(owner) { [unowned self] message in
-                var r = message.reader()
-                guard let name = try? r.read(String.self), name == source.name, (try? r.read(String.self)) != nil,
-                      let newOwner = try? r.read(String.self)
-                else { return }
-                if newOwner.isEmpty { update(source.absent) } else { ask(source) }
+            // Read when the service is there now, and whenever it comes back.
+            _ = bus.followOwner(of: source.name) { [unowned self] owner in
+                if owner.isEmpty { update(source.absent) } else { ask(source) }
             }
-            ask(source)
         }
     }
 
