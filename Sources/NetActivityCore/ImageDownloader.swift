@@ -209,11 +209,7 @@ public final class ImageDownloader {
         // stopped transfers go first again, in the order they had.
         for t in runningByID.values.sorted(by: { $0.id > $1.id }) {
             stopRunning(t)
-            for app in Set(t.waiters.map(\.app)) {
-                let key = QueueKey(app: app, priority: t.priority)
-                t.enqueued.insert(key)
-                queues[key, default: AppQueue()].putFirst(t.id, lifo: prioritization == .lifo)
-            }
+            enqueue(t, first: true)
             queuedCount += 1
             observer?.transferPaused(t.id)
         }
@@ -286,13 +282,19 @@ public final class ImageDownloader {
         return .receipt(receipt, transfer: transfer.id)
     }
 
-    /// Puts a queued transfer in the queue of each app that waits for it, at its priority (where
-    /// it is not already).
-    private func enqueue(_ t: Transfer) {
+    /// Puts a queued transfer in the queue of each app that waits for it, at its priority: at the
+    /// end where it is not already, or with `first` where the queue is taken from next (an older
+    /// entry of it is then skipped as dead once it has started).
+    private func enqueue(_ t: Transfer, first: Bool = false) {
         guard !t.running else { return }
         for app in Set(t.waiters.map(\.app)) {
             let key = QueueKey(app: app, priority: t.priority)
-            if t.enqueued.insert(key).inserted { queues[key, default: AppQueue()].ids.append(t.id) }
+            if first {
+                t.enqueued.insert(key)
+                queues[key, default: AppQueue()].putFirst(t.id, lifo: prioritization == .lifo)
+            } else if t.enqueued.insert(key).inserted {
+                queues[key, default: AppQueue()].ids.append(t.id)
+            }
         }
     }
 
