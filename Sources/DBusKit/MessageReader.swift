@@ -122,6 +122,17 @@ public struct MessageReader {
         return out
     }
 
+    /// An `as`.
+    public mutating func readStrings() throws(DBusError) -> [String] {
+        guard peekSignature() == "as" else {
+            throw .invalidArgs("Expected as, got '\(peekSignature())'")
+        }
+        var array = try enterArray()
+        var out: [String] = []
+        while !array.isAtEnd() { out.append(try array.read(String.self)) }
+        return out
+    }
+
     /// The next value whatever its type. File descriptors in it are closed (`.unixFD(-1)`).
     public mutating func readValue() throws(DBusError) -> DBusValue {
         switch peekType() {

@@ -16,12 +16,11 @@ import NetActivityCore
 final class DiskCache: @unchecked Sendable {
     // @unchecked: confined to the disk worker thread (see DiskTier).
     let directory: String
-    private(set) var capacity: UInt64
+    var capacity: UInt64 { index.capacity }
     private let logger: Logger
-    /// File name -> size, in recency order.
-    private var index = LRUCache<String, UInt64>()
-    /// Each file's app (entries from an earlier run belong to "", unknown), for fair eviction.
-    private var owners = OwnerLedger<String>()
+    /// Each file's size, app (entries from an earlier run belong to "", unknown) and last use, in
+    /// recency order, and what may make room for what.
+    private var index: DiskIndex
     private var ready = false
     private(set) var broken = false
     /// The directory's lock, held for the agent's life (closed with the process).
@@ -41,7 +40,7 @@ final class DiskCache: @unchecked Sendable {
 
     init(directory: String, capacity: UInt64 = DiskCache.defaultCapacity, logger: Logger) {
         self.directory = directory
-        self.capacity = capacity
+        index = DiskIndex(capacity: capacity)
         self.logger = logger
     }
 
@@ -57,7 +56,7 @@ final class DiskCache: @unchecked Sendable {
 
     var usage: UInt64 {
         prepare()
-        return index.totalCost
+        return index.usage
     }
 
     var count: Int {
@@ -109,7 +108,7 @@ final class DiskCache: @unchecked Sendable {
             return
         }
         defer { closedir(dir) }
-        var found: [(name: String, size: UInt64, time: Int)] = []
+        var found: [(name: String, size: UInt64, time: Double)] = []
         while let entry = readdir(dir) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
@@ -121,14 +120,13 @@ final class DiskCache: @unchecked Sendable {
             guard name.utf8.count == 64 else { continue }
             var st = stat()
             guard lstat(directory + "/" + name, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { continue }
-            found.append((name, UInt64(st.st_size), st.st_mtim.tv_sec))
+            found.append((name, UInt64(st.st_size), Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9))
         }
         for f in found.sorted(by: { $0.time < $1.time }) {
-            index.set(f.size, cost: f.size, for: f.name)
-            owners.note(f.name, cost: f.size, owner: "")
+            index.load(f.name, size: f.size, lastUse: f.time)
             journal.append((f.name, true))
         }
-        evict(toFit: 0)
+        forget(index.shrinkToCapacity())
     }
 
     /// The entry for `key`, refreshed as the most recently used; nil when absent or damaged
@@ -136,16 +134,32 @@ final class DiskCache: @unchecked Sendable {
     func read(key: String) -> (info: CachedResponseInfo, body: ImageBody)? {
         prepare()
         let name = DiskEntry.fileName(for: key)
-        guard !broken, index.value(for: name) != nil else { return nil }
+        guard !broken, index.contains(name) else { return nil }
         let path = directory + "/" + name
         guard let hit = Self.readEntry(path, maxBytes: Int(min(capacity, UInt64(Int.max / 2))) + 1 << 20), hit.key == key else {
             logger.notice("Dropped a damaged disk cache entry \(name)")
             drop(name)
             return nil
         }
-        owners.touch(name)
+        index.touch(name, at: Self.now())
         utimensat(AT_FDCWD, path, nil, 0)  // recency for the next run
         return (hit.info, hit.body)
+    }
+
+    /// The entry for `key` was used (served from memory while a prefetch runs): it becomes the
+    /// most recent, so no prefetch takes its room.
+    func touch(key: String) {
+        prepare()
+        let name = DiskEntry.fileName(for: key)
+        guard !broken, index.touch(name, at: Self.now()) else { return }
+        utimensat(AT_FDCWD, directory + "/" + name, nil, 0)
+    }
+
+    /// The wall clock, as the files' modification times count it (recency survives restarts).
+    static func now() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 
     /// A regular file's entry, checked whole: never blocking on a FIFO put in an entry's place,
@@ -167,9 +181,10 @@ final class DiskCache: @unchecked Sendable {
 
     /// Stores an entry atomically, charged to `owner` (an app); false when it does not fit, when
     /// making room would take from apps within their fair share while `owner` is above its own,
-    /// or when the disk refused.
+    /// or when the disk refused. `prefetchStarted`: a prefetch's entry, which takes no room from
+    /// entries used since that moment (`DiskIndex`) and goes first when room is needed.
     @discardableResult
-    func write(key: String, info: CachedResponseInfo, body: any FetchedBody, owner: String = "") -> Bool {
+    func write(key: String, info: CachedResponseInfo, body: any FetchedBody, owner: String = "", prefetchStarted: Double? = nil) -> Bool {
         prepare()
         guard !broken else { return false }
         // A large body in a memfd goes to the file with O_DIRECT: its header is padded to a block.
@@ -177,12 +192,12 @@ final class DiskCache: @unchecked Sendable {
         let header = DiskEntry.header(key: key, info: info, bodyCount: body.count, alignBodyTo: direct == nil ? 0 : 4096)
         let size = UInt64(header.count + body.count + 8)
         let name = DiskEntry.fileName(for: key)
-        guard size <= capacity else {
-            drop(name)
-            return false
-        }
-        unindex(name)
-        guard evict(toFit: size, for: name, owner: owner) else {
+        // The older version of this entry (if any) is forgotten first, and goes if the new one
+        // cannot be written: it is out of date.
+        if index.contains(name) { journal.append((name, false)) }
+        let room = index.makeRoom(for: name, size: size, owner: owner, prefetchStarted: prefetchStarted)
+        forget(room.taken)
+        guard room.fits else {
             drop(name)
             return false
         }
@@ -219,8 +234,7 @@ final class DiskCache: @unchecked Sendable {
             unlink(temporary)
             return failed("rename", temporary, error, dropping: name)
         }
-        index.set(size, cost: size, for: name)
-        owners.note(name, cost: size, owner: owner)
+        index.insert(name, size: size, owner: owner, at: Self.now(), prefetched: prefetchStarted != nil)
         journal.append((name, true))
         if !lastError.isEmpty {
             logger.notice("Disk cache: writing again after: \(lastError)")
@@ -235,38 +249,21 @@ final class DiskCache: @unchecked Sendable {
     }
 
     func setCapacity(_ bytes: UInt64) {
-        capacity = bytes
-        if ready { evict(toFit: 0) }
+        forget(index.setCapacity(bytes))  // nothing to take before `prepare` has indexed the files
     }
 
     /// The bytes each app holds on disk ("" for entries from an earlier run).
     var usageByApp: [String: UInt64] {
         prepare()
-        return owners.usage
+        return index.usageByApp
     }
 
-    /// Makes room for `incoming` bytes of `name` (owned by `owner`): first from the apps above
-    /// their fair share of the capacity (the incoming entry counted), LRU within the app, then
-    /// plain LRU. Returns false, taking nothing more, when only `owner` itself is above its share
-    /// and nothing of its own is left to take: one app's entries never push out the entries of
-    /// apps within their share.
-    @discardableResult
-    private func evict(toFit incoming: UInt64, for name: String? = nil, owner: String = "") -> Bool {
-        if let name { owners.note(name, cost: incoming, owner: owner) }
-        defer { if let name { owners.forget(name) } }
-        while index.totalCost + incoming > capacity {
-            let fair = owners.victim(capacity: capacity, keeping: name)
-            if let victim = fair.key {
-                drop(victim)
-                continue
-            }
-            if fair.someoneOver { return false }
-            guard let oldest = index.removeOldest() else { return false }
-            owners.forget(oldest.key)
-            journal.append((oldest.key, false))
-            unlink(directory + "/" + oldest.key)
+    /// Deletes the files of entries the index let go.
+    private func forget(_ names: [String]) {
+        for name in names {
+            journal.append((name, false))
+            unlink(directory + "/" + name)
         }
-        return true
     }
 
     private func drop(_ name: String) {
@@ -276,8 +273,7 @@ final class DiskCache: @unchecked Sendable {
 
     /// Forgets `name` (its file stays, for the caller to replace or delete).
     private func unindex(_ name: String) {
-        if index.remove(name) != nil { journal.append((name, false)) }
-        owners.forget(name)
+        if index.remove(name) { journal.append((name, false)) }
     }
 
     /// The last write error (e.g. "cannot write ...: No space left on device"), "" after a good

@@ -85,8 +85,8 @@ final class DiskTier: @unchecked Sendable {
     }
 
     /// Writes an entry on the worker (the body is read there, in place); skipped when the worker
-    /// is too far behind.
-    func write(key: String, info: CachedResponseInfo, body: any FetchedBody, owner: String) {
+    /// is too far behind. `prefetchStarted`: a prefetch's entry (see `DiskIndex`).
+    func write(key: String, info: CachedResponseInfo, body: any FetchedBody, owner: String, prefetchStarted: Double? = nil) {
         guard !broken else { return }
         guard queuedWrites < Self.maxQueuedWrites, queuedBytes + body.count <= Self.maxQueuedBytes else {
             if skippedWrites == 0 { logger.notice("Disk cache: the disk is behind the downloads; skipping writes until it catches up") }
@@ -98,10 +98,18 @@ final class DiskTier: @unchecked Sendable {
         queuedBytes += body.count
         let size = body.count
         names?.insert(fileName(for: key))  // a read that follows waits for the write (one queue)
-        run({ cache in _ = cache.write(key: key, info: info, body: body, owner: owner) }, otherwise: ()) { [self] _ in
+        run({ cache in _ = cache.write(key: key, info: info, body: body, owner: owner, prefetchStarted: prefetchStarted) }, otherwise: ()) {
+            [self] _ in
             queuedWrites -= 1
             queuedBytes -= size
         }
+    }
+
+    /// The entry for `key` was used without a read (served from memory): the most recent on disk
+    /// too, so a prefetch that runs takes no room from it.
+    func touch(key: String) {
+        guard mayHold(key: key), !broken else { return }
+        run({ cache in cache.touch(key: key) }, otherwise: (), then: { _ in })
     }
 
     func remove(key: String) {

@@ -76,7 +76,11 @@ public final class DownloadService: ImageDownloader.Observer {
             isCached: { [unowned self] key, owner in
                 self.images.contains(key, answeringFor: owner.map { self.context.peers.app(of: $0) })
             },
-            store: { [unowned self] key, fetched, app in self.images.store(fetched.body, for: key, app: app) },
+            store: { [unowned self] key, fetched, app, prefetchStarted in
+                // A prefetch's image takes only free room in memory (it is on disk anyway).
+                guard prefetchStarted == nil else { return self.images.storeIfRoom(fetched.body, for: key, app: app) }
+                return self.images.store(fetched.body, for: key, app: app)
+            },
             fetch: { [unowned self] request, progress, completion in self.fetch(request, progress, completion) })
         d.observer = self
         return d
@@ -93,11 +97,10 @@ public final class DownloadService: ImageDownloader.Observer {
         disk?.flush(milliseconds: milliseconds)
     }
 
-    static func wallClock() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
+    static func wallClock() -> Double { DiskCache.now() }
+
+    /// PrefetchImages and CancelPrefetch.
+    lazy var prefetching = Prefetching(context: context, downloads: self)
 
     /// Disk first (unless reloading): a fresh entry answers without the network, a stale one is
     /// revalidated with its ETag/Last-Modified; a 200 is written back when HTTP caching allows.
@@ -158,7 +161,9 @@ public final class DownloadService: ImageDownloader.Observer {
             finish(result.flatMap { response in
                 if response.status == 304, let stale {
                     let info = HTTPCachePolicy.refreshed(stale.hit.info, notModified: response.headers, now: Self.wallClock())
-                    self?.disk?.write(key: request.key, info: info, body: stale.hit.body, owner: request.app)
+                    self?.disk?.write(
+                        key: request.key, info: info, body: stale.hit.body, owner: request.app,
+                        prefetchStarted: self?.core.prefetchStarted(ofTransfer: id))
                     return .success(ImageDownloader.Fetched(body: stale.hit.body, httpStatus: 304))
                 }
                 guard response.status == 200 else {
@@ -166,7 +171,9 @@ public final class DownloadService: ImageDownloader.Observer {
                 }
                 if let info = HTTPCachePolicy.store(status: 200, headers: response.headers, now: Self.wallClock()) {
                     if response.body.withUnsafeBytes({ ImageInfo.sniff($0) }) != nil {
-                        self?.disk?.write(key: request.key, info: info, body: response.body, owner: request.app)
+                        self?.disk?.write(
+                            key: request.key, info: info, body: response.body, owner: request.app,
+                            prefetchStarted: self?.core.prefetchStarted(ofTransfer: id))
                     }
                 } else {
                     self?.disk?.remove(key: request.key)  // no-store: keep no copy, not even an old one
@@ -267,6 +274,7 @@ public final class DownloadService: ImageDownloader.Observer {
         switch ticket {
         case .cached:
             release(owner)
+            prefetching.used(asked.key)
             return ("", "/", true)
         case .receipt(let r, let transfer):
             receipt = r
@@ -334,6 +342,7 @@ public final class DownloadService: ImageDownloader.Observer {
             }
         }
         if !asked.reload, let hit = images.cachedImage(for: asked.key, client: owner) {
+            prefetching.used(asked.key)
             return Answer(body: hit.body, info: hit.info, source: .memory, httpStatus: 0)
         }
         try chargePending(owner)
@@ -410,8 +419,9 @@ public final class DownloadService: ImageDownloader.Observer {
     /// 85 ms behind them and the bus daemon's routing of their signals; 32 keep it under 20 ms.
     public func ownerVanished(_ owner: String) {
         fetchReceipts[owner] = nil
+        let prefetched = prefetching.ownerVanished(owner)
         let n = pending.held(byConnection: owner)
-        guard n > 0 else { return }
+        guard n > 0 || prefetched else { return }
         release(owner, count: n)
         departing.append(owner)
         if departing.count == 1 { drainDepartures() }
@@ -563,6 +573,7 @@ public final class DownloadService: ImageDownloader.Observer {
 
     public func transferEnded(_ transfer: UInt64, outcome: Result<Void, ImageDownloader.Failure>) {
         checkRunningSoon()
+        prefetching.pumpSoon()
         slowWatch[transfer] = nil
         guard let state = transfers.removeValue(forKey: transfer) else { return }
         guard let task = state.task else {
@@ -627,6 +638,22 @@ public final class DownloadService: ImageDownloader.Observer {
                     M.setPriority.rawValue, in: [DBusArgument("receipt", "s"), DBusArgument("priority", "s")],
                     out: [DBusArgument("changed", "b")]
                 ) { [unowned self] in try self.setPriority(&$0) },
+                DBusMethod(
+                    M.prefetchImages.rawValue, in: [DBusArgument("urls", "as"), DBusArgument("options", "a{sv}")],
+                    out: [DBusArgument("receipt", "s")]
+                ) { [unowned self] call in
+                    let urls = try call.args.readStrings()
+                    let options = try call.args.readVardict()
+                    call.reply.append(try self.prefetching.prefetch(urls: urls, options: options, owner: call.sender))
+                },
+                DBusMethod(
+                    M.cancelPrefetch.rawValue, in: [DBusArgument("receipt", "s"), DBusArgument("urls", "as")],
+                    out: [DBusArgument("cancelled", "u")]
+                ) { [unowned self] call in
+                    let receipt = try call.args.read(String.self)
+                    let urls = try call.args.readStrings()
+                    call.reply.append(try self.prefetching.cancel(receipt: receipt, urls: urls, by: call.sender))
+                },
             ],
             properties: [
                 .contractVersion,
@@ -667,14 +694,22 @@ public final class DownloadService: ImageDownloader.Observer {
                     var out: [String: DBusValue] = [:]
                     if metered { out[Key.metered.rawValue] = .bool(true) }
                     if powerSaver { out[Key.powerSaver.rawValue] = .bool(true) }
-                    if metered || powerSaver { out[Key.held.rawValue] = .uint32(UInt32(clamping: self.core.heldCount)) }
+                    if metered || powerSaver {
+                        out[Key.held.rawValue] = .uint32(UInt32(clamping: self.core.heldCount))
+                        out[Key.prefetch.rawValue] = .uint32(UInt32(clamping: self.prefetching.waitingCount))
+                    }
                     try w.appendVardict(out)
                 },
             ],
-            signals: [DBusSignal(DownloaderMember.Signal.downloadFinished.rawValue, [
-                DBusArgument("receipt", "s"), DBusArgument("url", "s"), DBusArgument("ok", "b"),
-                DBusArgument("error_name", "s"), DBusArgument("error_message", "s"),
-            ])]
+            signals: [
+                DBusSignal(DownloaderMember.Signal.downloadFinished.rawValue, [
+                    DBusArgument("receipt", "s"), DBusArgument("url", "s"), DBusArgument("ok", "b"),
+                    DBusArgument("error_name", "s"), DBusArgument("error_message", "s"),
+                ]),
+                DBusSignal(DownloaderMember.Signal.prefetchFinished.rawValue, [
+                    DBusArgument("receipt", "s"), DBusArgument("stored", "u"), DBusArgument("failed", "u"),
+                ]),
+            ]
         )
     }
 
@@ -791,6 +826,7 @@ public final class DownloadService: ImageDownloader.Observer {
         let after = holdReasons
         guard before != after else { return }
         core.holdingVeryLow = after.metered || after.powerSaver
+        prefetching.held = core.holdingVeryLow
         context.emitPropertiesChanged(.downloader, [], invalidated: [DownloaderMember.Property.deferred.rawValue])
     }
 
@@ -833,6 +869,7 @@ public final class DownloadService: ImageDownloader.Observer {
     func wake() {
         core.resumeAll()
         runningChanged()
+        prefetching.pumpSoon()
     }
 
     func cancelDownload(_ call: inout MethodCall) throws {
@@ -851,6 +888,7 @@ public final class DownloadService: ImageDownloader.Observer {
         }
         guard Int(n) != core.maximumActiveDownloads else { return }
         core.maximumActiveDownloads = Int(n)
+        prefetching.pumpSoon()
         context.emitPropertiesChanged(.downloader, [DownloaderMember.Property.maximumActiveDownloads.rawValue])
     }
 

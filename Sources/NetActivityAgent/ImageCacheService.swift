@@ -14,6 +14,10 @@ public protocol ImageStore: AnyObject {
     /// Keeps `bytes` under `key`, charged to `app` (a leaf), or says why not (`TooLarge`,
     /// `NotAnImage`, `LimitsExceeded`).
     func store(_ body: any FetchedBody, for key: String, app: String) -> Result<Void, ImageDownloader.Failure>
+    /// Keeps a prefetched `body` only where there is free room, as the first to go when room is
+    /// needed (`AutoPurgingImageCache.addIfRoom`); never evicts for it. Fails only when it is not
+    /// an image.
+    func storeIfRoom(_ body: any FetchedBody, for key: String, app: String) -> Result<Void, ImageDownloader.Failure>
     /// What `client` sees under `key` (its own entry first, else the downloader's), counted as a
     /// hit or a miss; nil on a miss.
     func cachedImage(for key: String, client: String) -> (body: any FetchedBody, info: ImageInfo)?
@@ -439,21 +443,36 @@ extension ImageCacheService {
         guard UInt64(body.count) <= capacity else {
             return .failure(.failed(Self.tooLarge(body.count, capacity)))
         }
-        return body.withUnsafeBytes { data in
-            guard let info = ImageInfo.sniff(data) else {
-                return .failure(.failed(NetActivityError(.notAnImage, "The \(data.count) bytes received are not an image of a known format")))
-            }
-            let image = (body as? ImageBody).map { CachedImage(info: info, body: $0) } ?? CachedImage(info: info, data: data)
+        return Self.cachedImage(body).flatMap { image in
             do throws(AutoPurgingImageCache<CachedImage>.Refusal) {
-                try imageCache.add(image, cost: UInt64(data.count), for: key, owner: app)
+                try imageCache.add(image, cost: UInt64(image.size), for: key, owner: app)
                 continuePurgeLater()
             } catch {
                 return .failure(.failed(Self.refusal(error, leaf: app)))
             }
             // The app asked for the network's bytes: its own entry under the URL gives way.
             _ = imageCache.remove(Self.ownKey(key, app))
-            context.logger.trace("Stored \(data.count) downloaded bytes for \(app) under '\(Self.printable(key))'")
+            context.logger.trace("Stored \(image.size) downloaded bytes for \(app) under '\(Self.printable(key))'")
             return .success(())
+        }
+    }
+
+    public func storeIfRoom(_ body: any FetchedBody, for key: String, app: String) -> Result<Void, ImageDownloader.Failure> {
+        Self.cachedImage(body).map { image in
+            if imageCache.addIfRoom(image, cost: UInt64(image.size), for: key, owner: app) {
+                context.logger.trace("Kept \(image.size) prefetched bytes for \(app) under '\(Self.printable(key))'")
+            }
+        }
+    }
+
+    /// A downloaded body as a cache entry (an `ImageBody` as it is: its memfd becomes the
+    /// cache's, no copy), or NotAnImage.
+    private static func cachedImage(_ body: any FetchedBody) -> Result<CachedImage, ImageDownloader.Failure> {
+        body.withUnsafeBytes { data in
+            guard let info = ImageInfo.sniff(data) else {
+                return .failure(.failed(NetActivityError(.notAnImage, "The \(data.count) bytes received are not an image of a known format")))
+            }
+            return .success((body as? ImageBody).map { CachedImage(info: info, body: $0) } ?? CachedImage(info: info, data: data))
         }
     }
 }

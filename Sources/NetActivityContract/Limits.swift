@@ -57,6 +57,11 @@ public enum NetActivityLimits {
     /// hard limit; shares apply past 40 % of it (`pendingDownloadsBudget`).
     public static let maxPendingDownloads = 8192
     public static let pendingDownloadsBudget = 3276
+    /// Prefetched URLs waiting (not yet tried) that one app may have, over all its prefetches and
+    /// connections; and over all clients, the hard limit, with shares past the budget.
+    public static let maxPrefetchURLsPerApp = 4096
+    public static let maxPrefetchURLs = 16384
+    public static let prefetchURLsBudget = 8192
 
     /// Leases over all clients: half the open-file limit, so that however many connections ask,
     /// the agent keeps descriptors for its own work (bus messages carrying fds, images, HTTP).

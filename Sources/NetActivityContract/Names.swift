@@ -84,6 +84,8 @@ public enum DownloaderMember {
         case fetchImage = "FetchImage"
         case cancelDownload = "CancelDownload"
         case setPriority = "SetPriority"
+        case prefetchImages = "PrefetchImages"
+        case cancelPrefetch = "CancelPrefetch"
     }
 
     /// Its properties.
@@ -101,6 +103,7 @@ public enum DownloaderMember {
 
     /// Its signals.
     public enum Signal: String, Sendable, CaseIterable {
+        case prefetchFinished = "PrefetchFinished"
         case downloadFinished = "DownloadFinished"
     }
 
@@ -175,11 +178,12 @@ public enum DownloaderMember {
         case metered
         case powerSaver = "power-saver"
         case held
+        case prefetch
 
         public var signature: String {
             switch self {
             case .metered, .powerSaver: "b"
-            case .held: "u"
+            case .held, .prefetch: "u"
             }
         }
     }

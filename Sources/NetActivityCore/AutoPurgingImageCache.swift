@@ -75,18 +75,20 @@ public struct AutoPurgingImageCache<Image> {
 
     /// Records `owner` for `key`: the ledger starts, from the entries as they are, when a second
     /// owner appears.
-    @inlinable mutating func noteOwner(_ owner: String, of key: String, cost: UInt64) {
+    @inlinable mutating func noteOwner(_ owner: String, of key: String, cost: UInt64, asOldest: Bool = false) {
         if owners == nil {
-            // `key` is already in, as the most recent: the oldest entry is another one when there
-            // are two or more, and without a ledger it has the owner of them all.
-            guard entries.count > 1, let other = entries.oldestValue?.owner, other != owner else { return }
+            // `key` is already in, as the most recent (or the least): the entry at the other end
+            // is another one when there are two or more, and without a ledger it has the owner of
+            // them all.
+            guard entries.count > 1, let other = (asOldest ? entries.newestValue : entries.oldestValue)?.owner, other != owner
+            else { return }
             var ledger = OwnerLedger<String>()
             for k in entries.keysByRecency.reversed() where k != key {
                 if let e = entries.peekEntry(k) { ledger.note(k, cost: e.cost, owner: e.value.owner) }
             }
             owners = ledger
         }
-        owners!.note(key, cost: cost, owner: owner)
+        owners!.note(key, cost: cost, owner: owner, asOldest: asOldest)
     }
 
     /// Back to the ledger-free path once one owner is left.
@@ -115,6 +117,18 @@ public struct AutoPurgingImageCache<Image> {
             throw takeBack(key, owner: owner, ledger: ledger)
         }
         return evicted
+    }
+
+    /// Adds a prefetched image only if it fits in the free room (nothing is evicted for it), and
+    /// as the least recently used entry of the cache and of its owner: when room is needed, it goes
+    /// first, until someone uses it. A key already held is left as it is. Returns whether it was added.
+    @discardableResult
+    @inlinable public mutating func addIfRoom(_ image: Image, cost: UInt64, for key: String, owner: String = "") -> Bool {
+        guard !entries.contains(key), memoryUsage + cost <= memoryCapacity else { return false }
+        entries.set(Entry(image: image, owner: owner), cost: cost, for: key, asOldest: true)
+        noteOwner(owner, of: key, cost: cost, asOldest: true)
+        _statistics.insertions += 1
+        return true
     }
 
     /// Removes the image just added for `key`, uncounted, and says why (`overShare`).

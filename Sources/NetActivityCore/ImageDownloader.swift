@@ -76,6 +76,8 @@ public final class ImageDownloader {
         /// The app the owner belongs to (the unit of fairness); the owner itself by default.
         let app: String
         var priority: Priority
+        /// When the prefetch this waiter is part of started (nil: not a prefetch).
+        let prefetchStarted: Double?
         let handler: (Result<Fetched, Failure>) -> Void
     }
 
@@ -128,8 +130,10 @@ public final class ImageDownloader {
     /// Whether a cache entry answers `key` for `owner`: one the downloader stored, or one `owner`
     /// added itself (nil: only the downloader's count). Another app's entry never does.
     private let isCached: (_ key: String, _ owner: String?) -> Bool
-    /// Keeps what a transfer fetched under its key, charged to `app` (the first app that asked).
-    private let store: (_ key: String, _ fetched: Fetched, _ app: String) -> Result<Void, Failure>
+    /// Keeps what a transfer fetched under its key, charged to `app` (the first app that asked);
+    /// `prefetchStarted` when only prefetches waited for it (see `prefetchStarted(ofTransfer:)`).
+    public typealias Store = (_ key: String, _ fetched: Fetched, _ app: String, _ prefetchStarted: Double?) -> Result<Void, Failure>
+    private let store: Store
     public weak var observer: (any Observer)?
 
     /// Transfers by key (at most one per key), queued ones in `queue` order.
@@ -232,7 +236,7 @@ public final class ImageDownloader {
 
     public init(
         maximumActiveDownloads: Int = 4, prioritization: Prioritization = .fifo,
-        isCached: @escaping (_ key: String, _ owner: String?) -> Bool, store: @escaping (_ key: String, _ fetched: Fetched, _ app: String) -> Result<Void, Failure>,
+        isCached: @escaping (_ key: String, _ owner: String?) -> Bool, store: @escaping Store,
         fetch: @escaping Fetch
     ) {
         precondition(maximumActiveDownloads >= 1)
@@ -248,12 +252,13 @@ public final class ImageDownloader {
     /// stored), or why not.
     public func download(
         url: String, key: String, owner: String, app: String? = nil, reload: Bool = false, priority: Priority = .normal,
-        handler: @escaping (Result<Fetched, Failure>) -> Void
+        prefetchStarted: Double? = nil, handler: @escaping (Result<Fetched, Failure>) -> Void
     ) -> Ticket {
         if !reload, isCached(key, owner) { return .cached }
         let receipt = "r\(nextReceipt)"
         nextReceipt += 1
-        let waiter = Waiter(receipt: receipt, owner: owner, app: app ?? owner, priority: priority, handler: handler)
+        let waiter = Waiter(
+            receipt: receipt, owner: owner, app: app ?? owner, priority: priority, prefetchStarted: prefetchStarted, handler: handler)
         // Merge into the transfer for this key, unless this one must skip the caches and that one
         // is already running without doing so (a reload wants fresh bytes). A queued one simply
         // becomes a reload.
@@ -318,6 +323,21 @@ public final class ImageDownloader {
         t.waiters[index].priority = priority
         reprioritize(t)
         return true
+    }
+
+    /// When the earliest prefetch waiting for transfer `id` started, if only prefetches wait for it
+    /// (what it stores then takes no room from entries used since); nil otherwise.
+    public func prefetchStarted(ofTransfer id: UInt64) -> Double? {
+        transfersByID[id].flatMap { Self.prefetchStarted($0) }
+    }
+
+    private static func prefetchStarted(_ t: Transfer) -> Double? {
+        var earliest: Double?
+        for w in t.waiters {
+            guard let started = w.prefetchStarted else { return nil }
+            earliest = min(earliest ?? started, started)
+        }
+        return earliest
     }
 
     /// The priority transfer `id` waits or runs at (nil when it is unknown or finished).
@@ -535,7 +555,7 @@ public final class ImageDownloader {
             // succeeded is answered with its own bytes (stored now; the reload's, newer, replace
             // them when they come): another app's reload never fails it. One that failed hands
             // its waiters to the reload, their second chance.
-            if case .success(let fetched) = result, case .success = store(t.key, fetched, t.firstApp) {
+            if case .success(let fetched) = result, case .success = store(t.key, fetched, t.firstApp, Self.prefetchStarted(t)) {
                 complete(t, .success(fetched))
                 return
             }
@@ -549,7 +569,8 @@ public final class ImageDownloader {
         if byKey[t.key] === t { byKey[t.key] = nil }
         let outcome: Result<Fetched, Failure> = result.flatMap { fetched in
             // An overtaken transfer stores only if the reload that overtook it left nothing.
-            t.overtaken && isCached(t.key, nil) ? .success(fetched) : store(t.key, fetched, t.firstApp).map { fetched }
+            t.overtaken && isCached(t.key, nil)
+                ? .success(fetched) : store(t.key, fetched, t.firstApp, Self.prefetchStarted(t)).map { fetched }
         }
         complete(t, outcome)
     }

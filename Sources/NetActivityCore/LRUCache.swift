@@ -67,16 +67,22 @@ public struct LRUCache<Key: Hashable, Value> {
 
     @inlinable public func contains(_ key: Key) -> Bool { find(key, hash: key.hashValue) != nil }
 
-    /// Inserts or replaces; the entry becomes the most recent. Returns the replaced value.
+    /// Inserts or replaces; the entry becomes the most recent (with `asOldest`, the least recent:
+    /// the first to go). Returns the replaced value.
     @discardableResult
-    @inlinable public mutating func set(_ value: Value, cost: UInt64, for key: Key) -> Value? {
+    @inlinable public mutating func set(_ value: Value, cost: UInt64, for key: Key, asOldest: Bool = false) -> Value? {
         let hash = key.hashValue
         if let slot = find(key, hash: hash)?.slot {
             let old = entries[slot]!.value
             _totalCost = _totalCost - nodes[slot].cost + cost
             entries[slot]!.value = value
             nodes[slot].cost = cost
-            moveToFront(slot)
+            if asOldest {
+                unlink(slot)
+                linkAtBack(slot)
+            } else {
+                moveToFront(slot)
+            }
             return old
         }
         if (live + 1) * 2 > table.count { grow() }
@@ -93,7 +99,7 @@ public struct LRUCache<Key: Hashable, Value> {
         placeInTable(slot)
         live += 1
         _totalCost += cost
-        linkAtFront(slot)
+        if asOldest { linkAtBack(slot) } else { linkAtFront(slot) }
         return nil
     }
 
@@ -123,6 +129,9 @@ public struct LRUCache<Key: Hashable, Value> {
 
     /// The least recently used value, if any (no hashing).
     @inlinable public var oldestValue: Value? { tail >= 0 ? entries[Int(tail)]!.value : nil }
+
+    /// The most recently used value, if any (no hashing).
+    @inlinable public var newestValue: Value? { head >= 0 ? entries[Int(head)]!.value : nil }
 
     /// The least recently used key, if any.
     @inlinable public var oldestKey: Key? { tail >= 0 ? entries[Int(tail)]!.key : nil }
@@ -233,6 +242,14 @@ public struct LRUCache<Key: Hashable, Value> {
         if head >= 0 { nodes[Int(head)].prev = Int32(slot) }
         head = Int32(slot)
         if tail < 0 { tail = Int32(slot) }
+    }
+
+    @inlinable mutating func linkAtBack(_ slot: Int) {
+        nodes[slot].next = -1
+        nodes[slot].prev = tail
+        if tail >= 0 { nodes[Int(tail)].next = Int32(slot) }
+        tail = Int32(slot)
+        if head < 0 { head = Int32(slot) }
     }
 
     @inlinable mutating func unlink(_ slot: Int) {

@@ -46,12 +46,13 @@ public struct OwnerLedger<Key: Hashable> {
         return untouchable + cost <= capacity
     }
 
-    /// Records `key` (with `cost`) as `owner`'s and as its most recent.
-    @inlinable public mutating func note(_ key: Key, cost: UInt64, owner: String) {
+    /// Records `key` (with `cost`) as `owner`'s and as its most recent (with `asOldest`, its least
+    /// recent: a prefetched entry nobody used yet).
+    @inlinable public mutating func note(_ key: Key, cost: UInt64, owner: String, asOldest: Bool = false) {
         if let old = ownerOf[key], old != owner { forget(key) }
         ownerOf[key] = owner
         if byOwner[owner] == nil { leavesByApp[ClientIdentity.app(ofLeaf: owner), default: 0] += 1 }
-        _ = byOwner[owner, default: LRUCache()].set(true, cost: cost, for: key)
+        _ = byOwner[owner, default: LRUCache()].set(true, cost: cost, for: key, asOldest: asOldest)
     }
 
     /// Makes `key` its owner's most recent.

@@ -112,6 +112,8 @@ class Downloader:
         'FetchImage': ('sa{sv}', 'hta{sv}'),
         'CancelDownload': ('s', 'b'),
         'SetPriority': ('ss', 'b'),
+        'PrefetchImages': ('asa{sv}', 's'),
+        'CancelPrefetch': ('sas', 'u'),
     }
     # name: (type, access)
     PROPERTIES = {
@@ -127,6 +129,7 @@ class Downloader:
     }
     # name: signature
     SIGNALS = {
+        'PrefetchFinished': 'suu',
         'DownloadFinished': 'ssbss',
     }
     ERRORS = ('org.freedesktop.DBus.Error.InvalidArgs', 'org.freedesktop.DBus.Error.AccessDenied', 'org.example.NetActivity.Error.InvalidURL', 'org.example.NetActivity.Error.HTTP', 'org.example.NetActivity.Error.Timeout', 'org.example.NetActivity.Error.TooLarge', 'org.example.NetActivity.Error.NotAnImage', 'org.example.NetActivity.Error.Network', 'org.example.NetActivity.Error.Cancelled', 'org.example.NetActivity.Error.Offline', 'org.example.NetActivity.Error.NotFound', 'org.example.NetActivity.Error.LimitsExceeded', 'org.freedesktop.DBus.Error.Failed')
@@ -141,10 +144,11 @@ class Downloader:
         'DownloadImageOption': {'additional-identifier': 's', 'reload': 'b', 'priority': 's'},
         'FetchImageOption': {'additional-identifier': 's', 'reload': 'b', 'priority': 's', 'receipt': 's', 'announce': 'b'},
         'FetchImageInfo': {'source': 's', 'content-type': 's', 'http-status': 'u'},
-        'DeferredKey': {'metered': 'b', 'power-saver': 'b', 'held': 'u'},
+        'DeferredKey': {'metered': 'b', 'power-saver': 'b', 'held': 'u', 'prefetch': 'u'},
     }
     ActiveDownloads = 'ActiveDownloads'
     CancelDownload = 'CancelDownload'
+    CancelPrefetch = 'CancelPrefetch'
     Deferred = 'Deferred'
     DiskCapacity = 'DiskCapacity'
     DiskError = 'DiskError'
@@ -154,6 +158,8 @@ class Downloader:
     DownloadPrioritization = 'DownloadPrioritization'
     FetchImage = 'FetchImage'
     MaximumActiveDownloads = 'MaximumActiveDownloads'
+    PrefetchFinished = 'PrefetchFinished'
+    PrefetchImages = 'PrefetchImages'
     QueuedDownloads = 'QueuedDownloads'
     SetPriority = 'SetPriority'
     Version = 'Version'
@@ -181,6 +187,7 @@ class Downloader:
     DEFERRED_KEY_METERED = 'metered'
     DEFERRED_KEY_POWER_SAVER = 'power-saver'
     DEFERRED_KEY_HELD = 'held'
+    DEFERRED_KEY_PREFETCH = 'prefetch'
 
 
 class ImageCache:

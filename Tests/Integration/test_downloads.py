@@ -23,8 +23,8 @@ ERR = contract.ERROR_PREFIX
 
 class ImageServer:
     """Serves /img/NAME.png, /gate/NAME.png (held until released), /slow.png (dribbles), /fresh/NAME.png
-    (cacheable; 256 KiB more when NAME starts with big), /tagged/NAME.png (with an ETag; 3 MiB more when
-    NAME starts with big; /img/ and /big.png have no validator, so the disk tier does not keep them),
+    (cacheable; 256 KiB more when NAME starts with big; held until gate("/fresh/gate") is set when NAME
+    starts with gate), /tagged/NAME.png (with an ETag; 3 MiB more when NAME starts with big; /img/ and /big.png have no validator, so the disk tier does not keep them),
     /redirect, /loop, /text, /big.png and 404s; counts requests and concurrent transfers."""
 
     def __init__(self):
@@ -120,6 +120,8 @@ class ImageServer:
                 h.send_header("Cache-Control", control)
                 h.end_headers()
                 return
+            if path.startswith("/fresh/gate"):  # held until the test releases gate("/fresh/gate")
+                self.gate("/fresh/gate").wait(20)
             with self.lock:
                 self.full.append(path)
             body = png(extra=256 * 1024) if "/big" in path else png()  # /fresh/big...: a memfd-sized entry

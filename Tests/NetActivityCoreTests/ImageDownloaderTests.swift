@@ -20,7 +20,7 @@ struct ImageDownloaderTests {
             downloader = ImageDownloader(
                 maximumActiveDownloads: max, prioritization: order,
                 isCached: { [unowned self] key, _ in self.cache[key] != nil },
-                store: { [unowned self] key, fetched, _ in
+                store: { [unowned self] key, fetched, _, _ in
                     self.stores.append(key)
                     self.cache[key] = fetched.bytes
                     return .success(())
