@@ -417,3 +417,38 @@ struct LRUCacheTests {
     }
 }
 
+
+@Suite("Auto-purging image cache: prefetched images")
+struct PrefetchedImageTests {
+    typealias Cache = AutoPurgingImageCache<Int>
+
+    @Test("A prefetched image takes only free room, evicts nothing, and is the first to go")
+    func addIfRoom() throws {
+        var cache = Cache(memoryCapacity: 30, preferredMemoryUsageAfterPurge: 30)
+        try cache.add(1, cost: 10, for: "a")
+        let p = cache.addIfRoom(2, cost: 10, for: "p")
+        let q = cache.addIfRoom(3, cost: 11, for: "q")
+        let again = cache.addIfRoom(9, cost: 1, for: "a")
+        #expect(p)
+        #expect(!q, "no free room: nothing is evicted for it")
+        #expect(!again && cache.peek("a") == 1, "a key held stays as it is")
+        try cache.add(4, cost: 10, for: "b")
+        let evicted = try cache.add(5, cost: 10, for: "c")
+        #expect(evicted == [2], "the prefetched image went first, though added after a")
+        #expect(cache.keysByRecency == ["c", "b", "a"])
+    }
+
+    @Test("With several owners, it is its owner's first to go; a use makes it an ordinary entry")
+    func owners() throws {
+        var cache = Cache(memoryCapacity: 40, preferredMemoryUsageAfterPurge: 40)
+        try cache.add(1, cost: 10, for: "a1", owner: "A")
+        try cache.add(2, cost: 10, for: "b1", owner: "B")
+        let added = [cache.addIfRoom(3, cost: 10, for: "a-pre", owner: "A"), cache.addIfRoom(4, cost: 10, for: "b-pre", owner: "B")]
+        #expect(added == [true, true])
+        _ = cache.image(for: "b-pre")
+        try cache.add(5, cost: 10, for: "a2", owner: "A")
+        #expect(cache.peek("a-pre") == nil && cache.peek("a1") == 1, "A is over its share: its prefetched image went")
+        try cache.add(6, cost: 10, for: "b2", owner: "B")
+        #expect(cache.peek("b1") == nil && cache.peek("b-pre") == 4, "used, b-pre counts as B's most recent")
+    }
+}
