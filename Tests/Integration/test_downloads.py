@@ -434,24 +434,42 @@ class SystemConditionsTests(DownloadTestCase):
 
     def test_metered_holds_very_low_work_until_it_ends(self):
         D = contract.Downloader
-        wait_until(lambda: self.deferred() == {D.DEFERRED_KEY_METERED: True, D.DEFERRED_KEY_HELD: 0},
+        wait_until(lambda: self.deferred() == {D.DEFERRED_KEY_METERED: True, D.DEFERRED_KEY_HELD: 0, D.DEFERRED_KEY_PREFETCH: 0},
                    what="the agent to read Metered at start")
         self.ask("/img/low.png", D.PRIORITY_VERY_LOW)
         self.ask("/img/normal.png", D.PRIORITY_NORMAL)
         wait_until(lambda: self.http.count("/img/normal") == 1 and self.active() == 0, what="the normal image")
         self.assertEqual(self.http.count("/img/low"), 0, "with a slot free all along, the very-low image waited")
-        self.assertEqual(self.deferred(), {D.DEFERRED_KEY_METERED: True, D.DEFERRED_KEY_HELD: 1})
+        self.assertEqual(self.deferred(), {D.DEFERRED_KEY_METERED: True, D.DEFERRED_KEY_HELD: 1, D.DEFERRED_KEY_PREFETCH: 0})
         self.tell("metered 4")  # guessed no
         wait_until(lambda: self.http.count("/img/low") == 1, what="the held image once the connection is not metered")
         self.assertEqual(self.deferred(), {})
         self.tell("metered 3")  # guessed yes: a phone's hotspot
-        wait_until(lambda: self.deferred() == {D.DEFERRED_KEY_METERED: True, D.DEFERRED_KEY_HELD: 0}, what="metered again")
+        wait_until(lambda: self.deferred() == {D.DEFERRED_KEY_METERED: True, D.DEFERRED_KEY_HELD: 0, D.DEFERRED_KEY_PREFETCH: 0},
+                   what="metered again")
+
+    def test_metered_holds_prefetch_until_it_ends(self):
+        D = contract.Downloader
+        wait_until(lambda: self.deferred().get(D.DEFERRED_KEY_METERED), what="the agent to read Metered at start")
+        p = self.observe("prefetch_client.py")
+        p.proc.stdin.write("prefetch %s %s\n" % (self.http.url("/fresh/pre1.png"), self.http.url("/fresh/pre2.png")))
+        p.proc.stdin.flush()
+        wait_until(lambda: self.events(p, "prefetching"), what="the prefetch receipt")
+        c = self.client(self.http.url("/img/normal.png"))
+        self.assertTrue(self.finished(c, 1)[0]["ok"])
+        self.assertEqual(self.http.count("/fresh/pre"), 0, "with every slot free, the prefetch waited")
+        self.assertEqual(self.deferred(), {D.DEFERRED_KEY_METERED: True, D.DEFERRED_KEY_HELD: 0, D.DEFERRED_KEY_PREFETCH: 2})
+        self.tell("metered 2")  # no
+        [done] = wait_until(lambda: self.events(p, "prefetch-finished"), what="the prefetch once the connection is not metered")
+        self.assertEqual((done["stored"], done["failed"]), (2, 0))
+        self.assertEqual(self.http.count("/fresh/pre"), 2)
 
     def test_power_saver_holds_it_a_higher_receipt_lifts_it_and_the_settings_opt_out(self):
         D = contract.Downloader
         self.tell("metered 2")
         self.tell("profile power-saver")
-        wait_until(lambda: self.deferred() == {D.DEFERRED_KEY_POWER_SAVER: True, D.DEFERRED_KEY_HELD: 0}, what="power-saver")
+        wait_until(lambda: self.deferred() == {D.DEFERRED_KEY_POWER_SAVER: True, D.DEFERRED_KEY_HELD: 0, D.DEFERRED_KEY_PREFETCH: 0},
+                   what="power-saver")
         self.ask("/img/lifted.png", D.PRIORITY_VERY_LOW)
         self.ask("/img/opt-out.png", D.PRIORITY_VERY_LOW)
         self.assertEqual(self.deferred()[D.DEFERRED_KEY_HELD], 2)
