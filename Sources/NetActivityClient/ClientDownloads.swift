@@ -120,6 +120,38 @@ final class ClientDownloads: AgentParticipant {
         core.send(DownloaderMember.Method.cancelDownload.rawValue, interface: Self.downloaderInterface, { w in w.append(receipt) }, reply: { _ in })
     }
 
+    // MARK: prefetch
+
+    /// Prefetches waiting for their PrefetchFinished, by receipt.
+    private var prefetches: [String: (String) -> Void] = [:]
+
+    /// PrefetchImages: `done` hears the receipt (or why not); `finished` is called when the agent
+    /// has tried every URL (or the agent left).
+    func prefetch(_ urls: [String], _ done: @escaping ClientCore.Completion<String>, finished: @escaping (_ receipt: String) -> Void) {
+        core.query(DownloaderMember.Method.prefetchImages.rawValue, interface: Self.downloaderInterface, { w in
+            try w.appendArray(elementSignature: "s") { a in for url in urls { a.append(url) } }
+            try w.appendVardict([:])
+        }, reply: { [unowned self] result in
+            done(result.flatMap { reply in
+                var r = reply.reader()
+                guard let receipt = try? r.read(String.self), reply.sender == self.core.owner else {
+                    return .failure(NetActivityError(.invalidSignature, "Unexpected reply"))
+                }
+                self.prefetches[receipt] = finished
+                return .success(receipt)
+            })
+        })
+    }
+
+    /// CancelPrefetch: `urls` of the prefetch `receipt`, or all of it when empty.
+    func cancelPrefetch(_ receipt: String, urls: [String]) {
+        if urls.isEmpty { prefetches[receipt] = nil }
+        core.send(DownloaderMember.Method.cancelPrefetch.rawValue, interface: Self.downloaderInterface, { w in
+            w.append(receipt)
+            try w.appendArray(elementSignature: "s") { a in for url in urls { a.append(url) } }
+        }, reply: { _ in })
+    }
+
     /// The cached image's bytes for (url, additionalIdentifier), or nil on a miss: read through
     /// its memfd (OpenImageForRequest), which serves images of any size (LookupImage carries at
     /// most 1 MiB).
@@ -194,6 +226,13 @@ final class ClientDownloads: AgentParticipant {
             else { return }
             done(ok ? .success(()) : .failure(NetActivityError(name: name, message: text)))
         }
+        c.onSignal(SignalMatch(path: ClientCore.path, interface: Self.downloaderInterface, member: DownloaderMember.Signal.prefetchFinished.rawValue)) {
+            [unowned self] message in
+            guard message.sender == self.core.owner else { return }
+            var r = message.reader()
+            guard let receipt = try? r.read(String.self), let finished = self.prefetches.removeValue(forKey: receipt) else { return }
+            finished(receipt)
+        }
     }
 
     /// Receipts die with the agent that issued them.
@@ -205,5 +244,8 @@ final class ClientDownloads: AgentParticipant {
         let orphaned = downloads
         downloads = [:]
         for done in orphaned.values { done(.failure(error)) }
+        let prefetching = prefetches
+        prefetches = [:]
+        for (receipt, finished) in prefetching { finished(receipt) }
     }
 }
