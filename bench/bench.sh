@@ -213,6 +213,24 @@ SHM_OUT=$(mktemp -d /dev/shm/netactivity-bench-XXXXXX)
 read -r shm_s shm_cpu _ curl_shm_s curl_shm_cpu < <(CURL_OUT=$SHM_OUT paired fetch large 20)
 rm -rf "$SHM_OUT"
 read -r large_s large_cpu _ curl_large_s curl_large_cpu < <(paired downloads-open large 20)
+# Prefetch next to a foreground app: 20 small images by FetchImage (4 in flight), alone and while 200
+# prefetched ones (with an ETag: kept on disk) arrive, from empty caches; PREFETCH_ROUNDS pairs, the
+# median of each side. prefetch_fg TAG N: "foreground_s prefetch_s" with N prefetched.
+prefetch_fg() {
+  local out f p=()
+  mapfile -t f < <(urls small 20 "fg-$1")
+  [ "$2" -gt 0 ] && mapfile -t p < <(urls tagged "$2" "pf-$1")
+  empty_caches
+  out=$(taskset -c 0 "$LOAD" prefetch-fg 20 "${f[@]}" "${p[@]}")
+  echo "$(sed -n 's/.*fg_seconds=\([0-9.]*\).*/\1/p' <<<"$out") $(sed -n 's/.*prefetch_seconds=\([0-9.]*\).*/\1/p' <<<"$out")"
+}
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+fg_alone=() fg_with=() pf_took=()
+for r in $(seq "${PREFETCH_ROUNDS:-7}"); do
+  read -r a _ < <(prefetch_fg "a$r" 0); fg_alone+=("$a")
+  read -r w t < <(prefetch_fg "w$r" 200); fg_with+=("$w"); pf_took+=("$t")
+done
+fg_alone_s=$(median "${fg_alone[@]}") fg_with_s=$(median "${fg_with[@]}") pf_took_s=$(median "${pf_took[@]}")
 rate() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%d", n / s }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 per() { awk -v s="$1" -v n="$2" -v unit="$3" 'BEGIN { printf "%.0f", s / n * unit }'; }
@@ -333,6 +351,7 @@ echo "| CPU per large image, ms: the agent with its disk tier, curl to /dev/null
 echo "| CPU per large image, ms: the agent with its disk tier, curl into tmpfs (/dev/shm, its bytes then in shmem as the memfd's are) | $(per1 "$shm_cpu" 20 1e3) | $(per1 "$curl_shm_cpu" 20 1e3) | $(ratio "$shm_cpu" "$curl_shm_cpu")x | ≤ 1.5x |"
 echo "| 20 large images by DownloadImage, each opened (OpenImage) and read whole by the client, MB/s | $(mb "$large_s") | $(mb "$curl_large_s") | $(ratio "$curl_large_s" "$large_s")x | |"
 echo "| CPU per large image so, ms (the agent's) | $(per1 "$large_cpu" 20 1e3) | $(per1 "$curl_large_cpu" 20 1e3) | $(ratio "$large_cpu" "$curl_large_cpu")x | |"
+echo "| a foreground app's 20 small images (FetchImage, 4 in flight) while 200 prefetched images arrive, ms: alone / with prefetch (the prefetch took $(per "$pf_took_s" 1 1e3) ms; medians of ${PREFETCH_ROUNDS:-7}) | $(per "$fg_alone_s" 1 1e3) / $(per "$fg_with_s" 1 1e3) | | $(ratio "$fg_with_s" "$fg_alone_s")x | ≤ 1.1x |"
 echo "| Peer.Ping from a separate client while 3 × 40 large images arrive, p99 / max ms ($(pf count | cut -d. -f1) pings) | $(pf p99_ms) / $(pf max_ms) | | | p99 < 5 |"
 [ -n "$ping_rt" ] && echo "| the same, the prober at real-time priority (chrt -f 10), p99 / max ms ($(pf count "$ping_rt" | cut -d. -f1) pings) | $(pf p99_ms "$ping_rt") / $(pf max_ms "$ping_rt") | | | p99 < 5 |"
 echo "| coalescing: 50 requests for one URL became HTTP requests | $(( after - before )) | |"

@@ -256,6 +256,7 @@ public final class DownloadService: ImageDownloader.Observer {
     ) -> ImageDownloader.Ticket {
         starting = true
         defer { starting = false }
+        prefetching.requested()
         return core.download(
             url: url, key: asked.key, owner: owner, app: context.peers.app(of: owner), reload: asked.reload, priority: asked.priority,
             handler: handler)

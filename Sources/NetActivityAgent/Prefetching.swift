@@ -1,4 +1,5 @@
 import DBusKit
+import LinuxKit
 import NetActivityContract
 import NetActivityCore
 
@@ -116,10 +117,34 @@ final class Prefetching {
         }
     }
 
-    /// Starts prefetched URLs while nothing else waits and a slot is free, leaving one slot free
-    /// (with one slot in all, prefetch may take it).
+    /// How long prefetch starts nothing after an app's own request: an app loading what it shows
+    /// asks in bursts, and each gap between its calls would otherwise let a prefetched transfer in
+    /// to take CPU, bus and a slot from the rest of the burst.
+    static let quietAfterRequest: UInt64 = 100_000_000
+    /// When an app last asked for an image (monotonic ns; 0: never).
+    private var lastRequest: UInt64 = 0
+    private var quietTimer: TimerID?
+
+    /// An app asked the downloader for an image (not a prefetch).
+    func requested() {
+        lastRequest = context.scheduler.nowNanoseconds
+    }
+
+    /// Starts prefetched URLs while nothing else waits, no app has asked for an image in the last
+    /// `quietAfterRequest`, and a slot is free, leaving one slot free (with one slot in all,
+    /// prefetch may take it).
     private func pump() {
         let core = downloads.core
+        let quietFrom = lastRequest &+ Self.quietAfterRequest
+        if lastRequest != 0, context.scheduler.nowNanoseconds < quietFrom {
+            if quietTimer == nil, !queue.isEmpty {
+                quietTimer = context.scheduler.schedule(atNanoseconds: quietFrom) { [weak self] in
+                    self?.quietTimer = nil
+                    self?.pump()
+                }
+            }
+            return
+        }
         while !held, !core.paused, core.queuedCount == 0, core.activeCount < core.maximumActiveDownloads,
               running < max(1, core.maximumActiveDownloads - 1), let (receipt, url, job) = queue.next()
         {

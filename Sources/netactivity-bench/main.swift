@@ -14,6 +14,9 @@
 //   netactivity-bench downloads-serial URL...  one at a time: the latency of each, request to DownloadFinished
 //   netactivity-bench fetch W URL...   FetchImage for every URL, W calls in flight (the next asked for as one is
 //                                      answered); each answer's memfd closed unread (curl writes to /dev/null)
+//   netactivity-bench prefetch-fg F URL...  PrefetchImages for every URL after the first F, then FetchImage for
+//                                      those F (4 calls in flight): the foreground's time, and the prefetch's
+//                                      (to its PrefetchFinished)
 //   netactivity-bench load CLIENTS SECONDS [SEED]  CLIENTS connections churning counts, leases, tasks and the
 //                                      cache, one call at a time each; calls/s and latency percentiles
 import LinuxKit
@@ -145,6 +148,9 @@ case "downloads-serial":
 case "fetch":
     guard args.count >= 4, let window = Int(args[2]), window > 0 else { usage() }
     fetches(Array(args[3...]), window: window)
+case "prefetch-fg":
+    guard args.count >= 3 + n else { usage() }
+    prefetchNextToForeground(foreground: Array(args[3..<(3 + n)]), prefetched: Array(args[(3 + n)...]))
 case "load":
     guard args.count >= 4, let duration = Double(args[3]), duration > 0 else { usage() }
     load(clients: n, seconds: duration, seed: args.count > 4 ? UInt64(args[4]) ?? 1 : 1)
@@ -322,6 +328,62 @@ default:
     loop.run()
     let secs = seconds(start)
     print("requests=\(urls.count) seconds=\(secs) per_s=\(Int(Double(urls.count) / secs)) failed=\(failed) bytes=\(bytes)")
+}
+
+/// Prefetch of `prefetched` and, once the agent has it, FetchImage of `foreground` (4 in flight):
+/// how long the foreground took, and the prefetch (to its PrefetchFinished).
+@MainActor func prefetchNextToForeground(foreground: [String], prefetched: [String]) {
+    let start = EventLoop.now()
+    var fgSeconds: Double?, prefetchSeconds: Double?, stored = 0, failed = 0
+    func stopWhenDone() { if fgSeconds != nil, prefetchSeconds != nil { loop.stop() } }
+    let downloader = NetActivityInterface.downloader.rawValue
+    connection.onSignal(SignalMatch(path: root, interface: downloader, member: DownloaderMember.Signal.prefetchFinished.rawValue)) { m in
+        var r = m.reader()
+        _ = try? r.read(String.self)
+        stored = Int((try? r.read(UInt32.self)) ?? 0)
+        prefetchSeconds = seconds(start)
+        stopWhenDone()
+    }
+    var next = 0, waiting = 0
+    var fgStart: UInt64 = 0
+    func request() {
+        let url = foreground[next]
+        next += 1
+        waiting += 1
+        do {
+            let m = try Message.methodCall(destination: name, path: root, interface: downloader, member: DownloaderMember.Method.fetchImage.rawValue)
+            var w = m.writer()
+            w.append(url)
+            try w.appendVardict([:])
+            connection.callAsync(m, timeoutMilliseconds: 60_000) { result in
+                waiting -= 1
+                if case .success(let reply) = result {
+                    var r = reply.reader()
+                    if let fd = try? r.readFD() { close(fd) }
+                } else {
+                    failed += 1
+                }
+                if next < foreground.count { return request() }
+                if waiting == 0 {
+                    fgSeconds = seconds(fgStart)
+                    stopWhenDone()
+                }
+            }
+        } catch { die(error) }
+    }
+    do {
+        let m = try Message.methodCall(destination: name, path: root, interface: downloader, member: DownloaderMember.Method.prefetchImages.rawValue)
+        var w = m.writer()
+        try w.appendArray(elementSignature: "s") { a in for url in prefetched { a.append(url) } }
+        try w.appendVardict([:])
+        connection.callAsync(m, timeoutMilliseconds: 60_000) { result in
+            guard case .success = result else { die("PrefetchImages failed: \(result)") }
+            fgStart = EventLoop.now()
+            while next < min(foreground.count, 4) { request() }
+        }
+    } catch { die(error) }
+    loop.run()
+    print("foreground=\(foreground.count) fg_seconds=\(fgSeconds ?? 0) prefetched=\(prefetched.count) stored=\(stored) prefetch_seconds=\(prefetchSeconds ?? 0) failed=\(failed)")
 }
 
 /// A sort-on-purge cache like AFAutoPurgingImageCache: one record object per image with a
