@@ -295,6 +295,18 @@ default:
 
 /// FetchImage, `window` calls in flight: one call and one reply per image.
 @MainActor func fetches(_ urls: [String], window: Int) {
+    let start = EventLoop.now()
+    fetchAll(urls, window: window) { failed, bytes in
+        let secs = seconds(start)
+        print("requests=\(urls.count) seconds=\(secs) per_s=\(Int(Double(urls.count) / secs)) failed=\(failed) bytes=\(bytes)")
+        loop.stop()
+    }
+    loop.run()
+}
+
+/// FetchImage for every URL, `window` calls in flight (the next asked for as one is answered), each
+/// answer's memfd closed unread; `done` once all are answered, with how many failed and the bytes.
+@MainActor func fetchAll(_ urls: [String], window: Int, done: @escaping (_ failed: Int, _ bytes: UInt64) -> Void) {
     var next = 0, waiting = 0, failed = 0, bytes: UInt64 = 0
     func request() {
         let url = urls[next]
@@ -319,15 +331,12 @@ default:
                     failed += 1
                 }
                 if next < urls.count { return request() }
-                if waiting == 0 { loop.stop() }
+                if waiting == 0 { done(failed, bytes) }
             }
         } catch { die(error) }
     }
-    let start = EventLoop.now()
+    guard !urls.isEmpty else { return done(0, 0) }
     while next < min(urls.count, window) { request() }
-    loop.run()
-    let secs = seconds(start)
-    print("requests=\(urls.count) seconds=\(secs) per_s=\(Int(Double(urls.count) / secs)) failed=\(failed) bytes=\(bytes)")
 }
 
 /// Prefetch of `prefetched` and, once the agent has it, FetchImage of `foreground` (4 in flight):
@@ -344,33 +353,6 @@ default:
         prefetchSeconds = seconds(start)
         stopWhenDone()
     }
-    var next = 0, waiting = 0
-    var fgStart: UInt64 = 0
-    func request() {
-        let url = foreground[next]
-        next += 1
-        waiting += 1
-        do {
-            let m = try Message.methodCall(destination: name, path: root, interface: downloader, member: DownloaderMember.Method.fetchImage.rawValue)
-            var w = m.writer()
-            w.append(url)
-            try w.appendVardict([:])
-            connection.callAsync(m, timeoutMilliseconds: 60_000) { result in
-                waiting -= 1
-                if case .success(let reply) = result {
-                    var r = reply.reader()
-                    if let fd = try? r.readFD() { close(fd) }
-                } else {
-                    failed += 1
-                }
-                if next < foreground.count { return request() }
-                if waiting == 0 {
-                    fgSeconds = seconds(fgStart)
-                    stopWhenDone()
-                }
-            }
-        } catch { die(error) }
-    }
     do {
         let m = try Message.methodCall(destination: name, path: root, interface: downloader, member: DownloaderMember.Method.prefetchImages.rawValue)
         var w = m.writer()
@@ -378,8 +360,12 @@ default:
         try w.appendVardict([:])
         connection.callAsync(m, timeoutMilliseconds: 60_000) { result in
             guard case .success = result else { die("PrefetchImages failed: \(result)") }
-            fgStart = EventLoop.now()
-            while next < min(foreground.count, 4) { request() }
+            let fgStart = EventLoop.now()
+            fetchAll(foreground, window: 4) { fgFailed, _ in
+                failed = fgFailed
+                fgSeconds = seconds(fgStart)
+                stopWhenDone()
+            }
         }
     } catch { die(error) }
     loop.run()
