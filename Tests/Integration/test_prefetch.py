@@ -76,7 +76,7 @@ class PrefetchTests(PrefetchTestCase):
         self.assertEqual(refused["error"], contract.Error.InvalidURL)
         self.assertIn("URL 2 of 2", refused["message"])
         with self.assertRaises(dbus.exceptions.DBusException) as e:
-            self.downloader().PrefetchImages([good], dbus.Dictionary({"priority": "high"}, signature="sv"))
+            self.downloader().PrefetchImages([good], dbus.Dictionary({D.DOWNLOAD_IMAGE_OPTION_PRIORITY: D.PRIORITY_HIGH}, signature="sv"))
         self.assertEqual(e.exception.get_dbus_name(), contract.DBusError.InvalidArgs)
         with self.assertRaises(dbus.exceptions.DBusException) as e:
             self.downloader().PrefetchImages([self.http.url("/fresh/l%d.png" % i) for i in range(4097)],
