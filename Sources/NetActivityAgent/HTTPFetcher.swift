@@ -46,6 +46,13 @@ final class HTTPFetcher {
         var headers: [(String, String)] = []
         /// What the progress callback last passed on (received, expected).
         var lastProgress: (UInt64, UInt64) = (0, 0)
+        /// The bytes this transfer continues (`Partial`): until the answer is known, then kept
+        /// (`continuing`) or dropped.
+        var partial: Partial?
+        /// The answer was a 206 with the rest of `partial`'s body (`RangeResume.continues`).
+        var continuing = false
+        /// The answer was a 206 that is not the rest asked for (why).
+        var wrongRange: String?
 
         /// One line of the response's head, as libcurl hands it over (with its CRLF): a status
         /// line starts a new response (after a redirect or a 100); a field is kept with its
@@ -66,6 +73,27 @@ final class HTTPFetcher {
         }
 
         static let statusPrefix = Array("HTTP/".utf8)
+
+        /// Whether the body may take this answer's bytes. Decided once, at the first byte (or at
+        /// the end when none came), for a transfer that continues a `partial` body: the rest of
+        /// it continues the body; a whole body starts a new one; a wrong range is refused.
+        func answered() -> Bool {
+            if wrongRange != nil { return false }
+            guard let partial, !continuing, let easy else { return true }
+            let status = ccurl_info_long(easy, CURLINFO_RESPONSE_CODE)
+            switch RangeResume.answer(status: status, headers: .init(headers), offset: partial.body.count, expectedTotal: partial.total) {
+            case .continues:
+                continuing = true
+                body = partial.body
+            case .startsOver:
+                self.partial = nil
+            case .wrongRange(let why):
+                wrongRange = why
+                self.partial = nil
+                return false
+            }
+            return true
+        }
 
         /// The Content-Length of the response under way (0 when not sent or not a number).
         var announcedLength: Int {
@@ -109,6 +137,22 @@ final class HTTPFetcher {
     private var idleSockets: Set<curl_socket_t> = []
     private var timer: EventLoop.TimerID?
     private var live: [ObjectIdentifier: Transfer] = [:]
+
+    /// A body stopped part-way as the system went to sleep, kept for the next fetch of its URL to
+    /// continue with Range and If-Range (`keepPartialBodies`).
+    struct Partial {
+        let body: ImageBody
+        /// The 200's headers: they describe the whole body, and are what a continued one answers with.
+        let headers: HTTPCachePolicy.Headers
+        let validator: String
+        /// The whole body's length the 200 announced, if it did.
+        let total: Int?
+    }
+    /// By URL; dropped when not asked for within `partialLifetime` of being kept.
+    private var partials: [String: Partial] = [:]
+    private var partialsExpiry: EventLoop.TimerID?
+    /// Seconds of the loop's clock (which stands still while the system sleeps).
+    static let partialLifetime: UInt64 = 600
     private var serials: UInt64 = 0
     /// Which response bytes go in when (`TransferAdmission`: a quota per turn of the loop, so a
     /// Ping waits for at most one turn's copying; and the bytes in flight, `Limits.bodiesInFlight`
@@ -155,6 +199,29 @@ final class HTTPFetcher {
 
     var activeCount: Int { live.count }
 
+    /// The system is about to sleep, and every transfer is about to be cancelled: each body under
+    /// way that its server can continue (a 200 with a strong validator, `RangeResume.validator`,
+    /// and at least `RangeResume.minimumBytes` of it here) is kept for the next fetch of its URL,
+    /// which asks for only the rest. What is not asked for again within `partialLifetime` goes.
+    func keepPartialBodies() {
+        for t in live.values {
+            guard let easy = t.easy, let body = t.body, body.count >= RangeResume.minimumBytes, body.count < t.limit,
+                  t.wrongRange == nil, t.storeError == 0, !t.tooLarge else { continue }
+            let first = t.continuing ? t.partial : nil
+            let headers = first?.headers ?? HTTPCachePolicy.Headers(t.headers)
+            let status = first == nil ? ccurl_info_long(easy, CURLINFO_RESPONSE_CODE) : 200
+            guard let validator = RangeResume.validator(status: status, headers: headers) else { continue }
+            let total = first.map(\.total) ?? headers["Content-Length"].flatMap { Int($0) }
+            partials[t.url] = Partial(body: body, headers: headers, validator: validator, total: total)
+        }
+        guard !partials.isEmpty else { return }
+        if let expiry = partialsExpiry { loop.cancel(expiry) }
+        partialsExpiry = loop.schedule(afterNanoseconds: Self.partialLifetime * 1_000_000_000) { [weak self] in
+            self?.partialsExpiry = nil
+            self?.partials.removeAll()
+        }
+    }
+
     /// Starts a GET of `url` with extra request headers, its body charged to `app`; returns how to
     /// cancel it (the completion is then never called). The completion comes on the loop's thread.
     func fetch(
@@ -168,6 +235,11 @@ final class HTTPFetcher {
         serials &+= 1
         let t = Transfer(
             url: url, limit: limits.maxBytes, app: app, serial: serials, fetcher: self, progress: progress, completion: completion)
+        var headers = headers
+        if let partial = partials.removeValue(forKey: url), partial.body.count < t.limit {
+            t.partial = partial
+            headers += RangeResume.request(from: partial.body.count, validator: partial.validator)
+        }
         guard let easy = ccurl_easy_init() else {
             completion(.failure(.failed(NetActivityError(.network, "Could not start a transfer"))))
             return {}
@@ -207,6 +279,7 @@ final class HTTPFetcher {
         _ = ccurl_set_write_fn(easy, { data, size, count, user in
             let t = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
             let n = size * count
+            guard t.answered() else { return 0 }  // a wrong range: its bytes are never used
             guard t.received + n <= t.limit else {
                 t.tooLarge = true
                 return 0  // anything but n ends the transfer with CURLE_WRITE_ERROR
@@ -243,7 +316,8 @@ final class HTTPFetcher {
         _ = ccurl_set_progress_fn(easy, { user, total, now, _, _ in
             let t = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
             // libcurl calls this on every turn of its own, most often with nothing new.
-            let progress = (UInt64(max(0, now)), UInt64(max(0, total)))
+            let base = t.continuing ? UInt64(t.partial!.body.count) : 0
+            let progress = (base + UInt64(max(0, now)), total > 0 ? base + UInt64(total) : 0)
             if progress != t.lastProgress {
                 t.lastProgress = progress
                 t.progress(progress.0, progress.1)
@@ -256,7 +330,7 @@ final class HTTPFetcher {
         }
         _ = ccurl_set_slist(easy, CURLOPT_HTTPHEADER, t.headerList)
         live[ObjectIdentifier(t)] = t
-        admission.started(t.serial, app: t.app)
+        admission.started(t.serial, app: t.app, holding: t.partial?.body.count ?? 0)
         ccurl_multi_add_handle(multi, easy)
         return { [weak self, weak t] in
             guard let self, let t, self.live.removeValue(forKey: ObjectIdentifier(t)) != nil else { return }
@@ -360,6 +434,7 @@ final class HTTPFetcher {
             let status = ccurl_info_long(easy, CURLINFO_RESPONSE_CODE)
             keepWatchingIdle(socket: ccurl_info_socket(easy), http2: ccurl_info_long(easy, CURLINFO_HTTP_VERSION) >= CCURL_HTTP_VERSION_2_0)
             guard live.removeValue(forKey: ObjectIdentifier(t)) != nil else { continue }
+            _ = t.answered()  // a continuing transfer that ended before its first byte
             release(t)
             t.completion(Self.outcome(result, status: status, transfer: t))
         }
@@ -413,16 +488,20 @@ final class HTTPFetcher {
     private static func outcome(_ code: CURLcode, status: Int, transfer t: Transfer) -> Result<Response, ImageDownloader.Failure> {
         // Errors are published (the task's Error, notifications): no userinfo, no query. Redacted
         // only for an error: a success never names the URL.
+        let url = PublishedURL.redact(t.url)
+        if let why = t.wrongRange, code == CURLE_OK || code == CURLE_WRITE_ERROR {
+            return .failure(.failed(NetActivityError(.http, "\(url): the server answered a range other than the rest asked for: \(why)")))
+        }
         if code == CURLE_OK {
             let body = t.body ?? ImageBody()
             guard body.seal() else {
                 let reason = String(cString: strerror(errno))
-                return .failure(.failed(NetActivityError(
-                    .failed, "\(PublishedURL.redact(t.url)): the agent could not keep the body (\(reason))")))
+                return .failure(.failed(NetActivityError(.failed, "\(url): the agent could not keep the body (\(reason))")))
             }
+            // The rest of a body: the answer is the whole one's, as its first 200 described it.
+            if t.continuing, let partial = t.partial { return .success(Response(status: 200, headers: partial.headers, body: body)) }
             return .success(Response(status: status, headers: .init(t.headers), body: body))
         }
-        let url = PublishedURL.redact(t.url)
         let detail = String(cString: ccurl_easy_strerror(code))
         switch code {
         case CURLE_OPERATION_TIMEDOUT:

@@ -23,4 +23,12 @@ public protocol HTTPTransport: AnyObject {
         progress: @escaping (_ received: UInt64, _ expected: UInt64) -> Void,
         completion: @escaping (Result<HTTPResponse, ImageDownloader.Failure>) -> Void
     ) -> () -> Void
+
+    /// The system is about to sleep, and every transfer under way is about to be cancelled: a
+    /// transport that can continue a body later (a range request) keeps what it has now.
+    func keepPartialBodies()
+}
+
+extension HTTPTransport {
+    public func keepPartialBodies() {}
 }

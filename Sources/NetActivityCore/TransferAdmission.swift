@@ -33,8 +33,11 @@ public struct TransferAdmission: Sendable {
         inFlight = FairQuota(budget: max(1, inFlightLimit * 2 / 5), limit: inFlightLimit, perConnection: Int.max)
     }
 
-    public mutating func started(_ serial: UInt64, app: String) {
-        live[serial] = (app, 0)
+    /// `holding`: bytes the transfer has before it starts (a body continued with a range
+    /// request), charged whatever room there is: they are held already.
+    public mutating func started(_ serial: UInt64, app: String, holding: Int = 0) {
+        live[serial] = (app, holding)
+        if holding > 0 { inFlight.charge(connection: app, leaf: app, cost: holding) }
     }
 
     /// The transfer ended (or was cancelled): its bytes are free. True when it held any (so

@@ -25,7 +25,8 @@ class ImageServer:
     """Serves /img/NAME.png, /gate/NAME.png (held until released), /slow.png (dribbles), /fresh/NAME.png
     (cacheable; 256 KiB more when NAME starts with big; held until gate("/fresh/gate") is set when NAME
     starts with gate), /tagged/NAME.png (with an ETag; 3 MiB more when NAME starts with big; /img/ and /big.png have no validator, so the disk tier does not keep them),
-    /redirect, /loop, /text, /big.png and 404s; counts requests and concurrent transfers."""
+    /redirect, /loop, /text, /big.png, /ranged/NAME.png (see serve_ranged) and 404s; counts requests and concurrent
+    transfers."""
 
     def __init__(self):
         self.lock = threading.Lock()
@@ -39,6 +40,8 @@ class ImageServer:
 
         self.connections = 0
         self.bodies = {}
+        self.ranged = {}
+        self.ranges = []
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -134,11 +137,53 @@ class ImageServer:
             self.send(h, 200, b"hello, world", "text/plain")
         elif path == "/big.png":
             self.send(h, 200, png(extra=3 * 1024 * 1024))
+        elif path.startswith("/ranged/"):
+            self.serve_ranged(h, path)
         elif path.startswith("/tagged/"):  # as /img/ and /big.png, with an ETag: the disk tier keeps it
             body = png(extra=3 * 1024 * 1024) if path.startswith("/tagged/big") else png()
             self.send(h, 200, body, extra=[("ETag", '"t1"')])
         else:
             self.send(h, 404, b"not found", "text/plain")
+
+    def serve_ranged(self, h, path):
+        """/ranged/NAME.png: 16 MiB (1 MiB when NAME starts with small) with the strong ETag "r1" (W/"r1" when NAME
+        starts with weak). A whole answer stops after its first half until gate(path) is set. A Range request is
+        logged in self.ranges as (path, Range, If-Range) and answered with the rest (206) while If-Range holds; when
+        NAME starts with changed, the body and ETag are new by then and the answer is the whole new body (200); when it
+        starts with lying, the answer is a 206 of the whole body (a range other than the one asked for)."""
+        name = path.rsplit("/", 1)[-1]
+        size = (1 << 20) if "small" in name else (16 << 20)
+        tag = 'W/"r1"' if name.startswith("weak") else '"r1"'
+        wanted = h.headers.get("Range")
+        with self.lock:
+            if path not in self.ranged or (wanted and name.startswith("changed")):
+                self.ranged[path] = (png(extra=size), tag if path not in self.ranged else '"r2"')
+            body, tag = self.ranged[path]
+            self.bodies[path] = body
+            if wanted:
+                self.ranges.append((path, wanted, h.headers.get("If-Range")))
+        if wanted and h.headers.get("If-Range") == tag and not tag.startswith("W/"):
+            start = 0 if name.startswith("lying") else int(wanted[len("bytes="):-1])
+            h.send_response(206)
+            h.send_header("Content-Type", "image/png")
+            h.send_header("Content-Length", str(len(body) - start))
+            h.send_header("Content-Range", "bytes %d-%d/%d" % (start, len(body) - 1, len(body)))
+            h.send_header("ETag", tag)
+            h.end_headers()
+            h.wfile.write(body[start:])
+            return
+        h.send_response(200)
+        h.send_header("Content-Type", "image/png")
+        h.send_header("Content-Length", str(len(body)))
+        h.send_header("Accept-Ranges", "bytes")
+        h.send_header("ETag", tag)
+        h.end_headers()
+        half = len(body) // 2
+        h.wfile.write(body[:half])
+        h.wfile.flush()
+        if not wanted:
+            self.gate(path).wait(20)
+        h.wfile.write(body[half:])
 
     def stop(self):
         for g in list(self.gates.values()):
@@ -176,6 +221,16 @@ class DownloadTestCase(AgentTestCase):
         return wait_until(lambda: len(self.events(c, "finished")) >= n and self.events(c, "finished"), timeout=timeout,
                           what="%d DownloadFinished" % n)
 
+    def open_image(self, url):
+        """The cached image's bytes (read from the fd OpenImageForRequest hands out), and what that fd is."""
+        cache = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), CACHE)
+        fd_obj, size = cache.OpenImageForRequest(url, "")
+        fd = fd_obj.take()
+        try:
+            return os.pread(fd, size + 1, 0), os.readlink("/proc/self/fd/%d" % fd)
+        finally:
+            os.close(fd)
+
     def disk_entries(self, n, at_most=None):
         """The disk tier's entry files once its worker has written them (DownloadFinished does not
         wait for the disk): n entries (or any number up to at_most), no temporary file left, and
@@ -196,16 +251,6 @@ class DownloadTestCase(AgentTestCase):
 
 class TransportTests(DownloadTestCase):
     """One copy into the cache's memfd, connections reused, the disk read back exactly."""
-
-    def open_image(self, url):
-        import os
-        cache = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), CACHE)
-        fd_obj, size = cache.OpenImageForRequest(url, "")
-        fd = fd_obj.take()
-        try:
-            return os.pread(fd, size + 1, 0), os.readlink("/proc/self/fd/%d" % fd)
-        finally:
-            os.close(fd)
 
     def test_a_large_download_is_the_cache_s_sealed_memfd_byte_for_byte(self):
         url = self.http.url("/big.png")
@@ -507,6 +552,59 @@ class SystemConditionsTests(DownloadTestCase):
         wait_until(lambda: self.http.count("/img/asleep") == 1 and self.active() == 0, what="both images")
         wait_until(lambda: len(self.said("inhibit sleep delay")) == 2 and len(self.said("released ")) == 2,
                    what="the inhibitor taken again while they ran, and let go after")
+
+    def sleep_mid_body(self, path, received, asleep=lambda: None):
+        """Asks for path from a client of its own, sends the system to sleep once the agent holds `received` bytes
+        of it (the server holds the second half), calls asleep, and wakes the system; returns the client."""
+        c = self.client(self.http.url(path))
+        [asked] = wait_until(lambda: self.events(c, "requested"), what="the receipt")
+        task = self.conn.get_object(NAME, asked["task"], introspect=False)
+        wait_until(lambda: int(task.Get(contract.Task.INTERFACE, contract.Task.CountOfBytesReceived, dbus_interface=PROPS))
+                   >= received, what="%d bytes at the agent" % received)
+        self.tell("sleep")
+        wait_until(lambda: self.active() == 0, what="the transfer stopped")
+        asleep()
+        self.tell("wake")
+        return c
+
+    def test_waking_continues_a_large_body_with_a_range_request_and_the_bytes_match(self):
+        path = "/ranged/big.png"
+        c = self.sleep_mid_body(path, 4 << 20)
+        self.assertTrue(self.finished(c, 1, timeout=30)[0]["ok"])
+        [(_, wanted, validator)] = self.http.ranges
+        self.assertEqual(validator, '"r1"', "If-Range: the ETag of the first answer")
+        start = int(wanted[len("bytes="):-1])
+        body = self.http.bodies[path]
+        self.assertEqual(len(body), (16 << 20) + len(png()) + 12)
+        self.assertTrue(4 << 20 <= start <= len(body) // 2, "it went on from the %d bytes it had, not from zero" % start)
+        self.assertEqual(self.open_image(self.http.url(path))[0], body, "the bytes before and after the sleep are the body")
+        self.assertEqual(self.http.count(path), 2, "one whole request, one for the rest")
+
+    def test_a_body_changed_during_the_sleep_comes_whole_and_a_weak_etag_asks_for_no_range(self):
+        changed = "/ranged/changed-small.png"
+        c = self.sleep_mid_body(changed, 256 << 10)
+        self.assertTrue(self.finished(c, 1, timeout=30)[0]["ok"])
+        [(asked, _, validator)] = self.http.ranges
+        self.assertEqual((asked, validator), (changed, '"r1"'))
+        self.assertEqual(self.open_image(self.http.url(changed))[0], self.http.bodies[changed],
+                         "If-Range did not hold: the new body whole, never its tail after the old head")
+        weak = "/ranged/weak-small.png"
+        # Its second request is a whole one: the gate is open by then.
+        c = self.sleep_mid_body(weak, 256 << 10, asleep=self.http.gate(weak).set)
+        self.assertTrue(self.finished(c, 1, timeout=30)[0]["ok"])
+        self.assertEqual(len(self.http.ranges), 1, "a weak ETag may not be sent in If-Range: the whole body again")
+        self.assertEqual(self.http.count(weak), 2)
+        self.assertEqual(self.open_image(self.http.url(weak))[0], self.http.bodies[weak])
+
+    def test_a_206_that_is_not_the_rest_fails_and_the_next_request_starts_over(self):
+        lying = "/ranged/lying-small.png"
+        c = self.sleep_mid_body(lying, 256 << 10, asleep=self.http.gate(lying).set)
+        [done] = self.finished(c, 1, timeout=30)
+        self.assertEqual((done["ok"], done["error_name"]), (False, contract.Error.HTTP))
+        self.assertIn("range other than the rest asked for: bytes from 0 when", done["error_message"])
+        self.assertTrue(self.finished(self.client(self.http.url(lying)), 1)[0]["ok"], "asked again: a whole request")
+        self.assertEqual(len(self.http.ranges), 1)
+        self.assertEqual(self.open_image(self.http.url(lying))[0], self.http.bodies[lying])
 
     def test_offline_fails_transfers_at_once_and_serves_what_the_disk_holds(self):
         D = contract.Downloader

@@ -29,6 +29,21 @@ struct TransferAdmissionTests {
         #expect(a.charged(1) == 60 && a.charged(2) == 61)
     }
 
+    @Test("a continued body's bytes are charged from its start, and freed at its end")
+    func holding() {
+        var a = TransferAdmission(inFlightLimit: 1000)
+        a.started(1, app: "x", holding: 900)
+        #expect(a.charged(1) == 900 && a.inFlight.total == 900)
+        a.started(2, app: "y")
+        let v1 = a.offer(2, bytes: 200)
+        #expect(v1 == .waitForRoom, "the held bytes count against the limit")
+        let freed = a.ended(1)
+        #expect(freed, "bytes freed: waiting transfers try again")
+        #expect(a.inFlight.total == 0)
+        let v2 = a.offer(2, bytes: 200)
+        #expect(v2 == .take)
+    }
+
     @Test("past the budget an app waits for room beyond its share; another app still gets its own")
     func shares() {
         // Limit 1000: budget 400 before shares apply.
