@@ -755,16 +755,16 @@ public final class DownloadService: ImageDownloader.Observer {
         try w.appendArray(elementSignature: "{sv}") { a in
             try a.appendDictEntry { e in
                 e.append(Info.source.rawValue)
-                try e.appendVariant(signature: "s") { v in v.append(answer.source.rawValue) }
+                e.appendVariant(signature: "s") { v in v.append(answer.source.rawValue) }
             }
             try a.appendDictEntry { e in
                 e.append(Info.contentType.rawValue)
-                try e.appendVariant(signature: "s") { v in v.append(answer.info.format.mediaType) }
+                e.appendVariant(signature: "s") { v in v.append(answer.info.format.mediaType) }
             }
             guard answer.httpStatus != 0 else { return }
             try a.appendDictEntry { e in
                 e.append(Info.httpStatus.rawValue)
-                try e.appendVariant(signature: "u") { v in v.append(answer.httpStatus) }
+                e.appendVariant(signature: "u") { v in v.append(answer.httpStatus) }
             }
         }
     }
@@ -861,7 +861,10 @@ public final class DownloadService: ImageDownloader.Observer {
     /// The system is about to sleep (logind's PrepareForSleep(true)): every running transfer
     /// stops and waits in the queue, and nothing starts until `wake`.
     func sleep() {
-        context.logger.info("The system is going to sleep: \(core.activeCount + core.yieldedCount) transfers stop until it wakes")
+        let running = core.activeCount + core.yieldedCount
+        context.logger.info("The system is going to sleep: \(running) transfers stop until it wakes")
+        // Bodies under way are kept where their servers can continue them (Range) after waking.
+        if running > 0 { transport.keepPartialBodies() }
         core.pauseAll()
         runningChanged()
     }
