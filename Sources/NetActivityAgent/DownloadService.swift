@@ -752,17 +752,17 @@ public final class DownloadService: ImageDownloader.Observer {
         try w.appendFD(fd)
         w.append(UInt64(answer.body.count))
         typealias Info = DownloaderMember.FetchImageInfo
-        try w.appendArray(elementSignature: "{sv}") { a in
-            try a.appendDictEntry { e in
+        w.appendArray(elementSignature: "{sv}") { a in
+            a.appendDictEntry { e in
                 e.append(Info.source.rawValue)
                 e.appendVariant(signature: "s") { v in v.append(answer.source.rawValue) }
             }
-            try a.appendDictEntry { e in
+            a.appendDictEntry { e in
                 e.append(Info.contentType.rawValue)
                 e.appendVariant(signature: "s") { v in v.append(answer.info.format.mediaType) }
             }
             guard answer.httpStatus != 0 else { return }
-            try a.appendDictEntry { e in
+            a.appendDictEntry { e in
                 e.append(Info.httpStatus.rawValue)
                 e.appendVariant(signature: "u") { v in v.append(answer.httpStatus) }
             }
