@@ -8,6 +8,12 @@ import NetActivityClient
 import NetActivityTesting
 import Testing
 
+/// The most a call that must not wait may take, in seconds. The waits it tells apart take a second
+/// or more (a bus call's 25 s timeout, a callback's 2 s sleep, a reconnect attempt); the calls
+/// themselves take microseconds, and the scheduler alone took 134 ms once, with the whole suite
+/// running on 2 cores.
+private let neverWaits = 0.5
+
 /// Seconds since `start` (a monotonic clock).
 private func seconds(since start: UInt64) -> Double { Double(EventLoop.now() - start) / 1e9 }
 
@@ -49,7 +55,7 @@ struct NeverFailTests {
             ("withActivity", { ran = try await activity!.withActivity(reason: "work") { 42 } }),
         ])
         #expect(ran == 42)
-        #expect(worst < 0.1, "\(name) took \(worst) s with no bus")
+        #expect(worst < neverWaits, "\(name) took \(worst) s with no bus")
         guard let activity, let lease, let task else { return }
         do {
             _ = try await activity.status()
@@ -90,7 +96,7 @@ struct NeverFailTests {
         let ran = try await activity.withActivity(reason: "during the outage") { "ran" }
         let task = try await activity.beginTask("after the outage")
         #expect(ran == "ran")
-        #expect(seconds(since: start) < 0.1)
+        #expect(seconds(since: start) < neverWaits)
 
         try await bus.startAgent()
         #expect(try await bus.eventually(within: 10) { try bus.status().activityCount == 3 },
@@ -127,7 +133,7 @@ struct NeverFailTests {
             ("beginTransfer", { _ = await activity.beginTransfer("GET x") }),
             ("isAgentRunning", { _ = await activity.isAgentRunning() }),
         ])
-        #expect(worst < 0.1, "\(name) took \(worst) s with the agent stopped")
+        #expect(worst < neverWaits, "\(name) took \(worst) s with the agent stopped")
         // A query may wait a moment for the agent, then answers with what it last published.
         let start = EventLoop.now()
         let status = try await activity.status()
@@ -248,7 +254,7 @@ struct NeverFailTests {
             ("status", { _ = try await activity.status() }),
             ("suspend", { try await task.suspend() }),
         ])
-        #expect(worst < 0.1, "\(name) took \(worst) s while a callback slept")
+        #expect(worst < neverWaits, "\(name) took \(worst) s while a callback slept")
         spinner.unbind()
         activity.close()
     }
