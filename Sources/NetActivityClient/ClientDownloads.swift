@@ -129,7 +129,7 @@ final class ClientDownloads: AgentParticipant {
     /// has tried every URL (or the agent left).
     func prefetch(_ urls: [String], _ done: @escaping ClientCore.Completion<String>, finished: @escaping (_ receipt: String) -> Void) {
         core.query(DownloaderMember.Method.prefetchImages.rawValue, interface: Self.downloaderInterface, { w in
-            try w.appendArray(elementSignature: "s") { a in for url in urls { a.append(url) } }
+            w.appendArray(elementSignature: "s") { a in for url in urls { a.append(url) } }
             try w.appendVardict([:])
         }, reply: { [unowned self] result in
             done(result.flatMap { reply in
@@ -148,7 +148,7 @@ final class ClientDownloads: AgentParticipant {
         if urls.isEmpty { prefetches[receipt] = nil }
         core.send(DownloaderMember.Method.cancelPrefetch.rawValue, interface: Self.downloaderInterface, { w in
             w.append(receipt)
-            try w.appendArray(elementSignature: "s") { a in for url in urls { a.append(url) } }
+            w.appendArray(elementSignature: "s") { a in for url in urls { a.append(url) } }
         }, reply: { _ in })
     }
 
