@@ -7,11 +7,21 @@ import NetActivityCore
 final class CachedImage {
     let info: ImageInfo
     let body: ImageBody
+    /// When it was cached (wall-clock seconds, `DiskCache.now`): what a request's max-age is held to.
+    let storedAt = DiskCache.now()
 
     /// Keeps `body` as it is (a downloaded one, or a client's sealed memfd: no copy).
     init(info: ImageInfo, body: ImageBody) {
         self.info = info
         self.body = body
+    }
+
+    /// Whether it was cached less than `maxAge` seconds ago, as HTTP counts freshness (any age
+    /// when nil; never for 0, or when the clock says it comes from the future).
+    func isYoung(_ maxAge: Double?) -> Bool {
+        guard let maxAge else { return true }
+        let age = DiskCache.now() - storedAt
+        return age >= 0 && age < maxAge
     }
 
     /// Copies `data` into a body of its own.

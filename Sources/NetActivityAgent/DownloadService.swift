@@ -73,8 +73,8 @@ public final class DownloadService: ImageDownloader.Observer {
 
     lazy var core: ImageDownloader = {
         let d = ImageDownloader(
-            isCached: { [unowned self] key, owner in
-                self.images.contains(key, answeringFor: owner.map { self.context.peers.app(of: $0) })
+            isCached: { [unowned self] key, owner, maxAge in
+                self.images.contains(key, answeringFor: owner.map { self.context.peers.app(of: $0) }, maxAge: maxAge)
             },
             store: { [unowned self] key, fetched, app, prefetchStarted in
                 // A prefetch's image takes only free room in memory (it is on disk anyway).
@@ -117,7 +117,7 @@ public final class DownloadService: ImageDownloader.Observer {
             guard let self, !stopped else { return }
             guard let hit else { return stopNetwork = self.network(request, stale: nil, progress, completion) }
             if self.conditions.offline { return completion(.success(ImageDownloader.Fetched(body: hit.body))) }
-            switch HTTPCachePolicy.decide(hit.info, now: Self.wallClock()) {
+            switch HTTPCachePolicy.decide(hit.info, now: Self.wallClock(), maxAge: request.maxAge) {
             case .fresh:
                 // A hit always comes on a later turn of the loop (from the worker), never
                 // inside the downloader's own call.
@@ -210,11 +210,14 @@ public final class DownloadService: ImageDownloader.Observer {
         let key: String
         let reload: Bool
         let priority: ImageDownloader.Priority
+        /// Seconds a cached copy may be old for this request (the `max-age` option).
+        let maxAge: Double?
     }
 
-    /// The checks both methods make; the request key, reload and priority.
+    /// The checks both methods make; the request key (the URL's, or the caller's app's
+    /// `cache-key`), reload, priority and max-age.
     private func asked<Option: MethodOption>(
-        url: String, options: [String: DBusValue], method: DownloaderMember.Method, _: Option.Type
+        url: String, options: [String: DBusValue], owner: String, method: DownloaderMember.Method, _: Option.Type
     ) throws(NetActivityError) -> Asked {
         typealias Common = DownloaderMember.DownloadImageOption
         try Self.checkURL(url)
@@ -225,9 +228,19 @@ public final class DownloadService: ImageDownloader.Observer {
             throw .invalidArgs(
                 "additional-identifier is \(additional.utf8.count) bytes long; the limit is \(NetActivityLimits.maxImageKeyBytes)")
         }
+        var key = ImageRequestKey.make(url: url, additional: additional)
+        if let cacheKey = options[Common.cacheKey.rawValue]?.stringValue {
+            guard !cacheKey.isEmpty, cacheKey.utf8.count <= NetActivityLimits.maxImageKeyBytes else {
+                throw .invalidArgs("cache-key must be 1 to \(NetActivityLimits.maxImageKeyBytes) bytes long, got \(cacheKey.utf8.count)")
+            }
+            key = ImageRequestKey.scoped(app: context.peers.identity(of: owner).app[...], cacheKey: cacheKey, additional: additional)
+        }
+        let maxAge = options[Common.maxAge.rawValue]?.doubleValue
+        if let maxAge, !(0...Double(NetActivityLimits.maxRequestMaxAge)).contains(maxAge) {
+            throw .invalidArgs("max-age must be 0 to \(NetActivityLimits.maxRequestMaxAge) seconds, got \(maxAge)")
+        }
         return Asked(
-            key: ImageRequestKey.make(url: url, additional: additional), reload: options[Common.reload.rawValue]?.boolValue ?? false,
-            priority: priority)
+            key: key, reload: options[Common.reload.rawValue]?.boolValue ?? false, priority: priority, maxAge: maxAge)
     }
 
     /// Counts one more waiting download for `owner`, or says which limit it would break.
@@ -259,11 +272,11 @@ public final class DownloadService: ImageDownloader.Observer {
         prefetching.requested()
         return core.download(
             url: url, key: asked.key, owner: owner, app: context.peers.app(of: owner), reload: asked.reload, priority: asked.priority,
-            handler: handler)
+            maxAge: asked.maxAge, handler: handler)
     }
 
     func download(url: String, options: [String: DBusValue], owner: String) throws(NetActivityError) -> (receipt: String, task: String, cached: Bool) {
-        let asked = try asked(url: url, options: options, method: .downloadImage, DownloaderMember.DownloadImageOption.self)
+        let asked = try asked(url: url, options: options, owner: owner, method: .downloadImage, DownloaderMember.DownloadImageOption.self)
         // Counted before the call: a transport that fails at once answers inside it.
         try chargePending(owner)
         var receipt = ""
@@ -332,7 +345,7 @@ public final class DownloadService: ImageDownloader.Observer {
         url: String, options: [String: DBusValue], owner: String, reply: @escaping (Result<Answer, NetActivityError>) -> Void
     ) throws(NetActivityError) -> Answer? {
         typealias Option = DownloaderMember.FetchImageOption
-        let asked = try asked(url: url, options: options, method: .fetchImage, Option.self)
+        let asked = try asked(url: url, options: options, owner: owner, method: .fetchImage, Option.self)
         let named = options[Option.receipt.rawValue]?.stringValue
         if let named {
             guard !named.isEmpty, named.utf8.count <= NetActivityLimits.maxReceiptBytes else {
@@ -342,7 +355,7 @@ public final class DownloadService: ImageDownloader.Observer {
                 throw .invalidArgs("Receipt '\(named.prefix(100))' is already pending on this connection; choose another")
             }
         }
-        if !asked.reload, let hit = images.cachedImage(for: asked.key, client: owner) {
+        if !asked.reload, let hit = images.cachedImage(for: asked.key, client: owner, maxAge: asked.maxAge) {
             prefetching.used(asked.key)
             return Answer(body: hit.body, info: hit.info, source: .memory, httpStatus: 0)
         }
@@ -365,7 +378,7 @@ public final class DownloadService: ImageDownloader.Observer {
         case .cached:
             // Not held in memory a moment ago, yet the downloader's check found it: served as a hit.
             release(owner)
-            guard let hit = images.cachedImage(for: asked.key, client: owner) else {
+            guard let hit = images.cachedImage(for: asked.key, client: owner, maxAge: asked.maxAge) else {
                 throw NetActivityError(.notFound, "The image for \(PublishedURL.redact(url)) left the cache while it was fetched; fetch it again")
             }
             return Answer(body: hit.body, info: hit.info, source: .memory, httpStatus: 0)

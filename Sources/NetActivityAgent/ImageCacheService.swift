@@ -9,8 +9,9 @@ public protocol ImageStore: AnyObject {
     var memoryCapacity: UInt64 { get }
     /// Whether `key` is held by an entry that may answer a download for `leaf` (without refreshing
     /// its recency): one the downloader stored, or one `leaf` added itself (nil: the downloader's
-    /// only). An entry another app added under someone's URL is never served as that URL.
-    func contains(_ key: String, answeringFor leaf: String?) -> Bool
+    /// only). An entry another app added under someone's URL is never served as that URL. With
+    /// `maxAge`, only an entry cached less than that many seconds ago counts.
+    func contains(_ key: String, answeringFor leaf: String?, maxAge: Double?) -> Bool
     /// Keeps `bytes` under `key`, charged to `app` (a leaf), or says why not (`TooLarge`,
     /// `NotAnImage`, `LimitsExceeded`).
     func store(_ body: any FetchedBody, for key: String, app: String) -> Result<Void, ImageDownloader.Failure>
@@ -19,8 +20,8 @@ public protocol ImageStore: AnyObject {
     /// an image.
     func storeIfRoom(_ body: any FetchedBody, for key: String, app: String) -> Result<Void, ImageDownloader.Failure>
     /// What `client` sees under `key` (its own entry first, else the downloader's), counted as a
-    /// hit or a miss; nil on a miss.
-    func cachedImage(for key: String, client: String) -> (body: any FetchedBody, info: ImageInfo)?
+    /// hit or a miss; nil on a miss, or when it was cached `maxAge` seconds ago or earlier.
+    func cachedImage(for key: String, client: String, maxAge: Double?) -> (body: any FetchedBody, info: ImageInfo)?
 }
 
 /// `org.example.NetActivity.ImageCache`: AFAutoPurgingImageCache for every app, with large images
@@ -31,7 +32,9 @@ public protocol ImageStore: AnyObject {
 /// unscoped pool) and the downloader's entry is everyone's; plain identifiers are one namespace
 /// for host apps and a namespace of its own for each sandboxed app. An app's own entry answers
 /// before the downloader's. The namespaced entry is stored under key + NUL NUL + leaf, which no
-/// key a client can send equals (D-Bus strings hold no NUL, and a request key has one NUL).
+/// key a client can send equals (D-Bus strings hold no NUL, and a request key has one NUL). A
+/// request's own `cache-key` is the downloader's too, in its app's namespace (`ImageRequestKey.scoped`,
+/// which starts with NUL): like a URL's key, it answers a sandboxed app that has no entry of its own.
 public final class ImageCacheService: ImageStore {
     private let context: AgentContext
     var imageCache = AutoPurgingImageCache<CachedImage>()
@@ -251,7 +254,7 @@ public final class ImageCacheService: ImageStore {
     /// key, the downloader's; for a plain identifier, the shared one unless it is sandboxed.
     func image(for key: String, reader: ClientIdentity) -> CachedImage? {
         let own = Self.storageKey(key, addedBy: reader)
-        let shared = own != key && imageCache.peek(own) == nil && Self.isURLKey(key)
+        let shared = own != key && imageCache.peek(own) == nil && (Self.isURLKey(key) || ImageRequestKey.isScoped(key))
         return imageCache.image(for: shared ? key : own)
     }
 
@@ -427,14 +430,14 @@ extension ImageCacheService {
 
     public var memoryCapacity: UInt64 { imageCache.memoryCapacity }
 
-    public func cachedImage(for key: String, client: String) -> (body: any FetchedBody, info: ImageInfo)? {
-        image(for: key, reader: context.peers.identity(of: client)).map { ($0.body, $0.info) }
+    public func cachedImage(for key: String, client: String, maxAge: Double?) -> (body: any FetchedBody, info: ImageInfo)? {
+        image(for: key, reader: context.peers.identity(of: client)).flatMap { $0.isYoung(maxAge) ? ($0.body, $0.info) : nil }
     }
 
-    public func contains(_ key: String, answeringFor leaf: String?) -> Bool {
-        if imageCache.peek(key) != nil { return true }
+    public func contains(_ key: String, answeringFor leaf: String?, maxAge: Double?) -> Bool {
+        if let image = imageCache.peek(key) { return image.isYoung(maxAge) }
         guard let leaf else { return false }
-        return imageCache.peek(Self.ownKey(key, leaf)) != nil
+        return imageCache.peek(Self.ownKey(key, leaf))?.isYoung(maxAge) ?? false
     }
 
     /// Keeps a downloaded body as it is (an `ImageBody`: its memfd becomes the cache's, no copy).

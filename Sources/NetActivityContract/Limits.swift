@@ -14,6 +14,8 @@ public enum NetActivityLimits {
     public static let maxLiveTasksPerClient = 1024
     /// Longest image identifier, request URL and additional identifier, in bytes.
     public static let maxImageKeyBytes = 4096
+    /// The largest `max-age` a request may give (seconds): a year, as HTTP caching's own bound.
+    public static let maxRequestMaxAge = 365 * 24 * 3600
     /// The longest receipt a caller may choose for `FetchImage` (bytes).
     public static let maxReceiptBytes = 255
     /// Downloads one client may wait for at once.

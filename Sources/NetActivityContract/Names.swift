@@ -134,11 +134,14 @@ public enum DownloaderMember {
         case additionalIdentifier = "additional-identifier"
         case reload
         case priority
+        case cacheKey = "cache-key"
+        case maxAge = "max-age"
 
         public var signature: String {
             switch self {
-            case .additionalIdentifier, .priority: "s"
+            case .additionalIdentifier, .priority, .cacheKey: "s"
             case .reload: "b"
+            case .maxAge: "d"
             }
         }
     }
@@ -148,13 +151,16 @@ public enum DownloaderMember {
         case additionalIdentifier = "additional-identifier"
         case reload
         case priority
+        case cacheKey = "cache-key"
+        case maxAge = "max-age"
         case receipt
         case announce
 
         public var signature: String {
             switch self {
-            case .additionalIdentifier, .priority, .receipt: "s"
+            case .additionalIdentifier, .priority, .cacheKey, .receipt: "s"
             case .reload, .announce: "b"
+            case .maxAge: "d"
             }
         }
     }

@@ -277,4 +277,22 @@ public enum ImageRequestKey {
     public static func make(url: String, additional: String) -> String {
         additional.isEmpty ? url : url + String(separator) + additional
     }
+
+    /// The key of a request that named its own `cache-key`, in `app`'s namespace:
+    /// NUL "key" NUL app NUL cacheKey (NUL additional). No bus string holds a NUL, so no client
+    /// can name it with an identifier or URL, and each part is read back without ambiguity.
+    public static func scoped(app: Substring, cacheKey: String, additional: String) -> String {
+        make(url: "\u{0}key\u{0}\(app)\u{0}\(cacheKey)", additional: additional)
+    }
+
+    /// Whether `key` is a `scoped` one.
+    public static func isScoped(_ key: String) -> Bool { key.utf8.first == 0 }
+
+    /// The app and cache-key of a `scoped` key (nil for any other).
+    public static func cacheKey(of key: String) -> (app: Substring, cacheKey: Substring)? {
+        guard isScoped(key) else { return nil }
+        let parts = key.split(separator: separator, maxSplits: 4, omittingEmptySubsequences: false)
+        guard parts.count >= 4, parts[1] == "key" else { return nil }
+        return (parts[2], parts[3])
+    }
 }

@@ -157,10 +157,12 @@ public enum HTTPCachePolicy {
         return updated
     }
 
-    public static func decide(_ info: CachedResponseInfo, now: Double) -> Decision {
+    /// `maxAge`: seconds the request allows instead of the server's freshness (a request's
+    /// `max-age` option), if it gave any.
+    public static func decide(_ info: CachedResponseInfo, now: Double, maxAge: Double? = nil) -> Decision {
         // A clock that went backwards (or an entry from the future) is not trusted to be fresh.
         let age = now - info.storedAt
-        if age >= 0, age < Double(info.freshFor) { return .fresh }
+        if age >= 0, age < maxAge ?? Double(info.freshFor) { return .fresh }
         var conditional: [(String, String)] = []
         if let etag = info.etag { conditional.append(("If-None-Match", etag)) }
         if let lastModified = info.lastModified { conditional.append(("If-Modified-Since", lastModified)) }

@@ -58,6 +58,9 @@ public final class ImageDownloader {
         public let transfer: UInt64
         /// The app of the first waiter: what the transfer stores is charged to it.
         public var app: String = ""
+        /// Seconds a cached copy may be old for this transfer, when a waiter said (the smallest
+        /// any waiter said while it was queued): the fetch holds the disk's copy to it.
+        public var maxAge: Double?
     }
 
     /// Events for the driver (task objects, activity, progress on the bus).
@@ -98,6 +101,8 @@ public final class ImageDownloader {
         let firstApp: String
         /// The highest priority among the waiters: where it waits in the queues.
         var priority: Priority
+        /// The smallest max-age among the waiters that joined it before it started.
+        var maxAge: Double?
         /// The queues (app and priority) that hold an entry for it, live or not: it enters each
         /// at most once, and a transfer that drops back to a priority finds its old place.
         var enqueued: Set<QueueKey> = []
@@ -128,8 +133,10 @@ public final class ImageDownloader {
 
     private let fetch: Fetch
     /// Whether a cache entry answers `key` for `owner`: one the downloader stored, or one `owner`
-    /// added itself (nil: only the downloader's count). Another app's entry never does.
-    private let isCached: (_ key: String, _ owner: String?) -> Bool
+    /// added itself (nil: only the downloader's count), cached less than `maxAge` seconds ago when
+    /// that is given. Another app's entry never does.
+    public typealias IsCached = (_ key: String, _ owner: String?, _ maxAge: Double?) -> Bool
+    private let isCached: IsCached
     /// Keeps what a transfer fetched under its key, charged to `app` (the first app that asked);
     /// `prefetchStarted` when only prefetches waited for it (see `prefetchStarted(ofTransfer:)`).
     public typealias Store = (_ key: String, _ fetched: Fetched, _ app: String, _ prefetchStarted: Double?) -> Result<Void, Failure>
@@ -236,7 +243,7 @@ public final class ImageDownloader {
 
     public init(
         maximumActiveDownloads: Int = 4, prioritization: Prioritization = .fifo,
-        isCached: @escaping (_ key: String, _ owner: String?) -> Bool, store: @escaping Store,
+        isCached: @escaping IsCached, store: @escaping Store,
         fetch: @escaping Fetch
     ) {
         precondition(maximumActiveDownloads >= 1)
@@ -252,9 +259,9 @@ public final class ImageDownloader {
     /// stored), or why not.
     public func download(
         url: String, key: String, owner: String, app: String? = nil, reload: Bool = false, priority: Priority = .normal,
-        prefetchStarted: Double? = nil, handler: @escaping (Result<Fetched, Failure>) -> Void
+        prefetchStarted: Double? = nil, maxAge: Double? = nil, handler: @escaping (Result<Fetched, Failure>) -> Void
     ) -> Ticket {
-        if !reload, isCached(key, owner) { return .cached }
+        if !reload, isCached(key, owner, maxAge) { return .cached }
         let receipt = "r\(nextReceipt)"
         nextReceipt += 1
         let waiter = Waiter(
@@ -268,6 +275,7 @@ public final class ImageDownloader {
             // A merged transfer belongs to every app that waits for it: queued, any of them may
             // pull it, at the highest priority any of them gave it.
             existing.waiters.append(waiter)
+            if !existing.running, let maxAge { existing.maxAge = min(existing.maxAge ?? maxAge, maxAge) }
             receipts[receipt] = existing.id
             reprioritize(existing)
             return .receipt(receipt, transfer: existing.id)
@@ -275,6 +283,7 @@ public final class ImageDownloader {
         // Either no transfer has this key, or a reload overtakes a running plain one: the new
         // transfer owns the key from now on (see `finished`).
         let transfer = Transfer(id: nextTransfer, url: url, key: key, reload: reload, waiter: waiter)
+        transfer.maxAge = maxAge
         nextTransfer += 1
         byKey[key]?.overtaken = true
         byKey[key] = transfer
@@ -525,7 +534,7 @@ public final class ImageDownloader {
             runningByID[id] = t
             activeCount += 1
             observer?.transferStarted(id, url: t.url)
-            let request = Request(url: t.url, key: t.key, reload: t.reload, transfer: id, app: t.firstApp)
+            let request = Request(url: t.url, key: t.key, reload: t.reload, transfer: id, app: t.firstApp, maxAge: t.maxAge)
             let cancel = fetch(request, { [weak self] received, expected in
                 self?.progress(id, received: received, expected: expected)
             }, { [weak self] result in
@@ -569,7 +578,7 @@ public final class ImageDownloader {
         if byKey[t.key] === t { byKey[t.key] = nil }
         let outcome: Result<Fetched, Failure> = result.flatMap { fetched in
             // An overtaken transfer stores only if the reload that overtook it left nothing.
-            t.overtaken && isCached(t.key, nil)
+            t.overtaken && isCached(t.key, nil, nil)
                 ? .success(fetched) : store(t.key, fetched, t.firstApp, Self.prefetchStarted(t)).map { fetched }
         }
         complete(t, outcome)

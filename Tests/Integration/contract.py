@@ -141,8 +141,8 @@ class Downloader:
     }
     # dictionaries and a{sv} arguments: key: type
     KEYS = {
-        'DownloadImageOption': {'additional-identifier': 's', 'reload': 'b', 'priority': 's'},
-        'FetchImageOption': {'additional-identifier': 's', 'reload': 'b', 'priority': 's', 'receipt': 's', 'announce': 'b'},
+        'DownloadImageOption': {'additional-identifier': 's', 'reload': 'b', 'priority': 's', 'cache-key': 's', 'max-age': 'd'},
+        'FetchImageOption': {'additional-identifier': 's', 'reload': 'b', 'priority': 's', 'cache-key': 's', 'max-age': 'd', 'receipt': 's', 'announce': 'b'},
         'FetchImageInfo': {'source': 's', 'content-type': 's', 'http-status': 'u'},
         'DeferredKey': {'metered': 'b', 'power-saver': 'b', 'held': 'u', 'prefetch': 'u'},
     }
@@ -176,9 +176,13 @@ class Downloader:
     DOWNLOAD_IMAGE_OPTION_ADDITIONAL_IDENTIFIER = 'additional-identifier'
     DOWNLOAD_IMAGE_OPTION_RELOAD = 'reload'
     DOWNLOAD_IMAGE_OPTION_PRIORITY = 'priority'
+    DOWNLOAD_IMAGE_OPTION_CACHE_KEY = 'cache-key'
+    DOWNLOAD_IMAGE_OPTION_MAX_AGE = 'max-age'
     FETCH_IMAGE_OPTION_ADDITIONAL_IDENTIFIER = 'additional-identifier'
     FETCH_IMAGE_OPTION_RELOAD = 'reload'
     FETCH_IMAGE_OPTION_PRIORITY = 'priority'
+    FETCH_IMAGE_OPTION_CACHE_KEY = 'cache-key'
+    FETCH_IMAGE_OPTION_MAX_AGE = 'max-age'
     FETCH_IMAGE_OPTION_RECEIPT = 'receipt'
     FETCH_IMAGE_OPTION_ANNOUNCE = 'announce'
     FETCH_IMAGE_INFO_SOURCE = 'source'

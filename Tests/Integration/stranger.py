@@ -4,7 +4,7 @@ per line, runs each on its own bus connection and prints one JSON line per comma
 or {"error": [name, message]}. It keeps everything it was given (leases, tasks) until stdin
 closes. Commands: ["tasks", N], ["leases", N, REASON?], ["reasons"], ["download", URL], ["set", IFACE, PROP, SIG, VALUE],
 ["add-url", URL, HEX], ["lookup-url", URL], ["open-url", URL], ["add", ID, HEX], ["usage-by-app"],
-["remove-all"], ["ping"]."""
+["remove-all"], ["fetch", URL, {OPTION: [SIGNATURE, VALUE]}] (FetchImage: the bytes in hex and the source), ["ping"]."""
 import json
 import os
 import sys
@@ -65,6 +65,14 @@ def run(cmd, *args):
         fd = fd.take()
         try:
             return os.pread(fd, size, 0).hex()
+        finally:
+            os.close(fd)
+    if cmd == "fetch":
+        options = dbus.Dictionary({k: VARIANT[sig](v) for k, (sig, v) in (args[1] if len(args) > 1 else {}).items()}, signature="sv")
+        fd, size, info = downloader.FetchImage(args[0], options, timeout=60)
+        fd = fd.take()
+        try:
+            return [os.pread(fd, size, 0).hex(), str(info[contract.Downloader.FETCH_IMAGE_INFO_SOURCE])]
         finally:
             os.close(fd)
     if cmd == "usage-by-app":

@@ -296,3 +296,68 @@ class SynchronousFailureTests(FetchTestCase):
             self.assertIn("libcurl", msg)
         self.assertEqual(int(prop(self.conn, "ActivityCount")), 0)
         self.assertEqual(self.http.count("/img/"), 0)
+
+
+class CacheKeyAndMaxAgeTests(FetchTestCase):
+    """cache-key: one entry for an image whose URL keeps changing; max-age: how old a cached copy may be for one request."""
+
+    def restart(self):
+        self.agent.stop()
+        self.agent = Agent(self.bus, *self.agent_args)
+        self.conn.close()
+        self.conn = connect(self.bus)
+
+    def test_a_cache_key_answers_for_every_signed_url_of_the_image_in_memory_and_on_disk(self):
+        key = {D.FETCH_IMAGE_OPTION_CACHE_KEY: dbus.String("avatar/42")}
+        data, _, info, _ = self.fetch(self.http.url("/fresh/avatar.png?sig=1&expires=100"), **key)
+        self.assertEqual(info, expected_info(D.FETCH_IMAGE_SOURCE_NETWORK, 200))
+        data2, _, info2, _ = self.fetch(self.http.url("/fresh/avatar.png?sig=2&expires=200"), **key)
+        self.assertEqual((data2, info2), (data, expected_info(D.FETCH_IMAGE_SOURCE_MEMORY)))
+        receipt, _, cached = self.downloader().DownloadImage(
+            self.http.url("/fresh/avatar.png?sig=3"), dbus.Dictionary({D.DOWNLOAD_IMAGE_OPTION_CACHE_KEY: "avatar/42"}, signature="sv"))
+        self.assertEqual((receipt, cached), ("", True), "DownloadImage with the cache-key: a hit")
+        self.assertEqual(self.http.count("/fresh/avatar"), 1, "one transfer for three URLs")
+        _, _, info3, _ = self.fetch(self.http.url("/fresh/avatar.png?sig=2&expires=200"))
+        self.assertEqual(info3[D.FETCH_IMAGE_INFO_SOURCE], D.FETCH_IMAGE_SOURCE_NETWORK, "without the key, the URL is its own entry")
+        self.disk_entries(2)
+        self.restart()
+        data4, _, info4, _ = self.fetch(self.http.url("/fresh/avatar.png?sig=9"), **key)
+        self.assertEqual((data4, info4), (data, expected_info(D.FETCH_IMAGE_SOURCE_DISK)), "the disk tier keeps it under the key")
+        self.assertEqual(self.http.count("/fresh/avatar"), 2)
+
+    def test_bad_cache_keys_and_max_ages_are_invalid_args(self):
+        url = self.http.url("/img/a.png")
+        for key in ("", "k" * 4097):
+            msg = self.expect_error(INVALID_ARGS, lambda: self.fetch(url, **{D.FETCH_IMAGE_OPTION_CACHE_KEY: dbus.String(key)}))
+            self.assertIn("cache-key must be 1 to 4096 bytes", msg)
+        for age in (-1.0, float("nan"), float("inf"), 366 * 86400.0):
+            msg = self.expect_error(INVALID_ARGS, lambda: self.fetch(url, **{D.FETCH_IMAGE_OPTION_MAX_AGE: dbus.Double(age)}))
+            self.assertIn("max-age must be 0 to 31536000 seconds", msg)
+        self.expect_error(INVALID_ARGS, lambda: self.downloader().DownloadImage(
+            url, dbus.Dictionary({D.DOWNLOAD_IMAGE_OPTION_MAX_AGE: dbus.UInt32(5)}, signature="sv")))
+        self.assertEqual(self.http.count("/img/"), 0)
+
+    def test_max_age_holds_memory_and_disk_copies_to_it_both_ways(self):
+        fresh = self.http.url("/fresh/aged.png")  # the server: fresh for an hour
+        self.fetch(fresh)
+        _, _, info, _ = self.fetch(fresh, **{D.FETCH_IMAGE_OPTION_MAX_AGE: dbus.Double(3600)})
+        self.assertEqual(info[D.FETCH_IMAGE_INFO_SOURCE], D.FETCH_IMAGE_SOURCE_MEMORY, "young enough")
+        data, _, info, _ = self.fetch(fresh, **{D.FETCH_IMAGE_OPTION_MAX_AGE: dbus.Double(0)})
+        self.assertEqual(info, expected_info(D.FETCH_IMAGE_SOURCE_NETWORK, 200), "0: the server is asked, though it said an hour")
+        self.assertEqual(self.http.full.count("/fresh/aged.png"), 2)
+        self.assertEqual(data, self.http.bodies["/fresh/aged.png"], "the new bytes replaced the old ones")
+        receipt, _, cached = self.downloader().DownloadImage(
+            fresh, dbus.Dictionary({D.DOWNLOAD_IMAGE_OPTION_MAX_AGE: dbus.Double(0)}, signature="sv"))
+        self.assertFalse(cached, "DownloadImage holds its hit to max-age too")
+        wait_until(lambda: self.http.full.count("/fresh/aged.png") == 3 and self.active() == 0, what="its transfer")
+        revalidated = self.http.url("/etag/aged.png")  # the server: stale at once, revalidate with its ETag
+        self.fetch(revalidated)
+        self.disk_entries(2)
+        self.restart()
+        _, _, info, _ = self.fetch(revalidated, **{D.FETCH_IMAGE_OPTION_MAX_AGE: dbus.Double(3600)})
+        self.assertEqual(info, expected_info(D.FETCH_IMAGE_SOURCE_DISK), "younger than max-age: the disk copy, unasked")
+        self.assertEqual(self.http.revalidated, [])
+        self.restart()
+        _, _, info, _ = self.fetch(revalidated)
+        self.assertEqual(info, expected_info(D.FETCH_IMAGE_SOURCE_NETWORK, 304), "without it, the server's word: revalidated")
+        self.assertEqual(self.http.revalidated, ["/etag/aged.png"])

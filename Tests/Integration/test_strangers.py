@@ -191,6 +191,25 @@ class SandboxTests(StrangerTestCase):
         self.assertTrue(app("remove-all"))
         self.assertTrue(iface_cache.LookupImage("host-only", byte_arrays=True)[0])
 
+    def test_a_cache_key_is_its_apps_own_and_another_apps_same_key_is_another_image(self):
+        from test_downloads import ImageServer
+        http = ImageServer()
+        self.addCleanup(http.stop)
+        D = contract.Downloader
+        app = self.stranger(flatpak="org.example.Sandboxed")
+        mine, source = app("fetch", http.url("/fresh/theirs.png?sig=1"), {D.FETCH_IMAGE_OPTION_CACHE_KEY: ["s", "avatar"]})
+        self.assertEqual((bytes.fromhex(mine), source), (http.bodies["/fresh/theirs.png?sig=1"], D.FETCH_IMAGE_SOURCE_NETWORK))
+        host = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), D.INTERFACE)
+        fd, size, info = host.FetchImage(http.url("/fresh/other.png"), dbus.Dictionary({D.FETCH_IMAGE_OPTION_CACHE_KEY: "avatar"}, signature="sv"))
+        fd = fd.take()
+        try:
+            self.assertEqual(os.pread(fd, size, 0), http.bodies["/fresh/other.png"], "the host's 'avatar' is not the sandbox's")
+        finally:
+            os.close(fd)
+        self.assertEqual(str(info[D.FETCH_IMAGE_INFO_SOURCE]), D.FETCH_IMAGE_SOURCE_NETWORK)
+        again, source = app("fetch", http.url("/fresh/theirs.png?sig=2"), {D.FETCH_IMAGE_OPTION_CACHE_KEY: ["s", "avatar"]})
+        self.assertEqual((again, source), (mine, D.FETCH_IMAGE_SOURCE_MEMORY), "and the sandbox still reads its own")
+
     def test_a_sandboxed_app_may_not_change_settings_that_affect_everyone(self):
         app = self.stranger(flatpak="org.example.Sandboxed")
         for iface, prop, sig, value in [(IFACE, "Enabled", "b", False), (IFACE, "ActivationDelay", "d", 0.0),

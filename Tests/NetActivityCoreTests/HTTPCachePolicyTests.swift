@@ -81,4 +81,16 @@ struct HTTPCachePolicyTests {
             if let age = c.maxAge { #expect(age >= 0 && age <= 365 * 24 * 3600) }
         }
     }
+
+    @Test("a request's max-age replaces the server's freshness, both ways")
+    func requestMaxAge() {
+        let info = CachedResponseInfo(etag: "\"v1\"", lastModified: nil, storedAt: 1000, freshFor: 3600)
+        #expect(HTTPCachePolicy.decide(info, now: 1100) == .fresh)
+        #expect(HTTPCachePolicy.decide(info, now: 1100, maxAge: 60) == .revalidate([("If-None-Match", "\"v1\"")]), "older than asked")
+        #expect(HTTPCachePolicy.decide(info, now: 1100, maxAge: 0) == .revalidate([("If-None-Match", "\"v1\"")]), "0: always ask")
+        let stale = CachedResponseInfo(etag: nil, lastModified: nil, storedAt: 1000, freshFor: 0)
+        #expect(HTTPCachePolicy.decide(stale, now: 1100) == .refetch)
+        #expect(HTTPCachePolicy.decide(stale, now: 1100, maxAge: 600) == .fresh, "young enough for this request")
+        #expect(HTTPCachePolicy.decide(stale, now: 900, maxAge: 600) == .refetch, "from the future: never fresh")
+    }
 }

@@ -19,7 +19,7 @@ struct ImageDownloaderTests {
         init(max: Int = 4, order: ImageDownloader.Prioritization = .fifo) {
             downloader = ImageDownloader(
                 maximumActiveDownloads: max, prioritization: order,
-                isCached: { [unowned self] key, _ in self.cache[key] != nil },
+                isCached: { [unowned self] key, _, _ in self.cache[key] != nil },
                 store: { [unowned self] key, fetched, _, _ in
                     self.stores.append(key)
                     self.cache[key] = fetched.bytes
@@ -60,6 +60,33 @@ struct ImageDownloaderTests {
             h.fetcher.succeed(h.fetcher.transfer(for: url)!)
         }
         return order
+    }
+
+    @Test("max-age: the memory check hears it, and the transfer takes the smallest its waiters gave before it started")
+    func maxAge() {
+        var asked: [Double?] = []
+        let fetcher = FakeFetcher()
+        let d = ImageDownloader(
+            maximumActiveDownloads: 1, isCached: { _, _, maxAge in asked.append(maxAge); return maxAge == 3600 },
+            store: { _, _, _, _ in .success(()) }, fetch: fetcher.fetch)
+        func get(_ url: String, maxAge: Double?) -> ImageDownloader.Ticket {
+            d.download(url: url, key: url, owner: ":1.1", maxAge: maxAge, handler: { _ in })
+        }
+        guard case .cached = get("a", maxAge: 3600) else {
+            Issue.record("a copy young enough answers")
+            return
+        }
+        _ = get("blocker", maxAge: nil)
+        _ = get("b", maxAge: 60)
+        _ = get("b", maxAge: 10)
+        _ = get("b", maxAge: 30)
+        _ = get("b", maxAge: nil)
+        #expect(asked == [3600, nil, 60, 10, 30, nil])
+        fetcher.succeed(fetcher.transfer(for: "blocker")!)
+        #expect(fetcher.started.map(\.url) == ["blocker", "b"])
+        #expect(fetcher.started.map(\.maxAge) == [nil, 10], "the strictest of its waiters")
+        _ = get("b", maxAge: 1)
+        #expect(fetcher.started.last?.maxAge == 10, "joining a running transfer takes its answer")
     }
 
     @Test("the highest priority starts first, FIFO within one; LIFO within one too")
