@@ -356,7 +356,7 @@ default:
     do {
         let m = try Message.methodCall(destination: name, path: root, interface: downloader, member: DownloaderMember.Method.prefetchImages.rawValue)
         var w = m.writer()
-        try w.appendArray(elementSignature: "s") { a in for url in prefetched { a.append(url) } }
+        w.appendArray(elementSignature: "s") { a in for url in prefetched { a.append(url) } }
         try w.appendVardict([:])
         connection.callAsync(m, timeoutMilliseconds: 60_000) { result in
             guard case .success = result else { die("PrefetchImages failed: \(result)") }
