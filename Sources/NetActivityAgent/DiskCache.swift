@@ -189,7 +189,7 @@ final class DiskCache: @unchecked Sendable {
         guard !broken else { return false }
         // A large body in a memfd goes to the file with O_DIRECT: its header is padded to a block.
         let direct = (body as? ImageBody).flatMap { $0.isMemfdBacked && $0.count >= Self.directFrom ? $0 : nil }
-        let header = DiskEntry.header(key: key, info: info, bodyCount: body.count, alignBodyTo: direct == nil ? 0 : 4096)
+        let header = DiskEntry.header(key: key, owner: owner, info: info, bodyCount: body.count, alignBodyTo: direct == nil ? 0 : 4096)
         let size = UInt64(header.count + body.count + 8)
         let name = DiskEntry.fileName(for: key)
         // The older version of this entry (if any) is forgotten first, and goes if the new one
@@ -246,6 +246,24 @@ final class DiskCache: @unchecked Sendable {
     func remove(key: String) {
         prepare()
         drop(DiskEntry.fileName(for: key))
+    }
+
+    /// Deletes every entry whose key and owner (as its file's header says: "" for an entry of
+    /// the older format) `matches`; returns their keys. Reads each file's first bytes only.
+    func removeImages(where matches: (_ key: String, _ owner: String) -> Bool) -> [String] {
+        prepare()
+        guard !broken else { return [] }
+        var removed: [String] = []
+        for name in index.names {
+            let path = directory + "/" + name
+            guard let (fd, size) = Files.openRegular(path, maxBytes: Int.max / 2) else { continue }
+            let head = Files.readPrefix(fd, count: min(size, DiskEntry.headPrefix))
+            close(fd)
+            guard let found = head?.withUnsafeBytes({ DiskEntry.keyAndOwner($0) }), matches(found.key, found.owner) else { continue }
+            drop(name)
+            removed.append(found.key)
+        }
+        return removed
     }
 
     func setCapacity(_ bytes: UInt64) {

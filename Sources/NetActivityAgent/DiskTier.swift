@@ -117,6 +117,13 @@ final class DiskTier: @unchecked Sendable {
         run({ cache in cache.remove(key: key) }, otherwise: (), then: { _ in })
     }
 
+    /// Deletes (on the worker) the entries whose key and owner `matches` (see
+    /// `DiskCache.removeImages`); `done` hears their keys, on the loop.
+    func removeImages(where matches: @escaping @Sendable (_ key: String, _ owner: String) -> Bool, _ done: @escaping ([String]) -> Void) {
+        guard !broken else { return done([]) }
+        run({ cache in cache.removeImages(where: matches) }, otherwise: [], then: done)
+    }
+
     func setCapacity(_ bytes: UInt64) {
         capacity = bytes
         run({ cache in cache.setCapacity(bytes) }, otherwise: (), then: { _ in })

@@ -652,6 +652,9 @@ public final class DownloadService: ImageDownloader.Observer {
                     M.setPriority.rawValue, in: [DBusArgument("receipt", "s"), DBusArgument("priority", "s")],
                     out: [DBusArgument("changed", "b")]
                 ) { [unowned self] in try self.setPriority(&$0) },
+                DBusMethod(M.removeImages.rawValue, in: [DBusArgument("prefix", "s")], out: [DBusArgument("removed", "u")]) {
+                    [unowned self] in try self.removeImages(&$0)
+                },
                 DBusMethod(
                     M.prefetchImages.rawValue, in: [DBusArgument("urls", "as"), DBusArgument("options", "a{sv}")],
                     out: [DBusArgument("receipt", "s")]
@@ -887,6 +890,35 @@ public final class DownloadService: ImageDownloader.Observer {
         core.resumeAll()
         runningChanged()
         prefetching.pumpSoon()
+    }
+
+    /// Apps whose RemoveImages is reading the disk: one at a time each, as each reads every
+    /// entry's first bytes on the disk worker, which every app's disk reads share.
+    private var removing: Set<String> = []
+
+    /// RemoveImages: the caller's app's entries under `prefix`, from memory at once and from the
+    /// disk on its worker; the reply counts both (an entry in both counts once).
+    func removeImages(_ call: inout MethodCall) throws {
+        let prefix = try call.args.read(String.self)
+        guard prefix.utf8.count <= NetActivityLimits.maxImageKeyBytes else {
+            throw NetActivityError.invalidArgs("A prefix must be at most \(NetActivityLimits.maxImageKeyBytes) bytes long, got \(prefix.utf8.count)")
+        }
+        let app = context.peers.identity(of: call.sender).app
+        guard !removing.contains(app) else {
+            throw NetActivityError.limitsExceeded("A RemoveImages of \(app) is still reading the disk; ask again when it has answered")
+        }
+        let matches: @Sendable (String, String) -> Bool = { key, owner in ImageRequestKey.removable(key: key, owner: owner, prefix: prefix, by: app[...]) }
+        let fromMemory = images.removeImages(where: matches)
+        context.logger.debug("RemoveImages('\(prefix.prefix(100))') by \(app): \(fromMemory.count) from memory")
+        guard let disk else { return call.reply.append(UInt32(clamping: fromMemory.count)) }
+        let message = call.message
+        removing.insert(app)
+        disk.removeImages(where: matches) { [unowned self] fromDisk in
+            removing.remove(app)
+            let count = Set(fromMemory).union(fromDisk).count
+            try? self.context.server.respond(to: message) { w in w.append(UInt32(clamping: count)) }
+        }
+        call.deferReply()
     }
 
     func cancelDownload(_ call: inout MethodCall) throws {

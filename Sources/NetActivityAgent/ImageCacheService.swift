@@ -22,6 +22,8 @@ public protocol ImageStore: AnyObject {
     /// What `client` sees under `key` (its own entry first, else the downloader's), counted as a
     /// hit or a miss; nil on a miss, or when it was cached `maxAge` seconds ago or earlier.
     func cachedImage(for key: String, client: String, maxAge: Double?) -> (body: any FetchedBody, info: ImageInfo)?
+    /// Removes the entries whose key and owner (a leaf) `matches`; returns their keys.
+    func removeImages(where matches: (_ key: String, _ owner: String) -> Bool) -> [String]
 }
 
 /// `org.example.NetActivity.ImageCache`: AFAutoPurgingImageCache for every app, with large images
@@ -432,6 +434,12 @@ extension ImageCacheService {
 
     public func cachedImage(for key: String, client: String, maxAge: Double?) -> (body: any FetchedBody, info: ImageInfo)? {
         image(for: key, reader: context.peers.identity(of: client)).flatMap { $0.isYoung(maxAge) ? ($0.body, $0.info) : nil }
+    }
+
+    public func removeImages(where matches: (_ key: String, _ owner: String) -> Bool) -> [String] {
+        let removed = imageCache.keysByRecency.filter { matches($0, imageCache.owner(of: $0) ?? "") }
+        for key in removed { _ = imageCache.remove(key) }
+        return removed
     }
 
     public func contains(_ key: String, answeringFor leaf: String?, maxAge: Double?) -> Bool {

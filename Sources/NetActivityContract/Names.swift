@@ -86,6 +86,7 @@ public enum DownloaderMember {
         case setPriority = "SetPriority"
         case prefetchImages = "PrefetchImages"
         case cancelPrefetch = "CancelPrefetch"
+        case removeImages = "RemoveImages"
     }
 
     /// Its properties.

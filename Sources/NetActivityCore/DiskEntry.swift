@@ -1,5 +1,5 @@
-/// One entry of the downloader's disk tier, as bytes: the cache key, the HTTP caching facts and the
-/// body, followed by a 64-bit checksum of both, so a torn or damaged file is detected and dropped,
+/// One entry of the downloader's disk tier, as bytes: the cache key, the app it is charged to, the
+/// HTTP caching facts and the body, followed by a 64-bit checksum of both, so a torn or damaged file is detected and dropped,
 /// never served. (Damage, not an attacker, is what it guards against: the checksum takes 32 bytes
 /// per step in four independent lanes, at a fraction of a cycle per byte, where SHA-256 in Swift
 /// made large downloads CPU-bound.) Header and body are summed apart and the two sums combined, so
@@ -9,17 +9,22 @@
 /// stored key settles a (theoretical) collision.
 public struct DiskEntry: Equatable, Sendable {
     public var key: String
+    /// The leaf the entry is charged to ("" when not known: an entry of the "NAE2" format).
+    public var owner: String
     public var info: CachedResponseInfo
     public var body: [UInt8]
 
-    public init(key: String, info: CachedResponseInfo, body: [UInt8]) {
+    public init(key: String, owner: String = "", info: CachedResponseInfo, body: [UInt8]) {
         self.key = key
+        self.owner = owner
         self.info = info
         self.body = body
     }
 
-    /// "NAE2": entries of the earlier format ("NAE1", one sum over all) are dropped as damaged.
-    static let magic: [UInt8] = Array("NAE2".utf8)
+    /// "NAE3": with the owner after the key. "NAE2" entries (no owner) are still read; those of
+    /// the first format ("NAE1", one sum over all) are dropped as damaged.
+    static let magic: [UInt8] = Array("NAE3".utf8)
+    static let ownerlessMagic: [UInt8] = Array("NAE2".utf8)
     static let absent: UInt16 = 0xFFFF
 
     public static func fileName(for key: String) -> String {
@@ -27,7 +32,7 @@ public struct DiskEntry: Equatable, Sendable {
     }
 
     public func encode() -> [UInt8] {
-        let header = Self.header(key: key, info: info, bodyCount: body.count)
+        let header = Self.header(key: key, owner: owner, info: info, bodyCount: body.count)
         let sum = Self.combine(
             header: header.withUnsafeBytes { Self.checksum($0) }, body: body.withUnsafeBytes { Self.checksum($0) })
         return header + body + Self.trailer(sum)
@@ -38,10 +43,10 @@ public struct DiskEntry: Equatable, Sendable {
         Checksum.finalize(Checksum.mix(Checksum.mix(0x2545_F491_4F6C_DD1D, header), body))
     }
 
-    /// An entry's bytes before its body: magic, key, caching facts, the body's length, and the
-    /// number of zero bytes that follow to put the body at a multiple of `alignBodyTo` (0: none),
-    /// with those bytes: a body so placed can be written to the file with `O_DIRECT`.
-    public static func header(key: String, info: CachedResponseInfo, bodyCount: Int, alignBodyTo: Int = 0) -> [UInt8] {
+    /// An entry's bytes before its body: magic, key, owner, caching facts, the body's length, and
+    /// the number of zero bytes that follow to put the body at a multiple of `alignBodyTo` (0:
+    /// none), with those bytes: a body so placed can be written to the file with `O_DIRECT`.
+    public static func header(key: String, owner: String, info: CachedResponseInfo, bodyCount: Int, alignBodyTo: Int = 0) -> [UInt8] {
         var out = Self.magic
         func u16(_ v: UInt16) { out += [UInt8(v >> 8), UInt8(v & 0xFF)] }
         func u32(_ v: UInt32) { for i in (0..<4).reversed() { out.append(UInt8(truncatingIfNeeded: v >> (UInt32(i) * 8))) } }
@@ -55,6 +60,7 @@ public struct DiskEntry: Equatable, Sendable {
         let keyBytes = Array(key.utf8)
         u32(UInt32(keyBytes.count))
         out += keyBytes
+        text(owner)
         text(info.etag)
         text(info.lastModified)
         u64(info.storedAt.bitPattern)
@@ -77,14 +83,15 @@ public struct DiskEntry: Equatable, Sendable {
     /// The entry, or nil when the bytes are not a whole, undamaged entry.
     public static func decode(_ bytes: [UInt8]) -> DiskEntry? {
         bytes.withUnsafeBytes { raw in
-            parse(raw).map { DiskEntry(key: $0.key, info: $0.info, body: Array(raw[$0.body])) }
+            parse(raw).map { DiskEntry(key: $0.key, owner: $0.owner, info: $0.info, body: Array(raw[$0.body])) }
         }
     }
 
-    /// Reads a whole entry in place: its key, caching facts and where its body lies; nil when the
-    /// bytes are not a whole, undamaged entry.
-    public static func parse(_ bytes: UnsafeRawBufferPointer) -> (key: String, info: CachedResponseInfo, body: Range<Int>)? {
-        guard bytes.count >= magic.count + 8, bytes.starts(with: magic) else { return nil }
+    /// Reads a whole entry in place: its key, owner, caching facts and where its body lies; nil
+    /// when the bytes are not a whole, undamaged entry.
+    public static func parse(_ bytes: UnsafeRawBufferPointer) -> (key: String, owner: String, info: CachedResponseInfo, body: Range<Int>)? {
+        guard bytes.count >= magic.count + 8, bytes.starts(with: magic) || bytes.starts(with: ownerlessMagic) else { return nil }
+        let hasOwner = bytes.starts(with: magic)
         let end = bytes.count - 8
         let trailer = bytes[end...].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
         var at = magic.count
@@ -101,7 +108,8 @@ public struct DiskEntry: Equatable, Sendable {
             if n == UInt64(absent) { return .some(nil) }
             return take(Int(n)).map { .some(String(decoding: bytes[$0], as: UTF8.self)) }
         }
-        guard let keyLength = uint(4), keyLength <= UInt64(end), let key = take(Int(keyLength)), let etag = text(),
+        guard let keyLength = uint(4), keyLength <= UInt64(end), let key = take(Int(keyLength)),
+              let owner = hasOwner ? text() : .some(""), let etag = text(),
               let lastModified = text(), let stored = uint(8), let fresh = uint(8), let bodyLength = uint(8),
               let padding = uint(4), padding <= UInt64(maxPadding), take(Int(padding)) != nil,
               bodyLength <= UInt64(end), let body = take(Int(bodyLength)), at == end
@@ -113,8 +121,32 @@ public struct DiskEntry: Equatable, Sendable {
         let info = CachedResponseInfo(
             etag: etag, lastModified: lastModified, storedAt: Double(bitPattern: stored),
             freshFor: Int(truncatingIfNeeded: Int64(bitPattern: fresh)))
-        return (String(decoding: bytes[key], as: UTF8.self), info, body)
+        return (String(decoding: bytes[key], as: UTF8.self), owner ?? "", info, body)
     }
+
+    /// The key and owner from the first bytes of an entry (`prefix`: at least its header up to
+    /// the owner, as `headPrefix` bytes hold for any key the agent stores), unchecked: what a
+    /// scan for entries to remove reads without reading their bodies. Nil when they are not there.
+    public static func keyAndOwner(_ prefix: UnsafeRawBufferPointer) -> (key: String, owner: String)? {
+        let hasOwner = prefix.starts(with: magic)
+        guard hasOwner || prefix.starts(with: ownerlessMagic), prefix.count >= magic.count + 4 else { return nil }
+        var at = magic.count
+        func uint(_ n: Int) -> Int? {
+            guard n <= prefix.count - at else { return nil }
+            defer { at += n }
+            return prefix[at..<(at + n)].reduce(0) { $0 << 8 | Int($1) }
+        }
+        guard let keyLength = uint(4), keyLength <= prefix.count - at else { return nil }
+        let key = String(decoding: prefix[at..<(at + keyLength)], as: UTF8.self)
+        at += keyLength
+        guard hasOwner else { return (key, "") }
+        guard let ownerLength = uint(2), ownerLength != Int(absent), ownerLength <= prefix.count - at else { return nil }
+        return (key, String(decoding: prefix[at..<(at + ownerLength)], as: UTF8.self))
+    }
+
+    /// Bytes that hold the header up to the owner for any key and owner of the agent's (4 KiB
+    /// keys, with the scoped key's app and the owner's leaf well under the rest).
+    public static let headPrefix = 16 * 1024
 
     /// A 64-bit checksum in four lanes: each step of a lane (xor a multiplied word, rotate,
     /// multiply by an odd constant) is a bijection of its state, so any change to a single 8-byte

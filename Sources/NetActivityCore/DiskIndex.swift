@@ -29,6 +29,8 @@ public struct DiskIndex: Sendable {
     /// The bytes each app holds ("" for entries from an earlier run).
     public var usageByApp: [String: UInt64] { owners.usage }
     public func contains(_ name: String) -> Bool { entries.contains(name) }
+    /// Every entry's name, most recently used first.
+    public var names: [String] { entries.keysByRecency }
     /// When `name` was last used (nil: no such entry).
     public func lastUse(of name: String) -> Double? { entries.peek(name) }
     /// Whether `name` was prefetched and nobody has used it since.

@@ -114,6 +114,7 @@ class Downloader:
         'SetPriority': ('ss', 'b'),
         'PrefetchImages': ('asa{sv}', 's'),
         'CancelPrefetch': ('sas', 'u'),
+        'RemoveImages': ('s', 'u'),
     }
     # name: (type, access)
     PROPERTIES = {
@@ -161,6 +162,7 @@ class Downloader:
     PrefetchFinished = 'PrefetchFinished'
     PrefetchImages = 'PrefetchImages'
     QueuedDownloads = 'QueuedDownloads'
+    RemoveImages = 'RemoveImages'
     SetPriority = 'SetPriority'
     Version = 'Version'
     PRIORITY_VERY_LOW = 'very-low'

@@ -4,7 +4,7 @@ per line, runs each on its own bus connection and prints one JSON line per comma
 or {"error": [name, message]}. It keeps everything it was given (leases, tasks) until stdin
 closes. Commands: ["tasks", N], ["leases", N, REASON?], ["reasons"], ["download", URL], ["set", IFACE, PROP, SIG, VALUE],
 ["add-url", URL, HEX], ["lookup-url", URL], ["open-url", URL], ["add", ID, HEX], ["usage-by-app"],
-["remove-all"], ["fetch", URL, {OPTION: [SIGNATURE, VALUE]}] (FetchImage: the bytes in hex and the source), ["ping"]."""
+["remove-all"], ["fetch", URL, {OPTION: [SIGNATURE, VALUE]}] (FetchImage: the bytes in hex and the source), ["remove-images", PREFIX], ["ping"]."""
 import json
 import os
 import sys
@@ -75,6 +75,8 @@ def run(cmd, *args):
             return [os.pread(fd, size, 0).hex(), str(info[contract.Downloader.FETCH_IMAGE_INFO_SOURCE])]
         finally:
             os.close(fd)
+    if cmd == "remove-images":
+        return int(downloader.RemoveImages(args[0]))
     if cmd == "usage-by-app":
         return {str(k): int(v) for k, v in obj.Get(contract.ImageCache.INTERFACE, contract.ImageCache.MemoryUsageByApp,
                                                    dbus_interface=contract.PROPERTIES).items()}

@@ -361,3 +361,34 @@ class CacheKeyAndMaxAgeTests(FetchTestCase):
         _, _, info, _ = self.fetch(revalidated)
         self.assertEqual(info, expected_info(D.FETCH_IMAGE_SOURCE_NETWORK, 304), "without it, the server's word: revalidated")
         self.assertEqual(self.http.revalidated, ["/etag/aged.png"])
+
+
+class RemoveImagesTests(FetchTestCase):
+    def remove(self, prefix):
+        return int(self.downloader().RemoveImages(prefix))
+
+    def source(self, url, **options):
+        return self.fetch(url, **options)[2][D.FETCH_IMAGE_INFO_SOURCE]
+
+    def test_a_prefix_takes_its_images_from_memory_and_disk_and_cache_keys_by_their_key(self):
+        for path in ("/fresh/a/1.png", "/fresh/a/2.png", "/fresh/b/1.png"):
+            self.fetch(self.http.url(path))
+        key = {D.FETCH_IMAGE_OPTION_CACHE_KEY: dbus.String("a/x")}
+        self.fetch(self.http.url("/fresh/keyed.png?sig=1"), **key)
+        self.disk_entries(4)
+        self.assertEqual(self.remove(self.http.url("/fresh/a/")), 2)
+        self.disk_entries(2)
+        self.assertEqual(self.source(self.http.url("/fresh/b/1.png")), D.FETCH_IMAGE_SOURCE_MEMORY)
+        self.assertEqual(self.source(self.http.url("/fresh/keyed.png?sig=2"), **key), D.FETCH_IMAGE_SOURCE_MEMORY,
+                         "a cache-key is matched by its key, not its URL")
+        self.agent.stop()
+        self.agent = Agent(self.bus, *self.agent_args)
+        self.conn.close()
+        self.conn = connect(self.bus)
+        self.assertEqual(self.source(self.http.url("/fresh/a/2.png")), D.FETCH_IMAGE_SOURCE_NETWORK, "gone from the disk too")
+        self.assertEqual(self.source(self.http.url("/fresh/b/1.png")), D.FETCH_IMAGE_SOURCE_DISK)
+        self.assertEqual(self.remove("a/"), 1, "only on disk now: the cache-key's entry")
+        self.assertEqual(self.source(self.http.url("/fresh/keyed.png?sig=3"), **key), D.FETCH_IMAGE_SOURCE_NETWORK)
+        msg = self.expect_error(INVALID_ARGS, lambda: self.remove("x" * 4097))
+        self.assertIn("at most 4096 bytes", msg)
+        self.assertEqual(self.remove("https://nothing.example/"), 0)

@@ -210,6 +210,25 @@ class SandboxTests(StrangerTestCase):
         again, source = app("fetch", http.url("/fresh/theirs.png?sig=2"), {D.FETCH_IMAGE_OPTION_CACHE_KEY: ["s", "avatar"]})
         self.assertEqual((again, source), (mine, D.FETCH_IMAGE_SOURCE_MEMORY), "and the sandbox still reads its own")
 
+    def test_remove_images_takes_only_the_callers_apps_images(self):
+        from test_downloads import ImageServer
+        http = ImageServer()
+        self.addCleanup(http.stop)
+        D = contract.Downloader
+        host = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), D.INTERFACE)
+        os.close(host.FetchImage(http.url("/fresh/shared/host.png"), dbus.Dictionary({}, signature="sv"))[0].take())
+        app = self.stranger(flatpak="org.example.Sandboxed")
+        app("fetch", http.url("/fresh/shared/app.png"))
+        _, source = app("fetch", http.url("/fresh/shared/host.png"))
+        self.assertEqual(source, D.FETCH_IMAGE_SOURCE_MEMORY, "it reads the host's image (the downloader's, everyone's)")
+        self.assertEqual(app("remove-images", http.url("/fresh/shared/")), 1, "its own image only, not the host's it also read")
+        _, source = app("fetch", http.url("/fresh/shared/host.png"))
+        self.assertEqual(source, D.FETCH_IMAGE_SOURCE_MEMORY, "the host's stays")
+        _, source = app("fetch", http.url("/fresh/shared/app.png"))
+        self.assertEqual(source, D.FETCH_IMAGE_SOURCE_NETWORK, "its own went from memory and disk")
+        self.assertEqual(app("remove-images", ""), 1)
+        self.assertEqual(app("remove-images", ""), 0)
+
     def test_a_sandboxed_app_may_not_change_settings_that_affect_everyone(self):
         app = self.stranger(flatpak="org.example.Sandboxed")
         for iface, prop, sig, value in [(IFACE, "Enabled", "b", False), (IFACE, "ActivationDelay", "d", 0.0),

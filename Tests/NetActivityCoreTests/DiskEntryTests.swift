@@ -27,7 +27,7 @@ struct DiskEntryTests {
     }
 
     let entry = DiskEntry(
-        key: "https://example.com/a.png\u{0}thumb",
+        key: "https://example.com/a.png\u{0}thumb", owner: "flatpak:org.example.App",
         info: CachedResponseInfo(etag: "\"v1\"", lastModified: nil, storedAt: 1_700_000_000.25, freshFor: 600),
         body: Array(0..<200).map { UInt8($0) })
 
@@ -85,7 +85,7 @@ struct DiskEntryTests {
 
     @Test("a header padded to put the body at a 4 KiB boundary reads back the same; its padding is checked too")
     func padded() throws {
-        let header = DiskEntry.header(key: entry.key, info: entry.info, bodyCount: entry.body.count, alignBodyTo: 4096)
+        let header = DiskEntry.header(key: entry.key, owner: entry.owner, info: entry.info, bodyCount: entry.body.count, alignBodyTo: 4096)
         #expect(header.count % 4096 == 0)
         let sum = DiskEntry.combine(
             header: header.withUnsafeBytes { DiskEntry.checksum($0) }, body: entry.body.withUnsafeBytes { DiskEntry.checksum($0) })
@@ -101,6 +101,42 @@ struct DiskEntryTests {
         var old = entry.encode()
         old[3] = UInt8(ascii: "1")
         #expect(DiskEntry.decode(old) == nil)
+    }
+
+    /// `entry` as the agent before owners wrote it: "NAE2", no owner field.
+    func ownerless() -> [UInt8] {
+        var header = DiskEntry.header(key: entry.key, owner: "", info: entry.info, bodyCount: entry.body.count)
+        header[3] = UInt8(ascii: "2")
+        let ownerAt = 4 + 4 + entry.key.utf8.count
+        #expect(header[ownerAt..<(ownerAt + 2)] == [0, 0])
+        header.removeSubrange(ownerAt..<(ownerAt + 2))
+        let sum = DiskEntry.combine(
+            header: header.withUnsafeBytes { DiskEntry.checksum($0) }, body: entry.body.withUnsafeBytes { DiskEntry.checksum($0) })
+        return header + entry.body + DiskEntry.trailer(sum)
+    }
+
+    @Test("an entry of the format before owners (NAE2) is still read, as nobody's")
+    func ownerlessFormat() {
+        var expected = entry
+        expected.owner = ""
+        #expect(DiskEntry.decode(ownerless()) == expected)
+    }
+
+    @Test("key and owner come from a file's first bytes, for either format; too few bytes are nil")
+    func keyAndOwner() {
+        let bytes = entry.encode()
+        let found = bytes.withUnsafeBytes { DiskEntry.keyAndOwner($0) }
+        #expect(found?.key == entry.key && found?.owner == entry.owner)
+        let head = 4 + 4 + entry.key.utf8.count + 2 + entry.owner.utf8.count
+        #expect(Array(bytes.prefix(head)).withUnsafeBytes { DiskEntry.keyAndOwner($0) }?.owner == entry.owner)
+        for n in [0, 3, 7, 8 + entry.key.utf8.count, head - 1] {
+            #expect(Array(bytes.prefix(n)).withUnsafeBytes { DiskEntry.keyAndOwner($0) } == nil, "\(n) bytes")
+        }
+        let old = ownerless().withUnsafeBytes { DiskEntry.keyAndOwner($0) }
+        #expect(old?.key == entry.key && old?.owner == "")
+        var other = bytes
+        other[3] = UInt8(ascii: "1")
+        #expect(other.withUnsafeBytes { DiskEntry.keyAndOwner($0) } == nil)
     }
 
     @Test("file names are the key's hash: fixed length, hex only, one per key")
