@@ -907,7 +907,9 @@ public final class DownloadService: ImageDownloader.Observer {
         guard !removing.contains(app) else {
             throw NetActivityError.limitsExceeded("A RemoveImages of \(app) is still reading the disk; ask again when it has answered")
         }
-        let matches: @Sendable (String, String) -> Bool = { key, owner in ImageRequestKey.removable(key: key, owner: owner, prefix: prefix, by: app[...]) }
+        let matches: @Sendable (String, String) -> Bool = { key, owner in
+            ImageRequestKey.removable(key: key, owner: owner, prefix: prefix, by: app[...])
+        }
         let fromMemory = images.removeImages(where: matches)
         context.logger.debug("RemoveImages('\(prefix.prefix(100))') by \(app): \(fromMemory.count) from memory")
         guard let disk else { return call.reply.append(UInt32(clamping: fromMemory.count)) }
