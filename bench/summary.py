@@ -104,6 +104,10 @@ download("CPU per small image by DownloadImage", "DownloadImage (the older call)
 download("FetchImage, 20 large images", "FetchImage: 20 large images (4 MiB, kept on disk), MB/s")
 download("CPU per large image, ms: the agent with its disk tier, curl to /dev/null", "... CPU per large image, ms (curl to /dev/null)")
 download("CPU per large image, ms: the agent with its disk tier, curl into tmpfs", "... CPU per large image, ms (curl into tmpfs, as the memfd)", "≤ 1.5x curl", 1.5)
+cells = find("a foreground app's 20 small images")
+if cells and len(cells) > 2:
+    row("a foreground app's 20 small images while 200 prefetched images arrive, ms: alone / with prefetch", cells[0], "", cells[2],
+        "≤ 1.1x", num(cells[2]) <= 1.1 if num(cells[2]) is not None else None)
 cells = find("Peer.Ping from a separate client while 3 × 40")
 if cells:
     row("Peer.Ping from another client while 3 × 40 large images arrive, p99 / max ms", cells[0], "", "", "p99 < 5",
