@@ -66,8 +66,9 @@ final class ClientDownloads: AgentParticipant {
     /// `receipt` names the call for `cancelFetch`. No timeout of our own: the agent's transfer
     /// limits end every download, and the call with them.
     func fetch(
-        url: String, additionalIdentifier: String, reload: Bool, priority: ImagePriority = .normal, receipt: String?,
-        announce: Bool = false, destination: String? = nil, _ done: @escaping ClientCore.Completion<Fetched>
+        url: String, additionalIdentifier: String, reload: Bool, priority: ImagePriority = .normal, cacheKey: String? = nil,
+        maxAge: Duration? = nil, receipt: String?, announce: Bool = false, destination: String? = nil,
+        _ done: @escaping ClientCore.Completion<Fetched>
     ) {
         typealias Option = DownloaderMember.FetchImageOption
         core.query(DownloaderMember.Method.fetchImage.rawValue, interface: Self.downloaderInterface, destination: destination, { w in
@@ -76,6 +77,11 @@ final class ClientDownloads: AgentParticipant {
             if !additionalIdentifier.isEmpty { options[Option.additionalIdentifier.rawValue] = .string(additionalIdentifier) }
             if reload { options[Option.reload.rawValue] = .bool(true) }
             if priority != .normal { options[Option.priority.rawValue] = .string(priority.rawValue) }
+            if let cacheKey { options[Option.cacheKey.rawValue] = .string(cacheKey) }
+            if let maxAge {
+                let (seconds, attoseconds) = maxAge.components
+                options[Option.maxAge.rawValue] = .double(Double(seconds) + Double(attoseconds) / 1e18)
+            }
             if let receipt { options[Option.receipt.rawValue] = .string(receipt) }
             if announce { options[Option.announce.rawValue] = .bool(true) }
             try w.appendVardict(options)

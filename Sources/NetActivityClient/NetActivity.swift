@@ -233,8 +233,14 @@ public final class NetActivity: Sendable {
     /// `priority` orders it in the queue all apps share: highest first, then fairness between
     /// apps, then the order asked. A transfer several apps wait for runs at the highest of their
     /// priorities.
+    ///
+    /// `cacheKey` names the image instead of its URL, for URLs that change while the image does
+    /// not (signed, expiring): every URL fetched with one key is one entry, your app's own.
+    /// `maxAge` is how old a cached copy may be for this call (an older one is checked with the
+    /// server), whatever the server said; `.zero` always asks it.
     public func fetchImage(
-        url: String, additionalIdentifier: String = "", reload: Bool = false, priority: ImagePriority = .normal
+        url: String, additionalIdentifier: String = "", reload: Bool = false, priority: ImagePriority = .normal,
+        cacheKey: String? = nil, maxAge: Duration? = nil
     ) async throws(NetActivityError) -> FetchedImage {
         let cancel = FetchCancellation()
         let result: Result<ClientDownloads.Fetched, NetActivityError> = await withTaskCancellationHandler {
@@ -245,7 +251,8 @@ public final class NetActivity: Sendable {
                     let receipt = core.downloads.makeFetchReceipt()
                     cancel.receipt = receipt
                     core.downloads.fetch(
-                        url: url, additionalIdentifier: additionalIdentifier, reload: reload, priority: priority, receipt: receipt
+                        url: url, additionalIdentifier: additionalIdentifier, reload: reload, priority: priority, cacheKey: cacheKey,
+                        maxAge: maxAge, receipt: receipt
                     ) {
                         cancel.receipt = nil
                         c.resume(returning: $0)
@@ -265,9 +272,23 @@ public final class NetActivity: Sendable {
 
     /// Fetches an image through the shared downloader (`fetchImage`) and returns its bytes.
     public func downloadImage(
-        url: String, additionalIdentifier: String = "", reload: Bool = false, priority: ImagePriority = .normal
+        url: String, additionalIdentifier: String = "", reload: Bool = false, priority: ImagePriority = .normal,
+        cacheKey: String? = nil, maxAge: Duration? = nil
     ) async throws(NetActivityError) -> [UInt8] {
-        try await fetchImage(url: url, additionalIdentifier: additionalIdentifier, reload: reload, priority: priority).file.readAll()
+        try await fetchImage(
+            url: url, additionalIdentifier: additionalIdentifier, reload: reload, priority: priority, cacheKey: cacheKey, maxAge: maxAge
+        ).file.readAll()
+    }
+
+    /// Removes your app's images whose URL starts with `prefix`, and your cache keys that start
+    /// with it, from the shared cache and its disk tier (`RemoveImages`; "" removes them all);
+    /// how many went. Other apps' images stay, even of URLs you used too.
+    public func removeImages(prefix: String) async throws(NetActivityError) -> Int {
+        try await perform { core, done in
+            core.request(
+                DownloaderMember.Method.removeImages.rawValue, interface: ClientDownloads.downloaderInterface, { w in w.append(prefix) },
+                decode: { r throws(DBusError) in Int(try r.read(UInt32.self)) }, done)
+        }
     }
 
     // MARK: the indicator

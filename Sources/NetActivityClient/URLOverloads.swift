@@ -29,9 +29,12 @@ extension ExecutorImageSlot {
 
 extension NetActivity {
     public func downloadImage(
-        url: URL, additionalIdentifier: String = "", reload: Bool = false, priority: ImagePriority = .normal
+        url: URL, additionalIdentifier: String = "", reload: Bool = false, priority: ImagePriority = .normal,
+        cacheKey: String? = nil, maxAge: Duration? = nil
     ) async throws(NetActivityError) -> [UInt8] {
-        try await downloadImage(url: url.absoluteString, additionalIdentifier: additionalIdentifier, reload: reload, priority: priority)
+        try await downloadImage(
+            url: url.absoluteString, additionalIdentifier: additionalIdentifier, reload: reload, priority: priority, cacheKey: cacheKey,
+            maxAge: maxAge)
     }
 
     public func image(url: URL, additionalIdentifier: String = "") async throws(NetActivityError) -> [UInt8]? {
@@ -45,9 +48,12 @@ extension NetActivity {
     }
 
     public func fetchImage(
-        url: URL, additionalIdentifier: String = "", reload: Bool = false, priority: ImagePriority = .normal
+        url: URL, additionalIdentifier: String = "", reload: Bool = false, priority: ImagePriority = .normal,
+        cacheKey: String? = nil, maxAge: Duration? = nil
     ) async throws(NetActivityError) -> FetchedImage {
-        try await fetchImage(url: url.absoluteString, additionalIdentifier: additionalIdentifier, reload: reload, priority: priority)
+        try await fetchImage(
+            url: url.absoluteString, additionalIdentifier: additionalIdentifier, reload: reload, priority: priority, cacheKey: cacheKey,
+            maxAge: maxAge)
     }
 
     public func addImage(_ data: [UInt8], url: URL, additionalIdentifier: String = "") async throws(NetActivityError) {
