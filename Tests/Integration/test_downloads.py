@@ -211,7 +211,7 @@ class DownloadTestCase(AgentTestCase):
 
     def active(self):
         """ActiveDownloads now."""
-        return int(self.conn.get_object(NAME, PATH, introspect=False).Get(DOWNLOADER, "ActiveDownloads", dbus_interface=PROPS))
+        return int(self.conn.get_object(NAME, PATH, introspect=False).Get(DOWNLOADER, contract.Downloader.ActiveDownloads, dbus_interface=PROPS))
 
     @staticmethod
     def events(c, kind):
@@ -244,7 +244,7 @@ class DownloadTestCase(AgentTestCase):
             entries = sorted(n for n in names if not n.startswith("tmp-"))
             if len(entries) != len(names) or (len(entries) > at_most if at_most is not None else len(entries) != n):
                 return None
-            usage = int(props.Get(DOWNLOADER, "DiskUsage", dbus_interface=PROPS))
+            usage = int(props.Get(DOWNLOADER, contract.Downloader.DiskUsage, dbus_interface=PROPS))
             return entries if usage == sum(os.path.getsize(os.path.join(folder, e)) for e in entries) else None
         return wait_until(settled, what="%s disk entries written" % (n if at_most is None else "at most %d" % at_most))
 
@@ -341,14 +341,14 @@ class CoalescingTests(DownloadTestCase):
 
 class QueueTests(DownloadTestCase):
     def test_never_more_than_maximum_active_downloads(self):
-        self.set_dprop("MaximumActiveDownloads", dbus.UInt32(2, variant_level=1))
+        self.set_dprop(contract.Downloader.MaximumActiveDownloads, dbus.UInt32(2, variant_level=1))
         urls = [self.http.url("/gate/q%d.png" % i) for i in range(6)]
         c = self.client(*urls)
         wait_until(lambda: len(self.events(c, "requested")) == 6, what="6 receipts")
         wait_until(lambda: self.http.active == 2, what="two transfers at the server")
         self.assertEqual(int(prop(self.conn, "ActivityCount")), 2, "running downloads are the agent's activity")
         props = self.conn.get_object(NAME, PATH, introspect=False).GetAll(DOWNLOADER, dbus_interface=PROPS)
-        self.assertEqual((int(props["ActiveDownloads"]), int(props["QueuedDownloads"])), (2, 4))
+        self.assertEqual((int(props[contract.Downloader.ActiveDownloads]), int(props[contract.Downloader.QueuedDownloads])), (2, 4))
         for i in range(6):
             self.http.gate("/gate/q%d.png" % i).set()
         self.finished(c, 6)
@@ -356,7 +356,7 @@ class QueueTests(DownloadTestCase):
         wait_until(lambda: int(prop(self.conn, "ActivityCount")) == 0, what="activity released")
 
     def test_lifo_order(self):
-        self.set_dprop("MaximumActiveDownloads", dbus.UInt32(1, variant_level=1))
+        self.set_dprop(contract.Downloader.MaximumActiveDownloads, dbus.UInt32(1, variant_level=1))
         self.set_dprop("DownloadPrioritization", dbus.String(contract.Downloader.DOWNLOAD_PRIORITIZATION_LIFO, variant_level=1))
         first = self.client(self.http.url("/gate/first.png"))
         wait_until(lambda: self.http.count("/gate/first") == 1, what="the first transfer")
@@ -368,8 +368,8 @@ class QueueTests(DownloadTestCase):
         self.finished(first, 1)
 
     def test_bad_property_values(self):
-        for name, value in (("MaximumActiveDownloads", dbus.UInt32(0, variant_level=1)),
-                            ("MaximumActiveDownloads", dbus.UInt32(65, variant_level=1)),
+        for name, value in ((contract.Downloader.MaximumActiveDownloads, dbus.UInt32(0, variant_level=1)),
+                            (contract.Downloader.MaximumActiveDownloads, dbus.UInt32(65, variant_level=1)),
                             ("DownloadPrioritization", dbus.String("random", variant_level=1))):
             self.expect_error(contract.DBusError.InvalidArgs, lambda: self.set_dprop(name, value))
 
@@ -380,7 +380,7 @@ class PriorityTests(DownloadTestCase):
     def queue(self, tag, joiner):
         """One slot, held by a gated transfer; this app queues x (very-low), y, z (normal), then
         `joiner` asks for x at very-high. Returns this app's receipts and the joiner's."""
-        self.set_dprop("MaximumActiveDownloads", dbus.UInt32(1, variant_level=1))
+        self.set_dprop(contract.Downloader.MaximumActiveDownloads, dbus.UInt32(1, variant_level=1))
         D = contract.Downloader
         opts = lambda p: dbus.Dictionary({D.DOWNLOAD_IMAGE_OPTION_PRIORITY: p}, signature="sv")
         blocker = self.downloader().DownloadImage(self.http.url("/gate/%s.png" % tag), opts(D.PRIORITY_NORMAL))[0]
@@ -541,10 +541,10 @@ class SystemConditionsTests(DownloadTestCase):
         self.assertLess(int(released[0].split()[1]), 100, "the inhibitor closed within 100 ms of PrepareForSleep(true)")
         wait_until(lambda: self.active() == 0, what="the transfer stopped")
         props = self.conn.get_object(NAME, PATH, introspect=False).GetAll(DOWNLOADER, dbus_interface=PROPS)
-        self.assertEqual(int(props["QueuedDownloads"]), 1, "it waits in the queue, not failed")
+        self.assertEqual(int(props[contract.Downloader.QueuedDownloads]), 1, "it waits in the queue, not failed")
         self.ask("/img/asleep.png", contract.Downloader.PRIORITY_VERY_HIGH)
         props = self.conn.get_object(NAME, PATH, introspect=False).GetAll(DOWNLOADER, dbus_interface=PROPS)
-        self.assertEqual((int(props["ActiveDownloads"]), int(props["QueuedDownloads"])), (0, 2),
+        self.assertEqual((int(props[contract.Downloader.ActiveDownloads]), int(props[contract.Downloader.QueuedDownloads])), (0, 2),
                          "nothing starts while the system sleeps, even at very-high")
         self.tell("wake")
         wait_until(lambda: self.http.count("/gate/sleepy") == 2, what="the stopped transfer to start again")
@@ -827,7 +827,7 @@ class DiskTierTests(DownloadTestCase):
         for f in files:
             self.assertRegex(f, "^[0-9a-f]{64}$")
             self.assertEqual(stat.S_IMODE(os.stat(os.path.join(self.cache_dir(), f)).st_mode), 0o600)
-        usage = int(self.conn.get_object(NAME, PATH, introspect=False).Get(DOWNLOADER, "DiskUsage", dbus_interface=PROPS))
+        usage = int(self.conn.get_object(NAME, PATH, introspect=False).Get(DOWNLOADER, contract.Downloader.DiskUsage, dbus_interface=PROPS))
         self.assertEqual(usage, sum(os.path.getsize(os.path.join(self.cache_dir(), f)) for f in files))
         self.restart()
         self.assertTrue(self.fetch("/etag/a.png")["ok"])
@@ -862,11 +862,11 @@ class DiskTierTests(DownloadTestCase):
         import os
         self.assertTrue(self.fetch("/fresh/first.png")["ok"])
         size = os.path.getsize(os.path.join(self.cache_dir(), self.disk_entries(1)[0]))
-        self.set_dprop("DiskCapacity", dbus.UInt64(2 * size + 10, variant_level=1))
+        self.set_dprop(contract.Downloader.DiskCapacity, dbus.UInt64(2 * size + 10, variant_level=1))
         for i in range(4):
             self.assertTrue(self.fetch("/fresh/n%d.png" % i)["ok"])
         last = hashlib.sha256(self.http.url("/fresh/n3.png").encode()).hexdigest()
         wait_until(lambda: os.path.exists(os.path.join(self.cache_dir(), last)), what="the last entry written")
         self.assertEqual(len(self.disk_entries(2)), 2)
-        usage = int(self.conn.get_object(NAME, PATH, introspect=False).Get(DOWNLOADER, "DiskUsage", dbus_interface=PROPS))
+        usage = int(self.conn.get_object(NAME, PATH, introspect=False).Get(DOWNLOADER, contract.Downloader.DiskUsage, dbus_interface=PROPS))
         self.assertLessEqual(usage, 2 * size + 10)

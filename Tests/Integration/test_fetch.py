@@ -329,10 +329,10 @@ class CacheKeyAndMaxAgeTests(FetchTestCase):
         url = self.http.url("/img/a.png")
         for key in ("", "k" * 4097):
             msg = self.expect_error(INVALID_ARGS, lambda: self.fetch(url, **{D.FETCH_IMAGE_OPTION_CACHE_KEY: dbus.String(key)}))
-            self.assertIn("cache-key must be 1 to 4096 bytes", msg)
+            self.assertIn("%s must be 1 to 4096 bytes" % D.FETCH_IMAGE_OPTION_CACHE_KEY, msg)
         for age in (-1.0, float("nan"), float("inf"), 366 * 86400.0):
             msg = self.expect_error(INVALID_ARGS, lambda: self.fetch(url, **{D.FETCH_IMAGE_OPTION_MAX_AGE: dbus.Double(age)}))
-            self.assertIn("max-age must be 0 to 31536000 seconds", msg)
+            self.assertIn("%s must be 0 to 31536000 seconds" % D.FETCH_IMAGE_OPTION_MAX_AGE, msg)
         self.expect_error(INVALID_ARGS, lambda: self.downloader().DownloadImage(
             url, dbus.Dictionary({D.DOWNLOAD_IMAGE_OPTION_MAX_AGE: dbus.UInt32(5)}, signature="sv")))
         self.assertEqual(self.http.count("/img/"), 0)
