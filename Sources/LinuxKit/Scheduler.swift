@@ -23,3 +23,28 @@ extension Scheduler {
         schedule(atNanoseconds: nowNanoseconds &+ delay, callback)
     }
 }
+
+/// Work that runs once on the next turn of the loop however often it is asked for before then
+/// (a pump, a check, the next slice of a long job). The owner keeps it and makes `work` capture
+/// the owner unowned: a turn that comes after the owner (and so this) went runs nothing.
+public final class NextTurn {
+    private let scheduler: any Scheduler
+    private let work: () -> Void
+    /// Asked for, and not run yet.
+    public private(set) var isScheduled = false
+
+    public init(_ scheduler: any Scheduler, _ work: @escaping () -> Void) {
+        self.scheduler = scheduler
+        self.work = work
+    }
+
+    public func request() {
+        guard !isScheduled else { return }
+        isScheduled = true
+        scheduler.schedule(afterNanoseconds: 0) { [weak self] in
+            guard let self else { return }
+            isScheduled = false
+            work()
+        }
+    }
+}

@@ -854,17 +854,12 @@ public final class DownloadService: ImageDownloader.Observer {
     var onRunning: ((Bool) -> Void)?
     private var wasRunning = false
 
-    private var runningCheck = false
-
     /// `runningChanged` at the end of this turn: a transfer that ends as the next starts keeps
     /// the inhibitor rather than dropping and taking it again.
+    private lazy var runningCheck = NextTurn(context.scheduler) { [unowned self] in runningChanged() }
+
     private func checkRunningSoon() {
-        guard !runningCheck else { return }
-        runningCheck = true
-        _ = context.scheduler.schedule(afterNanoseconds: 0) { [weak self] in
-            self?.runningCheck = false
-            self?.runningChanged()
-        }
+        runningCheck.request()
     }
 
     private func runningChanged() {

@@ -158,7 +158,6 @@ final class HTTPFetcher {
     /// Ping waits for at most one turn's copying; and the bytes in flight, `Limits.bodiesInFlight`
     /// in all, apps' shares past 40 % of that). Made at the first transfer, from the limits.
     private lazy var admission = TransferAdmission(inFlightLimit: NetActivityLimits.bodiesInFlight(largestBody: limits.maxBytes))
-    private var resumeScheduled = false
     var limits: Limits
     /// Whether bodies the disk tier may keep get their checksum as they arrive (`ImageBody`): set
     /// when there is a disk tier.
@@ -383,14 +382,11 @@ final class HTTPFetcher {
     /// Bytes were freed: paused transfers try again, oldest first, on the next turn of the loop
     /// (never inside libcurl's callbacks). One that still does not fit pauses again.
     private func scheduleResume() {
-        guard !resumeScheduled, live.values.contains(where: \.paused) else { return }
-        resumeScheduled = true
-        _ = loop.schedule(afterNanoseconds: 0) { [weak self] in
-            guard let self else { return }
-            self.resumeScheduled = false
-            self.resume(\.paused)
-        }
+        guard !resumeNextTurn.isScheduled, live.values.contains(where: \.paused) else { return }
+        resumeNextTurn.request()
     }
+
+    private lazy var resumeNextTurn = NextTurn(loop) { [unowned self] in resume(\.paused) }
 
     // MARK: libcurl <-> the event loop
 

@@ -1,5 +1,6 @@
 public import DBusKit
 import Glibc
+import LinuxKit
 import NetActivityContract
 public import NetActivityCore
 
@@ -399,17 +400,14 @@ public final class ImageCacheService: ImageStore {
 
     /// A purge that stopped at `AutoPurgingImageCache.purgeSlice` evictions goes on a turn later,
     /// until done: no call holds the loop for a million tiny images.
-    private var purgeScheduled = false
+    private lazy var purgeSlice = NextTurn(context.scheduler) { [unowned self] in
+        _ = imageCache.continuePurge()
+        continuePurgeLater()
+    }
 
     private func continuePurgeLater() {
-        guard imageCache.purgePending, !purgeScheduled else { return }
-        purgeScheduled = true
-        context.scheduler.schedule(afterNanoseconds: 0) { [weak self] in
-            guard let self else { return }
-            self.purgeScheduled = false
-            _ = self.imageCache.continuePurge()
-            self.continuePurgeLater()
-        }
+        guard imageCache.purgePending else { return }
+        purgeSlice.request()
     }
 
     /// A key for a message: a request key's NUL shown as " + ".

@@ -104,17 +104,13 @@ final class Prefetching {
 
     // MARK: feeding the downloader
 
-    private var pumpScheduled = false
+    private lazy var pumpNextTurn = NextTurn(context.scheduler) { [unowned self] in pump() }
 
     /// `pump` at the end of this turn: after a transfer ended, a prefetch came, or what held
     /// prefetch let go (never inside the downloader's own calls).
     func pumpSoon() {
-        guard !pumpScheduled, !queue.isEmpty else { return }
-        pumpScheduled = true
-        _ = context.scheduler.schedule(afterNanoseconds: 0) { [weak self] in
-            self?.pumpScheduled = false
-            self?.pump()
-        }
+        guard !queue.isEmpty else { return }
+        pumpNextTurn.request()
     }
 
     /// How long prefetch starts nothing after an app's own request: an app loading what it shows

@@ -20,6 +20,30 @@ struct EventLoopTests {
         #expect(loop.pendingTimerCount == 0)
     }
 
+    @Test("NextTurn: asked for many times in a turn, it runs once, on the next; asked again while it runs, once more; gone, never")
+    func nextTurn() {
+        let loop = EventLoop()
+        var runs = 0
+        var again = true
+        var next: NextTurn?
+        next = NextTurn(loop) {
+            runs += 1
+            if again {
+                again = false
+                next!.request()
+            }
+        }
+        for _ in 0..<5 { next!.request() }
+        #expect(runs == 0 && next!.isScheduled, "not inside the asking call")
+        var gone: NextTurn? = NextTurn(loop) { runs += 100 }
+        gone!.request()
+        gone = nil
+        loop.schedule(afterNanoseconds: 5_000_000) { loop.stop() }
+        loop.run()
+        #expect(runs == 2, "once for five requests, once for the request made while it ran; none for the released one")
+        #expect(!next!.isScheduled)
+    }
+
     @Test("a timer is never early")
     func notEarly() {
         let loop = EventLoop()
