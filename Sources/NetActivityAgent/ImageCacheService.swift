@@ -222,11 +222,7 @@ public final class ImageCacheService: ImageStore {
     func removeAllImages(_ call: inout MethodCall) {
         let caller = context.peers.identity(of: call.sender)
         guard caller.isSandboxed else { return call.reply.append(!imageCache.removeAll().isEmpty) }
-        var removed = false
-        for key in imageCache.keysByRecency where imageCache.owner(of: key) == caller.leaf {
-            removed = imageCache.remove(key) != nil || removed
-        }
-        call.reply.append(removed)
+        call.reply.append(!removeImages(where: { _, owner in owner == caller.leaf }).isEmpty)
     }
 
     // MARK: namespaces
