@@ -28,6 +28,14 @@ public final class Prefetcher: Sendable {
             wakeIfIdle()
         }
 
+        /// Stops every prefetch, at the agent and here.
+        func stopAll(_ core: ClientCore) {
+            for receipt in urlsOf.keys { core.downloads.cancelPrefetch(receipt, urls: []) }
+            urlsOf = [:]
+            receiptOf = [:]
+            wakeIfIdle()
+        }
+
         func wakeIfIdle() {
             guard receiptOf.isEmpty else { return }
             let waiters = idleWaiters
@@ -43,12 +51,7 @@ public final class Prefetcher: Sendable {
 
     deinit {
         let books = books
-        activity.core.mailbox.post { [core = activity.core] in
-            for receipt in books.urlsOf.keys where !receipt.isEmpty { core.downloads.cancelPrefetch(receipt, urls: []) }
-            books.urlsOf = [:]
-            books.receiptOf = [:]
-            books.wakeIfIdle()
-        }
+        activity.core.mailbox.post { [core = activity.core] in books.stopAll(core) }
     }
 
     /// Prefetches `urls` (http or https), skipping those this prefetcher is already prefetching.
@@ -111,12 +114,7 @@ public final class Prefetcher: Sendable {
     /// Stops every prefetch of this prefetcher.
     public func stopPrefetching() {
         let books = books
-        activity.core.mailbox.post { [core = activity.core] in
-            for receipt in books.urlsOf.keys { core.downloads.cancelPrefetch(receipt, urls: []) }
-            books.urlsOf = [:]
-            books.receiptOf = [:]
-            books.wakeIfIdle()
-        }
+        activity.core.mailbox.post { [core = activity.core] in books.stopAll(core) }
     }
 
     /// Returns when every URL asked for has been tried or stopped (at once when none is left).
