@@ -6,15 +6,14 @@ then {"event": "finished", receipt, url, ok, error_name, error_message} per Down
 download_client.py ADDRESS [--times N] URL...   asks for each URL N times (default 1), then waits
 download_client.py ADDRESS --listen             asks for nothing: shows what a bystander receives
 Prints 'ready' first (after its match rule is in place)."""
-import json
 import sys
-import time
 
 import dbus
 import dbus.mainloop.glib
 from gi.repository import GLib
 
 import contract
+from observer_util import out
 
 dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
 bus = dbus.bus.BusConnection(sys.argv[1])
@@ -22,12 +21,6 @@ args = sys.argv[2:]
 times = 1
 if args[:1] == ["--times"]:
     times, args = int(args[1]), args[2:]
-
-
-def out(obj):
-    obj["t"] = time.monotonic()
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
 
 
 bus.add_signal_receiver(

@@ -7,26 +7,18 @@ fake_desktop.py ADDRESS notifications  org.freedesktop.Notifications (Notify, Cl
                                        "dismiss ID" on stdin closes ID as the user would (reason 2)
 fake_desktop.py ADDRESS launcher       a dock: prints com.canonical.Unity.LauncherEntry Update signals
 Prints 'ready' once its name is owned and its match rules are in place."""
-import json
 import sys
-import time
 
 import dbus
 import dbus.mainloop.glib
 import dbus.service
 from gi.repository import GLib
 
-from observer_util import on_commands, plain
+from observer_util import on_commands, out, plain
 
 dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
 bus = dbus.bus.BusConnection(sys.argv[1])
 mode = sys.argv[2]
-
-
-def out(obj):
-    obj["t"] = time.monotonic()
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
 
 
 class Watcher(dbus.service.Object):

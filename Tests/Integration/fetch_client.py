@@ -7,10 +7,8 @@ fetch_client.py ADDRESS [--announce] [URL[#RECEIPT]]...   fetches every URL at o
 Then reads commands from standard input: "fetch URL[#RECEIPT]", "cancel RECEIPT".
 Prints 'ready' first."""
 import hashlib
-import json
 import os
 import sys
-import time
 
 import dbus
 import dbus.mainloop.glib
@@ -18,7 +16,7 @@ from gi.repository import GLib
 
 import contract
 
-from observer_util import on_commands, plain
+from observer_util import on_commands, out, plain
 
 dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
 bus = dbus.bus.BusConnection(sys.argv[1])
@@ -27,12 +25,6 @@ announce = "--announce" in args
 args = [a for a in args if a != "--announce"]
 downloader = dbus.Interface(bus.get_object(contract.BUS_NAME, contract.OBJECT_PATH, introspect=False),
                             contract.Downloader.INTERFACE)
-
-
-def out(obj):
-    obj["t"] = time.monotonic()
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
 
 
 def fetch(spec):

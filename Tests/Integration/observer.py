@@ -1,25 +1,17 @@
 #!/usr/bin/python3
 """A panel's view of the agent: prints every Visible signal and PropertiesChanged as a JSON line
 with the CLOCK_MONOTONIC time it arrived, flushed. Prints 'ready' once subscribed."""
-import json
 import sys
-import time
 
 import dbus
 import dbus.mainloop.glib
 from gi.repository import GLib
 
 import contract
-from observer_util import plain
+from observer_util import out, plain
 
 dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
 bus = dbus.bus.BusConnection(sys.argv[1])
-
-
-def out(obj):
-    obj["t"] = time.monotonic()
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
 
 
 bus.add_signal_receiver(lambda v: out({"signal": "Visible", "value": bool(v)}),

@@ -1,8 +1,17 @@
-"""Shared by the observer processes: D-Bus values as plain JSON-able Python values, and the
-commands a test writes to their standard input."""
+"""Shared by the observer processes: their JSON lines out, D-Bus values as plain JSON-able Python
+values, and the commands a test writes to their standard input."""
+import json
 import sys
+import time
 
 import dbus
+
+
+def out(obj):
+    """One JSON line on standard output, stamped with the monotonic time it was written."""
+    obj["t"] = time.monotonic()
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
 
 
 def plain(v):

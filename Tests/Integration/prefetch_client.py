@@ -9,10 +9,8 @@ prefetch_client.py ADDRESS
 Reads commands from standard input: "prefetch URL URL...", "cancel RECEIPT [URL...]", "fetch URL URL..."
 (the images this same client uses, one FetchImage after another).
 Prints 'ready' first (after its match rule is in place)."""
-import json
 import os
 import sys
-import time
 
 import dbus
 import dbus.mainloop.glib
@@ -20,18 +18,12 @@ from gi.repository import GLib
 
 import contract
 
-from observer_util import on_commands
+from observer_util import on_commands, out
 
 dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
 bus = dbus.bus.BusConnection(sys.argv[1])
 downloader = dbus.Interface(bus.get_object(contract.BUS_NAME, contract.OBJECT_PATH, introspect=False),
                             contract.Downloader.INTERFACE)
-
-
-def out(obj):
-    obj["t"] = time.monotonic()
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
 
 
 def prefetch(arg):

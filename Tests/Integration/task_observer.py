@@ -2,15 +2,13 @@
 """A panel's view of tasks: follows ObjectManager and the tasks' PropertiesChanged, printing one
 JSON line per signal with its arrival time (CLOCK_MONOTONIC). Starts with GetManagedObjects, as a
 panel does, and prints 'ready' once subscribed."""
-import json
 import sys
-import time
 
 import dbus
 import dbus.mainloop.glib
 from gi.repository import GLib
 
-from observer_util import plain
+from observer_util import out, plain
 import contract
 
 dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
@@ -18,12 +16,6 @@ bus = dbus.bus.BusConnection(sys.argv[1])
 NAME = contract.BUS_NAME
 ROOT = contract.OBJECT_PATH
 TASK = contract.Task.INTERFACE
-
-
-def out(obj):
-    obj["t"] = time.monotonic()
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
 
 
 bus.add_signal_receiver(
