@@ -2,6 +2,7 @@ import LinuxKit
 import DBusKit
 import Glibc
 import NetActivityClient
+import NetActivityContract
 import Testing
 
 /// A private dbus-daemon and the real netactivityd on it, for the library's tests.
@@ -58,6 +59,16 @@ final class TestBus: @unchecked Sendable {
             try await Task.sleep(for: .milliseconds(10))
         }
         throw NetActivityError(name: "test.Timeout", message: "the agent did not answer within 10 s of its start")
+    }
+
+    /// Sets the downloader's MaximumActiveDownloads with busctl, as a user would; returns busctl's
+    /// exit status.
+    func setMaximumActiveDownloads(_ n: UInt32) throws -> Int32 {
+        let set = try Children.shared.spawn([
+            "/usr/bin/busctl", "--address=\(address)", "set-property", NetActivityBus.name, NetActivityBus.objectPath,
+            NetActivityInterface.downloader.rawValue, DownloaderMember.Property.maximumActiveDownloads.rawValue, "u", String(n),
+        ])
+        return Children.shared.reap(set, 0)
     }
 
     /// Kills the bus daemon (SIGKILL: every client loses it at once) and starts a new one at the

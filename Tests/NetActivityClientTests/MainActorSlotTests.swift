@@ -51,11 +51,7 @@ struct MainActorSlotTests {
 
     @Test("a slot scrolled out of sight (setVisible(false)) waits behind one that shows, though it asked first")
     func hiddenSlotsWait() async throws {
-        let set = try Children.shared.spawn([
-            "/usr/bin/busctl", "--address=\(bus.address)", "set-property", NetActivityBus.name, NetActivityBus.objectPath,
-            NetActivityInterface.downloader.rawValue, DownloaderMember.Property.maximumActiveDownloads.rawValue, "u", "1",
-        ])
-        #expect(Children.shared.reap(set, 0) == 0)
+        #expect(try bus.setMaximumActiveDownloads(1) == 0)
         let blocker = Task { try await activity.fetchImage(url: server.url("gate/blocker.png")) }
         try await until { server.count("/gate/blocker.png") == 1 }
         let view = PictureView()

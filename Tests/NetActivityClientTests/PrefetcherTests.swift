@@ -38,11 +38,7 @@ struct PrefetcherTests {
     @Test("rows scrolled past before their turn are never fetched")
     func stoppedRowsAreNotFetched() async throws {
         // One slot: prefetch takes it, and the rows wait behind the gated one.
-        let set = try Children.shared.spawn([
-            "/usr/bin/busctl", "--address=\(bus.address)", "set-property", NetActivityBus.name, NetActivityBus.objectPath,
-            NetActivityInterface.downloader.rawValue, DownloaderMember.Property.maximumActiveDownloads.rawValue, "u", "1",
-        ])
-        #expect(Children.shared.reap(set, 0) == 0)
+        #expect(try bus.setMaximumActiveDownloads(1) == 0)
         let prefetcher = Prefetcher(activity)
         prefetcher.startPrefetching([server.url("gate/g.png"), server.url("s1.png"), server.url("s2.png")])
         for _ in 0..<500 where server.count("/gate/g.png") == 0 { try await Task.sleep(for: .milliseconds(10)) }
