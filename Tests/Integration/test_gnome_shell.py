@@ -365,15 +365,18 @@ class AppIndicatorTests(ShellSession):
         """Waits for the extension to take the agent's item and set up its proxy for it.
 
         The extension has a race of its own: for an item that registers while the shell starts
-        it sometimes fails to set up its proxy ("While initalizing proxy for ...: Error: Argument
-        two may not be null" in the shell's log, from its property refresh) and keeps a dead icon
+        it sometimes fails to set up its proxy, "Error: Argument two may not be null" in the
+        shell's log for the item (from its property refresh, "While initalizing proxy for ...",
+        or from its first read, "..., Impossible to get basic properties"), and keeps a dead icon
         that never changes: 2 to 3 shell starts in 10 here, on the landed agent as on this one,
         and never otherwise. What a user would do then, restart the agent so that it registers
-        anew, is done here, once, and only on that message."""
+        anew, is done here, only on that message for the running agent's item, and at most twice:
+        one restart recovered 4 of the 5 races seen in 55 runs here; the fifth still failed after
+        it (its log was not kept), and a second restart, on the same message only, is allowed for that."""
         watcher = self.conn.get_object("org.kde.StatusNotifierWatcher", "/StatusNotifierWatcher", introspect=False)
         items = lambda: [str(i) for i in watcher.Get("org.kde.StatusNotifierWatcher", "RegisteredStatusNotifierItems",
                                                       dbus_interface="org.freedesktop.DBus.Properties")]
-        for attempt in (1, 2):
+        for attempt in (1, 2, 3):
             wait_until(lambda: self.conn.name_has_owner("org.kde.StatusNotifierWatcher") and
                        any("StatusNotifierItem-%d-1" % self.agent.pid in i for i in items()), 20, 0.1,
                        "the extension to accept the agent's item")
@@ -381,11 +384,12 @@ class AppIndicatorTests(ShellSession):
                 return wait_until(lambda: (lambda f: f if f and f[1]["ready"] else None)(self.our_item()), 10, 0.1,
                                   "the extension's proxy for the item")
             except AssertionError:
-                broken = "While initalizing proxy for org.kde.StatusNotifierItem-%d-1" % self.agent.pid
-                if attempt == 2 or broken not in self.log("gnome-shell"):
-                    raise AssertionError("the extension never set up the item (status area %r)\ngnome-shell: %s" % (
-                        self.status_area(), self.log("gnome-shell")[-3000:]))
-                sys.stderr.write("(the AppIndicator extension failed its proxy for the item; restarting the agent once) ")
+                item = "org.kde.StatusNotifierItem-%d-1" % self.agent.pid
+                broken = any(item in line and "Argument two may not be null" in line for line in self.log("gnome-shell").splitlines())
+                if attempt == 3 or not broken:
+                    raise AssertionError("the extension never set up the item, after %d agent restarts (status area %r)\n"
+                                         "gnome-shell: %s" % (attempt - 1, self.status_area(), self.log("gnome-shell")[-3000:]))
+                sys.stderr.write("(the AppIndicator extension failed its proxy for the item; restarting the agent) ")
                 type(self).agent.send_signal(signal.SIGTERM)
                 type(self).agent.wait(10)
                 type(self).agent = self._start_agent()
