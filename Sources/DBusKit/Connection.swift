@@ -358,6 +358,12 @@ public final class Connection: MessageSink {
     /// `maxOutgoingBytes`): first the method calls handed back with `redeliver`, in order, then
     /// libdbus's queue.
     public func dispatchAll() {
+        defer {
+            if !withDescriptors.isEmpty {
+                Message.releaseOffThread(withDescriptors)
+                withDescriptors.removeAll(keepingCapacity: true)
+            }
+        }
         while !closed, hasQueued, outgoingBelowLimit() {
             if redeliveredHead < redelivered.count {
                 let message = redelivered[redeliveredHead]
@@ -419,6 +425,9 @@ public final class Connection: MessageSink {
         }, me, nil)
     }
 
+    /// Calls with descriptors dispatched in this `dispatchAll`, held until it ends (see `filter`).
+    @exclusivity(unchecked) private var withDescriptors: [OpaquePointer] = []
+
     /// The wrapper of the last method call, for the next (see `filter`).
     @exclusivity(unchecked) private var spareMessage: Message?
 
@@ -426,6 +435,12 @@ public final class Connection: MessageSink {
         switch dbus_message_get_type(raw) {
         case CDBUS_MESSAGE_TYPE_METHOD_CALL:
             guard let handler = methodCallHandler else { return DBUS_HANDLER_RESULT_NOT_YET_HANDLED }
+            // A call carrying descriptors is held once more, and let go on the closer's thread
+            // after libdbus lets go of it: the last reference, which closes them, is never the loop's.
+            if dbus_message_contains_unix_fds(raw) != 0 {
+                dbus_message_ref(raw)
+                withDescriptors.append(raw)
+            }
             // The call is lent to the handler (see `Message.init(lending:)`), in the wrapper of
             // the previous call when that one was not kept.
             // (The wrapper stays in `spareMessage` throughout: checked there, the handler's

@@ -1,5 +1,6 @@
 internal import CDBus
 import Glibc
+import LinuxKit
 
 /// One D-Bus message (a reference to a libdbus `DBusMessage`).
 public final class Message: @unchecked Sendable {
@@ -100,7 +101,23 @@ public final class Message: @unchecked Sendable {
         isBuiltHere = true
     }
 
-    deinit { if !isLent, let stored { dbus_message_unref(stored) } }
+    deinit {
+        guard !isLent, let stored else { return }
+        // A received message's descriptors are closed with it: on the closer's thread (see `Closer`).
+        if !isBuiltHere, dbus_message_contains_unix_fds(stored) != 0 {
+            Self.releaseOffThread([stored])
+        } else {
+            dbus_message_unref(stored)
+        }
+    }
+
+    /// Drops one reference to each of `raws`, received messages that carry descriptors, on the
+    /// closer's thread: the last reference closes them, and closing a file of a FUSE server waits
+    /// for that server.
+    static func releaseOffThread(_ raws: [OpaquePointer]) {
+        let held = UncheckedMessages(raws: raws)
+        Closer.shared.run { for raw in held.raws { dbus_message_unref(raw) } }
+    }
 
     /// The body a new writer appends to: the one being marshalled here, or a new one for a
     /// message built here whose body is still empty; nil when libdbus's iterators must go on
@@ -376,4 +393,9 @@ extension String {
         guard let i = utf8.firstIndex(of: 0) else { return self }
         return String(self[..<i])
     }
+}
+
+/// Received messages handed to the closer's thread (libdbus's reference counts are atomic).
+private struct UncheckedMessages: @unchecked Sendable {
+    let raws: [OpaquePointer]
 }

@@ -222,6 +222,9 @@ public final class ObjectServer {
     /// Paths that serve `org.freedesktop.DBus.ObjectManager` for the objects below them.
     private var managers: Set<String> = []
 
+    /// Who sees which objects, for a server whose objects are not everyone's (nil: all are).
+    public weak var audience: (any ObjectAudience)?
+
     static let propertiesInterface = "org.freedesktop.DBus.Properties"
     static let introspectableInterface = "org.freedesktop.DBus.Introspectable"
     static let peerInterface = "org.freedesktop.DBus.Peer"
@@ -246,12 +249,39 @@ public final class ObjectServer {
         objects[path] = object
         routes.removeAll { $0.pathString == path }
         invalidateAncestors(of: path)
-        if let manager = manager(above: path) {
+        if let manager = manager(above: path) { emitInterfacesAdded(manager: manager, path: path, object: object) }
+    }
+
+    /// `InterfacesAdded` for the object at `path`: broadcast, or to the peers its audience names
+    /// (none while it is not listed).
+    private func emitInterfacesAdded(manager: String, path: String, object: Object) {
+        guard let destinations = destinations(ofTree: path) else {
             try? sink.emitSignal(path: manager, interface: Self.objectManagerInterface, member: "InterfacesAdded") { w in
                 try w.appendObjectPath(path)
                 try appendInterfaces(&w, object, path: path)
             }
+            return
         }
+        for destination in destinations {
+            try? sink.emitSignal(path: manager, interface: Self.objectManagerInterface, member: "InterfacesAdded", destination: destination) {
+                w in
+                try w.appendObjectPath(path)
+                try appendInterfaces(&w, object, path: path)
+            }
+        }
+    }
+
+    /// Where the object manager's signals about `path` go: nil to everyone, else these peers.
+    private func destinations(ofTree path: String) -> [String]? {
+        guard let audience else { return nil }
+        guard audience.isListed(path) else { return [] }
+        return audience.signalDestinations(for: path, tree: true)
+    }
+
+    /// Announces the object at `path` (`InterfacesAdded`) once its audience lists it.
+    public func announce(path: String) {
+        guard let object = objects[path], let manager = manager(above: path) else { return }
+        emitInterfacesAdded(manager: manager, path: path, object: object)
     }
 
     /// Stops serving `path`; below an object manager, announces it with `InterfacesRemoved`.
@@ -261,7 +291,14 @@ public final class ObjectServer {
         routes.removeAll { $0.pathString == path }
         invalidateAncestors(of: path)
         if let manager = manager(above: path) {
-            emitInterfacesRemoved(manager: manager, path: path, interfaces: object.interfaces.map(\.name))
+            let names = object.interfaces.map(\.name)
+            if let destinations = destinations(ofTree: path) {
+                for destination in destinations {
+                    emitInterfacesRemoved(manager: manager, path: path, interfaces: names, to: destination)
+                }
+            } else {
+                emitInterfacesRemoved(manager: manager, path: path, interfaces: names)
+            }
         }
     }
 
@@ -347,7 +384,7 @@ public final class ObjectServer {
                 if interface == nil || interface == ObjectServer.introspectableInterface, member == "Introspect",
                    message.hasSignature(""), hasChildren(path)
                 {
-                    try respond(message) { w in w.append(introspectionXML(path: path, object: nil)) }
+                    try respond(message) { w in w.append(introspectionXML(path: path, object: nil, caller: sender)) }
                     return
                 }
                 throw DBusError.unknownObject("No such object path '\(path)'")
@@ -360,6 +397,7 @@ public final class ObjectServer {
                     remember(Route(path: path, table: table, method: method))
                     try invoke(method.storage, interface: interface, message: message, path: path, sender: sender)
                 } else if interface == ObjectServer.propertiesInterface {
+                    try checkReader(path, sender)
                     caller = sender ?? ""
                     defer { caller = "" }
                     try handleProperties(member, message: message, path: path, object: object)
@@ -372,6 +410,7 @@ public final class ObjectServer {
                     guard member == "Introspect" else {
                         throw DBusError.unknownMethod("No such method '\(member)' in interface '\(interface)'")
                     }
+                    try checkReader(path, sender)
                     try introspect(message, path: path, object: object)
                 } else {
                     throw DBusError.unknownInterface("No such interface '\(interface)' at object path '\(path)'")
@@ -381,10 +420,12 @@ public final class ObjectServer {
                 if let table = object.interfaces.first(where: { $0.methods[member] != nil }) {
                     try invoke(table.methods[member]!.storage, interface: table.name, message: message, path: path, sender: sender)
                 } else if ["Get", "GetAll", "Set"].contains(member) {
+                    try checkReader(path, sender)
                     caller = sender ?? ""
                     defer { caller = "" }
                     try handleProperties(member, message: message, path: path, object: object)
                 } else if member == "Introspect" {
+                    try checkReader(path, sender)
                     try introspect(message, path: path, object: object)
                 } else if member == "GetManagedObjects", managers.contains(path) {
                     try getManagedObjects(message, path: path)
@@ -395,6 +436,14 @@ public final class ObjectServer {
         } catch {
             replyError(message, thrown: error)
         }
+    }
+
+    /// An object its audience hides from `sender` does not exist for it; one it may read, it
+    /// follows from now on (its signals reach it).
+    private func checkReader(_ path: String, _ sender: String?) throws(DBusError) {
+        guard let audience, let sender else { return }
+        guard audience.mayRead(path, caller: sender) else { throw DBusError.unknownObject("No such object path '\(path)'") }
+        audience.didRead(path, caller: sender, tree: false)
     }
 
     /// The sender of the Properties call being answered, for a getter whose answer depends on who
@@ -458,6 +507,12 @@ public final class ObjectServer {
         try checkSignature(message, "", "Introspect")
         if object.xml == nil { object.xml = introspectionXML(path: path, object: object) }
         try respond(message) { w in w.append(object.xml!) }
+    }
+
+    /// Whether `caller` sees the object at `child` among its parent's nodes and in GetManagedObjects.
+    private func lists(_ child: String, to caller: String?) -> Bool {
+        guard let audience else { return true }
+        return audience.isListed(child) && (caller.map { audience.mayRead(child, caller: $0) } ?? true)
     }
 
     private func checkSignature(_ message: Message, _ expected: String, _ what: String) throws(DBusError) {
@@ -553,10 +608,16 @@ public final class ObjectServer {
     public func emitPropertiesChanged(path: String, interface: String, changed names: [String], invalidated: [String] = []) {
         guard let object = objects[path], let table = object.interface(interface) else { return }
         if !managedReplies.isEmpty { noteManagedChange(path: path, interface: interface, removed: nil) }
-        emitPropertiesChanged(path: path, interface: interface, invalidated: invalidated) { a in
+        let changed: (inout MessageWriter) throws -> Void = { a in
             for name in names {
-                if let property = table.properties[name] { try appendEntry(&a, property, path: path) }
+                if let property = table.properties[name] { try self.appendEntry(&a, property, path: path) }
             }
+        }
+        guard let destinations = audience?.signalDestinations(for: path, tree: false) else {
+            return emitPropertiesChanged(path: path, interface: interface, invalidated: invalidated, changed)
+        }
+        for destination in destinations {
+            emitPropertiesChanged(path: path, interface: interface, invalidated: invalidated, to: destination, changed)
         }
     }
 
@@ -616,10 +677,11 @@ public final class ObjectServer {
     private func getManagedObjects(_ message: Message, path: String) throws {
         try checkSignature(message, "", "org.freedesktop.DBus.ObjectManager.GetManagedObjects")
         let prefix = path == "/" ? "/" : path + "/"
+        let caller = message.sender
+        if let caller { audience?.didRead(path, caller: caller, tree: true) }
         if deferral != nil {
-            let paths = objects.keys.filter { $0.hasPrefix(prefix) && $0 != path }
+            let paths = objects.keys.filter { $0.hasPrefix(prefix) && $0 != path && lists($0, to: caller) }
             if paths.count > Self.managedSlice {
-                let caller = message.sender
                 guard managedReplies.count < Self.managedBuilds, !managedReplies.contains(where: { $0.caller == caller }) else {
                     managedWaiting.append((message, path))
                     return
@@ -629,7 +691,7 @@ public final class ObjectServer {
         }
         try respond(message) { w in
             try w.appendArray(elementSignature: "{oa{sa{sv}}}") { a in
-                for (child, object) in objects where child.hasPrefix(prefix) && child != path {
+                for (child, object) in objects where child.hasPrefix(prefix) && child != path && lists(child, to: caller) {
                     try appendManagedObject(&a, object, path: child)
                 }
             }
@@ -729,10 +791,10 @@ public final class ObjectServer {
         return objects.keys.contains { $0.hasPrefix(prefix) }
     }
 
-    private func childNodes(_ path: String) -> [String] {
+    private func childNodes(_ path: String, caller: String?) -> [String] {
         let prefix = path == "/" ? "/" : path + "/"
         var names = Set<String>()
-        for key in objects.keys where key.hasPrefix(prefix) && key != path {
+        for key in objects.keys where key.hasPrefix(prefix) && key != path && lists(key, to: caller) {
             if let first = key.dropFirst(prefix.count).split(separator: "/").first { names.insert(String(first)) }
         }
         return names.sorted()
@@ -742,7 +804,9 @@ public final class ObjectServer {
         introspectionXML(path: path, object: objects[path])
     }
 
-    private func introspectionXML(path: String, object: Object?) -> String {
+    /// (`caller`: for a node that is no object, whose children may depend on who asks; an object's
+    /// XML is cached and lists every child its audience lists.)
+    private func introspectionXML(path: String, object: Object?, caller: String? = nil) -> String {
         var x = """
             <!DOCTYPE node PUBLIC "-//freedesktop//DTD D-BUS Object Introspection 1.0//EN"
              "http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd">
@@ -781,7 +845,7 @@ public final class ObjectServer {
             }
             x += "  </interface>\n"
         }
-        for child in childNodes(path) { x += "  <node name=\"\(child)\"/>\n" }
+        for child in childNodes(path, caller: caller) { x += "  <node name=\"\(child)\"/>\n" }
         x += "</node>\n"
         return x
     }
@@ -843,4 +907,21 @@ public final class ObjectServer {
           </interface>
 
         """
+}
+
+/// Who sees which objects of an `ObjectServer` (DESIGN "Trust and isolation": a sandboxed app
+/// reads only its own work, and the object tree one reply carries is bounded). Objects it hides
+/// from a caller do not exist for that caller: not in GetManagedObjects, not among a node's
+/// children, `UnknownObject` to Properties and Introspect. Signals about an object go where it says.
+public protocol ObjectAudience: AnyObject {
+    /// Whether `caller` may read the object at `path`.
+    func mayRead(_ path: String, caller: String) -> Bool
+    /// Whether the object at `path` is in the object tree (GetManagedObjects, InterfacesAdded and
+    /// InterfacesRemoved, its parent's nodes); an object not listed still answers calls.
+    func isListed(_ path: String) -> Bool
+    /// Where signals about the object at `path` go: nil to everyone (a broadcast), else these
+    /// peers (unicast). `tree`: the object manager's InterfacesAdded/Removed, else its own.
+    func signalDestinations(for path: String, tree: Bool) -> [String]?
+    /// `caller` read the object tree below the manager at `path` (`tree`), or the object itself.
+    func didRead(_ path: String, caller: String, tree: Bool)
 }

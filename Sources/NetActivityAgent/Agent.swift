@@ -56,7 +56,7 @@ public final class Agent {
         self.connection = connection
         self.loop = loop
         self.options = options
-        peers = BusPeerRegistry(connection: connection, scheduler: loop, logger: logger)
+        peers = BusPeerRegistry(connection: connection, loop: loop, logger: logger)
         let server = ObjectServer(sink: connection)
         // Large GetManagedObjects replies are built a slice per turn of the loop.
         server.deferral = { [loop] work in _ = loop.schedule(afterNanoseconds: 0, work) }
@@ -144,6 +144,7 @@ public final class Agent {
         startSystemConditions()
         startDesktopObservers()
         try peers.start()
+        peers.probeStats()
         connection.onSignal(SignalMatch(sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameLost")) {
             [unowned self] message in
             var r = message.reader()

@@ -29,7 +29,8 @@ public final class AgentContext {
     func requireHost(_ sender: String, toSet name: String) throws(NetActivityError) {
         let caller = peers.identity(of: sender)
         guard !caller.isSandboxed else {
-            throw .accessDenied("\(name) affects every app; a sandboxed app (\(caller.app)) may not change it")
+            let who = caller.isUnknown ? "a caller whose app is not known" : "a sandboxed app (\(caller.app))"
+            throw .accessDenied("\(name) affects every app; \(who) may not change it")
         }
     }
 

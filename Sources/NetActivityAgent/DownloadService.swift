@@ -78,8 +78,8 @@ public final class DownloadService: ImageDownloader.Observer {
             },
             store: { [unowned self] key, fetched, app, prefetchStarted in
                 // A prefetch's image takes only free room in memory (it is on disk anyway).
-                guard prefetchStarted == nil else { return self.images.storeIfRoom(fetched.body, for: key, app: app) }
-                return self.images.store(fetched.body, for: key, app: app)
+                guard prefetchStarted == nil else { return self.images.storeIfRoom(fetched, for: key, app: app) }
+                return self.images.store(fetched, for: key, app: app)
             },
             fetch: { [unowned self] request, progress, completion in self.fetch(request, progress, completion) })
         d.observer = self
@@ -169,8 +169,9 @@ public final class DownloadService: ImageDownloader.Observer {
                 guard response.status == 200 else {
                     return .failure(.failed(NetActivityError(.http, "HTTP \(response.status) for \(PublishedURL.redact(request.url))")))
                 }
+                let image = response.body.withUnsafeBytes { ImageInfo.sniff($0) }
                 if let info = HTTPCachePolicy.store(status: 200, headers: response.headers, now: Self.wallClock()) {
-                    if response.body.withUnsafeBytes({ ImageInfo.sniff($0) }) != nil {
+                    if image != nil {
                         self?.disk?.write(
                             key: request.key, info: info, body: response.body, owner: request.app,
                             prefetchStarted: self?.core.prefetchStarted(ofTransfer: id))
@@ -178,7 +179,7 @@ public final class DownloadService: ImageDownloader.Observer {
                 } else {
                     self?.disk?.remove(key: request.key)  // no-store: keep no copy, not even an old one
                 }
-                return .success(ImageDownloader.Fetched(body: response.body, httpStatus: 200))
+                return .success(ImageDownloader.Fetched(body: response.body, httpStatus: 200, info: image))
             })
         }
         guard !done else { return stop }
@@ -270,9 +271,12 @@ public final class DownloadService: ImageDownloader.Observer {
         starting = true
         defer { starting = false }
         prefetching.requested()
-        return core.download(
-            url: url, key: asked.key, owner: owner, app: context.peers.app(of: owner), reload: asked.reload, priority: asked.priority,
+        let leaf = context.peers.app(of: owner)
+        let ticket = core.download(
+            url: url, key: asked.key, owner: owner, app: leaf, reload: asked.reload, priority: asked.priority,
             maxAge: asked.maxAge, handler: handler)
+        if case .receipt(_, let transfer) = ticket { noteReader(leaf, of: transfer) }
+        return ticket
     }
 
     func download(url: String, options: [String: DBusValue], owner: String) throws(NetActivityError) -> (receipt: String, task: String, cached: Bool) {
@@ -365,7 +369,7 @@ public final class DownloadService: ImageDownloader.Observer {
             self.release(owner)
             if let receiptName { self.forgetFetch(receiptName, of: owner) }
             let answer = result.mapError(Self.error).flatMap { fetched -> Result<Answer, NetActivityError> in
-                fetched.body.withUnsafeBytes { ImageInfo.sniff($0) }.map {
+                fetched.info.map {
                     .success(Answer(body: fetched.body, info: $0, source: fetched.httpStatus == 0 ? .disk : .network, httpStatus: fetched.httpStatus))
                 } ?? .failure(NetActivityError(.notAnImage, "The bytes received are not an image of a known format"))
             }
@@ -499,6 +503,15 @@ public final class DownloadService: ImageDownloader.Observer {
         var progress = TaskProgress()
         /// Its task object, once published.
         var task: TaskEntry?
+        /// The leaves of the apps that asked for it: they may read its task (see `TaskAudience`).
+        var readers: Set<String> = []
+    }
+
+    /// `leaf` asked for `transfer`: it may read the transfer's task, sandboxed or not.
+    private func noteReader(_ leaf: String, of transfer: UInt64) {
+        guard transfers[transfer] != nil else { return }
+        transfers[transfer]!.readers.insert(leaf)
+        transfers[transfer]!.task?.readers.insert(leaf)
     }
 
     private var transfers: [UInt64: TransferState] = [:]
@@ -516,7 +529,8 @@ public final class DownloadService: ImageDownloader.Observer {
         if let task = state.task { return task }
         // With its progress so far, in its one InterfacesAdded.
         let task = tasks.makeAgentTask(
-            description: PublishedURL.downloadDescription(state.url), running: state.running, progress: state.progress)
+            description: PublishedURL.downloadDescription(state.url), running: state.running, progress: state.progress,
+            readers: state.readers)
         // The task now holds the activity the transfer held without one.
         if state.running { activity.release(.task, for: context.uniqueName) }
         state.task = task

@@ -15,11 +15,11 @@ public protocol ImageStore: AnyObject {
     func contains(_ key: String, answeringFor leaf: String?, maxAge: Double?) -> Bool
     /// Keeps `bytes` under `key`, charged to `app` (a leaf), or says why not (`TooLarge`,
     /// `NotAnImage`, `LimitsExceeded`).
-    func store(_ body: any FetchedBody, for key: String, app: String) -> Result<Void, ImageDownloader.Failure>
+    func store(_ fetched: ImageDownloader.Fetched, for key: String, app: String) -> Result<Void, ImageDownloader.Failure>
     /// Keeps a prefetched `body` only where there is free room, as the first to go when room is
     /// needed (`AutoPurgingImageCache.addIfRoom`); never evicts for it. Fails only when it is not
     /// an image.
-    func storeIfRoom(_ body: any FetchedBody, for key: String, app: String) -> Result<Void, ImageDownloader.Failure>
+    func storeIfRoom(_ fetched: ImageDownloader.Fetched, for key: String, app: String) -> Result<Void, ImageDownloader.Failure>
     /// What `client` sees under `key` (its own entry first, else the downloader's), counted as a
     /// hit or a miss; nil on a miss, or when it was cached `maxAge` seconds ago or earlier.
     func cachedImage(for key: String, client: String, maxAge: Double?) -> (body: any FetchedBody, info: ImageInfo)?
@@ -313,9 +313,11 @@ public final class ImageCacheService: ImageStore {
         let fd = try call.args.readFD()
         let capacity = imageCache.memoryCapacity
         guard let (body, adopted) = ImageBody.from(sealed: fd, maxBytes: Int(min(capacity, UInt64(Int.max)))) else {
+            // Its size only if it is a memfd (F_GET_SEALS answers for nothing else): fstat on a
+            // file of the client's FUSE server would wait for that server.
             var st = stat()
-            let size = fstat(fd, &st) == 0 ? Int(st.st_size) : 0
-            close(fd)
+            let size = SealedMemory.isMemfd(fd) && fstat(fd, &st) == 0 ? Int(st.st_size) : 0
+            Closer.shared.close(fd)
             if size > 0, UInt64(size) > capacity { throw Self.tooLarge(size, capacity) }
             throw NetActivityError.invalidArgs(
                 "The image must be a non-empty memfd sealed against writing, shrinking and growing (memfd_create with MFD_ALLOW_SEALING, then F_ADD_SEALS with F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW)")
@@ -443,12 +445,12 @@ extension ImageCacheService {
     }
 
     /// Keeps a downloaded body as it is (an `ImageBody`: its memfd becomes the cache's, no copy).
-    public func store(_ body: any FetchedBody, for key: String, app: String) -> Result<Void, ImageDownloader.Failure> {
+    public func store(_ fetched: ImageDownloader.Fetched, for key: String, app: String) -> Result<Void, ImageDownloader.Failure> {
         let capacity = imageCache.memoryCapacity
-        guard UInt64(body.count) <= capacity else {
-            return .failure(.failed(Self.tooLarge(body.count, capacity)))
+        guard UInt64(fetched.body.count) <= capacity else {
+            return .failure(.failed(Self.tooLarge(fetched.body.count, capacity)))
         }
-        return Self.cachedImage(body).flatMap { image in
+        return Self.cachedImage(fetched).flatMap { image in
             do throws(AutoPurgingImageCache<CachedImage>.Refusal) {
                 try imageCache.add(image, cost: UInt64(image.size), for: key, owner: app)
                 continuePurgeLater()
@@ -462,8 +464,8 @@ extension ImageCacheService {
         }
     }
 
-    public func storeIfRoom(_ body: any FetchedBody, for key: String, app: String) -> Result<Void, ImageDownloader.Failure> {
-        Self.cachedImage(body).map { image in
+    public func storeIfRoom(_ fetched: ImageDownloader.Fetched, for key: String, app: String) -> Result<Void, ImageDownloader.Failure> {
+        Self.cachedImage(fetched).map { image in
             if imageCache.addIfRoom(image, cost: UInt64(image.size), for: key, owner: app) {
                 context.logger.trace("Kept \(image.size) prefetched bytes for \(app) under '\(Self.printable(key))'")
             }
@@ -472,9 +474,10 @@ extension ImageCacheService {
 
     /// A downloaded body as a cache entry (an `ImageBody` as it is: its memfd becomes the
     /// cache's, no copy), or NotAnImage.
-    private static func cachedImage(_ body: any FetchedBody) -> Result<CachedImage, ImageDownloader.Failure> {
-        body.withUnsafeBytes { data in
-            guard let info = ImageInfo.sniff(data) else {
+    private static func cachedImage(_ fetched: ImageDownloader.Fetched) -> Result<CachedImage, ImageDownloader.Failure> {
+        let body = fetched.body
+        return body.withUnsafeBytes { data in
+            guard let info = fetched.info else {
                 return .failure(.failed(NetActivityError(.notAnImage, "The \(data.count) bytes received are not an image of a known format")))
             }
             return .success((body as? ImageBody).map { CachedImage(info: info, body: $0) } ?? CachedImage(info: info, data: data))

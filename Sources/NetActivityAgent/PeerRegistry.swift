@@ -12,7 +12,8 @@ public protocol PeerRegistry: AnyObject {
     /// or its process in the unscoped pool ("unscoped/pid:1234"); the peer's own name while it is
     /// not known (only the agent itself, and callers the registry never saw).
     func app(of peer: String) -> String
-    /// The whole identity of `peer` (an unknown peer is a host process of the unscoped pool).
+    /// The whole identity of `peer` (a peer the registry never saw is a host process of the
+    /// unscoped pool: the agent itself; every caller is resolved before its call runs).
     func identity(of peer: String) -> ClientIdentity
     /// The name of `peer` as people know it: its app's `Name` from the app's `.desktop` file, else
     /// its process name (`/proc/PID/comm`). Delivered once, later (never inside the call); "" when
@@ -52,35 +53,60 @@ public final class BusPeerRegistry: PeerRegistry {
     /// Apps' names from their desktop files.
     private let appNames = AppNames()
 
-    public init(connection: Connection, scheduler: any Scheduler, logger: Logger) {
+    /// Reads a process's identity off the loop; the answer comes back on the loop's thread.
+    public typealias IdentityReader = (_ pid: UInt32, _ startedBy: UInt64, _ done: @escaping (ClientIdentity?) -> Void) -> Void
+    private let readIdentity: IdentityReader
+    /// When each peer's unique name appeared on the bus (boot-time clock ticks), for peers that
+    /// connected while the agent ran: the process that made the connection started before it.
+    private var connectedAt: [String: UInt64] = [:]
+    /// How long a peer's identity may take to read before its calls run with the least rights.
+    static let identityTimeout: UInt64 = 1_000_000_000
+
+    public convenience init(connection: Connection, loop: EventLoop, logger: Logger) {
+        let readers = IdentityReaders(mailbox: loop.mailbox)
+        self.init(connection: connection, scheduler: loop, logger: logger) { pid, startedBy, done in
+            readers.read(pid: pid, startedBy: startedBy, done)
+        }
+    }
+
+    public init(connection: Connection, scheduler: any Scheduler, logger: Logger, readIdentity: @escaping IdentityReader) {
         self.connection = connection
         self.scheduler = scheduler
         self.logger = logger
+        self.readIdentity = readIdentity
     }
 
     /// Subscribes to departures; call before serving.
     public func start() throws(DBusError) {
         connection.onVolume = { [unowned self] in self.inspectBacklog() }
         connection.onLargeMessage = { [unowned self] peer, bytes in self.sentLarge(to: peer, bytes: bytes) }
+        // Departures, and arrivals of unique names: the moment a connection appeared pins which
+        // process made it (the bus sends the arrival before anything the peer sends after Hello).
         try connection.addMatch(SignalMatch.nameOwnerChanged.rule + ",arg2=''")
+        try connection.addMatch(SignalMatch.nameOwnerChanged.rule + ",arg1=''")
         connection.onSignal(SignalMatch.nameOwnerChanged) { [unowned self] message in
-            guard let change = SignalMatch.nameOwnerChange(message), change.newOwner.isEmpty, change.name.hasPrefix(":")
-            else { return }
-            self.departed(change.name)
+            guard let change = SignalMatch.nameOwnerChange(message), change.name.hasPrefix(":") else { return }
+            if change.newOwner.isEmpty {
+                self.departed(change.name)
+            } else if change.oldOwner.isEmpty, self.peers[change.name] == nil {
+                self.connectedAt[change.name] = ProcessIdentity.bootTicks()
+            }
         }
     }
 
-    /// A peer that leaves while its calls wait for its app has them served first, as an app of its
-    /// own (a fire-and-forget setter still takes effect), then everything it held is released.
+    /// A peer that leaves while its calls wait for its app has them served first, then everything
+    /// it held is released. Its app was never known, so they run with the least rights (a
+    /// sandboxed app's, charged to the departed leaf): hit and run gains nothing, and a shared
+    /// setting sent without waiting for the reply is refused (no one reads the refusal).
     func departed(_ peer: String) {
         if let waiting = resolving.removeValue(forKey: peer) {
-            // Held while its app was learned: an app of its own no more, the departed leaf. Held
-            // while the bus was asked whether it reads: it keeps the identity it was charged as.
-            if peers[peer] == nil { peers[peer] = Peer(pid: 0, identity: .departed) }
+            // Held while the bus was asked whether it reads: it keeps the identity it was charged as.
+            if peers[peer] == nil { peers[peer] = Peer(pid: 0, identity: .unknown) }
             for job in waiting { job(true) }
         }
         for handler in departureHandlers { handler(peer) }
         peers[peer] = nil
+        connectedAt[peer] = nil
         if lastKnown == peer { lastKnown = nil }
         recentCallers.remove(peer)
         unconfirmed[peer] = nil
@@ -181,8 +207,9 @@ public final class BusPeerRegistry: PeerRegistry {
     private func inspect(_ peer: String) {
         queued(of: peer, field: "OutgoingBytes") { [self] answer in
             guard self.peers[peer] != nil else { return }
-            // No answer in time (the daemon itself is stuck) counts as not reading.
-            let unread = answer ?? (self.statsUnavailable ? 0 : UInt32.max)
+            // No answer in time (the daemon itself is stuck) counts as not reading; a bus that
+            // cannot say, or a peer that left meanwhile, as reading.
+            let unread = answer ?? (self.statsUnavailable || self.peers[peer] == nil ? 0 : UInt32.max)
             self.unconfirmed[peer] = Int(min(unread, Self.unreadAllowance))
             defer { self.release(peer) }
             let silenced = self.silencedBackoff[peer] != nil
@@ -218,14 +245,34 @@ public final class BusPeerRegistry: PeerRegistry {
                 if case .uint32(let n)? = (try? r.readVardict())?[field] { return done(n) }
                 done(nil)
             case .failure(let error):
-                if error.name.hasSuffix(".UnknownInterface") || error.name.hasSuffix(".UnknownMethod") || error.name.hasSuffix(".AccessDenied") {
-                    self.statsUnavailable = true
-                    self.logger.notice(
-                        "The bus has no usable Debug.Stats (\(error.message)): clients that do not read cannot be told apart")
-                }
+                // No answer in time says the bus is stuck, and a peer that left has no stats; any
+                // other refusal (dbus-daemon without the interface, dbus-broker's Error.Failed)
+                // says the bus cannot tell: the guard is off, never wrong.
+                let gone = error.name == "org.freedesktop.DBus.Error.NameHasNoOwner"
+                if !gone, !Self.isTimeout(error) { self.statsRefused(error) }
                 done(nil)
             }
         }
+    }
+
+    /// The bus answers no Debug.Stats: nothing more is asked, peers held for it go on, and no
+    /// peer is silenced for what the bus cannot say.
+    private func statsRefused(_ error: DBusError) {
+        guard !statsUnavailable else { return }
+        statsUnavailable = true
+        logger.notice("The bus has no usable Debug.Stats (\(error.name): \(error.message)): clients that do not read cannot be told apart; that guard is off")
+        for peer in silencedBackoff.keys { unsilence(peer) }
+        unconfirmed.removeAll()
+    }
+
+    static func isTimeout(_ error: DBusError) -> Bool {
+        error.name == "org.freedesktop.DBus.Error.NoReply" || error.name == "org.freedesktop.DBus.Error.Timeout"
+            || error.name == "org.freedesktop.DBus.Error.TimedOut"
+    }
+
+    /// Asks the bus once, at start, whether it answers Debug.Stats for our own connection.
+    public func probeStats() {
+        queued(of: connection.uniqueName, field: "IncomingBytes") { _ in }
     }
 
     /// Learns `peer`'s process and app, then runs `then` (at once when already known; jobs queued
@@ -238,24 +285,42 @@ public final class BusPeerRegistry: PeerRegistry {
         }
         if peers[peer] != nil { return then(false) }
         resolving[peer] = [then]
-        // The process that connected started before its first message reached us: one that
-        // started later holds a recycled pid, and is not the peer.
-        let firstSeen = ProcessIdentity.bootTicks()
+        // The process that made the connection started before the connection appeared (or, for
+        // one older than the agent, before its first call reached us): a process that started
+        // later holds a recycled pid, and is not the peer.
+        let startedBy = connectedAt.removeValue(forKey: peer) ?? ProcessIdentity.bootTicks()
+        // Its identity is read off the loop and may never come: after the timeout, the least rights.
+        let timeout = scheduler.schedule(afterNanoseconds: Self.identityTimeout) { [weak self] in
+            self?.resolved(peer, pid: 0, identity: nil)
+        }
         connection.busCallAsync("GetConnectionUnixProcessID", timeoutMilliseconds: 5000, { w in w.append(peer) }) {
             [self] result in
             // A strong capture: the call ends (answered or timed out) and lets go of it. A weak
             // one would give the registry a side table, and every call's use of it the slow path.
-            guard let waiting = self.resolving.removeValue(forKey: peer) else { return }
+            guard self.resolving[peer] != nil else { return }
             var pid: UInt32 = 0
             if case .success(let reply) = result {
                 var r = reply.reader()
                 pid = (try? r.read(UInt32.self)) ?? 0
             }
-            // A peer whose process cannot be known (it left meanwhile) joins the departed leaf.
-            let identity = pid == 0 ? nil : ProcessIdentity.read(pid: pid, startedBy: firstSeen)
-            self.peers[peer] = Peer(pid: identity == nil ? 0 : pid, identity: identity ?? .departed)
-            for job in waiting { job(false) }
+            guard pid != 0 else {
+                self.scheduler.cancel(timeout)
+                return self.resolved(peer, pid: 0, identity: nil)
+            }
+            self.readIdentity(pid, startedBy) { [weak self] identity in
+                self?.scheduler.cancel(timeout)
+                self?.resolved(peer, pid: pid, identity: identity)
+            }
         }
+    }
+
+    /// The end of `resolve`: a peer whose process cannot be known (it left, its pid was recycled,
+    /// its files could not be read safely or in time) has the least rights.
+    private func resolved(_ peer: String, pid: UInt32, identity: ClientIdentity?) {
+        guard let waiting = resolving.removeValue(forKey: peer) else { return }
+        if identity == nil { logger.debug("The app of \(peer) (pid \(pid)) cannot be known: it has the least rights") }
+        peers[peer] = Peer(pid: identity == nil ? 0 : pid, identity: identity ?? .unknown)
+        for job in waiting { job(false) }
     }
 
     public func lookUpProcessName(of peer: String, _ known: @escaping (String) -> Void) {
@@ -267,54 +332,4 @@ public final class BusPeerRegistry: PeerRegistry {
         }
     }
 
-}
-
-/// A process's identity read from procfs, pinned to one process: every file is opened through one
-/// `/proc/PID` directory descriptor (a pid reused after that fails to read, ESRCH), and the process
-/// must have started before `startedBy` (so a pid recycled before we opened it does not pass).
-enum ProcessIdentity {
-    static func read(pid: UInt32, startedBy: UInt64) -> ClientIdentity? {
-        let dir = open("/proc/\(pid)", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard dir >= 0 else { return nil }
-        defer { close(dir) }
-        guard let stat = readSmall(at: dir, "stat"), let started = AppIdentity.startTime(stat: stat), started <= startedBy
-        else { return nil }
-        let cgroup = readSmall(at: dir, "cgroup") ?? ""
-        let label = readSmall(at: dir, "attr/current") ?? ""
-        // Through the process's own root: the file a Flatpak sandbox has at "/" (a regular file,
-        // never one a FUSE server could hold up).
-        let info = readSmall(at: dir, "root/.flatpak-info", regularOnly: true)
-        let identity = AppIdentity.identify(pid: pid, uid: getuid(), cgroup: cgroup, flatpakInfo: info, securityLabel: label)
-        // Read once more: a process that exited meanwhile (its files read empty) is not trusted.
-        guard let again = readSmall(at: dir, "stat"), AppIdentity.startTime(stat: again) == started else { return nil }
-        return identity
-    }
-
-    /// CLOCK_BOOTTIME in clock ticks, the unit of /proc/PID/stat's start time (rounded up).
-    static func bootTicks() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_BOOTTIME, &ts)
-        let hz = UInt64(max(1, sysconf(Int32(_SC_CLK_TCK))))
-        return UInt64(ts.tv_sec) * hz + (UInt64(ts.tv_nsec) * hz + 999_999_999) / 1_000_000_000
-    }
-
-    /// A file of at most 64 KiB under `dir`, read without blocking; nil when absent or refused.
-    static func readSmall(at dir: Int32, _ path: String, regularOnly: Bool = false) -> String? {
-        let fd = openat(dir, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        if regularOnly {
-            var st = stat()
-            guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_size <= 65536, !Files.isOnFUSE(fd) else { return nil }
-        }
-        var buf = [UInt8](repeating: 0, count: 65536)
-        var count = 0
-        while count < buf.count {
-            let n = buf.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + count, $0.count - count) }
-            if n < 0, errno == EINTR { continue }
-            guard n > 0 else { break }
-            count += n
-        }
-        return String(decoding: buf[..<count], as: UTF8.self)
-    }
 }

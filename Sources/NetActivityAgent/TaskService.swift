@@ -19,6 +19,13 @@ public final class TaskEntry {
     /// The leaf the task is charged to (`ClientIdentity.leaf`); nil for the agent's own tasks,
     /// which no app's share pays for.
     let app: String?
+    /// Whether it is in the object tree (see `TaskAudience`).
+    var listed = false
+    /// For the agent's own (download) tasks: the leaves of the apps that asked for the transfer,
+    /// which may read it whether sandboxed or not.
+    var readers: Set<String> = []
+    /// Peers that read it directly (Properties): its own signals reach them.
+    var followers: [String] = []
 
     init(path: String, record: TaskRecord, desktopID: String? = nil, app: String?) {
         self.path = path
@@ -99,7 +106,7 @@ struct TaskTable {
 public protocol TaskFactory: AnyObject {
     /// A new task owned by the agent itself: suspended (a queued transfer), or running (one that
     /// starts as it is asked for, announced so in one InterfacesAdded).
-    func makeAgentTask(description: String, running: Bool, progress: TaskProgress) -> TaskEntry
+    func makeAgentTask(description: String, running: Bool, progress: TaskProgress, readers: Set<String>) -> TaskEntry
     func resume(_ entry: TaskEntry)
     /// A download's transfer stopped and waits again (the system went to sleep).
     func suspend(_ entry: TaskEntry)
@@ -122,10 +129,14 @@ public final class TaskService: TaskBeginning, TaskFactory {
     /// Told when a task comes, announces a change, or leaves (the tray's menu follows).
     public var onTasksChanged: (() -> Void)?
 
+    /// Who sees which task, and which tasks are in the object tree.
+    private(set) lazy var audience = TaskAudience(context: context) { [unowned self] path in self.tasks.byPath[path] }
+
     public init(context: AgentContext, activity: any ActivitySink, linger: Double) {
         self.context = context
         self.activity = activity
         taskLinger = .seconds(double: linger)
+        context.server.audience = audience
     }
 
     // MARK: BeginTask
@@ -136,7 +147,9 @@ public final class TaskService: TaskBeginning, TaskFactory {
                 "Description is \(description.utf8.count) bytes long; the limit is \(NetActivityLimits.maxDescriptionBytes)")
         }
         let (state, progress, desktopID) = try Self.taskOptions(options)
-        let app = context.peers.app(of: owner)
+        let caller = context.peers.identity(of: owner)
+        if let desktopID, let refusal = Self.desktopIDRefusal(desktopID, for: caller) { throw NetActivityError.accessDenied(refusal) }
+        let app = caller.leaf
         if let refusal = tasks.quota.check(connection: owner, leaf: app) {
             throw NetActivityError.limitsExceeded(
                 refusal.message("tasks running or suspended", client: owner, leaf: app, quota: tasks.quota))
@@ -151,11 +164,14 @@ public final class TaskService: TaskBeginning, TaskFactory {
 
     /// A download's task: suspended while queued; a transfer that starts at once is announced
     /// running, and that announcement opens its progress window as `resume` does.
-    public func makeAgentTask(description: String, running: Bool, progress: TaskProgress = TaskProgress()) -> TaskEntry {
+    public func makeAgentTask(description: String, running: Bool, progress: TaskProgress = TaskProgress(), readers: Set<String>)
+        -> TaskEntry
+    {
         // Cannot hit the ledger's limit: it equals the cap on live tasks.
         if running { try? activity.acquire(.task, for: context.uniqueName) }
         let entry = createTask(
-            owner: context.uniqueName, description: description, state: running ? .running : .suspended, progress: progress)
+            owner: context.uniqueName, description: description, state: running ? .running : .suspended, progress: progress,
+            readers: readers)
         if running { entry.coalescer.didEmit(now: context.now) }
         return entry
     }
@@ -183,12 +199,15 @@ public final class TaskService: TaskBeginning, TaskFactory {
     /// A new task object, exported and announced; the caller has checked limits and added a
     /// running task's activity.
     func createTask(
-        owner: String, description: String, state: TaskState, progress: TaskProgress = TaskProgress(), desktopID: String? = nil
+        owner: String, description: String, state: TaskState, progress: TaskProgress = TaskProgress(), desktopID: String? = nil,
+        readers: Set<String> = []
     ) -> TaskEntry {
         let entry = TaskEntry(
             path: tasks.makePath(), record: TaskRecord(owner: owner, description: description, state: state, progress: progress),
             desktopID: desktopID, app: owner == context.uniqueName ? nil : context.peers.app(of: owner))
+        entry.readers = readers
         tasks.byPath[entry.path] = entry
+        audience.created(entry)
         if tasks.liveByOwner[owner, default: []].insert(entry.path).inserted, let app = entry.app {
             tasks.quota.charge(connection: owner, leaf: app)
         }
@@ -212,6 +231,18 @@ public final class TaskService: TaskBeginning, TaskFactory {
         let desktopID = options[Option.desktopID.rawValue]?.stringValue
         if let desktopID, let problem = ActivityMember.desktopIDProblem(desktopID) { throw .invalidArgs(problem) }
         return (state, progress, desktopID)
+    }
+
+    /// Why `caller` may not publish for `desktopID`, or nil when it may: a sandboxed app speaks
+    /// only for itself (its Flatpak id's desktop file, or one of its Snap's, `NAME_APP.desktop`),
+    /// a caller not known for no app; host apps for any.
+    static func desktopIDRefusal(_ desktopID: String, for caller: ClientIdentity) -> String? {
+        guard caller.isSandboxed else { return nil }
+        let file = desktopID.dropLast(".desktop".count)
+        if caller.app.hasPrefix("flatpak:"), file == caller.app.dropFirst("flatpak:".count) { return nil }
+        if caller.app.hasPrefix("snap:"), file.hasPrefix(caller.app.dropFirst("snap:".count) + "_") { return nil }
+        let who = caller.isUnknown ? "a caller whose app is not known" : "a sandboxed app (\(caller.app))"
+        return "desktop-id '\(desktopID)' names another app; \(who) may publish only for its own desktop file"
     }
 
     // MARK: docks
@@ -347,8 +378,11 @@ public final class TaskService: TaskBeginning, TaskFactory {
         for t in [entry.progressTimer, entry.lingerTimer].compactMap({ $0 }) { context.scheduler.cancel(t) }
         entry.progressTimer = nil
         entry.lingerTimer = nil
-        tasks.forget(entry)
+        // Unexported while the audience still knows it: its InterfacesRemoved go where its
+        // InterfacesAdded went.
         context.server.unexport(path: entry.path)
+        tasks.forget(entry)
+        audience.removed(entry)
         onTasksChanged?()
     }
 
@@ -403,6 +437,7 @@ public final class TaskService: TaskBeginning, TaskFactory {
     /// The owner left the bus: its live tasks complete with ClientVanished. The ledger drops its
     /// activity as a whole afterwards, so no per-task decrement happens here.
     public func ownerVanished(_ owner: String) {
+        audience.peerLeft(owner)
         guard let paths = tasks.liveByOwner[owner] else { return }
         for path in paths.sorted() {
             guard let entry = tasks.byPath[path], entry.record.complete(error: NetActivityError.Name.clientVanished.rawValue) != nil

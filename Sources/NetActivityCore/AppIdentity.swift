@@ -8,19 +8,25 @@
 ///   `app[-LAUNCHER]-ID[@RANDOM].service`) under the user's own `app.slice`; a look-alike unit
 ///   anywhere else in the cgroup tree does not count, and a look-alike Flatpak scope is a host app.
 /// - Every other host process belongs to one shared app, `unscoped`, whose leaves are its
-///   processes (`unscoped/pid:N`); connections whose process is gone share `unscoped/gone`. Forking
+///   processes (`unscoped/pid:N`); connections whose process is not known share `unscoped/gone`,
+///   with a sandboxed app's rights. Forking
 ///   therefore never multiplies the pool's share of anything.
 public struct ClientIdentity: Hashable, Sendable, CustomStringConvertible {
     /// The unit of fairness between apps.
     public let app: String
     /// What is charged: the app itself, or one process of the unscoped pool.
     public let leaf: String
-    /// A Flatpak or a Snap: may not change shared settings, sees only its own per-app figures.
+    /// A Flatpak or a Snap, or a caller not known: may not change shared settings, sees only its
+    /// own work and its own per-app figures, and publishes only for itself.
     public let isSandboxed: Bool
 
     public static let unscopedApp = "unscoped"
-    /// The leaf of connections whose process is gone (or could not be known).
-    public static let departed = ClientIdentity(app: unscopedApp, leaf: unscopedApp + "/gone", isSandboxed: false)
+    /// Callers whose process could not be known (it left before it was known, its pid was
+    /// recycled, its files could not be read safely or in time): one leaf of the unscoped pool, with
+    /// the least rights, a sandboxed app's. Not knowing a caller never makes it a host app.
+    public static let unknown = ClientIdentity(app: unscopedApp, leaf: unscopedApp + "/gone", isSandboxed: true)
+    /// Whether this is `unknown` (for messages: it is no sandbox, just not known).
+    public var isUnknown: Bool { self == Self.unknown }
 
     public init(app: String, leaf: String? = nil, isSandboxed: Bool = false) {
         self.app = app

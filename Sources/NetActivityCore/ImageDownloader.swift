@@ -41,11 +41,14 @@ public final class ImageDownloader {
         /// The HTTP status of the transfer that delivered it (200, or 304 for a revalidated disk
         /// copy); 0 when no transfer ran (a fresh disk hit).
         public var httpStatus: UInt32 = 0
-        public init(body: any FetchedBody, httpStatus: UInt32 = 0) {
+        /// What the body is, sniffed once here (every receipt of a merged transfer shares it).
+        public let info: ImageInfo?
+        public init(body: any FetchedBody, httpStatus: UInt32 = 0, info: ImageInfo?? = nil) {
             self.body = body
             self.httpStatus = httpStatus
+            self.info = info ?? body.withUnsafeBytes { ImageInfo.sniff($0) }
         }
-        public init(bytes: [UInt8]) { body = bytes }
+        public init(bytes: [UInt8]) { self.init(body: bytes) }
         /// A copy of the body (for tests).
         public var bytes: [UInt8] { body.withUnsafeBytes { Array($0.bindMemory(to: UInt8.self)) } }
     }

@@ -29,10 +29,18 @@ public struct ImageInfo: Equatable, Sendable {
         self.height = height
     }
 
-    /// Sniffs `bytes`; nil when they are not an image of a known format or the header is damaged
-    /// (a raster image must have a readable, non-zero width and height).
+    /// How much of a body sniffing reads at most: the header of every format, and a JPEG's
+    /// segments before its frame (EXIF, ICC and XMP included), lie well within it. A body is
+    /// sniffed once, whatever its size, in at most about a millisecond.
+    public static let sniffedPrefix = 1 << 20
+    /// Whitespace allowed before an SVG's first markup.
+    static let svgLeadingSpace = 4096
+
+    /// Sniffs `bytes` (their first `sniffedPrefix` bytes); nil when they are not an image of a
+    /// known format or the header is damaged (a raster image must have a readable, non-zero width
+    /// and height).
     public static func sniff(_ bytes: UnsafeRawBufferPointer) -> ImageInfo? {
-        let b = Bytes(bytes)
+        let b = Bytes(UnsafeRawBufferPointer(rebasing: bytes.prefix(sniffedPrefix)))
         if b.matches(0, [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) { return png(b) }
         if b.matches(0, [0xFF, 0xD8, 0xFF]) { return jpeg(b) }
         if b.matches(0, Array("GIF87a".utf8)) || b.matches(0, Array("GIF89a".utf8)) {
@@ -112,8 +120,9 @@ public struct ImageInfo: Equatable, Sendable {
         // Text that opens with markup (after an optional BOM and whitespace) and has an <svg
         // element early on: an XML declaration, comments or a DOCTYPE may come first.
         var i = b.matches(0, [0xEF, 0xBB, 0xBF]) ? 3 : 0
-        while i < b.count, [0x20, 0x09, 0x0A, 0x0D].contains(b[i]) { i += 1 }
-        guard i < b.count, b[i] == UInt8(ascii: "<") else { return nil }
+        let spaceEnd = min(b.count, i + svgLeadingSpace)
+        while i < spaceEnd, [0x20, 0x09, 0x0A, 0x0D].contains(b[i]) { i += 1 }
+        guard i < spaceEnd, b[i] == UInt8(ascii: "<") else { return nil }
         let window = min(b.count, i + 4096)
         let needle = Array("<svg".utf8)
         var j = i

@@ -1,0 +1,205 @@
+internal import CLinux
+import Glibc
+import LinuxKit
+import NetActivityCore
+
+/// open(2)'s O_PATH, which Glibc's module does not export: a descriptor that only names a file,
+/// opened without asking the file's file system anything.
+private let oPath: Int32 = 0o10000000
+
+/// A process's identity read from procfs, pinned to one process: every file is opened through one
+/// `/proc/PID` directory descriptor (a pid reused after that fails to read, ESRCH), and the process
+/// must have started before `startedBy` (the moment its connection appeared on the bus, or its
+/// first call: a process that started later holds a recycled pid and is not the peer).
+///
+/// Runs off the loop (`IdentityReaders`), and never asks a FUSE server anything: a client can make
+/// its own root, or its `/.flatpak-info`, a FUSE file whose server never answers. The root and the
+/// file are opened `O_PATH` (no file system call), their mounts looked up in the process's own
+/// mount table, and a file on FUSE, or on a mount the table does not show, is never read: such a
+/// process's identity is unknown.
+enum ProcessIdentity {
+    static func read(pid: UInt32, startedBy: UInt64) -> ClientIdentity? {
+        let dir = open("/proc/\(pid)", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dir >= 0 else { return nil }
+        defer { close(dir) }
+        guard let stat = readSmall(at: dir, "stat"), let started = AppIdentity.startTime(stat: stat), started <= startedBy
+        else { return nil }
+        let cgroup = readSmall(at: dir, "cgroup") ?? ""
+        let label = readSmall(at: dir, "attr/current") ?? ""
+        let info: String?
+        switch flatpakInfo(at: dir) {
+        case .read(let text): info = text
+        case .unsafe: return nil
+        case .denied:
+            // Another user's process (root on a session bus whose policy lets it in) is no app of
+            // ours to sandbox; one of ours that hides its root (not dumpable) is not known.
+            guard let status = readSmall(at: dir, "status"), let uid = effectiveUID(status: status), uid != getuid() else {
+                return nil
+            }
+            info = nil
+        }
+        let identity = AppIdentity.identify(pid: pid, uid: getuid(), cgroup: cgroup, flatpakInfo: info, securityLabel: label)
+        // Read once more: a process that exited meanwhile (its files read empty) is not trusted.
+        guard let again = readSmall(at: dir, "stat"), AppIdentity.startTime(stat: again) == started else { return nil }
+        return identity
+    }
+
+    enum FlatpakInfo: Equatable {
+        /// The file's text, or nil when the process's root has none.
+        case read(String?)
+        /// It could not be read without the risk of waiting on a FUSE server.
+        case unsafe
+        /// The process's root may not be looked at (another user's, or one not dumpable).
+        case denied
+    }
+
+    /// The effective uid of `/proc/PID/status`'s `Uid:` line (real, effective, saved, fs).
+    static func effectiveUID(status: String) -> UInt32? {
+        for line in status.split(separator: "\n") where line.hasPrefix("Uid:") {
+            let ids = line.dropFirst(4).split(whereSeparator: { $0 == "\t" || $0 == " " })
+            return ids.count >= 2 ? UInt32(ids[1]) : nil
+        }
+        return nil
+    }
+
+    /// `/.flatpak-info` in the root of the process whose `/proc/PID` is `dir`, as
+    /// xdg-desktop-portal reads it, without any call a FUSE server answers.
+    static func flatpakInfo(at dir: Int32) -> FlatpakInfo {
+        // The magic link is followed without a lookup in the file system it leads to.
+        let root = openat(dir, "root", oPath | O_CLOEXEC)
+        guard root >= 0 else { return errno == EACCES || errno == EPERM ? .denied : .unsafe }
+        defer { close(root) }
+        guard let mounts = readSmall(at: dir, "mountinfo", limit: 1 << 20) else { return .unsafe }
+        guard MountTable.isSafe(fd: root, mountinfo: mounts) else { return .unsafe }
+        // A lookup in the root's own file system, which is not FUSE.
+        let file = openat(root, ".flatpak-info", oPath | O_NOFOLLOW | O_CLOEXEC)
+        guard file >= 0 else { return errno == ENOENT ? .read(nil) : .unsafe }
+        defer { close(file) }
+        // A file bound over it may be on another mount (a real Flatpak's is a tmpfs file).
+        var st = Glibc.stat()
+        guard MountTable.isSafe(fd: file, mountinfo: mounts), fstat(file, &st) == 0 else { return .unsafe }
+        guard st.st_mode & S_IFMT == S_IFREG, st.st_size <= 65536 else { return .read(nil) }
+        // Opened again from the descriptor itself: no second lookup that a mount could change.
+        let fd = open("/proc/self/fd/\(file)", O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+        guard fd >= 0 else { return .unsafe }
+        defer { close(fd) }
+        return .read(readAll(fd, limit: 65536))
+    }
+
+    /// CLOCK_BOOTTIME in clock ticks, the unit of /proc/PID/stat's start time (rounded up).
+    static func bootTicks() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_BOOTTIME, &ts)
+        let hz = UInt64(max(1, sysconf(Int32(_SC_CLK_TCK))))
+        return UInt64(ts.tv_sec) * hz + (UInt64(ts.tv_nsec) * hz + 999_999_999) / 1_000_000_000
+    }
+
+    /// A procfs file of at most `limit` bytes under `dir`; nil when absent, refused or longer.
+    static func readSmall(at dir: Int32, _ path: String, limit: Int = 65536) -> String? {
+        let fd = openat(dir, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        return readAll(fd, limit: limit)
+    }
+
+    private static func readAll(_ fd: Int32, limit: Int) -> String? {
+        var buf = [UInt8](repeating: 0, count: limit + 1)
+        var count = 0
+        while count < buf.count {
+            let n = buf.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + count, $0.count - count) }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { break }
+            count += n
+        }
+        guard count <= limit else { return nil }
+        return String(decoding: buf[..<count], as: UTF8.self)
+    }
+}
+
+/// A process's mount table (`/proc/PID/mountinfo`), read to tell where an `O_PATH` descriptor is.
+enum MountTable {
+    /// Whether the file behind `fd` is on a mount the table shows, of a file system other than FUSE.
+    /// A mount missing from the table is one the process's root hides (a root inside a FUSE
+    /// mount's subtree), and is not safe either.
+    static func isSafe(fd: Int32, mountinfo: String) -> Bool {
+        guard let id = mountID(of: fd), let type = fileSystem(ofMount: id, in: mountinfo) else { return false }
+        return !type.hasPrefix("fuse")
+    }
+
+    /// `mnt_id` of `/proc/self/fdinfo/FD`.
+    static func mountID(of fd: Int32) -> Int? {
+        guard let text = ProcessIdentity.readSmall(at: AT_FDCWD, "/proc/self/fdinfo/\(fd)", limit: 4096) else { return nil }
+        for line in text.split(separator: "\n") where line.hasPrefix("mnt_id:") {
+            return Int(line.dropFirst(7).trimmingCharacters)
+        }
+        return nil
+    }
+
+    /// The file system type of mount `id` in a mountinfo text (proc(5): "ID PARENT MAJ:MIN ROOT
+    /// POINT OPTIONS [TAGS...] - TYPE SOURCE SUPER"); nil when the table has no such mount.
+    static func fileSystem(ofMount id: Int, in mountinfo: String) -> String? {
+        let wanted = String(id)
+        for line in mountinfo.split(separator: "\n") {
+            guard let space = line.firstIndex(of: " "), line[..<space] == wanted else { continue }
+            // The optional tags end at a lone "-".
+            let fields = line.split(separator: " ")
+            guard let dash = fields.firstIndex(of: "-"), dash + 1 < fields.count else { return nil }
+            return String(fields[dash + 1])
+        }
+        return nil
+    }
+}
+
+extension Substring {
+    fileprivate var trimmingCharacters: Substring {
+        var s = self
+        while let f = s.first, f == " " || f == "\t" { s.removeFirst() }
+        while let l = s.last, l == " " || l == "\t" { s.removeLast() }
+        return s
+    }
+}
+
+/// Reads processes' identities on threads of their own, never the loop's, and hands each back
+/// through the loop's mailbox. A thread that does not come back (held by something the checks
+/// above did not foresee) is never given more work; at most `maxThreads` are made, and while all
+/// are busy, reads wait their turn (the registry's timeout gives their peers the least rights).
+final class IdentityReaders {
+    private let mailbox: EventLoop.Mailbox
+    private var idle: [SerialWorker] = []
+    private var made = 0
+    private var waiting: [(pid: UInt32, startedBy: UInt64, done: (ClientIdentity?) -> Void)] = []
+    static let maxThreads = 4
+
+    init(mailbox: EventLoop.Mailbox) { self.mailbox = mailbox }
+
+    /// `done` runs on the loop's thread with the identity, or nil when it cannot be known.
+    func read(pid: UInt32, startedBy: UInt64, _ done: @escaping (ClientIdentity?) -> Void) {
+        let worker: SerialWorker
+        if let free = idle.popLast() {
+            worker = free
+        } else if made < Self.maxThreads {
+            made += 1
+            worker = SerialWorker(name: "netactivity-id", background: false)
+        } else {
+            waiting.append((pid, startedBy, done))
+            return
+        }
+        let back = Unchecked { [unowned self] (identity: ClientIdentity?) in
+            self.idle.append(worker)
+            done(identity)
+            if !self.waiting.isEmpty {
+                let next = self.waiting.removeFirst()
+                self.read(pid: next.pid, startedBy: next.startedBy, next.done)
+            }
+        }
+        let mailbox = mailbox
+        let job: @Sendable () -> Void = {
+            let identity = ProcessIdentity.read(pid: pid, startedBy: startedBy)
+            mailbox.post { back.value(identity) }
+        }
+        if !worker.async(job) {
+            made -= 1
+            done(nil)
+        }
+    }
+}

@@ -1,0 +1,183 @@
+import DBusKit
+import NetActivityContract
+import NetActivityCore
+
+/// Who sees which task object (DESIGN "Trust and isolation"), for the object server:
+///
+/// - **A sandboxed app reads only its own work.** A Flatpak or Snap, or a caller whose app is not
+///   known, reads the tasks its app began and the agent's download tasks of transfers it asked
+///   for; every other task does not exist for it (GetManagedObjects, Properties, Introspect). Host
+///   apps read every task, as before.
+/// - **Task signals are never broadcast**, since a Flatpak given `--talk-name` receives the
+///   agent's broadcasts: InterfacesAdded/Removed and a task's PropertiesChanged go, unicast, to
+///   the peers that read the object tree (GetManagedObjects: panels, the GNOME extension,
+///   `netactivity watch`, any ObjectManager client) and may read that task, and to the peers that
+///   read that task itself (a progress binding). `Visible` and the indicator's state stay broadcasts.
+/// - **The tree one reply carries is bounded**: at most `listedBudget` tasks are in the tree (up
+///   to `listedLimit` while apps under their fair share still list theirs), shared between apps as
+///   every budget is (`FairQuota`); an app's other tasks wait, live and answering their owner, and
+///   enter the tree as earlier ones leave. The worst GetManagedObjects reply is about 1 MB,
+///   whatever apps do.
+final class TaskAudience: ObjectAudience {
+    private let context: AgentContext
+    private let entry: (String) -> TaskEntry?
+
+    /// Peers that read the tree, with who they are; in order of arrival per app.
+    private var treeReaders: [String: ClientIdentity] = [:]
+    private var treeReadersByApp: [String: [String]] = [:]
+    /// Tasks each peer follows directly.
+    private var followed: [String: Set<String>] = [:]
+    static let treeReadersPerApp = 16
+    static let maxTreeReaders = 256
+    static let followersPerTask = 16
+    private var refusedReaderLogged = false
+
+    /// Tasks in the tree, charged to their leaf (the agent's own to the agent).
+    private var listing = FairQuota(
+        budget: NetActivityLimits.listedTasksBudget, limit: NetActivityLimits.listedTasksLimit,
+        perConnection: NetActivityLimits.listedTasksLimit)
+    /// Live tasks not in the tree, per leaf, oldest first (paths that left or were listed are
+    /// skipped when met).
+    private var waiting: [String: Queue] = [:]
+
+    private struct Queue {
+        var paths: [String] = []
+        var head = 0
+        var first: String? { head < paths.count ? paths[head] : nil }
+        mutating func removeFirst() {
+            head += 1
+            if head > 64, head * 2 > paths.count {
+                paths.removeFirst(head)
+                head = 0
+            }
+        }
+    }
+
+    init(context: AgentContext, entry: @escaping (String) -> TaskEntry?) {
+        self.context = context
+        self.entry = entry
+    }
+
+    private static func isTask(_ path: String) -> Bool { path.hasPrefix(NetActivityBus.taskPathPrefix) }
+
+    /// Whether a caller who is `identity` may read `task`.
+    static func may(_ identity: ClientIdentity, read task: TaskEntry) -> Bool {
+        guard identity.isSandboxed else { return true }
+        // A sandboxed app's leaf is its app; a caller not known has a leaf of its own.
+        return task.app.map { $0 == identity.leaf } ?? task.readers.contains(identity.leaf)
+    }
+
+    // MARK: ObjectAudience
+
+    func mayRead(_ path: String, caller: String) -> Bool {
+        guard Self.isTask(path), let task = entry(path) else { return true }
+        return Self.may(context.peers.identity(of: caller), read: task)
+    }
+
+    func isListed(_ path: String) -> Bool {
+        guard Self.isTask(path), let task = entry(path) else { return true }
+        return task.listed
+    }
+
+    func signalDestinations(for path: String, tree: Bool) -> [String]? {
+        guard Self.isTask(path), let task = entry(path) else { return nil }
+        var out: [String] = []
+        if task.listed {
+            for (peer, identity) in treeReaders where Self.may(identity, read: task) { out.append(peer) }
+        }
+        if !tree {
+            for peer in task.followers where !(task.listed && treeReaders[peer] != nil) { out.append(peer) }
+        }
+        return out
+    }
+
+    func didRead(_ path: String, caller: String, tree: Bool) {
+        if tree {
+            guard treeReaders[caller] == nil, caller != context.uniqueName else { return }
+            addTreeReader(caller)
+        } else if Self.isTask(path), let task = entry(path), !task.followers.contains(caller) {
+            task.followers.append(caller)
+            followed[caller, default: []].insert(path)
+            if task.followers.count > Self.followersPerTask {
+                let oldest = task.followers.removeFirst()
+                followed[oldest]?.remove(path)
+            }
+        }
+    }
+
+    /// A peer reads the tree: it receives the tree's signals from now on. An app has at most
+    /// `treeReadersPerApp` (its oldest give way), all apps `maxTreeReaders`.
+    private func addTreeReader(_ peer: String) {
+        let identity = context.peers.identity(of: peer)
+        guard treeReaders.count < Self.maxTreeReaders || (treeReadersByApp[identity.app]?.count ?? 0) >= Self.treeReadersPerApp else {
+            if !refusedReaderLogged {
+                refusedReaderLogged = true
+                context.logger.warning("\(Self.maxTreeReaders) peers follow the task list already; \(peer) (\(identity.app)) gets no task signals")
+            }
+            return
+        }
+        treeReaders[peer] = identity
+        treeReadersByApp[identity.app, default: []].append(peer)
+        if treeReadersByApp[identity.app]!.count > Self.treeReadersPerApp {
+            treeReaders[treeReadersByApp[identity.app]!.removeFirst()] = nil
+        }
+    }
+
+    // MARK: the task table's events
+
+    /// A new task: in the tree if its leaf's share allows, else waiting for room.
+    func created(_ task: TaskEntry) {
+        let leaf = task.app ?? Self.agentLeaf
+        if listing.check(connection: task.record.owner, leaf: leaf) == nil {
+            listing.charge(connection: task.record.owner, leaf: leaf)
+            task.listed = true
+        } else {
+            waiting[leaf, default: Queue()].paths.append(task.path)
+        }
+    }
+
+    /// A task left (after its InterfacesRemoved): its room in the tree goes to the oldest waiting
+    /// task of the app that lists the fewest.
+    func removed(_ task: TaskEntry) {
+        for peer in task.followers { followed[peer]?.remove(task.path) }
+        guard task.listed else { return }
+        listing.release(connection: task.record.owner, leaf: task.app ?? Self.agentLeaf)
+        listNextWaiting()
+    }
+
+    private func listNextWaiting() {
+        var best: (leaf: String, held: Int)?
+        for leaf in Array(waiting.keys) {
+            while let first = waiting[leaf]!.first, entry(first).map({ $0.listed || $0.record.state == .completed }) ?? true {
+                waiting[leaf]!.removeFirst()
+            }
+            if waiting[leaf]!.first == nil {
+                waiting[leaf] = nil
+                continue
+            }
+            let held = listing.held(byApp: String(ClientIdentity.app(ofLeaf: leaf)))
+            if best.map({ held < $0.held }) ?? true { best = (leaf, held) }
+        }
+        guard let leaf = best?.leaf, let path = waiting[leaf]?.first, let task = entry(path),
+              listing.check(connection: task.record.owner, leaf: leaf) == nil
+        else { return }
+        waiting[leaf]!.removeFirst()
+        if waiting[leaf]!.first == nil { waiting[leaf] = nil }
+        listing.charge(connection: task.record.owner, leaf: leaf)
+        task.listed = true
+        context.server.announce(path: path)
+    }
+
+    /// A peer left: it reads nothing more.
+    func peerLeft(_ peer: String) {
+        if let identity = treeReaders.removeValue(forKey: peer) {
+            treeReadersByApp[identity.app]?.removeAll { $0 == peer }
+            if treeReadersByApp[identity.app]?.isEmpty == true { treeReadersByApp[identity.app] = nil }
+        }
+        for path in followed.removeValue(forKey: peer) ?? [] {
+            entry(path)?.followers.removeAll { $0 == peer }
+        }
+    }
+
+    static let agentLeaf = "agent"
+}
