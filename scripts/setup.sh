@@ -16,6 +16,9 @@ command -v systemd-analyze >/dev/null 2>&1 || need="$need systemd"
 command -v desktop-file-validate >/dev/null 2>&1 || need="$need desktop-file-utils"
 command -v groff >/dev/null 2>&1 || need="$need groff-base"
 command -v msgfmt >/dev/null 2>&1 || need="$need gettext"
+# The strangers' tests: a real Flatpak-like sandbox (bubblewrap and xdg-dbus-proxy).
+command -v bwrap >/dev/null 2>&1 || need="$need bubblewrap"
+command -v xdg-dbus-proxy >/dev/null 2>&1 || need="$need xdg-dbus-proxy"
 # C bindings from the contract (gdbus-codegen), compiled and run by the tests.
 pkg-config --exists gio-unix-2.0 2>/dev/null && command -v gdbus-codegen >/dev/null 2>&1 || need="$need libglib2.0-dev"
 if [ "${1:-}" = "--bench" ]; then

@@ -49,10 +49,10 @@ public enum NetActivityLimits {
     /// fair share (`FairQuota`).
     public static let liveTasksBudget = 3276
     /// Task objects in the object tree (GetManagedObjects, InterfacesAdded), shared fairly between
-    /// apps; up to `listedTasksLimit` while apps under their share list theirs. With descriptions
-    /// and errors at their limits, the tree's reply stays under about 1 MB.
-    public static let listedTasksBudget = 320
-    public static let listedTasksLimit = 480
+    /// apps; up to `listedTasksLimit` (2.5 times as many) while apps under their share list theirs.
+    /// The tree's reply then stays around 1 MB, whatever apps do.
+    public static let listedTasksBudget = 200
+    public static let listedTasksLimit = 500
 
     /// Tasks running or suspended over all clients, the hard limit. With the downloads' own cap and the lingering
     /// tasks, GetManagedObjects stays far below the bus's 64 MiB array limit: (8,192 + 8,192) live

@@ -2,7 +2,7 @@
 """A client whose files a FUSE server of its own holds up: fuse_attacker.py ADDRESS MODE, run in a
 user and mount namespace of its own (`unshare -rm`), mounts a FUSE file system served by a thread
 of this process (a raw /dev/fuse server: INIT, LOOKUP, GETATTR and OPEN of one file), connects to
-the bus, and then makes the server stop answering before it acts:
+the bus, and then makes the server stop answering (anything but closing a file) before it acts:
 
 - `chroot`: chroots into the mount (its root is now the frozen FUSE root) and adds an image;
 - `fd`: opens the mount's one file and passes it to AddImageFromFd.
@@ -14,9 +14,9 @@ import ctypes
 import json
 import os
 import select
+import socket
 import struct
 import sys
-import threading
 import time
 
 import dbus
@@ -36,21 +36,36 @@ def attr(node):
     return struct.pack("<QQQQQQIIIIIIIIII", node, size, 1, 0, 0, 0, 0, 0, 0, mode, 1, 0, 0, 0, 4096, 0)
 
 
-class Server(threading.Thread):
+class Server:
+    """The file system's server, in a process of its own (a client closing one of its files waits
+    for the FLUSH answer, holding Python's lock if it were a thread of this process)."""
+
     def __init__(self, fd):
-        super().__init__(daemon=True)
         self.fd = fd
-        self.answering = True
-        self.stop_r, self.stop_w = os.pipe()
+        self.control_r, self.control_w = (s.detach() for s in socket.socketpair())
+        self.pid = os.fork()
+        if self.pid == 0:
+            os.close(self.control_w)
+            try:
+                self.serve()
+            finally:
+                os._exit(0)
+        os.close(self.control_r)
 
     def reply(self, unique, body=b"", error=0):
         os.write(self.fd, struct.pack("<IiQ", 16 + len(body), error, unique) + body)
 
-    def run(self):
+    def serve(self):
+        answering = True
         while True:
-            ready, _, _ = select.select([self.fd, self.stop_r], [], [])
-            if self.stop_r in ready:
-                return
+            ready, _, _ = select.select([self.fd, self.control_r], [], [])
+            if self.control_r in ready:
+                command = os.read(self.control_r, 1)
+                if command in (b"", b"s"):
+                    return
+                answering = False
+                os.write(self.control_r, b"k")
+                continue
             try:
                 request = os.read(self.fd, 1 << 20)
             except OSError:
@@ -59,7 +74,9 @@ class Server(threading.Thread):
             if opcode == INIT:
                 # major, minor, max_readahead, flags, max_background, congestion_threshold, max_write
                 self.reply(unique, struct.pack("<IIIIHHI", 7, 19, 65536, 0, 16, 12, 65536))
-            elif not self.answering:
+            elif opcode in (RELEASE, FLUSH):
+                self.reply(unique)  # closing always works (or the bus daemon's own close would wait)
+            elif not answering:
                 continue  # frozen: the caller waits for ever
             elif opcode == LOOKUP:
                 name = request[40:].split(b"\0")[0]
@@ -71,17 +88,20 @@ class Server(threading.Thread):
                 self.reply(unique, struct.pack("<QII", 60, 0, 0) + attr(node))
             elif opcode == OPEN:
                 self.reply(unique, struct.pack("<QII", 1, 0, 0))
-            elif opcode in (RELEASE, FLUSH):
-                self.reply(unique)
             elif opcode == READ:
                 offset, size = struct.unpack_from("<QQI", request, 40)[1:]
                 self.reply(unique, CONTENT[offset:offset + size])
             else:
                 self.reply(unique, error=-38)
 
+    def freeze(self):
+        """Stops answering; returns once the server says it has."""
+        os.write(self.control_w, b"f")
+        assert os.read(self.control_w, 1) == b"k"
+
     def stop(self):
-        os.write(self.stop_w, b"x")
-        self.join()
+        os.write(self.control_w, b"s")
+        os.waitpid(self.pid, 0)
         os.close(self.fd)  # the last /dev/fuse descriptor: the kernel aborts what still waits
 
 
@@ -94,17 +114,17 @@ def main():
         print(json.dumps({"error": ["mount", os.strerror(ctypes.get_errno())]}), flush=True)
         return
     server = Server(fd)
-    server.start()
     conn = dbus.bus.BusConnection(address)
     obj = conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH, introspect=False)
     cache = dbus.Interface(obj, contract.ImageCache.INTERFACE)
     image = os.open(os.path.join(mnt, "image.png"), os.O_RDONLY) if mode == "fd" else None
-    server.answering = False
+    if mode == "chroot":
+        os.chroot(mnt)
+        os.chdir("/")
+    server.freeze()
     start = time.monotonic()
     try:
         if mode == "chroot":
-            os.chroot(mnt)
-            os.chdir("/")
             cache.AddImage("from-fuse", dbus.ByteArray(bytes.fromhex(sys.argv[3])), timeout=60)
             out = {"ok": conn.get_unique_name()}
         else:

@@ -4,7 +4,9 @@ per line, runs each on its own bus connection and prints one JSON line per comma
 or {"error": [name, message]}. It keeps everything it was given (leases, tasks) until stdin
 closes. Commands: ["tasks", N], ["leases", N, REASON?], ["reasons"], ["download", URL], ["set", IFACE, PROP, SIG, VALUE],
 ["add-url", URL, HEX], ["lookup-url", URL], ["open-url", URL], ["add", ID, HEX], ["usage-by-app"],
-["remove-all"], ["fetch", URL, {OPTION: [SIGNATURE, VALUE]}] (FetchImage: the bytes in hex and the source), ["remove-images", PREFIX], ["ping"]."""
+["remove-all"], ["fetch", URL, {OPTION: [SIGNATURE, VALUE]}] (FetchImage: the bytes in hex and the source), ["remove-images", PREFIX],
+["task", DESCRIPTION, {OPTION: [SIGNATURE, VALUE]}] (BeginTask: the path), ["managed"] (the task paths and descriptions
+GetManagedObjects lists), ["get", PATH, IFACE, PROP], ["ping"]."""
 import json
 import os
 import sys
@@ -85,6 +87,16 @@ def run(cmd, *args):
                                                                 dbus_interface=contract.PROPERTIES).items()}
     if cmd == "remove-all":
         return bool(cache.RemoveAllImages())
+    if cmd == "task":
+        options = dbus.Dictionary({k: VARIANT[sig](v) for k, (sig, v) in (args[1] if len(args) > 1 else {}).items()}, signature="sv")
+        path = agent.BeginTask(args[0], options)
+        held.append(path)
+        return str(path)
+    if cmd == "managed":
+        managed = obj.GetManagedObjects(dbus_interface="org.freedesktop.DBus.ObjectManager")
+        return {str(p): str(i[contract.Task.INTERFACE]["Description"]) for p, i in managed.items() if contract.Task.INTERFACE in i}
+    if cmd == "get":
+        return str(conn.get_object(NAME, args[0], introspect=False).Get(args[1], args[2], dbus_interface=contract.PROPERTIES))
     if cmd == "ping":
         return conn.get_unique_name()
     raise ValueError(cmd)

@@ -22,8 +22,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 class Observer:
     """observer.py in a process of its own: what a panel sees, with arrival times."""
 
-    def __init__(self, bus, script="observer.py", *args):
-        self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, script), bus.address, *args],
+    def __init__(self, bus, script="observer.py", *args, prefix=()):
+        """`prefix`: an argv that runs the script inside something (a sandbox)."""
+        self.proc = subprocess.Popen([*prefix, sys.executable, os.path.join(HERE, script), bus.address, *args],
                                      stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline().strip()
         if line != "ready":
@@ -87,8 +88,8 @@ class AgentTestCase(unittest.TestCase):
         self.assertEqual(cm.exception.get_dbus_name(), name, cm.exception.get_dbus_message())
         return cm.exception.get_dbus_message()
 
-    def observe(self, script="observer.py", *args):
-        o = Observer(self.bus, script, *args)
+    def observe(self, script="observer.py", *args, prefix=()):
+        o = Observer(self.bus, script, *args, prefix=prefix)
         self.observers.append(o)
         return o
 
