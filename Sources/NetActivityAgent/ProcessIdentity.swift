@@ -1,4 +1,3 @@
-internal import CLinux
 import Glibc
 import LinuxKit
 import NetActivityCore
