@@ -164,7 +164,9 @@ public final class TaskService: TaskBeginning, TaskFactory {
 
     /// A download's task: suspended while queued; a transfer that starts at once is announced
     /// running, and that announcement opens its progress window as `resume` does.
-    public func makeAgentTask(description: String, running: Bool, progress: TaskProgress = TaskProgress(), readers: Set<String>)
+    public func makeAgentTask(
+        description: String, running: Bool, progress: TaskProgress = TaskProgress(), readers: Set<String> = []
+    )
         -> TaskEntry
     {
         // Cannot hit the ledger's limit: it equals the cap on live tasks.
