@@ -1,4 +1,4 @@
-import DBusKit
+public import DBusKit
 import NetActivityContract
 import NetActivityCore
 
@@ -18,7 +18,7 @@ import NetActivityCore
 ///   every budget is (`FairQuota`); an app's other tasks wait, live and answering their owner, and
 ///   enter the tree as earlier ones leave. The worst GetManagedObjects reply is about 1 MB,
 ///   whatever apps do.
-final class TaskAudience: ObjectAudience {
+public final class TaskAudience: ObjectAudience {
     private let context: AgentContext
     private let entry: (String) -> TaskEntry?
 
@@ -69,17 +69,17 @@ final class TaskAudience: ObjectAudience {
 
     // MARK: ObjectAudience
 
-    func mayRead(_ path: String, caller: String) -> Bool {
+    public func mayRead(_ path: String, caller: String) -> Bool {
         guard Self.isTask(path), let task = entry(path) else { return true }
         return Self.may(context.peers.identity(of: caller), read: task)
     }
 
-    func isListed(_ path: String) -> Bool {
+    public func isListed(_ path: String) -> Bool {
         guard Self.isTask(path), let task = entry(path) else { return true }
         return task.listed
     }
 
-    func signalDestinations(for path: String, tree: Bool) -> [String]? {
+    public func signalDestinations(for path: String, tree: Bool) -> [String]? {
         guard Self.isTask(path), let task = entry(path) else { return nil }
         var out: [String] = []
         if task.listed {
@@ -91,7 +91,7 @@ final class TaskAudience: ObjectAudience {
         return out
     }
 
-    func didRead(_ path: String, caller: String, tree: Bool) {
+    public func didRead(_ path: String, caller: String, tree: Bool) {
         if tree {
             guard treeReaders[caller] == nil, caller != context.uniqueName else { return }
             addTreeReader(caller)

@@ -130,7 +130,7 @@ public final class TaskService: TaskBeginning, TaskFactory {
     public var onTasksChanged: (() -> Void)?
 
     /// Who sees which task, and which tasks are in the object tree.
-    private(set) lazy var audience = TaskAudience(context: context) { [unowned self] path in self.tasks.byPath[path] }
+    public private(set) lazy var audience = TaskAudience(context: context) { [unowned self] path in self.tasks.byPath[path] }
 
     public init(context: AgentContext, activity: any ActivitySink, linger: Double) {
         self.context = context

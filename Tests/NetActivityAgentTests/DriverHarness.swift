@@ -57,6 +57,8 @@ final class DriverHarness {
     /// Lease fds would be watched here; the driver tests never run it.
     let loop = EventLoop()
 
+    static let panel = ":1.900"
+
     init(activation: Double = 1.0, completion: Double = 0.17, linger: Double = 5.0) {
         sink = RecordingSink(scheduler: scheduler)
         server = ObjectServer(sink: sink)
@@ -76,6 +78,9 @@ final class DriverHarness {
             self.activity.clientVanished(peer)
         }
         server.addObjectManager(at: NetActivityBus.objectPath)
+        // A host panel follows the object tree (it read it with GetManagedObjects): task signals,
+        // which are never broadcast, go to it.
+        tasks.audience.didRead(NetActivityBus.objectPath, caller: Self.panel, tree: true)
         server.export(
             path: NetActivityBus.objectPath,
             interfaces: [activity.makeInterface(), images.makeInterface(), downloads.makeInterface()])
