@@ -93,8 +93,9 @@ def run(cmd, *args):
         held.append(path)
         return str(path)
     if cmd == "managed":
-        managed = obj.GetManagedObjects(dbus_interface="org.freedesktop.DBus.ObjectManager")
-        return {str(p): str(i[contract.Task.INTERFACE]["Description"]) for p, i in managed.items() if contract.Task.INTERFACE in i}
+        managed = obj.GetManagedObjects(dbus_interface=contract.OBJECT_MANAGER)
+        return {str(p): str(i[contract.Task.INTERFACE][contract.Task.Description]) for p, i in managed.items()
+                if contract.Task.INTERFACE in i}
     if cmd == "get":
         return str(conn.get_object(NAME, args[0], introspect=False).Get(args[1], args[2], dbus_interface=contract.PROPERTIES))
     if cmd == "ping":

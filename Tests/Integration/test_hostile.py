@@ -522,7 +522,7 @@ class BudgetTests(AgentTestCase):
         # theirs): the first app's 200, and each newcomer its share at its arrival.
         by_owner = {}
         for props in managed.values():
-            owner = str(props[contract.Task.INTERFACE]["Owner"])
+            owner = str(props[contract.Task.INTERFACE][contract.Task.Owner])
             by_owner[owner] = by_owner.get(owner, 0) + 1
         self.assertEqual(sorted(by_owner.values(), reverse=True), [200, 100, 66, 50, 40], by_owner)
         self.assertTrue(self.agent.alive(), "the reply fitted the bus's limits: the agent is still on the bus")
@@ -549,7 +549,7 @@ class GateTests(AgentTestCase):
                                check=True, timeout=10)
         # Each client's departure reached the agent before this round trip does.
         wait_until(lambda: context.iteration(False) or len(gone) >= 12, what="the twelve clients gone")
-        self.assertTrue(bool(obj.Get(IFACE, "Enabled", dbus_interface=PROPS)), "no hit-and-run setter took effect")
+        self.assertTrue(bool(obj.Get(IFACE, contract.Activity.Enabled, dbus_interface=PROPS)), "no hit-and-run setter took effect")
         wait_until(lambda: self.count() == 0, what="the counts of the departed clients released")
 
 

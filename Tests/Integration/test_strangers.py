@@ -47,6 +47,26 @@ def sealed_memfd(data, seals=True):
     return fd
 
 
+def orphaned_connection(address):
+    """A bus connection whose process has exited: a child connects (Hello), hands its socket over
+    and exits. Returns a RawClient on that socket and the child's pid."""
+    parent, child = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            raw = RawClient(address)
+            socket.send_fds(child, [b"x"], [raw.sock.fileno()])
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    _, fds, _, _ = socket.recv_fds(parent, 1, 1)
+    parent.close()
+    child.close()
+    raw = RawClient.__new__(RawClient)
+    raw.sock, raw.serial = socket.socket(fileno=fds[0]), 100
+    return raw, pid
+
+
 class NeverReaderTests(AgentTestCase):
     def cache(self, conn=None):
         return dbus.Interface((conn or self.conn).get_object(NAME, PATH, introspect=False), CACHE)
@@ -574,30 +594,14 @@ class DepartedProcessTests(StrangerTestCase):
         then names no process. Each such connection used to be an app of its own; now they share
         one leaf of the unscoped pool, so they never add up to more than one process's share."""
         from rawbus import body_string_bytes
-        socks = []
-        for n in range(3):
-            parent, child = socket.socketpair()
-            pid = os.fork()
-            if pid == 0:
-                try:
-                    raw = RawClient(self.bus.address)
-                    socket.send_fds(child, [b"x"], [raw.sock.fileno()])
-                finally:
-                    os._exit(0)
-            os.waitpid(pid, 0)
-            _, fds, _, _ = socket.recv_fds(parent, 1, 1)
-            parent.close()
-            child.close()
-            socks.append(socket.socket(fileno=fds[0]))
-        for n, sock in enumerate(socks):
-            raw = RawClient.__new__(RawClient)
-            raw.sock, raw.serial = sock, 100
+        raws = [orphaned_connection(self.bus.address)[0] for _ in range(3)]
+        for n, raw in enumerate(raws):
             raw.send(NAME, PATH, CACHE, "AddImage", "say", body_string_bytes("gone%d" % n, bytes(png(width=n + 1))))
         rows = wait_until(lambda: (lambda r: r if r.get("unscoped/gone", 0) == sum(len(png(width=n + 1)) for n in range(3))
                                    else None)(self.by_app()), what="the three images charged to one leaf")
         self.assertEqual([k for k in rows if k.startswith("unscoped/")], ["unscoped/gone"])
-        for sock in socks:
-            sock.close()
+        for raw in raws:
+            raw.sock.close()
 
 
 class InlineLimitTests(AgentTestCase):
@@ -755,9 +759,9 @@ class OwnWorkTests(StrangerTestCase):
         self.assertNotIn("tax-return", seen)
         self.assertEqual(app("managed"), {own_path: "sandbox: syncing", second: "sandbox: second"})
         with self.assertRaises(dbus.exceptions.DBusException) as cm:
-            app("get", host_path, TASK, "Description")
+            app("get", host_path, TASK, contract.Task.Description)
         self.assertEqual(cm.exception.get_dbus_name(), "org.freedesktop.DBus.Error.UnknownObject")
-        self.assertEqual(app("get", own_path, TASK, "Description"), "sandbox: syncing")
+        self.assertEqual(app("get", own_path, TASK, contract.Task.Description), "sandbox: syncing")
         # Host readers see every app's tasks, as before.
         managed = self.conn.get_object(NAME, PATH, introspect=False).GetManagedObjects(
             dbus_interface="org.freedesktop.DBus.ObjectManager")
@@ -779,7 +783,7 @@ class TreeBoundTests(StrangerTestCase):
         path = newcomer("task", "a newcomer's upload")
         managed = obj.GetManagedObjects(dbus_interface="org.freedesktop.DBus.ObjectManager", timeout=60)
         self.assertIn(path, {str(p) for p in managed})
-        self.assertEqual(str(self.conn.get_object(NAME, path, introspect=False).Get(TASK, "Description", dbus_interface=PROPS)),
+        self.assertEqual(str(self.conn.get_object(NAME, path, introspect=False).Get(TASK, contract.Task.Description, dbus_interface=PROPS)),
                          "a newcomer's upload")
 
 
@@ -806,8 +810,15 @@ class HitAndRunTests(StrangerTestCase):
         wait_until(lambda: os.path.exists(d + "/bus"), what="the proxy's socket")
         return d, info
 
+    def shared_settings(self):
+        obj = self.conn.get_object(NAME, PATH, introspect=False)
+        D = contract.Downloader
+        return [obj.Get(iface, prop, dbus_interface=PROPS) for iface, prop in
+                [(DOWNLOADER, D.MaximumActiveDownloads), (IFACE, contract.Activity.Enabled), (DOWNLOADER, D.DiskCapacity)]]
+
     def test_a_sandboxed_client_that_calls_and_leaves_at_once_gains_nothing(self):
         d, info = self.sandbox()
+        settings = self.shared_settings()
         cache = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), CACHE)
         host_image = bytes(png(width=3))
         cache.AddImage("host-image", dbus.ByteArray(host_image))
@@ -820,12 +831,13 @@ def setter(iface, prop, sig, packed):
     body = _string(_string(b"", iface), prop)
     body = _string(body, sig, sig=True)
     return _pad(body, 8 if sig == "t" else 4) + packed
+D, A, C = contract.Downloader, contract.Activity, contract.ImageCache
 calls = [
-    (P, "Set", "ssv", setter(contract.Downloader.INTERFACE, "MaximumActiveDownloads", "u", struct.pack("<I", 1))),
-    (P, "Set", "ssv", setter(contract.Activity.INTERFACE, "Enabled", "b", struct.pack("<I", 0))),
-    (P, "Set", "ssv", setter(contract.Downloader.INTERFACE, "DiskCapacity", "t", struct.pack("<Q", 0))),
-    (contract.ImageCache.INTERFACE, "RemoveAllImages", "", b""),
-    (contract.ImageCache.INTERFACE, "AddImageForRequest", "ssay",
+    (P, "Set", "ssv", setter(D.INTERFACE, D.MaximumActiveDownloads, "u", struct.pack("<I", 1))),
+    (P, "Set", "ssv", setter(A.INTERFACE, A.Enabled, "b", struct.pack("<I", 0))),
+    (P, "Set", "ssv", setter(D.INTERFACE, D.DiskCapacity, "t", struct.pack("<Q", 0))),
+    (C.INTERFACE, C.RemoveAllImages, "", b""),
+    (C.INTERFACE, C.AddImageForRequest, "ssay",
      _pad(_string(_string(b"", "https://example.org/host.png"), ""), 4) + struct.pack("<I", 8) + b"\x89PNG\r\n\x1a\n"),
 ]
 iface, member, sig, body = calls[int(sys.argv[2])]
@@ -848,10 +860,7 @@ raw.sock.close()
         # Each of the proxy's connections for them left, and the agent heard of it before this round trip.
         context = GLib.MainContext.default()
         wait_until(lambda: context.iteration(False) or len(gone) >= tries, timeout=30, what="the hit-and-run clients gone")
-        obj = self.conn.get_object(NAME, PATH, introspect=False)
-        self.assertEqual(int(obj.Get(DOWNLOADER, "MaximumActiveDownloads", dbus_interface=PROPS)), 4)
-        self.assertTrue(bool(obj.Get(IFACE, "Enabled", dbus_interface=PROPS)))
-        self.assertEqual(int(obj.Get(DOWNLOADER, "DiskCapacity", dbus_interface=PROPS)), 157286400)
+        self.assertEqual(self.shared_settings(), settings, "no hit-and-run setter took effect")
         self.assertEqual(bytes(cache.LookupImage("host-image", byte_arrays=True)[1]), host_image)
         self.assertEqual(bytes(cache.LookupImageForRequest("https://example.org/host.png", "", byte_arrays=True)[1]), host_image)
 
@@ -912,7 +921,7 @@ class SniffTests(AgentTestCase):
         prober = Prober(self.bus)
         for _ in range(4):
             for fd in fds:
-                self.expect_error(contract.ERROR_PREFIX + "NotAnImage", lambda: cache.AddImageFromFd("x", dbus.types.UnixFd(fd)))
+                self.expect_error(contract.Error.NotAnImage, lambda: cache.AddImageFromFd("x", dbus.types.UnixFd(fd)))
         report = prober.stop()
         for fd in fds:
             os.close(fd)
@@ -926,20 +935,7 @@ class RecycledPidTests(StrangerTestCase):
         """A process connects, hands its socket on and exits; a sandboxed app then gets its pid. The
         connection's first call comes after that: it is not the sandbox's, and has the least rights."""
         from rawbus import body_string_bytes
-        parent, child = socket.socketpair()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                raw = RawClient(self.bus.address)
-                socket.send_fds(child, [b"x"], [raw.sock.fileno()])
-            finally:
-                os._exit(0)
-        os.waitpid(pid, 0)
-        _, fds, _, _ = socket.recv_fds(parent, 1, 1)
-        parent.close()
-        child.close()
-        raw = RawClient.__new__(RawClient)
-        raw.sock, raw.serial = socket.socket(fileno=fds[0]), 100
+        raw, pid = orphaned_connection(self.bus.address)
         self.addCleanup(raw.sock.close)
         time.sleep(0.03)  # the next process starts at a later tick of the clock that start times count
         for attempt in range(20):
@@ -950,7 +946,7 @@ class RecycledPidTests(StrangerTestCase):
                 break
         else:
             self.skipTest("another process took the pid each time")
-        raw.send(NAME, PATH, CACHE, "AddImage", "say", body_string_bytes("planted", bytes(png(width=5))))
+        raw.send(NAME, PATH, CACHE, contract.ImageCache.AddImage, "say", body_string_bytes("planted", bytes(png(width=5))))
         rows = wait_until(lambda: (lambda r: r if "unscoped/gone" in r else None)(self.by_app()), what="the planted image charged")
         self.assertNotIn("flatpak:org.example.Victim", rows)
         self.assertIsNone(victim("lookup", "planted"), "the victim does not read it as its own")
