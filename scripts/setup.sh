@@ -19,6 +19,8 @@ command -v msgfmt >/dev/null 2>&1 || need="$need gettext"
 # The strangers' tests: a real Flatpak-like sandbox (bubblewrap and xdg-dbus-proxy).
 command -v bwrap >/dev/null 2>&1 || need="$need bubblewrap"
 command -v xdg-dbus-proxy >/dev/null 2>&1 || need="$need xdg-dbus-proxy"
+# The integration suite runs on dbus-broker too (systemd-socket-activate comes with systemd).
+command -v dbus-broker-launch >/dev/null 2>&1 || need="$need dbus-broker"
 # C bindings from the contract (gdbus-codegen), compiled and run by the tests.
 pkg-config --exists gio-unix-2.0 2>/dev/null && command -v gdbus-codegen >/dev/null 2>&1 || need="$need libglib2.0-dev"
 if [ "${1:-}" = "--bench" ]; then

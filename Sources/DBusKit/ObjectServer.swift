@@ -255,14 +255,7 @@ public final class ObjectServer {
     /// `InterfacesAdded` for the object at `path`: broadcast, or to the peers its audience names
     /// (none while it is not listed).
     private func emitInterfacesAdded(manager: String, path: String, object: Object) {
-        guard let destinations = destinations(ofTree: path) else {
-            try? sink.emitSignal(path: manager, interface: Self.objectManagerInterface, member: "InterfacesAdded") { w in
-                try w.appendObjectPath(path)
-                try appendInterfaces(&w, object, path: path)
-            }
-            return
-        }
-        for destination in destinations {
+        for destination in recipients(ofTree: path) {
             try? sink.emitSignal(path: manager, interface: Self.objectManagerInterface, member: "InterfacesAdded", destination: destination) {
                 w in
                 try w.appendObjectPath(path)
@@ -271,11 +264,17 @@ public final class ObjectServer {
         }
     }
 
-    /// Where the object manager's signals about `path` go: nil to everyone, else these peers.
-    private func destinations(ofTree path: String) -> [String]? {
-        guard let audience else { return nil }
+    /// Where the object manager's signals about `path` go: `[nil]` (one broadcast) without an
+    /// audience, else the peers it names (none while the object is not listed).
+    private func recipients(ofTree path: String) -> [String?] {
+        guard let audience else { return [nil] }
         guard audience.isListed(path) else { return [] }
-        return audience.signalDestinations(for: path, tree: true)
+        return Self.recipients(audience.signalDestinations(for: path, tree: true))
+    }
+
+    /// An audience's answer as the destinations of signals: nil (everyone) is one broadcast.
+    private static func recipients(_ destinations: [String]?) -> [String?] {
+        destinations.map { $0.map(Optional.some) } ?? [nil]
     }
 
     /// Announces the object at `path` (`InterfacesAdded`) once its audience lists it.
@@ -292,12 +291,8 @@ public final class ObjectServer {
         invalidateAncestors(of: path)
         if let manager = manager(above: path) {
             let names = object.interfaces.map(\.name)
-            if let destinations = destinations(ofTree: path) {
-                for destination in destinations {
-                    emitInterfacesRemoved(manager: manager, path: path, interfaces: names, to: destination)
-                }
-            } else {
-                emitInterfacesRemoved(manager: manager, path: path, interfaces: names)
+            for destination in recipients(ofTree: path) {
+                emitInterfacesRemoved(manager: manager, path: path, interfaces: names, to: destination)
             }
         }
     }
@@ -608,16 +603,13 @@ public final class ObjectServer {
     public func emitPropertiesChanged(path: String, interface: String, changed names: [String], invalidated: [String] = []) {
         guard let object = objects[path], let table = object.interface(interface) else { return }
         if !managedReplies.isEmpty { noteManagedChange(path: path, interface: interface, removed: nil) }
-        let changed: (inout MessageWriter) throws -> Void = { a in
-            for name in names {
-                if let property = table.properties[name] { try self.appendEntry(&a, property, path: path) }
-            }
-        }
-        guard let destinations = audience?.signalDestinations(for: path, tree: false) else {
-            return emitPropertiesChanged(path: path, interface: interface, invalidated: invalidated, changed)
-        }
+        let destinations = audience.map { Self.recipients($0.signalDestinations(for: path, tree: false)) } ?? [nil]
         for destination in destinations {
-            emitPropertiesChanged(path: path, interface: interface, invalidated: invalidated, to: destination, changed)
+            emitPropertiesChanged(path: path, interface: interface, invalidated: invalidated, to: destination) { a in
+                for name in names {
+                    if let property = table.properties[name] { try appendEntry(&a, property, path: path) }
+                }
+            }
         }
     }
 

@@ -46,13 +46,13 @@ public enum SealedMemory {
     /// shrink or grow it (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW).
     public static let requiredForAdoption: Int32 = CLINUX_SEALS_READ_ONLY & ~CLINUX_SEAL_SEAL
 
-    /// The seals on `fd` (0 when it takes none: not a memfd).
     /// Whether `fd` is a memfd (F_GET_SEALS answers for shmem files only, and never asks a file
     /// system: safe on a descriptor of a FUSE file).
     public static func isMemfd(_ fd: Int32) -> Bool {
         clinux_get_seals(fd) >= 0
     }
 
+    /// The seals on `fd` (0 when it takes none: not a memfd).
     public static func seals(of fd: Int32) -> Int32 {
         max(0, clinux_get_seals(fd))
     }

@@ -2,6 +2,7 @@ import DBusKit
 import Glibc
 import LinuxKit
 import Logging
+import NetActivityContract
 
 extension Connection {
     /// Follows a bus name's owner: `onOwner` gets the owner now (looked up without blocking) and
@@ -246,7 +247,25 @@ final class ActivityNotifier: DesktopObserver {
         closedHandler = connection.onSignal(SignalMatch(path: Self.path, interface: Self.name, member: "NotificationClosed")) {
             [unowned self] message in self.closed(message)
         }
-        unfollow = connection.followOwner(of: Self.name) { [unowned self] owner in self.server = owner }
+        unfollow = connection.followOwner(of: Self.name) { [unowned self] owner in
+            self.server = owner
+            self.bodyMarkup = false
+            if !owner.isEmpty { self.askCapabilities(of: owner) }
+        }
+    }
+
+    /// Whether the server renders markup in bodies (`body-markup`): then apps' text in a body is
+    /// escaped, so it stays text.
+    private var bodyMarkup = false
+
+    private func askCapabilities(of owner: String) {
+        guard let m = try? Message.methodCall(destination: owner, path: Self.path, interface: Self.name, member: "GetCapabilities")
+        else { return }
+        connection.callAsync(m, timeoutMilliseconds: 5000) { [weak self] result in
+            guard let self, self.server == owner, case .success(let reply) = result else { return }
+            var r = reply.reader()
+            self.bodyMarkup = ((try? r.readStrings()) ?? []).contains("body-markup")
+        }
     }
 
     /// Turned off (a reload): nothing more is posted, and what is on screen closes.
@@ -335,7 +354,7 @@ final class ActivityNotifier: DesktopObserver {
         w.append(replacing)
         w.append(DesktopIcon.name)
         w.append(summary)
-        w.append(body)
+        w.append(bodyMarkup ? DisplayText.markupEscaped(body) : body)
         w.appendArray(elementSignature: "s") { _ in }
         var hints: [String: DBusValue] = ["category": .string(category), "desktop-entry": .string("netactivityd")]
         if quiet {

@@ -22,13 +22,24 @@ public final class DownloadService: ImageDownloader.Observer {
     private var pending = FairQuota(
         budget: NetActivityLimits.pendingDownloadsBudget, limit: NetActivityLimits.maxPendingDownloads,
         perConnection: NetActivityLimits.maxPendingDownloadsPerClient)
-    /// Running transfers that hold a slot, watched for slowness: the bytes they had when the current
-    /// window began (nil: started during it, judged from the next). One timer, only while some run.
-    private var slowWatch: [UInt64: UInt64?] = [:]
+    /// Running transfers that hold a slot, watched for slowness while work waits for a slot. One
+    /// timer, ticking every `slowTick` only while some run and some wait.
+    private var slowWatch: [UInt64: SlowWatch] = [:]
     private var slowTimer: TimerID?
-    /// A transfer that moves less than `slowFloorBytes` in a window while others wait gives its
-    /// slot up (`ImageDownloader.yieldSlot`): a stalled or dribbling server holds no one hostage.
-    static let slowWindow: Duration = .seconds(2)
+    private struct SlowWatch {
+        /// Bytes when the current window began, and at the last tick (nil: not seen yet).
+        var windowStart: UInt64?
+        var lastTick: UInt64?
+        var quietTicks = 0
+        var ticks = 0
+    }
+    /// While others wait, a transfer gives its slot up (`ImageDownloader.yieldSlot`) and goes on
+    /// outside the limit when it moved no byte for `stallTicks` ticks (a stalled server: half a
+    /// second), or less than `slowFloorBytes` in `windowTicks` ticks (a dribbling one: 2 s). No
+    /// server holds anyone hostage.
+    static let slowTick: Duration = .milliseconds(250)
+    static let stallTicks = 2
+    static let windowTicks = 8
     static let slowFloorBytes: UInt64 = 16 * 1024
     /// Told of every failed download but cancellations (the notifier posts them).
     public var onFailure: [(_ url: String, _ message: String) -> Void] = []
@@ -253,23 +264,40 @@ public final class DownloadService: ImageDownloader.Observer {
         pending.charge(connection: owner, leaf: app)
     }
 
-    /// True while `core.download` runs: a completion that comes inside it (a transport that fails
-    /// at once, say) is told on the loop's next turn, after the call's own reply.
-    private var starting = false
+    /// Answers to deliver (FetchImage replies, DownloadFinished signals): always on a later turn
+    /// of the loop (never inside the call that started a download, whatever fails first), at most
+    /// `answerSlice` per turn, so that the thousands of callers one image (or one failure) may
+    /// have never hold the loop at once.
+    private var answers: [() -> Void] = []
+    private var answersHead = 0
+    static let answerSlice = 128
+    private lazy var answerTurn = NextTurn(context.scheduler) { [unowned self] in deliverAnswers() }
 
-    /// Runs `work` now, or on the next turn of the loop when inside the call that started a download.
-    private func outsideTheCall(_ work: @escaping () -> Void) {
-        guard starting else { return work() }
-        _ = context.scheduler.schedule(afterNanoseconds: 0, work)
+    private func answerLater(_ work: @escaping () -> Void) {
+        answers.append(work)
+        answerTurn.request()
     }
 
-    /// `core.download`, marked as the call that starts it (see `outsideTheCall`).
+    private func deliverAnswers() {
+        let end = min(answers.count, answersHead + Self.answerSlice)
+        while answersHead < end {
+            let work = answers[answersHead]
+            answersHead += 1
+            work()
+        }
+        if answersHead == answers.count {
+            answers.removeAll(keepingCapacity: answers.count <= 256)
+            answersHead = 0
+        } else {
+            answerTurn.request()
+        }
+    }
+
+    /// `core.download` for `owner`, noting which app may read the transfer's task.
     private func start(
         url: String, _ asked: Asked, owner: String,
         _ handler: @escaping (Result<ImageDownloader.Fetched, ImageDownloader.Failure>) -> Void
     ) -> ImageDownloader.Ticket {
-        starting = true
-        defer { starting = false }
         prefetching.requested()
         let leaf = context.peers.app(of: owner)
         let ticket = core.download(
@@ -287,7 +315,7 @@ public final class DownloadService: ImageDownloader.Observer {
         let ticket = start(url: url, asked, owner: owner) { [unowned self] result in
             self.release(owner)
             // `receipt` is read when the signal goes: after this call has returned it.
-            self.outsideTheCall { self.finished(receipt: receipt, url: url, owner: owner, result.map { _ in }) }
+            self.answerLater { self.finished(receipt: receipt, url: url, owner: owner, result.map { _ in }) }
         }
         switch ticket {
         case .cached:
@@ -376,7 +404,7 @@ public final class DownloadService: ImageDownloader.Observer {
             if case .failure(let error) = answer, error.name != NetActivityError.Name.cancelled.rawValue {
                 for observer in self.onFailure { observer(PublishedURL.redact(url), error.message) }
             }
-            self.outsideTheCall { reply(answer) }
+            self.answerLater { reply(answer) }
         }
         switch ticket {
         case .cached:
@@ -540,11 +568,12 @@ public final class DownloadService: ImageDownloader.Observer {
 
     public func transferQueued(_ transfer: UInt64, url: String) {
         transfers[transfer] = TransferState(url: url)
+        watchForSlowness()
     }
 
     public func transferStarted(_ transfer: UInt64, url: String) {
         checkRunningSoon()
-        slowWatch[transfer] = .some(nil)
+        slowWatch[transfer] = SlowWatch()
         watchForSlowness()
         guard var state = transfers[transfer] else { return }
         state.running = true
@@ -616,30 +645,50 @@ public final class DownloadService: ImageDownloader.Observer {
         tasks.complete(task, error: error.prefix(utf8Bytes: NetActivityLimits.maxTaskErrorBytes))
     }
 
+    /// Starts the ticks while transfers hold slots and work waits; on a start, every watch begins
+    /// from the bytes its transfer has now.
     private func watchForSlowness() {
-        guard slowTimer == nil, !slowWatch.isEmpty else { return }
-        slowTimer = context.schedule(after: Self.slowWindow) { [weak self] in self?.judgeSlowness() }
+        guard slowTimer == nil, !slowWatch.isEmpty, core.queuedCount > 0 else { return }
+        for transfer in slowWatch.keys {
+            let bytes = received(transfer)
+            slowWatch[transfer] = SlowWatch(windowStart: bytes, lastTick: bytes)
+        }
+        slowTimer = context.schedule(after: Self.slowTick) { [weak self] in self?.judgeSlowness() }
     }
 
-    /// Once per window while transfers run: each that moved less than the floor since the last
-    /// window began yields its slot if anyone waits.
+    private func received(_ transfer: UInt64) -> UInt64 { transfers[transfer]?.progress.received ?? 0 }
+
+    /// Every tick while others wait: a transfer that moved no byte for `stallTicks` ticks, or less
+    /// than the floor in a window, yields its slot.
     private func judgeSlowness() {
         slowTimer = nil
-        for (transfer, start) in slowWatch {
-            let now = transfers[transfer]?.progress.received ?? 0
+        guard core.queuedCount > 0 else { return }  // nobody waits: no ticks until someone does
+        for (transfer, var watch) in slowWatch {
             guard core.holdsSlot(transfer) else {
                 slowWatch[transfer] = nil
                 continue
             }
-            if let start, now - start < Self.slowFloorBytes, core.yieldSlot(transfer) {
+            let now = received(transfer)
+            watch.quietTicks = watch.lastTick == now ? watch.quietTicks + 1 : 0
+            watch.lastTick = now
+            watch.ticks += 1
+            let stalled = watch.quietTicks >= Self.stallTicks
+            let slow = watch.ticks >= Self.windowTicks && watch.windowStart.map { now - $0 < Self.slowFloorBytes } == true
+            if stalled || slow, core.yieldSlot(transfer) {
                 slowWatch[transfer] = nil
-                context.logger.info(
-                    "Transfer \(transfer) moved \(now - start) bytes in \(Self.slowWindow): it gives its slot to queued work and goes on")
+                let why = stalled
+                    ? "moved no byte for \(Self.slowTick * Self.stallTicks)"
+                    : "moved \(now - (watch.windowStart ?? now)) bytes in \(Self.slowTick * Self.windowTicks)"
+                context.logger.info("Transfer \(transfer) \(why): it gives its slot to queued work and goes on")
                 continue
             }
-            slowWatch[transfer] = .some(now)
+            if watch.ticks >= Self.windowTicks {
+                watch.windowStart = now
+                watch.ticks = 0
+            }
+            slowWatch[transfer] = watch
         }
-        watchForSlowness()
+        if !slowWatch.isEmpty { slowTimer = context.schedule(after: Self.slowTick) { [weak self] in self?.judgeSlowness() } }
     }
 
     // MARK: the interface table

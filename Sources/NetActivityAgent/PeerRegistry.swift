@@ -249,7 +249,8 @@ public final class BusPeerRegistry: PeerRegistry {
                 // other refusal (dbus-daemon without the interface, dbus-broker's Error.Failed)
                 // says the bus cannot tell: the guard is off, never wrong.
                 let gone = error.name == "org.freedesktop.DBus.Error.NameHasNoOwner"
-                if !gone, !Self.isTimeout(error) { self.statsRefused(error) }
+                let timedOut = error.name == "org.freedesktop.DBus.Error.NoReply"  // busCallAsync's timeout
+                if !gone, !timedOut { self.statsRefused(error) }
                 done(nil)
             }
         }
@@ -263,11 +264,6 @@ public final class BusPeerRegistry: PeerRegistry {
         logger.notice("The bus has no usable Debug.Stats (\(error.name): \(error.message)): clients that do not read cannot be told apart; that guard is off")
         for peer in silencedBackoff.keys { unsilence(peer) }
         unconfirmed.removeAll()
-    }
-
-    static func isTimeout(_ error: DBusError) -> Bool {
-        error.name == "org.freedesktop.DBus.Error.NoReply" || error.name == "org.freedesktop.DBus.Error.Timeout"
-            || error.name == "org.freedesktop.DBus.Error.TimedOut"
     }
 
     /// Asks the bus once, at start, whether it answers Debug.Stats for our own connection.

@@ -46,11 +46,13 @@ final class Prefetching {
             }
             if seen.insert(url).inserted { list.append(url) }
         }
+        // The cap is an app's, and in the unscoped pool each live process's (its leaf): one
+        // process of the pool never takes every other's first URL.
         let app = context.peers.app(of: owner)
-        let appHeld = quota.held(byApp: String(ClientIdentity.app(ofLeaf: app)))
-        guard appHeld + list.count <= NetActivityLimits.maxPrefetchURLsPerApp else {
+        let held = quota.held(byLeaf: app)
+        guard held + list.count <= NetActivityLimits.maxPrefetchURLsPerApp else {
             throw .limitsExceeded(
-                "The app \(app) has \(appHeld) prefetched URLs waiting; \(list.count) more would pass its limit of \(NetActivityLimits.maxPrefetchURLsPerApp)")
+                "\(app) has \(held) prefetched URLs waiting; \(list.count) more would pass its limit of \(NetActivityLimits.maxPrefetchURLsPerApp)")
         }
         if let refusal = quota.check(connection: owner, leaf: app, cost: list.count) {
             throw .limitsExceeded(refusal.message("prefetched URLs waiting", client: owner, leaf: app, quota: quota))

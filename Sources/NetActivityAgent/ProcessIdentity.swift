@@ -129,7 +129,7 @@ enum MountTable {
     static func mountID(of fd: Int32) -> Int? {
         guard let text = ProcessIdentity.readSmall(at: AT_FDCWD, "/proc/self/fdinfo/\(fd)", limit: 4096) else { return nil }
         for line in text.split(separator: "\n") where line.hasPrefix("mnt_id:") {
-            return Int(line.dropFirst(7).trimmingCharacters)
+            return line.dropFirst(7).split(whereSeparator: { $0 == "\t" || $0 == " " }).first.flatMap { Int($0) }
         }
         return nil
     }
@@ -146,15 +146,6 @@ enum MountTable {
             return String(fields[dash + 1])
         }
         return nil
-    }
-}
-
-extension Substring {
-    fileprivate var trimmingCharacters: Substring {
-        var s = self
-        while let f = s.first, f == " " || f == "\t" { s.removeFirst() }
-        while let l = s.last, l == " " || l == "\t" { s.removeLast() }
-        return s
     }
 }
 

@@ -20,6 +20,25 @@ public enum DisplayText {
         return String(line.prefix(max(0, maxCharacters - 1))) + "…"
     }
 
+    /// `text` as literal text inside Pango markup (waybar's tooltips, a notification body on a server
+    /// with `body-markup`): `&`, `<`, `>`, `"` and `'` become entities, so another app's text
+    /// never becomes markup.
+    public static func markupEscaped(_ text: String) -> String {
+        guard text.utf8.contains(where: { $0 == 0x26 || $0 == 0x3C || $0 == 0x3E || $0 == 0x22 || $0 == 0x27 }) else { return text }
+        var out = ""
+        for c in text {
+            switch c {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += "&#39;"
+            default: out.append(c)
+            }
+        }
+        return out
+    }
+
     /// C0, DEL, C1 and the bidi embedding, override and isolate controls (which would reorder
     /// the rest of a row).
     static func isControl(_ u: Unicode.Scalar) -> Bool {

@@ -129,7 +129,8 @@ enum Render {
             let tooltip = s.activityCount == 0 ? tr("Network activity just ended")
                 // TRANSLATORS: {1} lists the apps ("firefox (2), thunderbird (1)") or gives the count.
                 : tr("Network activity: {1}", s.clients.isEmpty ? "\(s.activityCount)" : clientsSummary(s))
-            return "{\"text\":\(jsonString(barText(s))),\"tooltip\":\(jsonString(tooltip)),"
+            // Waybar renders the tooltip as Pango markup: apps' names and reasons stay text.
+            return "{\"text\":\(jsonString(barText(s))),\"tooltip\":\(jsonString(DisplayText.markupEscaped(tooltip))),"
                 + "\"class\":\"active\",\"alt\":\"active\"}"
         }
         return "{\"text\":\"\",\"tooltip\":\"No network activity\",\"class\":\"idle\",\"alt\":\"idle\"}"

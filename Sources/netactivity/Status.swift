@@ -10,6 +10,9 @@ struct Status: ParsableCommand {
     @Flag(help: ArgumentHelp(tr("Print one JSON object.")))
     var json = false
 
+    @Flag(help: ArgumentHelp(tr("Escape the text for Pango markup (a notification body: notify-send).")))
+    var markup = false
+
     func run() throws {
         let client = try bus.connect()
         let s = statusOrFail(client)
@@ -17,18 +20,20 @@ struct Status: ParsableCommand {
             writeLine(Render.json(s))
             return
         }
-        writeLine("visible:     \(s.visible ? "yes" : "no")")
-        writeLine("state:       \(s.state)")
-        writeLine("activity:    \(s.activityCount)")
-        writeLine("enabled:     \(s.enabled ? "yes" : "no")")
-        writeLine("delays:      activation \(formatSeconds(s.activationDelay)) s, completion \(formatSeconds(s.completionDelay)) s")
+        // Other apps' names and reasons are text, never markup, in a notification body.
+        func out(_ line: String) { writeLine(markup ? DisplayText.markupEscaped(line) : line) }
+        out("visible:     \(s.visible ? "yes" : "no")")
+        out("state:       \(s.state)")
+        out("activity:    \(s.activityCount)")
+        out("enabled:     \(s.enabled ? "yes" : "no")")
+        out("delays:      activation \(formatSeconds(s.activationDelay)) s, completion \(formatSeconds(s.completionDelay)) s")
         if s.clients.isEmpty {
-            writeLine("clients:     none")
+            out("clients:     none")
         } else {
-            writeLine("clients:")
+            out("clients:")
             for c in s.clients {
-                writeLine("  \(c.busName)  \(c.processName.isEmpty ? "?" : safe(c.processName))  \(c.count)")
-                for reason in c.reasons { writeLine("      \(safe(reason))") }
+                out("  \(c.busName)  \(c.processName.isEmpty ? "?" : safe(c.processName))  \(c.count)")
+                for reason in c.reasons { out("      \(safe(reason))") }
             }
         }
     }

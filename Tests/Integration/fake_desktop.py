@@ -3,8 +3,10 @@
 
 fake_desktop.py ADDRESS watcher        org.kde.StatusNotifierWatcher; also prints items' NewStatus/NewToolTip
                                        and their menus' LayoutUpdated and ItemsPropertiesUpdated
-fake_desktop.py ADDRESS notifications  org.freedesktop.Notifications (Notify, CloseNotification); a line
-                                       "dismiss ID" on stdin closes ID as the user would (reason 2)
+fake_desktop.py ADDRESS notifications [CAPABILITY...]
+                                       org.freedesktop.Notifications (Notify, CloseNotification), with
+                                       "body" and these capabilities; a line "dismiss ID" on stdin
+                                       closes ID as the user would (reason 2)
 fake_desktop.py ADDRESS launcher       a dock: prints com.canonical.Unity.LauncherEntry Update signals
 Prints 'ready' once its name is owned and its match rules are in place."""
 import sys
@@ -56,7 +58,7 @@ class Notifications(dbus.service.Object):
 
     @dbus.service.method("org.freedesktop.Notifications", in_signature="", out_signature="as")
     def GetCapabilities(self):
-        return ["body"]
+        return ["body"] + sys.argv[3:]  # e.g. body-markup
 
     @dbus.service.method("org.freedesktop.Notifications", in_signature="", out_signature="ssss")
     def GetServerInformation(self):

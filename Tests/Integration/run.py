@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Runs the integration tests (Debian's /usr/bin/python3, which has python3-dbus and gi).
 
-Usage: run.py --bin .build/debug [-k pattern]
+Usage: run.py --bin .build/debug [--bus dbus-daemon|broker] [-k pattern] [--skip pattern]
 Ends with a line 'N passed, N failed'.
 """
 import argparse
@@ -13,14 +13,32 @@ here = os.path.dirname(os.path.abspath(__file__))
 parser = argparse.ArgumentParser()
 parser.add_argument("--bin", default=".build/debug")
 parser.add_argument("-k", dest="pattern", action="append", default=[])
+parser.add_argument("--skip", action="append", default=[], help="leave out the tests of these modules")
+parser.add_argument("--bus", choices=["dbus-daemon", "broker"], default="dbus-daemon",
+                    help="the private session bus each test starts (broker: dbus-broker)")
 args = parser.parse_args()
 os.environ["NETACTIVITY_BIN"] = os.path.abspath(args.bin)
+os.environ["NETACTIVITY_TEST_BUS"] = args.bus
+sys.path.insert(0, here)
+if args.bus == "broker":
+    from harness import broker_usable
+    if not broker_usable():
+        print("dbus-broker: not run (needs root, dbus-broker and systemd-socket-activate)")
+        print("0 passed, 0 failed, 0 skipped")
+        sys.exit(0)
 sys.path.insert(0, here)
 
 loader = unittest.TestLoader()
 if args.pattern:
     loader.testNamePatterns = ["*%s*" % p for p in args.pattern]
 suite = loader.discover(here, pattern="test_*.py", top_level_dir=here)
+if args.skip:
+    def keep(s):
+        if isinstance(s, unittest.TestSuite):
+            return unittest.TestSuite(keep(t) for t in s if not (isinstance(t, unittest.TestCase)
+                                                                  and t.__class__.__module__ in args.skip))
+        return s
+    suite = keep(suite)
 result = unittest.TextTestRunner(verbosity=2).run(suite)
 failed = len(result.failures) + len(result.errors)
 # A class skipped or failed in setUpClass is one entry in `skipped` or `errors` but no test in

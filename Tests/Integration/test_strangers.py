@@ -18,11 +18,12 @@ import unittest
 import dbus
 
 import contract
-from harness import CHILD_PRELUDE, BIN, IFACE, NAME, PATH, PROPS, Agent, cli, connect, image_adder, png, wait_until
+from harness import BROKER, CHILD_PRELUDE, BIN, IFACE, NAME, PATH, PROPS, Agent, cli, connect, image_adder, png, wait_until
 from rawbus import RawClient, body_strings
 from test_agent import AgentTestCase
 from test_downloads import DownloadTestCase
 from test_hostile import Prober
+from test_desktop import events
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CACHE = contract.ImageCache.INTERFACE
@@ -67,6 +68,7 @@ def orphaned_connection(address):
     return raw, pid
 
 
+@unittest.skipIf(BROKER, "dbus-broker answers no Debug.Stats: the guard is off there (HonestReaderTests)")
 class NeverReaderTests(AgentTestCase):
     def cache(self, conn=None):
         return dbus.Interface((conn or self.conn).get_object(NAME, PATH, introspect=False), CACHE)
@@ -468,8 +470,8 @@ class SlotHostageTests(DownloadTestCase):
 
     def test_stalled_transfers_give_their_slots_to_another_apps_tiny_image(self):
         """Four transfers whose servers send 200 KB and stall hold every slot; another app's tiny
-        image used to wait until they ended (34 s here). Slower than 16 KiB per 2 s while others
-        wait, they give their slots up and go on."""
+        image used to wait until they ended (34 s here), then about 3.4 s. Moving no byte for half
+        a second while others wait, they give their slots up at once and go on."""
         stalled = ["/held/%d/%d/stall%d.png" % (400_000, 200_000, i) for i in range(4)]
         hog = self.client(*[self.http.url(p) for p in stalled])
         wait_until(lambda: self.http.count("/held/") == 4, what="four stalled transfers running")
@@ -480,13 +482,28 @@ class SlotHostageTests(DownloadTestCase):
         done = self.finished(polite, 1, timeout=15)[0]
         waited = time.monotonic() - t
         self.assertTrue(done["ok"], done)
-        self.assertLess(waited, 8, "a slot was given up within a few windows of 2 s")
-        self.assertIn("gives its slot to queued work", self.agent.logtext())
+        self.assertLess(waited, 2, "a slot was given up half a second after the tiny image came")
+        self.assertIn("moved no byte for", self.agent.logtext())
         self.assertEqual(int(obj.Get(DOWNLOADER, "ActiveDownloads", dbus_interface=PROPS)), 4,
                          "the stalled transfers go on")
         for p in stalled:
             self.http.gate(p).set()
         self.assertTrue(all(e["ok"] for e in self.finished(hog, 4, timeout=30)), "nothing they received was lost")
+
+
+    def test_one_slot_held_by_a_stalled_transfer_is_given_up_at_once(self):
+        """A host app set MaximumActiveDownloads to 1, and the one transfer stalls."""
+        obj = self.conn.get_object(NAME, PATH, introspect=False)
+        obj.Set(DOWNLOADER, contract.Downloader.MaximumActiveDownloads, dbus.UInt32(1, variant_level=1), dbus_interface=PROPS)
+        stalled = "/held/%d/%d/alone.png" % (400_000, 200_000)
+        hog = self.client(self.http.url(stalled))
+        wait_until(lambda: self.http.count("/held/") == 1, what="the stalled transfer running")
+        t = time.monotonic()
+        done = self.finished(self.client(self.http.url("/img/tiny.png")), 1, timeout=15)[0]
+        self.assertTrue(done["ok"], done)
+        self.assertLess(time.monotonic() - t, 2)
+        self.http.gate(stalled).set()
+        self.assertTrue(self.finished(hog, 1, timeout=30)[0]["ok"])
 
 
 class SmallLeaksTests(DownloadTestCase):
@@ -950,6 +967,126 @@ class RecycledPidTests(StrangerTestCase):
         rows = wait_until(lambda: (lambda r: r if "unscoped/gone" in r else None)(self.by_app()), what="the planted image charged")
         self.assertNotIn("flatpak:org.example.Victim", rows)
         self.assertIsNone(victim("lookup", "planted"), "the victim does not read it as its own")
+
+
+class MarkupTests(StrangerTestCase):
+    """Another app's text (a lease reason) reaches surfaces that read markup as text."""
+    agent_args = ("--activation-delay", "0", "--completion-delay", "0", "--notify", "--notify-after", "0.3")
+    REASON = 'Tom & Jerry <span size="40000">HUGE</span>'
+    ESCAPED = "Tom &amp; Jerry &lt;span size=&quot;40000&quot;&gt;HUGE&lt;/span&gt;"
+
+    def test_waybar_tooltips_and_notify_send_bodies_escape_other_apps_text(self):
+        watch = subprocess.Popen([os.path.join(BIN, "netactivity"), "watch", "--format", "waybar"],
+                                 env=self.bus.env(), stdout=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: (watch.kill(), watch.wait()))
+        self.assertEqual(json.loads(watch.stdout.readline())["class"], "idle")
+        holder = self.stranger()
+        holder("leases", 1, self.REASON)
+        while True:
+            line = json.loads(watch.stdout.readline())
+            if "Jerry" in line["tooltip"]:
+                break
+        self.assertIn(self.ESCAPED, line["tooltip"])
+        self.assertNotIn("<span", line["tooltip"])
+        # The recipes' click: `netactivity status --markup | notify-send`.
+        self.assertIn(self.ESCAPED, cli(self.bus, "status", "--markup").stdout)
+        self.assertIn(self.REASON, cli(self.bus, "status").stdout, "a terminal gets the text as it is")
+
+    def test_a_notification_body_is_escaped_only_for_a_server_that_reads_markup(self):
+        for capabilities, expected in (((), self.REASON), (("body-markup",), self.ESCAPED)):
+            server = self.observe("fake_desktop.py", "notifications", *capabilities)
+            holder = self.stranger()
+            holder("leases", 1, self.REASON)
+            note = wait_until(lambda: events(server, "Notify"), what="the notification")[0]
+            self.assertIn(expected, note["body"], capabilities)
+            holder.close()
+            wait_until(lambda: events(server, "Close"), what="the notification closed")
+            server.proc.kill()
+            server.proc.wait()
+            self.observers.remove(server)
+
+
+from test_prefetch import PrefetchTestCase
+
+
+class PrefetchPoolTests(PrefetchTestCase):
+    def test_one_process_of_the_unscoped_pool_never_takes_anothers_first_url(self):
+        """4,096 prefetched URLs is one app's cap; in the unscoped pool it is each live process's."""
+        self.set_dprop(contract.Downloader.MaximumActiveDownloads, dbus.UInt32(2, variant_level=1))  # one slot for prefetch
+        greedy = self.prefetcher()
+        urls = [self.http.url("/fresh/gate-p.png")] + [self.http.url("/fresh/p%d.png" % i) for i in range(4095)]
+        self.assertEqual(self.tell(greedy, "prefetch", *urls)["event"], "prefetching")
+        wait_until(lambda: self.http.count("/fresh/gate-p") == 1, what="the first URL under way, the rest waiting")
+        more = self.tell(greedy, "prefetch", self.http.url("/fresh/more.png"))
+        self.assertEqual(more["event"], "refused")
+        self.assertIn("unscoped/pid:%d has 4096" % greedy.proc.pid, more["message"], "the refusal names its holder")
+        other = self.prefetcher()
+        self.assertEqual(self.tell(other, "prefetch", self.http.url("/fresh/other.png"))["event"], "prefetching")
+        self.http.gate("/fresh/gate").set()
+
+
+class ManyAnswersTests(DownloadTestCase):
+    def test_thousands_of_callers_of_one_image_are_answered_without_holding_the_loop(self):
+        """3,200 FetchImage calls (one app's share of pending downloads) wait for one transfer;
+        when it ends they were all answered in one turn of the loop (3,600 took 86-102 ms, release
+        build). Now a slice per turn."""
+        code = CHILD_PRELUDE + """
+import os, sys, dbus, dbus.mainloop.glib
+from gi.repository import GLib
+loop = dbus.mainloop.glib.DBusGMainLoop()
+url, n = sys.argv[2], int(sys.argv[3])
+conns = [dbus.bus.BusConnection(sys.argv[1], mainloop=loop) for _ in range(4)]
+answered = [0]
+def done(fd, size, info):
+    os.close(fd.take())
+    answered[0] += 1
+    if answered[0] == n * len(conns):
+        main.quit()
+def failed(e):
+    print("failed", e, flush=True)
+    main.quit()
+for c in conns:
+    d = dbus.Interface(c.get_object(contract.BUS_NAME, contract.OBJECT_PATH, introspect=False), contract.Downloader.INTERFACE)
+    for _ in range(n):
+        d.FetchImage(url, dbus.Dictionary({}, signature="sv"), reply_handler=done, error_handler=failed, timeout=120)
+# Each connection's calls reached the agent before its Ping's answer.
+for c in conns:
+    c.call_blocking(contract.BUS_NAME, contract.OBJECT_PATH, "org.freedesktop.DBus.Peer", "Ping", "", ())
+print("waiting", flush=True)
+main = GLib.MainLoop()
+main.run()
+print(answered[0], flush=True)
+"""
+        proc = subprocess.Popen([sys.executable, "-c", code, self.bus.address, self.http.url("/gate/many.png"), "800"],
+                                stdout=subprocess.PIPE, text=True)
+        self.addCleanup(proc.kill)
+        self.assertEqual(proc.stdout.readline().strip(), "waiting")
+        prober = Prober(self.bus)
+        self.http.gate("/gate/many.png").set()
+        self.assertEqual(proc.stdout.readline().strip(), "3200")
+        report = prober.stop()
+        self.assertEqual(self.http.count("/gate/many"), 1, "one transfer for all of them")
+        self.assertLess(report["max_ms"], STALL_MS * 2, report)
+
+
+class HonestReaderTests(AgentTestCase):
+    def test_a_client_that_reads_every_reply_is_never_cut_off(self):
+        """dbus-broker answers Debug.Stats with Error.Failed, which the agent took for "this client
+        never reads": a client reading every reply was silenced after 57 lookups of 70 KB, a panel
+        after 3 GetManagedObjects of 1,000 tasks. On either bus, an honest client is never cut off."""
+        from test_hostile import Hog
+        cache = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), CACHE)
+        image = bytes(png(extra=70_000))
+        cache.AddImage("mid", dbus.ByteArray(image))
+        for _ in range(120):
+            found, data = cache.LookupImage("mid", byte_arrays=True, timeout=10)
+            self.assertEqual(bytes(data), image)
+        hog = Hog(self.bus, "tasks", 1, 1000, 1000)
+        self.addCleanup(hog.stop)
+        obj = self.conn.get_object(NAME, PATH, introspect=False)
+        for _ in range(10):
+            self.assertEqual(len(obj.GetManagedObjects(dbus_interface=contract.OBJECT_MANAGER, timeout=10)), 200)
+        self.assertNotIn("does not read", self.agent.logtext())
 
 
 if __name__ == "__main__":
