@@ -13,7 +13,11 @@ Runs, against the agent on ADDRESS, each attack with a fresh prober, and prints 
   sybils_max_ms           100 forked processes fill the cache and queue downloads against a Flatpak app
   sybils_kept             of the Flatpak's 40 images, how many it kept
   sybils_wait_s           the Flatpak's small download, asked for with 100 processes' 1,000 downloads queued
-  managed_max_ms          three clients calling GetManagedObjects for 3 s with 3,276 task objects
+  managed_max_ms          three clients calling GetManagedObjects for 3 s with 3,276 task objects (the
+                          tree lists at most 500 of them)
+  stalled_wait_s          another app's small image, asked for while 100 transfers that stalled after
+                          their first kilobyte hold every slot
+  stalled_max_ms          the worst Ping meanwhile
 Everything stays on 127.0.0.1; every loop is bounded in count and time."""
 import gzip
 import http.server
@@ -46,6 +50,7 @@ def png(extra=0):
 BOMB = gzip.compress(png() + bytes(64 * 1024 * 1024), compresslevel=6)
 SLOW = png(40 * 1000)
 release = threading.Event()
+stall = threading.Event()
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -70,6 +75,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             elif self.path.startswith("/gate/"):
                 release.wait(60)
                 self.wfile.write(self.reply(png()))
+            elif self.path.startswith("/stall/"):  # a first piece, then nothing until released
+                body = self.reply(SLOW)
+                self.wfile.write(body[:1000])
+                self.wfile.flush()
+                stall.wait(60)
+                self.wfile.write(body[1000:])
             elif self.path.startswith("/slow/"):
                 body = self.reply(SLOW)
                 for i in range(0, len(body), 1000):  # about 2 s per transfer
@@ -326,4 +337,28 @@ for c in callers:
 results["managed_max_ms"] = p.stop()
 tasks.stdin.close()
 tasks.wait(10)
+
+# 9. A small image behind 100 stalled transfers: one app (a process) asks for 100 images whose
+# servers send a kilobyte and stop; another app asks for a small one.
+stalled = subprocess.Popen([sys.executable, "-c", """
+import sys, dbus
+bus = dbus.bus.BusConnection(sys.argv[1])
+d = dbus.Interface(bus.get_object("org.example.NetActivity", "/org/example/NetActivity", introspect=False),
+                   "org.example.NetActivity.Downloader")
+for i in range(100):
+    d.DownloadImage(sys.argv[2] + "/stall/%d-%f.png" % (i, float(sys.argv[3])), dbus.Dictionary({}, signature="sv"))
+print("queued", flush=True)
+sys.stdin.read()
+""", ADDRESS, HTTP, str(time.time())], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+stalled.stdout.readline()
+time.sleep(1)  # the first four have sent their kilobyte and stalled
+p = Prober()
+t = time.monotonic()
+r, _, _ = downloader(bus).DownloadImage(HTTP + "/small-stalled-%f.png" % time.time(), dbus.Dictionary({}, signature="sv"))
+ok = wait_finished(bus, [r], 60)
+results["stalled_wait_s"] = round(time.monotonic() - t, 2) if ok else None
+results["stalled_max_ms"] = p.stop()
+stall.set()
+stalled.kill()
+stalled.wait()
 print(json.dumps(results), flush=True)
