@@ -494,7 +494,7 @@ public final class ImageDownloader {
     /// The next transfer to start: of the highest priority waiting, from the app with the fewest
     /// running transfers, then by order;
     /// none from an app at `maximumRunningPerApp` (a merged transfer counts for each of its
-    /// apps), nor past `maximumRunning` in all.
+    /// apps) unless its leaf runs none, nor past `maximumRunning` in all.
     ///
     /// "App" here is a leaf (`ClientIdentity.leaf`): the processes of the unscoped pool are compared
     /// as one app first, then among themselves, so that forking never wins more slots.
@@ -513,8 +513,10 @@ public final class ImageDownloader {
             if holdingVeryLow, key.priority == .veryLow { continue }
             guard let t = peekQueue(key) else { continue }
             let a = runningApps[ClientIdentity.app(ofLeaf: key.app)] ?? 0
-            guard a < maximumRunningPerApp else { continue }
             let r = running[key.app] ?? 0
+            // The cap is the app's; a process of the unscoped pool that runs nothing may still start
+            // one (the pool's floor is per live process: another process's stalls never block it).
+            guard a < maximumRunningPerApp || r == 0 else { continue }
             // A raised priority counts only within the app's raised share.
             let priority = key.priority > .normal && a >= raisedShare ? .normal : key.priority
             let better: Bool = if let b = best {

@@ -529,27 +529,13 @@ class BudgetTests(AgentTestCase):
 
 
 class GateTests(AgentTestCase):
-    def test_a_client_that_leaves_before_it_is_known_has_the_least_rights(self):
+    def test_calls_of_a_client_that_left_at_once_are_served_and_what_they_granted_goes(self):
         """A new peer's calls wait until its app is known; one that leaves first has them served
-        before its departure is handled, with the least rights (a sandboxed app's): a shared
-        setting sent without waiting for the reply is refused, and what it was granted goes."""
-        obj = self.conn.get_object(NAME, PATH, introspect=False)
-        from dbus.mainloop.glib import DBusGMainLoop
-        from gi.repository import GLib
-        watcher = dbus.bus.BusConnection(self.bus.address, mainloop=DBusGMainLoop())
-        self.addCleanup(watcher.close)
-        context = GLib.MainContext.default()
-        gone = []
-        watcher.add_signal_receiver(lambda name, old, new: gone.append(str(name)) if not new and name.startswith(":") else None,
-                                    signal_name="NameOwnerChanged", dbus_interface="org.freedesktop.DBus")
-        for i in range(6):
-            for args in (["org.freedesktop.DBus.Properties.Set", "string:" + IFACE, "string:Enabled", "variant:boolean:false"],
-                         [IFACE + ".IncrementActivityCount"]):
-                subprocess.run(["dbus-send", "--bus=" + self.bus.address, "--type=method_call", "--dest=" + NAME, PATH, *args],
-                               check=True, timeout=10)
-        # Each client's departure reached the agent before this round trip does.
-        wait_until(lambda: context.iteration(False) or len(gone) >= 12, what="the twelve clients gone")
-        self.assertTrue(bool(obj.Get(IFACE, contract.Activity.Enabled, dbus_interface=PROPS)), "no hit-and-run setter took effect")
+        just before its departure is handled, so nothing it was granted stays. (Whether it was
+        known by then is a race: one that was not has the least rights, see test_strangers.)"""
+        for _ in range(6):
+            subprocess.run(["dbus-send", "--bus=" + self.bus.address, "--type=method_call", "--dest=" + NAME, PATH,
+                            IFACE + ".IncrementActivityCount"], check=True, timeout=10)
         wait_until(lambda: self.count() == 0, what="the counts of the departed clients released")
 
 

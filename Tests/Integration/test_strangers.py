@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -491,6 +492,19 @@ class SlotHostageTests(DownloadTestCase):
         self.assertTrue(all(e["ok"] for e in self.finished(hog, 4, timeout=30)), "nothing they received was lost")
 
 
+    def test_a_tiny_image_waits_less_than_a_second_or_two_behind_a_hundred_stalled_transfers(self):
+        """One process asks for 100 images whose servers stall; another process of the same unscoped
+        pool, running nothing, is not held by them (the pool's floor is per process)."""
+        stalled = ["/held/%d/%d/many%d.png" % (400_000, 1_000, i) for i in range(100)]
+        hog = self.client(*[self.http.url(p) for p in stalled])
+        wait_until(lambda: self.http.count("/held/") >= 4, what="stalled transfers running")
+        t = time.monotonic()
+        done = self.finished(self.client(self.http.url("/img/tiny-behind-100.png")), 1, timeout=15)[0]
+        self.assertTrue(done["ok"], done)
+        self.assertLess(time.monotonic() - t, 2)
+        for p in stalled:
+            self.http.gate(p).set()
+
     def test_one_slot_held_by_a_stalled_transfer_is_given_up_at_once(self):
         """A host app set MaximumActiveDownloads to 1, and the one transfer stalls."""
         obj = self.conn.get_object(NAME, PATH, introspect=False)
@@ -619,6 +633,22 @@ class DepartedProcessTests(StrangerTestCase):
         self.assertEqual([k for k in rows if k.startswith("unscoped/")], ["unscoped/gone"])
         for raw in raws:
             raw.sock.close()
+
+
+    def test_a_connection_whose_process_is_gone_has_the_least_rights(self):
+        """Its app cannot be known: it may not change a setting that affects everyone (a
+        fire-and-forget call from a client that left before it was known is the same case)."""
+        from rawbus import _pad, _string
+        raw, _ = orphaned_connection(self.bus.address)
+        self.addCleanup(raw.sock.close)
+        body = _pad(_string(_string(_string(b"", IFACE), contract.Activity.Enabled), "b", sig=True), 4) + struct.pack("<I", 0)
+        raw.send(NAME, PATH, PROPS, "Set", "ssv", body)
+        raw.send(NAME, PATH, CACHE, contract.ImageCache.AddImage, "say",
+                 __import__("rawbus").body_string_bytes("gone-image", bytes(png(width=2))))
+        # Its calls are handled in order: once its image is charged, its Set was refused.
+        wait_until(lambda: self.by_app().get("unscoped/gone") == len(png(width=2)), what="its image charged as not known")
+        self.assertTrue(bool(self.conn.get_object(NAME, PATH, introspect=False).Get(IFACE, contract.Activity.Enabled,
+                                                                                  dbus_interface=PROPS)))
 
 
 class InlineLimitTests(AgentTestCase):

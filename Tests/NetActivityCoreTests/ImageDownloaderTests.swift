@@ -259,6 +259,21 @@ struct ImageDownloaderTests {
         #expect(h.fetcher.startedURLs.last == "polite")
     }
 
+    @Test("a process of the unscoped pool that runs nothing starts, though the pool is at its cap of running transfers")
+    func poolFloorIsPerProcess() {
+        let h = Harness(max: 2)
+        for i in 0..<10 { h.get("stall\(i)", app: "unscoped/pid:7") }
+        for _ in 0..<10 {
+            for id in h.fetcher.running { h.downloader.yieldSlot(id) }
+        }
+        #expect(h.downloader.activeCount + h.downloader.yieldedCount == 4, "the pool's cap of running transfers")
+        h.get("tiny", app: "unscoped/pid:8")
+        for id in h.fetcher.running where h.downloader.yieldSlot(id) { break }
+        #expect(h.fetcher.startedURLs.last == "tiny", "another process of the pool, running nothing, is not held by pid 7's stalls")
+        for id in h.fetcher.running { h.downloader.yieldSlot(id) }
+        #expect(h.fetcher.startedURLs.filter { $0.hasPrefix("stall") }.count == 4, "pid 7 itself stays at the cap")
+    }
+
     @Test("a cache hit answers at once, with no receipt and no transfer")
     func cacheHit() {
         let h = Harness()
