@@ -1,11 +1,12 @@
 import Glibc
 import Synchronization
 
-/// Closes what clients handed us, off the loop: closing a descriptor of a file on FUSE sends the
-/// file's server a FLUSH and waits for its answer, which a hostile server never gives. Jobs run
-/// on one thread; a thread busy with one job for longer than `stuckAfter` is left to it, and the
-/// next jobs go to a new thread (at most `maxThreads`; past that they queue on the last one).
-public final class Closer: Sendable {
+/// Runs jobs that a client can make wait for ever (closing a descriptor of a file on FUSE sends the
+/// file's server a FLUSH and waits for its answer; reading a process's files through its root
+/// could meet the same), off the loop. Jobs run in order on one thread; a thread busy with one job
+/// for longer than `stuckAfter` is left to it, and the next jobs go to a new thread (at most
+/// `maxThreads`; past that they queue on the last one).
+public final class StallTolerantWorker: Sendable {
     private final class Thread: Sendable {
         let worker: SerialWorker
         /// CLOCK_MONOTONIC nanoseconds when the running job started; 0 when idle.
@@ -13,12 +14,18 @@ public final class Closer: Sendable {
         init(name: String) { worker = SerialWorker(name: name, background: false) }
     }
 
-    public static let shared = Closer()
-    static let maxThreads = 8
-    static let stuckAfter: UInt64 = 500_000_000
+    private let name: String
+    private let maxThreads: Int
+    private let stuckAfter: UInt64
     private let threads = Mutex<(current: Thread?, made: Int)>((nil, 0))
 
-    /// Runs `job` (which closes or releases something a client gave us) on the closer's thread.
+    public init(name: String, maxThreads: Int, stuckAfterNanoseconds: UInt64) {
+        self.name = name
+        self.maxThreads = maxThreads
+        stuckAfter = stuckAfterNanoseconds
+    }
+
+    /// Runs `job` on the current thread (a new one if it is stuck).
     public func run(_ job: @escaping @Sendable () -> Void) {
         let thread = pick()
         let ok = thread.worker.async {
@@ -29,21 +36,26 @@ public final class Closer: Sendable {
         if !ok { job() }
     }
 
-    /// Closes `fd` on the closer's thread.
-    public func close(_ fd: Int32) {
-        run { _ = Glibc.close(fd) }
-    }
-
     private func pick() -> Thread {
         threads.withLock { state in
             if let current = state.current {
                 let since = current.busySince.load(ordering: .relaxed)
-                if since == 0 || EventLoop.now() &- since < Self.stuckAfter || state.made >= Self.maxThreads { return current }
+                if since == 0 || EventLoop.now() &- since < stuckAfter || state.made >= maxThreads { return current }
             }
             state.made += 1
-            let thread = Thread(name: "netactivity-close")
+            let thread = Thread(name: name)
             state.current = thread
             return thread
         }
+    }
+}
+
+/// Closes what clients handed us, off the loop (see `StallTolerantWorker`).
+public enum Closer {
+    public static let shared = StallTolerantWorker(name: "netactivity-close", maxThreads: 8, stuckAfterNanoseconds: 500_000_000)
+
+    /// Closes `fd` on the closer's thread.
+    public static func close(_ fd: Int32) {
+        shared.run { _ = Glibc.close(fd) }
     }
 }

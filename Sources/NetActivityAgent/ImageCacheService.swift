@@ -317,7 +317,7 @@ public final class ImageCacheService: ImageStore {
             // file of the client's FUSE server would wait for that server.
             var st = stat()
             let size = SealedMemory.isMemfd(fd) && fstat(fd, &st) == 0 ? Int(st.st_size) : 0
-            Closer.shared.close(fd)
+            Closer.close(fd)
             if size > 0, UInt64(size) > capacity { throw Self.tooLarge(size, capacity) }
             throw NetActivityError.invalidArgs(
                 "The image must be a non-empty memfd sealed against writing, shrinking and growing (memfd_create with MFD_ALLOW_SEALING, then F_ADD_SEALS with F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW)")

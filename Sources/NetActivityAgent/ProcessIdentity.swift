@@ -101,17 +101,19 @@ enum ProcessIdentity {
         return readAll(fd, limit: limit)
     }
 
+    /// The file's text, read 4 KiB at a time (procfs files are small; a large buffer for each would
+    /// stay in the reading thread's heap), or nil past `limit` bytes.
     private static func readAll(_ fd: Int32, limit: Int) -> String? {
-        var buf = [UInt8](repeating: 0, count: limit + 1)
-        var count = 0
-        while count < buf.count {
-            let n = buf.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + count, $0.count - count) }
+        var text: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while text.count <= limit {
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
             if n < 0, errno == EINTR { continue }
             guard n > 0 else { break }
-            count += n
+            text.append(contentsOf: chunk[..<n])
         }
-        guard count <= limit else { return nil }
-        return String(decoding: buf[..<count], as: UTF8.self)
+        guard text.count <= limit else { return nil }
+        return String(decoding: text, as: UTF8.self)
     }
 }
 
@@ -149,47 +151,23 @@ enum MountTable {
     }
 }
 
-/// Reads processes' identities on threads of their own, never the loop's, and hands each back
-/// through the loop's mailbox. A thread that does not come back (held by something the checks
-/// above did not foresee) is never given more work; at most `maxThreads` are made, and while all
-/// are busy, reads wait their turn (the registry's timeout gives their peers the least rights).
+/// Reads processes' identities off the loop, one after another on one thread (a read takes tens of
+/// microseconds), and hands each back through the loop's mailbox. A read held by something the
+/// checks above did not foresee leaves that thread to it: later reads go to a new one (the
+/// registry's timeout gives the held peer's calls the least rights).
 final class IdentityReaders {
     private let mailbox: EventLoop.Mailbox
-    private var idle: [SerialWorker] = []
-    private var made = 0
-    private var waiting: [(pid: UInt32, startedBy: UInt64, done: (ClientIdentity?) -> Void)] = []
-    static let maxThreads = 4
+    private let threads = StallTolerantWorker(name: "netactivity-id", maxThreads: 4, stuckAfterNanoseconds: 100_000_000)
 
     init(mailbox: EventLoop.Mailbox) { self.mailbox = mailbox }
 
     /// `done` runs on the loop's thread with the identity, or nil when it cannot be known.
     func read(pid: UInt32, startedBy: UInt64, _ done: @escaping (ClientIdentity?) -> Void) {
-        let worker: SerialWorker
-        if let free = idle.popLast() {
-            worker = free
-        } else if made < Self.maxThreads {
-            made += 1
-            worker = SerialWorker(name: "netactivity-id", background: false)
-        } else {
-            waiting.append((pid, startedBy, done))
-            return
-        }
-        let back = Unchecked { [unowned self] (identity: ClientIdentity?) in
-            self.idle.append(worker)
-            done(identity)
-            if !self.waiting.isEmpty {
-                let next = self.waiting.removeFirst()
-                self.read(pid: next.pid, startedBy: next.startedBy, next.done)
-            }
-        }
+        let back = Unchecked(done)
         let mailbox = mailbox
-        let job: @Sendable () -> Void = {
+        threads.run {
             let identity = ProcessIdentity.read(pid: pid, startedBy: startedBy)
             mailbox.post { back.value(identity) }
-        }
-        if !worker.async(job) {
-            made -= 1
-            done(nil)
         }
     }
 }
