@@ -42,6 +42,8 @@ struct DownloadServiceTests {
         h.at(0.5)
         let before = h.sink.sent.count
         h.transport.respond(url)
+        #expect(answers(since: before).isEmpty, "answered on the loop's next turn")
+        h.at(0.5)  // the next turn of the loop
         let reply = try #require(answers(since: before).first)
         #expect(reply.kind == .methodReturn)
         var r = reply.reader()
@@ -124,8 +126,10 @@ struct DownloadServiceTests {
         _ = try fetch("http://images.test/b.png")
         let before = h.sink.sent.count
         try h.call(app, DownloaderMember.Method.cancelDownload.rawValue, interface: .downloader) { w in w.append("a") }
+        h.at(0)  // the next turn of the loop
         let answered = answers(since: before)
-        #expect(answered.first?.errorName == "org.example.NetActivity.Error.Cancelled")
+        #expect(answered.map(\.kind) == [.methodReturn, .error], "CancelDownload's reply, then the cancelled call's, a turn later")
+        #expect(answered.last?.errorName == "org.example.NetActivity.Error.Cancelled")
         #expect(h.transport.cancelled == ["http://images.test/a.png"])
         h.peers.depart(app)
         #expect(h.transport.cancelled == ["http://images.test/a.png", "http://images.test/b.png"])
