@@ -184,25 +184,36 @@ time.sleep(0.5)
 results["abandoned_max_ms"] = p.stop()
 release.set()
 
-# 4. Fairness: one app (a process) queues 12 slow transfers; another asks for a small image.
-greedy = subprocess.Popen([sys.executable, "-c", """
+QUEUER = """
 import sys, dbus
 bus = dbus.bus.BusConnection(sys.argv[1])
 d = dbus.Interface(bus.get_object("org.example.NetActivity", "/org/example/NetActivity", introspect=False),
                    "org.example.NetActivity.Downloader")
-for i in range(12):
-    d.DownloadImage(sys.argv[2] + "/slow/%d-%f.png" % (i, float(sys.argv[3])), dbus.Dictionary({}, signature="sv"))
+for i in range(int(sys.argv[4])):
+    d.DownloadImage(sys.argv[2] + "/%d-%f.png" % (i, float(sys.argv[3])), dbus.Dictionary({}, signature="sv"))
 print("queued", flush=True)
 sys.stdin.read()
-""", ADDRESS, HTTP, str(time.time())], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-greedy.stdout.readline()
-time.sleep(0.3)
-t = time.monotonic()
-r, _, _ = downloader(bus).DownloadImage(HTTP + "/small-%f.png" % time.time(), dbus.Dictionary({}, signature="sv"))
-ok = wait_finished(bus, [r], 60)
-results["fair_wait_s"] = round(time.monotonic() - t, 2) if ok else None
-greedy.kill()
-greedy.wait()
+"""
+
+
+def wait_behind(route, count, settle, name):
+    """One app (a process) asks for `count` images under `route`; after `settle` seconds another
+    (this process) asks for a small one. The seconds it waited for it (None: not in 60 s)."""
+    queuer = subprocess.Popen([sys.executable, "-c", QUEUER, ADDRESS, HTTP + route, str(time.time()), str(count)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    queuer.stdout.readline()
+    time.sleep(settle)
+    t = time.monotonic()
+    r, _, _ = downloader(bus).DownloadImage(HTTP + "/small-%s-%f.png" % (name, time.time()), dbus.Dictionary({}, signature="sv"))
+    ok = wait_finished(bus, [r], 60)
+    waited = round(time.monotonic() - t, 2) if ok else None
+    queuer.kill()
+    queuer.wait()
+    return waited
+
+
+# 4. Fairness: one app (a process) queues 12 slow transfers; another asks for a small image.
+results["fair_wait_s"] = wait_behind("/slow", 12, 0.3, "fair")
 
 HERE = os.path.dirname(os.path.abspath(PROBER))
 sys.path.insert(0, HERE)
@@ -339,26 +350,10 @@ tasks.stdin.close()
 tasks.wait(10)
 
 # 9. A small image behind 100 stalled transfers: one app (a process) asks for 100 images whose
-# servers send a kilobyte and stop; another app asks for a small one.
-stalled = subprocess.Popen([sys.executable, "-c", """
-import sys, dbus
-bus = dbus.bus.BusConnection(sys.argv[1])
-d = dbus.Interface(bus.get_object("org.example.NetActivity", "/org/example/NetActivity", introspect=False),
-                   "org.example.NetActivity.Downloader")
-for i in range(100):
-    d.DownloadImage(sys.argv[2] + "/stall/%d-%f.png" % (i, float(sys.argv[3])), dbus.Dictionary({}, signature="sv"))
-print("queued", flush=True)
-sys.stdin.read()
-""", ADDRESS, HTTP, str(time.time())], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-stalled.stdout.readline()
-time.sleep(1)  # the first four have sent their kilobyte and stalled
+# servers send a kilobyte and stop; another app asks for a small one (after 1 s: the first four
+# have sent their kilobyte and stalled).
 p = Prober()
-t = time.monotonic()
-r, _, _ = downloader(bus).DownloadImage(HTTP + "/small-stalled-%f.png" % time.time(), dbus.Dictionary({}, signature="sv"))
-ok = wait_finished(bus, [r], 60)
-results["stalled_wait_s"] = round(time.monotonic() - t, 2) if ok else None
+results["stalled_wait_s"] = wait_behind("/stall", 100, 1, "stalled")
 results["stalled_max_ms"] = p.stop()
 stall.set()
-stalled.kill()
-stalled.wait()
 print(json.dumps(results), flush=True)
