@@ -48,7 +48,7 @@ release: setup locale
 run: release
 	exec $(RELEASE_BIN)/netactivityd $(ARGS)
 
-# No module imports against the direction README.md's "Modules" section draws.
+# No module imports against the direction docs/architecture.md's "Modules" section draws.
 check-layering:
 	$(PYTHON) scripts/check-layering.py
 
@@ -91,8 +91,8 @@ deb-install-test: deb
 # Package.swift and sources, built in this package's build folder, where the packages it shares
 # with ours (SwiftNIO and async-http-client among them) are built once (12 s instead of 160 here).
 EXAMPLE_BIN = $(CURDIR)/$(DEBUG_BIN)/netactivity-example
-# It also compiles every Swift block of README.md (its ReadmeSnippets target, written by
-# `make readme-snippets`; a README changed without it fails here).
+# It also compiles every Swift block of README.md and docs/*.md (its ReadmeSnippets target, written by
+# `make readme-snippets`; a doc changed without it fails here).
 example: setup
 	$(PYTHON) scripts/readme-snippets.py --check
 	cd Examples/netactivity-example && $(SWIFT) build --scratch-path $(CURDIR)/.build
@@ -138,8 +138,8 @@ bench: release
 	$(SWIFT) build $(RELEASE_FLAGS) --product netactivity-bench
 	scripts/make-deb.sh --agent-only
 	bash -o pipefail -c 'bench/bench.sh $(RELEASE_BIN) | tee .build/bench.md'
-	@echo; echo "## The README's Performance table (bench/summary.py; the whole output is in .build/bench.md)"; echo
-	@$(PYTHON) bench/summary.py < .build/bench.md
+	@echo; echo "## The table of docs/performance.md, rewritten there (bench/summary.py; the whole output is in .build/bench.md)"; echo
+	@$(PYTHON) bench/summary.py --write docs/performance.md < .build/bench.md
 
 # make install [PREFIX=/usr/local] [DESTDIR=] installs the binaries, the interface XML, the D-Bus
 # activation file, the systemd user unit, the XDG autostart entry, the panel recipes, the manual
@@ -158,6 +158,7 @@ UNITDIR ?= $(if $(SYSTEM_PREFIX),$(PREFIX)/lib,$(PREFIX)/share)/systemd/user
 AUTOSTARTDIR ?= $(if $(SYSTEM_PREFIX),/etc/xdg/autostart,$(if $(IN_HOME),$(or $(XDG_CONFIG_HOME),$(HOME)/.config)/autostart,$(PREFIX)/etc/xdg/autostart))
 DOCDIR = $(DATADIR)/doc/netactivity
 MANDIR = $(DATADIR)/man/man1
+MAN5DIR = $(DATADIR)/man/man5
 ICONDIR = $(DATADIR)/icons/hicolor/scalable/status
 # GNOME Shell looks in $XDG_DATA_DIRS/gnome-shell/extensions and ~/.local/share/gnome-shell/extensions.
 EXTENSION = netactivity@example.org
@@ -166,7 +167,7 @@ SUBST = sed -e 's|@bindir@|$(BINDIR)|g' -e 's|@docdir@|$(DOCDIR)|g'
 
 install: $(if $(INSTALL_BIN),,release) locale
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/dbus-1/interfaces $(DESTDIR)$(DATADIR)/dbus-1/services \
-	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(AUTOSTARTDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(EXTENSIONDIR) $(DESTDIR)$(MANDIR) \
+	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(AUTOSTARTDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(EXTENSIONDIR) $(DESTDIR)$(MANDIR) $(DESTDIR)$(MAN5DIR) \
 	    $(DESTDIR)$(ICONDIR) $(DESTDIR)$(EXTENSIONDIR)/icons
 	install -m 0755 $(or $(INSTALL_BIN),$(RELEASE_BIN))/netactivityd $(or $(INSTALL_BIN),$(RELEASE_BIN))/netactivity \
 	    $(DESTDIR)$(BINDIR)/
@@ -177,7 +178,9 @@ install: $(if $(INSTALL_BIN),,release) locale
 	chmod 0644 $(DESTDIR)$(DATADIR)/dbus-1/services/org.example.NetActivity.service \
 	    $(DESTDIR)$(UNITDIR)/netactivityd.service $(DESTDIR)$(AUTOSTARTDIR)/netactivityd.desktop
 	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/
+	install -m 0644 docs/*.md $(DESTDIR)$(DOCDIR)/docs/
 	install -m 0644 man/netactivity.1 man/netactivityd.1 $(DESTDIR)$(MANDIR)/
+	install -m 0644 man/netactivityd.conf.5 $(DESTDIR)$(MAN5DIR)/
 	install -m 0644 desktop/icons/netactivity-symbolic.svg $(DESTDIR)$(ICONDIR)/
 	install -m 0644 desktop/icons/netactivity-symbolic.svg $(DESTDIR)$(EXTENSIONDIR)/icons/
 	for l in $(LOCALES); do \
@@ -193,7 +196,8 @@ install: $(if $(INSTALL_BIN),,release) locale
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/netactivityd $(DESTDIR)$(BINDIR)/netactivity
-	rm -f $(DESTDIR)$(MANDIR)/netactivity.1 $(DESTDIR)$(MANDIR)/netactivityd.1 $(DESTDIR)$(ICONDIR)/netactivity-symbolic.svg
+	rm -f $(DESTDIR)$(MANDIR)/netactivity.1 $(DESTDIR)$(MANDIR)/netactivityd.1 $(DESTDIR)$(MAN5DIR)/netactivityd.conf.5 \
+	      $(DESTDIR)$(ICONDIR)/netactivity-symbolic.svg
 	for l in $(LOCALES); do rm -f $(DESTDIR)$(DATADIR)/locale/$$l/LC_MESSAGES/netactivity.mo; done
 	rm -f $(DESTDIR)$(DATADIR)/dbus-1/interfaces/org.example.NetActivity.xml \
 	      $(DESTDIR)$(DATADIR)/dbus-1/interfaces/org.example.NetActivity.Task.xml \

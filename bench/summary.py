@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""Turns `make bench`'s output (its markdown tables, on stdin) into the README's Performance table:
-one table, each row a measure with the reference it is compared with in the same run.
+"""Turns `make bench`'s output (its markdown tables, on stdin) into the one Performance table:
+each row a measure with the reference it is compared with in the same run.
 
-    bench/summary.py < bench-output.md
+    bench/summary.py < bench-output.md                 # prints the table
+    bench/summary.py --write docs/performance.md < ... # replaces the table between its markers
 """
 import re
 import sys
@@ -141,9 +142,20 @@ if cells:
     row("another app's small image behind 100 stalled transfers, wait s", cells[0], "", "", "< 1",
         num(cells[0]) < 1 if num(cells[0]) is not None else None)
 
-print(f"Measured {date.group(1) if date else '?'} by `make bench` on {machine.group(1) if machine else 'this machine'};")
-print("`bench/summary.py` turns its output into this table (the whole output has more rows and their method).")
-print()
-print("| measure | netactivityd | reference, same run | ratio | target | met |")
-print("|---|---:|---|---:|---|---|")
-print("\n".join(out))
+table = "\n".join([
+    f"Measured {date.group(1) if date else '?'} by `make bench` on {machine.group(1) if machine else 'this machine'};",
+    "`bench/summary.py` turns its output into this table (the whole output has more rows and their method).",
+    "",
+    "| measure | netactivityd | reference, same run | ratio | target | met |",
+    "|---|---:|---|---:|---|---|",
+] + out)
+if len(sys.argv) == 3 and sys.argv[1] == "--write":
+    BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+    with open(sys.argv[2]) as f:
+        doc = f.read()
+    if BEGIN not in doc or END not in doc:
+        sys.exit(f"summary.py: {sys.argv[2]} has no {BEGIN} ... {END} block")
+    head, rest = doc.split(BEGIN, 1)
+    with open(sys.argv[2], "w") as f:
+        f.write(head + BEGIN + "\n" + table + "\n" + END + rest.split(END, 1)[1])
+print(table)

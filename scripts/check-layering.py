@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Checks that no module imports against the direction drawn in README.md ("Modules").
+"""Checks that no module imports against the direction drawn in docs/architecture.md ("Modules").
 
-The README's block between `<!-- layering:begin -->` and `<!-- layering:end -->` lists, for every
+Its block between `<!-- layering:begin -->` and `<!-- layering:end -->` lists, for every
 module under Sources/, the modules of ours it may import. Every `import` of one of our modules in
 a module's Swift files must be listed there, and every module must be listed. Exit 1 on a breach.
 """
@@ -10,10 +10,10 @@ import re
 import sys
 
 root = pathlib.Path(__file__).resolve().parent.parent
-readme = (root / "README.md").read_text()
-match = re.search(r"<!-- layering:begin -->(.*?)<!-- layering:end -->", readme, re.S)
+doc = (root / "docs" / "architecture.md").read_text()
+match = re.search(r"<!-- layering:begin -->(.*?)<!-- layering:end -->", doc, re.S)
 if not match:
-    sys.exit("check-layering: README.md has no layering block")
+    sys.exit("check-layering: docs/architecture.md has no layering block")
 
 allowed = {}
 for line in match.group(1).splitlines():
@@ -36,17 +36,17 @@ import_re = re.compile(r"^\s*(?:@_exported\s+)?(?:(?:public|package|internal|fil
 problems = []
 for name, path in modules.items():
     if name not in allowed:
-        problems.append(f"{name}: not drawn in README.md's Modules section")
+        problems.append(f"{name}: not drawn in docs/architecture.md")
         continue
     for source in sorted(path.rglob("*.swift")):
         for imported in import_re.findall(source.read_text()):
             if imported in modules and imported not in allowed[name]:
-                problems.append(f"{source.relative_to(root)}: {name} imports {imported}, against the direction drawn in README.md")
+                problems.append(f"{source.relative_to(root)}: {name} imports {imported}, against the direction drawn in docs/architecture.md")
 for name in allowed:
     if name not in modules:
-        problems.append(f"README.md draws {name}, which is not a module under Sources/ or Examples/*/Sources/")
+        problems.append(f"docs/architecture.md draws {name}, which is not a module under Sources/ or Examples/*/Sources/")
 
 if problems:
     print("\n".join(problems))
     sys.exit(1)
-print(f"check-layering: {len(modules)} modules import only in the direction README.md draws")
+print(f"check-layering: {len(modules)} modules import only in the direction docs/architecture.md draws")

@@ -24,9 +24,11 @@ strip --strip-unneeded "$STAGE/usr/bin/netactivityd" "$STAGE/usr/bin/netactivity
 DOC=$STAGE/usr/share/doc/netactivity
 install -m 0644 packaging/copyright "$DOC/copyright"
 gzip -9n < packaging/changelog > "$DOC/changelog.gz"  # a native package
-gzip -9n "$DOC/README.md"
-gzip -9n "$STAGE/usr/share/man/man1/netactivity.1" "$STAGE/usr/share/man/man1/netactivityd.1"
-chmod 0644 "$DOC/changelog.gz" "$DOC/README.md.gz" "$STAGE"/usr/share/man/man1/*.gz
+gzip -9n "$DOC/README.md" "$DOC"/docs/*.md
+gzip -9n "$STAGE/usr/share/man/man1/netactivity.1" "$STAGE/usr/share/man/man1/netactivityd.1" \
+    "$STAGE/usr/share/man/man5/netactivityd.conf.5"
+chmod 0644 "$DOC/changelog.gz" "$DOC/README.md.gz" "$DOC"/docs/*.md.gz "$STAGE"/usr/share/man/man1/*.gz \
+    "$STAGE"/usr/share/man/man5/*.gz
 
 # dpkg-shlibdeps wants to run in a source tree: give it a minimal one.
 mkdir -p "$WORK/src/debian"

@@ -23,7 +23,7 @@ let package = Package(
             name: "glib-main-actor",
             dependencies: [.product(name: "NetActivityClient", package: "netactivity")]
         ),
-        // The README's Swift blocks, compiled in Swift 6 mode (scripts/readme-snippets.py writes them).
+        // The Swift blocks of README.md and docs/, compiled in Swift 6 mode (scripts/readme-snippets.py writes them).
         .target(
             name: "ReadmeSnippets",
             dependencies: [

@@ -165,7 +165,7 @@ public final class NetActivity: Sendable {
     }
 
     /// Stores an image under the request key of (url, additionalIdentifier). For a URL, the entry
-    /// is this app's own: other apps keep seeing what the downloader stored (README, "Whose images").
+    /// is this app's own: other apps keep seeing what the downloader stored (docs/security.md, "Whose images").
     public func addImage(_ data: [UInt8], url: String, additionalIdentifier: String = "") async throws(NetActivityError) {
         let call = ClientDownloads.addImageCall(data, forRequest: true) { w in
             w.append(url)

@@ -1,4 +1,4 @@
-/// Limits that keep one client from costing the others (README, "Limits"). The agent enforces
+/// Limits that keep one client from costing the others (docs/bus-api.md, "Limits and their errors"). The agent enforces
 /// them; the client library cuts what it sends to fit them.
 public enum NetActivityLimits {
     /// Longest `reason` for BeginActivity, in bytes.

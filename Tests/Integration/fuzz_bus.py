@@ -408,7 +408,7 @@ class Fuzzer:
         keys = {(i, "") for i in self.identifiers} | self.requests
         size = found = 0
         # A URL's key may hold two entries: the fuzzer's own (which it sees first) and the one the
-        # downloader stored (README, "Whose images"). Each is counted, then removed, until none is
+        # downloader stored (docs/security.md, "Whose images"). Each is counted, then removed, until none is
         # left: the check empties what it counted.
         for url, extra in keys:
             for _ in range(3):

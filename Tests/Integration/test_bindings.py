@@ -1,6 +1,9 @@
 """The contract used from other languages, as their authors would: C bindings that gdbus-codegen
-makes from the installed XML, compiled and run against the real agent."""
+makes from the installed XML, compiled and run against the real agent, and the Python of
+docs/bus-api.md run as it is printed there."""
 import os
+import re
+import sys
 import shutil
 import subprocess
 import tempfile
@@ -59,6 +62,22 @@ class GDBusCodegenTests(AgentTestCase):
         say("end")
         wait_until(lambda: self.count() == 0, what="the lease ended when the C app closed its fd")
         self.assertIsNone(app.poll(), "the app is still running: the lease ended by its close, not its exit")
+
+
+class DocsPythonTests(AgentTestCase):
+    def test_the_python_blocks_of_the_bus_api_page_run_against_the_agent(self):
+        with open(os.path.join(ROOT, "docs", "bus-api.md")) as f:
+            blocks = re.findall(r"^```python\n(.*?)^```", f.read(), re.S | re.M)
+        self.assertTrue(blocks, "docs/bus-api.md has a Python example")
+        env = dict(os.environ, DBUS_SESSION_BUS_ADDRESS=self.bus.address)
+        for code in blocks:
+            r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            # While the lease was held, its app was listed; when the process left, all it held went.
+            clients = re.search(r"^clients: (.*)$", r.stdout, re.M)
+            self.assertIsNotNone(clients, r.stdout)
+            self.assertIn("dbus.Struct", clients.group(1), "the lease's holder is listed among the clients")
+        wait_until(lambda: self.count() == 0, what="the example's lease and task released")
 
 
 if __name__ == "__main__":

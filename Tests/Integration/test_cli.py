@@ -385,6 +385,21 @@ class ManualTests(unittest.TestCase):
             r = subprocess.run(["groff", "-man", "-Tutf8", "-ww", "-z", path], capture_output=True, text=True, timeout=30)
             self.assertEqual((r.returncode, r.stderr), (0, ""), path)
 
+    def test_the_settings_page_names_every_key_the_agent_reads_and_renders_cleanly(self):
+        import re
+        with open(os.path.join(self.ROOT, "Sources", "netactivityd", "Settings.swift")) as f:
+            source = f.read()
+        keys = re.findall(r'"([a-z-]+)"', re.search(r"static let keys = \[(.*?)\]", source, re.S).group(1))
+        self.assertGreaterEqual(len(keys), 9, keys)
+        path = os.path.join(self.ROOT, "man", "netactivityd.conf.5")
+        with open(path) as f:
+            page = f.read()
+        self.assertIn('"netactivity %s"' % self.changelog_version(), page.splitlines()[0])
+        for key in keys:
+            self.assertIn(".BI " + key.replace("-", "\\-") + " ", page, key + " is not described in " + path)
+        r = subprocess.run(["groff", "-man", "-Tutf8", "-ww", "-z", path], capture_output=True, text=True, timeout=30)
+        self.assertEqual((r.returncode, r.stderr), (0, ""), path)
+
 
 class TranslationTests(unittest.TestCase):
     """gettext: the template is current, every catalog translates all of it, and a visible string

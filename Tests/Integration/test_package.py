@@ -33,6 +33,8 @@ FILES = [
     "/usr/share/doc/netactivity/copyright",
     "/usr/share/man/man1/netactivity.1.gz",
     "/usr/share/man/man1/netactivityd.1.gz",
+    "/usr/share/man/man5/netactivityd.conf.5.gz",
+    "/usr/share/doc/netactivity/docs/install.md.gz",
     "/usr/share/icons/hicolor/scalable/status/netactivity-symbolic.svg",
     "/usr/share/locale/de/LC_MESSAGES/netactivity.mo",
     "/usr/share/gnome-shell/extensions/netactivity@example.org/extension.js",

@@ -1,4 +1,4 @@
-// Generated from README.md by scripts/readme-snippets.py (make readme-snippets): do not edit.
+// Generated from README.md and docs/*.md by scripts/readme-snippets.py (make readme-snippets): do not edit.
 // Compiled, never run: what the snippets leave to the app is in Stubs.swift.
 import AsyncHTTPClient
 import FoundationNetworking
@@ -8,16 +8,25 @@ import NetActivityURLSession
 
 // README.md, Swift block 1
 @MainActor
-func readmeBlock1() async throws {
+func docsBlock1() async throws {
     let activity = await NetActivity.connect()          // never fails; or NetActivity() without await
     let feed = try await activity.withActivity(reason: "refresh feed") {   // the indicator counts this
         try await downloadFeed()
     }
 }
 
-// README.md, Swift block 2
+// docs/library.md, Swift block 2
 @MainActor
-func readmeBlock2() async throws {
+func docsBlock2() async throws {
+    let activity = await NetActivity.connect()          // never fails; or NetActivity() without await
+    let feed = try await activity.withActivity(reason: "refresh feed") {   // the indicator counts this
+        try await downloadFeed()
+    }
+}
+
+// docs/library.md, Swift block 3
+@MainActor
+func docsBlock3() async throws {
     // Counting by hand (a count belongs to this connection; it goes when the app quits).
     try await activity.incrementActivityCount()
     try await activity.decrementActivityCount()
@@ -41,17 +50,17 @@ func readmeBlock2() async throws {
     }
 }
 
-// README.md, Swift block 3
+// docs/library.md, Swift block 4
 @MainActor
-func readmeBlock3() async throws {
+func docsBlock4() async throws {
     NetActivity.runMainActorOnGLibMainContext()   // before gtk_main / g_application_run; false without GLib
     let activity = await NetActivity.connect()
     let executor = CallbackExecutor.glibMainContext()   // the executor form, for code off the main actor
 }
 
-// README.md, Swift block 4
+// docs/library.md, Swift block 5
 @MainActor
-func readmeBlock4() async throws {
+func docsBlock5() async throws {
     let http = TrackedHTTPClient(.shared, activity: activity)        // the one line to adopt
     let response = try await http.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
     let body = try await response.body.collect(upTo: 1 << 20)         // a task at the agent until here
@@ -80,7 +89,7 @@ func readmeBlock4() async throws {
     avatar.setImage(url: user.avatarURL, placeholder: silhouette)     // a String or a URL
 }
 
-// README.md, Swift block 5
+// docs/library.md, Swift block 6
 @MainActor
 final class PhotoWindow {
     let imageView = ImageView()

@@ -1,10 +1,10 @@
-// What the README's snippets leave to the app: its views, its data, its image type. Only declared:
+// What the Swift blocks of the README and docs/ leave to the app: its views, its data, its image type. Only declared:
 // the snippets are compiled (Snippets.swift, Swift 6 language mode), never run.
 import FoundationEssentials
 import FoundationNetworking
 import NetActivityClient
 
-private func app() -> Never { fatalError("the README's snippets are compiled, not run") }
+private func app() -> Never { fatalError("the docs' snippets are compiled, not run") }
 
 // An image type as a toolkit has one: not Sendable.
 final class Pixbuf {
