@@ -13,7 +13,7 @@ public struct AgentOptions: Sendable {
     /// the system bus, "" turns them off.
     public var systemBusAddress: String?
     /// Which system conditions hold `very-low` downloads.
-    public var deferral = DownloadService.Deferral()
+    public var deferral = DownloadConditions.Deferral()
     /// Register a StatusNotifierItem with org.kde.StatusNotifierWatcher when one is on the bus.
     public var tray = true
     /// Post org.freedesktop.Notifications when activity stays visible this long (nil: never).
@@ -177,7 +177,7 @@ public final class Agent {
         options.tray = new.tray
         options.notifyAfter = new.notifyAfter
         options.deferral = new.deferral
-        downloads.setDeferral(new.deferral)
+        downloads.conditions.set(new.deferral)
         startDesktopObservers()
     }
 
@@ -241,7 +241,7 @@ public final class Agent {
             bus.onDisconnect = { [weak self] in
                 self?.context.logger.debug("The system bus went away; memory warnings and system conditions stop")
                 self?.systemBus = nil
-                self?.downloads.setConditions(SystemConditions.State())
+                self?.downloads.conditions.set(SystemConditions.State())
             }
             systemBus = bus
             return bus
@@ -253,17 +253,17 @@ public final class Agent {
 
     /// Metered connections and power-saver hold very-low downloads (as the settings say).
     private func startSystemConditions() {
-        downloads.setDeferral(options.deferral)
+        downloads.conditions.set(options.deferral)
         guard let bus = connectSystemBus() else { return }
         let conditions = SystemConditions(bus: bus, logger: context.logger) { [unowned self] state in
-            self.downloads.setConditions(state)
+            self.downloads.conditions.set(state)
         }
         // Transfers stop before sleep and go on after it; the inhibitor is held only while
         // they run (onRunning), so `sleep()` stopping them lets it go at once.
         conditions.onSleep = { [unowned self] start in
-            if start { downloads.sleep() } else { downloads.wake() }
+            if start { downloads.conditions.sleep() } else { downloads.conditions.wake() }
         }
-        downloads.onRunning = { [weak conditions] running in conditions?.holdSleep(running) }
+        downloads.conditions.onRunning = { [weak conditions] running in conditions?.holdSleep(running) }
         conditions.start()
         self.conditions = conditions
     }

@@ -4,55 +4,43 @@ public import LinuxKit
 import NetActivityContract
 public import NetActivityCore
 
-/// `org.example.NetActivity.Downloader`, the shared image downloader: `ImageDownloader` (the pure
-/// queue and coalescing) with `HTTPFetcher` as its transport, the disk tier, and an `ImageStore`
-/// (the image cache) for what it fetched. Each transfer is a task object owned by the agent (made
-/// through a `TaskFactory`), suspended while queued and running while it downloads, so a running
-/// download is the agent's own activity and a queued one is not. The HTTP side starts on the
-/// first download, so an agent that never downloads never loads it.
+/// `org.example.NetActivity.Downloader`, the shared image downloader. The service owns the
+/// interface table, the requests (their options, receipts, the pending quota and the answers)
+/// and `ImageDownloader`, the pure queue that coalesces them into transfers; its participants
+/// each do one job with a narrow interface:
+///
+/// - `FetchPipeline`: disk tier first, then HTTP (`HTTPFetcher` on libcurl, loaded at the first
+///   download), with revalidation, write-back and offline failure;
+/// - `TransferTasks`: each transfer as the agent's activity and, once a person could see it, a
+///   task object (made through a `TaskFactory`);
+/// - `SlowTransferWatch`: a transfer that stalls gives its slot to waiting work;
+/// - `DownloadConditions`: metered, power-saver, offline and sleep;
+/// - `Prefetching`: PrefetchImages, fed through `PrefetchDownloader`.
+///
+/// An agent that never downloads never loads libcurl nor touches the disk tier.
 public final class DownloadService: ImageDownloader.Observer {
     private let context: AgentContext
     /// libcurl's sockets are watched here.
     private let loop: EventLoop
     private unowned let images: any ImageStore
     private unowned let tasks: any TaskFactory
+    private unowned let activity: any ActivitySink
+    private let announceAfter: () -> Duration
+    private let givenTransport: (any HTTPTransport)?
+    private let useDiskTier: Bool
     /// Pending receipts: the budget, the shares of apps and the per-client cap. An owner's app is
     /// known from its first call until its departure has been handled, so counting and releasing
     /// agree on it.
     private var pending = FairQuota(
         budget: NetActivityLimits.pendingDownloadsBudget, limit: NetActivityLimits.maxPendingDownloads,
         perConnection: NetActivityLimits.maxPendingDownloadsPerClient)
-    /// Running transfers that hold a slot, watched for slowness while work waits for a slot. One
-    /// timer, ticking every `slowTick` only while some run and some wait.
-    private var slowWatch: [UInt64: SlowWatch] = [:]
-    private var slowTimer: TimerID?
-    private struct SlowWatch {
-        /// Bytes when the current window began, and at the last tick (nil: not seen yet).
-        var windowStart: UInt64?
-        var lastTick: UInt64?
-        var quietTicks = 0
-        var ticks = 0
-    }
-    /// While others wait, a transfer gives its slot up (`ImageDownloader.yieldSlot`) and goes on
-    /// outside the limit when it moved no byte for `stallTicks` ticks (a stalled server: half a
-    /// second), or less than `slowFloorBytes` in `windowTicks` ticks (a dribbling one: 2 s). No
-    /// server holds anyone hostage.
-    static let slowTick: Duration = .milliseconds(250)
-    static let stallTicks = 2
-    static let windowTicks = 8
-    static let slowFloorBytes: UInt64 = 16 * 1024
     /// Told of every failed download but cancellations (the notifier posts them).
     public var onFailure: [(_ url: String, _ message: String) -> Void] = []
 
-    /// Running transfers count as the agent's own activity from their start; this adds it for
-    /// those that have no task object yet.
-    private unowned let activity: any ActivitySink
-    /// How long a transfer runs before its task object is published (the indicator's
-    /// ActivationDelay: what ends sooner, no person could have seen).
-    private let announceAfter: () -> Duration
-
     /// `transport`: HTTP for the downloader (nil: libcurl's, made at the first download).
     /// `diskTier`: whether to keep a disk tier in the user's cache directory.
+    /// `announceAfter`: how long a transfer runs before its task object is published (the
+    /// indicator's ActivationDelay: what ends sooner, no person could have seen).
     public init(
         context: AgentContext, loop: EventLoop, images: any ImageStore, tasks: any TaskFactory, activity: any ActivitySink,
         announceAfter: @escaping () -> Duration, transport: (any HTTPTransport)? = nil, diskTier: Bool = true
@@ -67,18 +55,6 @@ public final class DownloadService: ImageDownloader.Observer {
         self.announceAfter = announceAfter
     }
 
-    private let givenTransport: (any HTTPTransport)?
-    private let useDiskTier: Bool
-
-    /// The given transport, else libcurl's, made (and libcurl loaded) at the first download.
-    /// NETACTIVITY_LIBCURL names another libcurl to load (the tests name a missing one).
-    private lazy var transport: any HTTPTransport = givenTransport ?? {
-        let fetcher = HTTPFetcher(
-            loop: loop, limits: .init(maxBytes: maxBodyBytes), library: getenv("NETACTIVITY_LIBCURL").map { String(cString: $0) })
-        fetcher.sumsBodies = disk != nil
-        return fetcher
-    }()
-
     /// An image must fit in the cache, and a bus message in any case.
     private var maxBodyBytes: Int { Int(min(images.memoryCapacity, UInt64(NetActivityLimits.maxDownloadBytes))) }
 
@@ -92,7 +68,7 @@ public final class DownloadService: ImageDownloader.Observer {
                 guard prefetchStarted == nil else { return self.images.storeIfRoom(fetched, for: key, app: app) }
                 return self.images.store(fetched, for: key, app: app)
             },
-            fetch: { [unowned self] request, progress, completion in self.fetch(request, progress, completion) })
+            fetch: { [unowned self] request, progress, completion in self.pipeline.fetch(request, progress, completion) })
         d.observer = self
         return d
     }()
@@ -103,106 +79,22 @@ public final class DownloadService: ImageDownloader.Observer {
         DiskTier(directory: $0, mailbox: loop.mailbox, logger: context.logger)
     }
 
-    /// At exit: waits up to `milliseconds` for the disk writes under way.
-    public func finishDiskWrites(milliseconds: Int) {
-        disk?.flush(milliseconds: milliseconds)
-    }
-
-    static func wallClock() -> Double { DiskCache.now() }
-
+    private lazy var pipeline = FetchPipeline(
+        context: context, loop: loop, disk: disk, transport: givenTransport, maxBodyBytes: { [unowned self] in maxBodyBytes },
+        prefetchStarted: { [unowned self] in core.prefetchStarted(ofTransfer: $0) })
+    private lazy var transferTasks = TransferTasks(
+        context: context, tasks: tasks, activity: activity, announceAfter: announceAfter)
+    private lazy var slowWatch = SlowTransferWatch(
+        context: context, core: core, received: { [unowned self] in transferTasks.received($0) })
+    /// Metered, power-saver, offline and sleep (the agent tells it what the system says).
+    public private(set) lazy var conditions = DownloadConditions(
+        context: context, core: core, pipeline: pipeline, prefetching: prefetching)
     /// PrefetchImages and CancelPrefetch.
     lazy var prefetching = Prefetching(context: context, downloads: self)
 
-    /// Disk first (unless reloading): a fresh entry answers without the network, a stale one is
-    /// revalidated with its ETag/Last-Modified; a 200 is written back when HTTP caching allows.
-    /// The disk is read on its worker; a key it surely does not hold goes to the network at once.
-    private func fetch(
-        _ request: ImageDownloader.Request, _ progress: @escaping (UInt64, UInt64) -> Void,
-        _ completion: @escaping (Result<ImageDownloader.Fetched, ImageDownloader.Failure>) -> Void
-    ) -> () -> Void {
-        guard !request.reload, let disk else { return network(request, stale: nil, progress, completion) }
-        // Offline, any copy on disk, fresh or not, beats an error; with none, the error comes at once.
-        var stopNetwork: (() -> Void)?
-        var stopped = false
-        let stopReading = disk.read(key: request.key) { [weak self] hit in
-            guard let self, !stopped else { return }
-            guard let hit else { return stopNetwork = self.network(request, stale: nil, progress, completion) }
-            if self.conditions.offline { return completion(.success(ImageDownloader.Fetched(body: hit.body))) }
-            switch HTTPCachePolicy.decide(hit.info, now: Self.wallClock(), maxAge: request.maxAge) {
-            case .fresh:
-                // A hit always comes on a later turn of the loop (from the worker), never
-                // inside the downloader's own call.
-                completion(.success(ImageDownloader.Fetched(body: hit.body)))
-            case .revalidate(let headers):
-                stopNetwork = self.network(request, stale: (hit, headers), progress, completion)
-            case .refetch:
-                stopNetwork = self.network(request, stale: nil, progress, completion)
-            }
-        }
-        return {
-            stopped = true
-            stopReading()
-            stopNetwork?()
-        }
-    }
-
-    private func network(
-        _ request: ImageDownloader.Request, stale: (hit: DiskTier.Hit, conditional: [(String, String)])?,
-        _ progress: @escaping (UInt64, UInt64) -> Void,
-        _ completion: @escaping (Result<ImageDownloader.Fetched, ImageDownloader.Failure>) -> Void
-    ) -> () -> Void {
-        if conditions.offline {
-            // On the next turn: a queue of thousands failing one after another never nests
-            // start, failure and the next start on the stack.
-            let timer = context.scheduler.schedule(afterNanoseconds: 0) { completion(.failure(.failed(Self.offlineError))) }
-            return { [weak self] in self?.context.scheduler.cancel(timer) }
-        }
-        let id = request.transfer
-        var done = false
-        let finish: (Result<ImageDownloader.Fetched, ImageDownloader.Failure>) -> Void = { [weak self] result in
-            guard !done else { return }
-            done = true
-            self?.inFlight[id] = nil
-            completion(result)
-        }
-        let stop = transport.fetch(
-            url: request.url, app: request.app, headers: stale?.conditional ?? [], maxBytes: maxBodyBytes, progress: progress
-        ) {
-            [weak self] result in
-            finish(result.flatMap { response in
-                if response.status == 304, let stale {
-                    let info = HTTPCachePolicy.refreshed(stale.hit.info, notModified: response.headers, now: Self.wallClock())
-                    self?.disk?.write(
-                        key: request.key, info: info, body: stale.hit.body, owner: request.app,
-                        prefetchStarted: self?.core.prefetchStarted(ofTransfer: id))
-                    return .success(ImageDownloader.Fetched(body: stale.hit.body, httpStatus: 304))
-                }
-                guard response.status == 200 else {
-                    return .failure(.failed(NetActivityError(.http, "HTTP \(response.status) for \(PublishedURL.redact(request.url))")))
-                }
-                let image = response.body.withUnsafeBytes { ImageInfo.sniff($0) }
-                if let info = HTTPCachePolicy.store(status: 200, headers: response.headers, now: Self.wallClock()) {
-                    if image != nil {
-                        self?.disk?.write(
-                            key: request.key, info: info, body: response.body, owner: request.app,
-                            prefetchStarted: self?.core.prefetchStarted(ofTransfer: id))
-                    }
-                } else {
-                    self?.disk?.remove(key: request.key)  // no-store: keep no copy, not even an old one
-                }
-                return .success(ImageDownloader.Fetched(body: response.body, httpStatus: 200, info: image))
-            })
-        }
-        guard !done else { return stop }
-        inFlight[id] = { error in
-            stop()
-            finish(.failure(.failed(error)))
-        }
-        return { [weak self] in
-            done = true
-            self?.inFlight[id] = nil
-            stop()
-        }
+    /// At exit: waits up to `milliseconds` for the disk writes under way.
+    public func finishDiskWrites(milliseconds: Int) {
+        disk?.flush(milliseconds: milliseconds)
     }
 
     // MARK: requests
@@ -232,7 +124,7 @@ public final class DownloadService: ImageDownloader.Observer {
         url: String, options: [String: DBusValue], owner: String, method: DownloaderMember.Method, _: Option.Type
     ) throws(NetActivityError) -> Asked {
         typealias Common = DownloaderMember.DownloadImageOption
-        try Self.checkURL(url)
+        try DownloadURL.check(url)
         try checkOptions(options, of: method.rawValue, Option.self)
         let priority = try Self.priority(options[Common.priority.rawValue]?.stringValue)
         let additional = options[Common.additionalIdentifier.rawValue]?.stringValue ?? ""
@@ -303,7 +195,7 @@ public final class DownloadService: ImageDownloader.Observer {
         let ticket = core.download(
             url: url, key: asked.key, owner: owner, app: leaf, reload: asked.reload, priority: asked.priority,
             maxAge: asked.maxAge, handler: handler)
-        if case .receipt(_, let transfer) = ticket { noteReader(leaf, of: transfer) }
+        if case .receipt(_, let transfer) = ticket { transferTasks.noteReader(leaf, of: transfer) }
         return ticket
     }
 
@@ -325,7 +217,7 @@ public final class DownloadService: ImageDownloader.Observer {
         case .receipt(let r, let transfer):
             receipt = r
             // Its reply names the task: a DownloadImage transfer is announced at once.
-            return (r, announce(transfer)?.path ?? "/", false)
+            return (r, transferTasks.announce(transfer)?.path ?? "/", false)
         }
     }
 
@@ -419,7 +311,7 @@ public final class DownloadService: ImageDownloader.Observer {
                 receiptName = named
                 fetchReceipts[owner, default: [:]][named] = r
             }
-            if options[Option.announce.rawValue]?.boolValue == true { _ = announce(transfer) }
+            if options[Option.announce.rawValue]?.boolValue == true { _ = transferTasks.announce(transfer) }
             return nil
         }
     }
@@ -487,208 +379,34 @@ public final class DownloadService: ImageDownloader.Observer {
         context.scheduler.schedule(afterNanoseconds: 0) { [weak self] in self?.drainDepartures() }
     }
 
-    /// http or https, with a host, no spaces or control characters, at most 4096 bytes. Read as
-    /// bytes (every download passes here).
-    static func checkURL(_ url: String) throws(NetActivityError) {
-        func refuse(_ why: String) -> NetActivityError {
-            NetActivityError(.invalidURL, "'\(url.prefix(200))' \(why)")
-        }
-        var url = url
-        let problem: String? = url.withUTF8 { b in
-            guard b.count <= NetActivityLimits.maxImageKeyBytes else {
-                return "is longer than \(NetActivityLimits.maxImageKeyBytes) bytes"
-            }
-            guard !b.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else { return "contains spaces or control characters" }
-            func hasPrefix(_ p: StaticString) -> Bool {
-                b.count >= p.utf8CodeUnitCount
-                    && (0..<p.utf8CodeUnitCount).allSatisfy { b[$0] | 0x20 == p.utf8Start[$0] | 0x20 || b[$0] == p.utf8Start[$0] }
-            }
-            let start = hasPrefix("http://") ? 7 : hasPrefix("https://") ? 8 : nil
-            guard let start else { return "is not an http or https URL" }
-            var end = start
-            while end < b.count, b[end] != UInt8(ascii: "/"), b[end] != UInt8(ascii: "?"), b[end] != UInt8(ascii: "#") { end += 1 }
-            // The host: after the last "@" of the authority; up to a ":" unless it is an [IPv6] literal.
-            var host = start
-            for i in start..<end where b[i] == UInt8(ascii: "@") { host = i + 1 }
-            var hostEnd = host
-            if hostEnd < end, b[hostEnd] == UInt8(ascii: "[") {
-                hostEnd = end
-            } else {
-                while hostEnd < end, b[hostEnd] != UInt8(ascii: ":") { hostEnd += 1 }
-            }
-            return hostEnd > host ? nil : "has no host"
-        }
-        if let problem { throw refuse(problem) }
-    }
-
-    // MARK: ImageDownloader.Observer: task objects, published when a person could see them
-
-    /// What the service knows of each live transfer.
-    private struct TransferState {
-        let url: String
-        var running = false
-        /// The bytes so far (the task's, once published; the slow-transfer watch reads them).
-        var progress = TaskProgress()
-        /// Its task object, once published.
-        var task: TaskEntry?
-        /// The leaves of the apps that asked for it: they may read its task (see `TaskAudience`).
-        var readers: Set<String> = []
-    }
-
-    /// `leaf` asked for `transfer`: it may read the transfer's task, sandboxed or not.
-    private func noteReader(_ leaf: String, of transfer: UInt64) {
-        guard transfers[transfer] != nil else { return }
-        transfers[transfer]!.readers.insert(leaf)
-        transfers[transfer]!.task?.readers.insert(leaf)
-    }
-
-    private var transfers: [UInt64: TransferState] = [:]
-    /// Running transfers without a task object, in the order they started, with when each is due
-    /// to be published; one timer, for the first (entries of transfers that ended or were
-    /// published meanwhile are skipped).
-    private var unpublished: [(transfer: UInt64, due: Instant)] = []
-    private var unpublishedHead = 0
-    private var publishTimer: TimerID?
-
-    /// The transfer's task object, published now if it has none (running or suspended, as the
-    /// transfer is). Nil when the transfer has ended already.
-    private func announce(_ transfer: UInt64) -> TaskEntry? {
-        guard var state = transfers[transfer] else { return nil }
-        if let task = state.task { return task }
-        // With its progress so far, in its one InterfacesAdded.
-        let task = tasks.makeAgentTask(
-            description: PublishedURL.downloadDescription(state.url), running: state.running, progress: state.progress,
-            readers: state.readers)
-        // The task now holds the activity the transfer held without one.
-        if state.running { activity.release(.task, for: context.uniqueName) }
-        state.task = task
-        transfers[transfer] = state
-        return task
-    }
+    // MARK: ImageDownloader.Observer: each participant hears what it needs
 
     public func transferQueued(_ transfer: UInt64, url: String) {
-        transfers[transfer] = TransferState(url: url)
-        watchForSlowness()
+        transferTasks.queued(transfer, url: url)
+        slowWatch.queued()
     }
 
     public func transferStarted(_ transfer: UInt64, url: String) {
-        checkRunningSoon()
-        slowWatch[transfer] = SlowWatch()
-        watchForSlowness()
-        guard var state = transfers[transfer] else { return }
-        state.running = true
-        transfers[transfer] = state
-        if let task = state.task { return tasks.resume(task) }
-        // Activity from the start (the indicator's own delay hides short work); the task object
-        // only once the transfer has run for the activation delay.
-        try? activity.acquire(.task, for: context.uniqueName)
-        unpublished.append((transfer, context.now + announceAfter()))
-        schedulePublishing()
-    }
-
-    private func schedulePublishing() {
-        guard publishTimer == nil, unpublishedHead < unpublished.count else { return }
-        publishTimer = context.schedule(at: unpublished[unpublishedHead].due) { [weak self] in
-            guard let self else { return }
-            publishTimer = nil
-            publishDue()
-        }
-    }
-
-    /// Publishes the task of every transfer that has run for the activation delay and still runs.
-    private func publishDue() {
-        let now = context.now
-        while unpublishedHead < unpublished.count, unpublished[unpublishedHead].due <= now {
-            let transfer = unpublished[unpublishedHead].transfer
-            unpublishedHead += 1
-            if let state = transfers[transfer], state.running, state.task == nil { _ = announce(transfer) }
-        }
-        if unpublishedHead == unpublished.count {
-            unpublished.removeAll(keepingCapacity: unpublished.count <= 64)
-            unpublishedHead = 0
-        } else if unpublishedHead > 64, unpublishedHead * 2 > unpublished.count {
-            unpublished.removeFirst(unpublishedHead)
-            unpublishedHead = 0
-        }
-        schedulePublishing()
+        conditions.transfersChanged()
+        slowWatch.started(transfer)
+        transferTasks.started(transfer)
     }
 
     public func transferProgress(_ transfer: UInt64, received: UInt64, expected: UInt64) {
-        let progress = TaskProgress(received: received, expectedToReceive: max(expected, received))
-        transfers[transfer]?.progress = progress
-        if let task = transfers[transfer]?.task { tasks.setProgress(task, progress) }
+        transferTasks.progress(transfer, received: received, expected: expected)
     }
 
     public func transferPaused(_ transfer: UInt64) {
-        checkRunningSoon()
-        slowWatch[transfer] = nil
-        guard var state = transfers[transfer], state.running else { return }
-        state.running = false
-        transfers[transfer] = state
-        if let task = state.task { tasks.suspend(task) } else { activity.release(.task, for: context.uniqueName) }
+        conditions.transfersChanged()
+        slowWatch.stopped(transfer)
+        transferTasks.paused(transfer)
     }
 
     public func transferEnded(_ transfer: UInt64, outcome: Result<Void, ImageDownloader.Failure>) {
-        checkRunningSoon()
+        conditions.transfersChanged()
         prefetching.pumpSoon()
-        slowWatch[transfer] = nil
-        guard let state = transfers.removeValue(forKey: transfer) else { return }
-        guard let task = state.task else {
-            if state.running { activity.release(.task, for: context.uniqueName) }
-            return
-        }
-        let error: String = switch outcome {
-        case .success: ""
-        case .failure(.cancelled): NetActivityError.Name.cancelled.rawValue
-        case .failure(.failed(let failure)): failure.name + ": " + failure.message
-        }
-        tasks.complete(task, error: error.prefix(utf8Bytes: NetActivityLimits.maxTaskErrorBytes))
-    }
-
-    /// Starts the ticks while transfers hold slots and work waits; on a start, every watch begins
-    /// from the bytes its transfer has now.
-    private func watchForSlowness() {
-        guard slowTimer == nil, !slowWatch.isEmpty, core.queuedCount > 0 else { return }
-        for transfer in slowWatch.keys {
-            let bytes = received(transfer)
-            slowWatch[transfer] = SlowWatch(windowStart: bytes, lastTick: bytes)
-        }
-        slowTimer = context.schedule(after: Self.slowTick) { [weak self] in self?.judgeSlowness() }
-    }
-
-    private func received(_ transfer: UInt64) -> UInt64 { transfers[transfer]?.progress.received ?? 0 }
-
-    /// Every tick while others wait: a transfer that moved no byte for `stallTicks` ticks, or less
-    /// than the floor in a window, yields its slot.
-    private func judgeSlowness() {
-        slowTimer = nil
-        guard core.queuedCount > 0 else { return }  // nobody waits: no ticks until someone does
-        for (transfer, var watch) in slowWatch {
-            guard core.holdsSlot(transfer) else {
-                slowWatch[transfer] = nil
-                continue
-            }
-            let now = received(transfer)
-            watch.quietTicks = watch.lastTick == now ? watch.quietTicks + 1 : 0
-            watch.lastTick = now
-            watch.ticks += 1
-            let stalled = watch.quietTicks >= Self.stallTicks
-            let slow = watch.ticks >= Self.windowTicks && watch.windowStart.map { now - $0 < Self.slowFloorBytes } == true
-            if stalled || slow, core.yieldSlot(transfer) {
-                slowWatch[transfer] = nil
-                let why = stalled
-                    ? "moved no byte for \(Self.slowTick * Self.stallTicks)"
-                    : "moved \(now - (watch.windowStart ?? now)) bytes in \(Self.slowTick * Self.windowTicks)"
-                context.logger.info("Transfer \(transfer) \(why): it gives its slot to queued work and goes on")
-                continue
-            }
-            if watch.ticks >= Self.windowTicks {
-                watch.windowStart = now
-                watch.ticks = 0
-            }
-            slowWatch[transfer] = watch
-        }
-        if !slowWatch.isEmpty { slowTimer = context.schedule(after: Self.slowTick) { [weak self] in self?.judgeSlowness() } }
+        slowWatch.stopped(transfer)
+        transferTasks.ended(transfer, outcome: outcome)
     }
 
     // MARK: the interface table
@@ -770,7 +488,7 @@ public final class DownloadService: ImageDownloader.Observer {
                 },
                 DBusProperty(P.deferred.rawValue, "a{sv}", emitsChanged: .invalidates) { [unowned self] w, _ in
                     typealias Key = DownloaderMember.DeferredKey
-                    let (metered, powerSaver) = self.holdReasons
+                    let (metered, powerSaver) = self.conditions.holdReasons
                     var out: [String: DBusValue] = [:]
                     if metered { out[Key.metered.rawValue] = .bool(true) }
                     if powerSaver { out[Key.powerSaver.rawValue] = .bool(true) }
@@ -848,108 +566,6 @@ public final class DownloadService: ImageDownloader.Observer {
         }
     }
 
-    // MARK: system conditions
-
-    /// What the system says (metered, power-saver, offline) and which of those the user lets hold
-    /// work; a change of either may change what holds very-low work.
-    private var conditions = SystemConditions.State() {
-        didSet { holdReasonsChanged(from: Self.holdReasons(oldValue, deferral)) }
-    }
-    private var deferral = Deferral() {
-        didSet { holdReasonsChanged(from: Self.holdReasons(conditions, oldValue)) }
-    }
-
-    /// Which conditions hold `very-low` work (the settings' `defer-when-metered`,
-    /// `defer-in-power-saver`).
-    public struct Deferral: Equatable, Sendable {
-        public var whenMetered = true
-        public var inPowerSaver = true
-        public init(whenMetered: Bool = true, inPowerSaver: Bool = true) {
-            self.whenMetered = whenMetered
-            self.inPowerSaver = inPowerSaver
-        }
-    }
-
-    /// The reasons that hold `very-low` work.
-    private static func holdReasons(_ conditions: SystemConditions.State, _ deferral: Deferral) -> (metered: Bool, powerSaver: Bool) {
-        (conditions.metered && deferral.whenMetered, conditions.powerSaver && deferral.inPowerSaver)
-    }
-
-    private var holdReasons: (metered: Bool, powerSaver: Bool) { Self.holdReasons(conditions, deferral) }
-
-    func setConditions(_ new: SystemConditions.State) {
-        let wentOffline = new.offline && !conditions.offline
-        conditions = new
-        if wentOffline { failInFlight() }
-    }
-
-    static let offlineError = NetActivityError(.offline, "NetworkManager says there is no network connection")
-
-    /// The network transfers under way, each with what ends it as a failure.
-    private var inFlight: [UInt64: (NetActivityError) -> Void] = [:]
-
-    /// The network went away: every transfer on it fails now with Offline rather than at its
-    /// stall timeout; the queue then moves on, and what it starts fails as fast (or is served
-    /// from the disk tier).
-    private func failInFlight() {
-        let failing = inFlight
-        inFlight = [:]
-        context.logger.info("Offline: \(failing.count) transfers fail now")
-        for (_, fail) in failing.sorted(by: { $0.key < $1.key }) { fail(Self.offlineError) }
-    }
-
-    public func setDeferral(_ new: Deferral) {
-        deferral = new
-    }
-
-    private func holdReasonsChanged(from before: (metered: Bool, powerSaver: Bool)) {
-        let after = holdReasons
-        guard before != after else { return }
-        core.holdingVeryLow = after.metered || after.powerSaver
-        prefetching.held = core.holdingVeryLow
-        context.emitPropertiesChanged(.downloader, [], invalidated: [DownloaderMember.Property.deferred.rawValue])
-    }
-
-    // MARK: sleep
-
-    /// Told whether transfers run (a sleep inhibitor is held while they do), after every start,
-    /// end and pause.
-    var onRunning: ((Bool) -> Void)?
-    private var wasRunning = false
-
-    /// `runningChanged` at the end of this turn: a transfer that ends as the next starts keeps
-    /// the inhibitor rather than dropping and taking it again.
-    private lazy var runningCheck = NextTurn(context.scheduler) { [unowned self] in runningChanged() }
-
-    private func checkRunningSoon() {
-        runningCheck.request()
-    }
-
-    private func runningChanged() {
-        let running = core.activeCount + core.yieldedCount > 0
-        guard running != wasRunning else { return }
-        wasRunning = running
-        onRunning?(running)
-    }
-
-    /// The system is about to sleep (logind's PrepareForSleep(true)): every running transfer
-    /// stops and waits in the queue, and nothing starts until `wake`.
-    func sleep() {
-        let running = core.activeCount + core.yieldedCount
-        context.logger.info("The system is going to sleep: \(running) transfers stop until it wakes")
-        // Bodies under way are kept where their servers can continue them (Range) after waking.
-        if running > 0 { transport.keepPartialBodies() }
-        core.pauseAll()
-        runningChanged()
-    }
-
-    /// The system woke up: the queue starts again (stopped transfers first in their order).
-    func wake() {
-        core.resumeAll()
-        runningChanged()
-        prefetching.pumpSoon()
-    }
-
     /// Apps whose RemoveImages is reading the disk: one at a time each, as each reads every
     /// entry's first bytes on the disk worker, which every app's disk reads share.
     private var removing: Set<String> = []
@@ -1023,5 +639,29 @@ public final class DownloadService: ImageDownloader.Observer {
         guard let disk else { return "no cache directory: neither XDG_CACHE_HOME nor HOME is set" }
         disk.start()  // the directory is checked on first use, on the worker: a later read reports it
         return disk.lastError
+    }
+}
+
+extension DownloadService: PrefetchDownloader {
+    func roomForPrefetch(running: Int) -> Bool {
+        !core.paused && core.queuedCount == 0 && core.activeCount < core.maximumActiveDownloads
+            && running < max(1, core.maximumActiveDownloads - 1)
+    }
+
+    func startPrefetch(
+        url: String, owner: String, app: String, started: Double,
+        handler: @escaping (Result<Void, ImageDownloader.Failure>) -> Void
+    ) -> ImageDownloader.Ticket {
+        core.download(url: url, key: url, owner: owner, app: app, priority: .veryLow, prefetchStarted: started) { result in
+            handler(result.map { _ in () })
+        }
+    }
+
+    func cancelPrefetch(_ handle: String) {
+        _ = core.cancel(receipt: handle)
+    }
+
+    func touchOnDisk(_ key: String) {
+        disk?.touch(key: key)
     }
 }

@@ -3,13 +3,31 @@ import LinuxKit
 import NetActivityContract
 import NetActivityCore
 
+/// What prefetch needs of the downloader (`DownloadService`), and no more.
+protocol PrefetchDownloader: AnyObject {
+    /// Whether a prefetched URL may start now beside `running` others: nothing waits in the
+    /// queue, the downloader is not paused, a slot is free, and one stays free for what comes next
+    /// (with one slot in all, prefetch may take it).
+    func roomForPrefetch(running: Int) -> Bool
+    /// Starts `url` at `very-low` for `owner`; `handler` hears how it ended.
+    func startPrefetch(
+        url: String, owner: String, app: String, started: Double,
+        handler: @escaping (Result<Void, ImageDownloader.Failure>) -> Void
+    ) -> ImageDownloader.Ticket
+    /// Cancels a prefetched URL under way (the downloader's receipt for it).
+    func cancelPrefetch(_ handle: String)
+    /// `key` was served from memory while a prefetch was there: its disk entry becomes the most
+    /// recent, so that no prefetch takes its room.
+    func touchOnDisk(_ key: String)
+}
+
 /// `PrefetchImages` and `CancelPrefetch`: a `PrefetchQueue` fed to the downloader one URL at a
 /// time, when nothing else waits and a slot is free, keeping one slot for whatever comes next.
 /// What a prefetch fetches takes no room from what people use (see `DiskIndex` and
 /// `AutoPurgingImageCache.addIfRoom`).
 final class Prefetching {
     private let context: AgentContext
-    private unowned let downloads: DownloadService
+    private unowned let downloads: any PrefetchDownloader
     private var queue = PrefetchQueue()
     /// Prefetched URLs waiting or under way, per connection and app.
     private var quota = FairQuota(
@@ -24,7 +42,7 @@ final class Prefetching {
     /// Keys served from memory while a prefetch was there, already reported to the disk tier.
     private var touched: Set<String> = []
 
-    init(context: AgentContext, downloads: DownloadService) {
+    init(context: AgentContext, downloads: any PrefetchDownloader) {
         self.context = context
         self.downloads = downloads
     }
@@ -41,7 +59,7 @@ final class Prefetching {
         var seen = Set<String>()
         var list: [String] = []
         for (i, url) in urls.enumerated() {
-            do throws(NetActivityError) { try DownloadService.checkURL(url) } catch {
+            do throws(NetActivityError) { try DownloadURL.check(url) } catch {
                 throw NetActivityError(name: error.name, message: "URL \(i + 1) of \(urls.count): \(error.message)")
             }
             if seen.insert(url).inserted { list.append(url) }
@@ -73,12 +91,12 @@ final class Prefetching {
         if urls.isEmpty {
             guard let (job, waiting) = queue.remove(receipt) else { return 0 }
             forget(job, waiting: waiting.count)
-            for handle in job.running.values { downloads.core.cancel(receipt: handle) }
+            for handle in job.running.values { downloads.cancelPrefetch(handle) }
             return UInt32(clamping: waiting.count + job.running.count)
         }
         let (waiting, running, finished) = queue.remove(Set(urls), from: receipt)
         quota.release(connection: owner, leaf: app, cost: waiting)
-        for (_, handle) in running { downloads.core.cancel(receipt: handle) }
+        for (_, handle) in running { downloads.cancelPrefetch(handle) }
         if let finished { self.finished(finished) }
         return UInt32(clamping: waiting + running.count)
     }
@@ -132,7 +150,6 @@ final class Prefetching {
     /// `quietAfterRequest`, and a slot is free, leaving one slot free (with one slot in all,
     /// prefetch may take it).
     private func pump() {
-        let core = downloads.core
         let quietFrom = lastRequest &+ Self.quietAfterRequest
         if lastRequest != 0, context.scheduler.nowNanoseconds < quietFrom {
             if quietTimer == nil, !queue.isEmpty {
@@ -143,15 +160,12 @@ final class Prefetching {
             }
             return
         }
-        while !held, !core.paused, core.queuedCount == 0, core.activeCount < core.maximumActiveDownloads,
-              running < max(1, core.maximumActiveDownloads - 1), let (receipt, url, job) = queue.next()
-        {
+        while !held, downloads.roomForPrefetch(running: running), let (receipt, url, job) = queue.next() {
             var over = false
-            let ticket = core.download(
-                url: url, key: url, owner: job.owner, app: job.app, priority: .veryLow, prefetchStarted: job.started
-            ) { [weak self] result in
+            let ticket = downloads.startPrefetch(url: url, owner: job.owner, app: job.app, started: job.started) {
+                [weak self] result in
                 over = true
-                self?.ended(receipt, url: url, result.map { _ in () })
+                self?.ended(receipt, url: url, result)
             }
             switch ticket {
             case .cached:
@@ -201,6 +215,6 @@ final class Prefetching {
     /// recent (once per key), so that no prefetch takes its room.
     func used(_ key: String) {
         guard !queue.isEmpty, touched.insert(key).inserted else { return }
-        downloads.disk?.touch(key: key)
+        downloads.touchOnDisk(key)
     }
 }
