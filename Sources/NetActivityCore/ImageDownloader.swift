@@ -106,9 +106,6 @@ public final class ImageDownloader {
         var priority: Priority
         /// The smallest max-age among the waiters that joined it before it started.
         var maxAge: Double?
-        /// The queues (app and priority) that hold an entry for it, live or not: it enters each
-        /// at most once, and a transfer that drops back to a priority finds its old place.
-        var enqueued: Set<QueueKey> = []
         init(id: UInt64, url: String, key: String, reload: Bool, waiter: Waiter) {
             self.id = id
             self.url = url
@@ -118,12 +115,6 @@ public final class ImageDownloader {
             firstApp = waiter.app
             priority = waiter.priority
         }
-    }
-
-    /// One app's queue at one priority.
-    private struct QueueKey: Hashable {
-        let app: String
-        let priority: Priority
     }
 
     /// Starts a fetch; returns how to cancel it. The completion must come at most once, later,
@@ -146,37 +137,10 @@ public final class ImageDownloader {
     private let store: Store
     public weak var observer: (any Observer)?
 
-    /// Transfers by key (at most one per key), queued ones in `queue` order.
+    /// Transfers by key (at most one per key).
     private var byKey: [String: Transfer] = [:]
-    /// One app's queued transfer ids in arrival order, from `head` on. A transfer that leaves early
-    /// (abandoned, started for another app, or no longer waited for by this app) stays as a dead
-    /// id, skipped when reached, so leaving is O(1); the array is compacted when dead ids are the
-    /// majority.
-    private struct AppQueue {
-        var ids: [UInt64] = []
-        var head = 0
-        var isEmpty: Bool { head >= ids.count }
-
-        /// `id` where the queue is taken from next (an older entry of it, if any, is skipped as
-        /// dead once it has started).
-        mutating func putFirst(_ id: UInt64, lifo: Bool) {
-            if lifo {
-                ids.append(id)
-            } else if head > 0 {
-                head -= 1
-                ids[head] = id
-            } else {
-                ids.insert(id, at: 0)
-            }
-        }
-    }
-
-    /// The queue, per app and priority: the next transfer to start is one of the highest
-    /// priority waiting; among those, from the app with the fewest running transfers (a merged
-    /// transfer runs for all its apps), FIFO or LIFO within the app; among apps with as few, the
-    /// one whose next transfer is oldest (FIFO) or newest (LIFO). With one app and one priority
-    /// this is exactly AFNetworking's single FIFO/LIFO queue.
-    private var queues: [QueueKey: AppQueue] = [:]
+    /// The transfers waiting for a slot, and the fair choice of the next (`FairTransferQueue`).
+    private var queue: FairTransferQueue
     public private(set) var queuedCount = 0
     private var transfersByID: [UInt64: Transfer] = [:]
     /// The running transfers (at most `maximumActiveDownloads`), for the fair choice of the next.
@@ -202,7 +166,10 @@ public final class ImageDownloader {
         didSet { startQueued() }
     }
 
-    public var prioritization: Prioritization
+    public var prioritization: Prioritization {
+        get { queue.prioritization }
+        set { queue.prioritization = newValue }
+    }
 
     /// While true, `very-low` transfers wait (a metered connection, power-saver): they start
     /// when it turns false, or at once if a receipt of a higher priority joins them. They hold
@@ -239,9 +206,7 @@ public final class ImageDownloader {
     /// Transfers waiting only because `holdingVeryLow` holds them.
     public var heldCount: Int {
         guard holdingVeryLow else { return 0 }
-        return Set(queues.lazy.filter { $0.key.priority == .veryLow }.flatMap { key, q in
-            q.ids[q.head...].filter { self.queuedTransfer($0, for: key) != nil }
-        }).count
+        return queue.waiting(at: .veryLow) { self.queuedTransfer($0, for: $1) != nil }.count
     }
 
     public init(
@@ -251,7 +216,7 @@ public final class ImageDownloader {
     ) {
         precondition(maximumActiveDownloads >= 1)
         self.maximumActiveDownloads = maximumActiveDownloads
-        self.prioritization = prioritization
+        queue = FairTransferQueue(prioritization: prioritization)
         self.isCached = isCached
         self.store = store
         self.fetch = fetch
@@ -304,15 +269,7 @@ public final class ImageDownloader {
     /// entry of it is then skipped as dead once it has started).
     private func enqueue(_ t: Transfer, first: Bool = false) {
         guard !t.running else { return }
-        for app in Set(t.waiters.map(\.app)) {
-            let key = QueueKey(app: app, priority: t.priority)
-            if first {
-                t.enqueued.insert(key)
-                queues[key, default: AppQueue()].putFirst(t.id, lifo: prioritization == .lifo)
-            } else if t.enqueued.insert(key).inserted {
-                queues[key, default: AppQueue()].ids.append(t.id)
-            }
-        }
+        queue.enqueue(t.id, apps: Set(t.waiters.map(\.app)), priority: t.priority, first: first)
     }
 
     /// The transfer's priority is the highest of its waiters' again (after one joined, left or
@@ -450,6 +407,7 @@ public final class ImageDownloader {
     /// A transfer nobody waits for any more: out of the queue, or stopped.
     private func abandon(_ t: Transfer) {
         transfersByID[t.id] = nil
+        queue.remove(t.id)
         if byKey[t.key] === t { byKey[t.key] = nil }
         if t.running {
             stopRunning(t)
@@ -463,32 +421,10 @@ public final class ImageDownloader {
     }
 
     /// The transfer `id` if it is still queued at this priority and `key.app` waits for it.
-    private func queuedTransfer(_ id: UInt64, for key: QueueKey) -> Transfer? {
+    private func queuedTransfer(_ id: UInt64, for key: FairTransferQueue.Key) -> Transfer? {
         guard let t = transfersByID[id], !t.running, t.priority == key.priority, t.waiters.contains(where: { $0.app == key.app })
         else { return nil }
         return t
-    }
-
-    /// Drops dead ids from the front (FIFO) or back (LIFO) of `app`'s queue, and the queue itself
-    /// when nothing is left in it; compacts it when dead ids are the majority. Returns the app's
-    /// next transfer in the current order, left in place.
-    private func peekQueue(_ key: QueueKey) -> Transfer? {
-        guard var q = queues[key] else { return nil }
-        defer { queues[key] = q.isEmpty ? nil : q }
-        while !q.isEmpty {
-            let id = prioritization == .fifo ? q.ids[q.head] : q.ids[q.ids.count - 1]
-            if let t = queuedTransfer(id, for: key) {
-                if q.head > 64, q.head * 2 > q.ids.count {
-                    q.ids.removeFirst(q.head)
-                    q.head = 0
-                }
-                return t
-            }
-            // A dead entry leaves: its transfer (if any) may enter this queue again later.
-            transfersByID[id]?.enqueued.remove(key)
-            if prioritization == .fifo { q.head += 1 } else { q.ids.removeLast() }
-        }
-        return nil
     }
 
     /// The next transfer to start: of the highest priority waiting, from the app with the fewest
@@ -507,27 +443,10 @@ public final class ImageDownloader {
             for leaf in leaves { running[leaf, default: 0] += 1 }
             for app in Set(leaves.map { ClientIdentity.app(ofLeaf: $0) }) { runningApps[app, default: 0] += 1 }
         }
-        var best: (priority: Priority, appRunning: Int, running: Int, id: UInt64)?
-        for key in Array(queues.keys) {
-            if let b = best, key.priority < b.priority { continue }
-            if holdingVeryLow, key.priority == .veryLow { continue }
-            guard let t = peekQueue(key) else { continue }
-            let a = runningApps[ClientIdentity.app(ofLeaf: key.app)] ?? 0
-            let r = running[key.app] ?? 0
-            // The cap is the app's; a process of the unscoped pool that runs nothing may still start
-            // one (the pool's floor is per live process: another process's stalls never block it).
-            guard a < maximumRunningPerApp || r == 0 else { continue }
-            // A raised priority counts only within the app's raised share.
-            let priority = key.priority > .normal && a >= raisedShare ? .normal : key.priority
-            let better: Bool = if let b = best {
-                priority != b.priority ? priority > b.priority
-                    : a != b.appRunning ? a < b.appRunning
-                    : r != b.running ? r < b.running : (prioritization == .fifo ? t.id < b.id : t.id > b.id)
-            } else { true }
-            if better { best = (priority, a, r, t.id) }
-        }
-        guard let best, let t = transfersByID[best.id] else { return nil }
-        return t
+        let limits = FairTransferQueue.Limits(
+            maximumRunningPerApp: maximumRunningPerApp, raisedShare: raisedShare, holdingVeryLow: holdingVeryLow)
+        let id = queue.next(running: running, runningApps: runningApps, limits: limits) { self.queuedTransfer($0, for: $1) != nil }
+        return id.flatMap { transfersByID[$0] }
     }
 
     /// Starts queued transfers while there is room.
@@ -564,6 +483,7 @@ public final class ImageDownloader {
         t.cancel = nil
         leaveSlot(t)
         transfersByID[id] = nil
+        queue.remove(id)
         if let newer = byKey[t.key], newer !== t {
             // Overtaken by a reload of the same key that is still under way. A download that
             // succeeded is answered with its own bytes (stored now; the reload's, newer, replace
