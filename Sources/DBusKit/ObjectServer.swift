@@ -1,159 +1,6 @@
 internal import CDBus
 import Glibc
 
-/// One argument of a method or signal, for introspection.
-public struct DBusArgument: Sendable {
-    public let name: String
-    public let signature: String
-    public init(_ name: String, _ signature: String) {
-        self.name = name
-        self.signature = signature
-    }
-}
-
-/// One incoming method call: who sent it, its arguments, and the reply being built. The reader
-/// and the writer are made when a handler first uses them (many calls have no arguments, or
-/// reply with nothing).
-public struct MethodCall {
-    public let message: Message
-    public let path: String
-    public let sender: String
-    let replyMessage: Message
-    private var _args: MessageReader?
-    private var _reply: MessageWriter?
-    /// Set by `deferReply`: the handler's return sends nothing.
-    public private(set) var isDeferred = false
-
-    init(message: Message, path: String, sender: String, reply: Message) {
-        self.message = message
-        self.path = path
-        self.sender = sender
-        replyMessage = reply
-    }
-
-    public var args: MessageReader {
-        get { _args ?? message.reader() }
-        _modify {
-            if _args == nil { _args = message.reader() }
-            yield &_args!
-        }
-    }
-
-    public var reply: MessageWriter {
-        get { _reply ?? replyMessage.writer() }
-        _modify {
-            if _reply == nil { _reply = replyMessage.writer() }
-            yield &_reply!
-        }
-    }
-
-    /// The answer comes later: the handler returns without a reply, and whoever keeps `message`
-    /// answers it once, with `ObjectServer.respond(to:)` or `replyError` (a handler that throws
-    /// after this still answers with its error at once).
-    public mutating func deferReply() {
-        isDeferred = true
-    }
-}
-
-/// A method in an interface table. The server checks the call's signature against `inSignature`
-/// before the handler runs, so handlers read typed arguments without re-checking types.
-public struct DBusMethod {
-    /// One reference to hand around per call, not five.
-    final class Storage {
-        let name: String
-        let inArgs: [DBusArgument]
-        let outArgs: [DBusArgument]
-        let inSignature: [CChar]
-        let handler: (inout MethodCall) throws -> Void
-
-        init(
-            name: String, inArgs: [DBusArgument], outArgs: [DBusArgument],
-            handler: @escaping (inout MethodCall) throws -> Void
-        ) {
-            self.name = name
-            self.inArgs = inArgs
-            self.outArgs = outArgs
-            inSignature = Array(inArgs.map(\.signature).joined().utf8CString)
-            self.handler = handler
-        }
-    }
-    let storage: Storage
-
-    public var name: String { storage.name }
-    public var inArgs: [DBusArgument] { storage.inArgs }
-    public var outArgs: [DBusArgument] { storage.outArgs }
-
-    public init(
-        _ name: String, in inArgs: [DBusArgument] = [], out outArgs: [DBusArgument] = [],
-        _ handler: @escaping (inout MethodCall) throws -> Void
-    ) {
-        storage = Storage(name: name, inArgs: inArgs, outArgs: outArgs, handler: handler)
-    }
-
-    init(storage: Storage) { self.storage = storage }
-
-    var inSignatureString: String { inArgs.map(\.signature).joined() }
-}
-
-/// A property in an interface table.
-public struct DBusProperty {
-    public enum Access: String, Sendable { case read, readwrite }
-    /// `org.freedesktop.DBus.Property.EmitsChangedSignal`.
-    public enum EmitsChanged: String, Sendable { case `true`, invalidates, const, `false` }
-
-    public let name: String
-    public let signature: String
-    public let access: Access
-    public let emitsChanged: EmitsChanged
-    /// Writes the current value (not wrapped in a variant) for the object at `path`.
-    let get: (_ writer: inout MessageWriter, _ path: String) throws -> Void
-    /// Reads the new value from inside the variant (whose signature the server has checked).
-    let set: ((_ reader: inout MessageReader, _ path: String, _ sender: String) throws -> Void)?
-
-    public init(
-        _ name: String, _ signature: String, emitsChanged: EmitsChanged = .true,
-        get: @escaping (_ writer: inout MessageWriter, _ path: String) throws -> Void,
-        set: ((_ reader: inout MessageReader, _ path: String, _ sender: String) throws -> Void)? = nil
-    ) {
-        self.name = name
-        self.signature = signature
-        self.access = set == nil ? .read : .readwrite
-        self.emitsChanged = emitsChanged
-        self.get = get
-        self.set = set
-    }
-}
-
-/// A signal in an interface table (for introspection; emit with `Connection.emitSignal`).
-public struct DBusSignal: Sendable {
-    public let name: String
-    public let args: [DBusArgument]
-    public init(_ name: String, _ args: [DBusArgument] = []) {
-        self.name = name
-        self.args = args
-    }
-}
-
-/// One interface: its methods, properties and signals.
-public final class DBusInterface {
-    public let name: String
-    let methodList: [DBusMethod]
-    let methods: [String: DBusMethod]
-    let propertyList: [DBusProperty]
-    let properties: [String: DBusProperty]
-    let signals: [DBusSignal]
-
-    public init(_ name: String, methods: [DBusMethod] = [], properties: [DBusProperty] = [], signals: [DBusSignal] = []) {
-        precondition(DBusNames.isValidInterface(name), "invalid interface name \(name)")
-        self.name = name
-        methodList = methods
-        self.methods = Dictionary(methods.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
-        propertyList = properties
-        self.properties = Dictionary(properties.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
-        self.signals = signals
-    }
-}
-
 /// Serves objects on a connection: routes method calls to interface tables and answers
 /// `org.freedesktop.DBus.Properties` and `Introspectable` for every exported object.
 /// (`org.freedesktop.DBus.Peer` is answered by libdbus itself before any filter runs.)
@@ -163,7 +10,7 @@ public final class ObjectServer {
     /// Turns an error a handler threw that is not a `DBusError` into one (the agent maps its
     /// contract's errors here); nil, or no mapper, makes it `org.freedesktop.DBus.Error.Failed`.
     public var errorMapper: ((any Error) -> DBusError?)?
-    private final class Object {
+    final class Object {
         // Objects are many (one per task) and have few interfaces: a list, searched in order.
         let interfaces: [DBusInterface]
         var xml: String?
@@ -172,13 +19,13 @@ public final class ObjectServer {
     }
     // Touched only on the connection's thread, never across a call back into the server: the
     // runtime's exclusivity checks are off for what every call touches.
-    @exclusivity(unchecked) private var objects: [String: Object] = [:]
+    @exclusivity(unchecked) var objects: [String: Object] = [:]
 
     /// A method that calls reached, by the bytes of their path, interface and member. The last
     /// few are kept, most recent first, so a stream of calls to the same methods is routed with
     /// a few `strcmp`s: no Swift strings, no hashing. A path's routes go when its object comes
     /// or goes.
-    private final class Route {
+    final class Route {
         let path: UnsafeMutablePointer<CChar>
         let interface: UnsafeMutablePointer<CChar>
         let member: UnsafeMutablePointer<CChar>
@@ -205,22 +52,22 @@ public final class ObjectServer {
             strcmp(self.member, member) == 0 && strcmp(self.interface, interface) == 0 && strcmp(self.path, path) == 0
         }
     }
-    @exclusivity(unchecked) private var routes: [Route] = []
-    private static let maxRoutes = 8
+    @exclusivity(unchecked) var routes: [Route] = []
+    static let maxRoutes = 8
 
-    private func route(_ path: UnsafePointer<CChar>, _ interface: UnsafePointer<CChar>, _ member: UnsafePointer<CChar>) -> Route? {
+    func route(_ path: UnsafePointer<CChar>, _ interface: UnsafePointer<CChar>, _ member: UnsafePointer<CChar>) -> Route? {
         guard let i = routes.firstIndex(where: { $0.matches(path, interface, member) }) else { return nil }
         guard i > 0 else { return routes[0] }
         routes.swapAt(i, i - 1)
         return routes[i - 1]
     }
 
-    private func remember(_ route: Route) {
+    func remember(_ route: Route) {
         if routes.count == Self.maxRoutes { routes.removeLast() }
         routes.insert(route, at: 0)
     }
     /// Paths that serve `org.freedesktop.DBus.ObjectManager` for the objects below them.
-    private var managers: Set<String> = []
+    var managers: Set<String> = []
 
     /// Who sees which objects, for a server whose objects are not everyone's (nil: all are).
     public weak var audience: (any ObjectAudience)?
@@ -254,7 +101,7 @@ public final class ObjectServer {
 
     /// `InterfacesAdded` for the object at `path`: broadcast, or to the peers its audience names
     /// (none while it is not listed).
-    private func emitInterfacesAdded(manager: String, path: String, object: Object) {
+    func emitInterfacesAdded(manager: String, path: String, object: Object) {
         for destination in recipients(ofTree: path) {
             try? sink.emitSignal(path: manager, interface: Self.objectManagerInterface, member: "InterfacesAdded", destination: destination) {
                 w in
@@ -266,14 +113,14 @@ public final class ObjectServer {
 
     /// Where the object manager's signals about `path` go: `[nil]` (one broadcast) without an
     /// audience, else the peers it names (none while the object is not listed).
-    private func recipients(ofTree path: String) -> [String?] {
+    func recipients(ofTree path: String) -> [String?] {
         guard let audience else { return [nil] }
         guard audience.isListed(path) else { return [] }
         return Self.recipients(audience.signalDestinations(for: path, tree: true))
     }
 
     /// An audience's answer as the destinations of signals: nil (everyone) is one broadcast.
-    private static func recipients(_ destinations: [String]?) -> [String?] {
+    static func recipients(_ destinations: [String]?) -> [String?] {
         destinations.map { $0.map(Optional.some) } ?? [nil]
     }
 
@@ -298,7 +145,7 @@ public final class ObjectServer {
     }
 
     /// `InterfacesRemoved` from `manager` for the object at `path` (to `destination` alone, if given).
-    private func emitInterfacesRemoved(manager: String, path: String, interfaces: [String], to destination: String? = nil) {
+    func emitInterfacesRemoved(manager: String, path: String, interfaces: [String], to destination: String? = nil) {
         try? sink.emitSignal(
             path: manager, interface: Self.objectManagerInterface, member: "InterfacesRemoved", destination: destination
         ) { w in
@@ -315,7 +162,7 @@ public final class ObjectServer {
     }
 
     /// The nearest ancestor of `path` that is an object manager.
-    private func manager(above path: String) -> String? {
+    func manager(above path: String) -> String? {
         guard !managers.isEmpty else { return nil }
         var found: String?
         Self.forEachAncestor(of: path) { ancestor in
@@ -327,7 +174,7 @@ public final class ObjectServer {
     }
 
     /// An ancestor's cached introspection lists its child nodes, which just changed.
-    private func invalidateAncestors(of path: String) {
+    func invalidateAncestors(of path: String) {
         Self.forEachAncestor(of: path) { ancestor in
             objects[ancestor]?.xml = nil
             return true
@@ -336,7 +183,7 @@ public final class ObjectServer {
 
     /// Calls `body` with each ancestor of `path`, nearest first, down to "/", while it returns
     /// true. The path is walked as bytes (a valid object path is ASCII).
-    private static func forEachAncestor(of path: String, _ body: (String) -> Bool) {
+    static func forEachAncestor(of path: String, _ body: (String) -> Bool) {
         var end = path.utf8.count
         while end > 1 {
             guard let slash = path.utf8[..<path.utf8.index(path.utf8.startIndex, offsetBy: end)].lastIndex(of: UInt8(ascii: "/"))
@@ -435,7 +282,7 @@ public final class ObjectServer {
 
     /// An object its audience hides from `sender` does not exist for it; one it may read, it
     /// follows from now on (its signals reach it).
-    private func checkReader(_ path: String, _ sender: String?) throws(DBusError) {
+    func checkReader(_ path: String, _ sender: String?) throws(DBusError) {
         guard let audience, let sender else { return }
         guard audience.mayRead(path, caller: sender) else { throw DBusError.unknownObject("No such object path '\(path)'") }
         audience.didRead(path, caller: sender, tree: false)
@@ -455,7 +302,7 @@ public final class ObjectServer {
         }
     }
 
-    private func invoke(
+    func invoke(
         _ method: DBusMethod.Storage, interface: String, message: Message, path: String, sender: String?
     ) throws {
         let ok = method.inSignature.withUnsafeBufferPointer { message.hasSignature($0.baseAddress!) }
@@ -480,10 +327,10 @@ public final class ObjectServer {
     }
 
     /// The last reply's wrapper, when nothing kept it (see `invoke`).
-    @exclusivity(unchecked) private var spareReply: Message?
-    @exclusivity(unchecked) private var invoking = false
+    @exclusivity(unchecked) var spareReply: Message?
+    @exclusivity(unchecked) var invoking = false
 
-    private func keepSpareReplyIfUnshared() {
+    func keepSpareReplyIfUnshared() {
         // Checked on the property itself, after `run` returned: no copy of it is left alive.
         let shared = !isKnownUniquelyReferenced(&spareReply!)
         // The wrapper keeps the sent reply until the next call: not one that holds descriptors
@@ -492,25 +339,25 @@ public final class ObjectServer {
     }
 
     @inline(never)
-    private func run(_ method: DBusMethod.Storage, message: Message, path: String, sender: String?, reply: Message) throws {
+    func run(_ method: DBusMethod.Storage, message: Message, path: String, sender: String?, reply: Message) throws {
         var call = MethodCall(message: message, path: path, sender: sender ?? "", reply: reply)
         try method.handler(&call)
         if !call.isDeferred, !message.noReplyExpected { sink.send(reply) }
     }
 
-    private func introspect(_ message: Message, path: String, object: Object) throws {
+    func introspect(_ message: Message, path: String, object: Object) throws {
         try checkSignature(message, "", "Introspect")
         if object.xml == nil { object.xml = introspectionXML(path: path, object: object) }
         try respond(message) { w in w.append(object.xml!) }
     }
 
     /// Whether `caller` sees the object at `child` among its parent's nodes and in GetManagedObjects.
-    private func lists(_ child: String, to caller: String?) -> Bool {
+    func lists(_ child: String, to caller: String?) -> Bool {
         guard let audience else { return true }
         return audience.isListed(child) && (caller.map { audience.mayRead(child, caller: $0) } ?? true)
     }
 
-    private func checkSignature(_ message: Message, _ expected: String, _ what: String) throws(DBusError) {
+    func checkSignature(_ message: Message, _ expected: String, _ what: String) throws(DBusError) {
         let sig = message.signature
         guard sig == expected else {
             throw .invalidArgs("Invalid arguments for \(what): expected signature '\(expected)', got '\(sig)'")
@@ -522,7 +369,7 @@ public final class ObjectServer {
         try respond(message, body)
     }
 
-    private func respond(_ message: Message, _ body: (inout MessageWriter) throws -> Void) throws {
+    func respond(_ message: Message, _ body: (inout MessageWriter) throws -> Void) throws {
         let reply = message.makeReturn()
         var w = reply.writer()
         try body(&w)
@@ -535,104 +382,12 @@ public final class ObjectServer {
         sink.send(message.makeError(error))
     }
 
-    // MARK: org.freedesktop.DBus.Properties
-
-    private func lookupInterface(_ object: Object, _ name: String, path: String) throws(DBusError) -> DBusInterface {
-        guard let table = object.interface(name) else {
-            throw .unknownInterface("No such interface '\(name)' at object path '\(path)'")
-        }
-        return table
-    }
-
-    private func lookupProperty(_ table: DBusInterface, _ name: String) throws(DBusError) -> DBusProperty {
-        guard let property = table.properties[name] else {
-            throw .unknownProperty("No such property '\(name)' in interface '\(table.name)'")
-        }
-        return property
-    }
-
-    private func handleProperties(_ member: String, message: Message, path: String, object: Object) throws {
-        var args = message.reader()
-        switch member {
-        case "Get":
-            try checkSignature(message, "ss", "org.freedesktop.DBus.Properties.Get")
-            let table = try lookupInterface(object, try args.read(String.self), path: path)
-            let property = try lookupProperty(table, try args.read(String.self))
-            try respond(message) { w in
-                try w.appendVariant(signature: property.signature) { v in try property.get(&v, path) }
-            }
-        case "GetAll":
-            try checkSignature(message, "s", "org.freedesktop.DBus.Properties.GetAll")
-            let name = try args.read(String.self)
-            // An empty name means every interface (the specification allows it).
-            let tables = name.isEmpty ? object.interfaces : [try lookupInterface(object, name, path: path)]
-            try respond(message) { w in
-                try w.appendArray(elementSignature: "{sv}") { a in
-                    for table in tables {
-                        for property in table.propertyList { try appendEntry(&a, property, path: path) }
-                    }
-                }
-            }
-        case "Set":
-            try checkSignature(message, "ssv", "org.freedesktop.DBus.Properties.Set")
-            let table = try lookupInterface(object, try args.read(String.self), path: path)
-            let property = try lookupProperty(table, try args.read(String.self))
-            guard let setter = property.set else {
-                throw DBusError.propertyReadOnly("Property '\(property.name)' of '\(table.name)' is read-only")
-            }
-            var (signature, inner) = try args.enterVariant()
-            guard signature == property.signature else {
-                throw DBusError.invalidArgs(
-                    "Property '\(property.name)' has type '\(property.signature)', got a value of type '\(signature)'")
-            }
-            try setter(&inner, path, message.sender ?? "")
-            try respond(message) { _ in }
-        default:
-            throw DBusError.unknownMethod("No such method '\(member)' in interface '\(ObjectServer.propertiesInterface)'")
-        }
-    }
-
-    private func appendEntry(_ a: inout MessageWriter, _ property: DBusProperty, path: String) throws {
-        try a.appendDictEntry { e in
-            e.append(property.name)
-            try e.appendVariant(signature: property.signature) { v in try property.get(&v, path) }
-        }
-    }
-
-    /// Emits `PropertiesChanged` for `names` of `interface` at `path`, with their current values.
-    public func emitPropertiesChanged(path: String, interface: String, changed names: [String], invalidated: [String] = []) {
-        guard let object = objects[path], let table = object.interface(interface) else { return }
-        if !managedReplies.isEmpty { noteManagedChange(path: path, interface: interface, removed: nil) }
-        let destinations = audience.map { Self.recipients($0.signalDestinations(for: path, tree: false)) } ?? [nil]
-        for destination in destinations {
-            emitPropertiesChanged(path: path, interface: interface, invalidated: invalidated, to: destination) { a in
-                for name in names {
-                    if let property = table.properties[name] { try appendEntry(&a, property, path: path) }
-                }
-            }
-        }
-    }
-
-    /// `PropertiesChanged` for `interface` at `path`, its `a{sv}` appended by `changed` (to
-    /// `destination` alone, if given).
-    private func emitPropertiesChanged(
-        path: String, interface: String, invalidated: [String] = [], to destination: String? = nil,
-        _ changed: (inout MessageWriter) throws -> Void
-    ) {
-        try? sink.emitSignal(path: path, interface: Self.propertiesInterface, member: "PropertiesChanged", destination: destination) {
-            w in
-            w.append(interface)
-            try w.appendArray(elementSignature: "{sv}", changed)
-            w.appendArray(elementSignature: "s") { a in for name in invalidated { a.append(name) } }
-        }
-    }
-
     // MARK: org.freedesktop.DBus.ObjectManager
 
     /// Runs work on a later turn of the loop (set by the owner of the loop). With it, a large
     /// GetManagedObjects reply is built `managedSlice` objects per turn, so that no caller holds the
     /// loop for the whole of it (20,000 task objects took 0.74 s in one go).
-    public var deferral: ((@escaping () -> Void) -> Void)?
+    public var runLater: ((@escaping () -> Void) -> Void)?
     public static let managedSlice = 128
     /// Replies being built at once, at most; more wait (one per caller at a time).
     static let managedBuilds = 2
@@ -641,7 +396,7 @@ public final class ObjectServer {
     /// or go before it is sent are told to the caller again right after it (unicast
     /// PropertiesChanged with every property, or InterfacesRemoved): the signals of the change went
     /// out before the reply, and the reply's older values would otherwise win.
-    private final class ManagedReply {
+    final class ManagedReply {
         let call: Message
         let reply: Message
         let caller: String?
@@ -663,242 +418,8 @@ public final class ObjectServer {
         }
     }
 
-    private var managedReplies: [ManagedReply] = []
-    private var managedWaiting: [(call: Message, path: String)] = []
-
-    private func getManagedObjects(_ message: Message, path: String) throws {
-        try checkSignature(message, "", "org.freedesktop.DBus.ObjectManager.GetManagedObjects")
-        let prefix = path == "/" ? "/" : path + "/"
-        let caller = message.sender
-        if let caller { audience?.didRead(path, caller: caller, tree: true) }
-        if deferral != nil {
-            let paths = objects.keys.filter { $0.hasPrefix(prefix) && $0 != path && lists($0, to: caller) }
-            if paths.count > Self.managedSlice {
-                guard managedReplies.count < Self.managedBuilds, !managedReplies.contains(where: { $0.caller == caller }) else {
-                    managedWaiting.append((message, path))
-                    return
-                }
-                return startManagedReply(message, manager: path, paths: paths)
-            }
-        }
-        try respond(message) { w in
-            try w.appendArray(elementSignature: "{oa{sa{sv}}}") { a in
-                for (child, object) in objects where child.hasPrefix(prefix) && child != path && lists(child, to: caller) {
-                    try appendManagedObject(&a, object, path: child)
-                }
-            }
-        }
-    }
-
-    private func startManagedReply(_ call: Message, manager: String, paths: [String]) {
-        let reply = call.makeReturn()
-        // Through libdbus's iterators, which can stay open across turns and hand libdbus a body
-        // it need not check again: a body marshalled here is checked whole when sent, one step of
-        // tens of milliseconds for a reply of megabytes.
-        var w = reply.libdbusWriter()
-        let array = w.openArray(elementSignature: "{oa{sa{sv}}}")
-        let build = ManagedReply(call: call, reply: reply, caller: call.sender, manager: manager, array: array, paths: paths)
-        managedReplies.append(build)
-        continueManagedReply(build)
-    }
-
-    /// One slice of `build`; the next on a later turn, or the reply and its corrections.
-    private func continueManagedReply(_ build: ManagedReply) {
-        let end = min(build.paths.count, build.next + Self.managedSlice)
-        for path in build.paths[build.next..<end] {
-            guard let object = objects[path] else { continue }
-            do {
-                try appendManagedObject(&build.array.elements, object, path: path)
-                build.sent.insert(path)
-            } catch {
-                continue  // an object whose properties cannot be read is left out
-            }
-        }
-        build.next = end
-        if build.next < build.paths.count, let deferral {
-            return deferral { [weak self, build] in self?.continueManagedReply(build) }
-        }
-        MessageWriter.close(&build.array)
-        managedReplies.removeAll { $0 === build }
-        if !build.call.noReplyExpected { sink.send(build.reply) }
-        if let caller = build.caller {
-            for (path, interfaces) in build.removed {
-                emitInterfacesRemoved(manager: build.manager, path: path, interfaces: interfaces, to: caller)
-            }
-            for (path, interfaces) in build.changed.sorted(by: { $0.key < $1.key }) {
-                guard let object = objects[path] else { continue }
-                for name in interfaces.sorted() {
-                    guard let table = object.interface(name) else { continue }
-                    emitPropertiesChanged(path: path, interface: name, to: caller) { a in
-                        for property in table.propertyList { try appendEntry(&a, property, path: path) }
-                    }
-                }
-            }
-        }
-        // The next waiting call whose caller has no build under way.
-        if let i = managedWaiting.firstIndex(where: { w in !managedReplies.contains { $0.caller == w.call.sender } }) {
-            let (call, path) = managedWaiting.remove(at: i)
-            do { try getManagedObjects(call, path: path) } catch { replyError(call, thrown: error) }
-        }
-    }
-
-    /// An object already in a reply under way changed or went: noted for its correction.
-    private func noteManagedChange(path: String, interface: String?, removed: [String]?) {
-        for build in managedReplies where build.sent.contains(path) {
-            if let removed {
-                build.removed.append((path, removed))
-                build.changed[path] = nil
-            } else if let interface {
-                build.changed[path, default: []].insert(interface)
-            }
-        }
-    }
-
-    /// One `{oa{sa{sv}}}` entry of GetManagedObjects: the object's path and every interface's properties.
-    private func appendManagedObject(_ w: inout MessageWriter, _ object: Object, path: String) throws {
-        try w.appendDictEntry { e in
-            try e.appendObjectPath(path)
-            try appendInterfaces(&e, object, path: path)
-        }
-    }
-
-    /// `a{sa{sv}}`: each interface of the object with all its properties.
-    private func appendInterfaces(_ w: inout MessageWriter, _ object: Object, path: String) throws {
-        try w.appendArray(elementSignature: "{sa{sv}}") { a in
-            for table in object.interfaces {
-                try a.appendDictEntry { e in
-                    e.append(table.name)
-                    try e.appendArray(elementSignature: "{sv}") { p in
-                        for property in table.propertyList { try appendEntry(&p, property, path: path) }
-                    }
-                }
-            }
-        }
-    }
-
-    // MARK: introspection
-
-    private func hasChildren(_ path: String) -> Bool {
-        let prefix = path == "/" ? "/" : path + "/"
-        return objects.keys.contains { $0.hasPrefix(prefix) }
-    }
-
-    private func childNodes(_ path: String, caller: String?) -> [String] {
-        let prefix = path == "/" ? "/" : path + "/"
-        var names = Set<String>()
-        for key in objects.keys where key.hasPrefix(prefix) && key != path && lists(key, to: caller) {
-            if let first = key.dropFirst(prefix.count).split(separator: "/").first { names.insert(String(first)) }
-        }
-        return names.sorted()
-    }
-
-    public func introspectionXML(path: String) -> String {
-        introspectionXML(path: path, object: objects[path])
-    }
-
-    /// (`caller`: for a node that is no object, whose children may depend on who asks; an object's
-    /// XML is cached and lists every child its audience lists.)
-    private func introspectionXML(path: String, object: Object?, caller: String? = nil) -> String {
-        var x = """
-            <!DOCTYPE node PUBLIC "-//freedesktop//DTD D-BUS Object Introspection 1.0//EN"
-             "http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd">
-            <node>
-
-            """
-        x += Self.standardInterfacesXML
-        if managers.contains(path) { x += Self.objectManagerXML }
-        for table in object?.interfaces ?? [] {
-            x += "  <interface name=\"\(table.name)\">\n"
-            for m in table.methodList {
-                x += "    <method name=\"\(m.name)\">\n"
-                for a in m.inArgs { x += "      <arg name=\"\(a.name)\" type=\"\(xmlEscape(a.signature))\" direction=\"in\"/>\n" }
-                for a in m.outArgs { x += "      <arg name=\"\(a.name)\" type=\"\(xmlEscape(a.signature))\" direction=\"out\"/>\n" }
-                // gdbus-codegen passes the fd list of a method only when told to; without it the
-                // generated C code drops every fd (and a lease ends the moment it arrives).
-                if (m.inArgs + m.outArgs).contains(where: { $0.signature.contains("h") }) {
-                    x += "      <annotation name=\"org.gtk.GDBus.C.UnixFD\" value=\"true\"/>\n"
-                }
-                x += "    </method>\n"
-            }
-            for s in table.signals {
-                x += "    <signal name=\"\(s.name)\">\n"
-                for a in s.args { x += "      <arg name=\"\(a.name)\" type=\"\(xmlEscape(a.signature))\"/>\n" }
-                x += "    </signal>\n"
-            }
-            for p in table.propertyList {
-                let open = "    <property name=\"\(p.name)\" type=\"\(xmlEscape(p.signature))\" access=\"\(p.access.rawValue)\""
-                if p.emitsChanged == .true {
-                    x += open + "/>\n"
-                } else {
-                    x += open + ">\n"
-                    x += "      <annotation name=\"org.freedesktop.DBus.Property.EmitsChangedSignal\" value=\"\(p.emitsChanged.rawValue)\"/>\n"
-                    x += "    </property>\n"
-                }
-            }
-            x += "  </interface>\n"
-        }
-        for child in childNodes(path, caller: caller) { x += "  <node name=\"\(child)\"/>\n" }
-        x += "</node>\n"
-        return x
-    }
-
-    private func xmlEscape(_ s: String) -> String {
-        s.replacing("&", with: "&amp;").replacing("<", with: "&lt;").replacing(">", with: "&gt;")
-            .replacing("\"", with: "&quot;")
-    }
-
-    static let objectManagerXML = """
-          <interface name="org.freedesktop.DBus.ObjectManager">
-            <method name="GetManagedObjects">
-              <arg name="objects" type="a{oa{sa{sv}}}" direction="out"/>
-            </method>
-            <signal name="InterfacesAdded">
-              <arg name="object" type="o"/>
-              <arg name="interfaces" type="a{sa{sv}}"/>
-            </signal>
-            <signal name="InterfacesRemoved">
-              <arg name="object" type="o"/>
-              <arg name="interfaces" type="as"/>
-            </signal>
-          </interface>
-
-        """
-
-    static let standardInterfacesXML = """
-          <interface name="org.freedesktop.DBus.Peer">
-            <method name="Ping"/>
-            <method name="GetMachineId">
-              <arg name="machine_uuid" type="s" direction="out"/>
-            </method>
-          </interface>
-          <interface name="org.freedesktop.DBus.Introspectable">
-            <method name="Introspect">
-              <arg name="xml_data" type="s" direction="out"/>
-            </method>
-          </interface>
-          <interface name="org.freedesktop.DBus.Properties">
-            <method name="Get">
-              <arg name="interface_name" type="s" direction="in"/>
-              <arg name="property_name" type="s" direction="in"/>
-              <arg name="value" type="v" direction="out"/>
-            </method>
-            <method name="GetAll">
-              <arg name="interface_name" type="s" direction="in"/>
-              <arg name="properties" type="a{sv}" direction="out"/>
-            </method>
-            <method name="Set">
-              <arg name="interface_name" type="s" direction="in"/>
-              <arg name="property_name" type="s" direction="in"/>
-              <arg name="value" type="v" direction="in"/>
-            </method>
-            <signal name="PropertiesChanged">
-              <arg name="interface_name" type="s"/>
-              <arg name="changed_properties" type="a{sv}"/>
-              <arg name="invalidated_properties" type="as"/>
-            </signal>
-          </interface>
-
-        """
+    var managedReplies: [ManagedReply] = []
+    var managedWaiting: [(call: Message, path: String)] = []
 }
 
 /// Who sees which objects of an `ObjectServer` (DESIGN "Trust and isolation": a sandboxed app

@@ -59,7 +59,7 @@ public final class Agent {
         peers = BusPeerRegistry(connection: connection, loop: loop, logger: logger)
         let server = ObjectServer(sink: connection)
         // Large GetManagedObjects replies are built a slice per turn of the loop.
-        server.deferral = { [loop] work in _ = loop.schedule(afterNanoseconds: 0, work) }
+        server.runLater = { [loop] work in _ = loop.schedule(afterNanoseconds: 0, work) }
         context = AgentContext(scheduler: loop, server: server, peers: peers, logger: logger)
         // A new peer's calls wait, in order, until the registry knows its app (one bus round trip),
         // so that every handler charges what it grants to the right app. They are then handed back

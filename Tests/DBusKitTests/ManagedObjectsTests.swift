@@ -24,7 +24,7 @@ struct ManagedObjectsTests {
         let sink = Sink()
         let server = ObjectServer(sink: sink)
         var turns: [() -> Void] = []
-        server.deferral = { turns.append($0) }
+        server.runLater = { turns.append($0) }
         server.export(path: "/m", interfaces: [])
         server.addObjectManager(at: "/m")
         let counters = (0..<600).map { _ in Counter() }
