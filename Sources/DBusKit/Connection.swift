@@ -26,6 +26,11 @@ extension MessageSink {
 
 /// A private connection to a message bus, driven by an `EventLoop` on one thread.
 ///
+/// (This file is long on purpose: it holds the connection's state and every libdbus callback that
+/// touches it, since most of that state is read with the runtime's exclusivity checks off, which
+/// is safe only while every access stays on the one thread and in sight of the others. Calls on
+/// the bus daemon are in Connection+BusDaemon.swift, signal matching in SignalMatch.swift.)
+///
 /// The loop honours every libdbus watch (with its enabled flag) and timeout, and dispatches
 /// after each batch of I/O. libdbus calls the watch and timeout functions with the connection
 /// lock held, so they only update our tables and epoll; they never call back into libdbus.
@@ -545,11 +550,12 @@ public final class Connection: MessageSink {
         }
     }
 
-    /// A method call on the bus daemon's interface `interface` (its Debug.Stats, say) whose
-    /// reply arrives through the event loop.
+    /// Calls a method on the bus daemon itself (`org.freedesktop.DBus`, or another of its
+    /// interfaces: its Debug.Stats, say), answering through the event loop (`busCall` is the
+    /// blocking twin).
     public func busCallAsync(
-        interface: String, _ member: String, timeoutMilliseconds: Int32 = 25_000, _ body: (inout MessageWriter) -> Void = { _ in },
-        _ completion: @escaping (Result<Message, DBusError>) -> Void
+        _ member: String, interface: String = "org.freedesktop.DBus", timeoutMilliseconds: Int32 = 25_000,
+        _ body: (inout MessageWriter) -> Void = { _ in }, _ completion: @escaping (Result<Message, DBusError>) -> Void
     ) {
         guard let m = try? Message.methodCall(
             destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: interface, member: member)
@@ -609,131 +615,9 @@ public final class Connection: MessageSink {
         dbus_pending_call_unref(pending)
     }
 
-    // MARK: bus daemon
-
-    public enum RequestNameResult: Sendable, Equatable { case primaryOwner, inQueue, exists, alreadyOwner }
-
-    public func requestName(_ name: String, replace: Bool, allowReplacement: Bool) throws(DBusError) -> RequestNameResult {
-        guard DBusNames.isValidBusName(name) else { throw .invalidArgs("Invalid bus name '\(name)'") }
-        var flags = CDBUS_NAME_FLAG_DO_NOT_QUEUE
-        if replace { flags |= CDBUS_NAME_FLAG_REPLACE_EXISTING }
-        if allowReplacement { flags |= CDBUS_NAME_FLAG_ALLOW_REPLACEMENT }
-        let r = try withDBusError { err in dbus_bus_request_name(raw, name, flags, err) }
-        switch r {
-        case CDBUS_REQUEST_NAME_REPLY_PRIMARY_OWNER: return .primaryOwner
-        case CDBUS_REQUEST_NAME_REPLY_IN_QUEUE: return .inQueue
-        case CDBUS_REQUEST_NAME_REPLY_ALREADY_OWNER: return .alreadyOwner
-        default: return .exists
-        }
-    }
-
-    /// Asks the bus to route signals matching `rule` to us (blocking).
-    public func addMatch(_ rule: String) throws(DBusError) {
-        _ = try withDBusError { err in dbus_bus_add_match(raw, rule, err) }
-    }
-
-    /// Stops routing `rule`'s signals to us, without waiting (libdbus blocks only when asked for
-    /// the error).
-    public func removeMatch(_ rule: String) {
-        dbus_bus_remove_match(raw, rule, nil)
-    }
-
-    /// Asks the bus to route `rule`'s signals to us without waiting for its answer (a bad rule is
-    /// then only logged by the bus): for code that runs on the loop after start-up.
-    public func addMatchWithoutWaiting(_ rule: String) {
-        dbus_bus_add_match(raw, rule, nil)
-    }
-
-    /// RequestName through the event loop (DO_NOT_QUEUE, no replacement).
-    public func requestNameAsync(_ name: String, _ done: @escaping (Result<RequestNameResult, DBusError>) -> Void) {
-        busCallAsync("RequestName", timeoutMilliseconds: 5000, { w in
-            w.append(name)
-            w.append(UInt32(CDBUS_NAME_FLAG_DO_NOT_QUEUE))
-        }) { result in
-            done(result.map { reply in
-                var r = reply.reader()
-                switch (try? r.read(UInt32.self)).map(Int32.init) {
-                case CDBUS_REQUEST_NAME_REPLY_PRIMARY_OWNER: return .primaryOwner
-                case CDBUS_REQUEST_NAME_REPLY_ALREADY_OWNER: return .alreadyOwner
-                case CDBUS_REQUEST_NAME_REPLY_IN_QUEUE: return .inQueue
-                default: return .exists
-                }
-            })
-        }
-    }
-
-    /// Calls a method on the bus daemon itself, answering through the event loop (`busCall` is
-    /// the blocking twin).
-    public func busCallAsync(
-        _ member: String, timeoutMilliseconds: Int32 = 25_000, _ body: (inout MessageWriter) -> Void = { _ in },
-        _ completion: @escaping (Result<Message, DBusError>) -> Void
-    ) {
-        busCallAsync(interface: "org.freedesktop.DBus", member, timeoutMilliseconds: timeoutMilliseconds, body, completion)
-    }
-
-    /// Calls a method on the bus daemon itself.
-    public func busCall(
-        _ member: String, _ body: (inout MessageWriter) throws -> Void = { _ in }
-    ) throws -> Message {
-        let m = try Message.methodCall(
-            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-            interface: "org.freedesktop.DBus", member: member)
-        var w = m.writer()
-        try body(&w)
-        return try call(m, timeoutMilliseconds: 25_000)
-    }
 }
 
 private final class ReplyBox {
     let completion: (Result<Message, DBusError>) -> Void
     init(_ completion: @escaping (Result<Message, DBusError>) -> Void) { self.completion = completion }
-}
-
-/// Which incoming signals a handler wants; nil fields match anything.
-public struct SignalMatch: Sendable {
-    public var sender: String?
-    public var path: String?
-    public var interface: String?
-    public var member: String?
-
-    public init(sender: String? = nil, path: String? = nil, interface: String? = nil, member: String? = nil) {
-        self.sender = sender
-        self.path = path
-        self.interface = interface
-        self.member = member
-    }
-
-    func matches(_ raw: OpaquePointer) -> Bool {
-        func eq(_ want: String?, _ got: UnsafePointer<CChar>?) -> Bool {
-            guard let want else { return true }
-            guard let got else { return false }
-            return want.withCString { strcmp($0, got) == 0 }
-        }
-        return eq(member, dbus_message_get_member(raw)) && eq(interface, dbus_message_get_interface(raw))
-            && eq(path, dbus_message_get_path(raw)) && eq(sender, dbus_message_get_sender(raw))
-    }
-
-    /// The bus daemon's NameOwnerChanged(name, old_owner, new_owner).
-    public static let nameOwnerChanged = SignalMatch(
-        sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
-        member: "NameOwnerChanged")
-
-    /// The arguments of a NameOwnerChanged signal (nil for any other message).
-    public static func nameOwnerChange(_ message: Message) -> (name: String, oldOwner: String, newOwner: String)? {
-        guard message.member == "NameOwnerChanged" else { return nil }
-        var r = message.reader()
-        guard let name = try? r.read(String.self), let old = try? r.read(String.self), let new = try? r.read(String.self)
-        else { return nil }
-        return (name, old, new)
-    }
-
-    /// The bus match rule for this filter.
-    public var rule: String {
-        var parts = ["type='signal'"]
-        if let sender { parts.append("sender='\(sender)'") }
-        if let path { parts.append("path='\(path)'") }
-        if let interface { parts.append("interface='\(interface)'") }
-        if let member { parts.append("member='\(member)'") }
-        return parts.joined(separator: ",")
-    }
 }

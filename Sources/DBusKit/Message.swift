@@ -115,8 +115,8 @@ public final class Message: @unchecked Sendable {
     /// closer's thread: the last reference closes them, and closing a file of a FUSE server waits
     /// for that server.
     static func releaseOffThread(_ raws: [OpaquePointer]) {
-        let held = UncheckedMessages(raws: raws)
-        Closer.shared.run { for raw in held.raws { dbus_message_unref(raw) } }
+        let held = UncheckedSendable(raws)
+        Closer.shared.run { for raw in held.value { dbus_message_unref(raw) } }
     }
 
     /// The body a new writer appends to: the one being marshalled here, or a new one for a
@@ -395,7 +395,3 @@ extension String {
     }
 }
 
-/// Received messages handed to the closer's thread (libdbus's reference counts are atomic).
-private struct UncheckedMessages: @unchecked Sendable {
-    let raws: [OpaquePointer]
-}

@@ -143,9 +143,9 @@ final class DiskTier: @unchecked Sendable {
     private func run<T>(_ job: @escaping (DiskCache) -> T, otherwise: T, then: @escaping (T) -> Void) {
         started = true
         let cache = cache
-        let then = Unchecked(then)
-        let task = Unchecked { [mailbox] in
-            let result = Unchecked(job(cache))
+        let then = UncheckedSendable(then)
+        let task = UncheckedSendable { [mailbox] in
+            let result = UncheckedSendable(job(cache))
             let report = Report(journal: cache.takeJournal(), usage: cache.usage, lastError: cache.lastError)
             mailbox.post { [self] in
                 self.apply(report)
@@ -188,8 +188,3 @@ final class DiskTier: @unchecked Sendable {
     }
 }
 
-/// A value handed between the loop and the disk worker, whose owner guarantees one thread at a time.
-struct Unchecked<T>: @unchecked Sendable {
-    let value: T
-    init(_ value: T) { self.value = value }
-}

@@ -110,7 +110,7 @@ public final class DownloadService: ImageDownloader.Observer {
     }
 
     /// What a request asks for, from its options.
-    private struct Asked {
+    private struct RequestOptions {
         let key: String
         let reload: Bool
         let priority: ImageDownloader.Priority
@@ -120,9 +120,9 @@ public final class DownloadService: ImageDownloader.Observer {
 
     /// The checks both methods make; the request key (the URL's, or the caller's app's
     /// `cache-key`), reload, priority and max-age.
-    private func asked<Option: MethodOption>(
+    private func requestOptions<Option: MethodOption>(
         url: String, options: [String: DBusValue], owner: String, method: DownloaderMember.Method, _: Option.Type
-    ) throws(NetActivityError) -> Asked {
+    ) throws(NetActivityError) -> RequestOptions {
         typealias Common = DownloaderMember.DownloadImageOption
         try DownloadURL.check(url)
         try checkOptions(options, of: method.rawValue, Option.self)
@@ -143,7 +143,7 @@ public final class DownloadService: ImageDownloader.Observer {
         if let maxAge, !(0...Double(NetActivityLimits.maxRequestMaxAge)).contains(maxAge) {
             throw .invalidArgs("max-age must be 0 to \(NetActivityLimits.maxRequestMaxAge) seconds, got \(maxAge)")
         }
-        return Asked(
+        return RequestOptions(
             key: key, reload: options[Common.reload.rawValue]?.boolValue ?? false, priority: priority, maxAge: maxAge)
     }
 
@@ -187,24 +187,24 @@ public final class DownloadService: ImageDownloader.Observer {
 
     /// `core.download` for `owner`, noting which app may read the transfer's task.
     private func start(
-        url: String, _ asked: Asked, owner: String,
+        url: String, _ request: RequestOptions, owner: String,
         _ handler: @escaping (Result<ImageDownloader.Fetched, ImageDownloader.Failure>) -> Void
     ) -> ImageDownloader.Ticket {
         prefetching.requested()
         let leaf = context.peers.app(of: owner)
         let ticket = core.download(
-            url: url, key: asked.key, owner: owner, app: leaf, reload: asked.reload, priority: asked.priority,
-            maxAge: asked.maxAge, handler: handler)
+            url: url, key: request.key, owner: owner, app: leaf, reload: request.reload, priority: request.priority,
+            maxAge: request.maxAge, handler: handler)
         if case .receipt(_, let transfer) = ticket { transferTasks.noteReader(leaf, of: transfer) }
         return ticket
     }
 
     func download(url: String, options: [String: DBusValue], owner: String) throws(NetActivityError) -> (receipt: String, task: String, cached: Bool) {
-        let asked = try asked(url: url, options: options, owner: owner, method: .downloadImage, DownloaderMember.DownloadImageOption.self)
+        let request = try requestOptions(url: url, options: options, owner: owner, method: .downloadImage, DownloaderMember.DownloadImageOption.self)
         // Counted before the call: a transport that fails at once answers inside it.
         try chargePending(owner)
         var receipt = ""
-        let ticket = start(url: url, asked, owner: owner) { [unowned self] result in
+        let ticket = start(url: url, request, owner: owner) { [unowned self] result in
             self.release(owner)
             // `receipt` is read when the signal goes: after this call has returned it.
             self.answerLater { self.finished(receipt: receipt, url: url, owner: owner, result.map { _ in }) }
@@ -212,7 +212,7 @@ public final class DownloadService: ImageDownloader.Observer {
         switch ticket {
         case .cached:
             release(owner)
-            prefetching.used(asked.key)
+            prefetching.used(request.key)
             return ("", "/", true)
         case .receipt(let r, let transfer):
             receipt = r
@@ -269,7 +269,7 @@ public final class DownloadService: ImageDownloader.Observer {
         url: String, options: [String: DBusValue], owner: String, reply: @escaping (Result<Answer, NetActivityError>) -> Void
     ) throws(NetActivityError) -> Answer? {
         typealias Option = DownloaderMember.FetchImageOption
-        let asked = try asked(url: url, options: options, owner: owner, method: .fetchImage, Option.self)
+        let request = try requestOptions(url: url, options: options, owner: owner, method: .fetchImage, Option.self)
         let named = options[Option.receipt.rawValue]?.stringValue
         if let named {
             guard !named.isEmpty, named.utf8.count <= NetActivityLimits.maxReceiptBytes else {
@@ -279,13 +279,13 @@ public final class DownloadService: ImageDownloader.Observer {
                 throw .invalidArgs("Receipt '\(named.prefix(100))' is already pending on this connection; choose another")
             }
         }
-        if !asked.reload, let hit = images.cachedImage(for: asked.key, client: owner, maxAge: asked.maxAge) {
-            prefetching.used(asked.key)
+        if !request.reload, let hit = images.cachedImage(for: request.key, client: owner, maxAge: request.maxAge) {
+            prefetching.used(request.key)
             return Answer(body: hit.body, info: hit.info, source: .memory, httpStatus: 0)
         }
         try chargePending(owner)
         var receiptName: String?
-        let ticket = start(url: url, asked, owner: owner) { [unowned self] result in
+        let ticket = start(url: url, request, owner: owner) { [unowned self] result in
             self.release(owner)
             if let receiptName { self.forgetFetch(receiptName, of: owner) }
             let answer = result.mapError(Self.error).flatMap { fetched -> Result<Answer, NetActivityError> in
@@ -302,7 +302,7 @@ public final class DownloadService: ImageDownloader.Observer {
         case .cached:
             // Not held in memory a moment ago, yet the downloader's check found it: served as a hit.
             release(owner)
-            guard let hit = images.cachedImage(for: asked.key, client: owner, maxAge: asked.maxAge) else {
+            guard let hit = images.cachedImage(for: request.key, client: owner, maxAge: request.maxAge) else {
                 throw NetActivityError(.notFound, "The image for \(PublishedURL.redact(url)) left the cache while it was fetched; fetch it again")
             }
             return Answer(body: hit.body, info: hit.info, source: .memory, httpStatus: 0)

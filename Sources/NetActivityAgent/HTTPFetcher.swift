@@ -8,6 +8,10 @@ import NetActivityCore
 /// (its sockets are loop watches, its timeout a loop timer), so downloads add no thread and an
 /// idle agent still wakes zero times. libcurl gives redirects, TLS, compression, timeouts and a
 /// size limit that are proven in the field; only http and https are allowed, also on redirects.
+///
+/// (One file for one libcurl multi handle: its socket and timer callbacks, the per-transfer
+/// state they reach through libcurl's private pointers, and the watch on idle connections share
+/// invariants that are easier to check side by side than across files.)
 final class HTTPFetcher {
     struct Limits {
         var maxBytes: Int

@@ -237,7 +237,7 @@ public final class BusPeerRegistry: PeerRegistry {
     /// A u32 of Debug.Stats.GetConnectionStats for `name`; nil when it cannot be had.
     private func queued(of name: String, field: String, _ done: @escaping (UInt32?) -> Void) {
         connection.busCallAsync(
-            interface: "org.freedesktop.DBus.Debug.Stats", "GetConnectionStats", timeoutMilliseconds: 5000, { w in w.append(name) }
+            "GetConnectionStats", interface: "org.freedesktop.DBus.Debug.Stats", timeoutMilliseconds: 5000, { w in w.append(name) }
         ) { [self] result in
             switch result {
             case .success(let reply):

@@ -163,7 +163,7 @@ final class IdentityReaders {
 
     /// `done` runs on the loop's thread with the identity, or nil when it cannot be known.
     func read(pid: UInt32, startedBy: UInt64, _ done: @escaping (ClientIdentity?) -> Void) {
-        let back = Unchecked(done)
+        let back = UncheckedSendable(done)
         let mailbox = mailbox
         threads.run {
             let identity = ProcessIdentity.read(pid: pid, startedBy: startedBy)

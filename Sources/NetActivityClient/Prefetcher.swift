@@ -12,10 +12,10 @@ import NetActivityContract
 /// stops what it still has waiting when it is released. Thread-safe; the calls return at once.
 public final class Prefetcher: Sendable {
     private let activity: NetActivity
-    private let books: Books
+    private let records: PrefetchRecords
 
     /// Which URL belongs to which prefetch; touched only on the client's thread.
-    final class Books: @unchecked Sendable {
+    final class PrefetchRecords: @unchecked Sendable {
         /// URL -> its prefetch's receipt ("" while the agent has not answered yet).
         var receiptOf: [String: String] = [:]
         /// Receipt -> its URLs not yet tried or stopped.
@@ -46,84 +46,84 @@ public final class Prefetcher: Sendable {
 
     public init(_ activity: NetActivity) {
         self.activity = activity
-        books = Books()
+        records = PrefetchRecords()
     }
 
     deinit {
-        let books = books
-        activity.core.mailbox.post { [core = activity.core] in books.stopAll(core) }
+        let records = records
+        activity.core.mailbox.post { [core = activity.core] in records.stopAll(core) }
     }
 
     /// Prefetches `urls` (http or https), skipping those this prefetcher is already prefetching.
     /// A URL the agent refuses (a bad URL, an app past its 4,096 waiting URLs) is dropped with
     /// the rest of its call.
     public func startPrefetching(_ urls: [String]) {
-        let books = books
+        let records = records
         activity.core.mailbox.post { [core = activity.core] in
             var fresh: [String] = []
-            for url in urls where books.receiptOf[url] == nil {
-                books.receiptOf[url] = ""
+            for url in urls where records.receiptOf[url] == nil {
+                records.receiptOf[url] = ""
                 fresh.append(url)
             }
             guard !fresh.isEmpty, !core.isClosed else {
-                if !fresh.isEmpty { for url in fresh { books.receiptOf[url] = nil } }
-                return books.wakeIfIdle()
+                if !fresh.isEmpty { for url in fresh { records.receiptOf[url] = nil } }
+                return records.wakeIfIdle()
             }
             core.downloads.prefetch(fresh, { result in
                 // URLs stopped before the agent answered are stopped now.
-                let kept = fresh.filter { books.receiptOf[$0] == "" }
+                let kept = fresh.filter { records.receiptOf[$0] == "" }
                 guard case .success(let receipt) = result else {
-                    for url in kept { books.receiptOf[url] = nil }
-                    return books.wakeIfIdle()
+                    for url in kept { records.receiptOf[url] = nil }
+                    return records.wakeIfIdle()
                 }
                 if kept.count < fresh.count {
                     let keptSet = Set(kept)
                     core.downloads.cancelPrefetch(receipt, urls: kept.isEmpty ? [] : fresh.filter { !keptSet.contains($0) })
                 }
                 guard !kept.isEmpty else { return }
-                for url in kept { books.receiptOf[url] = receipt }
-                books.urlsOf[receipt] = Set(kept)
-            }, finished: { receipt in books.finished(receipt) })
+                for url in kept { records.receiptOf[url] = receipt }
+                records.urlsOf[receipt] = Set(kept)
+            }, finished: { receipt in records.finished(receipt) })
         }
     }
 
     /// Stops prefetching `urls` (those under way stop; those already fetched stay in the cache).
     public func stopPrefetching(_ urls: [String]) {
-        let books = books
+        let records = records
         activity.core.mailbox.post { [core = activity.core] in
             var byReceipt: [String: [String]] = [:]
             for url in urls {
-                guard let receipt = books.receiptOf[url] else { continue }
+                guard let receipt = records.receiptOf[url] else { continue }
                 if receipt.isEmpty {
-                    books.receiptOf[url] = nil  // not answered yet: stopped when it is
+                    records.receiptOf[url] = nil  // not answered yet: stopped when it is
                     continue
                 }
-                books.receiptOf[url] = nil
-                books.urlsOf[receipt]?.remove(url)
+                records.receiptOf[url] = nil
+                records.urlsOf[receipt]?.remove(url)
                 byReceipt[receipt, default: []].append(url)
             }
             for (receipt, stopped) in byReceipt {
-                let whole = books.urlsOf[receipt]?.isEmpty ?? true
-                if whole { books.urlsOf[receipt] = nil }
+                let whole = records.urlsOf[receipt]?.isEmpty ?? true
+                if whole { records.urlsOf[receipt] = nil }
                 core.downloads.cancelPrefetch(receipt, urls: whole ? [] : stopped)
             }
-            books.wakeIfIdle()
+            records.wakeIfIdle()
         }
     }
 
     /// Stops every prefetch of this prefetcher.
     public func stopPrefetching() {
-        let books = books
-        activity.core.mailbox.post { [core = activity.core] in books.stopAll(core) }
+        let records = records
+        activity.core.mailbox.post { [core = activity.core] in records.stopAll(core) }
     }
 
     /// Returns when every URL asked for has been tried or stopped (at once when none is left).
     public func waitUntilIdle() async {
-        let books = books
+        let records = records
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             let posted = activity.core.mailbox.post {
-                books.idleWaiters.append(c)
-                books.wakeIfIdle()
+                records.idleWaiters.append(c)
+                records.wakeIfIdle()
             }
             if !posted { c.resume() }
         }

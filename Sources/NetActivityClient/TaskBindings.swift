@@ -1,3 +1,4 @@
+import LinuxKit
 import NetActivityContract
 
 // The UIActivityIndicatorView, UIRefreshControl and UIProgressView categories of AFNetworking,
@@ -8,106 +9,10 @@ import NetActivityContract
 // closure (it may touch `@MainActor` views and need not be Sendable). Given `callbacks:`, its
 // closure runs on that `CallbackExecutor`. Either way, one at a time and in order, never on the
 // library's thread: a closure that blocks delays only later closures.
-
-/// Shows whether a task is running, like a spinner (UIActivityIndicatorView+AFNetworking).
-///
-/// On binding, the spinner is told the task's state at once (running: `true`; suspended: `false`),
-/// then each change of state; it stops following at completion (`false`). Binding again drops the
-/// previous task. A completed or unknown task is not followed: the spinner is told `false`, so a
-/// spinner left going by the previous task stops (AFNetworking left it spinning).
-public final class TaskSpinnerBinding: Sendable {
-    private let follower: TaskFollower
-
-    /// `onAnimatingChange(true)`: start animating; `false`: stop. On the main actor, so it may
-    /// touch `@MainActor` views.
-    @MainActor
-    public convenience init(_ activity: NetActivity, onAnimatingChange: @escaping @MainActor (Bool) -> Void) {
-        self.init(activity, callbacks: .mainActor, onAnimatingChange: CallbackExecutor.onMainActor(onAnimatingChange))
-    }
-
-    /// The executor form: `onAnimatingChange` runs on `callbacks`.
-    public init(_ activity: NetActivity, callbacks: CallbackExecutor, onAnimatingChange: @escaping @Sendable (Bool) -> Void) {
-        follower = TaskFollower(core: activity.core, reaction: SpinnerReaction(report: callbacks.delivering(onAnimatingChange)))
-    }
-
-    /// Follows the task at `path` (any client's, e.g. from `netactivity tasks` or GetManagedObjects).
-    public func bind(toTaskAt path: String) { follower.bind(.path(path)) }
-    /// Follows one of this app's tasks (begun on any of its `NetActivity` connections); this
-    /// survives agent restarts.
-    public func bind(to task: NetActivityTask) { follower.bind(.task(task)) }
-    /// Stops following; nothing more is reported.
-    public func unbind() { follower.unbind() }
-}
-
-/// Drives a pull-to-refresh control (UIRefreshControl+AFNetworking).
-///
-/// It attaches only to a task that is running when bound: `onRefreshingChange(true)` at once, then
-/// `false` when the task is suspended or completes, `true` again if it resumes. A task that is not
-/// running when bound (suspended, completed or unknown) ends the refresh at once
-/// (`onRefreshingChange(false)`) and is not followed. Binding again drops the previous task.
-public final class RefreshControlBinding: Sendable {
-    private let follower: TaskFollower
-
-    /// `onRefreshingChange` runs on the main actor.
-    @MainActor
-    public convenience init(_ activity: NetActivity, onRefreshingChange: @escaping @MainActor (Bool) -> Void) {
-        self.init(activity, callbacks: .mainActor, onRefreshingChange: CallbackExecutor.onMainActor(onRefreshingChange))
-    }
-
-    /// The executor form: `onRefreshingChange` runs on `callbacks`.
-    public init(_ activity: NetActivity, callbacks: CallbackExecutor, onRefreshingChange: @escaping @Sendable (Bool) -> Void) {
-        follower = TaskFollower(core: activity.core, reaction: RefreshReaction(report: callbacks.delivering(onRefreshingChange)))
-    }
-
-    public func bind(toTaskAt path: String) { follower.bind(.path(path)) }
-    public func bind(to task: NetActivityTask) { follower.bind(.task(task)) }
-    public func unbind() { follower.unbind() }
-}
-
-/// Bytes done of bytes expected, in one direction.
-public struct TransferProgress: Sendable, Equatable {
-    public var completed: UInt64
-    public var expected: UInt64
-    /// completed / expected, at most 1.
-    public var fraction: Double { min(1, Double(completed) / Double(expected)) }
-
-    public init(completed: UInt64, expected: UInt64) {
-        self.completed = completed
-        self.expected = expected
-    }
-}
-
-/// Fills a progress bar from a task's upload or download (UIProgressView+AFNetworking).
-///
-/// Reports `sent / expected to send` (`.upload`) or `received / expected to receive` (`.download`)
-/// at binding and on each change, and only while the expected size is known (> 0); the last
-/// report comes with completion, and then the binding stops. A completed or unknown task is
-/// ignored: nothing is reported. Binding again drops the previous task.
-public final class ProgressBinding: Sendable {
-    public enum Direction: Sendable {
-        case upload, download
-    }
-
-    private let follower: TaskFollower
-
-    /// `onProgress` runs on the main actor.
-    @MainActor
-    public convenience init(_ activity: NetActivity, direction: Direction, onProgress: @escaping @MainActor (TransferProgress) -> Void) {
-        self.init(activity, direction: direction, callbacks: .mainActor, onProgress: CallbackExecutor.onMainActor(onProgress))
-    }
-
-    /// The executor form: `onProgress` runs on `callbacks`.
-    public init(
-        _ activity: NetActivity, direction: Direction, callbacks: CallbackExecutor,
-        onProgress: @escaping @Sendable (TransferProgress) -> Void
-    ) {
-        follower = TaskFollower(core: activity.core, reaction: ProgressReaction(direction: direction, report: callbacks.delivering(onProgress)))
-    }
-
-    public func bind(toTaskAt path: String) { follower.bind(.path(path)) }
-    public func bind(to task: NetActivityTask) { follower.bind(.task(task)) }
-    public func unbind() { follower.unbind() }
-}
+//
+// The bindings are TaskSpinnerBinding, RefreshControlBinding and ProgressBinding, each in its own
+// file; this one holds what they share: the follower of one task and its reactions, and the same
+// bindings as async sequences.
 
 // MARK: the same as async sequences
 
@@ -232,7 +137,7 @@ final class TaskFollower: @unchecked Sendable {
                 // forwards each snapshot here.
                 let watch = ForeignWatch()
                 foreign = (task.core, watch)
-                watch.start(on: task.core, id: task.id, forwardingTo: core, UncheckedWatcher(call: watcher))
+                watch.start(on: task.core, id: task.id, forwardingTo: core, UncheckedSendable(watcher))
                 return
             }
             // The watcher may have ended the binding already (a completed or unknown task).
@@ -259,11 +164,6 @@ final class TaskFollower: @unchecked Sendable {
     }
 }
 
-/// A watcher handed between the threads of two connections. @unchecked Sendable: it is only
-/// called on the thread of the connection it was made on (through that one's mailbox).
-struct UncheckedWatcher: @unchecked Sendable {
-    let call: TaskWatcher
-}
 
 /// A watch of one connection's task on behalf of a binding of another. @unchecked Sendable:
 /// `key` and `ended` are touched only on the watched connection's thread.
@@ -271,14 +171,14 @@ final class ForeignWatch: @unchecked Sendable {
     private var key: Int?
     private var ended = false
 
-    func start(on owner: ClientCore, id: Int, forwardingTo home: ClientCore, _ watcher: UncheckedWatcher) {
+    func start(on owner: ClientCore, id: Int, forwardingTo home: ClientCore, _ watcher: UncheckedSendable<TaskWatcher>) {
         let posted = owner.mailbox.post { [self] in
             guard !ended else { return }
             key = owner.watchTask(id: id) { snapshot in
-                home.mailbox.post { watcher.call(snapshot) }
+                home.mailbox.post { watcher.value(snapshot) }
             }
         }
-        if !posted { home.mailbox.post { watcher.call(nil) } }
+        if !posted { home.mailbox.post { watcher.value(nil) } }
     }
 
     func end(on owner: ClientCore) {

@@ -24,9 +24,9 @@ struct BusOptions: ParsableArguments {
     @Option(help: ArgumentHelp(tr("Bus address to use instead of the session bus.")))
     var address: String?
 
-    func connect() throws -> NetActivityClient {
+    func connect() throws -> BlockingNetActivity {
         do {
-            return try NetActivityClient(address: address)
+            return try BlockingNetActivity(address: address)
         } catch {
             fail(tr("cannot connect to the bus: {1}", error.message), code: 69)
         }
@@ -50,7 +50,7 @@ func cliDescription(_ error: NetActivityError) -> String {
 }
 
 /// The agent's status, or exit with the agent's error.
-func statusOrFail(_ client: NetActivityClient) -> ActivityStatus {
+func statusOrFail(_ client: BlockingNetActivity) -> ActivityStatus {
     do {
         return try client.status()
     } catch {

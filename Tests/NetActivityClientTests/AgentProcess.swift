@@ -51,7 +51,7 @@ final class TestBus: @unchecked Sendable {
         let args = [Self.agentBinary, "--address", address, "--log-level", "warning"] + extra
         let pid = try Children.shared.spawn(args, environment: cacheHome.isEmpty ? [:] : ["XDG_CACHE_HOME": cacheHome])
         agentPID = pid
-        let probe = try NetActivityClient(address: address)
+        let probe = try BlockingNetActivity(address: address)
         // Bounded by time, not by tries: a call to an agent that hangs waits for its reply.
         let deadline = EventLoop.now() + 10_000_000_000
         while EventLoop.now() < deadline {
@@ -116,7 +116,7 @@ final class TestBus: @unchecked Sendable {
 
     /// A second client's view of the agent (a blocking call from outside the library).
     func status() throws -> ActivityStatus {
-        try NetActivityClient(address: address).status()
+        try BlockingNetActivity(address: address).status()
     }
 
     /// Reads a property of an object at the agent with a raw connection.

@@ -26,13 +26,13 @@ struct TrackingTests {
     }
 
     /// The only task at the agent, once it is there.
-    func onlyTask(_ observer: NetActivityClient) async throws -> TaskSnapshot {
+    func onlyTask(_ observer: BlockingNetActivity) async throws -> TaskSnapshot {
         #expect(try await bus.eventually(within: 5) { try observer.tasks().count == 1 })
         return try #require(try observer.tasks().first)
     }
 
     /// Waits for the task at `path` to complete and returns it as it completed.
-    func completed(_ observer: NetActivityClient, _ path: String?) async throws -> TaskSnapshot {
+    func completed(_ observer: BlockingNetActivity, _ path: String?) async throws -> TaskSnapshot {
         #expect(try await bus.eventually(within: 5) {
             try observer.tasks().first { $0.path == path }?.state == .completed
         })
@@ -50,7 +50,7 @@ struct TrackingTests {
     func success() async throws {
         let activity = await NetActivity.connect(address: bus.address)
         let http = TrackedHTTPClient(.shared, activity: activity)
-        let observer = try NetActivityClient(address: bus.address)
+        let observer = try BlockingNetActivity(address: bus.address)
         let url = server.url("slow/big.bin")
         let response = try await http.execute(HTTPClientRequest(url: url), timeout: .seconds(10))
         let task = try await onlyTask(observer)
@@ -87,7 +87,7 @@ struct TrackingTests {
     func failure() async throws {
         let activity = await NetActivity.connect(address: bus.address)
         let http = TrackedHTTPClient(.shared, activity: activity)
-        let observer = try NetActivityClient(address: bus.address)
+        let observer = try BlockingNetActivity(address: bus.address)
 
         let notFound = try await http.execute(HTTPClientRequest(url: server.url("status/404")), timeout: .seconds(10))
         #expect(notFound.status.code == 404)
@@ -119,7 +119,7 @@ struct TrackingTests {
     func cancellation() async throws {
         let activity = await NetActivity.connect(address: bus.address)
         let http = TrackedHTTPClient(.shared, activity: activity)
-        let observer = try NetActivityClient(address: bus.address)
+        let observer = try BlockingNetActivity(address: bus.address)
 
         // Cancelled while waiting for the head (the server holds /gate/ until opened).
         let gated = HTTPClientRequest(url: server.url("gate/big.bin"))
@@ -146,7 +146,7 @@ struct TrackingTests {
     @Test("withTransfer completes with the body's outcome; long errors are cut to the agent's limit")
     func withTransfer() async throws {
         let activity = await NetActivity.connect(address: bus.address)
-        let observer = try NetActivityClient(address: bus.address)
+        let observer = try BlockingNetActivity(address: bus.address)
         let value = try await activity.withTransfer("custom stack", expectedToReceive: 10) { (transfer: TrackedTransfer) async throws -> Int in
             transfer.didReceive(4)
             transfer.suspend()
@@ -182,7 +182,7 @@ struct TrackingTests {
         let activity = await NetActivity.connect(address: bus.address)
         let web = TrackedURLSession(activity: activity)
         defer { web.invalidate() }
-        let observer = try NetActivityClient(address: bus.address)
+        let observer = try BlockingNetActivity(address: bus.address)
 
         let url = server.url("slow/big.bin")
         let (data, response) = try await web.data(for: URLRequest(url: try #require(URL(string: url))))
@@ -218,7 +218,7 @@ struct TrackingTests {
         let activity = await NetActivity.connect(address: bus.address)
         let web = TrackedURLSession(activity: activity)
         defer { web.invalidate() }
-        let observer = try NetActivityClient(address: bus.address)
+        let observer = try BlockingNetActivity(address: bus.address)
         let finished = Recorder<Int>()
         let task = await web.dataTask(with: URLRequest(url: try #require(URL(string: server.url("gate/big.bin"))))) {
             data, _, error in finished.append(error == nil ? data.count : -1)

@@ -15,7 +15,7 @@ import Synchronization
 /// answer: a tool must say when something did not happen. `init` fails when there is no bus.
 /// It has no leases: a tool that holds activity while it works (as `netactivity run` does) uses
 /// `NetActivity`, whose `NetActivityLease` is the one lease type.
-public final class NetActivityClient {
+public final class BlockingNetActivity {
     static let busName = NetActivityBus.name
     static let path = NetActivityBus.objectPath
     static let interface = NetActivityInterface.activity.rawValue
@@ -47,15 +47,15 @@ public final class NetActivityClient {
     private func wait<T>(_ body: @escaping (ClientCore, @escaping (Result<T, NetActivityError>) -> Void) -> Void) throws(NetActivityError) -> T {
         let answer = Answer<T>()
         // The caller waits until `body` has answered: nothing it captured is used on two threads at once.
-        let job = UncheckedJob { [core] in body(core) { answer.put($0) } }
-        let posted = core.mailbox.post { job.run() }
+        let job = UncheckedSendable { [core] in body(core) { answer.put($0) } }
+        let posted = core.mailbox.post { job.value() }
         guard posted else { throw ClientCore.closedError }
         return try answer.wait().get()
     }
 
     /// One call to the agent's well-known name, its reply decoded on the client's thread.
     private func call<T>(
-        _ member: String, interface: String = NetActivityClient.interface, path: String = NetActivityClient.path,
+        _ member: String, interface: String = BlockingNetActivity.interface, path: String = BlockingNetActivity.path,
         _ body: @escaping (inout MessageWriter) throws -> Void = { _ in },
         decode: @escaping (inout MessageReader) throws(DBusError) -> T
     ) throws(NetActivityError) -> T {
@@ -65,7 +65,7 @@ public final class NetActivityClient {
     }
 
     private func call(
-        _ member: String, interface: String = NetActivityClient.interface, path: String = NetActivityClient.path,
+        _ member: String, interface: String = BlockingNetActivity.interface, path: String = BlockingNetActivity.path,
         _ body: @escaping (inout MessageWriter) throws -> Void = { _ in }
     ) throws(NetActivityError) {
         try call(member, interface: interface, path: path, body) { _ throws(DBusError) in }
@@ -292,7 +292,7 @@ public final class NetActivityClient {
     }
 }
 
-extension NetActivityClient {
+extension BlockingNetActivity {
     /// Fetches `url` through the shared downloader in one call (`FetchImage`) and waits for it:
     /// the image as a read-only file, from memory, disk or the network. With `progress`, the
     /// transfer's task is published at once (`announce`) and followed: `progress` gets
@@ -334,10 +334,6 @@ private final class DownloadFollow: @unchecked Sendable {
     var key: Int?
 }
 
-/// A job whose captures stay with a caller that waits for it.
-private struct UncheckedJob: @unchecked Sendable {
-    let run: () -> Void
-}
 
 /// One answer handed from the client's thread to a waiting caller.
 final class Answer<T>: @unchecked Sendable {

@@ -1,0 +1,37 @@
+import LinuxKit
+public import NetActivityContract
+public import NetActivityCore
+
+/// One task object: the pure record plus what the agent needs to announce it.
+public final class TaskEntry {
+    let path: String
+    var record: TaskRecord
+    /// Progress signals: at most one per 100 ms, the latest values always sent (DESIGN.md).
+    var coalescer = ChangeCoalescer(interval: .milliseconds(100))
+    var progressTimer: TimerID?
+    var lingerTimer: TimerID?
+    /// What observers were last told.
+    var announced: TaskProgress
+    var announcedFraction: Double
+    /// The app's desktop entry, for dock progress (com.canonical.Unity.LauncherEntry).
+    let desktopID: String?
+    /// The leaf the task is charged to (`ClientIdentity.leaf`); nil for the agent's own tasks,
+    /// which no app's share pays for.
+    let app: String?
+    /// Whether it is in the object tree (see `TaskAudience`).
+    var listed = false
+    /// For the agent's own (download) tasks: the leaves of the apps that asked for the transfer,
+    /// which may read it whether sandboxed or not.
+    var readers: Set<String> = []
+    /// Peers that read it directly (Properties): its own signals reach them.
+    var followers: [String] = []
+
+    init(path: String, record: TaskRecord, desktopID: String? = nil, app: String?) {
+        self.path = path
+        self.record = record
+        self.desktopID = desktopID
+        self.app = app
+        announced = record.progress
+        announcedFraction = record.fractionCompleted
+    }
+}
