@@ -1,4 +1,4 @@
-import Dispatch
+public import Dispatch
 import LinuxKit
 import Synchronization
 
@@ -8,7 +8,9 @@ import Synchronization
 /// shows when no answer has come within `placeholderDelay` (50 ms unless given): a hit in memory
 /// answers far sooner and shows none, and neither does a disk hit that quick. A delay of zero shows
 /// it at once on every request (the answer follows a moment later). `apply` and the handlers run on
-/// `callbacks`, one at a time and in order; `decode` runs off it.
+/// `callbacks`, one at a time and in order; `decode` runs off it, on `decodeQueue`: Swift's global
+/// queue unless given (a serial queue of the app's bounds how many of its images decode at once,
+/// and decodes them in the order their answers came).
 public final class ExecutorImageSlot<Image>: Sendable {
     public typealias Success = @Sendable (Image, ImageSource) -> Void
     public typealias Failure = @Sendable (NetActivityError) -> Void
@@ -23,12 +25,15 @@ public final class ExecutorImageSlot<Image>: Sendable {
     private let callbacks: CallbackExecutor
     private let decode: @Sendable ([UInt8]) -> sending Image?
     private let apply: @Sendable (Image?) -> Void
+    private let decodeQueue: DispatchQueue
 
     public init(
         _ activity: NetActivity, callbacks: CallbackExecutor, placeholderDelay: Duration = .milliseconds(50),
+        decodeQueue: DispatchQueue = .global(qos: .userInitiated),
         decode: @escaping @Sendable ([UInt8]) -> sending Image?, apply: @escaping @Sendable (Image?) -> Void
     ) {
         loader = SlotLoader(core: activity.core, placeholderDelay: placeholderDelay.nanoseconds)
+        self.decodeQueue = decodeQueue
         self.callbacks = callbacks
         self.decode = decode
         self.apply = apply
@@ -41,7 +46,7 @@ public final class ExecutorImageSlot<Image>: Sendable {
         success: Success? = nil, failure: Failure? = nil
     ) {
         let placeholder = Carried(image: placeholder)
-        let (callbacks, decode, apply) = (callbacks, decode, apply)
+        let (callbacks, decode, apply, decodeQueue) = (callbacks, decode, apply, decodeQueue)
         // Checked where each answer is used: a newer request drops an older one's answers.
         let isNewest: @Sendable (UInt64) -> Bool = { [weak loader] token in loader?.isNewest(token) == true }
         loader.load(url: url, additionalIdentifier: additionalIdentifier, events: SlotLoader.Events(
@@ -51,7 +56,7 @@ public final class ExecutorImageSlot<Image>: Sendable {
             },
             cleared: { token in callbacks { if isNewest(token) { apply(placeholder.image) } } },
             file: { file, source, token in
-                decodeOffTheUI(file, decode) { _, image in
+                decodeOffTheUI(file, decode, on: decodeQueue) { _, image in
                     let decoded = Carried(image: image)
                     callbacks {
                         guard isNewest(token) else { return }
@@ -82,8 +87,10 @@ extension ExecutorImageSlot where Image == [UInt8] {
     /// A slot of encoded image bytes (PNG, JPEG, ...), for apps that decode themselves.
     public convenience init(
         _ activity: NetActivity, callbacks: CallbackExecutor, placeholderDelay: Duration = .milliseconds(50),
-        apply: @escaping @Sendable ([UInt8]?) -> Void
+        decodeQueue: DispatchQueue = .global(qos: .userInitiated), apply: @escaping @Sendable ([UInt8]?) -> Void
     ) {
-        self.init(activity, callbacks: callbacks, placeholderDelay: placeholderDelay, decode: { $0 }, apply: apply)
+        self.init(
+            activity, callbacks: callbacks, placeholderDelay: placeholderDelay, decodeQueue: decodeQueue, decode: { $0 },
+            apply: apply)
     }
 }

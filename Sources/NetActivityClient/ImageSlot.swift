@@ -190,12 +190,14 @@ final class SlotLoader: @unchecked Sendable {
     }
 }
 
-/// Decodes off the UI: on Swift's global queue, then `deliver` with what `decode` made.
+/// Decodes off the UI, on `queue` (Swift's global queue unless the slot was given one), then
+/// `deliver` with what `decode` made.
 func decodeOffTheUI<Image>(
     _ file: SharedImageFile, _ decode: @escaping @Sendable ([UInt8]) -> sending Image?,
+    on queue: DispatchQueue = .global(qos: .userInitiated),
     deliver: @escaping @Sendable (_ bytes: Int, _ image: sending Image?) -> Void
 ) {
-    DispatchQueue.global(qos: .userInitiated).async {
+    queue.async {
         let bytes = file.readAll()
         deliver(bytes.count, decode(bytes))
     }

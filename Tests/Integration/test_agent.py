@@ -96,6 +96,13 @@ class AgentTestCase(unittest.TestCase):
     def count(self):
         return int(prop(self.conn, "ActivityCount"))
 
+    def marker(self, obs):
+        """Waits until everything the agent emitted before now has reached `obs`: a new
+        ActivationDelay, whose change signal goes out at once, is heard after all of it."""
+        value = round((float(prop(self.conn, "ActivationDelay")) + 0.25) % 60, 3)
+        self.conn.get_object(NAME, PATH).Set(IFACE, "ActivationDelay", dbus.Double(value), dbus_interface=PROPS)
+        wait_until(lambda: any(abs(v - value) < 1e-9 for v, _ in obs.changed("ActivationDelay")), what="the marker")
+
 
 class ContractTests(AgentTestCase):
     def test_introspection_matches_the_xml_contract(self):
@@ -203,9 +210,12 @@ class ActivityTests(AgentTestCase):
         lease = iface(self.conn).BeginActivity("test")
         fd = lease.take()
         copy = os.dup(fd)
-        self.assertEqual(self.count(), 1)
+        marker = iface(self.conn).BeginActivity("marker").take()
+        self.assertEqual(self.count(), 2)
         os.close(fd)
-        time.sleep(0.1)
+        # A lease closed after it: once the agent has seen that one end, it has seen the first close.
+        os.close(marker)
+        wait_until(lambda: self.count() == 1, what="the marker lease's release")
         self.assertEqual(self.count(), 1, "one copy is still open")
         os.write(copy, b"ignored")  # writing is harmless
         os.close(copy)
@@ -272,7 +282,11 @@ class TimelineTests(AgentTestCase):
         agent.IncrementActivityCount()
         time.sleep(0.05)
         agent.DecrementActivityCount()
-        time.sleep(1.3)
+        # The activation delay's end: the state leaves delaying-start, after which nothing shows.
+        wait_until(lambda: [s for s, _ in obs.changed("State")][-1:] == [contract.Activity.STATE_NOT_ACTIVE],
+                   timeout=3, what="the activation delay's end")
+        self.assertEqual([s for s, _ in obs.changed("State")],
+                         [contract.Activity.STATE_DELAYING_START, contract.Activity.STATE_NOT_ACTIVE])
         self.assertEqual(obs.visible(), [])
 
     def test_no_flicker_within_the_completion_delay(self):
@@ -289,7 +303,7 @@ class TimelineTests(AgentTestCase):
         time.sleep(0.1)
         agent.DecrementActivityCount()
         wait_until(lambda: len(obs.visible()) >= 2, what="Visible false")
-        time.sleep(0.1)
+        self.marker(obs)
         self.assertEqual([v for v, _ in obs.visible()], [True, False])
 
     def test_disabled_shows_nothing_and_disabling_hides_at_once(self):
@@ -302,7 +316,7 @@ class TimelineTests(AgentTestCase):
         wait_until(lambda: len(obs.visible()) == 2, what="Visible false")
         self.assertEqual(str(prop(self.conn, "State")), contract.Activity.STATE_NOT_ACTIVE)
         iface(self.conn).IncrementActivityCount()
-        time.sleep(0.2)
+        self.marker(obs)
         self.assertEqual([v for v, _ in obs.visible()], [True, False])
 
     def test_change_signals_once_per_real_change(self):
@@ -312,7 +326,7 @@ class TimelineTests(AgentTestCase):
             obj.Set(IFACE, "Enabled", dbus.Boolean(False), dbus_interface=PROPS)
         obj.Set(IFACE, "CompletionDelay", dbus.Double(0.5), dbus_interface=PROPS)
         obj.Set(IFACE, "CompletionDelay", dbus.Double(0.5), dbus_interface=PROPS)
-        time.sleep(0.2)
+        self.marker(obs)
         self.assertEqual([v for v, _ in obs.changed("Enabled")], [False])
         self.assertEqual([v for v, _ in obs.changed("CompletionDelay")], [0.5])
 
@@ -331,9 +345,11 @@ class TimelineTests(AgentTestCase):
         for a, b in zip(times, times[1:]):
             self.assertGreater(b - a, 0.040, counts)
         self.assertLessEqual(len(counts), elapsed / 0.05 + 2)
-        time.sleep(0.15)
-        self.assertEqual(obs.changed("ActivityCount")[-1][0], 300)
-        self.assertEqual(len(obs.changed("ActivityCount")), len(counts), "nothing after the last change")
+        # One more change: the next value heard is 301, so 300 was the last before it, heard once.
+        agent.IncrementActivityCount()
+        wait_until(lambda: obs.changed("ActivityCount")[-1][0] == 301, what="the next count")
+        after = [v for v, _ in obs.changed("ActivityCount")]
+        self.assertEqual(after[len(counts):], [301], "nothing after the last change but the next one")
 
 
 class ErrorTests(AgentTestCase):

@@ -256,7 +256,12 @@ class LowMemoryTests(CacheTestCase):
         self.assertEqual(s[contract.ImageCache.STATISTICS_KEY_PRESSURE_BYTES_FREED], 8 * len(image))
         self.warn(0)  # "no pressure" does nothing
         self.cache().AddImage("after", ay(image))
-        time.sleep(0.2)
+        # A moderate warning after it (one image is under the preferred usage: nothing to trim):
+        # once it is counted, the agent has taken the "no pressure" before it.
+        self.warn(50)
+        wait_until(lambda: self.stats()[contract.ImageCache.STATISTICS_KEY_PRESSURE_MODERATE] == 2, what="the marker warning")
+        s = self.stats()
+        self.assertEqual((s[contract.ImageCache.STATISTICS_KEY_PRESSURE_CRITICAL], s[contract.ImageCache.STATISTICS_KEY_PRESSURE_EVICTIONS]), (1, 8))
         self.assertEqual(int(self.cprop("ImageCount")), 1)
 
 

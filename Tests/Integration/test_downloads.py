@@ -332,11 +332,15 @@ class CoalescingTests(DownloadTestCase):
         self.assertEqual((receipt, task, cached), ("", "/", True))
 
     def test_download_finished_reaches_only_the_requester(self):
-        bystander = self.client("--listen")
+        # The bystander waits for an image of its own, which comes after the requester's: any
+        # signal about the requester's would have reached it first.
+        bystander = self.client(self.http.url("/gate/bystander.png"))
+        wait_until(lambda: self.events(bystander, "requested"), what="the bystander's receipt")
         requester = self.client(self.http.url("/img/solo.png"))
         self.finished(requester, 1)
-        time.sleep(0.2)
-        self.assertEqual(self.events(bystander, "finished"), [])
+        self.http.gate("/gate/bystander.png").set()
+        done = self.finished(bystander, 1)
+        self.assertEqual([e["url"] for e in done], [self.http.url("/gate/bystander.png")])
 
 
 class QueueTests(DownloadTestCase):

@@ -22,6 +22,8 @@ struct ImageSlotTests {
     let a = TestImages.png(width: 1, height: 1)
     let b = TestImages.png(width: 2, height: 2)
     let placeholder = TestImages.png(width: 9, height: 9)
+    /// The slots' decodes, in the order their answers came (see `delivered`).
+    let decodes = DispatchQueue(label: "image-slot-tests.decode")
 
     init() async throws {
         bus = try TestBus()
@@ -31,7 +33,17 @@ struct ImageSlotTests {
     }
 
     func slot(_ shown: Recorder<Shown>) -> ExecutorImageSlot<[UInt8]> {
-        ExecutorImageSlot(activity, callbacks: activity.callbacks) { shown.append(.applied($0)) }
+        ExecutorImageSlot(activity, callbacks: activity.callbacks, decodeQueue: decodes) { shown.append(.applied($0)) }
+    }
+
+    /// Everything the agent has sent this app so far has reached the slots: a round trip to the
+    /// agent (its replies come in order, after whatever it sent before), then the slots' decode
+    /// queue, then their callbacks' executor. What a slot shows after this is all that it will
+    /// show for those messages: the marker that "nothing more happens" waits for.
+    func delivered() async {
+        await activity.settled()
+        decodes.sync {}
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in activity.callbacks { c.resume() } }
     }
 
     func downloaderIdle() async throws -> Bool {
@@ -95,8 +107,8 @@ struct ImageSlotTests {
         #expect(try await shown.wait(for: 1) == [.applied(placeholder)])
         server.openGate("a.png")
         #expect(try await shown.wait(for: 2) == [.applied(placeholder), .success(a, .download)])
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(shown.values.count == 2)
+        await delivered()
+        #expect(shown.values.count == 2, "the second request's handler was never called")
         #expect(server.count("/gate/a.png") == 1)
     }
 
@@ -114,9 +126,13 @@ struct ImageSlotTests {
         // Nobody else wanted a.png: its transfer stopped with its last receipt.
         #expect(try await downloaderIdle())
         server.openGate("a.png")
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(shown.values == [.applied(placeholder), .applied(b)])
         #expect(try await activity.image(url: server.url("gate/a.png")) == nil)
+        // The cancelled transfer is gone: asking again makes a second request, whose answer comes
+        // after anything the old receipt could still have had.
+        #expect(try await activity.downloadImage(url: server.url("gate/a.png")) == a)
+        #expect(server.count("/gate/a.png") == 2)
+        await delivered()
+        #expect(shown.values == [.applied(placeholder), .applied(b)])
     }
 
     @Test("a late answer for an old URL never overwrites a newer image")
@@ -140,7 +156,8 @@ struct ImageSlotTests {
         server.openGate("a.png")
         #expect(try await slowA.valueOrCancel == a)
         #expect(try await activity.image(url: server.url("gate/a.png")) == a, "a.png did arrive, for the other app")
-        try await Task.sleep(for: .milliseconds(100))
+        // The agent answered every receipt of a.png's transfer at once, before this round trip.
+        await delivered()
         #expect(shown.values == [.applied(placeholder), .applied(b)])
         otherApp.close()
     }
@@ -175,7 +192,9 @@ struct ImageSlotTests {
         }
         #expect(try await downloaderIdle())
         server.openGate("a.png")
-        try await Task.sleep(for: .milliseconds(100))
+        #expect(try await activity.downloadImage(url: server.url("gate/a.png")) == a)
+        #expect(server.count("/gate/a.png") == 2, "the released slot's transfer was gone: a new one ran")
+        await delivered()
         #expect(shown.values == [.applied(placeholder)])
     }
 

@@ -126,14 +126,14 @@ struct MainActorSlotTests {
     @Test("a newer request wins over an older one whose decode finishes later")
     func newerRequestWins() async throws {
         let release = DispatchSemaphore(value: 0)
-        let olderEntered = Atomic<Bool>(false), olderReturned = Atomic<Bool>(false)
+        let olderEntered = Atomic<Bool>(false), olderReleased = Atomic<Bool>(false)
         let view = PictureView()
         let slot = ImageSlot<Picture>(activity, decode: { bytes in
             if bytes != a { return Picture(bytes) }  // the newer request's image
             olderEntered.store(true, ordering: .relaxed)
             _ = release.wait(timeout: .now() + 10)
-            defer { olderReturned.store(true, ordering: .relaxed) }
-            return Picture(bytes)
+            // Let go once the slot has had it: shown (wrongly) or dropped on the main actor.
+            return Picture(bytes) { olderReleased.store(true, ordering: .relaxed) }
         }, apply: { view.shown.append($0?.bytes) })
         let b = TestImages.png(width: 2, height: 2)
         let other = try LocalHTTPServer(files: ["b.png": b])
@@ -143,9 +143,9 @@ struct MainActorSlotTests {
         slot.setImage(url: other.url("b.png"), placeholder: Picture(placeholder))
         try await until { view.shown.last == b }
         release.signal()
-        try await until { olderReturned.load(ordering: .relaxed) }
-        // The older answer's hop to the main actor follows its decode at once; give it time to land.
-        try await Task.sleep(for: .milliseconds(300))
+        // The older image reached the main actor and was let go there: had it been applied, it
+        // would be in the view by now.
+        try await until { olderReleased.load(ordering: .relaxed) }
         #expect(view.shown == [nil, placeholder, b], "the older image never overwrote the newer one")
         activity.close()
     }

@@ -32,7 +32,13 @@ private func slowest(_ calls: [(String, () async throws -> Void)]) async throws 
 /// A GObject-style image class: a reference type that is not Sendable.
 final class Picture {
     var bytes: [UInt8]
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    /// Called when the picture goes (a test's marker that a slot has let go of it).
+    private let onRelease: (@Sendable () -> Void)?
+    init(_ bytes: [UInt8], onRelease: (@Sendable () -> Void)? = nil) {
+        self.bytes = bytes
+        self.onRelease = onRelease
+    }
+    deinit { onRelease?() }
 }
 
 /// "Monitoring must never break the app it monitors": no bus, a bus that goes away, a hung agent,
