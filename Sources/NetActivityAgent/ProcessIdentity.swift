@@ -17,8 +17,9 @@ private let oPath: Int32 = 0o10000000
 /// mount table, and a file on FUSE, or on a mount the table does not show, is never read: such a
 /// process's identity is unknown.
 enum ProcessIdentity {
-    static func read(pid: UInt32, startedBy: UInt64) -> ClientIdentity? {
-        let dir = open("/proc/\(pid)", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    /// `proc`: where procfs is (a tree of the same shape in the tests).
+    static func read(pid: UInt32, startedBy: UInt64, proc: String = "/proc") -> ClientIdentity? {
+        let dir = open("\(proc)/\(pid)", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard dir >= 0 else { return nil }
         defer { close(dir) }
         guard let stat = readSmall(at: dir, "stat"), let started = AppIdentity.startTime(stat: stat), started <= startedBy
