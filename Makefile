@@ -6,7 +6,7 @@ PYTHON ?= /usr/bin/python3
 DEBUG_BIN = .build/debug
 RELEASE_BIN = .build/release
 
-.PHONY: all setup build release run test unit locale pot contract integration example readme-snippets bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
+.PHONY: all setup build release run test unit format lint locale pot contract integration example readme-snippets bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
 
 all: build
 
@@ -52,9 +52,20 @@ run: release
 check-layering:
 	$(PYTHON) scripts/check-layering.py
 
+# One format for the Swift sources (.swift-format: 4 spaces, 120 columns), but for the files the
+# scripts generate: `make format` applies it, `make lint` (part of make test) fails on a file it
+# would change.
+SWIFT_SOURCES = $(shell find Package.swift Sources Tests Examples -name '*.swift' -not -path '*/.build/*' \
+    -not -path '*/ReadmeSnippets/Snippets.swift' -not -path '*/NetActivityContract/Names.swift' | sort)
+format:
+	@$(SWIFT) format format -i $(SWIFT_SOURCES)
+lint:
+	@$(SWIFT) format lint --strict $(SWIFT_SOURCES)
+	@echo "swift format: $(words $(SWIFT_SOURCES)) files as .swift-format has them"
+
 # The library's "never waits" tests time calls in 100 ms: they run on their own, after the rest,
 # so that other suites' blocking helpers cannot starve the Swift concurrency pool they share.
-test: setup check-layering example locale
+test: setup check-layering lint example locale
 	@scripts/setup.sh --gnome
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --skip NeverFailTests

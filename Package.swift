@@ -91,24 +91,31 @@ let package = Package(
             dependencies: ["NetActivityContract", "LinuxKit", "DBusKit", "NetActivityCore", "NetActivityTesting"],
             swiftSettings: strict),
         // Test kit: ManualClock, ManualScheduler, FakeFetcher, test images.
-        .target(name: "NetActivityTesting", dependencies: ["NetActivityContract", "NetActivityCore", "LinuxKit"], swiftSettings: strict),
+        .target(
+            name: "NetActivityTesting", dependencies: ["NetActivityContract", "NetActivityCore", "LinuxKit"],
+            swiftSettings: strict),
         .testTarget(
             name: "NetActivityCoreTests",
             dependencies: ["NetActivityContract", "NetActivityCore", "NetActivityTesting"],
             swiftSettings: strict
         ),
         .testTarget(name: "LinuxKitTests", dependencies: ["LinuxKit"], swiftSettings: strict),
-        .testTarget(name: "DBusKitTests", dependencies: ["DBusKit", "LinuxKit", "NetActivityTesting"], swiftSettings: strict),
+        .testTarget(
+            name: "DBusKitTests", dependencies: ["DBusKit", "LinuxKit", "NetActivityTesting"], swiftSettings: strict),
         // The agent's services driven with a manual scheduler and a recording sink: no bus, no sleep.
         .testTarget(
             name: "NetActivityAgentTests",
-            dependencies: ["NetActivityAgent", "NetActivityContract", "NetActivityCore", "DBusKit", "LinuxKit", "NetActivityTesting"],
+            dependencies: [
+                "NetActivityAgent", "NetActivityContract", "NetActivityCore", "DBusKit", "LinuxKit",
+                "NetActivityTesting",
+            ],
             swiftSettings: strict),
         // The library against the real agent (built beside the tests) on a private bus.
         .testTarget(
             name: "NetActivityClientTests",
             dependencies: [
-                "NetActivityClient", "NetActivityAsyncHTTPClient", "NetActivityURLSession", "NetActivityContract", "DBusKit",
+                "NetActivityClient", "NetActivityAsyncHTTPClient", "NetActivityURLSession", "NetActivityContract",
+                "DBusKit",
                 "LinuxKit", "NetActivityTesting",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],

@@ -24,7 +24,9 @@ extension Connection {
     }
 
     /// RequestName, blocking (for start-up).
-    public func requestName(_ name: String, replace: Bool, allowReplacement: Bool) throws(DBusError) -> RequestNameResult {
+    public func requestName(_ name: String, replace: Bool, allowReplacement: Bool) throws(DBusError)
+        -> RequestNameResult
+    {
         guard DBusNames.isValidBusName(name) else { throw .invalidArgs("Invalid bus name '\(name)'") }
         let flags = Self.requestNameFlags(replace: replace, allowReplacement: allowReplacement)
         return Self.requestNameResult(try withDBusError { err in dbus_bus_request_name(raw, name, flags, err) })
@@ -53,14 +55,18 @@ extension Connection {
         _ done: @escaping (Result<RequestNameResult, DBusError>) -> Void
     ) {
         let flags = Self.requestNameFlags(replace: replace, allowReplacement: allowReplacement)
-        busCallAsync("RequestName", timeoutMilliseconds: 5000, { w in
-            w.append(name)
-            w.append(flags)
-        }) { result in
-            done(result.map { reply in
-                var r = reply.reader()
-                return Self.requestNameResult((try? r.read(UInt32.self)).map(Int32.init))
-            })
+        busCallAsync(
+            "RequestName", timeoutMilliseconds: 5000,
+            { w in
+                w.append(name)
+                w.append(flags)
+            }
+        ) { result in
+            done(
+                result.map { reply in
+                    var r = reply.reader()
+                    return Self.requestNameResult((try? r.read(UInt32.self)).map(Int32.init))
+                })
         }
     }
 

@@ -95,7 +95,8 @@ public final class Connection: MessageSink {
     /// `register`, then queue other messages, which the bus handles after the Hello.
     public init(address: String? = nil, registering: Registration = .blocking) throws(DBusError) {
         guard let address = address ?? Connection.sessionBusAddress() else {
-            throw .notSupported("No session bus: DBUS_SESSION_BUS_ADDRESS is not set and $XDG_RUNTIME_DIR/bus does not exist")
+            throw .notSupported(
+                "No session bus: DBUS_SESSION_BUS_ADDRESS is not set and $XDG_RUNTIME_DIR/bus does not exist")
         }
         let conn = try withDBusError { err in dbus_connection_open_private(address, err) }
         guard let conn else { throw .failed("Could not connect to \(address)") }
@@ -215,9 +216,13 @@ public final class Connection: MessageSink {
 
     private func installDispatchStatusFunction() {
         let me = Unmanaged.passUnretained(self).toOpaque()
-        dbus_connection_set_dispatch_status_function(raw, { _, status, data in
-            Unmanaged<Connection>.fromOpaque(data!)._withUnsafeGuaranteedRef { $0.dispatchPending = status == DBUS_DISPATCH_DATA_REMAINS }
-        }, me, nil)
+        dbus_connection_set_dispatch_status_function(
+            raw,
+            { _, status, data in
+                Unmanaged<Connection>.fromOpaque(data!)._withUnsafeGuaranteedRef {
+                    $0.dispatchPending = status == DBUS_DISPATCH_DATA_REMAINS
+                }
+            }, me, nil)
     }
 
     private func addWatch(_ watch: OpaquePointer) {
@@ -294,8 +299,9 @@ public final class Connection: MessageSink {
         var budget = Self.readAheadBytes
         while budget > 0, !closed, dbus_connection_get_dispatch_status(raw) != DBUS_DISPATCH_DATA_REMAINS {
             let pending = Files.bytesReadable(fd)
-            guard pending > 0, let w = watches(of: fd).first(where: { dbus_watch_get_flags($0) & CDBUS_WATCH_READABLE != 0 }),
-                  dbus_watch_get_enabled(w) != 0
+            guard pending > 0,
+                let w = watches(of: fd).first(where: { dbus_watch_get_flags($0) & CDBUS_WATCH_READABLE != 0 }),
+                dbus_watch_get_enabled(w) != 0
             else { return }
             _ = dbus_watch_handle(w, CDBUS_WATCH_READABLE)
             budget -= min(pending, 2048)
@@ -425,9 +431,11 @@ public final class Connection: MessageSink {
 
     private func installFilter() {
         let me = Unmanaged.passUnretained(self).toOpaque()
-        _ = dbus_connection_add_filter(raw, { _, msg, data in
-            Unmanaged<Connection>.fromOpaque(data!)._withUnsafeGuaranteedRef { $0.filter(msg!) }
-        }, me, nil)
+        _ = dbus_connection_add_filter(
+            raw,
+            { _, msg, data in
+                Unmanaged<Connection>.fromOpaque(data!)._withUnsafeGuaranteedRef { $0.filter(msg!) }
+            }, me, nil)
     }
 
     /// Calls with descriptors dispatched in this `dispatchAll`, held until it ends (see `filter`).
@@ -557,8 +565,10 @@ public final class Connection: MessageSink {
         _ member: String, interface: String = "org.freedesktop.DBus", timeoutMilliseconds: Int32 = 25_000,
         _ body: (inout MessageWriter) -> Void = { _ in }, _ completion: @escaping (Result<Message, DBusError>) -> Void
     ) {
-        guard let m = try? Message.methodCall(
-            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: interface, member: member)
+        guard
+            let m = try? Message.methodCall(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: interface, member: member
+            )
         else { return completion(.failure(.failed("Could not build a call to \(member)"))) }
         var w = m.writer()
         body(&w)
@@ -596,22 +606,24 @@ public final class Connection: MessageSink {
         var pending: OpaquePointer? = nil
         outgoingBound &+= message.queuedBound
         guard !closed, dbus_connection_send_with_reply(raw, message.raw, &pending, timeoutMilliseconds) != 0,
-              let pending
+            let pending
         else {
             completion(.failure(.disconnected("Not connected to the bus")))
             return
         }
         let box = Unmanaged.passRetained(ReplyBox(completion)).toOpaque()
-        _ = dbus_pending_call_set_notify(pending, { pending, data in
-            guard let pending, let reply = dbus_pending_call_steal_reply(pending) else { return }
-            let message = Message(owning: reply)
-            let box = Unmanaged<ReplyBox>.fromOpaque(data!).takeUnretainedValue()
-            if let error = message.asError {
-                box.completion(.failure(error))
-            } else {
-                box.completion(.success(message))
-            }
-        }, box, { data in Unmanaged<ReplyBox>.fromOpaque(data!).release() })
+        _ = dbus_pending_call_set_notify(
+            pending,
+            { pending, data in
+                guard let pending, let reply = dbus_pending_call_steal_reply(pending) else { return }
+                let message = Message(owning: reply)
+                let box = Unmanaged<ReplyBox>.fromOpaque(data!).takeUnretainedValue()
+                if let error = message.asError {
+                    box.completion(.failure(error))
+                } else {
+                    box.completion(.success(message))
+                }
+            }, box, { data in Unmanaged<ReplyBox>.fromOpaque(data!).release() })
         dbus_pending_call_unref(pending)
     }
 

@@ -143,7 +143,8 @@ public final class DBusInterface {
     let properties: [String: DBusProperty]
     let signals: [DBusSignal]
 
-    public init(_ name: String, methods: [DBusMethod] = [], properties: [DBusProperty] = [], signals: [DBusSignal] = []) {
+    public init(_ name: String, methods: [DBusMethod] = [], properties: [DBusProperty] = [], signals: [DBusSignal] = [])
+    {
         precondition(DBusNames.isValidInterface(name), "invalid interface name \(name)")
         self.name = name
         methodList = methods

@@ -124,13 +124,15 @@ public final class Message: @unchecked Sendable {
     /// (a message received, or one whose body libdbus already holds).
     func wireBodyForWriting() -> WireBody? {
         #if _endian(little)
-        if let wire { return wire }
-        guard isBuiltHere, !isLent, stored == nil || dbus_message_get_signature(_raw).pointee == 0 else { return nil }
-        let body = WireBody()
-        wire = body
-        return body
+            if let wire { return wire }
+            guard isBuiltHere, !isLent, stored == nil || dbus_message_get_signature(_raw).pointee == 0 else {
+                return nil
+            }
+            let body = WireBody()
+            wire = body
+            return body
         #else
-        return nil
+            return nil
         #endif
     }
 
@@ -394,4 +396,3 @@ extension String {
         return String(self[..<i])
     }
 }
-

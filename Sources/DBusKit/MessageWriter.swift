@@ -141,7 +141,8 @@ public struct MessageWriter {
         _ wire: WireBody, _ type: Int32, _ signature: String?, _ body: (inout MessageWriter) throws -> Void
     ) rethrows {
         let mark = wire.mark
-        var lengthAt = -1, elementsAt = 0
+        var lengthAt = -1
+        var elementsAt = 0
         switch type {
         case CDBUS_TYPE_ARRAY:
             let element = Array((signature ?? "").utf8)
@@ -205,8 +206,12 @@ public struct MessageWriter {
         guard let wire else {
             var parent = self
             var sub = cdbus_iter_init()
-            elementSignature.withCString { _ = dbus_message_iter_open_container(&parent.iter, CDBUS_TYPE_ARRAY, $0, &sub) }
-            return OpenArray(parent: parent, elements: MessageWriter(message: message, iter: sub, wire: nil), lengthAt: -1, elementsAt: -1)
+            elementSignature.withCString {
+                _ = dbus_message_iter_open_container(&parent.iter, CDBUS_TYPE_ARRAY, $0, &sub)
+            }
+            return OpenArray(
+                parent: parent, elements: MessageWriter(message: message, iter: sub, wire: nil), lengthAt: -1,
+                elementsAt: -1)
         }
         let element = Array(elementSignature.utf8)
         wire.note(UInt8(ascii: "a"))
@@ -229,7 +234,8 @@ public struct MessageWriter {
         wire.depth -= 1
         wire.untracked -= 1
         wire.longestArray = max(wire.longestArray, wire.bytes.count - array.elementsAt)
-        WireBody.set(UInt32(truncatingIfNeeded: wire.bytes.count - array.elementsAt), at: array.lengthAt, in: &wire.bytes)
+        WireBody.set(
+            UInt32(truncatingIfNeeded: wire.bytes.count - array.elementsAt), at: array.lengthAt, in: &wire.bytes)
     }
 
     /// An array of `elementSignature` (a trusted constant, e.g. `"(ssu)"`). The body appends elements.
@@ -254,9 +260,12 @@ public struct MessageWriter {
 
     /// An `a{sv}` from a dictionary, keys sorted for a stable wire form.
     public mutating func appendVardict(_ dict: [String: DBusValue]) throws(DBusError) {
-        try append(.dict(keySignature: "s", valueSignature: "v", dict.sorted { $0.key < $1.key }.map {
-            (.string($0.key), .variant($0.value))
-        }))
+        try append(
+            .dict(
+                keySignature: "s", valueSignature: "v",
+                dict.sorted { $0.key < $1.key }.map {
+                    (.string($0.key), .variant($0.value))
+                }))
     }
 
     /// Any value, checked for validity first.

@@ -38,8 +38,12 @@ extension ObjectServer {
             x += "  <interface name=\"\(table.name)\">\n"
             for m in table.methodList {
                 x += "    <method name=\"\(m.name)\">\n"
-                for a in m.inArgs { x += "      <arg name=\"\(a.name)\" type=\"\(xmlEscape(a.signature))\" direction=\"in\"/>\n" }
-                for a in m.outArgs { x += "      <arg name=\"\(a.name)\" type=\"\(xmlEscape(a.signature))\" direction=\"out\"/>\n" }
+                for a in m.inArgs {
+                    x += "      <arg name=\"\(a.name)\" type=\"\(xmlEscape(a.signature))\" direction=\"in\"/>\n"
+                }
+                for a in m.outArgs {
+                    x += "      <arg name=\"\(a.name)\" type=\"\(xmlEscape(a.signature))\" direction=\"out\"/>\n"
+                }
                 // gdbus-codegen passes the fd list of a method only when told to; without it the
                 // generated C code drops every fd (and a lease ends the moment it arrives).
                 if (m.inArgs + m.outArgs).contains(where: { $0.signature.contains("h") }) {
@@ -53,12 +57,14 @@ extension ObjectServer {
                 x += "    </signal>\n"
             }
             for p in table.propertyList {
-                let open = "    <property name=\"\(p.name)\" type=\"\(xmlEscape(p.signature))\" access=\"\(p.access.rawValue)\""
+                let open =
+                    "    <property name=\"\(p.name)\" type=\"\(xmlEscape(p.signature))\" access=\"\(p.access.rawValue)\""
                 if p.emitsChanged == .true {
                     x += open + "/>\n"
                 } else {
                     x += open + ">\n"
-                    x += "      <annotation name=\"org.freedesktop.DBus.Property.EmitsChangedSignal\" value=\"\(p.emitsChanged.rawValue)\"/>\n"
+                    x +=
+                        "      <annotation name=\"org.freedesktop.DBus.Property.EmitsChangedSignal\" value=\"\(p.emitsChanged.rawValue)\"/>\n"
                     x += "    </property>\n"
                 }
             }

@@ -13,7 +13,9 @@ extension ObjectServer {
         if runLater != nil {
             let paths = objects.keys.filter { $0.hasPrefix(prefix) && $0 != path && lists($0, to: caller) }
             if paths.count > Self.managedSlice {
-                guard managedReplies.count < Self.managedBuilds, !managedReplies.contains(where: { $0.caller == caller }) else {
+                guard managedReplies.count < Self.managedBuilds,
+                    !managedReplies.contains(where: { $0.caller == caller })
+                else {
                     managedWaiting.append((message, path))
                     return
                 }
@@ -22,7 +24,8 @@ extension ObjectServer {
         }
         try respond(message) { w in
             try w.appendArray(elementSignature: "{oa{sa{sv}}}") { a in
-                for (child, object) in objects where child.hasPrefix(prefix) && child != path && lists(child, to: caller) {
+                for (child, object) in objects
+                where child.hasPrefix(prefix) && child != path && lists(child, to: caller) {
                     try appendManagedObject(&a, object, path: child)
                 }
             }
@@ -36,7 +39,8 @@ extension ObjectServer {
         // tens of milliseconds for a reply of megabytes.
         var w = reply.libdbusWriter()
         let array = w.openArray(elementSignature: "{oa{sa{sv}}}")
-        let build = ManagedReply(call: call, reply: reply, caller: call.sender, manager: manager, array: array, paths: paths)
+        let build = ManagedReply(
+            call: call, reply: reply, caller: call.sender, manager: manager, array: array, paths: paths)
         managedReplies.append(build)
         continueManagedReply(build)
     }

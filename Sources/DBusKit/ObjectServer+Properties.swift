@@ -57,7 +57,8 @@ extension ObjectServer {
             try setter(&inner, path, message.sender ?? "")
             try respond(message) { _ in }
         default:
-            throw DBusError.unknownMethod("No such method '\(member)' in interface '\(ObjectServer.propertiesInterface)'")
+            throw DBusError.unknownMethod(
+                "No such method '\(member)' in interface '\(ObjectServer.propertiesInterface)'")
         }
     }
 
@@ -69,7 +70,9 @@ extension ObjectServer {
     }
 
     /// Emits `PropertiesChanged` for `names` of `interface` at `path`, with their current values.
-    public func emitPropertiesChanged(path: String, interface: String, changed names: [String], invalidated: [String] = []) {
+    public func emitPropertiesChanged(
+        path: String, interface: String, changed names: [String], invalidated: [String] = []
+    ) {
         guard let object = objects[path], let table = object.interface(interface) else { return }
         if !managedReplies.isEmpty { noteManagedChange(path: path, interface: interface, removed: nil) }
         let destinations = audience.map { Self.recipients($0.signalDestinations(for: path, tree: false)) } ?? [nil]
@@ -88,7 +91,9 @@ extension ObjectServer {
         path: String, interface: String, invalidated: [String] = [], to destination: String? = nil,
         _ changed: (inout MessageWriter) throws -> Void
     ) {
-        try? sink.emitSignal(path: path, interface: Self.propertiesInterface, member: "PropertiesChanged", destination: destination) {
+        try? sink.emitSignal(
+            path: path, interface: Self.propertiesInterface, member: "PropertiesChanged", destination: destination
+        ) {
             w in
             w.append(interface)
             try w.appendArray(elementSignature: "{sv}", changed)

@@ -48,14 +48,18 @@ public final class ObjectServer {
             free(member)
         }
 
-        func matches(_ path: UnsafePointer<CChar>, _ interface: UnsafePointer<CChar>, _ member: UnsafePointer<CChar>) -> Bool {
+        func matches(_ path: UnsafePointer<CChar>, _ interface: UnsafePointer<CChar>, _ member: UnsafePointer<CChar>)
+            -> Bool
+        {
             strcmp(self.member, member) == 0 && strcmp(self.interface, interface) == 0 && strcmp(self.path, path) == 0
         }
     }
     @exclusivity(unchecked) var routes: [Route] = []
     static let maxRoutes = 8
 
-    func route(_ path: UnsafePointer<CChar>, _ interface: UnsafePointer<CChar>, _ member: UnsafePointer<CChar>) -> Route? {
+    func route(_ path: UnsafePointer<CChar>, _ interface: UnsafePointer<CChar>, _ member: UnsafePointer<CChar>)
+        -> Route?
+    {
         guard let i = routes.firstIndex(where: { $0.matches(path, interface, member) }) else { return nil }
         guard i > 0 else { return routes[0] }
         routes.swapAt(i, i - 1)
@@ -103,7 +107,10 @@ public final class ObjectServer {
     /// (none while it is not listed).
     func emitInterfacesAdded(manager: String, path: String, object: Object) {
         for destination in recipients(ofTree: path) {
-            try? sink.emitSignal(path: manager, interface: Self.objectManagerInterface, member: "InterfacesAdded", destination: destination) {
+            try? sink.emitSignal(
+                path: manager, interface: Self.objectManagerInterface, member: "InterfacesAdded",
+                destination: destination
+            ) {
                 w in
                 try w.appendObjectPath(path)
                 try appendInterfaces(&w, object, path: path)
@@ -133,7 +140,9 @@ public final class ObjectServer {
     /// Stops serving `path`; below an object manager, announces it with `InterfacesRemoved`.
     public func unexport(path: String) {
         guard let object = objects.removeValue(forKey: path) else { return }
-        if !managedReplies.isEmpty { noteManagedChange(path: path, interface: nil, removed: object.interfaces.map(\.name)) }
+        if !managedReplies.isEmpty {
+            noteManagedChange(path: path, interface: nil, removed: object.interfaces.map(\.name))
+        }
         routes.removeAll { $0.pathString == path }
         invalidateAncestors(of: path)
         if let manager = manager(above: path) {
@@ -186,7 +195,9 @@ public final class ObjectServer {
     static func forEachAncestor(of path: String, _ body: (String) -> Bool) {
         var end = path.utf8.count
         while end > 1 {
-            guard let slash = path.utf8[..<path.utf8.index(path.utf8.startIndex, offsetBy: end)].lastIndex(of: UInt8(ascii: "/"))
+            guard
+                let slash = path.utf8[..<path.utf8.index(path.utf8.startIndex, offsetBy: end)].lastIndex(
+                    of: UInt8(ascii: "/"))
             else { return }
             end = path.utf8.distance(from: path.utf8.startIndex, to: slash)
             let ancestor = end == 0 ? "/" : String(path.utf8[..<slash])!
@@ -212,7 +223,8 @@ public final class ObjectServer {
         let interfaceC = dbus_message_get_interface(raw)
         if let interfaceC, let route = route(pathC, interfaceC, memberC) {
             do {
-                try invoke(route.method, interface: route.table.name, message: message, path: route.pathString, sender: sender)
+                try invoke(
+                    route.method, interface: route.table.name, message: message, path: route.pathString, sender: sender)
             } catch {
                 replyError(message, thrown: error)
             }
@@ -224,7 +236,7 @@ public final class ObjectServer {
         do {
             guard let object = objects[path] else {
                 if interface == nil || interface == ObjectServer.introspectableInterface, member == "Introspect",
-                   message.hasSignature(""), hasChildren(path)
+                    message.hasSignature(""), hasChildren(path)
                 {
                     try respond(message) { w in w.append(introspectionXML(path: path, object: nil, caller: sender)) }
                     return
@@ -234,7 +246,8 @@ public final class ObjectServer {
             if let interface {
                 if let table = object.interface(interface) {
                     guard let method = table.methods[member] else {
-                        throw DBusError.unknownMethod("No such method '\(member)' in interface '\(interface)' at '\(path)'")
+                        throw DBusError.unknownMethod(
+                            "No such method '\(member)' in interface '\(interface)' at '\(path)'")
                     }
                     remember(Route(path: path, table: table, method: method))
                     try invoke(method.storage, interface: interface, message: message, path: path, sender: sender)
@@ -260,7 +273,9 @@ public final class ObjectServer {
             } else {
                 // No interface given: the first interface with this member wins.
                 if let table = object.interfaces.first(where: { $0.methods[member] != nil }) {
-                    try invoke(table.methods[member]!.storage, interface: table.name, message: message, path: path, sender: sender)
+                    try invoke(
+                        table.methods[member]!.storage, interface: table.name, message: message, path: path,
+                        sender: sender)
                 } else if ["Get", "GetAll", "Set"].contains(member) {
                     try checkReader(path, sender)
                     caller = sender ?? ""
@@ -284,7 +299,9 @@ public final class ObjectServer {
     /// follows from now on (its signals reach it).
     func checkReader(_ path: String, _ sender: String?) throws(DBusError) {
         guard let audience, let sender else { return }
-        guard audience.mayRead(path, caller: sender) else { throw DBusError.unknownObject("No such object path '\(path)'") }
+        guard audience.mayRead(path, caller: sender) else {
+            throw DBusError.unknownObject("No such object path '\(path)'")
+        }
         audience.didRead(path, caller: sender, tree: false)
     }
 
@@ -308,7 +325,8 @@ public final class ObjectServer {
         let ok = method.inSignature.withUnsafeBufferPointer { message.hasSignature($0.baseAddress!) }
         guard ok else {
             throw DBusError.invalidArgs(
-                "Invalid arguments for \(interface).\(method.name): expected signature '\(DBusMethod(storage: method).inSignatureString)', got '\(message.signature)'")
+                "Invalid arguments for \(interface).\(method.name): expected signature '\(DBusMethod(storage: method).inSignatureString)', got '\(message.signature)'"
+            )
         }
         // The reply goes in the wrapper of the last call's reply when nobody kept that one (an
         // allocation and a release less per call); not in a call made from inside a handler.
@@ -408,7 +426,10 @@ public final class ObjectServer {
         var removed: [(path: String, interfaces: [String])] = []
         var changed: [String: Set<String>] = [:]
 
-        init(call: Message, reply: Message, caller: String?, manager: String, array: MessageWriter.OpenArray, paths: [String]) {
+        init(
+            call: Message, reply: Message, caller: String?, manager: String, array: MessageWriter.OpenArray,
+            paths: [String]
+        ) {
             self.call = call
             self.reply = reply
             self.caller = caller

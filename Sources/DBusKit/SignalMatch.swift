@@ -34,7 +34,8 @@ public struct SignalMatch: Sendable {
     public static func nameOwnerChange(_ message: Message) -> (name: String, oldOwner: String, newOwner: String)? {
         guard message.member == "NameOwnerChanged" else { return nil }
         var r = message.reader()
-        guard let name = try? r.read(String.self), let old = try? r.read(String.self), let new = try? r.read(String.self)
+        guard let name = try? r.read(String.self), let old = try? r.read(String.self),
+            let new = try? r.read(String.self)
         else { return nil }
         return (name, old, new)
     }

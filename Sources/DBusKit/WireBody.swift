@@ -123,7 +123,8 @@ final class WireBody {
     /// DESTINATION; no reply expected), for `message(header:)`. The names were checked already.
     static func signalHeader(path: String, interface: String, member: String, destination: String?) -> [UInt8] {
         var h: [UInt8] = [UInt8(ascii: "l"), 4, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
-        h.reserveCapacity(64 + path.utf8.count + interface.utf8.count + member.utf8.count + (destination?.utf8.count ?? 0))
+        h.reserveCapacity(
+            64 + path.utf8.count + interface.utf8.count + member.utf8.count + (destination?.utf8.count ?? 0))
         func field(_ code: UInt8, _ type: UInt8, _ value: String) {
             while h.count % 8 != 0 { h.append(0) }
             h.append(contentsOf: [code, 1, type, 0])

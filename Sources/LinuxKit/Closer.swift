@@ -52,7 +52,8 @@ public final class StallTolerantWorker: Sendable {
 
 /// Closes what clients handed us, off the loop (see `StallTolerantWorker`).
 public enum Closer {
-    public static let shared = StallTolerantWorker(name: "netactivity-close", maxThreads: 8, stuckAfterNanoseconds: 500_000_000)
+    public static let shared = StallTolerantWorker(
+        name: "netactivity-close", maxThreads: 8, stuckAfterNanoseconds: 500_000_000)
 
     /// Closes `fd` on the closer's thread.
     public static func close(_ fd: Int32) {

@@ -364,7 +364,8 @@ public final class EventLoop: Scheduler {
         heap[0] = last
         var i = 0
         while true {
-            let l = 2 * i + 1, r = l + 1
+            let l = 2 * i + 1
+            let r = l + 1
             var m = i
             if l < heap.count, less(heap[l], heap[m]) { m = l }
             if r < heap.count, less(heap[r], heap[m]) { m = r }

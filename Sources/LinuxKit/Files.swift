@@ -13,7 +13,8 @@ public enum Files {
 
     /// `path` opened read-only as `readRegular` opens it, with its size; nil when it is not a
     /// regular file of at most `maxBytes`. The caller closes the fd.
-    public static func openRegular(_ path: String, maxBytes: Int, followLinks: Bool = false) -> (fd: Int32, size: Int)? {
+    public static func openRegular(_ path: String, maxBytes: Int, followLinks: Bool = false) -> (fd: Int32, size: Int)?
+    {
         // O_NOCTTY: a link to a terminal never becomes our controlling one before fstat refuses it.
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (followLinks ? 0 : O_NOFOLLOW))
         guard fd >= 0 else { return nil }

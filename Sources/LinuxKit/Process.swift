@@ -81,7 +81,8 @@ public enum ServiceProcess {
         }
         defer { for p in envp { free(p) } }
         var pid: pid_t = 0
-        let rc = envp.isEmpty
+        let rc =
+            envp.isEmpty
             ? posix_spawn(&pid, arguments[0], nil, &attr, &argv, environ)
             : posix_spawn(&pid, arguments[0], nil, &attr, &argv, &envp)
         guard rc == 0 else { throw SystemError("Could not start \(arguments[0])", errno: rc) }
@@ -95,7 +96,9 @@ public enum ServiceProcess {
         guard fd >= 0 else { return }
         loop.watch(fd: fd, events: EventLoop.readable) { _ in
             var info = signalfd_siginfo()
-            while withUnsafeMutableBytes(of: &info, { read(fd, $0.baseAddress, $0.count) }) == MemoryLayout<signalfd_siginfo>.size {
+            while withUnsafeMutableBytes(of: &info, { read(fd, $0.baseAddress, $0.count) })
+                == MemoryLayout<signalfd_siginfo>.size
+            {
                 handler(Int32(info.ssi_signo))
             }
         }

@@ -86,11 +86,13 @@ public final class SerialWorker: @unchecked Sendable {
     private func startThread() -> Bool {
         var thread = pthread_t()
         let me = Unmanaged.passRetained(self).toOpaque()
-        let rc = pthread_create(&thread, nil, { raw in
-            let worker = Unmanaged<SerialWorker>.fromOpaque(raw!).takeRetainedValue()
-            worker.serve()
-            return nil
-        }, me)
+        let rc = pthread_create(
+            &thread, nil,
+            { raw in
+                let worker = Unmanaged<SerialWorker>.fromOpaque(raw!).takeRetainedValue()
+                worker.serve()
+                return nil
+            }, me)
         if rc != 0 {
             Unmanaged<SerialWorker>.fromOpaque(me).release()
             return false

@@ -94,7 +94,9 @@ public final class ActivityService: ActivitySink, IndicatorSource {
         let count: UInt32
     }
 
-    public init(context: AgentContext, loop: EventLoop, activationDelay: Double, completionDelay: Double, fileLimit: UInt64) {
+    public init(
+        context: AgentContext, loop: EventLoop, activationDelay: Double, completionDelay: Double, fileLimit: UInt64
+    ) {
         self.context = context
         self.loop = loop
         ledger.limits[.task] = UInt32(NetActivityLimits.maxLiveTasksPerClient)
@@ -123,9 +125,15 @@ public final class ActivityService: ActivitySink, IndicatorSource {
                 // The two calls apps make most reach the service without counting a reference
                 // (`unowned` costs a runtime call each): the agent that owns the service owns the
                 // object server holding these closures, and both go together.
-                DBusMethod(M.incrementActivityCount.rawValue) { [unowned(unsafe) self] in try self.incrementActivityCount(&$0) },
-                DBusMethod(M.decrementActivityCount.rawValue) { [unowned(unsafe) self] in self.decrementActivityCount(&$0) },
-                DBusMethod(M.beginActivity.rawValue, in: [DBusArgument("reason", "s")], out: [DBusArgument("lease", "h")]) {
+                DBusMethod(M.incrementActivityCount.rawValue) { [unowned(unsafe) self] in
+                    try self.incrementActivityCount(&$0)
+                },
+                DBusMethod(M.decrementActivityCount.rawValue) { [unowned(unsafe) self] in
+                    self.decrementActivityCount(&$0)
+                },
+                DBusMethod(
+                    M.beginActivity.rawValue, in: [DBusArgument("reason", "s")], out: [DBusArgument("lease", "h")]
+                ) {
                     [unowned self] in try self.beginActivity(&$0)
                 },
                 DBusMethod(
@@ -135,14 +143,17 @@ public final class ActivityService: ActivitySink, IndicatorSource {
             ],
             properties: [
                 .contractVersion,
-                DBusProperty(P.enabled.rawValue, "b", get: { [unowned self] w, _ in w.append(self.machine.isEnabled) }) {
+                DBusProperty(P.enabled.rawValue, "b", get: { [unowned self] w, _ in w.append(self.machine.isEnabled) })
+                {
                     [unowned self] r, _, sender in
                     try self.context.requireHost(sender, toSet: "Enabled")
                     self.setEnabled(try r.read(Bool.self))
                 },
                 DBusProperty(P.visible.rawValue, "b") { [unowned self] w, _ in w.append(self.machine.isVisible) },
                 DBusProperty(P.state.rawValue, "s") { [unowned self] w, _ in w.append(self.machine.state.rawValue) },
-                DBusProperty(P.activityCount.rawValue, "u") { [unowned self] w, _ in w.append(UInt32(clamping: self.ledger.total)) },
+                DBusProperty(P.activityCount.rawValue, "u") { [unowned self] w, _ in
+                    w.append(UInt32(clamping: self.ledger.total))
+                },
                 delayProperty(.activationDelay, \.activationDelay),
                 delayProperty(.completionDelay, \.completionDelay),
                 DBusProperty(P.clients.rawValue, "a(ssu)") { [unowned self] w, _ in self.writeClients(&w) },
@@ -159,7 +170,9 @@ public final class ActivityService: ActivitySink, IndicatorSource {
     private func delayProperty(
         _ property: ActivityMember.Property, _ keyPath: WritableKeyPath<ActivityIndicatorStateMachine, Duration>
     ) -> DBusProperty {
-        DBusProperty(property.rawValue, "d", get: { [unowned self] w, _ in w.append(self.machine[keyPath: keyPath].seconds) }) {
+        DBusProperty(
+            property.rawValue, "d", get: { [unowned self] w, _ in w.append(self.machine[keyPath: keyPath].seconds) }
+        ) {
             [unowned self] r, _, sender in
             try self.context.requireHost(sender, toSet: property.rawValue)
             try self.setDelay(property, keyPath, seconds: try r.read(Double.self))
@@ -205,11 +218,13 @@ public final class ActivityService: ActivitySink, IndicatorSource {
     }
 
     func setDelay(
-        _ property: ActivityMember.Property, _ keyPath: WritableKeyPath<ActivityIndicatorStateMachine, Duration>, seconds: Double
+        _ property: ActivityMember.Property, _ keyPath: WritableKeyPath<ActivityIndicatorStateMachine, Duration>,
+        seconds: Double
     ) throws(NetActivityError) {
         guard seconds.isFinite, seconds >= 0, seconds <= NetActivityLimits.maxDelaySeconds else {
             throw .invalidArgs(
-                "\(property.rawValue) must be between 0 and \(Int(NetActivityLimits.maxDelaySeconds)) seconds, got \(seconds)")
+                "\(property.rawValue) must be between 0 and \(Int(NetActivityLimits.maxDelaySeconds)) seconds, got \(seconds)"
+            )
         }
         let value = Duration.seconds(double: seconds)
         guard value != machine[keyPath: keyPath] else { return }
@@ -337,13 +352,17 @@ public final class ActivityService: ActivitySink, IndicatorSource {
                 if let t = indicatorTimer { context.scheduler.cancel(t) }
                 indicatorTimer = context.schedule(at: deadline) { [unowned self] in
                     self.indicatorTimer = nil
-                    self.perform(self.machine.timerFired(generation: generation, count: self.ledger.total, now: self.context.now))
+                    self.perform(
+                        self.machine.timerFired(generation: generation, count: self.ledger.total, now: self.context.now)
+                    )
                 }
             case .cancelTimer:
                 if let t = indicatorTimer { context.scheduler.cancel(t) }
                 indicatorTimer = nil
             case .publishState:
-                if !changed.contains(ActivityMember.Property.state.rawValue) { changed.append(ActivityMember.Property.state.rawValue) }
+                if !changed.contains(ActivityMember.Property.state.rawValue) {
+                    changed.append(ActivityMember.Property.state.rawValue)
+                }
             case .publishVisible:
                 visibleChanged = true
                 if !changed.contains(ActivityMember.Property.visible.rawValue) {
@@ -449,7 +468,8 @@ public final class ActivityService: ActivitySink, IndicatorSource {
         }
         let app = context.peers.app(of: client)
         if let refusal = leaseQuota.check(connection: client, leaf: app) {
-            throw NetActivityError.limitsExceeded(refusal.message("leases", client: client, leaf: app, quota: leaseQuota))
+            throw NetActivityError.limitsExceeded(
+                refusal.message("leases", client: client, leaf: app, quota: leaseQuota))
         }
         guard let (readEnd, writeEnd) = makeLeasePipe() else {
             throw NetActivityError.limitsExceeded("Could not create a lease: \(String(cString: strerror(errno)))")

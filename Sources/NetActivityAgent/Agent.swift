@@ -84,16 +84,23 @@ public final class Agent {
             // for could not be read, and everyone waited 5 s for its timeout.
             let size = Int(message.argumentsBound)
             if size > NetActivityLimits.maxCallBytes {
-                return server.replyError(message, DBusError(
-                    name: NetActivityError.Name.tooLarge.rawValue,
-                    message: "A call of \(size) bytes is larger than any the agent takes (\(NetActivityLimits.maxCallBytes)); pass large images as a sealed memfd (AddImageFromFd)"))
+                return server.replyError(
+                    message,
+                    DBusError(
+                        name: NetActivityError.Name.tooLarge.rawValue,
+                        message:
+                            "A call of \(size) bytes is larger than any the agent takes (\(NetActivityLimits.maxCallBytes)); pass large images as a sealed memfd (AddImageFromFd)"
+                    ))
             }
             // Held calls count in libdbus's incoming queue too: all of them together stay far below
             // its limit, so the bus's answers the registry waits for can always be read.
             guard peers.heldBytes + size <= BusPeerRegistry.maxHeldBytes else {
-                return server.replyError(message, DBusError(
-                    name: NetActivityError.Name.limitsExceeded.rawValue,
-                    message: "\(peers.heldBytes) bytes of calls already wait for their callers to be known; call again"))
+                return server.replyError(
+                    message,
+                    DBusError(
+                        name: NetActivityError.Name.limitsExceeded.rawValue,
+                        message:
+                            "\(peers.heldBytes) bytes of calls already wait for their callers to be known; call again"))
             }
             peers.hold(size)
             peers.resolve(sender) { leaving in
@@ -102,7 +109,8 @@ public final class Agent {
             }
         }
         activity = ActivityService(
-            context: context, loop: loop, activationDelay: options.activationDelay, completionDelay: options.completionDelay,
+            context: context, loop: loop, activationDelay: options.activationDelay,
+            completionDelay: options.completionDelay,
             fileLimit: options.fileLimit)
         tasks = TaskService(context: context, activity: activity, linger: options.completedTaskLinger)
         images = ImageCacheService(context: context, fileLimit: options.fileLimit)
@@ -110,7 +118,9 @@ public final class Agent {
             context: context, loop: loop, images: images, tasks: tasks, activity: activity,
             announceAfter: { [unowned activity] in activity.machine.activationDelay })
         activity.tasks = tasks
-        downloads.onFailure.append { [unowned self] url, message in self.notifier?.downloadFailed(url: url, error: message) }
+        downloads.onFailure.append { [unowned self] url, message in
+            self.notifier?.downloadFailed(url: url, error: message)
+        }
         // A departing client's tasks complete (ClientVanished) and its receipts go before its
         // activity is dropped as a whole, so observers see the completions first.
         peers.onDeparture { [unowned self] peer in
@@ -125,7 +135,8 @@ public final class Agent {
     static func onlyReads(_ message: Message) -> Bool {
         guard let member = message.member else { return false }
         switch message.interface {
-        case "org.freedesktop.DBus.Peer", "org.freedesktop.DBus.Introspectable", "org.freedesktop.DBus.ObjectManager": return true
+        case "org.freedesktop.DBus.Peer", "org.freedesktop.DBus.Introspectable", "org.freedesktop.DBus.ObjectManager":
+            return true
         case "org.freedesktop.DBus.Properties": return member != "Set"
         case NetActivityInterface.imageCache.rawValue: return member.hasPrefix("Lookup") || member.hasPrefix("Open")
         default: return false
@@ -145,11 +156,14 @@ public final class Agent {
         startDesktopObservers()
         try peers.start()
         peers.probeStats()
-        connection.onSignal(SignalMatch(sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameLost")) {
+        connection.onSignal(
+            SignalMatch(sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameLost")
+        ) {
             [unowned self] message in
             var r = message.reader()
             if (try? r.read(String.self)) == NetActivityBus.name {
-                self.context.logger.notice("Lost the name \(NetActivityBus.name) (replaced by another instance); exiting")
+                self.context.logger.notice(
+                    "Lost the name \(NetActivityBus.name) (replaced by another instance); exiting")
                 self.onStop?()
             }
         }
@@ -198,7 +212,8 @@ public final class Agent {
             notifier = nil
             if let after = options.notifyAfter {
                 let n = ActivityNotifier(
-                    connection: connection, scheduler: context.scheduler, indicator: activity, logger: context.logger, after: after)
+                    connection: connection, scheduler: context.scheduler, indicator: activity, logger: context.logger,
+                    after: after)
                 notifier = startObserver(n) ? n : nil
                 // A notifier turned on while the indicator shows counts from now.
                 if activity.isVisible { notifier?.visibleChanged(true) }
@@ -227,14 +242,16 @@ public final class Agent {
         if let bus = connectSystemBus() {
             lowMemory = monitor.startLowMemoryMonitor(bus: bus)
         }
-        context.logger.info("Memory pressure: \(triggers) PSI triggers, LowMemoryMonitor \(lowMemory ? "followed" : "not available")")
+        context.logger.info(
+            "Memory pressure: \(triggers) PSI triggers, LowMemoryMonitor \(lowMemory ? "followed" : "not available")")
         pressure = monitor
     }
 
     /// The system bus (`options.systemBusAddress`, else the standard one), once; nil without one.
     private func connectSystemBus() -> Connection? {
         if let systemBus { return systemBus }
-        guard let address = options.systemBusAddress ?? MemoryPressureMonitor.systemBusAddress(), !address.isEmpty else { return nil }
+        guard let address = options.systemBusAddress ?? MemoryPressureMonitor.systemBusAddress(), !address.isEmpty
+        else { return nil }
         do {
             let bus = try Connection(address: address)
             bus.attach(to: loop)

@@ -43,10 +43,12 @@ public final class AgentContext {
     var now: Instant { Instant(nanoseconds: scheduler.nowNanoseconds) }
 
     func emitPropertiesChanged(
-        _ interface: NetActivityInterface, at path: String = NetActivityBus.objectPath, _ names: [String], invalidated: [String] = []
+        _ interface: NetActivityInterface, at path: String = NetActivityBus.objectPath, _ names: [String],
+        invalidated: [String] = []
     ) {
         guard !names.isEmpty || !invalidated.isEmpty else { return }
-        server.emitPropertiesChanged(path: path, interface: interface.rawValue, changed: names, invalidated: invalidated)
+        server.emitPropertiesChanged(
+            path: path, interface: interface.rawValue, changed: names, invalidated: invalidated)
     }
 
     @discardableResult
@@ -62,14 +64,17 @@ public final class AgentContext {
 
 /// Checks an `a{sv}` options argument: an unknown key or a wrong type is InvalidArgs naming it,
 /// so a typo does not pass silently.
-func checkOptions<Option: MethodOption>(_ options: [String: DBusValue], of method: String, _: Option.Type) throws(NetActivityError) {
+func checkOptions<Option: MethodOption>(_ options: [String: DBusValue], of method: String, _: Option.Type)
+    throws(NetActivityError)
+{
     for (key, value) in options {
         guard let option = Option(rawValue: key) else {
             let known = Option.allCases.map(\.rawValue).sorted().joined(separator: ", ")
             throw .invalidArgs("Unknown \(method) option '\(key)'; known options: \(known)")
         }
         guard value.signature == option.signature else {
-            throw .invalidArgs("\(method) option '\(key)' must have type '\(option.signature)', got '\(value.signature)'")
+            throw .invalidArgs(
+                "\(method) option '\(key)' must have type '\(option.signature)', got '\(value.signature)'")
         }
     }
 }

@@ -16,15 +16,19 @@ final class AppNames {
         func value(_ name: String) -> String? { environment(name).flatMap { $0.isEmpty ? nil : $0 } }
         let home = value("XDG_DATA_HOME") ?? value("HOME").map { $0 + "/.local/share" }
         let dirs = (value("XDG_DATA_DIRS") ?? "/usr/local/share/:/usr/share/").split(separator: ":").map(String.init)
-        directories = ([home].compactMap { $0 } + dirs).filter { $0.hasPrefix("/") }.map { $0.hasSuffix("/") ? $0 + "applications/" : $0 + "/applications/" }
+        directories = ([home].compactMap { $0 } + dirs).filter { $0.hasPrefix("/") }.map {
+            $0.hasSuffix("/") ? $0 + "applications/" : $0 + "/applications/"
+        }
         locale = value("LC_ALL") ?? value("LC_MESSAGES") ?? value("LANG") ?? "C"
     }
 
     /// The desktop-file id of an app identity ("flatpak:org.gnome.Maps" -> "org.gnome.Maps"), or
     /// nil for the unscoped pool.
     static func desktopID(ofApp app: String) -> String? {
-        for (prefix, form) in [("flatpak:", { (id: Substring) in String(id) }), ("app:", { String($0) }),
-                               ("snap:", { "\($0)_\($0)" })] where app.hasPrefix(prefix) {
+        for (prefix, form) in [
+            ("flatpak:", { (id: Substring) in String(id) }), ("app:", { String($0) }),
+            ("snap:", { "\($0)_\($0)" }),
+        ] where app.hasPrefix(prefix) {
             let id = app.dropFirst(prefix.count)
             guard !id.isEmpty, !id.contains("/"), id.first != "." else { return nil }
             return form(id)

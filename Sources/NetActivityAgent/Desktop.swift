@@ -96,7 +96,9 @@ final class TrayIcon: DesktopObserver {
         menu.start()
         server.export(path: Self.path, interfaces: [makeInterface()])
         connection.requestNameAsync(itemName) { [logger, itemName] result in
-            if case .failure(let e) = result { logger.notice("The tray item's name \(itemName) was refused: \(e.message)") }
+            if case .failure(let e) = result {
+                logger.notice("The tray item's name \(itemName) was refused: \(e.message)")
+            }
         }
         unfollow = connection.followOwner(of: Self.watcher) { [unowned self] owner in
             if !owner.isEmpty { self.register() }
@@ -115,9 +117,10 @@ final class TrayIcon: DesktopObserver {
     }
 
     private func register() {
-        guard let m = try? Message.methodCall(
-            destination: Self.watcher, path: "/StatusNotifierWatcher", interface: Self.watcher,
-            member: "RegisterStatusNotifierItem")
+        guard
+            let m = try? Message.methodCall(
+                destination: Self.watcher, path: "/StatusNotifierWatcher", interface: Self.watcher,
+                member: "RegisterStatusNotifierItem")
         else { return }
         var w = m.writer()
         w.append(itemName)
@@ -174,7 +177,8 @@ final class TrayIcon: DesktopObserver {
                 DBusProperty("WindowId", "i", emitsChanged: .const) { w, _ in w.append(Int32(0)) },
                 DBusProperty("IconName", "s", emitsChanged: .const) { w, _ in w.append(DesktopIcon.name) },
                 // Where hosts that do not read XDG_DATA_DIRS find it (a KDE extension of the spec).
-                DBusProperty("IconThemePath", "s", emitsChanged: .const) { w, _ in w.append(DesktopIcon.themePath ?? "") },
+                DBusProperty("IconThemePath", "s", emitsChanged: .const) { w, _ in w.append(DesktopIcon.themePath ?? "")
+                },
                 DBusProperty("IconPixmap", "a(iiay)", emitsChanged: .const) { w, _ in noPixmaps(&w) },
                 DBusProperty("OverlayIconName", "s", emitsChanged: .const) { w, _ in w.append("") },
                 DBusProperty("OverlayIconPixmap", "a(iiay)", emitsChanged: .const) { w, _ in noPixmaps(&w) },
@@ -194,7 +198,8 @@ final class TrayIcon: DesktopObserver {
                 DBusProperty("Menu", "o", emitsChanged: .const) { w, _ in try w.appendObjectPath(TrayMenu.path) },
             ],
             signals: [
-                DBusSignal("NewTitle"), DBusSignal("NewIcon"), DBusSignal("NewAttentionIcon"), DBusSignal("NewOverlayIcon"),
+                DBusSignal("NewTitle"), DBusSignal("NewIcon"), DBusSignal("NewAttentionIcon"),
+                DBusSignal("NewOverlayIcon"),
                 DBusSignal("NewToolTip"), DBusSignal("NewStatus", [DBusArgument("status", "s")]),
             ]
         )
@@ -213,7 +218,8 @@ final class TrayIcon: DesktopObserver {
 final class ActivityNotifier: DesktopObserver {
     static let name = "org.freedesktop.Notifications"
     static let path = "/org/freedesktop/Notifications"
-    static let closedRule = "type='signal',sender='\(name)',path='\(path)',interface='\(name)',member='NotificationClosed'"
+    static let closedRule =
+        "type='signal',sender='\(name)',path='\(path)',interface='\(name)',member='NotificationClosed'"
     /// NotificationClosed's reason when the user dismissed the notification.
     static let dismissedByUser: UInt32 = 2
 
@@ -234,7 +240,9 @@ final class ActivityNotifier: DesktopObserver {
     private var unfollow: (() -> Void)?
     private var closedHandler: Int?
 
-    init(connection: Connection, scheduler: any Scheduler, indicator: any IndicatorSource, logger: Logger, after: Double) {
+    init(
+        connection: Connection, scheduler: any Scheduler, indicator: any IndicatorSource, logger: Logger, after: Double
+    ) {
         self.connection = connection
         self.scheduler = scheduler
         self.indicator = indicator
@@ -244,7 +252,9 @@ final class ActivityNotifier: DesktopObserver {
 
     func start() throws {
         connection.addMatchWithoutWaiting(Self.closedRule)
-        closedHandler = connection.onSignal(SignalMatch(path: Self.path, interface: Self.name, member: "NotificationClosed")) {
+        closedHandler = connection.onSignal(
+            SignalMatch(path: Self.path, interface: Self.name, member: "NotificationClosed")
+        ) {
             [unowned self] message in self.closed(message)
         }
         unfollow = connection.followOwner(of: Self.name) { [unowned self] owner in
@@ -259,7 +269,9 @@ final class ActivityNotifier: DesktopObserver {
     private var bodyMarkup = false
 
     private func askCapabilities(of owner: String) {
-        guard let m = try? Message.methodCall(destination: owner, path: Self.path, interface: Self.name, member: "GetCapabilities")
+        guard
+            let m = try? Message.methodCall(
+                destination: owner, path: Self.path, interface: Self.name, member: "GetCapabilities")
         else { return }
         connection.callAsync(m, timeoutMilliseconds: 5000) { [weak self] result in
             guard let self, self.server == owner, case .success(let reply) = result else { return }
@@ -326,7 +338,8 @@ final class ActivityNotifier: DesktopObserver {
         notify(
             replacing: shownID, summary: tr("Network activity"),
             // TRANSLATORS: {1} lists the apps ("firefox (2), thunderbird (1)"), {2} is a number of seconds.
-            body: tr("{1} for more than {2} s", indicator.clientsSummary, seconds), category: "network", quiet: shownID != 0
+            body: tr("{1} for more than {2} s", indicator.clientsSummary, seconds), category: "network",
+            quiet: shownID != 0
         ) { [unowned self] id in
             self.pending = false
             // Activity may have ended (or the user dismissed it) while the call was out: then close
@@ -337,7 +350,9 @@ final class ActivityNotifier: DesktopObserver {
 
     /// A failed download (the downloader calls this).
     func downloadFailed(url: String, error: String) {
-        notify(replacing: failureID, summary: tr("Download failed"), body: "\(url): \(error)", category: "transfer.error") {
+        notify(
+            replacing: failureID, summary: tr("Download failed"), body: "\(url): \(error)", category: "transfer.error"
+        ) {
             [unowned self] id in self.failureID = id
         }
     }
@@ -347,7 +362,9 @@ final class ActivityNotifier: DesktopObserver {
         replacing: UInt32, summary: String, body: String, category: String, quiet: Bool = false,
         _ done: @escaping (UInt32) -> Void
     ) {
-        guard let m = try? Message.methodCall(destination: Self.name, path: Self.path, interface: Self.name, member: "Notify")
+        guard
+            let m = try? Message.methodCall(
+                destination: Self.name, path: Self.path, interface: Self.name, member: "Notify")
         else { return }
         var w = m.writer()
         w.append("netactivity")
@@ -377,8 +394,9 @@ final class ActivityNotifier: DesktopObserver {
     }
 
     private func close(_ id: UInt32) {
-        guard id != 0, let m = try? Message.methodCall(
-            destination: Self.name, path: Self.path, interface: Self.name, member: "CloseNotification")
+        guard id != 0,
+            let m = try? Message.methodCall(
+                destination: Self.name, path: Self.path, interface: Self.name, member: "CloseNotification")
         else { return }
         var w = m.writer()
         w.append(id)

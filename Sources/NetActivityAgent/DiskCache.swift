@@ -85,7 +85,8 @@ final class DiskCache: @unchecked Sendable {
         guard lockFD >= 0 else {
             // O_NOFOLLOW: a symbolic link in the directory's place is not followed, and its target
             // (someone else's folder, maybe) never has its mode changed.
-            lastError = errno == ELOOP || errno == ENOTDIR
+            lastError =
+                errno == ELOOP || errno == ENOTDIR
                 ? "\(directory) is not a directory of its own (a symbolic link?); the memory cache goes on"
                 : "cannot lock \(directory): \(String(cString: strerror(errno)))"
             logger.warning("Disk cache off: \(lastError)")
@@ -136,7 +137,9 @@ final class DiskCache: @unchecked Sendable {
         let name = DiskEntry.fileName(for: key)
         guard !broken, index.contains(name) else { return nil }
         let path = directory + "/" + name
-        guard let hit = Self.readEntry(path, maxBytes: Int(min(capacity, UInt64(Int.max / 2))) + 1 << 20), hit.key == key else {
+        guard let hit = Self.readEntry(path, maxBytes: Int(min(capacity, UInt64(Int.max / 2))) + 1 << 20),
+            hit.key == key
+        else {
             logger.notice("Dropped a damaged disk cache entry \(name)")
             drop(name)
             return nil
@@ -165,7 +168,9 @@ final class DiskCache: @unchecked Sendable {
     /// A regular file's entry, checked whole: never blocking on a FIFO put in an entry's place,
     /// never through a link. Small files are read, large ones mapped; a large body is copied
     /// once, from the file into its memfd.
-    private static func readEntry(_ path: String, maxBytes: Int) -> (key: String, info: CachedResponseInfo, body: ImageBody)? {
+    private static func readEntry(_ path: String, maxBytes: Int) -> (
+        key: String, info: CachedResponseInfo, body: ImageBody
+    )? {
         guard let (fd, size) = Files.openRegular(path, maxBytes: maxBytes) else { return nil }
         defer { close(fd) }
         func entry(_ bytes: UnsafeRawBufferPointer) -> (key: String, info: CachedResponseInfo, body: ImageBody)? {
@@ -184,12 +189,15 @@ final class DiskCache: @unchecked Sendable {
     /// or when the disk refused. `prefetchStarted`: a prefetch's entry, which takes no room from
     /// entries used since that moment (`DiskIndex`) and goes first when room is needed.
     @discardableResult
-    func write(key: String, info: CachedResponseInfo, body: any FetchedBody, owner: String = "", prefetchStarted: Double? = nil) -> Bool {
+    func write(
+        key: String, info: CachedResponseInfo, body: any FetchedBody, owner: String = "", prefetchStarted: Double? = nil
+    ) -> Bool {
         prepare()
         guard !broken else { return false }
         // A large body in a memfd goes to the file with O_DIRECT: its header is padded to a block.
         let direct = (body as? ImageBody).flatMap { $0.isMemfdBacked && $0.count >= Self.directFrom ? $0 : nil }
-        let header = DiskEntry.header(key: key, owner: owner, info: info, bodyCount: body.count, alignBodyTo: direct == nil ? 0 : 4096)
+        let header = DiskEntry.header(
+            key: key, owner: owner, info: info, bodyCount: body.count, alignBodyTo: direct == nil ? 0 : 4096)
         let size = UInt64(header.count + body.count + 8)
         let name = DiskEntry.fileName(for: key)
         // The older version of this entry (if any) is forgotten first, and goes if the new one
@@ -219,7 +227,8 @@ final class DiskCache: @unchecked Sendable {
             if let direct {
                 error = direct.writeDirect(path: temporary, fd: fd, offset: header.count, piece: Self.writePiece)
             } else {
-                error = (body as? ImageBody)?.write(to: fd, piece: Self.writePiece)
+                error =
+                    (body as? ImageBody)?.write(to: fd, piece: Self.writePiece)
                     ?? body.withUnsafeBytes { Files.writeAll(fd, $0, piece: Self.writePiece) }
             }
         }
@@ -259,7 +268,8 @@ final class DiskCache: @unchecked Sendable {
             guard let (fd, size) = Files.openRegular(path, maxBytes: Int.max / 2) else { continue }
             let head = Files.readPrefix(fd, count: min(size, DiskEntry.headPrefix))
             close(fd)
-            guard let found = head?.withUnsafeBytes({ DiskEntry.keyAndOwner($0) }), matches(found.key, found.owner) else { continue }
+            guard let found = head?.withUnsafeBytes({ DiskEntry.keyAndOwner($0) }), matches(found.key, found.owner)
+            else { continue }
             drop(name)
             removed.append(found.key)
         }

@@ -86,10 +86,14 @@ final class DiskTier: @unchecked Sendable {
 
     /// Writes an entry on the worker (the body is read there, in place); skipped when the worker
     /// is too far behind. `prefetchStarted`: a prefetch's entry (see `DiskIndex`).
-    func write(key: String, info: CachedResponseInfo, body: any FetchedBody, owner: String, prefetchStarted: Double? = nil) {
+    func write(
+        key: String, info: CachedResponseInfo, body: any FetchedBody, owner: String, prefetchStarted: Double? = nil
+    ) {
         guard !broken else { return }
         guard queuedWrites < Self.maxQueuedWrites, queuedBytes + body.count <= Self.maxQueuedBytes else {
-            if skippedWrites == 0 { logger.notice("Disk cache: the disk is behind the downloads; skipping writes until it catches up") }
+            if skippedWrites == 0 {
+                logger.notice("Disk cache: the disk is behind the downloads; skipping writes until it catches up")
+            }
             skippedWrites += 1
             return
         }
@@ -98,7 +102,10 @@ final class DiskTier: @unchecked Sendable {
         queuedBytes += body.count
         let size = body.count
         names?.insert(fileName(for: key))  // a read that follows waits for the write (one queue)
-        run({ cache in _ = cache.write(key: key, info: info, body: body, owner: owner, prefetchStarted: prefetchStarted) }, otherwise: ()) {
+        run(
+            { cache in _ = cache.write(key: key, info: info, body: body, owner: owner, prefetchStarted: prefetchStarted)
+            }, otherwise: ()
+        ) {
             [self] _ in
             queuedWrites -= 1
             queuedBytes -= size
@@ -119,7 +126,10 @@ final class DiskTier: @unchecked Sendable {
 
     /// Deletes (on the worker) the entries whose key and owner `matches` (see
     /// `DiskCache.removeImages`); `done` hears their keys, on the loop.
-    func removeImages(where matches: @escaping @Sendable (_ key: String, _ owner: String) -> Bool, _ done: @escaping ([String]) -> Void) {
+    func removeImages(
+        where matches: @escaping @Sendable (_ key: String, _ owner: String) -> Bool,
+        _ done: @escaping ([String]) -> Void
+    ) {
         guard !broken else { return done([]) }
         run({ cache in cache.removeImages(where: matches) }, otherwise: [], then: done)
     }
@@ -132,7 +142,9 @@ final class DiskTier: @unchecked Sendable {
     /// Waits (at exit) until the writes given so far are on disk, or `milliseconds` passed.
     func flush(milliseconds: Int) {
         guard started, !broken else { return }
-        if !worker.waitUntilIdle(milliseconds: milliseconds) { logger.notice("Disk cache: left writes unfinished at exit") }
+        if !worker.waitUntilIdle(milliseconds: milliseconds) {
+            logger.notice("Disk cache: left writes unfinished at exit")
+        }
     }
 
     /// The worker could not be started: no disk tier, and DiskError says why.
@@ -187,4 +199,3 @@ final class DiskTier: @unchecked Sendable {
         func cancel() { done = nil }
     }
 }
-

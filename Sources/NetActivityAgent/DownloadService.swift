@@ -1,4 +1,4 @@
-public import DBusKit
+import DBusKit
 import Glibc
 public import LinuxKit
 import NetActivityContract
@@ -42,7 +42,8 @@ public final class DownloadService: ImageDownloader.Observer {
     /// `announceAfter`: how long a transfer runs before its task object is published (the
     /// indicator's ActivationDelay: what ends sooner, no person could have seen).
     public init(
-        context: AgentContext, loop: EventLoop, images: any ImageStore, tasks: any TaskFactory, activity: any ActivitySink,
+        context: AgentContext, loop: EventLoop, images: any ImageStore, tasks: any TaskFactory,
+        activity: any ActivitySink,
         announceAfter: @escaping () -> Duration, transport: (any HTTPTransport)? = nil, diskTier: Bool = true
     ) {
         givenTransport = transport
@@ -68,7 +69,8 @@ public final class DownloadService: ImageDownloader.Observer {
                 guard prefetchStarted == nil else { return self.images.storeIfRoom(fetched, for: key, app: app) }
                 return self.images.store(fetched, for: key, app: app)
             },
-            fetch: { [unowned self] request, progress, completion in self.pipeline.fetch(request, progress, completion) })
+            fetch: { [unowned self] request, progress, completion in self.pipeline.fetch(request, progress, completion)
+            })
         d.observer = self
         return d
     }()
@@ -80,7 +82,8 @@ public final class DownloadService: ImageDownloader.Observer {
     }
 
     private lazy var pipeline = FetchPipeline(
-        context: context, loop: loop, disk: disk, transport: givenTransport, maxBodyBytes: { [unowned self] in maxBodyBytes },
+        context: context, loop: loop, disk: disk, transport: givenTransport,
+        maxBodyBytes: { [unowned self] in maxBodyBytes },
         prefetchStarted: { [unowned self] in core.prefetchStarted(ofTransfer: $0) })
     private lazy var transferTasks = TransferTasks(
         context: context, tasks: tasks, activity: activity, announceAfter: announceAfter)
@@ -130,14 +133,18 @@ public final class DownloadService: ImageDownloader.Observer {
         let additional = options[Common.additionalIdentifier.rawValue]?.stringValue ?? ""
         guard additional.utf8.count <= NetActivityLimits.maxImageKeyBytes else {
             throw .invalidArgs(
-                "additional-identifier is \(additional.utf8.count) bytes long; the limit is \(NetActivityLimits.maxImageKeyBytes)")
+                "additional-identifier is \(additional.utf8.count) bytes long; the limit is \(NetActivityLimits.maxImageKeyBytes)"
+            )
         }
         var key = ImageRequestKey.make(url: url, additional: additional)
         if let cacheKey = options[Common.cacheKey.rawValue]?.stringValue {
             guard !cacheKey.isEmpty, cacheKey.utf8.count <= NetActivityLimits.maxImageKeyBytes else {
-                throw .invalidArgs("cache-key must be 1 to \(NetActivityLimits.maxImageKeyBytes) bytes long, got \(cacheKey.utf8.count)")
+                throw .invalidArgs(
+                    "cache-key must be 1 to \(NetActivityLimits.maxImageKeyBytes) bytes long, got \(cacheKey.utf8.count)"
+                )
             }
-            key = ImageRequestKey.scoped(app: context.peers.identity(of: owner).app[...], cacheKey: cacheKey, additional: additional)
+            key = ImageRequestKey.scoped(
+                app: context.peers.identity(of: owner).app[...], cacheKey: cacheKey, additional: additional)
         }
         let maxAge = options[Common.maxAge.rawValue]?.doubleValue
         if let maxAge, !(0...Double(NetActivityLimits.maxRequestMaxAge)).contains(maxAge) {
@@ -199,8 +206,11 @@ public final class DownloadService: ImageDownloader.Observer {
         return ticket
     }
 
-    func download(url: String, options: [String: DBusValue], owner: String) throws(NetActivityError) -> (receipt: String, task: String, cached: Bool) {
-        let request = try requestOptions(url: url, options: options, owner: owner, method: .downloadImage, DownloaderMember.DownloadImageOption.self)
+    func download(url: String, options: [String: DBusValue], owner: String) throws(NetActivityError) -> (
+        receipt: String, task: String, cached: Bool
+    ) {
+        let request = try requestOptions(
+            url: url, options: options, owner: owner, method: .downloadImage, DownloaderMember.DownloadImageOption.self)
         // Counted before the call: a transport that fails at once answers inside it.
         try chargePending(owner)
         var receipt = ""
@@ -222,7 +232,8 @@ public final class DownloadService: ImageDownloader.Observer {
     }
 
     /// DownloadFinished goes to the requester only (a unicast signal).
-    private func finished(receipt: String, url: String, owner: String, _ result: Result<Void, ImageDownloader.Failure>) {
+    private func finished(receipt: String, url: String, owner: String, _ result: Result<Void, ImageDownloader.Failure>)
+    {
         let error: NetActivityError? = if case .failure(let failure) = result { Self.error(failure) } else { nil }
         let (ok, name, message) = (error == nil, error?.name ?? "", error?.message ?? "")
         if !ok, name != NetActivityError.Name.cancelled.rawValue {
@@ -266,17 +277,20 @@ public final class DownloadService: ImageDownloader.Observer {
     /// Starts a `FetchImage` for `owner`: a memory hit is answered at once; otherwise `reply` is
     /// called once, on a later turn than this call, with the image or the error.
     func fetch(
-        url: String, options: [String: DBusValue], owner: String, reply: @escaping (Result<Answer, NetActivityError>) -> Void
+        url: String, options: [String: DBusValue], owner: String,
+        reply: @escaping (Result<Answer, NetActivityError>) -> Void
     ) throws(NetActivityError) -> Answer? {
         typealias Option = DownloaderMember.FetchImageOption
         let request = try requestOptions(url: url, options: options, owner: owner, method: .fetchImage, Option.self)
         let named = options[Option.receipt.rawValue]?.stringValue
         if let named {
             guard !named.isEmpty, named.utf8.count <= NetActivityLimits.maxReceiptBytes else {
-                throw .invalidArgs("A receipt must be 1 to \(NetActivityLimits.maxReceiptBytes) bytes long, got \(named.utf8.count)")
+                throw .invalidArgs(
+                    "A receipt must be 1 to \(NetActivityLimits.maxReceiptBytes) bytes long, got \(named.utf8.count)")
             }
             guard fetchReceipts[owner]?[named] == nil else {
-                throw .invalidArgs("Receipt '\(named.prefix(100))' is already pending on this connection; choose another")
+                throw .invalidArgs(
+                    "Receipt '\(named.prefix(100))' is already pending on this connection; choose another")
             }
         }
         if !request.reload, let hit = images.cachedImage(for: request.key, client: owner, maxAge: request.maxAge) {
@@ -290,7 +304,10 @@ public final class DownloadService: ImageDownloader.Observer {
             if let receiptName { self.forgetFetch(receiptName, of: owner) }
             let answer = result.mapError(Self.error).flatMap { fetched -> Result<Answer, NetActivityError> in
                 fetched.info.map {
-                    .success(Answer(body: fetched.body, info: $0, source: fetched.httpStatus == 0 ? .disk : .network, httpStatus: fetched.httpStatus))
+                    .success(
+                        Answer(
+                            body: fetched.body, info: $0, source: fetched.httpStatus == 0 ? .disk : .network,
+                            httpStatus: fetched.httpStatus))
                 } ?? .failure(NetActivityError(.notAnImage, "The bytes received are not an image of a known format"))
             }
             if case .failure(let error) = answer, error.name != NetActivityError.Name.cancelled.rawValue {
@@ -303,7 +320,9 @@ public final class DownloadService: ImageDownloader.Observer {
             // Not held in memory a moment ago, yet the downloader's check found it: served as a hit.
             release(owner)
             guard let hit = images.cachedImage(for: request.key, client: owner, maxAge: request.maxAge) else {
-                throw NetActivityError(.notFound, "The image for \(PublishedURL.redact(url)) left the cache while it was fetched; fetch it again")
+                throw NetActivityError(
+                    .notFound,
+                    "The image for \(PublishedURL.redact(url)) left the cache while it was fetched; fetch it again")
             }
             return Answer(body: hit.body, info: hit.info, source: .memory, httpStatus: 0)
         case .receipt(let r, let transfer):
@@ -317,7 +336,9 @@ public final class DownloadService: ImageDownloader.Observer {
     }
 
     private func forgetFetch(_ receipt: String, of owner: String) {
-        guard fetchReceipts[owner]?.removeValue(forKey: receipt) != nil, fetchReceipts[owner]?.isEmpty == true else { return }
+        guard fetchReceipts[owner]?.removeValue(forKey: receipt) != nil, fetchReceipts[owner]?.isEmpty == true else {
+            return
+        }
         fetchReceipts[owner] = nil
     }
 
@@ -327,11 +348,13 @@ public final class DownloadService: ImageDownloader.Observer {
 
     /// The downloader's receipt for `receipt` as `caller` names it: one it named in `FetchImage`,
     /// else one `DownloadImage` gave it (AccessDenied for another's; nil when unknown or finished).
-    private func ownReceipt(_ receipt: String, by caller: String, toDo what: String) throws(NetActivityError) -> String? {
+    private func ownReceipt(_ receipt: String, by caller: String, toDo what: String) throws(NetActivityError) -> String?
+    {
         if let ours = fetchReceipts[caller]?[receipt] { return ours }
         guard let owner = core.owner(of: receipt) else { return nil }
         guard owner == caller else {
-            throw .accessDenied("Only the owner of receipt \(receipt.prefix(100)) (\(owner)) may \(what) it; the caller is \(caller)")
+            throw .accessDenied(
+                "Only the owner of receipt \(receipt.prefix(100)) (\(owner)) may \(what) it; the caller is \(caller)")
         }
         return receipt
     }
@@ -425,7 +448,8 @@ extension DownloadService: PrefetchDownloader {
         url: String, owner: String, app: String, started: Double,
         handler: @escaping (Result<Void, ImageDownloader.Failure>) -> Void
     ) -> ImageDownloader.Ticket {
-        core.download(url: url, key: url, owner: owner, app: app, priority: .veryLow, prefetchStarted: started) { result in
+        core.download(url: url, key: url, owner: owner, app: app, priority: .veryLow, prefetchStarted: started) {
+            result in
             handler(result.map { _ in () })
         }
     }

@@ -24,14 +24,18 @@ extension DownloadService {
                     M.fetchImage.rawValue, in: [DBusArgument("url", "s"), DBusArgument("options", "a{sv}")],
                     out: [DBusArgument("image", "h"), DBusArgument("size", "t"), DBusArgument("info", "a{sv}")]
                 ) { [unowned self] in try self.fetchImage(&$0) },
-                DBusMethod(M.cancelDownload.rawValue, in: [DBusArgument("receipt", "s")], out: [DBusArgument("cancelled", "b")]) {
+                DBusMethod(
+                    M.cancelDownload.rawValue, in: [DBusArgument("receipt", "s")], out: [DBusArgument("cancelled", "b")]
+                ) {
                     [unowned self] in try self.cancelDownload(&$0)
                 },
                 DBusMethod(
                     M.setPriority.rawValue, in: [DBusArgument("receipt", "s"), DBusArgument("priority", "s")],
                     out: [DBusArgument("changed", "b")]
                 ) { [unowned self] in try self.setPriority(&$0) },
-                DBusMethod(M.removeImages.rawValue, in: [DBusArgument("prefix", "s")], out: [DBusArgument("removed", "u")]) {
+                DBusMethod(
+                    M.removeImages.rawValue, in: [DBusArgument("prefix", "s")], out: [DBusArgument("removed", "u")]
+                ) {
                     [unowned self] in try self.removeImages(&$0)
                 },
                 DBusMethod(
@@ -54,13 +58,15 @@ extension DownloadService {
             properties: [
                 .contractVersion,
                 DBusProperty(
-                    P.maximumActiveDownloads.rawValue, "u", get: { [unowned self] w, _ in w.append(UInt32(self.core.maximumActiveDownloads)) }
+                    P.maximumActiveDownloads.rawValue, "u",
+                    get: { [unowned self] w, _ in w.append(UInt32(self.core.maximumActiveDownloads)) }
                 ) { [unowned self] r, _, sender in
                     try self.context.requireHost(sender, toSet: "MaximumActiveDownloads")
                     try self.setMaximumActiveDownloads(try r.read(UInt32.self))
                 },
                 DBusProperty(
-                    P.downloadPrioritization.rawValue, "s", get: { [unowned self] w, _ in w.append(self.core.prioritization.rawValue) }
+                    P.downloadPrioritization.rawValue, "s",
+                    get: { [unowned self] w, _ in w.append(self.core.prioritization.rawValue) }
                 ) { [unowned self] r, _, sender in
                     try self.context.requireHost(sender, toSet: "DownloadPrioritization")
                     try self.setPrioritization(try r.read(String.self))
@@ -72,7 +78,8 @@ extension DownloadService {
                     w.append(UInt32(self.core.queuedCount))
                 },
                 DBusProperty(
-                    P.diskCapacity.rawValue, "t", get: { [unowned self] w, _ in w.append(self.disk?.capacity ?? DiskCache.defaultCapacity) }
+                    P.diskCapacity.rawValue, "t",
+                    get: { [unowned self] w, _ in w.append(self.disk?.capacity ?? DiskCache.defaultCapacity) }
                 ) { [unowned self] r, _, sender in
                     try self.context.requireHost(sender, toSet: "DiskCapacity")
                     try self.setDiskCapacity(try r.read(UInt64.self))
@@ -98,13 +105,17 @@ extension DownloadService {
                 },
             ],
             signals: [
-                DBusSignal(DownloaderMember.Signal.downloadFinished.rawValue, [
-                    DBusArgument("receipt", "s"), DBusArgument("url", "s"), DBusArgument("ok", "b"),
-                    DBusArgument("error_name", "s"), DBusArgument("error_message", "s"),
-                ]),
-                DBusSignal(DownloaderMember.Signal.prefetchFinished.rawValue, [
-                    DBusArgument("receipt", "s"), DBusArgument("stored", "u"), DBusArgument("failed", "u"),
-                ]),
+                DBusSignal(
+                    DownloaderMember.Signal.downloadFinished.rawValue,
+                    [
+                        DBusArgument("receipt", "s"), DBusArgument("url", "s"), DBusArgument("ok", "b"),
+                        DBusArgument("error_name", "s"), DBusArgument("error_message", "s"),
+                    ]),
+                DBusSignal(
+                    DownloaderMember.Signal.prefetchFinished.rawValue,
+                    [
+                        DBusArgument("receipt", "s"), DBusArgument("stored", "u"), DBusArgument("failed", "u"),
+                    ]),
             ]
         )
     }
@@ -139,10 +150,13 @@ extension DownloadService {
     /// FetchImage's (h image, t size, a{sv} info): the body's sealed memfd, opened read-only for
     /// the caller (the same memory as the cache's when it is one, else a new one).
     static func write(_ answer: Answer, to w: inout MessageWriter) throws {
-        let fd: Int32? = if let body = answer.body as? ImageBody { body.openReadOnly() } else {
-            answer.body.withUnsafeBytes { SealedMemory.make(name: "netactivity-image", bytes: $0) }
+        let fd: Int32? =
+            if let body = answer.body as? ImageBody { body.openReadOnly() } else {
+                answer.body.withUnsafeBytes { SealedMemory.make(name: "netactivity-image", bytes: $0) }
+            }
+        guard let fd else {
+            throw NetActivityError.failed("Could not share the image: \(String(cString: strerror(errno)))")
         }
-        guard let fd else { throw NetActivityError.failed("Could not share the image: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         try w.appendFD(fd)
         w.append(UInt64(answer.body.count))
@@ -169,11 +183,13 @@ extension DownloadService {
     func removeImages(_ call: inout MethodCall) throws {
         let prefix = try call.args.read(String.self)
         guard prefix.utf8.count <= NetActivityLimits.maxImageKeyBytes else {
-            throw NetActivityError.invalidArgs("A prefix must be at most \(NetActivityLimits.maxImageKeyBytes) bytes long, got \(prefix.utf8.count)")
+            throw NetActivityError.invalidArgs(
+                "A prefix must be at most \(NetActivityLimits.maxImageKeyBytes) bytes long, got \(prefix.utf8.count)")
         }
         let app = context.peers.identity(of: call.sender).app
         guard !removing.contains(app) else {
-            throw NetActivityError.limitsExceeded("A RemoveImages of \(app) is still reading the disk; ask again when it has answered")
+            throw NetActivityError.limitsExceeded(
+                "A RemoveImages of \(app) is still reading the disk; ask again when it has answered")
         }
         let matches: @Sendable (String, String) -> Bool = { key, owner in
             ImageRequestKey.removable(key: key, owner: owner, prefix: prefix, by: app[...])
@@ -203,7 +219,8 @@ extension DownloadService {
     func setMaximumActiveDownloads(_ n: UInt32) throws(NetActivityError) {
         let range = NetActivityLimits.activeDownloads
         guard range.contains(n) else {
-            throw .invalidArgs("MaximumActiveDownloads must be between \(range.lowerBound) and \(range.upperBound), got \(n)")
+            throw .invalidArgs(
+                "MaximumActiveDownloads must be between \(range.lowerBound) and \(range.upperBound), got \(n)")
         }
         guard Int(n) != core.maximumActiveDownloads else { return }
         core.maximumActiveDownloads = Int(n)
@@ -222,7 +239,8 @@ extension DownloadService {
 
     func setDiskCapacity(_ bytes: UInt64) throws(NetActivityError) {
         guard bytes <= NetActivityLimits.maxCacheCapacity else {
-            throw .invalidArgs("DiskCapacity \(bytes) is above the limit of \(NetActivityLimits.maxCacheCapacity) bytes")
+            throw .invalidArgs(
+                "DiskCapacity \(bytes) is above the limit of \(NetActivityLimits.maxCacheCapacity) bytes")
         }
         guard let disk, bytes != disk.capacity else { return }
         disk.setCapacity(bytes)

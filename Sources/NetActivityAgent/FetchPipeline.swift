@@ -107,7 +107,9 @@ final class FetchPipeline {
         if offline {
             // On the next turn: a queue of thousands failing one after another never nests
             // start, failure and the next start on the stack.
-            let timer = context.scheduler.schedule(afterNanoseconds: 0) { completion(.failure(.failed(Self.offlineError))) }
+            let timer = context.scheduler.schedule(afterNanoseconds: 0) {
+                completion(.failure(.failed(Self.offlineError)))
+            }
             return { [weak self] in self?.context.scheduler.cancel(timer) }
         }
         let id = request.transfer
@@ -122,7 +124,9 @@ final class FetchPipeline {
             url: request.url, app: request.app, headers: stale?.conditional ?? [], maxBytes: maxBodyBytes(),
             progress: progress
         ) { [weak self] result in
-            finish(result.flatMap { response in self?.answer(request, response, stale: stale?.hit) ?? .failure(.cancelled) })
+            finish(
+                result.flatMap { response in self?.answer(request, response, stale: stale?.hit) ?? .failure(.cancelled)
+                })
         }
         guard !done else { return stop }
         inFlight[id] = { error in
@@ -148,7 +152,8 @@ final class FetchPipeline {
             return .success(ImageDownloader.Fetched(body: stale.body, httpStatus: 304))
         }
         guard response.status == 200 else {
-            return .failure(.failed(NetActivityError(.http, "HTTP \(response.status) for \(PublishedURL.redact(request.url))")))
+            return .failure(
+                .failed(NetActivityError(.http, "HTTP \(response.status) for \(PublishedURL.redact(request.url))")))
         }
         let image = response.body.withUnsafeBytes { ImageInfo.sniff($0) }
         if let info = HTTPCachePolicy.store(status: 200, headers: response.headers, now: Self.wallClock()) {

@@ -68,12 +68,15 @@ final class HTTPFetcher {
             }
             guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
             func isSpace(_ c: UInt8) -> Bool { c == 0x20 || c == 0x09 || c == 0x0D || c == 0x0A }
-            var start = colon + 1, end = line.count
+            var start = colon + 1
+            var end = line.count
             while start < end, line[start] == 0x20 || line[start] == 0x09 { start += 1 }
             while end > start, isSpace(line[end - 1]) { end -= 1 }
-            headers.append((
-                String(decoding: UnsafeRawBufferPointer(rebasing: line[..<colon]), as: UTF8.self),
-                String(decoding: UnsafeRawBufferPointer(rebasing: line[start..<end]), as: UTF8.self)))
+            headers.append(
+                (
+                    String(decoding: UnsafeRawBufferPointer(rebasing: line[..<colon]), as: UTF8.self),
+                    String(decoding: UnsafeRawBufferPointer(rebasing: line[start..<end]), as: UTF8.self)
+                ))
         }
 
         static let statusPrefix = Array("HTTP/".utf8)
@@ -85,7 +88,9 @@ final class HTTPFetcher {
             if wrongRange != nil { return false }
             guard let partial, !continuing, let easy else { return true }
             let status = ccurl_info_long(easy, CURLINFO_RESPONSE_CODE)
-            switch RangeResume.answer(status: status, headers: .init(headers), offset: partial.body.count, expectedTotal: partial.total) {
+            switch RangeResume.answer(
+                status: status, headers: .init(headers), offset: partial.body.count, expectedTotal: partial.total)
+            {
             case .continues:
                 continuing = true
                 body = partial.body
@@ -161,7 +166,8 @@ final class HTTPFetcher {
     /// Which response bytes go in when (`TransferAdmission`: a quota per turn of the loop, so a
     /// Ping waits for at most one turn's copying; and the bytes in flight, `Limits.bodiesInFlight`
     /// in all, apps' shares past 40 % of that). Made at the first transfer, from the limits.
-    private lazy var admission = TransferAdmission(inFlightLimit: NetActivityLimits.bodiesInFlight(largestBody: limits.maxBytes))
+    private lazy var admission = TransferAdmission(
+        inFlightLimit: NetActivityLimits.bodiesInFlight(largestBody: limits.maxBytes))
     var limits: Limits
     /// Whether bodies the disk tier may keep get their checksum as they arrive (`ImageBody`): set
     /// when there is a disk tier.
@@ -184,14 +190,18 @@ final class HTTPFetcher {
         // its DNS cache, belong to the multi handle): room for every transfer that may run.
         _ = ccurl_multi_set_long(multi, CURLMOPT_MAXCONNECTS, Self.pooledConnections)
         let me = Unmanaged.passUnretained(self).toOpaque()
-        _ = ccurl_multi_set_socket_fn(multi, { _, fd, what, user, _ in
-            Unmanaged<HTTPFetcher>.fromOpaque(user!).takeUnretainedValue().socketChanged(fd: fd, what: what)
-            return 0
-        }, me)
-        _ = ccurl_multi_set_timer_fn(multi, { _, ms, user in
-            Unmanaged<HTTPFetcher>.fromOpaque(user!).takeUnretainedValue().timerChanged(milliseconds: ms)
-            return 0
-        }, me)
+        _ = ccurl_multi_set_socket_fn(
+            multi,
+            { _, fd, what, user, _ in
+                Unmanaged<HTTPFetcher>.fromOpaque(user!).takeUnretainedValue().socketChanged(fd: fd, what: what)
+                return 0
+            }, me)
+        _ = ccurl_multi_set_timer_fn(
+            multi,
+            { _, ms, user in
+                Unmanaged<HTTPFetcher>.fromOpaque(user!).takeUnretainedValue().timerChanged(milliseconds: ms)
+                return 0
+            }, me)
         return nil
     }
 
@@ -209,7 +219,8 @@ final class HTTPFetcher {
     func keepPartialBodies() {
         for t in live.values {
             guard let easy = t.easy, let body = t.body, body.count >= RangeResume.minimumBytes, body.count < t.limit,
-                  t.wrongRange == nil, t.storeError == 0, !t.tooLarge else { continue }
+                t.wrongRange == nil, t.storeError == 0, !t.tooLarge
+            else { continue }
             let first = t.continuing ? t.partial : nil
             let headers = first?.headers ?? HTTPCachePolicy.Headers(t.headers)
             let status = first == nil ? ccurl_info_long(easy, CURLINFO_RESPONSE_CODE) : 200
@@ -237,7 +248,8 @@ final class HTTPFetcher {
         }
         serials &+= 1
         let t = Transfer(
-            url: url, limit: limits.maxBytes, app: app, serial: serials, fetcher: self, progress: progress, completion: completion)
+            url: url, limit: limits.maxBytes, app: app, serial: serials, fetcher: self, progress: progress,
+            completion: completion)
         var headers = headers
         if let partial = partials.removeValue(forKey: url), partial.body.count < t.limit {
             t.partial = partial
@@ -266,7 +278,9 @@ final class HTTPFetcher {
         // to a host whose TLS connection is still being set up waits to learn whether it can
         // share it (multiplexing) rather than opening another. Not for plain http: there
         // libcurl would wait for a whole HTTP/1.1 response and run the transfers one by one.
-        if url.utf8.prefix(6).map({ $0 | 0x20 }) == Array("https:".utf8) { _ = ccurl_set_long(easy, CURLOPT_PIPEWAIT, 1) }
+        if url.utf8.prefix(6).map({ $0 | 0x20 }) == Array("https:".utf8) {
+            _ = ccurl_set_long(easy, CURLOPT_PIPEWAIT, 1)
+        }
         _ = ccurl_set_long(easy, CURLOPT_DNS_CACHE_TIMEOUT, Self.dnsCacheSeconds)
         // Identity only, and no decoding at all: images are compressed already, and a gzip body
         // would let a 92 KB response decode into 90 MiB on the loop (a decompression bomb). A
@@ -275,58 +289,69 @@ final class HTTPFetcher {
         _ = ccurl_set_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 0)
         _ = ccurl_set_str(easy, CURLOPT_USERAGENT, "netactivity/1 (+libcurl)")
         _ = ccurl_set_private(easy, user)
-        _ = ccurl_set_close_fn(easy, { user, fd in
-            Unmanaged<HTTPFetcher>.fromOpaque(user!).takeUnretainedValue().socketClosing(fd)
-            return close(fd)
-        }, Unmanaged.passUnretained(self).toOpaque())
-        _ = ccurl_set_write_fn(easy, { data, size, count, user in
-            let t = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
-            let n = size * count
-            guard t.answered() else { return 0 }  // a wrong range: its bytes are never used
-            guard t.received + n <= t.limit else {
-                t.tooLarge = true
-                return 0  // anything but n ends the transfer with CURLE_WRITE_ERROR
-            }
-            switch t.fetcher.admission.offer(t.serial, bytes: n) {
-            case .take: break
-            case .nextTurn:
-                t.fetcher.yield(t)
-                return CCURL_WRITEFUNC_PAUSE  // libcurl keeps this chunk for the next turn
-            case .waitForRoom:
-                t.paused = true
-                return CCURL_WRITEFUNC_PAUSE  // libcurl keeps this chunk and stops reading
-            }
-            // The one copy: from libcurl's buffer into the body's final home.
-            let body = t.body ?? ImageBody(
-                expected: min(t.announcedLength, t.limit),
-                summing: t.fetcher.sumsBodies && HTTPCachePolicy.store(status: 200, headers: .init(t.headers), now: 0) != nil)
-            t.body = body
-            guard body.append(UnsafeRawBufferPointer(start: data, count: n)) else {
-                t.storeError = errno
-                return 0
-            }
-            return n
-        })
+        _ = ccurl_set_close_fn(
+            easy,
+            { user, fd in
+                Unmanaged<HTTPFetcher>.fromOpaque(user!).takeUnretainedValue().socketClosing(fd)
+                return close(fd)
+            }, Unmanaged.passUnretained(self).toOpaque())
+        _ = ccurl_set_write_fn(
+            easy,
+            { data, size, count, user in
+                let t = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
+                let n = size * count
+                guard t.answered() else { return 0 }  // a wrong range: its bytes are never used
+                guard t.received + n <= t.limit else {
+                    t.tooLarge = true
+                    return 0  // anything but n ends the transfer with CURLE_WRITE_ERROR
+                }
+                switch t.fetcher.admission.offer(t.serial, bytes: n) {
+                case .take: break
+                case .nextTurn:
+                    t.fetcher.yield(t)
+                    return CCURL_WRITEFUNC_PAUSE  // libcurl keeps this chunk for the next turn
+                case .waitForRoom:
+                    t.paused = true
+                    return CCURL_WRITEFUNC_PAUSE  // libcurl keeps this chunk and stops reading
+                }
+                // The one copy: from libcurl's buffer into the body's final home.
+                let body =
+                    t.body
+                    ?? ImageBody(
+                        expected: min(t.announcedLength, t.limit),
+                        summing: t.fetcher.sumsBodies
+                            && HTTPCachePolicy.store(status: 200, headers: .init(t.headers), now: 0) != nil)
+                t.body = body
+                guard body.append(UnsafeRawBufferPointer(start: data, count: n)) else {
+                    t.storeError = errno
+                    return 0
+                }
+                return n
+            })
         _ = ccurl_set_ptr(easy, CURLOPT_WRITEDATA, user)
-        _ = ccurl_set_header_fn(easy, { data, size, count, user in
-            let t = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
-            let n = size * count
-            t.noteHeaderLine(UnsafeRawBufferPointer(start: data, count: n))
-            return n
-        })
+        _ = ccurl_set_header_fn(
+            easy,
+            { data, size, count, user in
+                let t = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
+                let n = size * count
+                t.noteHeaderLine(UnsafeRawBufferPointer(start: data, count: n))
+                return n
+            })
         _ = ccurl_set_ptr(easy, CURLOPT_HEADERDATA, user)
         _ = ccurl_set_long(easy, CURLOPT_NOPROGRESS, 0)
-        _ = ccurl_set_progress_fn(easy, { user, total, now, _, _ in
-            let t = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
-            // libcurl calls this on every turn of its own, most often with nothing new.
-            let base = t.continuing ? UInt64(t.partial!.body.count) : 0
-            let progress = (base + UInt64(max(0, now)), total > 0 ? base + UInt64(total) : 0)
-            if progress != t.lastProgress {
-                t.lastProgress = progress
-                t.progress(progress.0, progress.1)
-            }
-            return 0
-        })
+        _ = ccurl_set_progress_fn(
+            easy,
+            { user, total, now, _, _ in
+                let t = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
+                // libcurl calls this on every turn of its own, most often with nothing new.
+                let base = t.continuing ? UInt64(t.partial!.body.count) : 0
+                let progress = (base + UInt64(max(0, now)), total > 0 ? base + UInt64(total) : 0)
+                if progress != t.lastProgress {
+                    t.lastProgress = progress
+                    t.progress(progress.0, progress.1)
+                }
+                return 0
+            })
         _ = ccurl_set_ptr(easy, CURLOPT_XFERINFODATA, user)
         for (name, value) in [("Accept-Encoding", "identity")] + headers {
             t.headerList = ccurl_slist_append(t.headerList, "\(name): \(value)")
@@ -432,7 +457,9 @@ final class HTTPFetcher {
             guard let user = ccurl_info_private(easy) else { continue }
             let t = Unmanaged<Transfer>.fromOpaque(user).takeUnretainedValue()
             let status = ccurl_info_long(easy, CURLINFO_RESPONSE_CODE)
-            keepWatchingIdle(socket: ccurl_info_socket(easy), http2: ccurl_info_long(easy, CURLINFO_HTTP_VERSION) >= CCURL_HTTP_VERSION_2_0)
+            keepWatchingIdle(
+                socket: ccurl_info_socket(easy),
+                http2: ccurl_info_long(easy, CURLINFO_HTTP_VERSION) >= CCURL_HTTP_VERSION_2_0)
             guard live.removeValue(forKey: ObjectIdentifier(t)) != nil else { continue }
             _ = t.answered()  // a continuing transfer that ended before its first byte
             release(t)
@@ -485,21 +512,29 @@ final class HTTPFetcher {
         loop.unwatch(fd: fd)
     }
 
-    private static func outcome(_ code: CURLcode, status: Int, transfer t: Transfer) -> Result<Response, ImageDownloader.Failure> {
+    private static func outcome(_ code: CURLcode, status: Int, transfer t: Transfer) -> Result<
+        Response, ImageDownloader.Failure
+    > {
         // Errors are published (the task's Error, notifications): no userinfo, no query. Redacted
         // only for an error: a success never names the URL.
         let url = PublishedURL.redact(t.url)
         if let why = t.wrongRange, code == CURLE_OK || code == CURLE_WRITE_ERROR {
-            return .failure(.failed(NetActivityError(.http, "\(url): the server answered a range other than the rest asked for: \(why)")))
+            return .failure(
+                .failed(
+                    NetActivityError(.http, "\(url): the server answered a range other than the rest asked for: \(why)")
+                ))
         }
         if code == CURLE_OK {
             let body = t.body ?? ImageBody()
             guard body.seal() else {
                 let reason = String(cString: strerror(errno))
-                return .failure(.failed(NetActivityError(.failed, "\(url): the agent could not keep the body (\(reason))")))
+                return .failure(
+                    .failed(NetActivityError(.failed, "\(url): the agent could not keep the body (\(reason))")))
             }
             // The rest of a body: the answer is the whole one's, as its first 200 described it.
-            if t.continuing, let partial = t.partial { return .success(Response(status: 200, headers: partial.headers, body: body)) }
+            if t.continuing, let partial = t.partial {
+                return .success(Response(status: 200, headers: partial.headers, body: body))
+            }
             return .success(Response(status: status, headers: .init(t.headers), body: body))
         }
         let detail = String(cString: ccurl_easy_strerror(code))
@@ -511,14 +546,18 @@ final class HTTPFetcher {
         case CURLE_WRITE_ERROR where t.tooLarge:
             return .failure(.failed(NetActivityError(.tooLarge, "\(url) is larger than the limit of \(t.limit) bytes")))
         case CURLE_WRITE_ERROR where t.storeError != 0:
-            return .failure(.failed(NetActivityError(
-                .failed, "\(url): the agent had no memory for the body (\(String(cString: strerror(t.storeError))))")))
+            return .failure(
+                .failed(
+                    NetActivityError(
+                        .failed,
+                        "\(url): the agent had no memory for the body (\(String(cString: strerror(t.storeError))))")))
         case CURLE_TOO_MANY_REDIRECTS:
             return .failure(.failed(NetActivityError(.http, "\(url): too many redirects")))
         case CURLE_UNSUPPORTED_PROTOCOL where t.headers.isEmpty:
             // libcurl refuses an answer with no status line (HTTP/0.9) with this code too; a
             // redirect to another scheme comes after a response's headers.
-            return .failure(.failed(NetActivityError(.http, "\(url): the server answered without an HTTP status line (HTTP/0.9)")))
+            return .failure(
+                .failed(NetActivityError(.http, "\(url): the server answered without an HTTP status line (HTTP/0.9)")))
         case CURLE_UNSUPPORTED_PROTOCOL:
             return .failure(.failed(NetActivityError(.invalidURL, "\(url) led to a scheme other than http or https")))
         default:

@@ -60,7 +60,7 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
         let required = SealedMemory.requiredForAdoption
         var st = stat()
         guard SealedMemory.seals(of: fd) & required == required, fstat(fd, &st) == 0, st.st_size > 0,
-              st.st_size <= maxBytes
+            st.st_size <= maxBytes
         else { return nil }
         let count = Int(st.st_size)
         guard let map = mmap(nil, count, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED else { return nil }
@@ -171,7 +171,7 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
     /// else the body stays an array (it still works; `OpenImage` copies it).
     private func moveToMemfd() {
         guard Self.memfds.wrappingAdd(1, ordering: .relaxed).newValue <= Self.maxMemfds,
-              let made = SealedMemory.makeEmpty(name: "netactivity-image")
+            let made = SealedMemory.makeEmpty(name: "netactivity-image")
         else {
             Self.memfds.subtract(1, ordering: .relaxed)
             return
@@ -197,7 +197,7 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
         if summing { sealedSum = sum.finish() }
         guard fd >= 0 else { return true }
         guard SealedMemory.sealReadOnly(fd), count > 0,
-              let map = mmap(nil, count, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED
+            let map = mmap(nil, count, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED
         else { return false }
         mapping = UnsafeRawPointer(map)
         return true

@@ -15,11 +15,15 @@ public protocol ImageStore: AnyObject {
     func contains(_ key: String, answeringFor leaf: String?, maxAge: Double?) -> Bool
     /// Keeps `bytes` under `key`, charged to `app` (a leaf), or says why not (`TooLarge`,
     /// `NotAnImage`, `LimitsExceeded`).
-    func store(_ fetched: ImageDownloader.Fetched, for key: String, app: String) -> Result<Void, ImageDownloader.Failure>
+    func store(_ fetched: ImageDownloader.Fetched, for key: String, app: String) -> Result<
+        Void, ImageDownloader.Failure
+    >
     /// Keeps a prefetched `body` only where there is free room, as the first to go when room is
     /// needed (`AutoPurgingImageCache.addIfRoom`); never evicts for it. Fails only when it is not
     /// an image.
-    func storeIfRoom(_ fetched: ImageDownloader.Fetched, for key: String, app: String) -> Result<Void, ImageDownloader.Failure>
+    func storeIfRoom(_ fetched: ImageDownloader.Fetched, for key: String, app: String) -> Result<
+        Void, ImageDownloader.Failure
+    >
     /// What `client` sees under `key` (its own entry first, else the downloader's), counted as a
     /// hit or a miss; nil on a miss, or when it was cached `maxAge` seconds ago or earlier.
     func cachedImage(for key: String, client: String, maxAge: Double?) -> (body: any FetchedBody, info: ImageInfo)?
@@ -64,13 +68,18 @@ public final class ImageCacheService: ImageStore {
                 DBusMethod(M.addImageForRequest.rawValue, in: urlArgs + [dataArg]) { [unowned self] in
                     try self.addImageForRequest(&$0)
                 },
-                DBusMethod(M.addImageFromFd.rawValue, in: [DBusArgument("identifier", "s"), DBusArgument("image", "h")]) {
+                DBusMethod(
+                    M.addImageFromFd.rawValue, in: [DBusArgument("identifier", "s"), DBusArgument("image", "h")]
+                ) {
                     [unowned self] in try self.addImageFromFd(&$0)
                 },
                 DBusMethod(M.addImageFromFdForRequest.rawValue, in: urlArgs + [DBusArgument("image", "h")]) {
                     [unowned self] in try self.addImageFromFdForRequest(&$0)
                 },
-                DBusMethod(M.lookupImage.rawValue, in: [DBusArgument("identifier", "s")], out: [DBusArgument("found", "b"), dataArg]) {
+                DBusMethod(
+                    M.lookupImage.rawValue, in: [DBusArgument("identifier", "s")],
+                    out: [DBusArgument("found", "b"), dataArg]
+                ) {
                     [unowned self] in try self.lookupImage(&$0)
                 },
                 DBusMethod(M.lookupImageForRequest.rawValue, in: urlArgs, out: [DBusArgument("found", "b"), dataArg]) {
@@ -81,9 +90,12 @@ public final class ImageCacheService: ImageStore {
                     out: [DBusArgument("fd", "h"), DBusArgument("size", "t")]
                 ) { [unowned self] in try self.openImage(&$0) },
                 DBusMethod(
-                    M.openImageForRequest.rawValue, in: urlArgs, out: [DBusArgument("fd", "h"), DBusArgument("size", "t")]
+                    M.openImageForRequest.rawValue, in: urlArgs,
+                    out: [DBusArgument("fd", "h"), DBusArgument("size", "t")]
                 ) { [unowned self] in try self.openImageForRequest(&$0) },
-                DBusMethod(M.removeImage.rawValue, in: [DBusArgument("identifier", "s")], out: [DBusArgument("removed", "b")]) {
+                DBusMethod(
+                    M.removeImage.rawValue, in: [DBusArgument("identifier", "s")], out: [DBusArgument("removed", "b")]
+                ) {
                     [unowned self] in try self.removeImage(&$0)
                 },
                 DBusMethod(M.removeImageForRequest.rawValue, in: urlArgs, out: [DBusArgument("removed", "b")]) {
@@ -95,17 +107,22 @@ public final class ImageCacheService: ImageStore {
             ],
             properties: [
                 .contractVersion,
-                DBusProperty(P.memoryCapacity.rawValue, "t", get: { [unowned self] w, _ in w.append(self.imageCache.memoryCapacity) }) {
+                DBusProperty(
+                    P.memoryCapacity.rawValue, "t",
+                    get: { [unowned self] w, _ in w.append(self.imageCache.memoryCapacity) }
+                ) {
                     [unowned self] r, _, sender in
                     try self.context.requireHost(sender, toSet: P.memoryCapacity.rawValue)
-                    try self.setCacheLimits(capacity: try r.read(UInt64.self), preferred: self.imageCache.preferredMemoryUsageAfterPurge)
+                    try self.setCacheLimits(
+                        capacity: try r.read(UInt64.self), preferred: self.imageCache.preferredMemoryUsageAfterPurge)
                 },
                 DBusProperty(
                     P.preferredMemoryUsageAfterPurge.rawValue, "t",
                     get: { [unowned self] w, _ in w.append(self.imageCache.preferredMemoryUsageAfterPurge) }
                 ) { [unowned self] r, _, sender in
                     try self.context.requireHost(sender, toSet: P.preferredMemoryUsageAfterPurge.rawValue)
-                    try self.setCacheLimits(capacity: self.imageCache.memoryCapacity, preferred: try r.read(UInt64.self))
+                    try self.setCacheLimits(
+                        capacity: self.imageCache.memoryCapacity, preferred: try r.read(UInt64.self))
                 },
                 // These change on every call; read them when needed (no change signal).
                 DBusProperty(P.memoryUsage.rawValue, "t", emitsChanged: .false) { [unowned self] w, _ in
@@ -132,16 +149,17 @@ public final class ImageCacheService: ImageStore {
                     w.appendArray(elementSignature: "{st}") { a in
                         // Every key the XML lists, and only those: a new key fails to compile here.
                         for key in ImageCacheMember.StatisticsKey.allCases {
-                            let value: UInt64 = switch key {
-                            case .hits: s.hits
-                            case .misses: s.misses
-                            case .insertions: s.insertions
-                            case .evictions: s.evictions
-                            case .pressureModerate: s.pressureModerate
-                            case .pressureCritical: s.pressureCritical
-                            case .pressureEvictions: s.pressureEvictions
-                            case .pressureBytesFreed: s.pressureBytesFreed
-                            }
+                            let value: UInt64 =
+                                switch key {
+                                case .hits: s.hits
+                                case .misses: s.misses
+                                case .insertions: s.insertions
+                                case .evictions: s.evictions
+                                case .pressureModerate: s.pressureModerate
+                                case .pressureCritical: s.pressureCritical
+                                case .pressureEvictions: s.pressureEvictions
+                                case .pressureBytesFreed: s.pressureBytesFreed
+                                }
                             a.appendDictEntry { e in
                                 e.append(key.rawValue)
                                 e.append(value)
@@ -192,7 +210,9 @@ public final class ImageCacheService: ImageStore {
     func openImageForRequest(_ call: inout MethodCall) throws {
         var args = call.args  // a copy of the iterator, to name the URL in the error
         let url = (try? args.read(String.self)) ?? ""
-        try openImage(key: try Self.requestKey(&call.args), named: "for \(PublishedURL.redact(url))", for: call.sender, reply: &call.reply)
+        try openImage(
+            key: try Self.requestKey(&call.args), named: "for \(PublishedURL.redact(url))", for: call.sender,
+            reply: &call.reply)
     }
 
     private func openImage(key: String, named name: String, for sender: String, reply: inout MessageWriter) throws {
@@ -262,7 +282,9 @@ public final class ImageCacheService: ImageStore {
     private func remove(_ key: String, by caller: ClientIdentity) -> Bool {
         let own = Self.storageKey(key, addedBy: caller)
         if imageCache.remove(own) != nil { return true }
-        guard own != key, Self.isURLKey(key), !caller.isSandboxed || imageCache.owner(of: key) == caller.leaf else { return false }
+        guard own != key, Self.isURLKey(key), !caller.isSandboxed || imageCache.owner(of: key) == caller.leaf else {
+            return false
+        }
         return imageCache.remove(key) != nil
     }
 
@@ -271,7 +293,8 @@ public final class ImageCacheService: ImageStore {
     static func identifier(_ s: String, what: String = "Identifier") throws(NetActivityError) -> String {
         guard !s.isEmpty else { throw .invalidArgs("\(what) must not be empty") }
         guard s.utf8.count <= NetActivityLimits.maxImageKeyBytes else {
-            throw .invalidArgs("\(what) is \(s.utf8.count) bytes long; the limit is \(NetActivityLimits.maxImageKeyBytes)")
+            throw .invalidArgs(
+                "\(what) is \(s.utf8.count) bytes long; the limit is \(NetActivityLimits.maxImageKeyBytes)")
         }
         return s
     }
@@ -282,7 +305,8 @@ public final class ImageCacheService: ImageStore {
         let additional = try r.read(String.self)
         guard additional.utf8.count <= NetActivityLimits.maxImageKeyBytes else {
             throw NetActivityError.invalidArgs(
-                "Additional identifier is \(additional.utf8.count) bytes long; the limit is \(NetActivityLimits.maxImageKeyBytes)")
+                "Additional identifier is \(additional.utf8.count) bytes long; the limit is \(NetActivityLimits.maxImageKeyBytes)"
+            )
         }
         return ImageRequestKey.make(url: url, additional: additional)
     }
@@ -296,9 +320,11 @@ public final class ImageCacheService: ImageStore {
         // The bytes are read in place (no copy) and copied once, into the cache's storage.
         let made = try call.args.withBytes { data -> Result<CachedImage, NetActivityError> in
             guard data.count <= Self.inlineLimit else {
-                return .failure(NetActivityError(
-                    .tooLarge,
-                    "The image is \(data.count) bytes; AddImage carries at most \(Self.inlineLimit) inline: pass larger ones as a sealed memfd with AddImageFromFd"))
+                return .failure(
+                    NetActivityError(
+                        .tooLarge,
+                        "The image is \(data.count) bytes; AddImage carries at most \(Self.inlineLimit) inline: pass larger ones as a sealed memfd with AddImageFromFd"
+                    ))
             }
             guard UInt64(data.count) <= capacity else { return .failure(Self.tooLarge(data.count, capacity)) }
             guard let info = ImageInfo.sniff(data) else {
@@ -320,7 +346,8 @@ public final class ImageCacheService: ImageStore {
             Closer.close(fd)
             if size > 0, UInt64(size) > capacity { throw Self.tooLarge(size, capacity) }
             throw NetActivityError.invalidArgs(
-                "The image must be a non-empty memfd sealed against writing, shrinking and growing (memfd_create with MFD_ALLOW_SEALING, then F_ADD_SEALS with F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW)")
+                "The image must be a non-empty memfd sealed against writing, shrinking and growing (memfd_create with MFD_ALLOW_SEALING, then F_ADD_SEALS with F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW)"
+            )
         }
         if !adopted { close(fd) }
         guard let info = body.withUnsafeBytes({ ImageInfo.sniff($0) }) else { throw notAnImage(body.count, key) }
@@ -334,7 +361,8 @@ public final class ImageCacheService: ImageStore {
     private func notAnImage(_ count: Int, _ key: String) -> NetActivityError {
         NetActivityError(
             .notAnImage,
-            "The \(count) bytes for '\(Self.printable(key))' are not a PNG, JPEG, GIF, WebP, BMP, ICO or SVG image (or its header is damaged)")
+            "The \(count) bytes for '\(Self.printable(key))' are not a PNG, JPEG, GIF, WebP, BMP, ICO or SVG image (or its header is damaged)"
+        )
     }
 
     /// Stores what `sender` added, in its namespace, charged to its leaf (for fair eviction).
@@ -347,14 +375,17 @@ public final class ImageCacheService: ImageStore {
         } catch {
             throw Self.refusal(error, leaf: caller.leaf)
         }
-        context.logger.trace("Cached for \(caller.leaf) under '\(Self.printable(stored))': \(image.info.format.rawValue) \(image.info.width ?? 0)x\(image.info.height ?? 0), \(image.size) bytes")
+        context.logger.trace(
+            "Cached for \(caller.leaf) under '\(Self.printable(stored))': \(image.info.format.rawValue) \(image.info.width ?? 0)x\(image.info.height ?? 0), \(image.size) bytes"
+        )
     }
 
     static func refusal(_ error: AutoPurgingImageCache<CachedImage>.Refusal, leaf: String) -> NetActivityError {
         switch error {
         case .overShare(_, let usage, let share):
             .limitsExceeded(
-                "The app \(leaf) would hold \(usage) bytes of images, above its fair share of \(share) while other apps hold the rest of MemoryCapacity; its own older images go first, so this one does not fit")
+                "The app \(leaf) would hold \(usage) bytes of images, above its fair share of \(share) while other apps hold the rest of MemoryCapacity; its own older images go first, so this one does not fit"
+            )
         case .tooLarge(let cost, let capacity):
             tooLarge(Int(clamping: cost), capacity)
         case .preferredAboveCapacity:
@@ -371,7 +402,8 @@ public final class ImageCacheService: ImageStore {
         guard image.size <= Self.inlineLimit else {
             throw NetActivityError(
                 .tooLarge,
-                "The image is \(image.size) bytes; LookupImage carries at most \(Self.inlineLimit) inline: use OpenImage (a sealed memfd, no copy)")
+                "The image is \(image.size) bytes; LookupImage carries at most \(Self.inlineLimit) inline: use OpenImage (a sealed memfd, no copy)"
+            )
         }
         reply.append(true)
         try image.withBytes { try reply.appendBytes($0) }
@@ -382,17 +414,21 @@ public final class ImageCacheService: ImageStore {
             throw NetActivityError.invalidArgs(
                 "MemoryCapacity \(capacity) is above the limit of \(NetActivityLimits.maxCacheCapacity) bytes")
         }
-        let oldCapacity = imageCache.memoryCapacity, oldPreferred = imageCache.preferredMemoryUsageAfterPurge
+        let oldCapacity = imageCache.memoryCapacity
+        let oldPreferred = imageCache.preferredMemoryUsageAfterPurge
         do {
             _ = try imageCache.setLimits(capacity: capacity, preferred: preferred)
             continuePurgeLater()
         } catch {
             throw NetActivityError.invalidArgs(
-                "PreferredMemoryUsageAfterPurge (\(preferred)) must not be above MemoryCapacity (\(capacity)); lower the preferred usage first, or raise the capacity first")
+                "PreferredMemoryUsageAfterPurge (\(preferred)) must not be above MemoryCapacity (\(capacity)); lower the preferred usage first, or raise the capacity first"
+            )
         }
         var changed: [String] = []
         if capacity != oldCapacity { changed.append(ImageCacheMember.Property.memoryCapacity.rawValue) }
-        if preferred != oldPreferred { changed.append(ImageCacheMember.Property.preferredMemoryUsageAfterPurge.rawValue) }
+        if preferred != oldPreferred {
+            changed.append(ImageCacheMember.Property.preferredMemoryUsageAfterPurge.rawValue)
+        }
         context.emitPropertiesChanged(.imageCache, changed)
     }
 
@@ -419,7 +455,8 @@ public final class ImageCacheService: ImageStore {
         let evicted = imageCache.trim(critical: critical)
         continuePurgeLater()
         context.logger.notice(
-            "Memory pressure (\(critical ? "critical" : "moderate"), \(source)): evicted \(evicted.count) images, freed \(before - imageCache.memoryUsage) bytes")
+            "Memory pressure (\(critical ? "critical" : "moderate"), \(source)): evicted \(evicted.count) images, freed \(before - imageCache.memoryUsage) bytes"
+        )
     }
 }
 
@@ -428,8 +465,12 @@ extension ImageCacheService {
 
     public var memoryCapacity: UInt64 { imageCache.memoryCapacity }
 
-    public func cachedImage(for key: String, client: String, maxAge: Double?) -> (body: any FetchedBody, info: ImageInfo)? {
-        image(for: key, reader: context.peers.identity(of: client)).flatMap { $0.isYoung(maxAge) ? ($0.body, $0.info) : nil }
+    public func cachedImage(for key: String, client: String, maxAge: Double?) -> (
+        body: any FetchedBody, info: ImageInfo
+    )? {
+        image(for: key, reader: context.peers.identity(of: client)).flatMap {
+            $0.isYoung(maxAge) ? ($0.body, $0.info) : nil
+        }
     }
 
     public func removeImages(where matches: (_ key: String, _ owner: String) -> Bool) -> [String] {
@@ -445,7 +486,9 @@ extension ImageCacheService {
     }
 
     /// Keeps a downloaded body as it is (an `ImageBody`: its memfd becomes the cache's, no copy).
-    public func store(_ fetched: ImageDownloader.Fetched, for key: String, app: String) -> Result<Void, ImageDownloader.Failure> {
+    public func store(_ fetched: ImageDownloader.Fetched, for key: String, app: String) -> Result<
+        Void, ImageDownloader.Failure
+    > {
         let capacity = imageCache.memoryCapacity
         guard UInt64(fetched.body.count) <= capacity else {
             return .failure(.failed(Self.tooLarge(fetched.body.count, capacity)))
@@ -464,7 +507,9 @@ extension ImageCacheService {
         }
     }
 
-    public func storeIfRoom(_ fetched: ImageDownloader.Fetched, for key: String, app: String) -> Result<Void, ImageDownloader.Failure> {
+    public func storeIfRoom(_ fetched: ImageDownloader.Fetched, for key: String, app: String) -> Result<
+        Void, ImageDownloader.Failure
+    > {
         Self.cachedImage(fetched).map { image in
             if imageCache.addIfRoom(image, cost: UInt64(image.size), for: key, owner: app) {
                 context.logger.trace("Kept \(image.size) prefetched bytes for \(app) under '\(Self.printable(key))'")
@@ -474,13 +519,18 @@ extension ImageCacheService {
 
     /// A downloaded body as a cache entry (an `ImageBody` as it is: its memfd becomes the
     /// cache's, no copy), or NotAnImage.
-    private static func cachedImage(_ fetched: ImageDownloader.Fetched) -> Result<CachedImage, ImageDownloader.Failure> {
+    private static func cachedImage(_ fetched: ImageDownloader.Fetched) -> Result<CachedImage, ImageDownloader.Failure>
+    {
         let body = fetched.body
         return body.withUnsafeBytes { data in
             guard let info = fetched.info else {
-                return .failure(.failed(NetActivityError(.notAnImage, "The \(data.count) bytes received are not an image of a known format")))
+                return .failure(
+                    .failed(
+                        NetActivityError(
+                            .notAnImage, "The \(data.count) bytes received are not an image of a known format")))
             }
-            return .success((body as? ImageBody).map { CachedImage(info: info, body: $0) } ?? CachedImage(info: info, data: data))
+            return .success(
+                (body as? ImageBody).map { CachedImage(info: info, body: $0) } ?? CachedImage(info: info, data: data))
         }
     }
 }

@@ -1,6 +1,6 @@
 import DBusKit
-import LinuxKit
 import Glibc
+import LinuxKit
 import Logging
 
 /// Tells the agent when the system is short of memory, from two sources; each is skipped

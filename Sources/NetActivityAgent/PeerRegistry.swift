@@ -54,7 +54,8 @@ public final class BusPeerRegistry: PeerRegistry {
     private let appNames = AppNames()
 
     /// Reads a process's identity off the loop; the answer comes back on the loop's thread.
-    public typealias IdentityReader = (_ pid: UInt32, _ startedBy: UInt64, _ done: @escaping (ClientIdentity?) -> Void) -> Void
+    public typealias IdentityReader = (_ pid: UInt32, _ startedBy: UInt64, _ done: @escaping (ClientIdentity?) -> Void)
+        -> Void
     private let readIdentity: IdentityReader
     /// When each peer's unique name appeared on the bus (boot-time clock ticks), for peers that
     /// connected while the agent ran: the process that made the connection started before it.
@@ -69,7 +70,9 @@ public final class BusPeerRegistry: PeerRegistry {
         }
     }
 
-    public init(connection: Connection, scheduler: any Scheduler, logger: Logger, readIdentity: @escaping IdentityReader) {
+    public init(
+        connection: Connection, scheduler: any Scheduler, logger: Logger, readIdentity: @escaping IdentityReader
+    ) {
         self.connection = connection
         self.scheduler = scheduler
         self.logger = logger
@@ -120,7 +123,8 @@ public final class BusPeerRegistry: PeerRegistry {
     public func app(of peer: String) -> String { peers[peer]?.identity.leaf ?? peer }
 
     public func identity(of peer: String) -> ClientIdentity {
-        peers[peer]?.identity ?? ClientIdentity(app: ClientIdentity.unscopedApp, leaf: ClientIdentity.unscopedApp + "/" + peer)
+        peers[peer]?.identity
+            ?? ClientIdentity(app: ClientIdentity.unscopedApp, leaf: ClientIdentity.unscopedApp + "/" + peer)
     }
 
     public func isKnown(_ peer: String) -> Bool {
@@ -192,9 +196,11 @@ public final class BusPeerRegistry: PeerRegistry {
             self.inspecting = false
             let callers = self.recentCallers
             self.recentCallers.removeAll()
-            self.logger.debug("The bus holds \(held.map(String.init) ?? "?") bytes of ours; \(callers.count) recent callers")
+            self.logger.debug(
+                "The bus holds \(held.map(String.init) ?? "?") bytes of ours; \(callers.count) recent callers")
             if let held, held >= Self.backlogToInspect {
-                for peer in callers where self.peers[peer] != nil && self.silencedBackoff[peer] == nil && self.resolving[peer] == nil {
+                for peer in callers
+                where self.peers[peer] != nil && self.silencedBackoff[peer] == nil && self.resolving[peer] == nil {
                     self.inspect(peer)
                 }
             }
@@ -217,7 +223,8 @@ public final class BusPeerRegistry: PeerRegistry {
                 if !silenced {
                     self.connection.silenced.insert(peer)
                     self.logger.warning(
-                        "Client \(peer) (\(self.app(of: peer))) does not read: the bus holds \(unread) bytes for it; replies and signals to it are dropped until it reads")
+                        "Client \(peer) (\(self.app(of: peer))) does not read: the bus holds \(unread) bytes for it; replies and signals to it are dropped until it reads"
+                    )
                 }
                 let delay = min(2000, (self.silencedBackoff[peer] ?? 50) * 2)
                 self.silencedBackoff[peer] = delay
@@ -237,7 +244,8 @@ public final class BusPeerRegistry: PeerRegistry {
     /// A u32 of Debug.Stats.GetConnectionStats for `name`; nil when it cannot be had.
     private func queued(of name: String, field: String, _ done: @escaping (UInt32?) -> Void) {
         connection.busCallAsync(
-            "GetConnectionStats", interface: "org.freedesktop.DBus.Debug.Stats", timeoutMilliseconds: 5000, { w in w.append(name) }
+            "GetConnectionStats", interface: "org.freedesktop.DBus.Debug.Stats", timeoutMilliseconds: 5000,
+            { w in w.append(name) }
         ) { [self] result in
             switch result {
             case .success(let reply):
@@ -261,7 +269,9 @@ public final class BusPeerRegistry: PeerRegistry {
     private func statsRefused(_ error: DBusError) {
         guard !statsUnavailable else { return }
         statsUnavailable = true
-        logger.notice("The bus has no usable Debug.Stats (\(error.name): \(error.message)): clients that do not read cannot be told apart; that guard is off")
+        logger.notice(
+            "The bus has no usable Debug.Stats (\(error.name): \(error.message)): clients that do not read cannot be told apart; that guard is off"
+        )
         for peer in silencedBackoff.keys { unsilence(peer) }
         unconfirmed.removeAll()
     }
@@ -322,7 +332,8 @@ public final class BusPeerRegistry: PeerRegistry {
     public func lookUpProcessName(of peer: String, _ known: @escaping (String) -> Void) {
         resolve(peer) { [self] _ in
             guard let found = self.peers[peer], found.pid != 0 else { return known("") }
-            let name = self.appNames.entry(forApp: found.identity.app)?.name ?? ServiceProcess.processName(pid: found.pid)
+            let name =
+                self.appNames.entry(forApp: found.identity.app)?.name ?? ServiceProcess.processName(pid: found.pid)
             // Later, as the protocol promises: on the next turn of the loop.
             self.scheduler.schedule(afterNanoseconds: 0) { known(name) }
         }

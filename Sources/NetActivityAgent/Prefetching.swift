@@ -70,7 +70,8 @@ final class Prefetching {
         let held = quota.held(byLeaf: app)
         guard held + list.count <= NetActivityLimits.maxPrefetchURLsPerApp else {
             throw .limitsExceeded(
-                "\(app) has \(held) prefetched URLs waiting; \(list.count) more would pass its limit of \(NetActivityLimits.maxPrefetchURLsPerApp)")
+                "\(app) has \(held) prefetched URLs waiting; \(list.count) more would pass its limit of \(NetActivityLimits.maxPrefetchURLsPerApp)"
+            )
         }
         if let refusal = quota.check(connection: owner, leaf: app, cost: list.count) {
             throw .limitsExceeded(refusal.message("prefetched URLs waiting", client: owner, leaf: app, quota: quota))
@@ -85,7 +86,8 @@ final class Prefetching {
     func cancel(receipt: String, urls: [String], by caller: String) throws(NetActivityError) -> UInt32 {
         guard let owner = queue.owner(of: receipt) else { return 0 }
         guard owner == caller else {
-            throw .accessDenied("Only the owner of prefetch \(receipt.prefix(100)) (\(owner)) may cancel it; the caller is \(caller)")
+            throw .accessDenied(
+                "Only the owner of prefetch \(receipt.prefix(100)) (\(owner)) may cancel it; the caller is \(caller)")
         }
         let app = context.peers.app(of: owner)
         if urls.isEmpty {
@@ -184,11 +186,12 @@ final class Prefetching {
         guard let job = queue.job(receipt) else { return }
         running -= 1
         quota.release(connection: job.owner, leaf: job.app)
-        let stored: Bool? = switch result {
-        case .success: true
-        case .failure(.cancelled): nil
-        case .failure: false
-        }
+        let stored: Bool? =
+            switch result {
+            case .success: true
+            case .failure(.cancelled): nil
+            case .failure: false
+            }
         if let done = queue.ended(receipt, url: url, stored: stored) { finished(done) }
         pumpSoon()
     }

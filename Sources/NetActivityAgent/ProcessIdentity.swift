@@ -22,7 +22,8 @@ enum ProcessIdentity {
         let dir = open("\(proc)/\(pid)", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard dir >= 0 else { return nil }
         defer { close(dir) }
-        guard let stat = readSmall(at: dir, "stat"), let started = AppIdentity.startTime(stat: stat), started <= startedBy
+        guard let stat = readSmall(at: dir, "stat"), let started = AppIdentity.startTime(stat: stat),
+            started <= startedBy
         else { return nil }
         let cgroup = readSmall(at: dir, "cgroup") ?? ""
         let label = readSmall(at: dir, "attr/current") ?? ""
@@ -33,12 +34,14 @@ enum ProcessIdentity {
         case .denied:
             // Another user's process (root on a session bus whose policy lets it in) is no app of
             // ours to sandbox; one of ours that hides its root (not dumpable) is not known.
-            guard let status = readSmall(at: dir, "status"), let uid = effectiveUID(status: status), uid != getuid() else {
+            guard let status = readSmall(at: dir, "status"), let uid = effectiveUID(status: status), uid != getuid()
+            else {
                 return nil
             }
             info = nil
         }
-        let identity = AppIdentity.identify(pid: pid, uid: getuid(), cgroup: cgroup, flatpakInfo: info, securityLabel: label)
+        let identity = AppIdentity.identify(
+            pid: pid, uid: getuid(), cgroup: cgroup, flatpakInfo: info, securityLabel: label)
         // Read once more: a process that exited meanwhile (its files read empty) is not trusted.
         guard let again = readSmall(at: dir, "stat"), AppIdentity.startTime(stat: again) == started else { return nil }
         return identity
@@ -130,7 +133,9 @@ enum MountTable {
 
     /// `mnt_id` of `/proc/self/fdinfo/FD`.
     static func mountID(of fd: Int32) -> Int? {
-        guard let text = ProcessIdentity.readSmall(at: AT_FDCWD, "/proc/self/fdinfo/\(fd)", limit: 4096) else { return nil }
+        guard let text = ProcessIdentity.readSmall(at: AT_FDCWD, "/proc/self/fdinfo/\(fd)", limit: 4096) else {
+            return nil
+        }
         for line in text.split(separator: "\n") where line.hasPrefix("mnt_id:") {
             return line.dropFirst(7).split(whereSeparator: { $0 == "\t" || $0 == " " }).first.flatMap { Int($0) }
         }

@@ -57,10 +57,11 @@ final class SlowTransferWatch {
             let bytes = received(transfer)
             guard let verdict = rule.tick(transfer, received: bytes), core.yieldSlot(transfer) else { continue }
             rule.forget(transfer)
-            let why = switch verdict {
-            case .stalled: "moved no byte for \(Self.tick * rule.stallTicks)"
-            case .slow(let moved): "moved \(moved) bytes in \(Self.tick * rule.windowTicks)"
-            }
+            let why =
+                switch verdict {
+                case .stalled: "moved no byte for \(Self.tick * rule.stallTicks)"
+                case .slow(let moved): "moved \(moved) bytes in \(Self.tick * rule.windowTicks)"
+                }
             context.logger.info("Transfer \(transfer) \(why): it gives its slot to queued work and goes on")
         }
         if !rule.isEmpty { timer = context.schedule(after: Self.tick) { [weak self] in self?.judge() } }

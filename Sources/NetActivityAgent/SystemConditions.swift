@@ -89,15 +89,19 @@ final class SystemConditions {
             return
         }
         guard inhibitor < 0, !inhibiting,
-              let call = try? Message.methodCall(
-                  destination: Self.logind, path: "/org/freedesktop/login1", interface: Self.logindManager, member: "Inhibit")
+            let call = try? Message.methodCall(
+                destination: Self.logind, path: "/org/freedesktop/login1", interface: Self.logindManager,
+                member: "Inhibit")
         else { return }
         var w = call.writer()
         for text in ["sleep", "netactivity", "Network transfers stop cleanly before sleep", "delay"] { w.append(text) }
         inhibiting = true
         bus.callAsync(call, timeoutMilliseconds: 5_000) { [weak self] result in
             guard let self else {
-                if case .success(let reply) = result { var r = reply.reader(); if let fd = try? r.readFD() { close(fd) } }
+                if case .success(let reply) = result {
+                    var r = reply.reader()
+                    if let fd = try? r.readFD() { close(fd) }
+                }
                 return
             }
             inhibiting = false
@@ -122,10 +126,13 @@ final class SystemConditions {
 
     /// Subscribes (without waiting for the bus) and asks for the current values.
     func start() {
-        let sleep = SignalMatch(sender: Self.logind, path: "/org/freedesktop/login1", interface: Self.logindManager, member: "PrepareForSleep")
+        let sleep = SignalMatch(
+            sender: Self.logind, path: "/org/freedesktop/login1", interface: Self.logindManager,
+            member: "PrepareForSleep")
         bus.addMatchWithoutWaiting(sleep.rule)
         // The match names logind; messages carry its unique name.
-        bus.onSignal(SignalMatch(path: sleep.path, interface: sleep.interface, member: sleep.member)) { [unowned self] message in
+        bus.onSignal(SignalMatch(path: sleep.path, interface: sleep.interface, member: sleep.member)) {
+            [unowned self] message in
             var r = message.reader()
             guard let start = try? r.read(Bool.self), start != sleeping else { return }
             sleeping = start
@@ -141,18 +148,21 @@ final class SystemConditions {
         }
         for source in Self.sources {
             let changed = SignalMatch(
-                sender: source.name, path: source.path, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged")
+                sender: source.name, path: source.path, interface: "org.freedesktop.DBus.Properties",
+                member: "PropertiesChanged")
             bus.addMatchWithoutWaiting(changed.rule + ",arg0='\(source.interface)'")
             // Messages carry the owner's unique name, not the well-known one.
-            bus.onSignal(SignalMatch(path: source.path, interface: changed.interface, member: changed.member)) { [unowned self] message in
+            bus.onSignal(SignalMatch(path: source.path, interface: changed.interface, member: changed.member)) {
+                [unowned self] message in
                 var r = message.reader()
                 guard let interface = try? r.read(String.self), interface == source.interface,
-                      let changed = try? r.readVardict()
+                    let changed = try? r.readVardict()
                 else { return }
                 if let value = changed[source.property] {
                     update { source.read(value, &$0) }
                 } else if case .array(_, let invalidated)? = try? r.readValue(),
-                          invalidated.contains(where: { $0.stringValue == source.property }) {
+                    invalidated.contains(where: { $0.stringValue == source.property })
+                {
                     ask(source)
                 }
             }
@@ -164,8 +174,10 @@ final class SystemConditions {
     }
 
     private func ask(_ source: Source) {
-        guard let call = try? Message.methodCall(
-            destination: source.name, path: source.path, interface: "org.freedesktop.DBus.Properties", member: "Get")
+        guard
+            let call = try? Message.methodCall(
+                destination: source.name, path: source.path, interface: "org.freedesktop.DBus.Properties", member: "Get"
+            )
         else { return }
         var w = call.writer()
         w.append(source.interface)
@@ -189,7 +201,8 @@ final class SystemConditions {
         change(&next)
         guard next != state else { return }
         state = next
-        logger.info("System conditions: metered \(next.metered), power-saver \(next.powerSaver), offline \(next.offline)")
+        logger.info(
+            "System conditions: metered \(next.metered), power-saver \(next.powerSaver), offline \(next.offline)")
         onChange(next)
     }
 }

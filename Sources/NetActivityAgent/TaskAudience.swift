@@ -109,10 +109,15 @@ public final class TaskAudience: ObjectAudience {
     /// `treeReadersPerApp` (its oldest give way), all apps `maxTreeReaders`.
     private func addTreeReader(_ peer: String) {
         let identity = context.peers.identity(of: peer)
-        guard treeReaders.count < Self.maxTreeReaders || (treeReadersByApp[identity.app]?.count ?? 0) >= Self.treeReadersPerApp else {
+        guard
+            treeReaders.count < Self.maxTreeReaders
+                || (treeReadersByApp[identity.app]?.count ?? 0) >= Self.treeReadersPerApp
+        else {
             if !refusedReaderLogged {
                 refusedReaderLogged = true
-                context.logger.warning("\(Self.maxTreeReaders) peers follow the task list already; \(peer) (\(identity.app)) gets no task signals")
+                context.logger.warning(
+                    "\(Self.maxTreeReaders) peers follow the task list already; \(peer) (\(identity.app)) gets no task signals"
+                )
             }
             return
         }
@@ -148,7 +153,9 @@ public final class TaskAudience: ObjectAudience {
     private func listNextWaiting() {
         var best: (leaf: String, held: Int)?
         for leaf in Array(waiting.keys) {
-            while let first = waiting[leaf]!.first, entry(first).map({ $0.listed || $0.record.state == .completed }) ?? true {
+            while let first = waiting[leaf]!.first,
+                entry(first).map({ $0.listed || $0.record.state == .completed }) ?? true
+            {
                 waiting[leaf]!.removeFirst()
             }
             if waiting[leaf]!.first == nil {
@@ -159,7 +166,7 @@ public final class TaskAudience: ObjectAudience {
             if best.map({ held < $0.held }) ?? true { best = (leaf, held) }
         }
         guard let leaf = best?.leaf, let path = waiting[leaf]?.first, let task = entry(path),
-              listing.check(connection: task.record.owner, leaf: leaf) == nil
+            listing.check(connection: task.record.owner, leaf: leaf) == nil
         else { return }
         waiting[leaf]!.removeFirst()
         if waiting[leaf]!.first == nil { waiting[leaf] = nil }

@@ -1,4 +1,4 @@
-public import DBusKit
+import DBusKit
 import LinuxKit
 import NetActivityContract
 import NetActivityCore
@@ -18,11 +18,15 @@ extension TaskService {
             methods: [
                 DBusMethod(M.suspend.rawValue) { [unowned self] in try self.suspend(&$0) },
                 DBusMethod(M.resume.rawValue) { [unowned self] in try self.resume(&$0) },
-                DBusMethod(M.complete.rawValue, in: [DBusArgument("error", "s")]) { [unowned self] in try self.complete(&$0) },
+                DBusMethod(M.complete.rawValue, in: [DBusArgument("error", "s")]) { [unowned self] in
+                    try self.complete(&$0)
+                },
                 DBusMethod(
                     M.setProgress.rawValue,
-                    in: [DBusArgument("sent", "t"), DBusArgument("expected_to_send", "t"),
-                         DBusArgument("received", "t"), DBusArgument("expected_to_receive", "t")]
+                    in: [
+                        DBusArgument("sent", "t"), DBusArgument("expected_to_send", "t"),
+                        DBusArgument("received", "t"), DBusArgument("expected_to_receive", "t"),
+                    ]
                 ) { [unowned self] in try self.setProgress(&$0) },
                 DBusMethod(M.setFraction.rawValue, in: [DBusArgument("fraction", "d")]) { [unowned self] in
                     try self.setFraction(&$0)
@@ -36,7 +40,9 @@ extension TaskService {
                 taskProperty(.countOfBytesSent, "t") { w, t in w.append(t.record.progress.sent) },
                 taskProperty(.countOfBytesExpectedToSend, "t") { w, t in w.append(t.record.progress.expectedToSend) },
                 taskProperty(.countOfBytesReceived, "t") { w, t in w.append(t.record.progress.received) },
-                taskProperty(.countOfBytesExpectedToReceive, "t") { w, t in w.append(t.record.progress.expectedToReceive) },
+                taskProperty(.countOfBytesExpectedToReceive, "t") { w, t in
+                    w.append(t.record.progress.expectedToReceive)
+                },
                 taskProperty(.fractionCompleted, "d") { w, t in w.append(t.record.fractionCompleted) },
                 taskProperty(.error, "s") { w, t in w.append(t.record.error) },
             ]

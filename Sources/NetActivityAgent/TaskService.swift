@@ -1,8 +1,7 @@
 public import DBusKit
 import LinuxKit
 public import NetActivityContract
-public import NetActivityCore
-
+import NetActivityCore
 
 /// Every task object the agent serves, live and lingering.
 struct TaskTable {
@@ -46,7 +45,10 @@ struct TaskTable {
         while lingeringHead < lingering.count {
             let path = lingering[lingeringHead]
             lingeringHead += 1
-            if byPath[path] != nil { compact(); return path }
+            if byPath[path] != nil {
+                compact()
+                return path
+            }
         }
         compact()
         return nil
@@ -97,7 +99,9 @@ public final class TaskService: TaskBeginning, TaskFactory {
     public var onTasksChanged: (() -> Void)?
 
     /// Who sees which task, and which tasks are in the object tree.
-    public private(set) lazy var audience = TaskAudience(context: context) { [unowned self] path in self.tasks.byPath[path] }
+    public private(set) lazy var audience = TaskAudience(context: context) { [unowned self] path in
+        self.tasks.byPath[path]
+    }
 
     public init(context: AgentContext, activity: any ActivitySink, linger: Double) {
         self.context = context
@@ -111,18 +115,22 @@ public final class TaskService: TaskBeginning, TaskFactory {
     public func beginTask(for owner: String, description: String, options: [String: DBusValue]) throws -> String {
         guard description.utf8.count <= NetActivityLimits.maxDescriptionBytes else {
             throw NetActivityError.invalidArgs(
-                "Description is \(description.utf8.count) bytes long; the limit is \(NetActivityLimits.maxDescriptionBytes)")
+                "Description is \(description.utf8.count) bytes long; the limit is \(NetActivityLimits.maxDescriptionBytes)"
+            )
         }
         let (state, progress, desktopID) = try Self.taskOptions(options)
         let caller = context.peers.identity(of: owner)
-        if let desktopID, let refusal = Self.desktopIDRefusal(desktopID, for: caller) { throw NetActivityError.accessDenied(refusal) }
+        if let desktopID, let refusal = Self.desktopIDRefusal(desktopID, for: caller) {
+            throw NetActivityError.accessDenied(refusal)
+        }
         let app = caller.leaf
         if let refusal = tasks.quota.check(connection: owner, leaf: app) {
             throw NetActivityError.limitsExceeded(
                 refusal.message("tasks running or suspended", client: owner, leaf: app, quota: tasks.quota))
         }
         if state == .running { try activity.acquire(.task, for: owner) }
-        let entry = createTask(owner: owner, description: description, state: state, progress: progress, desktopID: desktopID)
+        let entry = createTask(
+            owner: owner, description: description, state: state, progress: progress, desktopID: desktopID)
         context.logger.debug("Task \(entry.path) for \(owner): \(description)")
         return entry.path
     }
@@ -139,7 +147,8 @@ public final class TaskService: TaskBeginning, TaskFactory {
         // Cannot hit the ledger's limit: it equals the cap on live tasks.
         if running { try? activity.acquire(.task, for: context.uniqueName) }
         let entry = createTask(
-            owner: context.uniqueName, description: description, state: running ? .running : .suspended, progress: progress,
+            owner: context.uniqueName, description: description, state: running ? .running : .suspended,
+            progress: progress,
             readers: readers)
         if running { entry.coalescer.didEmit(now: context.now) }
         return entry
@@ -168,11 +177,13 @@ public final class TaskService: TaskBeginning, TaskFactory {
     /// A new task object, exported and announced; the caller has checked limits and added a
     /// running task's activity.
     func createTask(
-        owner: String, description: String, state: TaskState, progress: TaskProgress = TaskProgress(), desktopID: String? = nil,
+        owner: String, description: String, state: TaskState, progress: TaskProgress = TaskProgress(),
+        desktopID: String? = nil,
         readers: Set<String> = []
     ) -> TaskEntry {
         let entry = TaskEntry(
-            path: tasks.makePath(), record: TaskRecord(owner: owner, description: description, state: state, progress: progress),
+            path: tasks.makePath(),
+            record: TaskRecord(owner: owner, description: description, state: state, progress: progress),
             desktopID: desktopID, app: owner == context.uniqueName ? nil : context.peers.app(of: owner))
         entry.readers = readers
         tasks.byPath[entry.path] = entry
@@ -190,7 +201,9 @@ public final class TaskService: TaskBeginning, TaskFactory {
     }
 
     /// BeginTask's options: unknown keys and wrong types are refused by name, so typos surface.
-    static func taskOptions(_ options: [String: DBusValue]) throws(NetActivityError) -> (TaskState, TaskProgress, String?) {
+    static func taskOptions(_ options: [String: DBusValue]) throws(NetActivityError) -> (
+        TaskState, TaskProgress, String?
+    ) {
         typealias Option = ActivityMember.BeginTaskOption
         try checkOptions(options, of: ActivityMember.Method.beginTask.rawValue, Option.self)
         let state: TaskState = options[Option.suspended.rawValue]?.boolValue == true ? .suspended : .running
@@ -226,7 +239,8 @@ public final class TaskService: TaskBeginning, TaskFactory {
         // Tasks in bytes weigh by their sizes; once one task counts in a fraction only, the units
         // no longer add up, and each measured task weighs the same.
         let measured = live.map(\.record.progress).filter(\.isMeasured)
-        var total = 0.0, done = 0.0
+        var total = 0.0
+        var done = 0.0
         if measured.allSatisfy(\.hasKnownSize) {
             for p in measured {
                 if p.expectedToSend > 0 {
@@ -246,7 +260,8 @@ public final class TaskService: TaskBeginning, TaskFactory {
             "progress": .double(total > 0 ? done / total : 0), "progress-visible": .bool(total > 0),
             "count": .int64(Int64(live.count)), "count-visible": .bool(!live.isEmpty),
         ]
-        try? context.sink.emitSignal(path: Self.launcherPath, interface: Self.launcherInterface, member: "Update") { w in
+        try? context.sink.emitSignal(path: Self.launcherPath, interface: Self.launcherInterface, member: "Update") {
+            w in
             w.append("application://" + desktopID)
             try w.appendVardict(properties)
         }
@@ -259,7 +274,8 @@ public final class TaskService: TaskBeginning, TaskFactory {
         guard let entry = tasks.byPath[call.path] else { throw DBusError.unknownObject("No such task '\(call.path)'") }
         guard entry.record.owner == call.sender else {
             throw NetActivityError.accessDenied(
-                "Only the owner of \(call.path) (\(entry.record.owner)) may call \(member.rawValue); the caller is \(call.sender)")
+                "Only the owner of \(call.path) (\(entry.record.owner)) may call \(member.rawValue); the caller is \(call.sender)"
+            )
         }
         return entry
     }
@@ -311,7 +327,8 @@ public final class TaskService: TaskBeginning, TaskFactory {
             entry.coalescer.timerFired()
         }
         var names = names
-        let p = entry.record.progress, old = entry.announced
+        let p = entry.record.progress
+        let old = entry.announced
         if p.sent != old.sent { names.append(P.countOfBytesSent.rawValue) }
         if p.expectedToSend != old.expectedToSend { names.append(P.countOfBytesExpectedToSend.rawValue) }
         if p.received != old.received { names.append(P.countOfBytesReceived.rawValue) }
@@ -337,7 +354,7 @@ public final class TaskService: TaskBeginning, TaskFactory {
             self.removeTask(entry)
         }
         while tasks.lingeringCount > NetActivityLimits.maxLingeringTasks, let oldest = tasks.popOldestLingering(),
-              let victim = tasks.byPath[oldest]
+            let victim = tasks.byPath[oldest]
         {
             removeTask(victim)
         }
@@ -378,7 +395,8 @@ public final class TaskService: TaskBeginning, TaskFactory {
     }
 
     private static func menuRow(_ entry: TaskEntry) -> String {
-        let r = entry.record, p = r.progress
+        let r = entry.record
+        let p = r.progress
         var parts = [DisplayText.line(r.description)]
         let done = p.received > 0 || p.expectedToReceive > 0 ? p.received : p.sent
         if p.isMeasured {
@@ -409,7 +427,8 @@ public final class TaskService: TaskBeginning, TaskFactory {
         audience.peerLeft(owner)
         guard let paths = tasks.liveByOwner[owner] else { return }
         for path in paths.sorted() {
-            guard let entry = tasks.byPath[path], entry.record.complete(error: NetActivityError.Name.clientVanished.rawValue) != nil
+            guard let entry = tasks.byPath[path],
+                entry.record.complete(error: NetActivityError.Name.clientVanished.rawValue) != nil
             else { continue }
             completed(entry)
             announce(entry, with: [P.state.rawValue, P.error.rawValue])

@@ -23,7 +23,9 @@ struct MenuItem: Equatable {
 
     private func propertyDict(names: Set<String>) -> DBusValue {
         let shown = names.isEmpty ? properties : properties.filter { names.contains($0.key) }
-        return .dict(keySignature: "s", valueSignature: "v", shown.sorted { $0.key < $1.key }.map { (.string($0.key), .variant($0.value)) })
+        return .dict(
+            keySignature: "s", valueSignature: "v",
+            shown.sorted { $0.key < $1.key }.map { (.string($0.key), .variant($0.value)) })
     }
 
     func find(_ wanted: Int32) -> MenuItem? {
@@ -65,7 +67,9 @@ enum TrayMenuModel {
     /// `tasks` needs its first `maxRows` rows only.
     static func make(enabled: Bool, clients: [String], tasks: MenuRows) -> MenuItem {
         var rows: [MenuItem] = []
-        let status = !enabled ? tr("Network activity indicator paused")
+        let status =
+            !enabled
+            ? tr("Network activity indicator paused")
             : clients.isEmpty && tasks.total == 0 ? tr("No app is using the network") : tr("Using the network")
         rows.append(MenuItem(id: statusID, properties: ["label": label(status), "enabled": .bool(false)]))
         func capped(_ texts: MenuRows, firstID: Int32) -> [MenuItem] {
@@ -83,10 +87,13 @@ enum TrayMenuModel {
             rows += capped(tasks, firstID: 200)
         }
         rows.append(MenuItem(id: 5, properties: ["type": .string("separator")]))
-        rows.append(MenuItem(id: toggleID, properties: [
-            "label": label(tr("Show network activity")), "toggle-type": .string("checkmark"),
-            "toggle-state": .int32(enabled ? 1 : 0),
-        ]))
+        rows.append(
+            MenuItem(
+                id: toggleID,
+                properties: [
+                    "label": label(tr("Show network activity")), "toggle-type": .string("checkmark"),
+                    "toggle-state": .int32(enabled ? 1 : 0),
+                ]))
         return MenuItem(id: rootID, properties: ["children-display": .string("submenu")], children: rows)
     }
 }
@@ -116,8 +123,10 @@ final class TrayMenu {
     /// told of every change.
     private var read = false
 
-    init(connection: Connection, server: ObjectServer, scheduler: any Scheduler,
-         content: @escaping () -> MenuItem, toggle: @escaping () -> Void) {
+    init(
+        connection: Connection, server: ObjectServer, scheduler: any Scheduler,
+        content: @escaping () -> MenuItem, toggle: @escaping () -> Void
+    ) {
         self.connection = connection
         self.server = server
         self.scheduler = scheduler
@@ -162,7 +171,8 @@ final class TrayMenu {
         let old = Dictionary(before.all.map { ($0.id, $0.properties) }, uniquingKeysWith: { a, _ in a })
         let removed: [DBusValue] = now.all.compactMap { item in
             let gone = (old[item.id] ?? [:]).keys.filter { item.properties[$0] == nil }.sorted()
-            return gone.isEmpty ? nil : .structure([.int32(item.id), .array(elementSignature: "s", gone.map { .string($0) })])
+            return gone.isEmpty
+                ? nil : .structure([.int32(item.id), .array(elementSignature: "s", gone.map { .string($0) })])
         }
         connection.emitSignal(path: Self.path, interface: Self.interface, member: "ItemsPropertiesUpdated") { w in
             try? w.append(.array(elementSignature: "(ia{sv})", updated))
@@ -194,7 +204,11 @@ final class TrayMenu {
             Self.interface,
             methods: [
                 DBusMethod(
-                    "GetLayout", in: [DBusArgument("parentId", "i"), DBusArgument("recursionDepth", "i"), DBusArgument("propertyNames", "as")],
+                    "GetLayout",
+                    in: [
+                        DBusArgument("parentId", "i"), DBusArgument("recursionDepth", "i"),
+                        DBusArgument("propertyNames", "as"),
+                    ],
                     out: [DBusArgument("revision", "u"), DBusArgument("layout", "(ia{sv}av)")]
                 ) { [unowned self] call in
                     let parent = try call.args.read(Int32.self)
@@ -208,17 +222,20 @@ final class TrayMenu {
                     try call.reply.append(item.layout(depth: depth, names: names))
                 },
                 DBusMethod(
-                    "GetGroupProperties", in: [DBusArgument("ids", "ai"), DBusArgument("propertyNames", "as")], out: [itemProperties]
+                    "GetGroupProperties", in: [DBusArgument("ids", "ai"), DBusArgument("propertyNames", "as")],
+                    out: [itemProperties]
                 ) { [unowned self] call in
                     let ids = Self.ints(try call.args.readValue())
                     let names = Self.strings(try call.args.readValue())
                     let menu = self.content()
                     self.read = true
                     let items = ids.isEmpty ? menu.all : ids.compactMap { menu.find($0) }
-                    try call.reply.append(.array(elementSignature: "(ia{sv})", items.map { $0.idAndProperties(names: names) }))
+                    try call.reply.append(
+                        .array(elementSignature: "(ia{sv})", items.map { $0.idAndProperties(names: names) }))
                 },
                 DBusMethod(
-                    "GetProperty", in: [DBusArgument("id", "i"), DBusArgument("name", "s")], out: [DBusArgument("value", "v")]
+                    "GetProperty", in: [DBusArgument("id", "i"), DBusArgument("name", "s")],
+                    out: [DBusArgument("value", "v")]
                 ) { [unowned self] call in
                     let id = try call.args.read(Int32.self)
                     let name = try call.args.read(String.self)
@@ -229,24 +246,31 @@ final class TrayMenu {
                     try call.reply.append(.variant(value))
                 },
                 DBusMethod(
-                    "Event", in: [DBusArgument("id", "i"), DBusArgument("eventId", "s"), DBusArgument("data", "v"), DBusArgument("timestamp", "u")]
+                    "Event",
+                    in: [
+                        DBusArgument("id", "i"), DBusArgument("eventId", "s"), DBusArgument("data", "v"),
+                        DBusArgument("timestamp", "u"),
+                    ]
                 ) { [unowned self] call in
                     let id = try call.args.read(Int32.self)
                     let name = try call.args.read(String.self)
                     self.event(id: id, name: name)
                 },
-                DBusMethod("EventGroup", in: [DBusArgument("events", "a(isvu)")], out: [DBusArgument("idErrors", "ai")]) {
+                DBusMethod("EventGroup", in: [DBusArgument("events", "a(isvu)")], out: [DBusArgument("idErrors", "ai")])
+                {
                     [unowned self] call in
                     guard case .array(_, let events) = try call.args.readValue() else { return }
                     let menu = self.content()
                     var errors: [DBusValue] = []
                     for case .structure(let fields) in events {
-                        guard fields.count == 4, case .int32(let id) = fields[0], case .string(let name) = fields[1] else { continue }
+                        guard fields.count == 4, case .int32(let id) = fields[0], case .string(let name) = fields[1]
+                        else { continue }
                         if menu.find(id) == nil { errors.append(.int32(id)) } else { self.event(id: id, name: name) }
                     }
                     try call.reply.append(.array(elementSignature: "i", errors))
                 },
-                DBusMethod("AboutToShow", in: [DBusArgument("id", "i")], out: [DBusArgument("needUpdate", "b")]) { call in
+                DBusMethod("AboutToShow", in: [DBusArgument("id", "i")], out: [DBusArgument("needUpdate", "b")]) {
+                    call in
                     call.reply.append(false)
                 },
                 DBusMethod(
@@ -261,10 +285,14 @@ final class TrayMenu {
                 DBusProperty("Version", "u", emitsChanged: .const) { w, _ in w.append(UInt32(3)) },
                 DBusProperty("TextDirection", "s", emitsChanged: .const) { w, _ in w.append("ltr") },
                 DBusProperty("Status", "s", emitsChanged: .const) { w, _ in w.append("normal") },
-                DBusProperty("IconThemePath", "as", emitsChanged: .const) { w, _ in w.appendArray(elementSignature: "s") { _ in } },
+                DBusProperty("IconThemePath", "as", emitsChanged: .const) { w, _ in
+                    w.appendArray(elementSignature: "s") { _ in }
+                },
             ],
             signals: [
-                DBusSignal("ItemsPropertiesUpdated", [DBusArgument("updatedProps", "a(ia{sv})"), DBusArgument("removedProps", "a(ias)")]),
+                DBusSignal(
+                    "ItemsPropertiesUpdated",
+                    [DBusArgument("updatedProps", "a(ia{sv})"), DBusArgument("removedProps", "a(ias)")]),
                 DBusSignal("LayoutUpdated", [DBusArgument("revision", "u"), DBusArgument("parent", "i")]),
                 DBusSignal("ItemActivationRequested", [DBusArgument("id", "i"), DBusArgument("timestamp", "u")]),
             ]

@@ -1,7 +1,7 @@
 public import AsyncHTTPClient
-@_exported public import NetActivityClient
 public import NIOCore
 import NIOHTTP1
+@_exported public import NetActivityClient
 
 /// async-http-client with every request tracked at the agent: AFNetworking's promise that you
 /// never count activity yourself. One line to adopt:
@@ -49,11 +49,13 @@ public struct TrackedHTTPClient: Sendable {
     ) async throws -> HTTPClientResponse {
         let sendLength = request.headers.first(name: "content-length").flatMap(UInt64.init) ?? 0
         let transfer = await activity.beginTransfer(
-            description ?? "\(request.method.rawValue) \(TrackedTransfer.publishable(url: request.url))", expectedToSend: sendLength)
+            description ?? "\(request.method.rawValue) \(TrackedTransfer.publishable(url: request.url))",
+            expectedToSend: sendLength)
         var request = request
         if sendLength > 0, let body = request.body {
             // The same framing (a known length), with each part counted as it goes out.
-            request.body = .stream(CountingSequence(base: body, count: { transfer.didSend($0) }), length: .known(Int64(sendLength)))
+            request.body = .stream(
+                CountingSequence(base: body, count: { transfer.didSend($0) }), length: .known(Int64(sendLength)))
         }
         let response: HTTPClientResponse
         do {
@@ -71,9 +73,12 @@ public struct TrackedHTTPClient: Sendable {
         }
         if let receiveLength { transfer.setExpected(toReceive: receiveLength) }
         var tracked = response
-        tracked.body = .stream(CountingSequence(base: response.body, count: { transfer.didReceive($0) }, end: { error in
-            transfer.finish(error: error.map(TrackedTransfer.describe) ?? outcome)
-        }))
+        tracked.body = .stream(
+            CountingSequence(
+                base: response.body, count: { transfer.didReceive($0) },
+                end: { error in
+                    transfer.finish(error: error.map(TrackedTransfer.describe) ?? outcome)
+                }))
         return tracked
     }
 }

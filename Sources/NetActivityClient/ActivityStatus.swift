@@ -36,7 +36,7 @@ public struct ActivityStatus: Equatable, Sendable {
         if let list = props[ActivityMember.Property.clients.rawValue]?.arrayElements {
             clients = list.compactMap { item in
                 guard case .structure(let f) = item, f.count == 3, let name = f[0].stringValue,
-                      let process = f[1].stringValue, let count = f[2].uint32Value
+                    let process = f[1].stringValue, let count = f[2].uint32Value
                 else { return nil }
                 return Client(busName: name, processName: process, count: count, reasons: reasons[name] ?? [])
             }

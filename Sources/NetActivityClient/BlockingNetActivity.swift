@@ -1,5 +1,5 @@
-import Dispatch
 import DBusKit
+import Dispatch
 import Glibc
 import LinuxKit
 import NetActivityContract
@@ -44,7 +44,9 @@ public final class BlockingNetActivity {
     public var uniqueName: String { core.uniqueName }
 
     /// Runs `body` on the client's thread and waits for its answer.
-    private func wait<T>(_ body: @escaping (ClientCore, @escaping (Result<T, NetActivityError>) -> Void) -> Void) throws(NetActivityError) -> T {
+    private func wait<T>(_ body: @escaping (ClientCore, @escaping (Result<T, NetActivityError>) -> Void) -> Void)
+        throws(NetActivityError) -> T
+    {
         let answer = Answer<T>()
         // The caller waits until `body` has answered: nothing it captured is used on two threads at once.
         let job = UncheckedSendable { [core] in body(core) { answer.put($0) } }
@@ -60,7 +62,8 @@ public final class BlockingNetActivity {
         decode: @escaping (inout MessageReader) throws(DBusError) -> T
     ) throws(NetActivityError) -> T {
         try wait { core, done in
-            core.request(member, path: path, interface: interface, destination: Self.busName, body, decode: decode, done)
+            core.request(
+                member, path: path, interface: interface, destination: Self.busName, body, decode: decode, done)
         }
     }
 
@@ -109,7 +112,8 @@ public final class BlockingNetActivity {
         try wait { core, done in
             core.request(
                 "GetConnectionUnixProcessID", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
-                destination: "org.freedesktop.DBus", { w in w.append(busName) }, decode: { r throws(DBusError) in try r.read(UInt32.self) },
+                destination: "org.freedesktop.DBus", { w in w.append(busName) },
+                decode: { r throws(DBusError) in try r.read(UInt32.self) },
                 done)
         }
     }
@@ -162,32 +166,41 @@ public final class BlockingNetActivity {
     /// The image as a sealed read-only memfd (close it when done) and its size; nil on a miss.
     public func openImage(identifier: String) throws(NetActivityError) -> (fd: Int32, size: UInt64)? {
         do {
-            return try call(ImageCacheMember.Method.openImage.rawValue, interface: Self.cacheInterface, { w in w.append(identifier) }) {
+            return try call(
+                ImageCacheMember.Method.openImage.rawValue, interface: Self.cacheInterface,
+                { w in w.append(identifier) }
+            ) {
                 r throws(DBusError) in (try r.readFD(), (try? r.read(UInt64.self)) ?? 0)
             }
-        } catch where error.code == .notFound {
+        } catch  where error.code == .notFound {
             return nil
         }
     }
 
     /// Whether an image was removed.
     public func removeImage(identifier: String) throws(NetActivityError) -> Bool {
-        try call(ImageCacheMember.Method.removeImage.rawValue, interface: Self.cacheInterface, { w in w.append(identifier) }) {
+        try call(
+            ImageCacheMember.Method.removeImage.rawValue, interface: Self.cacheInterface, { w in w.append(identifier) }
+        ) {
             r throws(DBusError) in try r.read(Bool.self)
         }
     }
 
     /// Whether the cache held anything.
     public func removeAllImages() throws(NetActivityError) -> Bool {
-        try call(ImageCacheMember.Method.removeAllImages.rawValue, interface: Self.cacheInterface) { r throws(DBusError) in
+        try call(ImageCacheMember.Method.removeAllImages.rawValue, interface: Self.cacheInterface) {
+            r throws(DBusError) in
             try r.read(Bool.self)
         }
     }
 
     /// The cache's properties: "MemoryCapacity", "PreferredMemoryUsageAfterPurge", "MemoryUsage",
     /// "ImageCount", and the "Statistics" counters by name.
-    public func cacheStatus() throws(NetActivityError) -> (properties: [String: UInt64], statistics: [(String, UInt64)]) {
-        let all = try call("GetAll", interface: "org.freedesktop.DBus.Properties", { w in w.append(Self.cacheInterface) }) {
+    public func cacheStatus() throws(NetActivityError) -> (properties: [String: UInt64], statistics: [(String, UInt64)])
+    {
+        let all = try call(
+            "GetAll", interface: "org.freedesktop.DBus.Properties", { w in w.append(Self.cacheInterface) }
+        ) {
             r throws(DBusError) in try r.readVardict()
         }
         var properties: [String: UInt64] = [:]
@@ -196,17 +209,21 @@ public final class BlockingNetActivity {
         }
         var statistics: [(String, UInt64)] = []
         if case .dict(_, _, let entries)? = all[ImageCacheMember.Property.statistics.rawValue] {
-            for (k, v) in entries { if let name = k.stringValue, let n = v.uint64Value { statistics.append((name, n)) } }
+            for (k, v) in entries {
+                if let name = k.stringValue, let n = v.uint64Value { statistics.append((name, n)) }
+            }
         }
         return (properties, statistics)
     }
 
     /// The cached image for (url, additional identifier) as bytes, or nil.
     public func cachedImage(url: String, additionalIdentifier: String = "") throws(NetActivityError) -> [UInt8]? {
-        try call(ImageCacheMember.Method.lookupImageForRequest.rawValue, interface: Self.cacheInterface, { w in
-            w.append(url)
-            w.append(additionalIdentifier)
-        }, decode: ClientDownloads.decodeLookup)
+        try call(
+            ImageCacheMember.Method.lookupImageForRequest.rawValue, interface: Self.cacheInterface,
+            { w in
+                w.append(url)
+                w.append(additionalIdentifier)
+            }, decode: ClientDownloads.decodeLookup)
     }
 
     // MARK: tasks of this connection
@@ -214,12 +231,15 @@ public final class BlockingNetActivity {
     /// Begins a task owned by this connection and returns its object path. It runs until
     /// `completeTask` or until this connection closes (then it completes with `ClientVanished`).
     public func beginTask(_ description: String, desktopID: String? = nil) throws(NetActivityError) -> String {
-        try call(ActivityMember.Method.beginTask.rawValue, { w in
-            w.append(description)
-            var options: [String: DBusValue] = [:]
-            if let desktopID { options[ActivityMember.BeginTaskOption.desktopID.rawValue] = .string(desktopID) }
-            try w.appendVardict(options)
-        }) { r throws(DBusError) in try r.readObjectPath() }
+        try call(
+            ActivityMember.Method.beginTask.rawValue,
+            { w in
+                w.append(description)
+                var options: [String: DBusValue] = [:]
+                if let desktopID { options[ActivityMember.BeginTaskOption.desktopID.rawValue] = .string(desktopID) }
+                try w.appendVardict(options)
+            }
+        ) { r throws(DBusError) in try r.readObjectPath() }
     }
 
     /// Sets a task's byte counters (an expected size of 0 is unknown; counters only grow).
@@ -233,12 +253,16 @@ public final class BlockingNetActivity {
 
     /// Reports a task's progress as a fraction from 0 to 1 (work that is not bytes).
     public func setTaskFraction(_ task: String, _ fraction: Double) throws(NetActivityError) {
-        try call(TaskMember.Method.setFraction.rawValue, interface: Self.taskInterface, path: task) { w in w.append(fraction) }
+        try call(TaskMember.Method.setFraction.rawValue, interface: Self.taskInterface, path: task) { w in
+            w.append(fraction)
+        }
     }
 
     /// Completes a task: successfully when `error` is nil.
     public func completeTask(_ task: String, error: String? = nil) throws(NetActivityError) {
-        try call(TaskMember.Method.complete.rawValue, interface: Self.taskInterface, path: task) { w in w.append(error ?? "") }
+        try call(TaskMember.Method.complete.rawValue, interface: Self.taskInterface, path: task) { w in
+            w.append(error ?? "")
+        }
     }
 
     // MARK: downloads
@@ -250,7 +274,9 @@ public final class BlockingNetActivity {
     }
 
     /// Waits for the outcome, passing the transfer's progress on (received never goes back).
-    fileprivate func wait<T>(_ inbox: Inbox<DownloadEvent<T>>, progress: ((UInt64, UInt64) -> Void)?) throws(NetActivityError) -> T {
+    fileprivate func wait<T>(_ inbox: Inbox<DownloadEvent<T>>, progress: ((UInt64, UInt64) -> Void)?)
+        throws(NetActivityError) -> T
+    {
         var received: UInt64 = 0
         while let event = inbox.take() {
             switch event {
@@ -277,12 +303,15 @@ public final class BlockingNetActivity {
         // The transfer's task, followed the way task bindings follow one.
         let follow = DownloadFollow()
         let posted = core.mailbox.post { [core] in
-            core.downloads.download(url: url, additionalIdentifier: additionalIdentifier, reload: reload, destination: Self.busName, onReceipt: {
-                _, task in
-                follow.key = core.watchTask(path: task) { snapshot in
-                    if let snapshot { inbox.put(.progress(snapshot)) }
+            core.downloads.download(
+                url: url, additionalIdentifier: additionalIdentifier, reload: reload, destination: Self.busName,
+                onReceipt: {
+                    _, task in
+                    follow.key = core.watchTask(path: task) { snapshot in
+                        if let snapshot { inbox.put(.progress(snapshot)) }
+                    }
                 }
-            }) { result in
+            ) { result in
                 if let key = follow.key { core.unwatchTask(key) }
                 inbox.put(.finished(result))
             }
@@ -308,16 +337,20 @@ extension BlockingNetActivity {
         let posted = core.mailbox.post { [core] in
             if wantsProgress {
                 // The transfer's task is the agent's, the same whoever asked: found by its description.
-                follow.key = core.taskListFollowers.watch(Observer(yield: { event in
-                    switch event {
-                    case .added(let t) where t.description == description, .changed(let t) where t.description == description:
-                        inbox.put(.progress(t))
-                    default: break
-                    }
-                }, finish: {}))
+                follow.key = core.taskListFollowers.watch(
+                    Observer(
+                        yield: { event in
+                            switch event {
+                            case .added(let t) where t.description == description,
+                                .changed(let t) where t.description == description:
+                                inbox.put(.progress(t))
+                            default: break
+                            }
+                        }, finish: {}))
             }
             core.downloads.fetch(
-                url: url, additionalIdentifier: additionalIdentifier, reload: reload, receipt: nil, announce: wantsProgress,
+                url: url, additionalIdentifier: additionalIdentifier, reload: reload, receipt: nil,
+                announce: wantsProgress,
                 destination: Self.busName
             ) { result in
                 if let key = follow.key { core.taskListFollowers.unwatch(key) }
@@ -333,7 +366,6 @@ extension BlockingNetActivity {
 private final class DownloadFollow: @unchecked Sendable {
     var key: Int?
 }
-
 
 /// One answer handed from the client's thread to a waiting caller.
 final class Answer<T>: @unchecked Sendable {

@@ -1,6 +1,6 @@
-import LinuxKit
 import DBusKit
 import Glibc
+import LinuxKit
 import NetActivityContract
 import Synchronization
 
@@ -88,17 +88,19 @@ final class ClientCore: @unchecked Sendable {
     func start(address: String?, _ done: @escaping @Sendable (Result<Void, NetActivityError>) -> Void) {
         let context = Unmanaged.passRetained(StartContext(core: self, address: address, done: done)).toOpaque()
         var thread = pthread_t()
-        let rc = pthread_create(&thread, nil, { raw in
-            let start = Unmanaged<StartContext>.fromOpaque(raw!).takeRetainedValue()
-            setCurrentThreadName("netactivity-cl")
-            // The app's signals are the app's: none is ever delivered to the library's thread (an
-            // app that sigwaits, like the CLI, would otherwise lose SIGTERM to it).
-            var all = sigset_t()
-            sigfillset(&all)
-            pthread_sigmask(SIG_BLOCK, &all, nil)
-            start.core.run(address: start.address, start.done)
-            return nil
-        }, context)
+        let rc = pthread_create(
+            &thread, nil,
+            { raw in
+                let start = Unmanaged<StartContext>.fromOpaque(raw!).takeRetainedValue()
+                setCurrentThreadName("netactivity-cl")
+                // The app's signals are the app's: none is ever delivered to the library's thread (an
+                // app that sigwaits, like the CLI, would otherwise lose SIGTERM to it).
+                var all = sigset_t()
+                sigfillset(&all)
+                pthread_sigmask(SIG_BLOCK, &all, nil)
+                start.core.run(address: start.address, start.done)
+                return nil
+            }, context)
         if rc != 0 {
             Unmanaged<StartContext>.fromOpaque(context).release()
             done(.failure(NetActivityError(.failed, "Could not start the client thread")))
@@ -128,7 +130,9 @@ final class ClientCore: @unchecked Sendable {
         let report = { [unowned self] in
             guard !reported else { return }
             reported = true
-            done(self.connection != nil ? .success(()) : .failure(self.attachError ?? NetActivityError(.disconnected, "No bus")))
+            done(
+                self.connection != nil
+                    ? .success(()) : .failure(self.attachError ?? NetActivityError(.disconnected, "No bus")))
         }
         if connection == nil {
             report()
@@ -155,7 +159,8 @@ final class ClientCore: @unchecked Sendable {
         do {
             // Without the bus's guid: a bus that comes back at the same socket has a new one, and
             // libdbus refuses a server whose guid differs from the address's.
-            c = try Connection(address: (address ?? Connection.sessionBusAddress()).map(Self.withoutGUID), registering: .later)
+            c = try Connection(
+                address: (address ?? Connection.sessionBusAddress()).map(Self.withoutGUID), registering: .later)
         } catch {
             attachError = NetActivityError(error)
             scheduleAttach()
@@ -209,7 +214,9 @@ final class ClientCore: @unchecked Sendable {
 
     /// `done`, called once: by the first call of the closure returned, or with `otherwise()`
     /// after `nanoseconds` (the timer is cancelled by an answer in time).
-    func answerOnce<T>(within nanoseconds: UInt64, otherwise: @escaping () -> T, _ done: @escaping (T) -> Void) -> (T) -> Void {
+    func answerOnce<T>(within nanoseconds: UInt64, otherwise: @escaping () -> T, _ done: @escaping (T) -> Void) -> (T)
+        -> Void
+    {
         var answered = false
         var timer: TimerID?
         let answer = { [loop] (value: T) in
@@ -284,10 +291,13 @@ final class ClientCore: @unchecked Sendable {
     /// Asks the bus to start an activatable agent; its arrival shows up as an owner change.
     private func startAgent(_ c: Connection) {
         activationFailed = false
-        c.busCallAsync("StartServiceByName", { w in
-            w.append(Self.busName)
-            w.append(UInt32(0))
-        }) { [unowned self] result in
+        c.busCallAsync(
+            "StartServiceByName",
+            { w in
+                w.append(Self.busName)
+                w.append(UInt32(0))
+            }
+        ) { [unowned self] result in
             // Not activatable here (or it failed to start): whoever waits for an agent hears now.
             guard case .failure = result, self.owner == nil else { return }
             self.activationFailed = true
@@ -329,9 +339,12 @@ final class ClientCore: @unchecked Sendable {
     func send(
         _ member: String, path: String = ClientCore.path, interface: String = ClientCore.interface,
         destination: String? = nil,
-        _ body: (inout MessageWriter) throws -> Void = { _ in }, timeout: Int32 = 25_000, reply: Completion<Message>? = nil
+        _ body: (inout MessageWriter) throws -> Void = { _ in }, timeout: Int32 = 25_000,
+        reply: Completion<Message>? = nil
     ) {
-        send(member, path: path, interface: interface, destination: destination, body, timeout: timeout, waits: false, reply: reply)
+        send(
+            member, path: path, interface: interface, destination: destination, body, timeout: timeout, waits: false,
+            reply: reply)
     }
 
     /// A query: like `send`, but made before the bus has said whether the agent is there, it
@@ -340,9 +353,12 @@ final class ClientCore: @unchecked Sendable {
     func query(
         _ member: String, path: String = ClientCore.path, interface: String = ClientCore.interface,
         destination: String? = nil,
-        _ body: (inout MessageWriter) throws -> Void = { _ in }, timeout: Int32 = 25_000, reply: @escaping Completion<Message>
+        _ body: (inout MessageWriter) throws -> Void = { _ in }, timeout: Int32 = 25_000,
+        reply: @escaping Completion<Message>
     ) {
-        send(member, path: path, interface: interface, destination: destination, body, timeout: timeout, waits: true, reply: reply)
+        send(
+            member, path: path, interface: interface, destination: destination, body, timeout: timeout, waits: true,
+            reply: reply)
     }
 
     private func send(
@@ -350,7 +366,8 @@ final class ClientCore: @unchecked Sendable {
         _ body: (inout MessageWriter) throws -> Void, timeout: Int32, waits: Bool, reply: Completion<Message>?
     ) {
         guard connection != nil else {
-            reply?(.failure(destination == nil ? Self.noBus : NetActivityError(.disconnected, "Not connected to the bus")))
+            reply?(
+                .failure(destination == nil ? Self.noBus : NetActivityError(.disconnected, "Not connected to the bus")))
             return
         }
         let deferred = waits && destination == nil && owner == nil && lookingUp
@@ -379,7 +396,9 @@ final class ClientCore: @unchecked Sendable {
         // Addressed to the agent's unique name once the bus names it (see the type's notes).
         whenOwnerKnown { [unowned self] in
             guard self.connection != nil else { return reply(.failure(Self.noBus)) }
-            guard let owner = self.owner, (try? m.setDestination(owner)) != nil else { return reply(.failure(Self.notRunning)) }
+            guard let owner = self.owner, (try? m.setDestination(owner)) != nil else {
+                return reply(.failure(Self.notRunning))
+            }
             self.call(m, timeout: timeout, reply)
         }
     }
@@ -436,13 +455,18 @@ final class ClientCore: @unchecked Sendable {
     /// sent, and no task has newer progress than the agent was sent (or at once with no agent).
     /// Not Peer.Ping: libdbus answers that before the agent's own queue, where calls may wait.
     func whenCaughtUp(rounds: Int, _ done: @escaping () -> Void) {
-        query("Get", interface: "org.freedesktop.DBus.Properties", { w in
-            w.append(Self.interface)
-            w.append("Version")
-        }, timeout: 1000, reply: { [unowned self] result in
-            if case .success = result, self.ownTasks.isBehind, rounds > 1 { return self.whenCaughtUp(rounds: rounds - 1, done) }
-            done()
-        })
+        query(
+            "Get", interface: "org.freedesktop.DBus.Properties",
+            { w in
+                w.append(Self.interface)
+                w.append("Version")
+            }, timeout: 1000,
+            reply: { [unowned self] result in
+                if case .success = result, self.ownTasks.isBehind, rounds > 1 {
+                    return self.whenCaughtUp(rounds: rounds - 1, done)
+                }
+                done()
+            })
     }
 
     /// Runs `body` once, the next time an agent appears (after everything held is re-asserted).
@@ -473,11 +497,16 @@ final class ClientCore: @unchecked Sendable {
         _ body: @escaping (inout MessageWriter) throws -> Void = { _ in },
         decode: @escaping (inout MessageReader) throws(DBusError) -> T, _ done: @escaping Completion<T>
     ) {
-        query(member, path: path, interface: interface, destination: destination, body, reply: { result in
-            done(result.flatMap { reply in
-                var r = reply.reader()
-                do throws(DBusError) { return .success(try decode(&r)) } catch { return .failure(NetActivityError(error)) }
+        query(
+            member, path: path, interface: interface, destination: destination, body,
+            reply: { result in
+                done(
+                    result.flatMap { reply in
+                        var r = reply.reader()
+                        do throws(DBusError) { return .success(try decode(&r)) } catch {
+                            return .failure(NetActivityError(error))
+                        }
+                    })
             })
-        })
     }
 }

@@ -22,29 +22,37 @@ final class ClientDownloads: AgentParticipant {
         onReceipt: ((_ receipt: String, _ task: String) -> Void)? = nil,
         _ done: @escaping ClientCore.Completion<Bool>
     ) {
-        core.query(DownloaderMember.Method.downloadImage.rawValue, interface: Self.downloaderInterface, destination: destination, { w in
-            w.append(url)
-            var options: [String: DBusValue] = [:]
-            if !additionalIdentifier.isEmpty { options[DownloaderMember.DownloadImageOption.additionalIdentifier.rawValue] = .string(additionalIdentifier) }
-            if reload { options[DownloaderMember.DownloadImageOption.reload.rawValue] = .bool(true) }
-            try w.appendVardict(options)
-        }, reply: { [unowned self] result in
-            switch result {
-            case .failure(let e):
-                done(.failure(e))
-            case .success(let reply):
-                var r = reply.reader()
-                guard let receipt = try? r.read(String.self), let task = try? r.readObjectPath(), let cached = try? r.read(Bool.self)
-                else { return done(.failure(NetActivityError(.invalidSignature, "Unexpected reply"))) }
-                if cached { return done(.success(true)) }
-                // The receipt is the issuing agent's: it must still be the one on the bus.
-                guard let sender = reply.sender, sender == self.core.owner else {
-                    return done(.failure(NetActivityError(.noReply, "The agent restarted during the download")))
+        core.query(
+            DownloaderMember.Method.downloadImage.rawValue, interface: Self.downloaderInterface,
+            destination: destination,
+            { w in
+                w.append(url)
+                var options: [String: DBusValue] = [:]
+                if !additionalIdentifier.isEmpty {
+                    options[DownloaderMember.DownloadImageOption.additionalIdentifier.rawValue] = .string(
+                        additionalIdentifier)
                 }
-                self.downloads[receipt] = { result in done(result.map { false }) }
-                onReceipt?(receipt, task)
-            }
-        })
+                if reload { options[DownloaderMember.DownloadImageOption.reload.rawValue] = .bool(true) }
+                try w.appendVardict(options)
+            },
+            reply: { [unowned self] result in
+                switch result {
+                case .failure(let e):
+                    done(.failure(e))
+                case .success(let reply):
+                    var r = reply.reader()
+                    guard let receipt = try? r.read(String.self), let task = try? r.readObjectPath(),
+                        let cached = try? r.read(Bool.self)
+                    else { return done(.failure(NetActivityError(.invalidSignature, "Unexpected reply"))) }
+                    if cached { return done(.success(true)) }
+                    // The receipt is the issuing agent's: it must still be the one on the bus.
+                    guard let sender = reply.sender, sender == self.core.owner else {
+                        return done(.failure(NetActivityError(.noReply, "The agent restarted during the download")))
+                    }
+                    self.downloads[receipt] = { result in done(result.map { false }) }
+                    onReceipt?(receipt, task)
+                }
+            })
     }
 
     /// What `FetchImage` answered: the image's shared file, where it came from, its media type.
@@ -66,48 +74,57 @@ final class ClientDownloads: AgentParticipant {
     /// `receipt` names the call for `cancelFetch`. No timeout of our own: the agent's transfer
     /// limits end every download, and the call with them.
     func fetch(
-        url: String, additionalIdentifier: String, reload: Bool, priority: ImagePriority = .normal, cacheKey: String? = nil,
+        url: String, additionalIdentifier: String, reload: Bool, priority: ImagePriority = .normal,
+        cacheKey: String? = nil,
         maxAge: Duration? = nil, receipt: String?, announce: Bool = false, destination: String? = nil,
         _ done: @escaping ClientCore.Completion<Fetched>
     ) {
         typealias Option = DownloaderMember.FetchImageOption
-        core.query(DownloaderMember.Method.fetchImage.rawValue, interface: Self.downloaderInterface, destination: destination, { w in
-            w.append(url)
-            var options: [String: DBusValue] = [:]
-            if !additionalIdentifier.isEmpty { options[Option.additionalIdentifier.rawValue] = .string(additionalIdentifier) }
-            if reload { options[Option.reload.rawValue] = .bool(true) }
-            if priority != .normal { options[Option.priority.rawValue] = .string(priority.rawValue) }
-            if let cacheKey { options[Option.cacheKey.rawValue] = .string(cacheKey) }
-            if let maxAge {
-                let (seconds, attoseconds) = maxAge.components
-                options[Option.maxAge.rawValue] = .double(Double(seconds) + Double(attoseconds) / 1e18)
-            }
-            if let receipt { options[Option.receipt.rawValue] = .string(receipt) }
-            if announce { options[Option.announce.rawValue] = .bool(true) }
-            try w.appendVardict(options)
-        }, timeout: Self.noTimeout, reply: { result in
-            done(result.flatMap { reply in
-                var r = reply.reader()
-                do throws(DBusError) {
-                    let fd = try r.readFD()
-                    let size: UInt64, info: [String: DBusValue]
-                    do throws(DBusError) {
-                        size = try r.read(UInt64.self)
-                        info = try r.readVardict()
-                    } catch {
-                        close(fd)
-                        throw error
-                    }
-                    let file = SharedImageFile(fd: fd, size: size)
-                    let source = info[DownloaderMember.FetchImageInfo.source.rawValue]?.stringValue
-                        .flatMap(DownloaderMember.FetchImageSource.init(rawValue:)) ?? .network
-                    let type = info[DownloaderMember.FetchImageInfo.contentType.rawValue]?.stringValue ?? ""
-                    return .success(Fetched(file: file, source: source, contentType: type))
-                } catch {
-                    return .failure(NetActivityError(error))
+        core.query(
+            DownloaderMember.Method.fetchImage.rawValue, interface: Self.downloaderInterface, destination: destination,
+            { w in
+                w.append(url)
+                var options: [String: DBusValue] = [:]
+                if !additionalIdentifier.isEmpty {
+                    options[Option.additionalIdentifier.rawValue] = .string(additionalIdentifier)
                 }
+                if reload { options[Option.reload.rawValue] = .bool(true) }
+                if priority != .normal { options[Option.priority.rawValue] = .string(priority.rawValue) }
+                if let cacheKey { options[Option.cacheKey.rawValue] = .string(cacheKey) }
+                if let maxAge {
+                    let (seconds, attoseconds) = maxAge.components
+                    options[Option.maxAge.rawValue] = .double(Double(seconds) + Double(attoseconds) / 1e18)
+                }
+                if let receipt { options[Option.receipt.rawValue] = .string(receipt) }
+                if announce { options[Option.announce.rawValue] = .bool(true) }
+                try w.appendVardict(options)
+            }, timeout: Self.noTimeout,
+            reply: { result in
+                done(
+                    result.flatMap { reply in
+                        var r = reply.reader()
+                        do throws(DBusError) {
+                            let fd = try r.readFD()
+                            let size: UInt64
+                            let info: [String: DBusValue]
+                            do throws(DBusError) {
+                                size = try r.read(UInt64.self)
+                                info = try r.readVardict()
+                            } catch {
+                                close(fd)
+                                throw error
+                            }
+                            let file = SharedImageFile(fd: fd, size: size)
+                            let source =
+                                info[DownloaderMember.FetchImageInfo.source.rawValue]?.stringValue
+                                .flatMap(DownloaderMember.FetchImageSource.init(rawValue:)) ?? .network
+                            let type = info[DownloaderMember.FetchImageInfo.contentType.rawValue]?.stringValue ?? ""
+                            return .success(Fetched(file: file, source: source, contentType: type))
+                        } catch {
+                            return .failure(NetActivityError(error))
+                        }
+                    })
             })
-        })
     }
 
     /// libdbus's "no timeout" (DBUS_TIMEOUT_INFINITE).
@@ -115,15 +132,19 @@ final class ClientDownloads: AgentParticipant {
 
     /// A new priority for the pending FetchImage named `receipt` (SetPriority).
     func setPriority(_ priority: ImagePriority, of receipt: String) {
-        core.send(DownloaderMember.Method.setPriority.rawValue, interface: Self.downloaderInterface, { w in
-            w.append(receipt)
-            w.append(priority.rawValue)
-        }, reply: { _ in })
+        core.send(
+            DownloaderMember.Method.setPriority.rawValue, interface: Self.downloaderInterface,
+            { w in
+                w.append(receipt)
+                w.append(priority.rawValue)
+            }, reply: { _ in })
     }
 
     /// Cancels the pending FetchImage named `receipt`: it is answered `Cancelled`.
     func cancelFetch(_ receipt: String) {
-        core.send(DownloaderMember.Method.cancelDownload.rawValue, interface: Self.downloaderInterface, { w in w.append(receipt) }, reply: { _ in })
+        core.send(
+            DownloaderMember.Method.cancelDownload.rawValue, interface: Self.downloaderInterface,
+            { w in w.append(receipt) }, reply: { _ in })
     }
 
     // MARK: prefetch
@@ -133,29 +154,38 @@ final class ClientDownloads: AgentParticipant {
 
     /// PrefetchImages: `done` hears the receipt (or why not); `finished` is called when the agent
     /// has tried every URL (or the agent left).
-    func prefetch(_ urls: [String], _ done: @escaping ClientCore.Completion<String>, finished: @escaping (_ receipt: String) -> Void) {
-        core.query(DownloaderMember.Method.prefetchImages.rawValue, interface: Self.downloaderInterface, { w in
-            w.appendArray(elementSignature: "s") { a in for url in urls { a.append(url) } }
-            try w.appendVardict([:])
-        }, reply: { [unowned self] result in
-            done(result.flatMap { reply in
-                var r = reply.reader()
-                guard let receipt = try? r.read(String.self), reply.sender == self.core.owner else {
-                    return .failure(NetActivityError(.invalidSignature, "Unexpected reply"))
-                }
-                self.prefetches[receipt] = finished
-                return .success(receipt)
+    func prefetch(
+        _ urls: [String], _ done: @escaping ClientCore.Completion<String>,
+        finished: @escaping (_ receipt: String) -> Void
+    ) {
+        core.query(
+            DownloaderMember.Method.prefetchImages.rawValue, interface: Self.downloaderInterface,
+            { w in
+                w.appendArray(elementSignature: "s") { a in for url in urls { a.append(url) } }
+                try w.appendVardict([:])
+            },
+            reply: { [unowned self] result in
+                done(
+                    result.flatMap { reply in
+                        var r = reply.reader()
+                        guard let receipt = try? r.read(String.self), reply.sender == self.core.owner else {
+                            return .failure(NetActivityError(.invalidSignature, "Unexpected reply"))
+                        }
+                        self.prefetches[receipt] = finished
+                        return .success(receipt)
+                    })
             })
-        })
     }
 
     /// CancelPrefetch: `urls` of the prefetch `receipt`, or all of it when empty.
     func cancelPrefetch(_ receipt: String, urls: [String]) {
         if urls.isEmpty { prefetches[receipt] = nil }
-        core.send(DownloaderMember.Method.cancelPrefetch.rawValue, interface: Self.downloaderInterface, { w in
-            w.append(receipt)
-            w.appendArray(elementSignature: "s") { a in for url in urls { a.append(url) } }
-        }, reply: { _ in })
+        core.send(
+            DownloaderMember.Method.cancelPrefetch.rawValue, interface: Self.downloaderInterface,
+            { w in
+                w.append(receipt)
+                w.appendArray(elementSignature: "s") { a in for url in urls { a.append(url) } }
+            }, reply: { _ in })
     }
 
     /// The cached image's bytes for (url, additionalIdentifier), or nil on a miss: read through
@@ -173,28 +203,37 @@ final class ClientDownloads: AgentParticipant {
     {
         typealias M = ImageCacheMember.Method
         guard data.count > NetActivityLimits.maxInlineImageBytes else {
-            return ((forRequest ? M.addImageForRequest : M.addImage).rawValue, { w in
-                key(&w)
-                try w.appendBytes(data)
-            })
+            return (
+                (forRequest ? M.addImageForRequest : M.addImage).rawValue,
+                { w in
+                    key(&w)
+                    try w.appendBytes(data)
+                }
+            )
         }
-        return ((forRequest ? M.addImageFromFdForRequest : M.addImageFromFd).rawValue, { w in
-            key(&w)
-            guard let fd = data.withUnsafeBytes({ SealedMemory.make(name: "netactivity-image", bytes: $0) }) else {
-                throw DBusError.failed("Could not put the image in a memfd: \(String(cString: strerror(errno)))")
+        return (
+            (forRequest ? M.addImageFromFdForRequest : M.addImageFromFd).rawValue,
+            { w in
+                key(&w)
+                guard let fd = data.withUnsafeBytes({ SealedMemory.make(name: "netactivity-image", bytes: $0) }) else {
+                    throw DBusError.failed("Could not put the image in a memfd: \(String(cString: strerror(errno)))")
+                }
+                defer { close(fd) }
+                try w.appendFD(fd)
             }
-            defer { close(fd) }
-            try w.appendFD(fd)
-        })
+        )
     }
 
     /// The cached image for (url, additionalIdentifier) as a shared read-only file, or nil on a
     /// miss: no copy through the bus, whatever its size (the reader copies once, off this thread).
-    func openImage(url: String, additionalIdentifier: String, _ done: @escaping ClientCore.Completion<SharedImageFile?>) {
-        openImage(.openImageForRequest, { w in
-            w.append(url)
-            w.append(additionalIdentifier)
-        }, done)
+    func openImage(url: String, additionalIdentifier: String, _ done: @escaping ClientCore.Completion<SharedImageFile?>)
+    {
+        openImage(
+            .openImageForRequest,
+            { w in
+                w.append(url)
+                w.append(additionalIdentifier)
+            }, done)
     }
 
     /// OpenImage or OpenImageForRequest: the sealed memfd, or nil on a miss.
@@ -202,10 +241,13 @@ final class ClientDownloads: AgentParticipant {
         _ member: ImageCacheMember.Method, _ body: @escaping (inout MessageWriter) throws -> Void,
         _ done: @escaping ClientCore.Completion<SharedImageFile?>
     ) {
-        core.request(member.rawValue, interface: NetActivity.cacheInterface, body, decode: { r throws(DBusError) in
-            let fd = try r.readFD()
-            return SharedImageFile(fd: fd, size: (try? r.read(UInt64.self)) ?? 0)
-        }) { result in
+        core.request(
+            member.rawValue, interface: NetActivity.cacheInterface, body,
+            decode: { r throws(DBusError) in
+                let fd = try r.readFD()
+                return SharedImageFile(fd: fd, size: (try? r.read(UInt64.self)) ?? 0)
+            }
+        ) { result in
             if case .failure(let e) = result, e.code == .notFound { return done(.success(nil)) }
             done(result.map { $0 })
         }
@@ -222,21 +264,31 @@ final class ClientDownloads: AgentParticipant {
 
     /// DownloadFinished is sent to us alone: no match rule, only a handler.
     func connected(_ c: Connection) {
-        c.onSignal(SignalMatch(path: ClientCore.path, interface: Self.downloaderInterface, member: DownloaderMember.Signal.downloadFinished.rawValue)) {
+        c.onSignal(
+            SignalMatch(
+                path: ClientCore.path, interface: Self.downloaderInterface,
+                member: DownloaderMember.Signal.downloadFinished.rawValue)
+        ) {
             [unowned self] message in
             guard message.sender == self.core.owner else { return }
             var r = message.reader()
-            guard let receipt = try? r.read(String.self), (try? r.read(String.self)) != nil, let ok = try? r.read(Bool.self),
-                  let name = try? r.read(String.self), let text = try? r.read(String.self),
-                  let done = self.downloads.removeValue(forKey: receipt)
+            guard let receipt = try? r.read(String.self), (try? r.read(String.self)) != nil,
+                let ok = try? r.read(Bool.self),
+                let name = try? r.read(String.self), let text = try? r.read(String.self),
+                let done = self.downloads.removeValue(forKey: receipt)
             else { return }
             done(ok ? .success(()) : .failure(NetActivityError(name: name, message: text)))
         }
-        c.onSignal(SignalMatch(path: ClientCore.path, interface: Self.downloaderInterface, member: DownloaderMember.Signal.prefetchFinished.rawValue)) {
+        c.onSignal(
+            SignalMatch(
+                path: ClientCore.path, interface: Self.downloaderInterface,
+                member: DownloaderMember.Signal.prefetchFinished.rawValue)
+        ) {
             [unowned self] message in
             guard message.sender == self.core.owner else { return }
             var r = message.reader()
-            guard let receipt = try? r.read(String.self), let finished = self.prefetches.removeValue(forKey: receipt) else { return }
+            guard let receipt = try? r.read(String.self), let finished = self.prefetches.removeValue(forKey: receipt)
+            else { return }
             finished(receipt)
         }
     }

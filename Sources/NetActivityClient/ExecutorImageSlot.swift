@@ -49,28 +49,30 @@ public final class ExecutorImageSlot<Image>: Sendable {
         let (callbacks, decode, apply, decodeQueue) = (callbacks, decode, apply, decodeQueue)
         // Checked where each answer is used: a newer request drops an older one's answers.
         let isNewest: @Sendable (UInt64) -> Bool = { [weak loader] token in loader?.isNewest(token) == true }
-        loader.load(url: url, additionalIdentifier: additionalIdentifier, events: SlotLoader.Events(
-            placeholder: { token in
-                guard placeholder.image != nil else { return }
-                callbacks { if isNewest(token) { apply(placeholder.image) } }
-            },
-            cleared: { token in callbacks { if isNewest(token) { apply(placeholder.image) } } },
-            file: { file, source, token in
-                decodeOffTheUI(file, decode, on: decodeQueue) { _, image in
-                    let decoded = Carried(image: image)
-                    callbacks {
-                        guard isNewest(token) else { return }
-                        guard let image = decoded.image else {
-                            failure?(NetActivityError(.notAnImage, "\(url) could not be decoded"))
-                            return
+        loader.load(
+            url: url, additionalIdentifier: additionalIdentifier,
+            events: SlotLoader.Events(
+                placeholder: { token in
+                    guard placeholder.image != nil else { return }
+                    callbacks { if isNewest(token) { apply(placeholder.image) } }
+                },
+                cleared: { token in callbacks { if isNewest(token) { apply(placeholder.image) } } },
+                file: { file, source, token in
+                    decodeOffTheUI(file, decode, on: decodeQueue) { _, image in
+                        let decoded = Carried(image: image)
+                        callbacks {
+                            guard isNewest(token) else { return }
+                            guard let image = decoded.image else {
+                                failure?(NetActivityError(.notAnImage, "\(url) could not be decoded"))
+                                return
+                            }
+                            if let success { success(image, source) } else { apply(image) }
                         }
-                        if let success { success(image, source) } else { apply(image) }
                     }
-                }
-            },
-            failure: { error, _, token in
-                callbacks { if isNewest(token) { failure?(error) } }
-            }))
+                },
+                failure: { error, _, token in
+                    callbacks { if isNewest(token) { failure?(error) } }
+                }))
     }
 
     /// Cancels the slot's download, if any; its handlers are never called.
@@ -90,7 +92,8 @@ extension ExecutorImageSlot where Image == [UInt8] {
         decodeQueue: DispatchQueue = .global(qos: .userInitiated), apply: @escaping @Sendable ([UInt8]?) -> Void
     ) {
         self.init(
-            activity, callbacks: callbacks, placeholderDelay: placeholderDelay, decodeQueue: decodeQueue, decode: { $0 },
+            activity, callbacks: callbacks, placeholderDelay: placeholderDelay, decodeQueue: decodeQueue,
+            decode: { $0 },
             apply: apply)
     }
 }

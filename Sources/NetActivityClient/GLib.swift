@@ -13,7 +13,8 @@ private struct GLib: @unchecked Sendable {
     // @unchecked Sendable: C function pointers, immutable.
     typealias SourceFunc = @convention(c) (UnsafeMutableRawPointer?) -> Int32
     typealias UnixFDSourceFunc = @convention(c) (Int32, UInt32, UnsafeMutableRawPointer?) -> Int32
-    typealias IdleAddFull = @convention(c) (Int32, SourceFunc, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> UInt32
+    typealias IdleAddFull =
+        @convention(c) (Int32, SourceFunc, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> UInt32
     typealias UnixFDAdd = @convention(c) (Int32, UInt32, UnixFDSourceFunc, UnsafeMutableRawPointer?) -> UInt32
     let idleAddFull: IdleAddFull
     let unixFDAdd: UnixFDAdd
@@ -24,9 +25,10 @@ private struct GLib: @unchecked Sendable {
     /// GLib as the process already has it, or nil.
     static let loaded: GLib? = {
         guard let handle = dlopen("libglib-2.0.so.0", RTLD_NOW | RTLD_NOLOAD),
-              let idle = dlsym(handle, "g_idle_add_full"), let fd = dlsym(handle, "g_unix_fd_add")
+            let idle = dlsym(handle, "g_idle_add_full"), let fd = dlsym(handle, "g_unix_fd_add")
         else { return nil }
-        return GLib(idleAddFull: unsafeBitCast(idle, to: IdleAddFull.self), unixFDAdd: unsafeBitCast(fd, to: UnixFDAdd.self))
+        return GLib(
+            idleAddFull: unsafeBitCast(idle, to: IdleAddFull.self), unixFDAdd: unsafeBitCast(fd, to: UnixFDAdd.self))
     }()
 }
 
@@ -55,13 +57,15 @@ extension NetActivity {
         mainQueueOnGLib.withLock { installed in
             guard !installed else { return }
             installed = true
-            _ = glib.unixFDAdd(dispatchMainQueueHandle(), GLib.G_IO_IN, { fd, _, _ in
-                // Reset the descriptor first: work queued during the drain wakes the loop again.
-                var count: UInt64 = 0
-                _ = read(fd, &count, 8)
-                dispatchMainQueueCallback(nil)
-                return 1  // G_SOURCE_CONTINUE
-            }, nil)
+            _ = glib.unixFDAdd(
+                dispatchMainQueueHandle(), GLib.G_IO_IN,
+                { fd, _, _ in
+                    // Reset the descriptor first: work queued during the drain wakes the loop again.
+                    var count: UInt64 = 0
+                    _ = read(fd, &count, 8)
+                    dispatchMainQueueCallback(nil)
+                    return 1  // G_SOURCE_CONTINUE
+                }, nil)
         }
         return true
     }
@@ -74,10 +78,12 @@ extension CallbackExecutor {
         guard let glib = GLib.loaded else { return nil }
         return CallbackExecutor { job in
             let box = Unmanaged.passRetained(GLibJob(job)).toOpaque()
-            _ = glib.idleAddFull(GLib.G_PRIORITY_DEFAULT, { data in
-                Unmanaged<GLibJob>.fromOpaque(data!).takeRetainedValue().run()
-                return 0  // G_SOURCE_REMOVE
-            }, box, nil)
+            _ = glib.idleAddFull(
+                GLib.G_PRIORITY_DEFAULT,
+                { data in
+                    Unmanaged<GLibJob>.fromOpaque(data!).takeRetainedValue().run()
+                    return 0  // G_SOURCE_REMOVE
+                }, box, nil)
         }
     }
 }

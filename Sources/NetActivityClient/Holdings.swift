@@ -52,13 +52,17 @@ final class Holdings: AgentParticipant {
     func increment() {
         count += 1
         let generation = core.generation
-        core.send(ActivityMember.Method.incrementActivityCount.rawValue, reply: { [unowned self] result in
-            if case .failure(let e) = result, !ClientCore.isAbsence(e), self.count > 0 {
-                // Refused (a limit): undo, and take it back from an agent that was told on re-assertion.
-                self.count -= 1
-                if generation != self.core.generation { self.core.send(ActivityMember.Method.decrementActivityCount.rawValue) }
-            }
-        })
+        core.send(
+            ActivityMember.Method.incrementActivityCount.rawValue,
+            reply: { [unowned self] result in
+                if case .failure(let e) = result, !ClientCore.isAbsence(e), self.count > 0 {
+                    // Refused (a limit): undo, and take it back from an agent that was told on re-assertion.
+                    self.count -= 1
+                    if generation != self.core.generation {
+                        self.core.send(ActivityMember.Method.decrementActivityCount.rawValue)
+                    }
+                }
+            })
     }
 
     func decrement() {
@@ -81,18 +85,20 @@ final class Holdings: AgentParticipant {
     private func assertLease(_ id: Int, _ done: @escaping ClientCore.Completion<Void>) {
         guard let reason = leases[id]?.reason else { return done(.success(())) }
         let generation = core.generation
-        core.send(ActivityMember.Method.beginActivity.rawValue, { w in w.append(reason) }, reply: { [unowned self] result in
-            guard case .success(let reply) = result else { return ClientCore.settle(result, done) }
-            var r = reply.reader()
-            guard let fd = try? r.readFD() else { return done(.success(())) }
-            // The lease may have ended, or the agent changed, while the call was out.
-            if generation == self.core.generation, self.leases[id] != nil {
-                self.leases[id]!.fd = fd
-            } else {
-                close(fd)
-            }
-            done(.success(()))
-        })
+        core.send(
+            ActivityMember.Method.beginActivity.rawValue, { w in w.append(reason) },
+            reply: { [unowned self] result in
+                guard case .success(let reply) = result else { return ClientCore.settle(result, done) }
+                var r = reply.reader()
+                guard let fd = try? r.readFD() else { return done(.success(())) }
+                // The lease may have ended, or the agent changed, while the call was out.
+                if generation == self.core.generation, self.leases[id] != nil {
+                    self.leases[id]!.fd = fd
+                } else {
+                    close(fd)
+                }
+                done(.success(()))
+            })
     }
 
     /// Ends lease `id` (a second end finds nothing: the fd closes once, on this thread).

@@ -97,7 +97,9 @@ final class SlotLoader: @unchecked Sendable {
     /// `cleared`.
     func load(url: String, additionalIdentifier: String, events: Events) {
         core.mailbox.post { [self] in
-            if let request = current, request.url == url, request.additionalIdentifier == additionalIdentifier { return }
+            if let request = current, request.url == url, request.additionalIdentifier == additionalIdentifier {
+                return
+            }
             cancelCurrent()
             let token = newest.load(ordering: .relaxed)
             guard !url.isEmpty else { return events.cleared(token) }
@@ -142,7 +144,8 @@ final class SlotLoader: @unchecked Sendable {
         }
         // Weak from here on: a slot the app lets go cancels its call (deinit) and applies nothing.
         core.downloads.fetch(
-            url: request.url, additionalIdentifier: request.additionalIdentifier, reload: false, priority: priority, receipt: receipt
+            url: request.url, additionalIdentifier: request.additionalIdentifier, reload: false, priority: priority,
+            receipt: receipt
         ) {
             [weak self, core] result in
             request.receipt = nil
@@ -226,7 +229,8 @@ public final class ImageSlot<Image>: Sendable {
     private var pending: (key: ImageSlotMemory.Key, success: Success?, failure: Failure?)?
 
     public init(
-        _ activity: NetActivity, decode: @escaping @Sendable ([UInt8]) -> sending Image?, apply: @escaping @MainActor (Image?) -> Void
+        _ activity: NetActivity, decode: @escaping @Sendable ([UInt8]) -> sending Image?,
+        apply: @escaping @MainActor (Image?) -> Void
     ) {
         self.decode = decode
         self.apply = apply
@@ -240,7 +244,8 @@ public final class ImageSlot<Image>: Sendable {
         url: String, additionalIdentifier: String = "", placeholder: Image? = nil,
         success: Success? = nil, failure: Failure? = nil
     ) {
-        let key = ImageSlotMemory.Key(type: ObjectIdentifier(Image.self), url: url, additionalIdentifier: additionalIdentifier)
+        let key = ImageSlotMemory.Key(
+            type: ObjectIdentifier(Image.self), url: url, additionalIdentifier: additionalIdentifier)
         if let pending, pending.key == key { return }
         token &+= 1
         if !url.isEmpty, let image = ImageSlotMemory.image(for: key) as? Image {
@@ -256,21 +261,24 @@ public final class ImageSlot<Image>: Sendable {
             return
         }
         pending = (key, success, failure)
-        let token = token, decode = decode
+        let token = token
+        let decode = decode
         // Weak: a slot the app lets go applies nothing (and its loader cancels the call).
         weak let slot = self
         // The placeholder already shows; the loader's token is not needed on the main actor.
-        loader.load(url: url, additionalIdentifier: additionalIdentifier, events: SlotLoader.Events(
-            placeholder: { _ in },
-            cleared: { _ in },
-            file: { file, source, _ in
-                decodeOffTheUI(file, decode) { bytes, image in
-                    Task { @MainActor [slot] in slot?.show(image, bytes: bytes, from: source, token: token) }
-                }
-            },
-            failure: { error, final, _ in
-                Task { @MainActor [slot] in slot?.fail(error, final: final, token: token) }
-            }))
+        loader.load(
+            url: url, additionalIdentifier: additionalIdentifier,
+            events: SlotLoader.Events(
+                placeholder: { _ in },
+                cleared: { _ in },
+                file: { file, source, _ in
+                    decodeOffTheUI(file, decode) { bytes, image in
+                        Task { @MainActor [slot] in slot?.show(image, bytes: bytes, from: source, token: token) }
+                    }
+                },
+                failure: { error, final, _ in
+                    Task { @MainActor [slot] in slot?.fail(error, final: final, token: token) }
+                }))
     }
 
     /// Cancels the slot's download, if any; its handlers are never called.
@@ -312,4 +320,3 @@ extension ImageSlot where Image == [UInt8] {
         self.init(activity, decode: { $0 }, apply: apply)
     }
 }
-

@@ -52,7 +52,9 @@ public enum ImageSlotMemory {
     static func insert(_ image: Any, cost: Int, for key: Key) {
         guard cost <= byteLimit else { return }
         clock += 1
-        if let old = entries.updateValue(Entry(image: image, cost: cost, used: clock), forKey: key) { bytes -= old.cost }
+        if let old = entries.updateValue(Entry(image: image, cost: cost, used: clock), forKey: key) {
+            bytes -= old.cost
+        }
         bytes += cost
         trim()
     }
@@ -60,7 +62,7 @@ public enum ImageSlotMemory {
     /// Least recently used out until within both limits: O(count) per eviction, with count small.
     private static func trim() {
         while entries.count > max(0, countLimit) || bytes > byteLimit,
-              let oldest = entries.min(by: { $0.value.used < $1.value.used })
+            let oldest = entries.min(by: { $0.value.used < $1.value.used })
         {
             entries[oldest.key] = nil
             bytes -= oldest.value.cost

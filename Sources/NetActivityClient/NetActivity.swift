@@ -139,7 +139,10 @@ public final class NetActivity: Sendable {
         let progress = TaskProgress(expectedToSend: expectedToSend, expectedToReceive: expectedToReceive)
         let state: TaskState = suspended ? .suspended : .running
         let id: Int = try await perform { core, done in
-            done(.success(core.ownTasks.begin(description: description, state: state, progress: progress, desktopID: desktopID)))
+            done(
+                .success(
+                    core.ownTasks.begin(
+                        description: description, state: state, progress: progress, desktopID: desktopID)))
         }
         return NetActivityTask(core: core, id: id)
     }
@@ -166,7 +169,8 @@ public final class NetActivity: Sendable {
 
     /// Stores an image under the request key of (url, additionalIdentifier). For a URL, the entry
     /// is this app's own: other apps keep seeing what the downloader stored (docs/security.md, "Whose images").
-    public func addImage(_ data: [UInt8], url: String, additionalIdentifier: String = "") async throws(NetActivityError) {
+    public func addImage(_ data: [UInt8], url: String, additionalIdentifier: String = "") async throws(NetActivityError)
+    {
         let call = ClientDownloads.addImageCall(data, forRequest: true) { w in
             w.append(url)
             w.append(additionalIdentifier)
@@ -181,7 +185,9 @@ public final class NetActivity: Sendable {
 
     /// The image cached for (url, additionalIdentifier), or nil.
     public func image(url: String, additionalIdentifier: String = "") async throws(NetActivityError) -> [UInt8]? {
-        try await perform { core, done in core.downloads.lookupImage(url: url, additionalIdentifier: additionalIdentifier, done) }
+        try await perform { core, done in
+            core.downloads.lookupImage(url: url, additionalIdentifier: additionalIdentifier, done)
+        }
     }
 
     /// The cached image as a read-only file (no copy through the bus: the better path for large
@@ -193,7 +199,8 @@ public final class NetActivity: Sendable {
     /// The image at `url` as a read-only file, from the shared cache or fetched by the shared
     /// downloader (one `FetchImage` call: no copy through the bus, whatever its size). Errors and
     /// cancellation as `downloadImage`. For a look at the cache alone, `image(url:)`.
-    public func openImage(url: String, additionalIdentifier: String = "", reload: Bool = false) async throws(NetActivityError)
+    public func openImage(url: String, additionalIdentifier: String = "", reload: Bool = false)
+        async throws(NetActivityError)
         -> SharedImageFile
     {
         try await fetchImage(url: url, additionalIdentifier: additionalIdentifier, reload: reload).file
@@ -201,12 +208,16 @@ public final class NetActivity: Sendable {
 
     /// Whether an image was removed.
     public func removeImage(identifier: String) async throws(NetActivityError) -> Bool {
-        try await cacheCall(ImageCacheMember.Method.removeImage.rawValue, { w in w.append(identifier) }) { r throws(DBusError) in try r.read(Bool.self) }
+        try await cacheCall(ImageCacheMember.Method.removeImage.rawValue, { w in w.append(identifier) }) {
+            r throws(DBusError) in try r.read(Bool.self)
+        }
     }
 
     /// Empties the shared cache; whether it held anything.
     public func removeAllImages() async throws(NetActivityError) -> Bool {
-        try await cacheCall(ImageCacheMember.Method.removeAllImages.rawValue, { _ in }) { r throws(DBusError) in try r.read(Bool.self) }
+        try await cacheCall(ImageCacheMember.Method.removeAllImages.rawValue, { _ in }) { r throws(DBusError) in
+            try r.read(Bool.self)
+        }
     }
 
     // MARK: the shared downloader
@@ -251,7 +262,8 @@ public final class NetActivity: Sendable {
                     let receipt = core.downloads.makeFetchReceipt()
                     cancel.receipt = receipt
                     core.downloads.fetch(
-                        url: url, additionalIdentifier: additionalIdentifier, reload: reload, priority: priority, cacheKey: cacheKey,
+                        url: url, additionalIdentifier: additionalIdentifier, reload: reload, priority: priority,
+                        cacheKey: cacheKey,
                         maxAge: maxAge, receipt: receipt
                     ) {
                         cancel.receipt = nil
@@ -267,7 +279,9 @@ public final class NetActivity: Sendable {
             }
         }
         let fetched = try result.get()
-        return FetchedImage(file: fetched.file, source: fetched.source == .memory ? .cache : .download, contentType: fetched.contentType)
+        return FetchedImage(
+            file: fetched.file, source: fetched.source == .memory ? .cache : .download, contentType: fetched.contentType
+        )
     }
 
     /// Fetches an image through the shared downloader (`fetchImage`) and returns its bytes.
@@ -276,7 +290,8 @@ public final class NetActivity: Sendable {
         cacheKey: String? = nil, maxAge: Duration? = nil
     ) async throws(NetActivityError) -> [UInt8] {
         try await fetchImage(
-            url: url, additionalIdentifier: additionalIdentifier, reload: reload, priority: priority, cacheKey: cacheKey, maxAge: maxAge
+            url: url, additionalIdentifier: additionalIdentifier, reload: reload, priority: priority,
+            cacheKey: cacheKey, maxAge: maxAge
         ).file.readAll()
     }
 
@@ -286,7 +301,8 @@ public final class NetActivity: Sendable {
     public func removeImages(prefix: String) async throws(NetActivityError) -> Int {
         try await perform { core, done in
             core.request(
-                DownloaderMember.Method.removeImages.rawValue, interface: ClientDownloads.downloaderInterface, { w in w.append(prefix) },
+                DownloaderMember.Method.removeImages.rawValue, interface: ClientDownloads.downloaderInterface,
+                { w in w.append(prefix) },
                 decode: { r throws(DBusError) in Int(try r.read(UInt32.self)) }, done)
         }
     }
@@ -322,7 +338,9 @@ public final class NetActivity: Sendable {
         let (stream, continuation) = AsyncStream<TaskEvent>.makeStream(bufferingPolicy: .bufferingNewest(1024))
         let posted = core.mailbox.post { [core] in
             let key = core.taskListFollowers.watch(Observer(continuation))
-            continuation.onTermination = { [weak core] _ in core?.mailbox.post { [weak core] in core?.taskListFollowers.unwatch(key) } }
+            continuation.onTermination = { [weak core] _ in
+                core?.mailbox.post { [weak core] in core?.taskListFollowers.unwatch(key) }
+            }
         }
         if !posted { continuation.finish() }
         return stream
@@ -349,7 +367,8 @@ public final class NetActivity: Sendable {
     /// Whether an agent is on the bus now, or appears within `timeout` (the bus may be starting
     /// one: `connect` asks it to). Nothing held waits for this: it is for what to tell the user.
     public func waitForAgent(timeout: Duration) async -> Bool {
-        (try? await perform { core, done in core.waitForAgent(within: timeout.nanoseconds) { done(.success($0)) } }) ?? false
+        (try? await perform { core, done in core.waitForAgent(within: timeout.nanoseconds) { done(.success($0)) } })
+            ?? false
     }
 }
 

@@ -14,7 +14,9 @@ public struct NetActivityTask: Sendable, Hashable {
         h.combine(id)
     }
 
-    func perform(_ change: @escaping @Sendable (inout TaskRecord) throws(NetActivityError) -> Void) async throws(NetActivityError) {
+    func perform(_ change: @escaping @Sendable (inout TaskRecord) throws(NetActivityError) -> Void)
+        async throws(NetActivityError)
+    {
         let result: Result<Void, NetActivityError> = await withCheckedContinuation { c in
             let posted = core.mailbox.post { [core, id] in
                 if core.isClosed {

@@ -42,7 +42,8 @@ final class OwnTasks: AgentParticipant {
     func begin(description: String, state: TaskState, progress: TaskProgress, desktopID: String? = nil) -> Int {
         let id = core.makeID()
         tasks[id] = TaskEntry(
-            record: TaskRecord(owner: core.uniqueName, description: description, state: state, progress: progress), desktopID: desktopID)
+            record: TaskRecord(owner: core.uniqueName, description: description, state: state, progress: progress),
+            desktopID: desktopID)
         assert(id) { [unowned self] result in
             if case .failure = result { self.finish(id) }
         }
@@ -55,28 +56,35 @@ final class OwnTasks: AgentParticipant {
         let record = entry.record
         let generation = core.generation
         let begun = record.state == .suspended ? TaskState.suspended : .running
-        let expected = TaskProgress(expectedToSend: record.progress.expectedToSend, expectedToReceive: record.progress.expectedToReceive)
+        let expected = TaskProgress(
+            expectedToSend: record.progress.expectedToSend, expectedToReceive: record.progress.expectedToReceive)
         var options: [String: DBusValue] = [
             ActivityMember.BeginTaskOption.suspended.rawValue: .bool(begun == .suspended),
             ActivityMember.BeginTaskOption.expectedToSend.rawValue: .uint64(expected.expectedToSend),
             ActivityMember.BeginTaskOption.expectedToReceive.rawValue: .uint64(expected.expectedToReceive),
         ]
-        if let desktopID = entry.desktopID { options[ActivityMember.BeginTaskOption.desktopID.rawValue] = .string(desktopID) }
-        core.send(ActivityMember.Method.beginTask.rawValue, { w in
-            w.append(record.description)
-            try w.appendVardict(options)
-        }, reply: { [unowned self] result in
-            guard case .success(let reply) = result else { return ClientCore.settle(result, done) }
-            var r = reply.reader()
-            guard generation == self.core.generation, let entry = self.tasks[id], let path = try? r.readObjectPath() else {
-                return done(.success(()))
-            }
-            entry.path = path
-            entry.agentState = begun
-            entry.agentProgress = expected
-            self.publish(entry)
-            self.sync(id, done)
-        })
+        if let desktopID = entry.desktopID {
+            options[ActivityMember.BeginTaskOption.desktopID.rawValue] = .string(desktopID)
+        }
+        core.send(
+            ActivityMember.Method.beginTask.rawValue,
+            { w in
+                w.append(record.description)
+                try w.appendVardict(options)
+            },
+            reply: { [unowned self] result in
+                guard case .success(let reply) = result else { return ClientCore.settle(result, done) }
+                var r = reply.reader()
+                guard generation == self.core.generation, let entry = self.tasks[id], let path = try? r.readObjectPath()
+                else {
+                    return done(.success(()))
+                }
+                entry.path = path
+                entry.agentState = begun
+                entry.agentProgress = expected
+                self.publish(entry)
+                self.sync(id, done)
+            })
     }
 
     /// Sends the agent what it does not know yet about task `id`: the latest progress (one
@@ -91,7 +99,8 @@ final class OwnTasks: AgentParticipant {
         let taskInterface = ClientCore.taskInterface
         if record.progress != entry.agentProgress, !entry.progressInFlight || record.state == .completed {
             entry.progressInFlight = true
-            let p = record.progress, before = entry.agentProgress
+            let p = record.progress
+            let before = entry.agentProgress
             entry.agentProgress = p
             let generation = core.generation
             let answered: ClientCore.Completion<Message> = { [unowned self] _ in
@@ -104,17 +113,21 @@ final class OwnTasks: AgentParticipant {
             bytes.reportedFraction = before.reportedFraction
             let fractionChanged = p.reportedFraction != before.reportedFraction
             if bytes != before {
-                core.send(TaskMember.Method.setProgress.rawValue, path: path, interface: taskInterface, { w in
-                    w.append(p.sent)
-                    w.append(p.expectedToSend)
-                    w.append(p.received)
-                    w.append(p.expectedToReceive)
-                }, reply: fractionChanged ? nil : answered)
+                core.send(
+                    TaskMember.Method.setProgress.rawValue, path: path, interface: taskInterface,
+                    { w in
+                        w.append(p.sent)
+                        w.append(p.expectedToSend)
+                        w.append(p.received)
+                        w.append(p.expectedToReceive)
+                    }, reply: fractionChanged ? nil : answered)
             }
             if fractionChanged {
-                core.send(TaskMember.Method.setFraction.rawValue, path: path, interface: taskInterface, { w in
-                    w.append(p.reportedFraction)
-                }, reply: answered)
+                core.send(
+                    TaskMember.Method.setFraction.rawValue, path: path, interface: taskInterface,
+                    { w in
+                        w.append(p.reportedFraction)
+                    }, reply: answered)
             }
         }
         guard record.state != agentState else {
@@ -122,14 +135,17 @@ final class OwnTasks: AgentParticipant {
             return
         }
         entry.agentState = record.state
-        let member = switch record.state {
-        case .running: TaskMember.Method.resume.rawValue
-        case .suspended: TaskMember.Method.suspend.rawValue
-        case .completed: TaskMember.Method.complete.rawValue
-        }
-        core.send(member, path: path, interface: taskInterface, { w in
-            if record.state == .completed { w.append(record.error) }
-        }, reply: { result in ClientCore.settle(result, done ?? { _ in }) })
+        let member =
+            switch record.state {
+            case .running: TaskMember.Method.resume.rawValue
+            case .suspended: TaskMember.Method.suspend.rawValue
+            case .completed: TaskMember.Method.complete.rawValue
+            }
+        core.send(
+            member, path: path, interface: taskInterface,
+            { w in
+                if record.state == .completed { w.append(record.error) }
+            }, reply: { result in ClientCore.settle(result, done ?? { _ in }) })
         if record.state == .completed { finish(id) }
     }
 

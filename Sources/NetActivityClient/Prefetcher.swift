@@ -24,7 +24,9 @@ public final class Prefetcher: Sendable {
 
         /// Forgets a prefetch the agent finished (or that ended with the agent).
         func finished(_ receipt: String) {
-            for url in urlsOf.removeValue(forKey: receipt) ?? [] where receiptOf[url] == receipt { receiptOf[url] = nil }
+            for url in urlsOf.removeValue(forKey: receipt) ?? [] where receiptOf[url] == receipt {
+                receiptOf[url] = nil
+            }
             wakeIfIdle()
         }
 
@@ -69,21 +71,24 @@ public final class Prefetcher: Sendable {
                 if !fresh.isEmpty { for url in fresh { records.receiptOf[url] = nil } }
                 return records.wakeIfIdle()
             }
-            core.downloads.prefetch(fresh, { result in
-                // URLs stopped before the agent answered are stopped now.
-                let kept = fresh.filter { records.receiptOf[$0] == "" }
-                guard case .success(let receipt) = result else {
-                    for url in kept { records.receiptOf[url] = nil }
-                    return records.wakeIfIdle()
-                }
-                if kept.count < fresh.count {
-                    let keptSet = Set(kept)
-                    core.downloads.cancelPrefetch(receipt, urls: kept.isEmpty ? [] : fresh.filter { !keptSet.contains($0) })
-                }
-                guard !kept.isEmpty else { return }
-                for url in kept { records.receiptOf[url] = receipt }
-                records.urlsOf[receipt] = Set(kept)
-            }, finished: { receipt in records.finished(receipt) })
+            core.downloads.prefetch(
+                fresh,
+                { result in
+                    // URLs stopped before the agent answered are stopped now.
+                    let kept = fresh.filter { records.receiptOf[$0] == "" }
+                    guard case .success(let receipt) = result else {
+                        for url in kept { records.receiptOf[url] = nil }
+                        return records.wakeIfIdle()
+                    }
+                    if kept.count < fresh.count {
+                        let keptSet = Set(kept)
+                        core.downloads.cancelPrefetch(
+                            receipt, urls: kept.isEmpty ? [] : fresh.filter { !keptSet.contains($0) })
+                    }
+                    guard !kept.isEmpty else { return }
+                    for url in kept { records.receiptOf[url] = receipt }
+                    records.urlsOf[receipt] = Set(kept)
+                }, finished: { receipt in records.finished(receipt) })
         }
     }
 

@@ -28,8 +28,11 @@ public final class ProgressBinding: Sendable {
 
     /// `onProgress` runs on the main actor.
     @MainActor
-    public convenience init(_ activity: NetActivity, direction: Direction, onProgress: @escaping @MainActor (TransferProgress) -> Void) {
-        self.init(activity, direction: direction, callbacks: .mainActor, onProgress: CallbackExecutor.onMainActor(onProgress))
+    public convenience init(
+        _ activity: NetActivity, direction: Direction, onProgress: @escaping @MainActor (TransferProgress) -> Void
+    ) {
+        self.init(
+            activity, direction: direction, callbacks: .mainActor, onProgress: CallbackExecutor.onMainActor(onProgress))
     }
 
     /// The executor form: `onProgress` runs on `callbacks`.
@@ -37,7 +40,9 @@ public final class ProgressBinding: Sendable {
         _ activity: NetActivity, direction: Direction, callbacks: CallbackExecutor,
         onProgress: @escaping @Sendable (TransferProgress) -> Void
     ) {
-        follower = TaskFollower(core: activity.core, reaction: ProgressReaction(direction: direction, report: callbacks.delivering(onProgress)))
+        follower = TaskFollower(
+            core: activity.core,
+            reaction: ProgressReaction(direction: direction, report: callbacks.delivering(onProgress)))
     }
 
     public func bind(toTaskAt path: String) { follower.bind(.path(path)) }

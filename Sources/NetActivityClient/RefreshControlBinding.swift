@@ -16,8 +16,11 @@ public final class RefreshControlBinding: Sendable {
     }
 
     /// The executor form: `onRefreshingChange` runs on `callbacks`.
-    public init(_ activity: NetActivity, callbacks: CallbackExecutor, onRefreshingChange: @escaping @Sendable (Bool) -> Void) {
-        follower = TaskFollower(core: activity.core, reaction: RefreshReaction(report: callbacks.delivering(onRefreshingChange)))
+    public init(
+        _ activity: NetActivity, callbacks: CallbackExecutor, onRefreshingChange: @escaping @Sendable (Bool) -> Void
+    ) {
+        follower = TaskFollower(
+            core: activity.core, reaction: RefreshReaction(report: callbacks.delivering(onRefreshingChange)))
     }
 
     public func bind(toTaskAt path: String) { follower.bind(.path(path)) }

@@ -16,21 +16,36 @@ final class StatusMirror: AgentParticipant {
     /// call at the latest, whatever the bus and the agent do: if neither the lookup of the agent
     /// nor its GetAll has answered by then, the last properties it published are the answer, or
     /// with none yet a `noReply` error (a hung agent, or a stalled bus, does not hold the app up).
-    func current(fallingBack: Bool = false, destination: String? = nil, _ done: @escaping ClientCore.Completion<ActivityStatus>) {
-        let answer = !fallingBack ? done : core.answerOnce(within: Self.deadline, otherwise: { [unowned self] in
-            let who = self.core.isLookingUp ? "The bus" : "The agent"
-            return self.status.map { .success($0) } ?? .failure(NetActivityError(.noReply, "\(who) did not answer within 200 ms"))
-        }, done)
-        core.query("GetAll", interface: "org.freedesktop.DBus.Properties", destination: destination, { w in w.append(Self.interface) },
-                   reply: { [unowned self] result in
-            if case .failure(let e) = result, e.code == .disconnected, fallingBack, let mirror = self.status { return answer(.success(mirror)) }
-            answer(result.flatMap { reply in
-                var r = reply.reader()
-                var s = ActivityStatus()
-                do throws(DBusError) { s.apply(try r.readVardict()) } catch { return .failure(NetActivityError(error)) }
-                return .success(s)
+    func current(
+        fallingBack: Bool = false, destination: String? = nil, _ done: @escaping ClientCore.Completion<ActivityStatus>
+    ) {
+        let answer =
+            !fallingBack
+            ? done
+            : core.answerOnce(
+                within: Self.deadline,
+                otherwise: { [unowned self] in
+                    let who = self.core.isLookingUp ? "The bus" : "The agent"
+                    return self.status.map { .success($0) }
+                        ?? .failure(NetActivityError(.noReply, "\(who) did not answer within 200 ms"))
+                }, done)
+        core.query(
+            "GetAll", interface: "org.freedesktop.DBus.Properties", destination: destination,
+            { w in w.append(Self.interface) },
+            reply: { [unowned self] result in
+                if case .failure(let e) = result, e.code == .disconnected, fallingBack, let mirror = self.status {
+                    return answer(.success(mirror))
+                }
+                answer(
+                    result.flatMap { reply in
+                        var r = reply.reader()
+                        var s = ActivityStatus()
+                        do throws(DBusError) { s.apply(try r.readVardict()) } catch {
+                            return .failure(NetActivityError(error))
+                        }
+                        return .success(s)
+                    })
             })
-        })
     }
 
     static let deadline: UInt64 = 200_000_000
@@ -48,15 +63,18 @@ final class StatusMirror: AgentParticipant {
     private func refreshProperty(_ name: String) {
         guard status != nil else { return }  // the GetAll on its way carries it
         let generation = core.generation
-        core.send("Get", interface: "org.freedesktop.DBus.Properties", { w in
-            w.append(Self.interface)
-            w.append(name)
-        }, reply: { [unowned self] result in
-            guard generation == self.core.generation, case .success(let reply) = result else { return }
-            var r = reply.reader()
-            guard let value = try? r.readValue() else { return }
-            self.changed([name: value.unwrapped])
-        })
+        core.send(
+            "Get", interface: "org.freedesktop.DBus.Properties",
+            { w in
+                w.append(Self.interface)
+                w.append(name)
+            },
+            reply: { [unowned self] result in
+                guard generation == self.core.generation, case .success(let reply) = result else { return }
+                var r = reply.reader()
+                guard let value = try? r.readValue() else { return }
+                self.changed([name: value.unwrapped])
+            })
     }
 
     private func changed(_ props: [String: DBusValue]) {
@@ -104,7 +122,8 @@ final class StatusMirror: AgentParticipant {
 
     func connected(_ c: Connection) {
         // The agent's own signals come from its unique name; the bus resolves the well-known one.
-        let changed = SignalMatch(path: ClientCore.path, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged")
+        let changed = SignalMatch(
+            path: ClientCore.path, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged")
         c.addMatchWithoutWaiting(changed.rule + ",sender='\(ClientCore.busName)',arg0='\(Self.interface)'")
         c.onSignal(changed) { [unowned self] message in
             guard message.sender == self.core.owner else { return }

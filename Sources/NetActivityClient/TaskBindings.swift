@@ -45,7 +45,9 @@ extension NetActivity {
         follow(.path(path)) { ProgressReaction(direction: direction, report: $0) }
     }
 
-    public func progress(of task: NetActivityTask, direction: ProgressBinding.Direction) -> AsyncStream<TransferProgress> {
+    public func progress(of task: NetActivityTask, direction: ProgressBinding.Direction) -> AsyncStream<
+        TransferProgress
+    > {
         follow(.task(task)) { ProgressReaction(direction: direction, report: $0) }
     }
 
@@ -164,14 +166,14 @@ final class TaskFollower: @unchecked Sendable {
     }
 }
 
-
 /// A watch of one connection's task on behalf of a binding of another. @unchecked Sendable:
 /// `key` and `ended` are touched only on the watched connection's thread.
 final class ForeignWatch: @unchecked Sendable {
     private var key: Int?
     private var ended = false
 
-    func start(on owner: ClientCore, id: Int, forwardingTo home: ClientCore, _ watcher: UncheckedSendable<TaskWatcher>) {
+    func start(on owner: ClientCore, id: Int, forwardingTo home: ClientCore, _ watcher: UncheckedSendable<TaskWatcher>)
+    {
         let posted = owner.mailbox.post { [self] in
             guard !ended else { return }
             key = owner.watchTask(id: id) { snapshot in
@@ -229,10 +231,14 @@ final class ProgressReaction: TaskReaction {
 
     func react(to snapshot: TaskSnapshot?, first: Bool) -> Bool {
         guard let snapshot, !(first && snapshot.state == .completed) else { return false }
-        let progress = switch direction {
-        case .upload: TransferProgress(completed: snapshot.countOfBytesSent, expected: snapshot.countOfBytesExpectedToSend)
-        case .download: TransferProgress(completed: snapshot.countOfBytesReceived, expected: snapshot.countOfBytesExpectedToReceive)
-        }
+        let progress =
+            switch direction {
+            case .upload:
+                TransferProgress(completed: snapshot.countOfBytesSent, expected: snapshot.countOfBytesExpectedToSend)
+            case .download:
+                TransferProgress(
+                    completed: snapshot.countOfBytesReceived, expected: snapshot.countOfBytesExpectedToReceive)
+            }
         if progress.expected > 0, progress != last {
             last = progress
             report(progress)

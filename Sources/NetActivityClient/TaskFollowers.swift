@@ -50,14 +50,17 @@ final class TaskFollowers: AgentParticipant {
         // The bus handles our messages in order: the rule is in place before the agent sees the
         // GetAll, so every change after its answer reaches us.
         core.connection?.busCallAsync("AddMatch", { w in w.append(watch.rule) }) { _ in }
-        core.query("GetAll", path: path, interface: "org.freedesktop.DBus.Properties", { w in w.append(taskInterface) },
-                   reply: { [unowned self] result in
-            guard self.watches[path] === watch else { return }
-            var r = (try? result.get())?.reader()
-            guard let props = try? r?.readVardict(), props[TaskMember.Property.state.rawValue] != nil else { return self.end(path) }
-            let snapshot = TaskSnapshot(path: path, properties: props)
-            self.deliver(snapshot, to: watch, path: path)
-        })
+        core.query(
+            "GetAll", path: path, interface: "org.freedesktop.DBus.Properties", { w in w.append(taskInterface) },
+            reply: { [unowned self] result in
+                guard self.watches[path] === watch else { return }
+                var r = (try? result.get())?.reader()
+                guard let props = try? r?.readVardict(), props[TaskMember.Property.state.rawValue] != nil else {
+                    return self.end(path)
+                }
+                let snapshot = TaskSnapshot(path: path, properties: props)
+                self.deliver(snapshot, to: watch, path: path)
+            })
         return key
     }
 
@@ -101,10 +104,12 @@ final class TaskFollowers: AgentParticipant {
         let changed = SignalMatch(interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged")
         c.onSignal(changed) { [unowned self] message in
             guard !self.watches.isEmpty, let path = message.path, let watch = self.watches[path],
-                  var snapshot = watch.snapshot, message.sender == self.core.owner
+                var snapshot = watch.snapshot, message.sender == self.core.owner
             else { return }
             var r = message.reader()
-            guard (try? r.read(String.self)) == ClientCore.taskInterface, let props = try? r.readVardict() else { return }
+            guard (try? r.read(String.self)) == ClientCore.taskInterface, let props = try? r.readVardict() else {
+                return
+            }
             snapshot.apply(props)
             self.deliver(snapshot, to: watch, path: path)
         }
@@ -175,10 +180,12 @@ final class TaskListFollowers: AgentParticipant {
     /// The agent's match rules for the task list (the agent's signals come from its unique name;
     /// the bus resolves the well-known one in `sender`).
     static var rules: [String] {
-        let path = ClientCore.path, busName = ClientCore.busName
+        let path = ClientCore.path
+        let busName = ClientCore.busName
         return [
             SignalMatch(path: path, interface: objectManager, member: "InterfacesAdded").rule + ",sender='\(busName)'",
-            SignalMatch(path: path, interface: objectManager, member: "InterfacesRemoved").rule + ",sender='\(busName)'",
+            SignalMatch(path: path, interface: objectManager, member: "InterfacesRemoved").rule
+                + ",sender='\(busName)'",
             SignalMatch(interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged").rule
                 + ",sender='\(busName)',path_namespace='\(path)/tasks',arg0='\(ClientCore.taskInterface)'",
         ]
@@ -227,8 +234,11 @@ final class TaskListFollowers: AgentParticipant {
     }
 
     /// The agent's tasks (GetManagedObjects), by task number.
-    static func taskList(_ core: ClientCore, destination: String? = nil, _ done: @escaping ClientCore.Completion<[TaskSnapshot]>) {
-        core.request("GetManagedObjects", interface: objectManager, destination: destination, decode: readManagedTasks) { result in
+    static func taskList(
+        _ core: ClientCore, destination: String? = nil, _ done: @escaping ClientCore.Completion<[TaskSnapshot]>
+    ) {
+        core.request("GetManagedObjects", interface: objectManager, destination: destination, decode: readManagedTasks)
+        { result in
             done(result.map { $0.values.sorted(by: Self.taskOrder) })
         }
     }
@@ -238,18 +248,23 @@ final class TaskListFollowers: AgentParticipant {
     /// The task list's signals, from the agent.
     func connected(_ c: Connection) {
         if !watches.isEmpty { addRules(c) }
-        let path = ClientCore.path, objectManager = Self.objectManager
-        c.onSignal(SignalMatch(path: path, interface: objectManager, member: "InterfacesAdded")) { [unowned self] message in
+        let path = ClientCore.path
+        let objectManager = Self.objectManager
+        c.onSignal(SignalMatch(path: path, interface: objectManager, member: "InterfacesAdded")) {
+            [unowned self] message in
             guard !self.watches.isEmpty, message.sender == self.core.owner else { return }
             var r = message.reader()
-            guard let path = try? r.readObjectPath(), let props = (try? Self.readInterfaces(&r))?[ClientCore.taskInterface] else { return }
+            guard let path = try? r.readObjectPath(),
+                let props = (try? Self.readInterfaces(&r))?[ClientCore.taskInterface]
+            else { return }
             let t = TaskSnapshot(path: path, properties: props)
             for w in self.watches.values where w.known[path] != t {
                 w.known[path] = t
                 w.observer.yield(.added(t))
             }
         }
-        c.onSignal(SignalMatch(path: path, interface: objectManager, member: "InterfacesRemoved")) { [unowned self] message in
+        c.onSignal(SignalMatch(path: path, interface: objectManager, member: "InterfacesRemoved")) {
+            [unowned self] message in
             guard !self.watches.isEmpty, message.sender == self.core.owner else { return }
             var r = message.reader()
             guard let path = try? r.readObjectPath() else { return }
@@ -257,10 +272,13 @@ final class TaskListFollowers: AgentParticipant {
                 w.observer.yield(.removed(path: path))
             }
         }
-        c.onSignal(SignalMatch(interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged")) { [unowned self] message in
+        c.onSignal(SignalMatch(interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged")) {
+            [unowned self] message in
             guard !self.watches.isEmpty, message.sender == self.core.owner, let path = message.path else { return }
             var r = message.reader()
-            guard (try? r.read(String.self)) == ClientCore.taskInterface, let props = try? r.readVardict() else { return }
+            guard (try? r.read(String.self)) == ClientCore.taskInterface, let props = try? r.readVardict() else {
+                return
+            }
             for w in self.watches.values {
                 guard var t = w.known[path] else { continue }
                 t.apply(props)
@@ -300,7 +318,9 @@ final class TaskListFollowers: AgentParticipant {
         while !objects.isAtEnd() {
             var entry = try objects.enterDictEntry()
             let path = try entry.readObjectPath()
-            if let props = try readInterfaces(&entry)[taskInterface] { out[path] = TaskSnapshot(path: path, properties: props) }
+            if let props = try readInterfaces(&entry)[taskInterface] {
+                out[path] = TaskSnapshot(path: path, properties: props)
+            }
         }
         return out
     }

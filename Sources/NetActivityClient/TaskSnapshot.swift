@@ -56,9 +56,13 @@ extension TaskSnapshot {
         if let v = p[TaskMember.Property.description.rawValue]?.stringValue { description = v }
         if let v = p[TaskMember.Property.owner.rawValue]?.stringValue { owner = v }
         if let v = p[TaskMember.Property.countOfBytesSent.rawValue]?.uint64Value { countOfBytesSent = v }
-        if let v = p[TaskMember.Property.countOfBytesExpectedToSend.rawValue]?.uint64Value { countOfBytesExpectedToSend = v }
+        if let v = p[TaskMember.Property.countOfBytesExpectedToSend.rawValue]?.uint64Value {
+            countOfBytesExpectedToSend = v
+        }
         if let v = p[TaskMember.Property.countOfBytesReceived.rawValue]?.uint64Value { countOfBytesReceived = v }
-        if let v = p[TaskMember.Property.countOfBytesExpectedToReceive.rawValue]?.uint64Value { countOfBytesExpectedToReceive = v }
+        if let v = p[TaskMember.Property.countOfBytesExpectedToReceive.rawValue]?.uint64Value {
+            countOfBytesExpectedToReceive = v
+        }
         if let v = p[TaskMember.Property.fractionCompleted.rawValue]?.doubleValue { fractionCompleted = v }
         if let v = p[TaskMember.Property.error.rawValue]?.stringValue { error = v }
     }

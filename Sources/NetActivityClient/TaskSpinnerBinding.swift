@@ -17,8 +17,11 @@ public final class TaskSpinnerBinding: Sendable {
     }
 
     /// The executor form: `onAnimatingChange` runs on `callbacks`.
-    public init(_ activity: NetActivity, callbacks: CallbackExecutor, onAnimatingChange: @escaping @Sendable (Bool) -> Void) {
-        follower = TaskFollower(core: activity.core, reaction: SpinnerReaction(report: callbacks.delivering(onAnimatingChange)))
+    public init(
+        _ activity: NetActivity, callbacks: CallbackExecutor, onAnimatingChange: @escaping @Sendable (Bool) -> Void
+    ) {
+        follower = TaskFollower(
+            core: activity.core, reaction: SpinnerReaction(report: callbacks.delivering(onAnimatingChange)))
     }
 
     /// Follows the task at `path` (any client's, e.g. from `netactivity tasks` or GetManagedObjects).

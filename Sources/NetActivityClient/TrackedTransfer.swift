@@ -110,7 +110,8 @@ extension NetActivity {
         _ description: String, expectedToSend: UInt64 = 0, expectedToReceive: UInt64 = 0,
         isolation: isolated (any Actor)? = #isolation, _ body: (TrackedTransfer) async throws -> T
     ) async throws -> T {
-        let transfer = await beginTransfer(description, expectedToSend: expectedToSend, expectedToReceive: expectedToReceive)
+        let transfer = await beginTransfer(
+            description, expectedToSend: expectedToSend, expectedToReceive: expectedToReceive)
         do {
             let value = try await body(transfer)
             transfer.finish()

@@ -33,7 +33,8 @@ extension NetActivity {
         cacheKey: String? = nil, maxAge: Duration? = nil
     ) async throws(NetActivityError) -> [UInt8] {
         try await downloadImage(
-            url: url.absoluteString, additionalIdentifier: additionalIdentifier, reload: reload, priority: priority, cacheKey: cacheKey,
+            url: url.absoluteString, additionalIdentifier: additionalIdentifier, reload: reload, priority: priority,
+            cacheKey: cacheKey,
             maxAge: maxAge)
     }
 
@@ -41,7 +42,8 @@ extension NetActivity {
         try await image(url: url.absoluteString, additionalIdentifier: additionalIdentifier)
     }
 
-    public func openImage(url: URL, additionalIdentifier: String = "", reload: Bool = false) async throws(NetActivityError)
+    public func openImage(url: URL, additionalIdentifier: String = "", reload: Bool = false)
+        async throws(NetActivityError)
         -> SharedImageFile
     {
         try await openImage(url: url.absoluteString, additionalIdentifier: additionalIdentifier, reload: reload)
@@ -52,7 +54,8 @@ extension NetActivity {
         cacheKey: String? = nil, maxAge: Duration? = nil
     ) async throws(NetActivityError) -> FetchedImage {
         try await fetchImage(
-            url: url.absoluteString, additionalIdentifier: additionalIdentifier, reload: reload, priority: priority, cacheKey: cacheKey,
+            url: url.absoluteString, additionalIdentifier: additionalIdentifier, reload: reload, priority: priority,
+            cacheKey: cacheKey,
             maxAge: maxAge)
     }
 

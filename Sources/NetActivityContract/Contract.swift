@@ -15,10 +15,12 @@ extension ActivityMember {
     /// letters, digits, '.', '_', '-', at most 255 bytes), or nil when it is.
     public static func desktopIDProblem(_ id: String) -> String? {
         let allowed = { (c: UInt8) in
-            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2E || c == 0x5F || c == 0x2D
+            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2E || c == 0x5F
+                || c == 0x2D
         }
         if id.utf8.count <= 255, id.hasSuffix(".desktop"), id.utf8.count > 8, id.utf8.allSatisfy(allowed) { return nil }
-        return "BeginTask option 'desktop-id' must be a desktop file name like 'org.example.App.desktop' (letters, digits, '.', '_', '-'; at most 255 bytes), got '\(id.prefix(300))'"
+        return
+            "BeginTask option 'desktop-id' must be a desktop file name like 'org.example.App.desktop' (letters, digits, '.', '_', '-'; at most 255 bytes), got '\(id.prefix(300))'"
     }
 }
 

@@ -24,7 +24,9 @@ public enum DisplayText {
     /// with `body-markup`): `&`, `<`, `>`, `"` and `'` become entities, so another app's text
     /// never becomes markup.
     public static func markupEscaped(_ text: String) -> String {
-        guard text.utf8.contains(where: { $0 == 0x26 || $0 == 0x3C || $0 == 0x3E || $0 == 0x22 || $0 == 0x27 }) else { return text }
+        guard text.utf8.contains(where: { $0 == 0x26 || $0 == 0x3C || $0 == 0x3E || $0 == 0x22 || $0 == 0x27 }) else {
+            return text
+        }
         var out = ""
         for c in text {
             switch c {

@@ -39,7 +39,9 @@ public struct NetActivityError: Error, Equatable, Sendable, CustomStringConverti
 
     public static func invalidArgs(_ message: String) -> NetActivityError { NetActivityError(.invalidArgs, message) }
     public static func accessDenied(_ message: String) -> NetActivityError { NetActivityError(.accessDenied, message) }
-    public static func limitsExceeded(_ message: String) -> NetActivityError { NetActivityError(.limitsExceeded, message) }
+    public static func limitsExceeded(_ message: String) -> NetActivityError {
+        NetActivityError(.limitsExceeded, message)
+    }
     public static func failed(_ message: String) -> NetActivityError { NetActivityError(.failed, message) }
 
     /// The error's name as one of the contract's, if it is.
@@ -65,7 +67,8 @@ public struct NetActivityError: Error, Equatable, Sendable, CustomStringConverti
     /// The library's own messages for "no agent" and "no bus" (the bus's ServiceUnknown says
     /// something else, and is explained by `description`).
     public static let agentNotRunningMessage = "the netactivity agent is not running on this bus"
-    public static let noSessionBusMessage = "there is no session bus (DBUS_SESSION_BUS_ADDRESS is unset, or the bus has gone), so no netactivity agent"
+    public static let noSessionBusMessage =
+        "there is no session bus (DBUS_SESSION_BUS_ADDRESS is unset, or the bus has gone), so no netactivity agent"
 
     public var description: String {
         guard isAgentNotRunning else { return "\(message) (\(name))" }

@@ -17,17 +17,24 @@ public enum PublishedURL {
         return url.withUTF8 { b in
             func first(from: Int, to: Int, _ match: (UInt8) -> Bool) -> Int? {
                 var i = from
-                while i < to { if match(b[i]) { return i }; i += 1 }
+                while i < to {
+                    if match(b[i]) { return i }
+                    i += 1
+                }
                 return nil
             }
-            var schemeEnd = 0, start = 0
-            if b.count >= 3, let colon = (0...(b.count - 3)).first(where: {
-                b[$0] == UInt8(ascii: ":") && b[$0 + 1] == UInt8(ascii: "/") && b[$0 + 2] == UInt8(ascii: "/")
-            }) {
+            var schemeEnd = 0
+            var start = 0
+            if b.count >= 3,
+                let colon = (0...(b.count - 3)).first(where: {
+                    b[$0] == UInt8(ascii: ":") && b[$0 + 1] == UInt8(ascii: "/") && b[$0 + 2] == UInt8(ascii: "/")
+                })
+            {
                 schemeEnd = colon + 3
-                let authorityEnd = first(from: schemeEnd, to: b.count) {
-                    $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#")
-                } ?? b.count
+                let authorityEnd =
+                    first(from: schemeEnd, to: b.count) {
+                        $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#")
+                    } ?? b.count
                 start = (schemeEnd..<authorityEnd).last { b[$0] == UInt8(ascii: "@") }.map { $0 + 1 } ?? schemeEnd
                 // A userinfo holding "/", "?" or "#" ends the authority early for every parser,
                 // leaving its tail in the path or query ("http://alice:pa?ss@host" has host "alice"
@@ -35,7 +42,8 @@ public enum PublishedURL {
                 // nothing after the scheme is published.
                 let hostEnd = first(from: start, to: authorityEnd) { $0 == UInt8(ascii: "]") }.map { $0 + 1 } ?? start
                 let portStart = first(from: hostEnd, to: authorityEnd) { $0 == UInt8(ascii: ":") }
-                let badPort = portStart.map { p in (p + 1..<authorityEnd).contains { b[$0] < 0x30 || b[$0] > 0x39 } } ?? false
+                let badPort =
+                    portStart.map { p in (p + 1..<authorityEnd).contains { b[$0] < 0x30 || b[$0] > 0x39 } } ?? false
                 if badPort || first(from: authorityEnd, to: b.count, { $0 == UInt8(ascii: "@") }) != nil {
                     return String(decoding: UnsafeBufferPointer(rebasing: b[..<schemeEnd]), as: UTF8.self) + "…"
                 }

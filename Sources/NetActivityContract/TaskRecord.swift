@@ -18,8 +18,10 @@ public struct TaskProgress: Equatable, Hashable, Sendable {
     /// output). It counts only while no expected size is known.
     public var reportedFraction: Double
 
-    public init(sent: UInt64 = 0, expectedToSend: UInt64 = 0, received: UInt64 = 0, expectedToReceive: UInt64 = 0,
-                reportedFraction: Double = 0) {
+    public init(
+        sent: UInt64 = 0, expectedToSend: UInt64 = 0, received: UInt64 = 0, expectedToReceive: UInt64 = 0,
+        reportedFraction: Double = 0
+    ) {
         self.sent = sent
         self.expectedToSend = expectedToSend
         self.received = received
@@ -65,9 +67,14 @@ public struct TaskProgress: Equatable, Hashable, Sendable {
 
     /// Checks that `next` may follow `self`.
     public func validate(next: TaskProgress) throws(Refusal) {
-        for (name, old, new) in [("CountOfBytesSent", sent, next.sent), ("CountOfBytesReceived", received, next.received)]
+        for (name, old, new) in [
+            ("CountOfBytesSent", sent, next.sent), ("CountOfBytesReceived", received, next.received),
+        ]
         where new < old {
-            throw Refusal(message: "\(name) went back from \(old) to \(new); byte counters only grow (a retry from the start is a new task)")
+            throw Refusal(
+                message:
+                    "\(name) went back from \(old) to \(new); byte counters only grow (a retry from the start is a new task)"
+            )
         }
         for (name, count, expectedName, expected) in [
             ("CountOfBytesSent", next.sent, "CountOfBytesExpectedToSend", next.expectedToSend),
@@ -103,7 +110,9 @@ public struct TaskRecord: Sendable, Equatable {
         }
     }
 
-    public init(owner: String, description: String, state: TaskState = .running, progress: TaskProgress = TaskProgress()) {
+    public init(
+        owner: String, description: String, state: TaskState = .running, progress: TaskProgress = TaskProgress()
+    ) {
         precondition(state != .completed, "a task starts running or suspended")
         self.owner = owner
         self.description = description

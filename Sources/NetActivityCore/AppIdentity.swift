@@ -50,7 +50,9 @@ public enum AppIdentity {
     /// The identity of process `pid` of user `uid`, from what procfs shows of it: `cgroup` (the
     /// text of `/proc/PID/cgroup`), `flatpakInfo` (the text of `/proc/PID/root/.flatpak-info`,
     /// nil when absent) and `securityLabel` (`/proc/PID/attr/current`, "" when none).
-    public static func identify(pid: UInt32, uid: UInt32, cgroup: String, flatpakInfo: String?, securityLabel: String = "")
+    public static func identify(
+        pid: UInt32, uid: UInt32, cgroup: String, flatpakInfo: String?, securityLabel: String = ""
+    )
         -> ClientIdentity
     {
         if let info = flatpakInfo, let id = flatpakID(info: info) {

@@ -57,7 +57,9 @@ public struct AutoPurgingImageCache<Image> {
         case overShare(owner: String, usage: UInt64, share: UInt64)
     }
 
-    @inlinable public init(memoryCapacity: UInt64 = defaultCapacity, preferredMemoryUsageAfterPurge: UInt64 = defaultPreferred) {
+    @inlinable public init(
+        memoryCapacity: UInt64 = defaultCapacity, preferredMemoryUsageAfterPurge: UInt64 = defaultPreferred
+    ) {
         precondition(preferredMemoryUsageAfterPurge <= memoryCapacity, "preferred usage above capacity")
         self._memoryCapacity = memoryCapacity
         self._preferredMemoryUsageAfterPurge = preferredMemoryUsageAfterPurge
@@ -80,7 +82,8 @@ public struct AutoPurgingImageCache<Image> {
             // `key` is already in, as the most recent (or the least): the entry at the other end
             // is another one when there are two or more, and without a ledger it has the owner of
             // them all.
-            guard entries.count > 1, let other = (asOldest ? entries.newestValue : entries.oldestValue)?.owner, other != owner
+            guard entries.count > 1, let other = (asOldest ? entries.newestValue : entries.oldestValue)?.owner,
+                other != owner
             else { return }
             var ledger = OwnerLedger<String>()
             for k in entries.keysByRecency.reversed() where k != key {
@@ -100,13 +103,17 @@ public struct AutoPurgingImageCache<Image> {
     /// caller can release resources the images hold. The image just added is never evicted by its
     /// own insertion (it is the most recent, and it fits within the capacity).
     @discardableResult
-    @inlinable public mutating func add(_ image: Image, cost: UInt64, for key: String, owner: String = "") throws(Refusal) -> [Image] {
+    @inlinable public mutating func add(_ image: Image, cost: UInt64, for key: String, owner: String = "")
+        throws(Refusal) -> [Image]
+    {
         guard cost <= memoryCapacity else { throw .tooLarge(cost: cost, capacity: memoryCapacity) }
         var evicted: [Image] = []
         if let old = entries.set(Entry(image: image, owner: owner), cost: cost, for: key) { evicted.append(old.image) }
         noteOwner(owner, of: key, cost: cost)
         _statistics.insertions += 1
-        if memoryUsage > memoryCapacity, let ledger = owners, !ledger.fits(owner, newest: cost, capacity: memoryCapacity) {
+        if memoryUsage > memoryCapacity, let ledger = owners,
+            !ledger.fits(owner, newest: cost, capacity: memoryCapacity)
+        {
             // Room could only come from apps within their shares: the image is refused before
             // anything is evicted for it.
             throw takeBack(key, owner: owner, ledger: ledger)
@@ -123,7 +130,8 @@ public struct AutoPurgingImageCache<Image> {
     /// as the least recently used entry of the cache and of its owner: when room is needed, it goes
     /// first, until someone uses it. A key already held is left as it is. Returns whether it was added.
     @discardableResult
-    @inlinable public mutating func addIfRoom(_ image: Image, cost: UInt64, for key: String, owner: String = "") -> Bool {
+    @inlinable public mutating func addIfRoom(_ image: Image, cost: UInt64, for key: String, owner: String = "") -> Bool
+    {
         guard !entries.contains(key), memoryUsage + cost <= memoryCapacity else { return false }
         entries.set(Entry(image: image, owner: owner), cost: cost, for: key, asOldest: true)
         noteOwner(owner, of: key, cost: cost, asOldest: true)
@@ -229,14 +237,16 @@ public struct AutoPurgingImageCache<Image> {
         var sliced = false
         defer {
             _statistics.evictions += UInt64(evicted.count)
-            if sliced || evicted.count >= slice, memoryUsage > target, entries.count > 1 { pendingPurge = (target, kept, force) }
+            if sliced || evicted.count >= slice, memoryUsage > target, entries.count > 1 {
+                pendingPurge = (target, kept, force)
+            }
         }
         settleOwners()  // a replacement may have left one owner
         if owners == nil {
             // One owner: plain LRU, walking the tail with no hashing (AFNetworking's purge).
             let keptSlot = kept.flatMap { entries.find($0, hash: $0.hashValue)?.slot } ?? -1
             while evicted.count < slice, memoryUsage > target, entries.tail >= 0, Int(entries.tail) != keptSlot,
-                  let e = entries.dropOldest()
+                let e = entries.dropOldest()
             {
                 evicted.append(e.image)
             }
@@ -294,7 +304,9 @@ public enum ImageRequestKey {
     /// name them); else an entry charged to `app` whose URL (or identifier) starts with `prefix`.
     public static func removable(key: String, owner: String, prefix: String, by app: Substring) -> Bool {
         if let scoped = cacheKey(of: key) { return scoped.app == app && scoped.cacheKey.hasPrefix(prefix) }
-        guard !isScoped(key), (owner.isEmpty ? ClientIdentity.unscopedApp[...] : ClientIdentity.app(ofLeaf: owner)) == app else {
+        guard !isScoped(key),
+            (owner.isEmpty ? ClientIdentity.unscopedApp[...] : ClientIdentity.app(ofLeaf: owner)) == app
+        else {
             return false
         }
         // A request key's URL, or an app's own entry's: up to the first NUL.

@@ -46,11 +46,17 @@ public struct DiskEntry: Equatable, Sendable {
     /// An entry's bytes before its body: magic, key, owner, caching facts, the body's length, and
     /// the number of zero bytes that follow to put the body at a multiple of `alignBodyTo` (0:
     /// none), with those bytes: a body so placed can be written to the file with `O_DIRECT`.
-    public static func header(key: String, owner: String, info: CachedResponseInfo, bodyCount: Int, alignBodyTo: Int = 0) -> [UInt8] {
+    public static func header(
+        key: String, owner: String, info: CachedResponseInfo, bodyCount: Int, alignBodyTo: Int = 0
+    ) -> [UInt8] {
         var out = Self.magic
         func u16(_ v: UInt16) { out += [UInt8(v >> 8), UInt8(v & 0xFF)] }
-        func u32(_ v: UInt32) { for i in (0..<4).reversed() { out.append(UInt8(truncatingIfNeeded: v >> (UInt32(i) * 8))) } }
-        func u64(_ v: UInt64) { for i in (0..<8).reversed() { out.append(UInt8(truncatingIfNeeded: v >> (UInt64(i) * 8))) } }
+        func u32(_ v: UInt32) {
+            for i in (0..<4).reversed() { out.append(UInt8(truncatingIfNeeded: v >> (UInt32(i) * 8))) }
+        }
+        func u64(_ v: UInt64) {
+            for i in (0..<8).reversed() { out.append(UInt8(truncatingIfNeeded: v >> (UInt64(i) * 8))) }
+        }
         func text(_ s: String?) {
             guard let s else { return u16(Self.absent) }
             let bytes = Array(s.utf8.prefix(Int(Self.absent) - 1))
@@ -89,8 +95,12 @@ public struct DiskEntry: Equatable, Sendable {
 
     /// Reads a whole entry in place: its key, owner, caching facts and where its body lies; nil
     /// when the bytes are not a whole, undamaged entry.
-    public static func parse(_ bytes: UnsafeRawBufferPointer) -> (key: String, owner: String, info: CachedResponseInfo, body: Range<Int>)? {
-        guard bytes.count >= magic.count + 8, bytes.starts(with: magic) || bytes.starts(with: ownerlessMagic) else { return nil }
+    public static func parse(_ bytes: UnsafeRawBufferPointer) -> (
+        key: String, owner: String, info: CachedResponseInfo, body: Range<Int>
+    )? {
+        guard bytes.count >= magic.count + 8, bytes.starts(with: magic) || bytes.starts(with: ownerlessMagic) else {
+            return nil
+        }
         let hasOwner = bytes.starts(with: magic)
         let end = bytes.count - 8
         let trailer = bytes[end...].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
@@ -109,10 +119,10 @@ public struct DiskEntry: Equatable, Sendable {
             return take(Int(n)).map { .some(String(decoding: bytes[$0], as: UTF8.self)) }
         }
         guard let keyLength = uint(4), keyLength <= UInt64(end), let key = take(Int(keyLength)),
-              let owner = hasOwner ? text() : .some(""), let etag = text(),
-              let lastModified = text(), let stored = uint(8), let fresh = uint(8), let bodyLength = uint(8),
-              let padding = uint(4), padding <= UInt64(maxPadding), take(Int(padding)) != nil,
-              bodyLength <= UInt64(end), let body = take(Int(bodyLength)), at == end
+            let owner = hasOwner ? text() : .some(""), let etag = text(),
+            let lastModified = text(), let stored = uint(8), let fresh = uint(8), let bodyLength = uint(8),
+            let padding = uint(4), padding <= UInt64(maxPadding), take(Int(padding)) != nil,
+            bodyLength <= UInt64(end), let body = take(Int(bodyLength)), at == end
         else { return nil }
         let sum = combine(
             header: checksum(UnsafeRawBufferPointer(rebasing: bytes[..<body.lowerBound])),
@@ -140,7 +150,9 @@ public struct DiskEntry: Equatable, Sendable {
         let key = String(decoding: prefix[at..<(at + keyLength)], as: UTF8.self)
         at += keyLength
         guard hasOwner else { return (key, "") }
-        guard let ownerLength = uint(2), ownerLength != Int(absent), ownerLength <= prefix.count - at else { return nil }
+        guard let ownerLength = uint(2), ownerLength != Int(absent), ownerLength <= prefix.count - at else {
+            return nil
+        }
         return (key, String(decoding: prefix[at..<(at + ownerLength)], as: UTF8.self))
     }
 

@@ -68,7 +68,9 @@ public struct DiskIndex: Sendable {
     /// their files) and whether the entry fits now. When it does not, what was taken stays taken:
     /// each of those could go by the rules anyway. `prefetchStarted`: the entry comes from a
     /// prefetch that started then.
-    public mutating func makeRoom(for name: String, size: UInt64, owner: String, prefetchStarted: Double? = nil) -> (taken: [String], fits: Bool) {
+    public mutating func makeRoom(for name: String, size: UInt64, owner: String, prefetchStarted: Double? = nil) -> (
+        taken: [String], fits: Bool
+    ) {
         remove(name)
         var taken: [String] = []
         guard size <= capacity else { return (taken, false) }

@@ -60,7 +60,9 @@ public struct CacheControl: Equatable, Sendable {
         var i = s.startIndex
         while i < s.endIndex {
             let c = s[i]
-            if c == "\"" { quoted.toggle() } else if c == ",", !quoted {
+            if c == "\"" {
+                quoted.toggle()
+            } else if c == ",", !quoted {
                 parts.append(s[start..<i])
                 start = s.index(after: i)
             }
@@ -125,9 +127,11 @@ public enum HTTPCachePolicy {
         }
 
         static func sameName(_ a: String, _ b: String) -> Bool {
-            a.utf8.count == b.utf8.count && zip(a.utf8, b.utf8).allSatisfy { x, y in
-                x == y || (x | 0x20 == y | 0x20 && (x | 0x20) >= UInt8(ascii: "a") && (x | 0x20) <= UInt8(ascii: "z"))
-            }
+            a.utf8.count == b.utf8.count
+                && zip(a.utf8, b.utf8).allSatisfy { x, y in
+                    x == y
+                        || (x | 0x20 == y | 0x20 && (x | 0x20) >= UInt8(ascii: "a") && (x | 0x20) <= UInt8(ascii: "z"))
+                }
         }
     }
 
@@ -147,7 +151,9 @@ public enum HTTPCachePolicy {
     }
 
     /// A 304 for a revalidated entry: new validators and freshness when the server sent them.
-    public static func refreshed(_ info: CachedResponseInfo, notModified headers: Headers, now: Double) -> CachedResponseInfo {
+    public static func refreshed(_ info: CachedResponseInfo, notModified headers: Headers, now: Double)
+        -> CachedResponseInfo
+    {
         var updated = info
         let control = CacheControl.parse(headers["Cache-Control"] ?? "")
         updated.storedAt = now

@@ -133,7 +133,9 @@ public final class ImageDownloader {
     private let isCached: IsCached
     /// Keeps what a transfer fetched under its key, charged to `app` (the first app that asked);
     /// `prefetchStarted` when only prefetches waited for it (see `prefetchStarted(ofTransfer:)`).
-    public typealias Store = (_ key: String, _ fetched: Fetched, _ app: String, _ prefetchStarted: Double?) -> Result<Void, Failure>
+    public typealias Store = (_ key: String, _ fetched: Fetched, _ app: String, _ prefetchStarted: Double?) -> Result<
+        Void, Failure
+    >
     private let store: Store
     public weak var observer: (any Observer)?
 
@@ -233,7 +235,8 @@ public final class ImageDownloader {
         let receipt = "r\(nextReceipt)"
         nextReceipt += 1
         let waiter = Waiter(
-            receipt: receipt, owner: owner, app: app ?? owner, priority: priority, prefetchStarted: prefetchStarted, handler: handler)
+            receipt: receipt, owner: owner, app: app ?? owner, priority: priority, prefetchStarted: prefetchStarted,
+            handler: handler)
         // Merge into the transfer for this key, unless this one must skip the caches and that one
         // is already running without doing so (a reload wants fresh bytes). A queued one simply
         // becomes a reload.
@@ -287,7 +290,7 @@ public final class ImageDownloader {
     @discardableResult
     public func setPriority(_ priority: Priority, receipt: String) -> Bool {
         guard let id = receipts[receipt], let t = transfersByID[id],
-              let index = t.waiters.firstIndex(where: { $0.receipt == receipt })
+            let index = t.waiters.firstIndex(where: { $0.receipt == receipt })
         else { return false }
         t.waiters[index].priority = priority
         reprioritize(t)
@@ -323,7 +326,7 @@ public final class ImageDownloader {
     @discardableResult
     public func cancel(receipt: String) -> Bool {
         guard let id = receipts.removeValue(forKey: receipt), let t = transfersByID[id],
-              let index = t.waiters.firstIndex(where: { $0.receipt == receipt })
+            let index = t.waiters.firstIndex(where: { $0.receipt == receipt })
         else { return false }
         let waiter = t.waiters.remove(at: index)
         forget(receipt, of: waiter.owner)
@@ -370,7 +373,9 @@ public final class ImageDownloader {
     /// Returns whether the slot was given up (a queued transfer that may start does, in it).
     @discardableResult
     public func yieldSlot(_ id: UInt64) -> Bool {
-        guard let t = transfersByID[id], t.running, !t.yielded, queuedCount > 0, popQueued() != nil else { return false }
+        guard let t = transfersByID[id], t.running, !t.yielded, queuedCount > 0, popQueued() != nil else {
+            return false
+        }
         t.yielded = true
         yieldedCount += 1
         activeCount -= 1
@@ -422,7 +427,8 @@ public final class ImageDownloader {
 
     /// The transfer `id` if it is still queued at this priority and `key.app` waits for it.
     private func queuedTransfer(_ id: UInt64, for key: FairTransferQueue.Key) -> Transfer? {
-        guard let t = transfersByID[id], !t.running, t.priority == key.priority, t.waiters.contains(where: { $0.app == key.app })
+        guard let t = transfersByID[id], !t.running, t.priority == key.priority,
+            t.waiters.contains(where: { $0.app == key.app })
         else { return nil }
         return t
     }
@@ -445,7 +451,9 @@ public final class ImageDownloader {
         }
         let limits = FairTransferQueue.Limits(
             maximumRunningPerApp: maximumRunningPerApp, raisedShare: raisedShare, holdingVeryLow: holdingVeryLow)
-        let id = queue.next(running: running, runningApps: runningApps, limits: limits) { self.queuedTransfer($0, for: $1) != nil }
+        let id = queue.next(running: running, runningApps: runningApps, limits: limits) {
+            self.queuedTransfer($0, for: $1) != nil
+        }
         return id.flatMap { transfersByID[$0] }
     }
 
@@ -458,12 +466,16 @@ public final class ImageDownloader {
             runningByID[id] = t
             activeCount += 1
             observer?.transferStarted(id, url: t.url)
-            let request = Request(url: t.url, key: t.key, reload: t.reload, transfer: id, app: t.firstApp, maxAge: t.maxAge)
-            let cancel = fetch(request, { [weak self] received, expected in
-                self?.progress(id, received: received, expected: expected)
-            }, { [weak self] result in
-                self?.finished(id, result)
-            })
+            let request = Request(
+                url: t.url, key: t.key, reload: t.reload, transfer: id, app: t.firstApp, maxAge: t.maxAge)
+            let cancel = fetch(
+                request,
+                { [weak self] received, expected in
+                    self?.progress(id, received: received, expected: expected)
+                },
+                { [weak self] result in
+                    self?.finished(id, result)
+                })
             // The fetch may have completed synchronously.
             if transfersByID[id] === t, t.running { t.cancel = cancel }
         }
@@ -489,7 +501,9 @@ public final class ImageDownloader {
             // succeeded is answered with its own bytes (stored now; the reload's, newer, replace
             // them when they come): another app's reload never fails it. One that failed hands
             // its waiters to the reload, their second chance.
-            if case .success(let fetched) = result, case .success = store(t.key, fetched, t.firstApp, Self.prefetchStarted(t)) {
+            if case .success(let fetched) = result,
+                case .success = store(t.key, fetched, t.firstApp, Self.prefetchStarted(t))
+            {
                 complete(t, .success(fetched))
                 return
             }

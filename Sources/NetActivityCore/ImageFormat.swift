@@ -73,8 +73,14 @@ public struct ImageInfo: Equatable, Sendable {
         while i + 4 <= b.count {
             guard b[i] == 0xFF else { return nil }
             let marker = b[i + 1]
-            if marker == 0xFF { i += 1; continue }  // fill byte
-            if marker == 0xD8 || marker == 0x01 || (0xD0...0xD7).contains(marker) { i += 2; continue }
+            if marker == 0xFF {
+                i += 1
+                continue
+            }  // fill byte
+            if marker == 0xD8 || marker == 0x01 || (0xD0...0xD7).contains(marker) {
+                i += 2
+                continue
+            }
             guard let length = b.be16(i + 2), length >= 2 else { return nil }
             let isFrame = (0xC0...0xCF).contains(marker) && marker != 0xC4 && marker != 0xC8 && marker != 0xCC
             if isFrame { return raster(.jpeg, b.be16(i + 7), b.be16(i + 5)) }
@@ -105,7 +111,8 @@ public struct ImageInfo: Equatable, Sendable {
         if header == 12 { return raster(.bmp, b.le16(18), b.le16(20)) }  // OS/2 BITMAPCOREHEADER
         guard header >= 40, let w = b.le32(18), let h = b.le32(22) else { return nil }
         // Signed: a negative height means top-down rows.
-        let width = Int32(bitPattern: w), height = Int32(bitPattern: h)
+        let width = Int32(bitPattern: w)
+        let height = Int32(bitPattern: h)
         guard width > 0, height != 0, height != .min else { return nil }
         return raster(.bmp, UInt32(width), UInt32(abs(height)))
     }

@@ -14,7 +14,8 @@ public struct Instant: Comparable, Hashable, Sendable, CustomStringConvertible {
     }
 
     public static func - (a: Instant, b: Instant) -> Duration {
-        a >= b ? .nanoseconds(Int64(a.nanoseconds - b.nanoseconds)) : .nanoseconds(-Int64(b.nanoseconds - a.nanoseconds))
+        a >= b
+            ? .nanoseconds(Int64(a.nanoseconds - b.nanoseconds)) : .nanoseconds(-Int64(b.nanoseconds - a.nanoseconds))
     }
 
     public var description: String { "\(Double(nanoseconds) / 1e9)s" }

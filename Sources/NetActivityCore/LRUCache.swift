@@ -253,7 +253,8 @@ public struct LRUCache<Key: Hashable, Value> {
     }
 
     @inlinable mutating func unlink(_ slot: Int) {
-        let p = nodes[slot].prev, n = nodes[slot].next
+        let p = nodes[slot].prev
+        let n = nodes[slot].next
         if p >= 0 { nodes[Int(p)].next = n } else { head = n }
         if n >= 0 { nodes[Int(n)].prev = p } else { tail = p }
         nodes[slot].prev = -1

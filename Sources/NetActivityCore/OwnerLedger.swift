@@ -103,7 +103,9 @@ public struct OwnerLedger<Key: Hashable> {
     /// Takes keys from the owners above their share of `capacity`, furthest above first (ties by
     /// name), least recently used within each, never `kept`, until `enough(freed)` or nobody is
     /// above its share with something left to take. Forgets them and returns them in order.
-    @inlinable public mutating func takeOverShare(capacity: UInt64, keeping kept: Key?, enough: (UInt64) -> Bool) -> [Key] {
+    @inlinable public mutating func takeOverShare(capacity: UInt64, keeping kept: Key?, enough: (UInt64) -> Bool)
+        -> [Key]
+    {
         var taken: [Key] = []
         var freed: UInt64 = 0
         guard byOwner.count > 1 else { return taken }
@@ -123,7 +125,8 @@ public struct OwnerLedger<Key: Hashable> {
                 heap.push(usage - share, top.owner)
                 continue
             }
-            guard let key = oldest(of: top.owner, notKept: kept), let cost = byOwner[top.owner]?.peekEntry(key)?.cost else { continue }
+            guard let key = oldest(of: top.owner, notKept: kept), let cost = byOwner[top.owner]?.peekEntry(key)?.cost
+            else { continue }
             forget(key)
             taken.append(key)
             freed += cost
@@ -160,7 +163,8 @@ public struct OwnerLedger<Key: Hashable> {
         let top = items.removeLast()
         var i = 0
         while true {
-            let l = 2 * i + 1, r = l + 1
+            let l = 2 * i + 1
+            let r = l + 1
             var best = i
             if l < items.count, Self.above(items[l], items[best]) { best = l }
             if r < items.count, Self.above(items[r], items[best]) { best = r }

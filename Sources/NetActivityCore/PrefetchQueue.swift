@@ -70,7 +70,12 @@ public struct PrefetchQueue: Sendable {
                 queue.removeFirst()
             }
             jobs[receipt] = job
-            if queue.isEmpty { jobsByApp[app] = nil } else { jobsByApp[app] = queue; turns.append(app) }
+            if queue.isEmpty {
+                jobsByApp[app] = nil
+            } else {
+                jobsByApp[app] = queue
+                turns.append(app)
+            }
             return (receipt, url, job)
         }
         return nil
@@ -108,7 +113,9 @@ public struct PrefetchQueue: Sendable {
     /// Takes `urls` out of a job: those not started go, those under way are returned with their
     /// handles for the driver to cancel (each then `ended`). Returns how many waited, and the job
     /// when nothing of it is left.
-    public mutating func remove(_ urls: Set<String>, from receipt: String) -> (waiting: Int, running: [(url: String, handle: String)], finished: Job?) {
+    public mutating func remove(_ urls: Set<String>, from receipt: String) -> (
+        waiting: Int, running: [(url: String, handle: String)], finished: Job?
+    ) {
         guard var job = jobs[receipt] else { return (0, [], nil) }
         let left = job.urls[job.next...].filter { !urls.contains($0) }
         let removed = job.waiting - left.count
@@ -140,6 +147,8 @@ public struct PrefetchQueue: Sendable {
 
     private mutating func drop(_ receipt: String) {
         guard let job = jobs.removeValue(forKey: receipt) else { return }
-        if jobsByOwner[job.owner]?.remove(receipt) != nil, jobsByOwner[job.owner]?.isEmpty == true { jobsByOwner[job.owner] = nil }
+        if jobsByOwner[job.owner]?.remove(receipt) != nil, jobsByOwner[job.owner]?.isEmpty == true {
+            jobsByOwner[job.owner] = nil
+        }
     }
 }

@@ -13,11 +13,13 @@ public enum RangeResume {
         guard status == 200 else { return nil }
         if let etag = headers["ETag"]?.trimmingASCIISpaces() {
             // One strong tag: "opaque". A weak tag, or a list (two ETag fields), is no validator.
-            guard etag.count >= 2, etag.first == "\"", etag.last == "\"", !etag.dropFirst().dropLast().contains("\"") else { return nil }
+            guard etag.count >= 2, etag.first == "\"", etag.last == "\"", !etag.dropFirst().dropLast().contains("\"")
+            else { return nil }
             return String(etag)
         }
         guard let modified = headers["Last-Modified"], let date = headers["Date"],
-              let m = httpDate(modified), let d = httpDate(date), d - m >= 60 else { return nil }
+            let m = httpDate(modified), let d = httpDate(date), d - m >= 60
+        else { return nil }
         return String(modified.trimmingASCIISpaces())
     }
 
@@ -39,14 +41,20 @@ public enum RangeResume {
     }
 
     /// `expectedTotal`: the whole body's length the first answer announced, if it did.
-    public static func answer(status: Int, headers: HTTPCachePolicy.Headers, offset: Int, expectedTotal: Int?) -> Answer {
+    public static func answer(status: Int, headers: HTTPCachePolicy.Headers, offset: Int, expectedTotal: Int?) -> Answer
+    {
         guard status == 206 else { return .startsOver }
         guard let range = headers["Content-Range"].flatMap(contentRange) else {
-            return .wrongRange("a 206 without a single byte range (Content-Range: \(headers["Content-Range"]?.prefix(80) ?? "none"))")
+            return .wrongRange(
+                "a 206 without a single byte range (Content-Range: \(headers["Content-Range"]?.prefix(80) ?? "none"))")
         }
-        guard range.first == offset else { return .wrongRange("bytes from \(range.first) when \(offset) were asked for") }
+        guard range.first == offset else {
+            return .wrongRange("bytes from \(range.first) when \(offset) were asked for")
+        }
         if let total = range.total {
-            guard range.last == total - 1 else { return .wrongRange("bytes up to \(range.last) of \(total), not the rest") }
+            guard range.last == total - 1 else {
+                return .wrongRange("bytes up to \(range.last) of \(total), not the rest")
+            }
             if let expectedTotal, total != expectedTotal {
                 return .wrongRange("a body of \(total) bytes where the first answer had \(expectedTotal)")
             }
@@ -64,7 +72,9 @@ public enum RangeResume {
         let parts = spec.split(separator: "/", omittingEmptySubsequences: false)
         guard parts.count == 2 else { return nil }
         let bounds = parts[0].split(separator: "-", omittingEmptySubsequences: false)
-        guard bounds.count == 2, let first = decimal(bounds[0]), let last = decimal(bounds[1]), first <= last else { return nil }
+        guard bounds.count == 2, let first = decimal(bounds[0]), let last = decimal(bounds[1]), first <= last else {
+            return nil
+        }
         if parts[1] == "*" { return (first, last, nil) }
         guard let total = decimal(parts[1]), last < total else { return nil }
         return (first, last, total)
@@ -83,13 +93,15 @@ public enum RangeResume {
     static func httpDate(_ value: String) -> Int? {
         let fields = value.trimmingASCIISpaces().split(separator: " ")
         guard fields.count == 6, fields[0].count == 4, fields[0].last == ",", fields[5] == "GMT",
-              fields[1].count == 2, let day = decimal(fields[1]), (1...31).contains(day),
-              let month = months.firstIndex(of: String(fields[2])),
-              fields[3].count == 4, let year = decimal(fields[3]), year >= 1970 else { return nil }
+            fields[1].count == 2, let day = decimal(fields[1]), (1...31).contains(day),
+            let month = months.firstIndex(of: String(fields[2])),
+            fields[3].count == 4, let year = decimal(fields[3]), year >= 1970
+        else { return nil }
         let clock = fields[4].split(separator: ":", omittingEmptySubsequences: false)
         guard clock.count == 3, clock.allSatisfy({ $0.count == 2 }),
-              let h = decimal(clock[0]), let mi = decimal(clock[1]), let s = decimal(clock[2]),
-              h < 24, mi < 60, s < 61 else { return nil }
+            let h = decimal(clock[0]), let mi = decimal(clock[1]), let s = decimal(clock[2]),
+            h < 24, mi < 60, s < 61
+        else { return nil }
         return daysSinceEpoch(year: year, month: month + 1, day: day) * 86400 + h * 3600 + mi * 60 + s
     }
 

@@ -54,7 +54,8 @@ public struct TransferAdmission: Sendable {
         guard let t = live[serial] else { return .take }  // unknown: not bounded (never happens)
         guard turnBytes < turnQuota else { return .nextTurn }
         let fits = inFlight.total + bytes <= inFlight.limit
-        let admitted = inFlight.check(connection: t.app, leaf: t.app, cost: bytes) == nil || isOldest(serial, ofApp: nil)
+        let admitted =
+            inFlight.check(connection: t.app, leaf: t.app, cost: bytes) == nil || isOldest(serial, ofApp: nil)
             || (fits && isOldest(serial, ofApp: t.app))
         guard admitted else { return .waitForRoom }
         inFlight.charge(connection: t.app, leaf: t.app, cost: bytes)

@@ -1,5 +1,5 @@
-public import NetActivityCore
 public import NetActivityContract
+public import NetActivityCore
 
 /// A gated, counting stand-in for the network (Nuke's MockDataLoader idea): every fetch waits
 /// until the test completes it, and the fake counts what was started, cancelled and running.

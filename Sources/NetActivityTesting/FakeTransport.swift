@@ -1,5 +1,5 @@
-public import NetActivityCore
 public import NetActivityContract
+public import NetActivityCore
 
 /// A gated stand-in for HTTP (Nuke's `MockDataLoader`), for driving the agent's download service:
 /// every GET waits until the test answers it, unless `failAtOnce` makes the transport fail inside
@@ -9,7 +9,11 @@ public final class FakeTransport: HTTPTransport {
     public private(set) var cancelled: [String] = []
     /// When set, every fetch fails with it inside `fetch` itself.
     public var failAtOnce: NetActivityError?
-    private var pending: [(url: String, progress: (UInt64, UInt64) -> Void, completion: (Result<HTTPResponse, ImageDownloader.Failure>) -> Void)] = []
+    private var pending:
+        [(
+            url: String, progress: (UInt64, UInt64) -> Void,
+            completion: (Result<HTTPResponse, ImageDownloader.Failure>) -> Void
+        )] = []
 
     public init() {}
 
@@ -40,7 +44,8 @@ public final class FakeTransport: HTTPTransport {
 
     /// Answers the running GET of `url`; false when none runs.
     @discardableResult
-    public func respond(_ url: String, status: Int = 200, bytes: [UInt8] = TestImages.png(width: 1, height: 1)) -> Bool {
+    public func respond(_ url: String, status: Int = 200, bytes: [UInt8] = TestImages.png(width: 1, height: 1)) -> Bool
+    {
         guard let i = pending.firstIndex(where: { $0.url == url }) else { return false }
         let p = pending.remove(at: i)
         p.completion(.success(HTTPResponse(status: status, body: bytes)))

@@ -33,14 +33,17 @@ public enum TestImages {
 
     public static func bmp(width: Int32, height: Int32) -> [UInt8] {
         Array("BM".utf8) + le32(54) + [0, 0, 0, 0] + le32(54) + le32(40)
-            + le32(UInt32(bitPattern: width)) + le32(UInt32(bitPattern: height)) + [1, 0, 24, 0] + [UInt8](repeating: 0, count: 24)
+            + le32(UInt32(bitPattern: width)) + le32(UInt32(bitPattern: height)) + [1, 0, 24, 0]
+            + [UInt8](repeating: 0, count: 24)
     }
 
     public static func ico(width: UInt8, height: UInt8) -> [UInt8] {
         [0, 0, 1, 0, 1, 0] + [width, height, 0, 0, 1, 0, 32, 0] + le32(40) + le32(22)
     }
 
-    public static func svg(_ text: String = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"16\" height=\"16\"/>") -> [UInt8] {
+    public static func svg(_ text: String = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"16\" height=\"16\"/>")
+        -> [UInt8]
+    {
         Array(text.utf8)
     }
 
@@ -51,7 +54,11 @@ public enum TestImages {
 
     static func pad(_ n: Int) -> [UInt8] { [UInt8](repeating: 0xA5, count: n) }
     static func be16(_ v: UInt16) -> [UInt8] { [UInt8(v >> 8), UInt8(v & 0xFF)] }
-    static func be32(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
+    static func be32(_ v: UInt32) -> [UInt8] {
+        [UInt8(v >> 24), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)]
+    }
     static func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
-    static func le32(_ v: UInt32) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 24)] }
+    static func le32(_ v: UInt32) -> [UInt8] {
+        [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 24)]
+    }
 }

@@ -1,8 +1,9 @@
 public import Foundation
-#if canImport(FoundationNetworking)
-public import FoundationNetworking
-#endif
 @_exported public import NetActivityClient
+
+#if canImport(FoundationNetworking)
+    public import FoundationNetworking
+#endif
 
 /// A URLSession (FoundationNetworking's, on Linux) whose every task is tracked at the agent:
 ///
@@ -145,7 +146,8 @@ private final class Delegate: NSObject, URLSessionDataDelegate, @unchecked Senda
         guard let entry = lock.withLock({ entries.removeValue(forKey: task.taskIdentifier) }) else { return }
         let outcome: String
         if let error {
-            outcome = (error as? URLError)?.code == .cancelled ? TrackedTransfer.cancelled : TrackedTransfer.describe(error)
+            outcome =
+                (error as? URLError)?.code == .cancelled ? TrackedTransfer.cancelled : TrackedTransfer.describe(error)
         } else if let http = task.response as? HTTPURLResponse, http.statusCode >= 400 {
             outcome = "HTTP \(http.statusCode) \(HTTPURLResponse.localizedString(forStatusCode: http.statusCode))"
         } else {
@@ -168,7 +170,9 @@ private final class Outcome: @unchecked Sendable {
     func wait(_ c: CheckedContinuation<(Data, URLResponse), any Error>) { meet(nil, c) }
 
     /// Keeps what arrives; the second of the two resumes the continuation.
-    private func meet(_ r: Result<(Data, URLResponse), any Error>?, _ c: CheckedContinuation<(Data, URLResponse), any Error>?) {
+    private func meet(
+        _ r: Result<(Data, URLResponse), any Error>?, _ c: CheckedContinuation<(Data, URLResponse), any Error>?
+    ) {
         lock.lock()
         if let r { result = r }
         if let c { continuation = c }

@@ -1,7 +1,7 @@
-import LinuxKit
-import NetActivityContract
 import DBusKit
 import Glibc
+import LinuxKit
+import NetActivityContract
 import NetActivityTesting
 
 /// `load CLIENTS SECONDS [SEED]`: CLIENTS connections on one event loop, each a closed loop of
@@ -15,7 +15,9 @@ import NetActivityTesting
     let deadline = EventLoop.now() + UInt64(seconds * 1e9)
     var latencies: [UInt64] = []
     latencies.reserveCapacity(1 << 20)
-    var failures = 0, refusals = 0, finished = 0
+    var failures = 0
+    var refusals = 0
+    var finished = 0
     let transportErrors: Set<String> = Set(
         [NetActivityError.Name.noReply, .disconnected, .busTimeout, .serviceUnknown, .nameHasNoOwner].map(\.rawValue))
     var rng = seed | 1
@@ -40,7 +42,10 @@ import NetActivityTesting
         }
     }
 
-    func message(_ member: String, path: String = root, interface: String = name, _ body: (inout MessageWriter) throws -> Void = { _ in }) -> Message {
+    func message(
+        _ member: String, path: String = root, interface: String = name,
+        _ body: (inout MessageWriter) throws -> Void = { _ in }
+    ) -> Message {
         do {
             let m = try Message.methodCall(destination: name, path: path, interface: interface, member: member)
             var w = m.writer()
@@ -70,7 +75,11 @@ import NetActivityTesting
     func next(_ c: Client) {
         if let task = c.task {
             c.task = nil
-            return send(c, message(TaskMember.Method.complete.rawValue, path: task, interface: NetActivityInterface.task.rawValue) { w in w.append("") }) { _ in next(c) }
+            return send(
+                c,
+                message(TaskMember.Method.complete.rawValue, path: task, interface: NetActivityInterface.task.rawValue)
+                { w in w.append("") }
+            ) { _ in next(c) }
         }
         guard EventLoop.now() < deadline else { return giveBack(c) }
         c.step += 1
@@ -93,21 +102,29 @@ import NetActivityTesting
             close(c.leases.removeFirst())
             next(c)
         case 2:
-            send(c, message(ActivityMember.Method.beginTask.rawValue) { w in
-                w.append("load task")
-                try w.appendVardict([:])
-            }) { reply in
+            send(
+                c,
+                message(ActivityMember.Method.beginTask.rawValue) { w in
+                    w.append("load task")
+                    try w.appendVardict([:])
+                }
+            ) { reply in
                 var r = reply.reader()
                 c.task = try? r.readObjectPath()
                 next(c)
             }
         case 3:
-            send(c, message(ImageCacheMember.Method.addImage.rawValue, interface: cache) { w in
-                w.append(key)
-                try w.appendBytes(image)
-            }) { _ in next(c) }
+            send(
+                c,
+                message(ImageCacheMember.Method.addImage.rawValue, interface: cache) { w in
+                    w.append(key)
+                    try w.appendBytes(image)
+                }
+            ) { _ in next(c) }
         default:
-            send(c, message(ImageCacheMember.Method.lookupImage.rawValue, interface: cache) { w in w.append(key) }) { _ in next(c) }
+            send(c, message(ImageCacheMember.Method.lookupImage.rawValue, interface: cache) { w in w.append(key) }) {
+                _ in next(c)
+            }
         }
     }
 
@@ -142,9 +159,10 @@ import NetActivityTesting
         let v = Double(latencies[min(latencies.count - 1, Int(Double(latencies.count) * q))]) / 1e6
         return (v * 100).rounded() / 100
     }
-    print("clients=\(clients) seconds=\((elapsed * 10).rounded() / 10) calls=\(latencies.count) "
-        + "calls_per_s=\(Int(Double(latencies.count) / elapsed)) p50_ms=\(ms(0.5)) p99_ms=\(ms(0.99)) "
-        + "max_ms=\(ms(1.0)) failures=\(failures) refusals=\(refusals)")
+    print(
+        "clients=\(clients) seconds=\((elapsed * 10).rounded() / 10) calls=\(latencies.count) "
+            + "calls_per_s=\(Int(Double(latencies.count) / elapsed)) p50_ms=\(ms(0.5)) p99_ms=\(ms(0.99)) "
+            + "max_ms=\(ms(1.0)) failures=\(failures) refusals=\(refusals)")
     fflush(nil)
     exit(failures == 0 ? 0 : 1)
 }

@@ -1,3 +1,5 @@
+import DBusKit
+import Glibc
 // A load client for `make bench` (not installed): drives the agent's task API as fast as the bus allows.
 //
 //   netactivity-bench churn N WINDOW   N tasks begun and completed, WINDOW of them in flight
@@ -21,12 +23,11 @@
 //                                      cache, one call at a time each; calls/s and latency percentiles
 import LinuxKit
 import NetActivityContract
-import DBusKit
-import Glibc
 import NetActivityCore
 import NetActivityTesting
 
-let name = NetActivityBus.name, root = NetActivityBus.objectPath
+let name = NetActivityBus.name
+let root = NetActivityBus.objectPath
 
 func say(_ s: String) {
     let bytes = Array((s + "\n").utf8)
@@ -34,7 +35,9 @@ func say(_ s: String) {
 }
 
 func usage() -> Never {
-    say("usage: netactivity-bench churn N WINDOW | live N | cache-core N | cache-bus SIZE N | downloads N URL... | downloads-window W URL... | downloads-serial URL... | load CLIENTS SECONDS [SEED]")
+    say(
+        "usage: netactivity-bench churn N WINDOW | live N | cache-core N | cache-bus SIZE N | downloads N URL... | downloads-window W URL... | downloads-serial URL... | load CLIENTS SECONDS [SEED]"
+    )
     exit(64)
 }
 
@@ -44,7 +47,8 @@ func die(_ e: Any) -> Never {
 }
 
 func beginTask(_ description: String) throws -> Message {
-    let m = try Message.methodCall(destination: name, path: root, interface: name, member: ActivityMember.Method.beginTask.rawValue)
+    let m = try Message.methodCall(
+        destination: name, path: root, interface: name, member: ActivityMember.Method.beginTask.rawValue)
     var w = m.writer()
     w.append(description)
     try w.appendVardict([:])
@@ -52,7 +56,9 @@ func beginTask(_ description: String) throws -> Message {
 }
 
 func complete(_ path: String) throws -> Message {
-    let m = try Message.methodCall(destination: name, path: path, interface: NetActivityInterface.task.rawValue, member: TaskMember.Method.complete.rawValue)
+    let m = try Message.methodCall(
+        destination: name, path: path, interface: NetActivityInterface.task.rawValue,
+        member: TaskMember.Method.complete.rawValue)
     var w = m.writer()
     w.append("")
     return m
@@ -75,7 +81,8 @@ nonisolated func seconds(_ start: UInt64) -> Double { Double(EventLoop.now() - s
 switch args[1] {
 case "churn":
     guard args.count == 4, let window = Int(args[3]), window > 0 else { usage() }
-    var started = 0, completed = 0
+    var started = 0
+    var completed = 0
     func startOne() {
         started += 1
         do {
@@ -114,7 +121,8 @@ case "live":
     for _ in 0..<21 {
         do {
             let m = try Message.methodCall(
-                destination: name, path: root, interface: "org.freedesktop.DBus.ObjectManager", member: "GetManagedObjects")
+                destination: name, path: root, interface: "org.freedesktop.DBus.ObjectManager",
+                member: "GetManagedObjects")
             let start = EventLoop.now()
             let reply = try connection.call(m, timeoutMilliseconds: 25_000)
             times.append(seconds(start) * 1000)
@@ -124,7 +132,9 @@ case "live":
     }
     times.sort()
     let round2 = { (x: Double) in (x * 100).rounded() / 100 }
-    print("live=\(n) objects=\(objects) get_managed_objects_p50_ms=\(round2(times[times.count / 2])) max_ms=\(round2(times.last!))")
+    print(
+        "live=\(n) objects=\(objects) get_managed_objects_p50_ms=\(round2(times[times.count / 2])) max_ms=\(round2(times.last!))"
+    )
     fflush(nil)
     // Hold the tasks while the caller measures the agent.
     var byte: UInt8 = 0
@@ -144,7 +154,9 @@ case "downloads-serial":
     }
     latencies.sort()
     let r2 = { (x: Double) in (x * 100).rounded() / 100 }
-    print("requests=\(latencies.count) p50_ms=\(r2(latencies[latencies.count / 2])) p99_ms=\(r2(latencies[min(latencies.count - 1, latencies.count * 99 / 100)]))")
+    print(
+        "requests=\(latencies.count) p50_ms=\(r2(latencies[latencies.count / 2])) p99_ms=\(r2(latencies[min(latencies.count - 1, latencies.count * 99 / 100)]))"
+    )
 case "fetch":
     guard args.count >= 4, let window = Int(args[2]), window > 0 else { usage() }
     fetches(Array(args[3...]), window: window)
@@ -182,7 +194,8 @@ default:
     for _ in 0..<count {
         do {
             let m = try Message.methodCall(
-                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus.Peer",
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                interface: "org.freedesktop.DBus.Peer",
                 member: "Ping")
             _ = try connection.call(m, timeoutMilliseconds: 25_000)
         } catch { die(error) }
@@ -212,12 +225,16 @@ default:
     }
     let fdPath = Double(total) / seconds(start) / 1e6
     let r2 = { (x: Double) in (x * 10).rounded() / 10 }
-    print("size=\(size) calls=\(count) ping_per_s=\(Int(ping)) lookup_ay_mb_s=\(r2(bytesPath)) open_fd_mb_s=\(r2(fdPath)) fd_over_ay=\(r2(fdPath / bytesPath))")
+    print(
+        "size=\(size) calls=\(count) ping_per_s=\(Int(ping)) lookup_ay_mb_s=\(r2(bytesPath)) open_fd_mb_s=\(r2(fdPath)) fd_over_ay=\(r2(fdPath / bytesPath))"
+    )
 }
 
 @MainActor func downloads(_ urls: [String], times: Int, open: Bool = false, quiet: Bool = false, window: Int? = nil) {
     let downloader = NetActivityInterface.downloader.rawValue
-    var waiting = 0, failed = 0, cached = 0
+    var waiting = 0
+    var failed = 0
+    var cached = 0
     var started = false
     var buffer: [UInt8] = []
     let all = (0..<times).flatMap { _ in urls }
@@ -230,8 +247,9 @@ default:
     /// Opens the image and reads it whole, as an app showing it would; then it counts as done.
     func openAndRead(_ url: String) {
         do {
-            let m = try Message.methodCall(destination: name, path: root, interface: NetActivityInterface.imageCache.rawValue,
-                                           member: ImageCacheMember.Method.openImageForRequest.rawValue)
+            let m = try Message.methodCall(
+                destination: name, path: root, interface: NetActivityInterface.imageCache.rawValue,
+                member: ImageCacheMember.Method.openImageForRequest.rawValue)
             var w = m.writer()
             w.append(url)
             w.append("")
@@ -253,7 +271,9 @@ default:
             }
         } catch { die(error) }
     }
-    let subscription = connection.onSignal(SignalMatch(path: root, interface: downloader, member: DownloaderMember.Signal.downloadFinished.rawValue)) { message in
+    let subscription = connection.onSignal(
+        SignalMatch(path: root, interface: downloader, member: DownloaderMember.Signal.downloadFinished.rawValue)
+    ) { message in
         var r = message.reader()
         _ = try? r.read(String.self)
         let url = (try? r.read(String.self)) ?? ""
@@ -265,7 +285,9 @@ default:
     func request(_ url: String) {
         next += 1
         do {
-            let m = try Message.methodCall(destination: name, path: root, interface: downloader, member: DownloaderMember.Method.downloadImage.rawValue)
+            let m = try Message.methodCall(
+                destination: name, path: root, interface: downloader,
+                member: DownloaderMember.Method.downloadImage.rawValue)
             var w = m.writer()
             w.append(url)
             try w.appendVardict([:])
@@ -298,7 +320,9 @@ default:
     let start = EventLoop.now()
     fetchAll(urls, window: window) { failed, bytes in
         let secs = seconds(start)
-        print("requests=\(urls.count) seconds=\(secs) per_s=\(Int(Double(urls.count) / secs)) failed=\(failed) bytes=\(bytes)")
+        print(
+            "requests=\(urls.count) seconds=\(secs) per_s=\(Int(Double(urls.count) / secs)) failed=\(failed) bytes=\(bytes)"
+        )
         loop.stop()
     }
     loop.run()
@@ -307,7 +331,10 @@ default:
 /// FetchImage for every URL, `window` calls in flight (the next asked for as one is answered), each
 /// answer's memfd closed unread; `done` once all are answered, with how many failed and the bytes.
 @MainActor func fetchAll(_ urls: [String], window: Int, done: @escaping (_ failed: Int, _ bytes: UInt64) -> Void) {
-    var next = 0, waiting = 0, failed = 0, bytes: UInt64 = 0
+    var next = 0
+    var waiting = 0
+    var failed = 0
+    var bytes: UInt64 = 0
     func request() {
         let url = urls[next]
         next += 1
@@ -343,10 +370,15 @@ default:
 /// how long the foreground took, and the prefetch (to its PrefetchFinished).
 @MainActor func prefetchNextToForeground(foreground: [String], prefetched: [String]) {
     let start = EventLoop.now()
-    var fgSeconds: Double?, prefetchSeconds: Double?, stored = 0, failed = 0
+    var fgSeconds: Double?
+    var prefetchSeconds: Double?
+    var stored = 0
+    var failed = 0
     func stopWhenDone() { if fgSeconds != nil, prefetchSeconds != nil { loop.stop() } }
     let downloader = NetActivityInterface.downloader.rawValue
-    connection.onSignal(SignalMatch(path: root, interface: downloader, member: DownloaderMember.Signal.prefetchFinished.rawValue)) { m in
+    connection.onSignal(
+        SignalMatch(path: root, interface: downloader, member: DownloaderMember.Signal.prefetchFinished.rawValue)
+    ) { m in
         var r = m.reader()
         _ = try? r.read(String.self)
         stored = Int((try? r.read(UInt32.self)) ?? 0)
@@ -354,7 +386,9 @@ default:
         stopWhenDone()
     }
     do {
-        let m = try Message.methodCall(destination: name, path: root, interface: downloader, member: DownloaderMember.Method.prefetchImages.rawValue)
+        let m = try Message.methodCall(
+            destination: name, path: root, interface: downloader,
+            member: DownloaderMember.Method.prefetchImages.rawValue)
         var w = m.writer()
         w.appendArray(elementSignature: "s") { a in for url in prefetched { a.append(url) } }
         try w.appendVardict([:])
@@ -369,7 +403,9 @@ default:
         }
     } catch { die(error) }
     loop.run()
-    print("foreground=\(foreground.count) fg_seconds=\(fgSeconds ?? 0) prefetched=\(prefetched.count) stored=\(stored) prefetch_seconds=\(prefetchSeconds ?? 0) failed=\(failed)")
+    print(
+        "foreground=\(foreground.count) fg_seconds=\(fgSeconds ?? 0) prefetched=\(prefetched.count) stored=\(stored) prefetch_seconds=\(prefetchSeconds ?? 0) failed=\(failed)"
+    )
 }
 
 /// A sort-on-purge cache like AFAutoPurgingImageCache: one record object per image with a
@@ -413,7 +449,8 @@ struct SortingCache {
 func cacheCore(_ n: Int) {
     let keys = (0..<n).map { getenv("SHORT_KEYS") != nil ? "k\($0)" : "https://example.com/images/\($0).png" }
     let cost: UInt64 = 1024
-    var cache = AutoPurgingImageCache<Int>(memoryCapacity: UInt64(n) * cost, preferredMemoryUsageAfterPurge: UInt64(n) * cost * 6 / 10)
+    var cache = AutoPurgingImageCache<Int>(
+        memoryCapacity: UInt64(n) * cost, preferredMemoryUsageAfterPurge: UInt64(n) * cost * 6 / 10)
     var start = EventLoop.now()
     for (i, key) in keys.enumerated() { _ = try? cache.add(i, cost: cost, for: key) }
     let addRate = Double(n) / seconds(start)
@@ -421,7 +458,9 @@ func cacheCore(_ n: Int) {
     var found = 0
     start = EventLoop.now()
     for _ in 0..<n {
-        rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17
+        rng ^= rng << 13
+        rng ^= rng >> 7
+        rng ^= rng << 17
         if cache.image(for: keys[Int(rng % UInt64(n))]) != nil { found += 1 }
     }
     let lookupRate = Double(n) / seconds(start)
@@ -439,5 +478,7 @@ func cacheCore(_ n: Int) {
     baseline.add("one more", cost: cost)
     let basePurge = seconds(start)
     let r2 = { (x: Double) in (x * 100).rounded() / 100 }
-    print("entries=\(n) add_per_s=\(Int(addRate)) lookup_per_s=\(Int(lookupRate)) found=\(found) purge_evicted=\(evicted) purge_ms=\(r2(purge * 1000)) sort_purge_ms=\(r2(basePurge * 1000)) speedup=\(r2(basePurge / purge))")
+    print(
+        "entries=\(n) add_per_s=\(Int(addRate)) lookup_per_s=\(Int(lookupRate)) found=\(found) purge_evicted=\(evicted) purge_ms=\(r2(purge * 1000)) sort_purge_ms=\(r2(basePurge * 1000)) speedup=\(r2(basePurge / purge))"
+    )
 }

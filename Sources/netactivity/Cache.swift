@@ -7,7 +7,9 @@ import NetActivityContract
 struct Cache: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: tr("Use the shared image cache: add, get, rm, clear, stats."),
-        discussion: tr("Exit status: 1 when the image is missing or refused, 66 when FILE cannot be read, 73 when -o cannot be written."),
+        discussion: tr(
+            "Exit status: 1 when the image is missing or refused, 66 when FILE cannot be read, 73 when -o cannot be written."
+        ),
         subcommands: [Add.self, Get.self, Remove.self, Clear.self, Stats.self])
 
     struct Add: ParsableCommand {
@@ -41,15 +43,20 @@ struct Cache: ParsableCommand {
             var out: Int32 = 1
             if let output {
                 out = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-                guard out >= 0 else { fail(tr("cannot write {1}: {2}", output, String(cString: strerror(errno))), code: 73) }
+                guard out >= 0 else {
+                    fail(tr("cannot write {1}: {2}", output, String(cString: strerror(errno))), code: 73)
+                }
             }
             defer { if out != 1 { close(out) } }
-            guard copyAll(from: fd, to: out) else { fail(tr("writing the image failed: {1}", String(cString: strerror(errno))), code: 74) }
+            guard copyAll(from: fd, to: out) else {
+                fail(tr("writing the image failed: {1}", String(cString: strerror(errno))), code: 74)
+            }
         }
     }
 
     struct Remove: ParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "rm", abstract: tr("Remove the image stored under ID (exit 1 if none)."))
+        static let configuration = CommandConfiguration(
+            commandName: "rm", abstract: tr("Remove the image stored under ID (exit 1 if none)."))
         @OptionGroup var bus: BusOptions
         @Argument var id: String
 
@@ -81,8 +88,10 @@ struct Cache: ParsableCommand {
             do { status = try client.cacheStatus() } catch { fail(error) }
             let p = status.properties
             writeLine("images:      \(p[ImageCacheMember.Property.imageCount.rawValue] ?? 0)")
-            writeLine("usage:       \(Render.bytes(p[ImageCacheMember.Property.memoryUsage.rawValue] ?? 0)) of \(Render.bytes(p[ImageCacheMember.Property.memoryCapacity.rawValue] ?? 0))"
-                + " (purges down to \(Render.bytes(p[ImageCacheMember.Property.preferredMemoryUsageAfterPurge.rawValue] ?? 0)))")
+            writeLine(
+                "usage:       \(Render.bytes(p[ImageCacheMember.Property.memoryUsage.rawValue] ?? 0)) of \(Render.bytes(p[ImageCacheMember.Property.memoryCapacity.rawValue] ?? 0))"
+                    + " (purges down to \(Render.bytes(p[ImageCacheMember.Property.preferredMemoryUsageAfterPurge.rawValue] ?? 0)))"
+            )
             for (name, value) in status.statistics {
                 writeLine((name + ":").padded(to: 13) + String(value))
             }
@@ -99,7 +108,10 @@ func readFile(_ path: String) -> [UInt8]? {
     var chunk = [UInt8](repeating: 0, count: 1 << 16)
     while true {
         let n = read(fd, &chunk, chunk.count)
-        if n < 0 { if errno == EINTR { continue }; return nil }
+        if n < 0 {
+            if errno == EINTR { continue }
+            return nil
+        }
         if n == 0 { return data }
         data.append(contentsOf: chunk[0..<n])
     }
@@ -110,12 +122,18 @@ func copyAll(from: Int32, to: Int32) -> Bool {
     var chunk = [UInt8](repeating: 0, count: 1 << 20)
     while true {
         let n = read(from, &chunk, chunk.count)
-        if n < 0 { if errno == EINTR { continue }; return false }
+        if n < 0 {
+            if errno == EINTR { continue }
+            return false
+        }
         if n == 0 { return true }
         var off = 0
         while off < n {
             let w = chunk.withUnsafeBytes { write(to, $0.baseAddress! + off, n - off) }
-            if w < 0 { if errno == EINTR { continue }; return false }
+            if w < 0 {
+                if errno == EINTR { continue }
+                return false
+            }
             off += w
         }
     }

@@ -6,7 +6,9 @@ import NetActivityClient
 struct Dec: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: tr("Release the count of the newest `netactivity inc` of this session."),
-        discussion: tr("Never goes below zero: with no `inc` holding a count there is nothing to do, which is not an error (exit 0, with a note on stderr)."))
+        discussion: tr(
+            "Never goes below zero: with no `inc` holding a count there is nothing to do, which is not an error (exit 0, with a note on stderr)."
+        ))
 
     @OptionGroup var bus: BusOptions
 
@@ -17,7 +19,7 @@ struct Dec: ParsableCommand {
         let holders = status.clients.filter { $0.processName == "netactivity" }
             .compactMap { c -> (serial: Int, pid: UInt32)? in
                 guard let serial = Int(c.busName.split(separator: ".").last ?? ""),
-                      let pid = try? client.processID(of: c.busName), isIncHolder(pid: pid)
+                    let pid = try? client.processID(of: c.busName), isIncHolder(pid: pid)
                 else { return nil }
                 return (serial, pid)
             }
@@ -38,7 +40,9 @@ struct Dec: ParsableCommand {
         var buf = [UInt8](repeating: 0, count: 4096)
         let n = read(fd, &buf, buf.count)
         guard n > 0 else { return false }
-        let args = buf[0..<n].split(separator: 0, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+        let args = buf[0..<n].split(separator: 0, omittingEmptySubsequences: false).map {
+            String(decoding: $0, as: UTF8.self)
+        }
         return args.count > 1 && args[1] == "inc"
     }
 }

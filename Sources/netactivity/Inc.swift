@@ -6,7 +6,9 @@ import NetActivityClient
 struct Inc: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: tr("Hold one activity count until interrupted, `netactivity dec`, or --seconds."),
-        discussion: tr("Counts belong to the bus client that made them and end when it exits, so `inc` stays running while it holds its count: `netactivity inc & ...; netactivity dec`."))
+        discussion: tr(
+            "Counts belong to the bus client that made them and end when it exits, so `inc` stays running while it holds its count: `netactivity inc & ...; netactivity dec`."
+        ))
 
     @OptionGroup var bus: BusOptions
 

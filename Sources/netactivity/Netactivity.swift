@@ -8,7 +8,9 @@ struct Netactivity: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "netactivity",
         abstract: tr("Talk to the netactivity agent: show and follow the network-activity indicator, hold activity."),
-        discussion: tr("Exit status: 0 on success, 64 for usage errors, 69 when the agent is not running (except `run`, which still runs the command, and `watch`, which waits for the agent)."),
+        discussion: tr(
+            "Exit status: 0 on success, 64 for usage errors, 69 when the agent is not running (except `run`, which still runs the command, and `watch`, which waits for the agent)."
+        ),
         version: NetActivityRelease.version,
         subcommands: [Status.self, Watch.self, Tasks.self, Inc.self, Dec.self, Run.self, Cache.self, Fetch.self])
 
@@ -46,7 +48,8 @@ func fail(_ error: NetActivityError) -> Never {
 
 /// The error as a shell user reads it: with how to start the agent when it is not running.
 func cliDescription(_ error: NetActivityError) -> String {
-    error.isAgentNotRunning ? tr("the netactivity agent is not running on this bus (start it with `netactivityd`)") : error.description
+    error.isAgentNotRunning
+        ? tr("the netactivity agent is not running on this bus (start it with `netactivityd`)") : error.description
 }
 
 /// The agent's status, or exit with the agent's error.

@@ -95,7 +95,8 @@ enum Render {
         // A tooltip people read: an app whose name is not known yet is "an app", never its bus name.
         s.clients.map { c in
             let row = "\(c.processName.isEmpty ? tr("an app") : safe(c.processName)) (\(c.count))"
-            return c.reasons.isEmpty ? row : row + " — " + DisplayText.line(c.reasons.joined(separator: ", "), maxCharacters: 80)
+            return c.reasons.isEmpty
+                ? row : row + " — " + DisplayText.line(c.reasons.joined(separator: ", "), maxCharacters: 80)
         }.joined(separator: ", ")
     }
 
@@ -103,7 +104,8 @@ enum Render {
         guard let s else { return "agent=stopped visible=no" }
         let clients = s.clients.map { "\(safe($0.processName.isEmpty ? $0.busName : $0.processName)):\($0.count)" }
         return "visible=\(s.visible ? "yes" : "no") state=\(s.state) count=\(s.activityCount)"
-            + " enabled=\(s.enabled ? "yes" : "no")" + (clients.isEmpty ? "" : " clients=" + clients.joined(separator: ","))
+            + " enabled=\(s.enabled ? "yes" : "no")"
+            + (clients.isEmpty ? "" : " clients=" + clients.joined(separator: ","))
     }
 
     static func json(_ s: ActivityStatus?) -> String {
@@ -121,12 +123,15 @@ enum Render {
     /// Waybar's custom module in `return-type: json` mode: an empty text hides the module.
     static func waybar(_ s: ActivityStatus?) -> String {
         guard let s else {
-            return "{\"text\":\"\",\"tooltip\":\"netactivity agent is not running\",\"class\":\"stopped\",\"alt\":\"stopped\"}"
+            return
+                "{\"text\":\"\",\"tooltip\":\"netactivity agent is not running\",\"class\":\"stopped\",\"alt\":\"stopped\"}"
         }
         if s.visible {
             // Visible with a count of 0 is the completion delay: the indicator stays (no flicker
             // between transfers), but there is no number of busy clients to show.
-            let tooltip = s.activityCount == 0 ? tr("Network activity just ended")
+            let tooltip =
+                s.activityCount == 0
+                ? tr("Network activity just ended")
                 // TRANSLATORS: {1} lists the apps ("firefox (2), thunderbird (1)") or gives the count.
                 : tr("Network activity: {1}", s.clients.isEmpty ? "\(s.activityCount)" : clientsSummary(s))
             // Waybar renders the tooltip as Pango markup: apps' names and reasons stay text.
@@ -174,7 +179,8 @@ extension Render {
     }
 
     static func percent(_ t: TaskSnapshot) -> String {
-        let known = t.countOfBytesExpectedToSend > 0 || t.countOfBytesExpectedToReceive > 0 || t.fractionCompleted > 0
+        let known =
+            t.countOfBytesExpectedToSend > 0 || t.countOfBytesExpectedToReceive > 0 || t.fractionCompleted > 0
             || t.state == .completed
         return known ? "\(Int((t.fractionCompleted * 100).rounded(.down)))%" : "-"
     }

@@ -7,7 +7,9 @@ import NetActivityClient
 struct Run: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: tr("Run a command while holding an activity lease (or as a task); exit with its status."),
-        discussion: tr("The lease ends when the command ends (or when this process dies). If the agent is not running the command still runs, with a warning: the indicator must never stop your work. Exit status: the command's; 128+N if it died of signal N; 127 if it was not found.\n\nWith --task, the command is a task that panels list and docks draw on the app's icon (--desktop-id): it completes when the command exits, with an error unless the status is 0. With --progress-from, lines of the command's stdout or stderr that are a percentage (\"42\", \"42.5%\", as `pv -n` prints) or \"DONE/TOTAL\" bytes set its progress and are not shown; other lines pass through. Example: netactivity run --task backup --desktop-id org.example.Backup.desktop --progress-from stderr -- sh -c 'pv -n big.tar > /mnt/backup/big.tar'"))
+        discussion: tr(
+            "The lease ends when the command ends (or when this process dies). If the agent is not running the command still runs, with a warning: the indicator must never stop your work. Exit status: the command's; 128+N if it died of signal N; 127 if it was not found.\n\nWith --task, the command is a task that panels list and docks draw on the app's icon (--desktop-id): it completes when the command exits, with an error unless the status is 0. With --progress-from, lines of the command's stdout or stderr that are a percentage (\"42\", \"42.5%\", as `pv -n` prints) or \"DONE/TOTAL\" bytes set its progress and are not shown; other lines pass through. Example: netactivity run --task backup --desktop-id org.example.Backup.desktop --progress-from stderr -- sh -c 'pv -n big.tar > /mnt/backup/big.tar'"
+        ))
 
     enum Stream: String, ExpressibleByArgument, CaseIterable {
         case stdout, stderr
@@ -19,10 +21,14 @@ struct Run: ParsableCommand {
     @Option(help: ArgumentHelp(tr("Publish the command as a task with this description (instead of a lease).")))
     var task: String?
 
-    @Option(name: .customLong("desktop-id"), help: ArgumentHelp(tr("The app's desktop file name, for docks (with --task).")))
+    @Option(
+        name: .customLong("desktop-id"), help: ArgumentHelp(tr("The app's desktop file name, for docks (with --task)."))
+    )
     var desktopID: String?
 
-    @Option(name: .customLong("progress-from"), help: ArgumentHelp(tr("Read the task's progress from the command's stdout or stderr (with --task).")))
+    @Option(
+        name: .customLong("progress-from"),
+        help: ArgumentHelp(tr("Read the task's progress from the command's stdout or stderr (with --task).")))
     var progressFrom: Stream?
 
     // Everything from the first word that is not one of our options is the command's, options
@@ -32,7 +38,9 @@ struct Run: ParsableCommand {
 
     func validate() throws {
         if let first = command.first, first == "--help" || first == "-h" { throw CleanExit.helpRequest(self) }
-        guard !command.drop(while: { $0 == "--" }).isEmpty else { throw ValidationError("Missing command: netactivity run -- CMD [ARGS...]") }
+        guard !command.drop(while: { $0 == "--" }).isEmpty else {
+            throw ValidationError("Missing command: netactivity run -- CMD [ARGS...]")
+        }
         if task == nil, desktopID != nil || progressFrom != nil {
             throw ValidationError("--desktop-id and --progress-from need --task DESCRIPTION")
         }
@@ -60,31 +68,41 @@ struct Run: ParsableCommand {
                 }.get()
             } else {
                 let reason = argvStrings.joined(separator: " ")
-                lease = try blocking { () async throws(NetActivityError) in try await activity.beginActivity(reason: reason) }.get()
+                lease = try blocking { () async throws(NetActivityError) in
+                    try await activity.beginActivity(reason: reason)
+                }.get()
             }
         } catch {
-            printError(task == nil ? tr("warning: {1}; running the command without a lease", error.description)
-                : tr("warning: {1}; running the command without a task", error.description))
+            printError(
+                task == nil
+                    ? tr("warning: {1}; running the command without a lease", error.description)
+                    : tr("warning: {1}; running the command without a task", error.description))
         }
         if lease != nil || published != nil, !blocking({ await activity.waitForAgent(timeout: .seconds(2)) }) {
-            printError(task == nil ? tr("warning: the netactivity agent is not running; the lease reaches it if it starts")
-                : tr("warning: the netactivity agent is not running; the task reaches it if it starts"))
+            printError(
+                task == nil
+                    ? tr("warning: the netactivity agent is not running; the lease reaches it if it starts")
+                    : tr("warning: the netactivity agent is not running; the task reaches it if it starts"))
         }
         var reader: ProgressReader?
         if let progressFrom {
             reader = ProgressReader(passThroughTo: progressFrom.fd, task: published)
-            if reader == nil { printError(tr("warning: could not read progress: {1}", String(cString: strerror(errno)))) }
+            if reader == nil {
+                printError(tr("warning: could not read progress: {1}", String(cString: strerror(errno))))
+            }
         }
-        let status = spawnAndWait(argvStrings, signals: signals, progress: reader.map { ($0.writeEnd, progressFrom!.fd) })
+        let status = spawnAndWait(
+            argvStrings, signals: signals, progress: reader.map { ($0.writeEnd, progressFrom!.fd) })
         reader?.finish()
         lease?.end()
         if let published {
-            let error: String = switch status {
-            case 0: ""
-            case 127: "command not found: \(argvStrings[0])"
-            case 129...: "killed by signal \(status - 128)"
-            default: "exit status \(status)"
-            }
+            let error: String =
+                switch status {
+                case 0: ""
+                case 127: "command not found: \(argvStrings[0])"
+                case 129...: "killed by signal \(status - 128)"
+                default: "exit status \(status)"
+                }
             _ = blocking { () async throws(NetActivityError) in try await published.complete(error: error) }
         }
         // What ended reaches the agent before this connection closes (at once with no agent).
@@ -94,7 +112,8 @@ struct Run: ParsableCommand {
 
     /// Spawns the command with default signal handling and waits for it. SIGINT goes to the whole
     /// foreground group from the terminal, so it is not forwarded; SIGTERM and SIGHUP are.
-    private func spawnAndWait(_ args: [String], signals: TerminationSignals, progress: (fd: Int32, as: Int32)?) -> Int32 {
+    private func spawnAndWait(_ args: [String], signals: TerminationSignals, progress: (fd: Int32, as: Int32)?) -> Int32
+    {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -161,11 +180,15 @@ final class ProgressReader: @unchecked Sendable {
         passThrough = fd
         self.task = task
         let me = Unmanaged.passRetained(self).toOpaque()
-        guard pthread_create(&thread, nil, { raw in
-            let reader = Unmanaged<ProgressReader>.fromOpaque(raw!).takeRetainedValue()
-            reader.pump()
-            return nil
-        }, me) == 0 else {
+        guard
+            pthread_create(
+                &thread, nil,
+                { raw in
+                    let reader = Unmanaged<ProgressReader>.fromOpaque(raw!).takeRetainedValue()
+                    reader.pump()
+                    return nil
+                }, me) == 0
+        else {
             Unmanaged<ProgressReader>.fromOpaque(me).release()
             close(readEnd)
             close(writeEnd)
@@ -193,7 +216,10 @@ final class ProgressReader: @unchecked Sendable {
                 pending.removeSubrange(...newline)
             }
             // A progress line never gets this long; pass anything longer through as it is.
-            if pending.count > 65536 { writeThrough(pending); pending = [] }
+            if pending.count > 65536 {
+                writeThrough(pending)
+                pending = []
+            }
         }
         if !pending.isEmpty { handle(pending) }
     }
@@ -235,18 +261,22 @@ final class ProgressReader: @unchecked Sendable {
     static func parse(_ line: String) -> Progress? {
         let text = trimmed(Substring(line))
         let parts = text.split(separator: "/", omittingEmptySubsequences: false)
-        if parts.count == 2, let done = UInt64(trimmed(parts[0])), let total = UInt64(trimmed(parts[1])), done <= total {
+        if parts.count == 2, let done = UInt64(trimmed(parts[0])), let total = UInt64(trimmed(parts[1])), done <= total
+        {
             return .bytes(done: done, total: total)
         }
         let number = text.hasSuffix("%") ? trimmed(text.dropLast()) : text
         guard !number.isEmpty, number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
-              let percent = Double(number), percent >= 0, percent <= 100 else { return nil }
+            let percent = Double(number), percent >= 0, percent <= 100
+        else { return nil }
         return .fraction(percent / 100)
     }
 
     private static func trimmed(_ s: Substring) -> Substring {
         let space: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" || $0 == "\n" }
-        guard let first = s.firstIndex(where: { !space($0) }), let last = s.lastIndex(where: { !space($0) }) else { return "" }
+        guard let first = s.firstIndex(where: { !space($0) }), let last = s.lastIndex(where: { !space($0) }) else {
+            return ""
+        }
         return s[first...last]
     }
 }

@@ -3,7 +3,8 @@ import LinuxKit
 import NetActivityClient
 
 struct Status: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: tr("Show the indicator's state, the activity and who holds it."))
+    static let configuration = CommandConfiguration(
+        abstract: tr("Show the indicator's state, the activity and who holds it."))
 
     @OptionGroup var bus: BusOptions
 
@@ -26,7 +27,9 @@ struct Status: ParsableCommand {
         out("state:       \(s.state)")
         out("activity:    \(s.activityCount)")
         out("enabled:     \(s.enabled ? "yes" : "no")")
-        out("delays:      activation \(formatSeconds(s.activationDelay)) s, completion \(formatSeconds(s.completionDelay)) s")
+        out(
+            "delays:      activation \(formatSeconds(s.activationDelay)) s, completion \(formatSeconds(s.completionDelay)) s"
+        )
         if s.clients.isEmpty {
             out("clients:     none")
         } else {

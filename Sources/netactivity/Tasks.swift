@@ -33,9 +33,11 @@ struct Tasks: ParsableCommand {
             if processes[t.owner] == nil { processes[t.owner] = client.processName(of: t.owner) }
             // Owners, process names and descriptions come from other apps: escaped for the terminal.
             let owner = safe(processes[t.owner].map { $0.isEmpty ? t.owner : "\(t.owner) (\($0))" } ?? t.owner)
-            return [Render.taskNumber(t), Render.stateWithError(t), Render.percent(t),
-                    Render.transfer(t.countOfBytesReceived, t.countOfBytesExpectedToReceive),
-                    Render.transfer(t.countOfBytesSent, t.countOfBytesExpectedToSend), owner, safe(t.description)]
+            return [
+                Render.taskNumber(t), Render.stateWithError(t), Render.percent(t),
+                Render.transfer(t.countOfBytesReceived, t.countOfBytesExpectedToReceive),
+                Render.transfer(t.countOfBytesSent, t.countOfBytesExpectedToSend), owner, safe(t.description),
+            ]
         }
         let header = ["TASK", "STATE", "DONE", "RECEIVED", "SENT", "OWNER", "DESCRIPTION"]
         let widths = (0..<header.count - 1).map { i in ([header] + rows).map { $0[i].count }.max() ?? 0 }

@@ -5,7 +5,9 @@ import NetActivityClient
 struct Watch: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: tr("Print one line per change of the indicator, for panels and scripts."),
-        discussion: tr("Prints the current state at once, then a line whenever it changes (never the same line twice; no polling). While the agent is not running it prints the stopped state and waits for it, so a panel module survives agent restarts (and a bus that comes back)."))
+        discussion: tr(
+            "Prints the current state at once, then a line whenever it changes (never the same line twice; no polling). While the agent is not running it prints the stopped state and waits for it, so a panel module survives agent restarts (and a bus that comes back)."
+        ))
 
     enum Format: String, ExpressibleByArgument, CaseIterable {
         case text, json, waybar, polybar
@@ -16,7 +18,9 @@ struct Watch: ParsableCommand {
     @Option(help: ArgumentHelp(tr("Output format: {1}.", Format.allCases.map(\.rawValue).joined(separator: ", "))))
     var format: Format = .text
 
-    @Flag(help: ArgumentHelp(tr("Follow tasks instead of the indicator: one line per task added, changed or removed (text or json).")))
+    @Flag(
+        help: ArgumentHelp(
+            tr("Follow tasks instead of the indicator: one line per task added, changed or removed (text or json).")))
     var tasks = false
 
     func validate() throws {
@@ -39,12 +43,13 @@ struct Watch: ParsableCommand {
             }
             return
         }
-        let render: (ActivityStatus?) -> String = switch format {
-        case .text: Render.text
-        case .json: Render.json
-        case .waybar: Render.waybar
-        case .polybar: Render.polybar
-        }
+        let render: (ActivityStatus?) -> String =
+            switch format {
+            case .text: Render.text
+            case .json: Render.json
+            case .waybar: Render.waybar
+            case .polybar: Render.polybar
+            }
         var last: String?
         do {
             try client.watch { status in

@@ -67,9 +67,11 @@ struct NetActivityDaemon {
     private func commandLine(over settings: inout Settings) -> String? {
         let o = options
         let given: [(String, String?)] = [
-            ("activation-delay", o.activationDelay.map { "\($0)" }), ("completion-delay", o.completionDelay.map { "\($0)" }),
+            ("activation-delay", o.activationDelay.map { "\($0)" }),
+            ("completion-delay", o.completionDelay.map { "\($0)" }),
             ("completed-task-linger", o.completedTaskLinger.map { "\($0)" }), ("tray", o.tray.map { "\($0)" }),
-            ("notify", o.notify.map { "\($0)" }), ("notify-after", o.notifyAfter.map { "\($0)" }), ("log-level", o.logLevel),
+            ("notify", o.notify.map { "\($0)" }), ("notify-after", o.notifyAfter.map { "\($0)" }),
+            ("log-level", o.logLevel),
         ]
         for case let (key, value?) in given {
             if let problem = settings.set(key, value) { return "--\(problem)" }
@@ -95,11 +97,13 @@ struct NetActivityDaemon {
     func run() throws {
         Connection.makeLibdbusChecksNonFatal()
         let (loaded, settingsPath, problems) = loadSettings()
-        var settings = loaded ?? {
-            var s = Settings()
-            _ = commandLine(over: &s)
-            return s
-        }()
+        var settings =
+            loaded
+            ?? {
+                var s = Settings()
+                _ = commandLine(over: &s)
+                return s
+            }()
         let level = Logger.Level(rawValue: settings.logLevel) ?? .notice
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
@@ -116,7 +120,8 @@ struct NetActivityDaemon {
         var busAddress = address ?? Connection.sessionBusAddress()
         if busAddress == nil {
             guard !noPrivateBus else {
-                logger.critical("No session bus (DBUS_SESSION_BUS_ADDRESS is unset and $XDG_RUNTIME_DIR/bus is missing)")
+                logger.critical(
+                    "No session bus (DBUS_SESSION_BUS_ADDRESS is unset and $XDG_RUNTIME_DIR/bus is missing)")
                 throw Exit(code: 1)
             }
             let bus = try PrivateBus()
@@ -158,7 +163,10 @@ struct NetActivityDaemon {
             guard now >= nextReload else {
                 if !reloadPending {
                     reloadPending = true
-                    _ = loop.schedule(atNanoseconds: nextReload) { reloadPending = false; reload() }
+                    _ = loop.schedule(atNanoseconds: nextReload) {
+                        reloadPending = false
+                        reload()
+                    }
                 }
                 return
             }
@@ -185,7 +193,8 @@ struct NetActivityDaemon {
         case .primaryOwner, .alreadyOwner:
             break
         case .exists, .inQueue:
-            logger.critical("\(NetActivityBus.name) is already owned by another agent on this bus; use --replace to take it over")
+            logger.critical(
+                "\(NetActivityBus.name) is already owned by another agent on this bus; use --replace to take it over")
             throw Exit(code: 1)
         }
         logger.notice("Serving \(NetActivityBus.name) as \(connection.uniqueName) (file limit \(fileLimit))")

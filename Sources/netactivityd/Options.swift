@@ -82,7 +82,9 @@ struct DaemonOptions {
             /// The value as seconds, or what is wrong with it.
             func seconds() -> (Double?, String?) {
                 guard let text = value() else { return (nil, "Missing value for '--\(name) <seconds>'") }
-                guard let v = Double(text) else { return (nil, "The value '\(text)' is invalid for '--\(name) <seconds>'") }
+                guard let v = Double(text) else {
+                    return (nil, "The value '\(text)' is invalid for '--\(name) <seconds>'")
+                }
                 return (v, nil)
             }
             func flag() -> Parsed? {

@@ -25,7 +25,9 @@ struct Settings: Equatable {
     ]
 
     static func defaultPath() -> String? {
-        let env = { (name: String) -> String? in getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } }
+        let env = { (name: String) -> String? in
+            getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
+        }
         guard let base = env("XDG_CONFIG_HOME") ?? env("HOME").map({ $0 + "/.config" }) else { return nil }
         return base + "/netactivity/netactivityd.conf"
     }
@@ -50,7 +52,8 @@ struct Settings: Equatable {
     static func readFile(_ path: String) -> FileText {
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else {
-            return errno == ENOENT || errno == ENOTDIR ? .none : .unusable("cannot open it: \(String(cString: strerror(errno)))")
+            return errno == ENOENT || errno == ENOTDIR
+                ? .none : .unusable("cannot open it: \(String(cString: strerror(errno)))")
         }
         close(fd)
         guard let bytes = Files.readRegular(path, maxBytes: maxFileBytes, followLinks: true) else {
@@ -76,8 +79,11 @@ struct Settings: Equatable {
     private mutating func apply(line raw: Substring, number: Int) -> String? {
         let line = Self.trimmed(raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
         guard !line.isEmpty else { return nil }
-        guard let eq = line.firstIndex(of: "=") else { return "line \(number): expected key = value, got '\(line.prefix(80))'" }
-        let key = String(Self.trimmed(line[..<eq])), value = String(Self.trimmed(line[line.index(after: eq)...]))
+        guard let eq = line.firstIndex(of: "=") else {
+            return "line \(number): expected key = value, got '\(line.prefix(80))'"
+        }
+        let key = String(Self.trimmed(line[..<eq]))
+        let value = String(Self.trimmed(line[line.index(after: eq)...]))
         return set(key, value).map { "line \(number): \($0.prefix(200))" }
     }
 
@@ -87,10 +93,14 @@ struct Settings: Equatable {
             guard let v = Double(value), v.isFinite, v >= 0, v <= limit else { return nil }
             return v
         }
-        func flag() -> Bool? { ["true": true, "yes": true, "on": true, "false": false, "no": false, "off": false][value.lowercased()] }
+        func flag() -> Bool? {
+            ["true": true, "yes": true, "on": true, "false": false, "no": false, "off": false][value.lowercased()]
+        }
         switch key {
         case "activation-delay", "completion-delay":
-            guard let v = seconds(NetActivityLimits.maxDelaySeconds) else { return "\(key) must be 0...60 seconds, got '\(value)'" }
+            guard let v = seconds(NetActivityLimits.maxDelaySeconds) else {
+                return "\(key) must be 0...60 seconds, got '\(value)'"
+            }
             if key == "activation-delay" { activationDelay = v } else { completionDelay = v }
         case "completed-task-linger":
             guard let v = seconds(3600) else { return "\(key) must be 0...3600 seconds, got '\(value)'" }
@@ -128,7 +138,9 @@ struct Settings: Equatable {
 
     private static func trimmed(_ s: Substring) -> Substring {
         let space: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }
-        guard let first = s.firstIndex(where: { !space($0) }), let last = s.lastIndex(where: { !space($0) }) else { return "" }
+        guard let first = s.firstIndex(where: { !space($0) }), let last = s.lastIndex(where: { !space($0) }) else {
+            return ""
+        }
         return s[first...last]
     }
 }

@@ -11,7 +11,8 @@ struct BusLimitTests {
     static let mebibyteString = String(repeating: "x", count: 1 << 20)
 
     func message(arrays: [Int]) throws -> Message {
-        let m = try Message.methodCall(destination: "org.example.T", path: "/t", interface: "org.example.T", member: "M")
+        let m = try Message.methodCall(
+            destination: "org.example.T", path: "/t", interface: "org.example.T", member: "M")
         var w = m.writer()
         for mebibytes in arrays {
             w.appendArray(elementSignature: "(sv)") { a in
@@ -35,7 +36,8 @@ struct BusLimitTests {
         let whole = try message(arrays: [60, 60, 10]).busLimitViolation
         #expect(whole?.contains("message limit") == true, "\(whole ?? "nil")")
         // Inside a variant, the array is found too.
-        let m = try Message.methodCall(destination: "org.example.T", path: "/t", interface: "org.example.T", member: "M")
+        let m = try Message.methodCall(
+            destination: "org.example.T", path: "/t", interface: "org.example.T", member: "M")
         var w = m.writer()
         w.appendVariant(signature: "as") { v in
             v.appendArray(elementSignature: "s") { a in for _ in 0..<65 { a.append(Self.mebibyteString) } }
@@ -43,7 +45,9 @@ struct BusLimitTests {
         #expect(m.busLimitViolation?.contains("an array of") == true)
     }
 
-    @Test("an oversized reply reaches its caller as LimitsExceeded, one libdbus will not load as Failed, and the service stays on the bus")
+    @Test(
+        "an oversized reply reaches its caller as LimitsExceeded, one libdbus will not load as Failed, and the service stays on the bus"
+    )
     func replaced() throws {
         let bus = try PrivateBus()
         defer { bus.stop() }
@@ -51,26 +55,38 @@ struct BusLimitTests {
         let loop = EventLoop()
         server.attach(to: loop)
         let objects = ObjectServer(connection: server)
-        objects.export(path: "/t", interfaces: [
-            DBusInterface("org.example.T", methods: [
-                DBusMethod("Big", out: [DBusArgument("items", "as")]) { call in
-                    call.reply.appendArray(elementSignature: "s") { a in for _ in 0..<65 { a.append(Self.mebibyteString) } }
-                },
-                DBusMethod("Small", out: [DBusArgument("word", "s")]) { call in call.reply.append("fine") },
-                // A dict entry outside an array: the Swift marshaller takes it, libdbus's loader
-                // refuses the body (its own iterator would have aborted the process).
-                DBusMethod("Broken", out: [DBusArgument("entry", "{ss}")]) { call in
-                    call.reply.appendDictEntry { e in e.append("k"); e.append("v") }
-                },
+        objects.export(
+            path: "/t",
+            interfaces: [
+                DBusInterface(
+                    "org.example.T",
+                    methods: [
+                        DBusMethod("Big", out: [DBusArgument("items", "as")]) { call in
+                            call.reply.appendArray(elementSignature: "s") { a in
+                                for _ in 0..<65 { a.append(Self.mebibyteString) }
+                            }
+                        },
+                        DBusMethod("Small", out: [DBusArgument("word", "s")]) { call in call.reply.append("fine") },
+                        // A dict entry outside an array: the Swift marshaller takes it, libdbus's loader
+                        // refuses the body (its own iterator would have aborted the process).
+                        DBusMethod("Broken", out: [DBusArgument("entry", "{ss}")]) { call in
+                            call.reply.appendDictEntry { e in
+                                e.append("k")
+                                e.append("v")
+                            }
+                        },
+                    ])
             ])
-        ])
         let owner = LoopBox(loop)
-        let client = Client(address: bus.address, server: server.uniqueName, mailbox: loop.mailbox, stop: { owner.loop?.stop() })
+        let client = Client(
+            address: bus.address, server: server.uniqueName, mailbox: loop.mailbox, stop: { owner.loop?.stop() })
         var thread = pthread_t()
-        pthread_create(&thread, nil, { raw in
-            Unmanaged<Client>.fromOpaque(raw!).takeRetainedValue().run()
-            return nil
-        }, Unmanaged.passRetained(client).toOpaque())
+        pthread_create(
+            &thread, nil,
+            { raw in
+                Unmanaged<Client>.fromOpaque(raw!).takeRetainedValue().run()
+                return nil
+            }, Unmanaged.passRetained(client).toOpaque())
         loop.run()
         pthread_join(thread, nil)
         #expect(client.big == "org.freedesktop.DBus.Error.LimitsExceeded", "\(client.bigMessage)")
@@ -104,7 +120,10 @@ private final class Client: @unchecked Sendable {
     }
 
     func run() {
-        defer { let stop = self.stop; mailbox.post { stop() } }
+        defer {
+            let stop = self.stop
+            mailbox.post { stop() }
+        }
         guard let connection = try? Connection(address: address) else { return }
         func call(_ member: String) throws(DBusError) -> Message {
             try connection.call(

@@ -51,7 +51,8 @@ struct ConnectionLifetimeTests {
         weak var gone = connection
         connection!.attach(to: loop)
         var outcome: Result<Message, DBusError>?
-        let call = try Message.methodCall(destination: silent.uniqueName, path: "/t", interface: "org.example.T", member: "Hang")
+        let call = try Message.methodCall(
+            destination: silent.uniqueName, path: "/t", interface: "org.example.T", member: "Hang")
         connection!.callAsync(call, timeoutMilliseconds: 50) { result in
             outcome = result
             connection = nil

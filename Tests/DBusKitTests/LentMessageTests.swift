@@ -27,7 +27,8 @@ struct LentMessageTests {
             if seen.count == members.count { loop.stop() }
         }
         for (i, member) in members.enumerated() {
-            let m = try Message.methodCall(destination: server.uniqueName, path: "/t", interface: "org.example.T", member: member)
+            let m = try Message.methodCall(
+                destination: server.uniqueName, path: "/t", interface: "org.example.T", member: member)
             var w = m.writer()
             w.append("argument \(i)")
             m.setNoReply(true)

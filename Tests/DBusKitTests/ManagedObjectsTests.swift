@@ -19,7 +19,9 @@ struct ManagedObjectsTests {
         DBusInterface("org.example.O", properties: [DBusProperty("N", "u") { w, _ in w.append(counter.value) }])
     }
 
-    @Test("a reply of 600 objects takes five slices, one per turn; a change and a removal meanwhile are corrected after it")
+    @Test(
+        "a reply of 600 objects takes five slices, one per turn; a change and a removal meanwhile are corrected after it"
+    )
     func slices() throws {
         let sink = Sink()
         let server = ObjectServer(sink: sink)
@@ -30,7 +32,9 @@ struct ManagedObjectsTests {
         let counters = (0..<600).map { _ in Counter() }
         for (i, c) in counters.enumerated() { server.export(path: "/m/o\(i)", interfaces: [object(c)]) }
         sink.sent.removeAll()
-        let call = try Message.methodCall(destination: ":1.1", path: "/m", interface: "org.freedesktop.DBus.ObjectManager", member: "GetManagedObjects")
+        let call = try Message.methodCall(
+            destination: ":1.1", path: "/m", interface: "org.freedesktop.DBus.ObjectManager",
+            member: "GetManagedObjects")
         call.setSender(":1.9")
         server.handle(call)
         #expect(sink.sent.isEmpty, "nothing sent after the first slice")
@@ -41,7 +45,9 @@ struct ManagedObjectsTests {
             if ran == 0 {
                 // Between slices: every object changes, one goes, one comes.
                 for c in counters { c.value = 7 }
-                for i in 0..<600 { server.emitPropertiesChanged(path: "/m/o\(i)", interface: "org.example.O", changed: ["N"]) }
+                for i in 0..<600 {
+                    server.emitPropertiesChanged(path: "/m/o\(i)", interface: "org.example.O", changed: ["N"])
+                }
                 server.unexport(path: "/m/o0")
                 server.export(path: "/m/new", interfaces: [object(Counter())])
             }
@@ -51,11 +57,15 @@ struct ManagedObjectsTests {
         #expect(ran == 600 / ObjectServer.managedSlice, "one turn per slice after the first")
         let replyIndex = try #require(sink.sent.firstIndex { $0.member == nil && $0.errorName == nil })
         var r = sink.sent[replyIndex].reader()
-        guard case .dict(_, _, let objects) = try r.readValue() else { Issue.record("not a dict"); return }
+        guard case .dict(_, _, let objects) = try r.readValue() else {
+            Issue.record("not a dict")
+            return
+        }
         var values: [String: UInt32] = [:]
         for (key, value) in objects {
-            guard case .objectPath(let path) = key, case .dict(_, _, let ifaces) = value, case .dict(_, _, let props)? = ifaces.first?.1,
-                  case .variant(.uint32(let n))? = props.first?.1
+            guard case .objectPath(let path) = key, case .dict(_, _, let ifaces) = value,
+                case .dict(_, _, let props)? = ifaces.first?.1,
+                case .variant(.uint32(let n))? = props.first?.1
             else { continue }
             values[path] = n
         }
@@ -68,7 +78,9 @@ struct ManagedObjectsTests {
         // there, and InterfacesRemoved for o0 if the reply carried it.
         let after = Array(sink.sent[(replyIndex + 1)...])
         #expect(after.allSatisfy { $0.destination == ":1.9" })
-        #expect(Set(after.filter { $0.member == "PropertiesChanged" }.compactMap(\.path)) == Set(stale).subtracting(["/m/o0"]))
+        #expect(
+            Set(after.filter { $0.member == "PropertiesChanged" }.compactMap(\.path))
+                == Set(stale).subtracting(["/m/o0"]))
         #expect(after.filter { $0.member == "InterfacesRemoved" }.count == (o0Sent ? 1 : 0))
     }
 }

@@ -1,6 +1,6 @@
-import LinuxKit
 import DBusKit
 import Glibc
+import LinuxKit
 import Testing
 
 /// Messages built and read with no bus: marshalling round trips and the checks that keep
@@ -8,7 +8,8 @@ import Testing
 @Suite("Message marshalling without a bus")
 struct MessageTests {
     func call() throws -> Message {
-        try Message.methodCall(destination: "org.example.Test", path: "/a/b", interface: "org.example.Test", member: "M")
+        try Message.methodCall(
+            destination: "org.example.Test", path: "/a/b", interface: "org.example.Test", member: "M")
     }
 
     @Test("basic types round-trip")
@@ -52,11 +53,14 @@ struct MessageTests {
             .bytes([]),
             .array(elementSignature: "s", []),
             .array(elementSignature: "(ssu)", [.structure([.string(":1.5"), .string("firefox"), .uint32(2)])]),
-            .dict(keySignature: "s", valueSignature: "v", [
-                (.string("reload"), .variant(.bool(true))),
-                (.string("nested"), .variant(.variant(.array(elementSignature: "x", [.int64(-1), .int64(2)])))),
-            ]),
-            .dict(keySignature: "u", valueSignature: "as", [(.uint32(1), .array(elementSignature: "s", [.string("a")]))]),
+            .dict(
+                keySignature: "s", valueSignature: "v",
+                [
+                    (.string("reload"), .variant(.bool(true))),
+                    (.string("nested"), .variant(.variant(.array(elementSignature: "x", [.int64(-1), .int64(2)])))),
+                ]),
+            .dict(
+                keySignature: "u", valueSignature: "as", [(.uint32(1), .array(elementSignature: "s", [.string("a")]))]),
             .variant(.objectPath("/org/example")),
         ]
         let m = try call()
@@ -71,7 +75,10 @@ struct MessageTests {
     func descriptorsInValues() throws {
         var fds: [Int32] = [-1, -1]
         #expect(pipe(&fds) == 0)
-        defer { close(fds[0]); close(fds[1]) }
+        defer {
+            close(fds[0])
+            close(fds[1])
+        }
         func target(_ path: String) -> String {
             var buf = [CChar](repeating: 0, count: 256)
             let n = readlink(path, &buf, buf.count - 1)
@@ -85,7 +92,9 @@ struct MessageTests {
             defer { closedir(dir) }
             var n = 0
             while let entry = readdir(dir) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+                let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                    String(cString: $0.bindMemory(to: CChar.self).baseAddress!)
+                }
                 if target("/proc/self/fd/" + name) == pipeName { n += 1 }
             }
             return n
@@ -136,10 +145,18 @@ struct MessageTests {
 
     @Test("invalid names, paths, signatures and mismatched elements are refused before libdbus sees them")
     func invalidInput() throws {
-        #expect(throws: DBusError.self) { try Message.methodCall(destination: nil, path: "no-slash", interface: nil, member: "M") }
-        #expect(throws: DBusError.self) { try Message.methodCall(destination: "bad..name", path: "/", interface: nil, member: "M") }
-        #expect(throws: DBusError.self) { try Message.methodCall(destination: nil, path: "/", interface: "nodots", member: "M") }
-        #expect(throws: DBusError.self) { try Message.methodCall(destination: nil, path: "/", interface: nil, member: "1bad") }
+        #expect(throws: DBusError.self) {
+            try Message.methodCall(destination: nil, path: "no-slash", interface: nil, member: "M")
+        }
+        #expect(throws: DBusError.self) {
+            try Message.methodCall(destination: "bad..name", path: "/", interface: nil, member: "M")
+        }
+        #expect(throws: DBusError.self) {
+            try Message.methodCall(destination: nil, path: "/", interface: "nodots", member: "M")
+        }
+        #expect(throws: DBusError.self) {
+            try Message.methodCall(destination: nil, path: "/", interface: nil, member: "1bad")
+        }
         #expect(throws: DBusError.self) { try Message.signal(path: "/a//b", interface: "a.b", member: "S") }
         let m = try call()
         var w = m.writer()
@@ -176,7 +193,10 @@ struct MessageTests {
     func fds() throws {
         let m = try call()
         var w = m.writer()
-        guard let (r0, w0) = makeLeasePipe() else { Issue.record("pipe"); return }
+        guard let (r0, w0) = makeLeasePipe() else {
+            Issue.record("pipe")
+            return
+        }
         try w.appendFD(w0)
         var r = m.reader()
         let received = try r.readFD()

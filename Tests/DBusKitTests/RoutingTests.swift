@@ -19,12 +19,14 @@ struct RoutingTests {
     }
 
     func interface(_ word: String, calls: @escaping () -> Void = {}) -> DBusInterface {
-        DBusInterface("org.example.T", methods: [
-            DBusMethod("Say", out: [DBusArgument("word", "s")]) { call in
-                calls()
-                call.reply.append(word)
-            }
-        ])
+        DBusInterface(
+            "org.example.T",
+            methods: [
+                DBusMethod("Say", out: [DBusArgument("word", "s")]) { call in
+                    calls()
+                    call.reply.append(word)
+                }
+            ])
     }
 
     func word(_ reply: Message) throws -> String {
@@ -52,14 +54,18 @@ struct RoutingTests {
         #expect(firstCalls == 4)
         // Removed: UnknownObject, not the old handler.
         server.unexport(path: "/a")
-        #expect(try call(server, sink, path: "/a", member: "Say").errorName == "org.freedesktop.DBus.Error.UnknownObject")
+        #expect(
+            try call(server, sink, path: "/a", member: "Say").errorName == "org.freedesktop.DBus.Error.UnknownObject")
         #expect(firstCalls == 4)
         // A member the route does not name is still refused by name.
-        #expect(try call(server, sink, path: "/b", member: "Shout").errorName == "org.freedesktop.DBus.Error.UnknownMethod")
+        #expect(
+            try call(server, sink, path: "/b", member: "Shout").errorName == "org.freedesktop.DBus.Error.UnknownMethod")
         // More routes than are kept: every call still reaches its own object.
         for i in 0..<20 { server.export(path: "/n\(i)", interfaces: [interface("n\(i)")]) }
         for round in 0..<2 {
-            for i in 0..<20 { #expect(try word(call(server, sink, path: "/n\(i)", member: "Say")) == "n\(i)", "round \(round)") }
+            for i in 0..<20 {
+                #expect(try word(call(server, sink, path: "/n\(i)", member: "Say")) == "n\(i)", "round \(round)")
+            }
         }
     }
 }

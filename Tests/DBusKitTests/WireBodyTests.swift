@@ -1,7 +1,8 @@
-@testable import DBusKit
 import Glibc
 import NetActivityTesting
 import Testing
+
+@testable import DBusKit
 
 /// Bodies marshalled in Swift (`WireBody`) must be exactly what libdbus's iterators make of the
 /// same appends: every message is built both ways and compared byte for byte, header included.
@@ -12,16 +13,19 @@ struct WireBodyTests {
     func marshalled(_ m: Message) -> [UInt8] { m.marshalled }
 
     func bothWays(
-        _ name: String, make: () throws -> Message = { try Message.signal(path: "/t", interface: "org.example.T", member: "S") },
+        _ name: String,
+        make: () throws -> Message = { try Message.signal(path: "/t", interface: "org.example.T", member: "S") },
         _ body: (inout MessageWriter) throws -> Void
     ) throws {
-        let here = try make(), there = try make()
+        let here = try make()
+        let there = try make()
         var w = here.writer()
         #expect(w.wire != nil, "\(name): a new message is marshalled here")
         try body(&w)
         var l = there.libdbusWriter()
         try body(&l)
-        let a = marshalled(here), b = marshalled(there)
+        let a = marshalled(here)
+        let b = marshalled(there)
         #expect(!a.isEmpty && a == b, "\(name): \(a.count) bytes here, \(b.count) through libdbus")
         #expect(here.signature == there.signature, "\(name)")
     }
@@ -30,15 +34,39 @@ struct WireBodyTests {
     func kinds() throws {
         try bothWays("nothing") { _ in }
         try bothWays("fixed values") { w in
-            w.append(UInt8(7)); w.append(true); w.append(Int16(-2)); w.append(UInt16(2)); w.append(Int32(-3))
-            w.append(UInt32(3)); w.append(Int64(-4)); w.append(UInt64(4)); w.append(2.5); w.append(false)
+            w.append(UInt8(7))
+            w.append(true)
+            w.append(Int16(-2))
+            w.append(UInt16(2))
+            w.append(Int32(-3))
+            w.append(UInt32(3))
+            w.append(Int64(-4))
+            w.append(UInt64(4))
+            w.append(2.5)
+            w.append(false)
         }
-        try bothWays("alignment after a byte") { w in w.append(UInt8(1)); w.append(UInt64(9)); w.append(UInt8(2)); w.append(Int16(3)) }
+        try bothWays("alignment after a byte") { w in
+            w.append(UInt8(1))
+            w.append(UInt64(9))
+            w.append(UInt8(2))
+            w.append(Int16(3))
+        }
         try bothWays("strings") { w in
-            w.append(""); w.append("é ü 日本"); w.append(String(repeating: "s", count: 1001)); w.append("cut\u{0}here")
+            w.append("")
+            w.append("é ü 日本")
+            w.append(String(repeating: "s", count: 1001))
+            w.append("cut\u{0}here")
         }
-        try bothWays("path and signature") { w in w.append(UInt8(1)); try w.appendObjectPath("/a/b"); try w.appendSignature("a{sv}(ii)") }
-        try bothWays("bytes") { w in w.append(UInt8(1)); try w.appendBytes([UInt8](repeating: 1, count: 4099)); try w.appendBytes([]) }
+        try bothWays("path and signature") { w in
+            w.append(UInt8(1))
+            try w.appendObjectPath("/a/b")
+            try w.appendSignature("a{sv}(ii)")
+        }
+        try bothWays("bytes") { w in
+            w.append(UInt8(1))
+            try w.appendBytes([UInt8](repeating: 1, count: 4099))
+            try w.appendBytes([])
+        }
         try bothWays("empty arrays of 8-aligned elements") { w in
             w.append(UInt8(1))
             w.appendArray(elementSignature: "t") { _ in }
@@ -47,21 +75,36 @@ struct WireBodyTests {
         }
         try bothWays("structs in an array") { w in
             w.appendArray(elementSignature: "(yt)") { a in
-                for i in 0..<100 { a.appendStruct { s in s.append(UInt8(i)); s.append(UInt64(i)) } }
+                for i in 0..<100 {
+                    a.appendStruct { s in
+                        s.append(UInt8(i))
+                        s.append(UInt64(i))
+                    }
+                }
             }
         }
         try bothWays("a top-level struct holding an array and a variant") { w in
             w.append(UInt8(3))
             try w.appendStruct { s in
                 s.append("x")
-                s.appendArray(elementSignature: "q") { a in a.append(UInt16(1)); a.append(UInt16(2)) }
-                try s.appendVariant(signature: "(sd)") { v in v.appendStruct { t in t.append("in"); t.append(1.5) } }
+                s.appendArray(elementSignature: "q") { a in
+                    a.append(UInt16(1))
+                    a.append(UInt16(2))
+                }
+                try s.appendVariant(signature: "(sd)") { v in
+                    v.appendStruct { t in
+                        t.append("in")
+                        t.append(1.5)
+                    }
+                }
             }
             w.append(UInt8(4))
         }
         try bothWays("a vardict") { w in
             w.append("org.example.Task")
-            try w.appendVardict(["a": .uint64(1), "bb": .string("x"), "c": .bytes([1, 2, 3]), "d": .objectPath("/o"), "e": .double(0.25)])
+            try w.appendVardict([
+                "a": .uint64(1), "bb": .string("x"), "c": .bytes([1, 2, 3]), "d": .objectPath("/o"), "e": .double(0.25),
+            ])
             w.appendArray(elementSignature: "s") { a in a.append("gone") }
         }
         try bothWays("variants of every basic type") { w in
@@ -71,27 +114,46 @@ struct WireBodyTests {
             ] { try w.append(.variant(value)) }
         }
         try bothWays("nested arrays") { w in
-            w.appendArray(elementSignature: "ay") { a in for n in [0, 1, 9, 17] { try? a.appendBytes([UInt8](repeating: 0, count: n)) } }
+            w.appendArray(elementSignature: "ay") { a in
+                for n in [0, 1, 9, 17] { try? a.appendBytes([UInt8](repeating: 0, count: n)) }
+            }
             w.appendArray(elementSignature: "aat") { a in
-                a.appendArray(elementSignature: "at") { b in b.appendArray(elementSignature: "t") { c in c.append(UInt64(1)) } }
+                a.appendArray(elementSignature: "at") { b in
+                    b.appendArray(elementSignature: "t") { c in c.append(UInt64(1)) }
+                }
             }
         }
         let unicast = {
-            let m = try Message.signal(path: "/org/example/NetActivity", interface: "org.example.NetActivity.Downloader", member: "DownloadFinished")
+            let m = try Message.signal(
+                path: "/org/example/NetActivity", interface: "org.example.NetActivity.Downloader",
+                member: "DownloadFinished")
             try m.setDestination(":1.42")
             return m
         }
         try bothWays("a unicast signal, its header written here too", make: unicast) { w in
-            w.append("r1"); w.append("http://h/x.png"); w.append(true); w.append(""); w.append("")
+            w.append("r1")
+            w.append("http://h/x.png")
+            w.append(true)
+            w.append("")
+            w.append("")
         }
-        let call = { try Message.methodCall(destination: "org.example.T", path: "/t", interface: "org.example.T", member: "M") }
-        try bothWays("a method call", make: call) { w in w.append("arg"); w.append(UInt32(5)) }
-        try bothWays("a method return", make: { try call().makeReturn() }) { w in w.append("r"); try w.appendObjectPath("/r") }
+        let call = {
+            try Message.methodCall(destination: "org.example.T", path: "/t", interface: "org.example.T", member: "M")
+        }
+        try bothWays("a method call", make: call) { w in
+            w.append("arg")
+            w.append(UInt32(5))
+        }
+        try bothWays("a method return", make: { try call().makeReturn() }) { w in
+            w.append("r")
+            try w.appendObjectPath("/r")
+        }
     }
 
     @Test("random value trees")
     func random() throws {
-        var rng = SplitMix(seed: UInt64(getenv("WIRE_SEED").map { String(cString: $0) }.flatMap { UInt64($0) } ?? 0x5eed))
+        var rng = SplitMix(
+            seed: UInt64(getenv("WIRE_SEED").map { String(cString: $0) }.flatMap { UInt64($0) } ?? 0x5eed))
         // WIRE_SEED=N runs 3,000 rounds from another seed.
         let rounds = getenv("WIRE_SEED") == nil ? 300 : 3000
         var checked = 0
@@ -113,7 +175,10 @@ struct WireBodyTests {
         w.append(UInt8(1))
         #expect(throws: Boom.self) {
             try w.appendArray(elementSignature: "(st)") { a in
-                try a.appendStruct { s in s.append("half"); throw Boom() }
+                try a.appendStruct { s in
+                    s.append("half")
+                    throw Boom()
+                }
             }
         }
         w.append("after")
@@ -129,7 +194,10 @@ struct WireBodyTests {
     func descriptor() throws {
         var pipe: [Int32] = [-1, -1]
         #expect(Glibc.pipe(&pipe) == 0)
-        defer { close(pipe[0]); close(pipe[1]) }
+        defer {
+            close(pipe[0])
+            close(pipe[1])
+        }
         let m = try Message.signal(path: "/t", interface: "org.example.T", member: "S")
         var w = m.writer()
         w.append("before")

@@ -17,7 +17,8 @@ struct EpollTokenTests {
         let loop = EventLoop()
         let record = Record()
         // Two leases whose holders both went away: both read ends report a hang-up in the same batch.
-        var a: [Int32] = [-1, -1], b: [Int32] = [-1, -1]
+        var a: [Int32] = [-1, -1]
+        var b: [Int32] = [-1, -1]
         #expect(pipe(&a) == 0 && pipe(&b) == 0)
         close(a[1])
         close(b[1])

@@ -1,5 +1,5 @@
-import LinuxKit
 import Glibc
+import LinuxKit
 import Testing
 
 @Suite("Event loop timers")
@@ -20,7 +20,9 @@ struct EventLoopTests {
         #expect(loop.pendingTimerCount == 0)
     }
 
-    @Test("NextTurn: asked for many times in a turn, it runs once, on the next; asked again while it runs, once more; gone, never")
+    @Test(
+        "NextTurn: asked for many times in a turn, it runs once, on the next; asked again while it runs, once more; gone, never"
+    )
     func nextTurn() {
         let loop = EventLoop()
         var runs = 0
@@ -49,7 +51,10 @@ struct EventLoopTests {
         let loop = EventLoop()
         let start = EventLoop.now()
         var at: UInt64 = 0
-        loop.schedule(afterNanoseconds: 20_000_000) { at = EventLoop.now(); loop.stop() }
+        loop.schedule(afterNanoseconds: 20_000_000) {
+            at = EventLoop.now()
+            loop.stop()
+        }
         loop.run()
         #expect(at - start >= 20_000_000)
     }
@@ -62,7 +67,10 @@ struct EventLoopTests {
             let id = loop.schedule(afterNanoseconds: 60_000_000_000) { fired += 100 }
             loop.cancel(id)
         }
-        loop.schedule(afterNanoseconds: 1_000_000) { fired += 1; loop.stop() }
+        loop.schedule(afterNanoseconds: 1_000_000) {
+            fired += 1
+            loop.stop()
+        }
         #expect(loop.pendingTimerCount == 1)
         loop.run()
         #expect(fired == 1)
@@ -86,25 +94,39 @@ struct EventLoopTests {
 
     @Test("jobs posted from other threads run on the loop's thread, in each thread's order")
     func mailbox() {
-        final class Box: @unchecked Sendable { var seen: [(Int, Int)] = []; var loopThread = pthread_self(); var loop: EventLoop? }
+        final class Box: @unchecked Sendable {
+            var seen: [(Int, Int)] = []
+            var loopThread = pthread_self()
+            var loop: EventLoop?
+        }
         let loop = EventLoop()
         let box = Box()
         box.loop = loop
         let mailbox = loop.mailbox
-        let threads = 4, perThread = 500
+        let threads = 4
+        let perThread = 500
         var ids: [pthread_t] = []
         for t in 0..<threads {
             var id = pthread_t()
-            let context = Unmanaged.passRetained(Sender(mailbox: mailbox, box: { i in
-                box.seen.append((t, i))
-                #expect(pthread_equal(pthread_self(), box.loopThread) != 0)
-                if box.seen.count == threads * perThread { box.loop?.stop() }
-            }, count: perThread)).toOpaque()
-            pthread_create(&id, nil, { raw in
-                let sender = Unmanaged<Sender>.fromOpaque(raw!).takeRetainedValue()
-                for i in 0..<sender.count { let f = sender.box; sender.mailbox.post { f(i) } }
-                return nil
-            }, context)
+            let context = Unmanaged.passRetained(
+                Sender(
+                    mailbox: mailbox,
+                    box: { i in
+                        box.seen.append((t, i))
+                        #expect(pthread_equal(pthread_self(), box.loopThread) != 0)
+                        if box.seen.count == threads * perThread { box.loop?.stop() }
+                    }, count: perThread)
+            ).toOpaque()
+            pthread_create(
+                &id, nil,
+                { raw in
+                    let sender = Unmanaged<Sender>.fromOpaque(raw!).takeRetainedValue()
+                    for i in 0..<sender.count {
+                        let f = sender.box
+                        sender.mailbox.post { f(i) }
+                    }
+                    return nil
+                }, context)
             ids.append(id)
         }
         loop.run()

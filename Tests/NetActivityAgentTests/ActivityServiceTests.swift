@@ -21,15 +21,21 @@ struct ActivityServiceTests {
         h.at(10)
         #expect(h.visible.map { ms($0.at) } == [1000, 2170])
         #expect(h.visible.map(\.value) == [true, false])
-        let states = h.changes(.activity).compactMap { c in c.values[P.state.rawValue]?.unwrapped.stringValue.map { (ms(c.at), $0) } }
+        let states = h.changes(.activity).compactMap { c in
+            c.values[P.state.rawValue]?.unwrapped.stringValue.map { (ms(c.at), $0) }
+        }
         #expect(states.map(\.0) == [0, 1000, 2000, 2170])
         #expect(states.map(\.1) == ["delaying-start", "active", "delaying-end", "not-active"])
         // Visible goes out in the same PropertiesChanged as the State it belongs to.
-        let visibleProperty = h.changes(.activity).compactMap { c in c.values[P.visible.rawValue]?.unwrapped.boolValue.map { (ms(c.at), $0) } }
+        let visibleProperty = h.changes(.activity).compactMap { c in
+            c.values[P.visible.rawValue]?.unwrapped.boolValue.map { (ms(c.at), $0) }
+        }
         #expect(visibleProperty.map(\.0) == [1000, 2170])
     }
 
-    @Test("DESIGN.md's consequences: 0/0 gives [true, false]; a short blip gives nothing; no flicker in the completion delay")
+    @Test(
+        "DESIGN.md's consequences: 0/0 gives [true, false]; a short blip gives nothing; no flicker in the completion delay"
+    )
     func designConsequences() throws {
         let zero = DriverHarness(activation: 0, completion: 0)
         try zero.increment(":1.5")
@@ -65,7 +71,9 @@ struct ActivityServiceTests {
         #expect(flicker.visible.map { ms($0.at) } == [0, 500])
     }
 
-    @Test("ActivityCount and Clients: the first change at once, the rest folded into one signal 50 ms later, none when back where they were")
+    @Test(
+        "ActivityCount and Clients: the first change at once, the rest folded into one signal 50 ms later, none when back where they were"
+    )
     func coalescing() throws {
         let h = DriverHarness()
         try h.increment(":1.5")  // t = 0: goes out at once, with the State change
@@ -74,7 +82,9 @@ struct ActivityServiceTests {
             try h.increment(":1.5")
         }
         h.at(0.2)
-        var counts = h.changes(.activity).compactMap { c in c.values[P.activityCount.rawValue]?.unwrapped.uint32Value.map { (ms(c.at), $0) } }
+        var counts = h.changes(.activity).compactMap { c in
+            c.values[P.activityCount.rawValue]?.unwrapped.uint32Value.map { (ms(c.at), $0) }
+        }
         #expect(counts.map(\.0) == [0, 50])
         #expect(counts.map(\.1) == [1, 10])
 
@@ -95,7 +105,9 @@ struct ActivityServiceTests {
         try h.increment(":1.5")
         let before = h.changes(.activity).count
         h.at(0.9)
-        counts = h.changes(.activity).compactMap { c in c.values[P.activityCount.rawValue]?.unwrapped.uint32Value.map { (ms(c.at), $0) } }
+        counts = h.changes(.activity).compactMap { c in
+            c.values[P.activityCount.rawValue]?.unwrapped.uint32Value.map { (ms(c.at), $0) }
+        }
         #expect(counts.last.map { [$0.0, Int($0.1)] } == [400, 11])
         #expect(h.changes(.activity).count == before)
     }
@@ -116,7 +128,9 @@ struct ActivityServiceTests {
         #expect(counts == [1, 3, 1, 0])  // at once, folded at 50 ms, the departure, the last decrement
     }
 
-    @Test("Reasons: each client's distinct lease reasons, announced as invalidated (never the text), read in full by host apps and only for its own app by a sandboxed one")
+    @Test(
+        "Reasons: each client's distinct lease reasons, announced as invalidated (never the text), read in full by host apps and only for its own app by a sandboxed one"
+    )
     func reasons() throws {
         let h = DriverHarness()
         h.peers.identities[":1.6"] = ClientIdentity(app: "flatpak:org.example.Mail", isSandboxed: true)
@@ -126,7 +140,9 @@ struct ActivityServiceTests {
             #expect(reply?.kind == .methodReturn)
         }
         func reasons(caller: String) throws -> [String: [String]] {
-            guard case .dict(_, _, let entries) = try h.property(NetActivityBus.objectPath, .activity, P.reasons.rawValue, caller: caller)
+            guard
+                case .dict(_, _, let entries) = try h.property(
+                    NetActivityBus.objectPath, .activity, P.reasons.rawValue, caller: caller)
             else { return [:] }
             var out: [String: [String]] = [:]
             for (key, value) in entries { out[key.stringValue ?? "?"] = value.arrayElements?.compactMap(\.stringValue) }
@@ -138,9 +154,10 @@ struct ActivityServiceTests {
         try lease(":1.5", "Syncing calendar")
         try lease(":1.6", "Fetching mail for alice@example.com")
         h.at(0.2)
-        #expect(try reasons(caller: ":1.99") == [
-            ":1.5": ["Backing up photos", "Syncing calendar"], ":1.6": ["Fetching mail for alice@example.com"],
-        ])
+        #expect(
+            try reasons(caller: ":1.99") == [
+                ":1.5": ["Backing up photos", "Syncing calendar"], ":1.6": ["Fetching mail for alice@example.com"],
+            ])
         // Sandboxed: its own app's rows only, nothing of another app's.
         #expect(try reasons(caller: ":1.6") == [":1.6": ["Fetching mail for alice@example.com"]])
         #expect(try reasons(caller: ":1.7") == [:])

@@ -1,10 +1,11 @@
 import Glibc
 import LinuxKit
 import Logging
-@testable import NetActivityAgent
 import NetActivityCore
 import NetActivityTesting
 import Testing
+
+@testable import NetActivityAgent
 
 /// The disk tier's files (`DiskCache`, what the disk worker runs): the entries it writes, how it
 /// reads them back, what it does with damaged or planted files, and whose entries it removes.

@@ -51,7 +51,9 @@ struct DownloadServiceTests {
         defer { close(fd) }
         #expect(try r.read(UInt64.self) == UInt64(TestImages.png(width: 1, height: 1).count))
         let info = try r.readVardict()
-        #expect(info["source"] == .string("network") && info["content-type"] == .string("image/png") && info["http-status"] == .uint32(200))
+        #expect(
+            info["source"] == .string("network") && info["content-type"] == .string("image/png")
+                && info["http-status"] == .uint32(200))
         #expect(published.isEmpty, "no InterfacesAdded for a transfer no one could have seen")
         #expect(h.activity.total == 0)
         h.at(5)
@@ -87,23 +89,27 @@ struct DownloadServiceTests {
     func announced() throws {
         _ = try fetch("http://images.test/shown.png", ["announce": .bool(true)])
         #expect(published.count == 1)
-        let reply = try #require(try h.call(app, DownloaderMember.Method.downloadImage.rawValue, interface: .downloader) { w in
-            w.append("http://images.test/other.png")
-            try w.appendVardict([:])
-        })
+        let reply = try #require(
+            try h.call(app, DownloaderMember.Method.downloadImage.rawValue, interface: .downloader) { w in
+                w.append("http://images.test/other.png")
+                try w.appendVardict([:])
+            })
         var r = reply.reader()
         _ = try r.read(String.self)
         #expect(try r.readObjectPath() == published.last)
         #expect(published.count == 2)
     }
 
-    @Test("a transport that fails at once is told after the call's reply: FetchImage's error, DownloadFinished with its receipt")
+    @Test(
+        "a transport that fails at once is told after the call's reply: FetchImage's error, DownloadFinished with its receipt"
+    )
     func failsAtOnce() throws {
         h.transport.failAtOnce = NetActivityError(.failed, "libcurl is missing")
-        let reply = try #require(try h.call(app, DownloaderMember.Method.downloadImage.rawValue, interface: .downloader) { w in
-            w.append("http://images.test/a.png")
-            try w.appendVardict([:])
-        })
+        let reply = try #require(
+            try h.call(app, DownloaderMember.Method.downloadImage.rawValue, interface: .downloader) { w in
+                w.append("http://images.test/a.png")
+                try w.appendVardict([:])
+            })
         var r = reply.reader()
         let receipt = try r.read(String.self)
         #expect(receipt != "")
@@ -128,7 +134,9 @@ struct DownloadServiceTests {
         try h.call(app, DownloaderMember.Method.cancelDownload.rawValue, interface: .downloader) { w in w.append("a") }
         h.at(0)  // the next turn of the loop
         let answered = answers(since: before)
-        #expect(answered.map(\.kind) == [.methodReturn, .error], "CancelDownload's reply, then the cancelled call's, a turn later")
+        #expect(
+            answered.map(\.kind) == [.methodReturn, .error],
+            "CancelDownload's reply, then the cancelled call's, a turn later")
         #expect(answered.last?.errorName == "org.example.NetActivity.Error.Cancelled")
         #expect(h.transport.cancelled == ["http://images.test/a.png"])
         h.peers.depart(app)
@@ -138,12 +146,17 @@ struct DownloadServiceTests {
 
     @Test("a URL must be http or https with a host, without spaces or control characters; anything else is InvalidURL")
     func urls() throws {
-        for good in ["http://a", "HTTPS://Example.com/x?y#z", "http://user:pw@host:8080/p", "http://[::1]:80/", "hTtP://h"] {
+        for good in [
+            "http://a", "HTTPS://Example.com/x?y#z", "http://user:pw@host:8080/p", "http://[::1]:80/", "hTtP://h",
+        ] {
             #expect(try fetch(good) == nil, "\(good): waits for the transfer")
         }
         #expect(h.transport.requested.count == 4, "four run (MaximumActiveDownloads), the fifth waits")
         let long = "http://h/" + String(repeating: "a", count: NetActivityLimits.maxImageKeyBytes)
-        for bad in ["ftp://a", "http://", "http://@", "http://:80", "http://u@:80/", "http:/a", "https//a", "http://a b", "http://a\u{7F}", "file:///etc", long] {
+        for bad in [
+            "ftp://a", "http://", "http://@", "http://:80", "http://u@:80/", "http:/a", "https//a", "http://a b",
+            "http://a\u{7F}", "file:///etc", long,
+        ] {
             let reply = try #require(try fetch(bad), "\(bad): answered at once")
             #expect(reply.errorName == "org.example.NetActivity.Error.InvalidURL", "\(bad)")
         }

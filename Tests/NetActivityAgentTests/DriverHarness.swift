@@ -65,7 +65,8 @@ final class DriverHarness {
         var logger = Logger(label: "driver-test")
         logger.logLevel = .critical
         context = AgentContext(scheduler: scheduler, server: server, peers: peers, logger: logger)
-        activity = ActivityService(context: context, loop: loop, activationDelay: activation, completionDelay: completion, fileLimit: 1024)
+        activity = ActivityService(
+            context: context, loop: loop, activationDelay: activation, completionDelay: completion, fileLimit: 1024)
         tasks = TaskService(context: context, activity: activity, linger: linger)
         activity.tasks = tasks
         images = ImageCacheService(context: context, fileLimit: 1024)
@@ -94,7 +95,8 @@ final class DriverHarness {
         _ sender: String, _ member: String, path: String = NetActivityBus.objectPath,
         interface: NetActivityInterface = .activity, _ body: (inout MessageWriter) throws -> Void = { _ in }
     ) throws -> Message? {
-        let message = try Message.methodCall(destination: NetActivityBus.name, path: path, interface: interface.rawValue, member: member)
+        let message = try Message.methodCall(
+            destination: NetActivityBus.name, path: path, interface: interface.rawValue, member: member)
         message.setSender(sender)
         var w = message.writer()
         try body(&w)
@@ -104,7 +106,9 @@ final class DriverHarness {
     }
 
     /// A property's value, read through org.freedesktop.DBus.Properties.Get as a client would.
-    func property(_ path: String, _ interface: NetActivityInterface, _ name: String, caller: String = ":1.99") throws -> DBusValue? {
+    func property(_ path: String, _ interface: NetActivityInterface, _ name: String, caller: String = ":1.99") throws
+        -> DBusValue?
+    {
         let message = try Message.methodCall(
             destination: NetActivityBus.name, path: path, interface: "org.freedesktop.DBus.Properties", member: "Get")
         message.setSender(caller)
@@ -113,7 +117,9 @@ final class DriverHarness {
         w.append(name)
         let before = sink.sent.count
         server.handle(message)
-        guard let reply = sink.sent[before...].last(where: { $0.message.kind == .methodReturn })?.message else { return nil }
+        guard let reply = sink.sent[before...].last(where: { $0.message.kind == .methodReturn })?.message else {
+            return nil
+        }
         var r = reply.reader()
         guard case .variant(let value) = try r.readValue() else { return nil }
         return value
@@ -130,7 +136,7 @@ final class DriverHarness {
     var visible: [(at: Double, value: Bool)] {
         signals.compactMap { entry in
             guard entry.message.interface == NetActivityInterface.activity.rawValue,
-                  entry.message.member == ActivityMember.Signal.visible.rawValue
+                entry.message.member == ActivityMember.Signal.visible.rawValue
             else { return nil }
             var r = entry.message.reader()
             return (try? r.read(Bool.self)).map { (entry.at, $0) }
@@ -144,18 +150,22 @@ final class DriverHarness {
         signals.compactMap { entry in
             guard entry.message.member == "PropertiesChanged", entry.message.path == path else { return nil }
             var r = entry.message.reader()
-            guard (try? r.read(String.self)) == interface.rawValue, let values = try? r.readVardict() else { return nil }
+            guard (try? r.read(String.self)) == interface.rawValue, let values = try? r.readVardict() else {
+                return nil
+            }
             return (entry.at, values)
         }
     }
 
     /// PropertiesChanged of `interface` at `path`: each signal's invalidated names.
-    func invalidations(_ interface: NetActivityInterface, at path: String = NetActivityBus.objectPath) -> [(at: Double, names: [String])] {
+    func invalidations(_ interface: NetActivityInterface, at path: String = NetActivityBus.objectPath) -> [(
+        at: Double, names: [String]
+    )] {
         signals.compactMap { entry in
             guard entry.message.member == "PropertiesChanged", entry.message.path == path else { return nil }
             var r = entry.message.reader()
             guard (try? r.read(String.self)) == interface.rawValue, (try? r.readVardict()) != nil,
-                  let names = try? r.readValue().arrayElements?.compactMap(\.stringValue), !names.isEmpty
+                let names = try? r.readValue().arrayElements?.compactMap(\.stringValue), !names.isEmpty
             else { return nil }
             return (entry.at, names)
         }
@@ -164,7 +174,8 @@ final class DriverHarness {
     /// ObjectManager signals (InterfacesAdded/Removed) naming `path`, with their times.
     func objectManagerSignals(for path: String) -> [(at: Double, member: String)] {
         signals.compactMap { entry in
-            guard entry.message.interface == "org.freedesktop.DBus.ObjectManager", let member = entry.message.member else { return nil }
+            guard entry.message.interface == "org.freedesktop.DBus.ObjectManager", let member = entry.message.member
+            else { return nil }
             var r = entry.message.reader()
             guard (try? r.readObjectPath()) == path else { return nil }
             return (entry.at, member)

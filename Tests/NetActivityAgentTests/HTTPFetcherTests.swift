@@ -1,9 +1,10 @@
 import Glibc
 import LinuxKit
-@testable import NetActivityAgent
 import NetActivityContract
 import NetActivityCore
 import Testing
+
+@testable import NetActivityAgent
 
 /// A loopback HTTP server in a Python process of its own, for the fetcher: each path says what it
 /// answers. It logs every request's path and Accept-Encoding (`log()`).

@@ -1,8 +1,9 @@
 import Glibc
 import LinuxKit
-@testable import NetActivityAgent
 import NetActivityCore
 import Testing
+
+@testable import NetActivityAgent
 
 /// How the peer registry knows who a caller is (`ProcessIdentity`), read from a fake procfs tree
 /// of the same shape: `PID/stat`, `cgroup`, `attr/current`, `status`, `mountinfo`, and `root`, a
@@ -67,12 +68,17 @@ struct ProcessIdentityTests {
     @Test("a process in a systemd app unit under the user's own manager is that app")
     func appUnit() throws {
         defer { cleanUp() }
-        process(4242, cgroup: "0::/user.slice/user-\(uid).slice/user@\(uid).service/app.slice/app-gnome-org.example.Mail-4242.scope")
+        process(
+            4242,
+            cgroup:
+                "0::/user.slice/user-\(uid).slice/user@\(uid).service/app.slice/app-gnome-org.example.Mail-4242.scope")
         let id = try #require(identity(4242))
         #expect(id.app == "app:org.example.Mail")
         #expect(!id.isSandboxed)
         // The same unit name under another user's manager, or outside app.slice, is not.
-        process(4243, cgroup: "0::/user.slice/user-\(uid + 1).slice/user@\(uid + 1).service/app.slice/app-org.example.Mail.scope")
+        process(
+            4243,
+            cgroup: "0::/user.slice/user-\(uid + 1).slice/user@\(uid + 1).service/app.slice/app-org.example.Mail.scope")
         #expect(identity(4243)?.leaf == "unscoped/pid:4243")
     }
 

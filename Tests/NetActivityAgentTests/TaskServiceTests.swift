@@ -1,8 +1,9 @@
-@testable import NetActivityAgent
 import DBusKit
 import NetActivityContract
 import NetActivityCore
 import Testing
+
+@testable import NetActivityAgent
 
 /// Task progress coalescing, completion and linger, driven through the real TaskService (its
 /// table, the object server, the ObjectManager signals) on a manual scheduler.
@@ -15,13 +16,17 @@ struct TaskServiceTests {
     func begin(_ h: DriverHarness, _ owner: String, expectedToSend: UInt64 = 0) throws -> String {
         let reply = try h.call(owner, ActivityMember.Method.beginTask.rawValue) { w in
             w.append("upload")
-            try w.appendVardict(expectedToSend > 0 ? [ActivityMember.BeginTaskOption.expectedToSend.rawValue: .uint64(expectedToSend)] : [:])
+            try w.appendVardict(
+                expectedToSend > 0
+                    ? [ActivityMember.BeginTaskOption.expectedToSend.rawValue: .uint64(expectedToSend)] : [:])
         }
         var r = try #require(reply).reader()
         return try r.readObjectPath()
     }
 
-    func setProgress(_ h: DriverHarness, _ owner: String, _ path: String, sent: UInt64, expected: UInt64) throws -> Message? {
+    func setProgress(_ h: DriverHarness, _ owner: String, _ path: String, sent: UInt64, expected: UInt64) throws
+        -> Message?
+    {
         try h.call(owner, TaskMember.Method.setProgress.rawValue, path: path, interface: .task) { w in
             w.append(sent)
             w.append(expected)
@@ -82,7 +87,9 @@ struct TaskServiceTests {
         #expect(received == [[2150, 10]], "past the first 100 ms, progress goes out at once")
     }
 
-    @Test("a download that starts as it is asked for: one InterfacesAdded saying running, activity at once, its bytes with completed")
+    @Test(
+        "a download that starts as it is asked for: one InterfacesAdded saying running, activity at once, its bytes with completed"
+    )
     func downloadTaskStartedAtOnce() throws {
         let h = DriverHarness()
         h.at(0.1)
@@ -91,11 +98,18 @@ struct TaskServiceTests {
         var r = added.message.reader()
         #expect(try r.readObjectPath() == task.path)
         guard case .dict(_, _, let interfaces) = try r.readValue(),
-              case .dict(_, _, let properties)? = interfaces.first(where: { $0.0 == .string(NetActivityInterface.task.rawValue) })?.1
-        else { Issue.record("InterfacesAdded without the Task interface"); return }
+            case .dict(_, _, let properties)? = interfaces.first(where: {
+                $0.0 == .string(NetActivityInterface.task.rawValue)
+            })?.1
+        else {
+            Issue.record("InterfacesAdded without the Task interface")
+            return
+        }
         let state = properties.first { $0.0 == .string(P.state.rawValue) }?.1.unwrapped.stringValue
         #expect(state == "running", "announced running, not suspended and then resumed")
-        let counts = h.changes(.activity).compactMap { c in c.values[ActivityMember.Property.activityCount.rawValue]?.unwrapped.uint32Value }
+        let counts = h.changes(.activity).compactMap { c in
+            c.values[ActivityMember.Property.activityCount.rawValue]?.unwrapped.uint32Value
+        }
         #expect(counts == [1], "the agent's own download counts at once")
         h.at(0.15)
         h.tasks.setProgress(task, TaskProgress(received: 900, expectedToReceive: 900))
@@ -106,7 +120,10 @@ struct TaskServiceTests {
         #expect(changes.map { ms($0.at) } == [160], "one PropertiesChanged in all: completed, with the final bytes")
         #expect(changes.last?.values[P.countOfBytesReceived.rawValue]?.unwrapped.uint64Value == 900)
         #expect(changes.last?.values[P.state.rawValue]?.unwrapped.stringValue == "completed")
-        #expect(h.changes(.activity).compactMap { c in c.values[ActivityMember.Property.activityCount.rawValue]?.unwrapped.uint32Value }.last == 0)
+        #expect(
+            h.changes(.activity).compactMap { c in
+                c.values[ActivityMember.Property.activityCount.rawValue]?.unwrapped.uint32Value
+            }.last == 0)
     }
 
     @Test("a completed task lingers 5 s, then leaves with InterfacesRemoved and answers UnknownObject")
@@ -118,7 +135,10 @@ struct TaskServiceTests {
         h.at(7.0 - 0.001)
         #expect(h.objectManagerSignals(for: path).map(\.member) == ["InterfacesAdded"])
         h.at(7.5)
-        #expect(h.objectManagerSignals(for: path).map { "\($0.member)@\(ms($0.at))" } == ["InterfacesAdded@0", "InterfacesRemoved@7000"])
+        #expect(
+            h.objectManagerSignals(for: path).map { "\($0.member)@\(ms($0.at))" } == [
+                "InterfacesAdded@0", "InterfacesRemoved@7000",
+            ])
         let reply = try h.call(":1.7", TaskMember.Method.suspend.rawValue, path: path, interface: .task)
         #expect(reply?.errorName == "org.freedesktop.DBus.Error.UnknownObject")
     }
@@ -145,7 +165,8 @@ struct TaskServiceTests {
         h.at(2)
         let completed = try #require(h.changes(.task, at: path).last)
         #expect(ms(completed.at) == 1000)
-        #expect(completed.values[P.error.rawValue]?.unwrapped.stringValue == NetActivityError.Name.clientVanished.rawValue)
+        #expect(
+            completed.values[P.error.rawValue]?.unwrapped.stringValue == NetActivityError.Name.clientVanished.rawValue)
         #expect(h.visible.map { [ms($0.at), $0.value ? 1 : 0] } == [[0, 1], [1170, 0]])
         // Order on the bus: the task's completion, then the indicator's delaying-end.
         let order = h.signals.compactMap { entry -> String? in

@@ -1,6 +1,7 @@
 import DBusKit
-@testable import NetActivityAgent
 import Testing
+
+@testable import NetActivityAgent
 
 /// The tray's dbusmenu layout, pure: what the AppIndicator extension, Plasma and xfce4-panel draw.
 @Suite("Tray menu")
@@ -24,7 +25,9 @@ struct TrayMenuTests {
         #expect(toggle?.properties["toggle-type"] == .string("checkmark"))
         #expect(Set(busy.all.map(\.id)).count == busy.all.count, "ids are unique")
         let many = TrayMenuModel.make(enabled: true, clients: [], tasks: MenuRows(first: ["t1", "t2"], total: 500))
-        #expect(labels(many).suffix(5).prefix(3) == ["t1", "t2", "and 498 more"], "the count comes from the total, not the rows built")
+        #expect(
+            labels(many).suffix(5).prefix(3) == ["t1", "t2", "and 498 more"],
+            "the count comes from the total, not the rows built")
     }
 
     @Test("the menu's task rows: the oldest few, in creation order, and how many are live, from one pass")
@@ -47,7 +50,7 @@ struct TrayMenuTests {
         }
         #expect(none.isEmpty, "depth 0: the item alone")
         guard case .structure(let all) = menu.layout(depth: -1, names: ["label"]), case .array(_, let kids) = all[2],
-              case .variant(.structure(let first)) = kids.first, case .dict(_, _, let props) = first[1]
+            case .variant(.structure(let first)) = kids.first, case .dict(_, _, let props) = first[1]
         else {
             Issue.record("no children")
             return

@@ -1,6 +1,6 @@
-import LinuxKit
 import DBusKit
 import Glibc
+import LinuxKit
 import NetActivityClient
 import NetActivityContract
 import Testing
@@ -47,7 +47,9 @@ final class TestBus: @unchecked Sendable {
 
     /// Starts the agent and waits until it answers.
     func startAgent(_ extra: [String] = ["--activation-delay", "0", "--completion-delay", "0"]) async throws {
-        precondition(access(Self.agentBinary, X_OK) == 0, "no netactivityd at \(Self.agentBinary): run `swift build` first (make test does)")
+        precondition(
+            access(Self.agentBinary, X_OK) == 0,
+            "no netactivityd at \(Self.agentBinary): run `swift build` first (make test does)")
         let args = [Self.agentBinary, "--address", address, "--log-level", "warning"] + extra
         let pid = try Children.shared.spawn(args, environment: cacheHome.isEmpty ? [:] : ["XDG_CACHE_HOME": cacheHome])
         agentPID = pid
@@ -66,7 +68,8 @@ final class TestBus: @unchecked Sendable {
     func setMaximumActiveDownloads(_ n: UInt32) throws -> Int32 {
         let set = try Children.shared.spawn([
             "/usr/bin/busctl", "--address=\(address)", "set-property", NetActivityBus.name, NetActivityBus.objectPath,
-            NetActivityInterface.downloader.rawValue, DownloaderMember.Property.maximumActiveDownloads.rawValue, "u", String(n),
+            NetActivityInterface.downloader.rawValue, DownloaderMember.Property.maximumActiveDownloads.rawValue, "u",
+            String(n),
         ])
         return Children.shared.reap(set, 0)
     }
@@ -124,7 +127,8 @@ final class TestBus: @unchecked Sendable {
         let c = try Connection(address: address)
         defer { c.close() }
         let m = try Message.methodCall(
-            destination: "org.example.NetActivity", path: path, interface: "org.freedesktop.DBus.Properties", member: "Get")
+            destination: "org.example.NetActivity", path: path, interface: "org.freedesktop.DBus.Properties",
+            member: "Get")
         var w = m.writer()
         w.append(interface)
         w.append(name)

@@ -1,6 +1,6 @@
-import LinuxKit
 import DBusKit
 import Glibc
+import LinuxKit
 import NetActivityClient
 import Testing
 
@@ -105,11 +105,15 @@ final class ForeignTask {
     private let commands: Int32
     private let dir: String
 
-    init(address: String, description: String = "foreign", expectedToReceive: UInt64 = 0, suspended: Bool = false) throws {
+    init(address: String, description: String = "foreign", expectedToReceive: UInt64 = 0, suspended: Bool = false)
+        throws
+    {
         var template = Array("/tmp/netactivity-foreign-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw NetActivityError(name: "test.Failed", message: "mkdtemp") }
         dir = String(cString: made)
-        guard mkfifo(dir + "/commands", 0o600) == 0 else { throw NetActivityError(name: "test.Failed", message: "mkfifo") }
+        guard mkfifo(dir + "/commands", 0o600) == 0 else {
+            throw NetActivityError(name: "test.Failed", message: "mkfifo")
+        }
         let script = """
             import os, sys, dbus
             bus = dbus.bus.BusConnection(sys.argv[1])
@@ -128,7 +132,8 @@ final class ForeignTask {
                 elif word == "progress": task.SetProgress(*[dbus.UInt64(int(v)) for v in rest.split()])
             """
         pid = try Children.shared.spawn([
-            "/usr/bin/python3", "-c", script, address, dir, description, String(expectedToReceive), suspended ? "1" : "0",
+            "/usr/bin/python3", "-c", script, address, dir, description, String(expectedToReceive),
+            suspended ? "1" : "0",
         ])
         var found: String?
         for _ in 0..<500 {
@@ -230,7 +235,10 @@ final class LocalHTTPServer {
                 var buf = [UInt8](repeating: 0, count: 16)
                 let n = read(fd, &buf, 16)
                 close(fd)
-                if n > 0, let p = Int(String(decoding: buf[0..<n], as: UTF8.self)) { found = p; break }
+                if n > 0, let p = Int(String(decoding: buf[0..<n], as: UTF8.self)) {
+                    found = p
+                    break
+                }
             }
             usleep(10_000)
         }
@@ -287,7 +295,11 @@ extension Task where Failure == any Error {
     /// too, where `value` alone would wait on.
     var valueOrCancel: Success {
         get async throws {
-            try await withTaskCancellationHandler { try await value } onCancel: { cancel() }
+            try await withTaskCancellationHandler {
+                try await value
+            } onCancel: {
+                cancel()
+            }
         }
     }
 }

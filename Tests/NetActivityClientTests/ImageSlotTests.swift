@@ -1,5 +1,5 @@
-import Dispatch
 import DBusKit
+import Dispatch
 import FoundationEssentials
 import Glibc
 import NetActivityClient
@@ -48,7 +48,8 @@ struct ImageSlotTests {
 
     func downloaderIdle() async throws -> Bool {
         try await bus.eventually(within: 5) {
-            try bus.property("/org/example/NetActivity", "org.example.NetActivity.Downloader", "ActiveDownloads") == .uint32(0)
+            try bus.property("/org/example/NetActivity", "org.example.NetActivity.Downloader", "ActiveDownloads")
+                == .uint32(0)
         }
     }
 
@@ -65,8 +66,10 @@ struct ImageSlotTests {
         // A memory hit answers in well under a millisecond; a slot that would wait 10 s before its
         // placeholder makes "no placeholder" certain however loaded the machine is.
         let other = Recorder<Shown>()
-        let second = ExecutorImageSlot<[UInt8]>(activity, callbacks: activity.callbacks, placeholderDelay: .seconds(10)) { other.append(.applied($0)) }
-        second.setImage(url: server.url("gate/a.png"), placeholder: placeholder, success: { other.append(.success($0, $1)) })
+        let second = ExecutorImageSlot<[UInt8]>(activity, callbacks: activity.callbacks, placeholderDelay: .seconds(10))
+        { other.append(.applied($0)) }
+        second.setImage(
+            url: server.url("gate/a.png"), placeholder: placeholder, success: { other.append(.success($0, $1)) })
         #expect(try await other.wait(for: 1) == [.success(a, .cache)], "no placeholder, no download")
         #expect(server.count("/gate/a.png") == 1)
     }
@@ -116,9 +119,10 @@ struct ImageSlotTests {
     func newURLCancelsPrevious() async throws {
         let shown = Recorder<Shown>()
         let view = slot(shown)
-        view.setImage(url: server.url("gate/a.png"), placeholder: placeholder,
-                      success: { _, _ in shown.append(.failure(.other)) },
-                      failure: { shown.append(.failure($0.code)) })
+        view.setImage(
+            url: server.url("gate/a.png"), placeholder: placeholder,
+            success: { _, _ in shown.append(.failure(.other)) },
+            failure: { shown.append(.failure($0.code)) })
         #expect(try await bus.eventually(within: 5) { server.count("/gate/a.png") == 1 })
         #expect(try await shown.wait(for: 1) == [.applied(placeholder)])
         view.setImage(url: server.url("b.png"))
@@ -166,7 +170,8 @@ struct ImageSlotTests {
     func customHandlersAndFailure() async throws {
         let shown = Recorder<Shown>()
         let view = slot(shown)
-        view.setImage(url: server.url("missing.png"), placeholder: placeholder, failure: { shown.append(.failure($0.code)) })
+        view.setImage(
+            url: server.url("missing.png"), placeholder: placeholder, failure: { shown.append(.failure($0.code)) })
         #expect(try await shown.wait(for: 2) == [.applied(placeholder), .failure(.agent("HTTP"))])
         view.setImage(url: server.url("b.png"), success: { shown.append(.success($0, $1)) })
         #expect(try await shown.wait(for: 3).last == .success(b, .download))
@@ -176,7 +181,9 @@ struct ImageSlotTests {
         #expect(try await shown.wait(for: 5).last == .failure(.agent("InvalidURL")))
 
         let decoding = Recorder<Shown>()
-        let strict = ExecutorImageSlot<[UInt8]>(activity, callbacks: activity.callbacks, decode: { _ in nil }) { decoding.append(.applied($0)) }
+        let strict = ExecutorImageSlot<[UInt8]>(activity, callbacks: activity.callbacks, decode: { _ in nil }) {
+            decoding.append(.applied($0))
+        }
         strict.setImage(url: server.url("a.png"), failure: { decoding.append(.failure($0.code)) })
         #expect(try await decoding.wait(for: 1) == [.failure(.agent("NotAnImage"))])
     }
@@ -204,10 +211,13 @@ struct ImageSlotTests {
         let queue = DispatchQueue(label: "ui")
         queue.setSpecific(key: key, value: true)
         let where_ = Recorder<String>()
-        let view = ExecutorImageSlot<[UInt8]>(activity, callbacks: .dispatch(queue), decode: { bytes in
-            where_.append(DispatchQueue.getSpecific(key: key) == true ? "decode on ui" : "decode off ui")
-            return bytes
-        }) { _ in where_.append(DispatchQueue.getSpecific(key: key) == true ? "apply on ui" : "apply off ui") }
+        let view = ExecutorImageSlot<[UInt8]>(
+            activity, callbacks: .dispatch(queue),
+            decode: { bytes in
+                where_.append(DispatchQueue.getSpecific(key: key) == true ? "decode on ui" : "decode off ui")
+                return bytes
+            }
+        ) { _ in where_.append(DispatchQueue.getSpecific(key: key) == true ? "apply on ui" : "apply off ui") }
         view.setImage(url: server.url("b.png"))
         #expect(try await where_.wait(for: 2) == ["decode off ui", "apply on ui"])
     }

@@ -24,7 +24,9 @@ struct LeaseTests {
         }
         await activity.settled()
         #expect(bystanders.stop() == 0, "a bystander's pipe was closed under it")
-        #expect(try await bus.eventually(within: 5) { try bus.status().activityCount == 0 }, "every lease ended at the agent")
+        #expect(
+            try await bus.eventually(within: 5) { try bus.status().activityCount == 0 },
+            "every lease ended at the agent")
         activity.close()
     }
 }
@@ -47,10 +49,12 @@ private final class Bystanders: Sendable {
     private func start() {
         var thread = pthread_t()
         let box = Unmanaged.passRetained(Box(self)).toOpaque()
-        pthread_create(&thread, nil, { raw in
-            Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue().owner.run()
-            return nil
-        }, box)
+        pthread_create(
+            &thread, nil,
+            { raw in
+                Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue().owner.run()
+                return nil
+            }, box)
         started.withLock { $0.append(thread) }
     }
 

@@ -26,7 +26,8 @@ struct MainActorSlotTests {
         bus = try TestBus()
         try await bus.startAgent()
         server = try LocalHTTPServer(files: [
-            "a.png": a, "slow.png": a, "repeat.png": a, "older.png": a, "blocker.png": a, "hidden.png": a, "shown.png": a,
+            "a.png": a, "slow.png": a, "repeat.png": a, "older.png": a, "blocker.png": a, "hidden.png": a,
+            "shown.png": a,
         ])
         activity = await NetActivity.connect(address: bus.address)
     }
@@ -79,10 +80,12 @@ struct MainActorSlotTests {
         kill(bus.agentPID, SIGSTOP)
         defer { kill(bus.agentPID, SIGCONT) }
         let second = ImageSlot<Picture>(activity, decode: { Picture($0) }, apply: { view.shown.append($0?.bytes) })
-        second.setImage(url: url, placeholder: Picture(placeholder), success: { image, source in
-            view.shown.append(image.bytes)
-            view.sources.append(source)
-        })
+        second.setImage(
+            url: url, placeholder: Picture(placeholder),
+            success: { image, source in
+                view.shown.append(image.bytes)
+                view.sources.append(source)
+            })
         #expect(view.shown == [placeholder, a, a], "no placeholder: the image, before setImage returned")
         #expect(view.sources == [.cache])
         #expect(ImageSlotMemory.count >= 1)
@@ -98,14 +101,16 @@ struct MainActorSlotTests {
         let decodedOnMain = Atomic<Bool>(true)
         let mainThread = pthread_self()
         let view = PictureView()
-        let slot = ImageSlot<Picture>(activity, decode: { bytes in
-            decodedOnMain.store(pthread_equal(pthread_self(), mainThread) != 0, ordering: .relaxed)
-            decoding.store(true, ordering: .relaxed)
-            // A large decode: it goes on until the main actor has run meanwhile (it never would
-            // if the decode held it), or 10 s.
-            _ = mainTurned.wait(timeout: .now() + 10)
-            return Picture(bytes)
-        }, apply: { view.shown.append($0?.bytes) })
+        let slot = ImageSlot<Picture>(
+            activity,
+            decode: { bytes in
+                decodedOnMain.store(pthread_equal(pthread_self(), mainThread) != 0, ordering: .relaxed)
+                decoding.store(true, ordering: .relaxed)
+                // A large decode: it goes on until the main actor has run meanwhile (it never would
+                // if the decode held it), or 10 s.
+                _ = mainTurned.wait(timeout: .now() + 10)
+                return Picture(bytes)
+            }, apply: { view.shown.append($0?.bytes) })
         slot.setImage(url: server.url("slow.png"))
         var turned = false
         for _ in 0..<1000 where !turned {
@@ -126,15 +131,18 @@ struct MainActorSlotTests {
     @Test("a newer request wins over an older one whose decode finishes later")
     func newerRequestWins() async throws {
         let release = DispatchSemaphore(value: 0)
-        let olderEntered = Atomic<Bool>(false), olderReleased = Atomic<Bool>(false)
+        let olderEntered = Atomic<Bool>(false)
+        let olderReleased = Atomic<Bool>(false)
         let view = PictureView()
-        let slot = ImageSlot<Picture>(activity, decode: { bytes in
-            if bytes != a { return Picture(bytes) }  // the newer request's image
-            olderEntered.store(true, ordering: .relaxed)
-            _ = release.wait(timeout: .now() + 10)
-            // Let go once the slot has had it: shown (wrongly) or dropped on the main actor.
-            return Picture(bytes) { olderReleased.store(true, ordering: .relaxed) }
-        }, apply: { view.shown.append($0?.bytes) })
+        let slot = ImageSlot<Picture>(
+            activity,
+            decode: { bytes in
+                if bytes != a { return Picture(bytes) }  // the newer request's image
+                olderEntered.store(true, ordering: .relaxed)
+                _ = release.wait(timeout: .now() + 10)
+                // Let go once the slot has had it: shown (wrongly) or dropped on the main actor.
+                return Picture(bytes) { olderReleased.store(true, ordering: .relaxed) }
+            }, apply: { view.shown.append($0?.bytes) })
         let b = TestImages.png(width: 2, height: 2)
         let other = try LocalHTTPServer(files: ["b.png": b])
         defer { other.stop() }

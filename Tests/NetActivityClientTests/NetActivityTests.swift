@@ -1,6 +1,6 @@
-import LinuxKit
 import DBusKit
 import Glibc
+import LinuxKit
 import NetActivityClient
 import NetActivityTesting
 import Testing
@@ -88,10 +88,11 @@ struct NetActivityTests {
         // The agent restarts: the task is asserted again, with its fraction.
         bus.killAgent()
         try await bus.startAgent()
-        #expect(try await bus.eventually(within: 2) {
-            guard let p = await task.path else { return false }
-            return try bus.property(p, "org.example.NetActivity.Task", "FractionCompleted") == .double(0.6)
-        })
+        #expect(
+            try await bus.eventually(within: 2) {
+                guard let p = await task.path else { return false }
+                return try bus.property(p, "org.example.NetActivity.Task", "FractionCompleted") == .double(0.6)
+            })
         activity.close()
     }
 
@@ -102,7 +103,9 @@ struct NetActivityTests {
         let activity = await NetActivity.connect(address: bus.address)
         let task = try await activity.beginTask("t", expectedToReceive: 100)
         try await task.setProgress(received: 50, expectedToReceive: 100)
-        await #expect(throws: NetActivityError.self) { try await task.setProgress(received: 10, expectedToReceive: 100) }
+        await #expect(throws: NetActivityError.self) {
+            try await task.setProgress(received: 10, expectedToReceive: 100)
+        }
         do {
             _ = try await activity.beginTask(String(repeating: "x", count: 5000))
             Issue.record("a 5000-byte description was accepted")
@@ -148,10 +151,12 @@ struct NetActivityTests {
         #expect(back, "the new agent did not get the held activity back within a second of starting")
         #expect(elapsed < 2)
 
-        #expect(try await bus.eventually(within: 2) {
-            guard let path = await task.path else { return false }
-            return (try? bus.property(path, "org.example.NetActivity.Task", "CountOfBytesReceived")) == .uint64(1024)
-        })
+        #expect(
+            try await bus.eventually(within: 2) {
+                guard let path = await task.path else { return false }
+                return (try? bus.property(path, "org.example.NetActivity.Task", "CountOfBytesReceived"))
+                    == .uint64(1024)
+            })
         let newPath = try #require(await task.path)
         #expect(newPath.hasPrefix("/org/example/NetActivity/tasks/"))
         _ = oldPath  // The new agent numbers from 1 again; the path may or may not repeat.
@@ -163,9 +168,15 @@ struct NetActivityTests {
         #expect(try bus.property(pausedPath, "org.example.NetActivity.Task", "State") == .string("suspended"))
 
         // The status stream saw the agent go (nil) and come back.
-        var sawGone = false, sawBack = false
+        var sawGone = false
+        var sawBack = false
         for await s in updates {
-            if s == nil { sawGone = true } else if sawGone, s?.activityCount == 3 { sawBack = true; break }
+            if s == nil {
+                sawGone = true
+            } else if sawGone, s?.activityCount == 3 {
+                sawBack = true
+                break
+            }
         }
         #expect(sawGone && sawBack)
 

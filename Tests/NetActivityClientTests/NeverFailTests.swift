@@ -1,6 +1,6 @@
 import AsyncHTTPClient
-import Dispatch
 import DBusKit
+import Dispatch
 import Glibc
 import LinuxKit
 import NetActivityAsyncHTTPClient
@@ -45,7 +45,9 @@ final class Picture {
 /// slow callbacks, cancellation.
 @Suite("The library never fails or delays its app", .serialized, .timeLimit(.minutes(1)))
 struct NeverFailTests {
-    @Test("no bus: connect returns, every call answers at once and the work runs; the bus and agent come later and get it all")
+    @Test(
+        "no bus: connect returns, every call answers at once and the work runs; the bus and agent come later and get it all"
+    )
     func noBus() async throws {
         let address = TestBus.fixedAddress()
         var activity: NetActivity?
@@ -68,7 +70,9 @@ struct NeverFailTests {
             Issue.record("status() answered with no bus")
         } catch {
             #expect(error.isAgentNotRunning)
-            #expect(error.description.hasPrefix("there is no session bus"), "offline, the error names what is missing: \(error.description)")
+            #expect(
+                error.description.hasPrefix("there is no session bus"),
+                "offline, the error names what is missing: \(error.description)")
             #expect(!error.description.contains("make run"), "an app user is told to run make: \(error.description)")
         }
         #expect(await task.path == nil)
@@ -77,11 +81,12 @@ struct NeverFailTests {
         let bus = try TestBus(listen: address)
         try await bus.startAgent()
         #expect(try await bus.eventually(within: 10) { try bus.status().activityCount == 3 })
-        #expect(try await bus.eventually(within: 2) {
-            guard let path = await task.path else { return false }
-            return try bus.property(path, "org.example.NetActivity.Task", "CountOfBytesSent") == .uint64(10)
-                && bus.property(path, "org.example.NetActivity.Task", "CountOfBytesExpectedToSend") == .uint64(100)
-        })
+        #expect(
+            try await bus.eventually(within: 2) {
+                guard let path = await task.path else { return false }
+                return try bus.property(path, "org.example.NetActivity.Task", "CountOfBytesSent") == .uint64(10)
+                    && bus.property(path, "org.example.NetActivity.Task", "CountOfBytesExpectedToSend") == .uint64(100)
+            })
         lease.end()
         activity.close()
     }
@@ -105,8 +110,9 @@ struct NeverFailTests {
         #expect(seconds(since: start) < neverWaits)
 
         try await bus.startAgent()
-        #expect(try await bus.eventually(within: 10) { try bus.status().activityCount == 3 },
-                "the two counts and the task did not reach the new bus's agent")
+        #expect(
+            try await bus.eventually(within: 10) { try bus.status().activityCount == 3 },
+            "the two counts and the task did not reach the new bus's agent")
         #expect(try await bus.eventually(within: 2) { await task.path != nil })
         #expect(!activity.uniqueName.isEmpty)
         activity.close()
@@ -187,7 +193,9 @@ struct NeverFailTests {
         activity.close()
     }
 
-    @Test("a stalled bus (SIGSTOP dbus-daemon): connect, every call and the first status() return within 250 ms; all of it arrives when the bus resumes")
+    @Test(
+        "a stalled bus (SIGSTOP dbus-daemon): connect, every call and the first status() return within 250 ms; all of it arrives when the bus resumes"
+    )
     func stalledBus() async throws {
         let bus = try TestBus()
         try await bus.startAgent()
@@ -210,14 +218,22 @@ struct NeverFailTests {
             ("beginTask", { task = try await activity!.beginTask("while the bus is stopped", expectedToSend: 100) }),
             ("setProgress", { try await task!.setProgress(sent: 40) }),
             ("isAgentRunning", { _ = await activity!.isAgentRunning() }),
-            ("status() of a new connection", {
-                do { _ = try await activity!.status() } catch let e as NetActivityError { #expect(e.code == .disconnected, "\(e)") }
-            }),
-            ("status() of a connection from before", {
-                let status = try await before.status()
-                // What the agent last published (its signals may lag behind its GetAll a little).
-                #expect(status.activityCount == published.activityCount && status.visible == published.visible)
-            }),
+            (
+                "status() of a new connection",
+                {
+                    do { _ = try await activity!.status() } catch let e as NetActivityError {
+                        #expect(e.code == .disconnected, "\(e)")
+                    }
+                }
+            ),
+            (
+                "status() of a connection from before",
+                {
+                    let status = try await before.status()
+                    // What the agent last published (its signals may lag behind its GetAll a little).
+                    #expect(status.activityCount == published.activityCount && status.visible == published.visible)
+                }
+            ),
             ("incrementActivityCount before", { try await before.incrementActivityCount() }),
         ])
         #expect(worst < Self.answerBound, "\(name) took \(worst) s with the bus stopped")
@@ -225,14 +241,18 @@ struct NeverFailTests {
 
         // The bus resumes: its Hello is answered, and the agent gets everything held.
         kill(daemon, SIGCONT)
-        #expect(try await bus.eventually(within: 10) { try bus.status().activityCount == 5 },
-                "1 + 1 counts from before, and the new connection's count, lease and task")
-        #expect(try await bus.eventually(within: 2) {
-            guard let path = await task.path else { return false }
-            return try bus.property(path, "org.example.NetActivity.Task", "CountOfBytesSent") == .uint64(40)
-        })
+        #expect(
+            try await bus.eventually(within: 10) { try bus.status().activityCount == 5 },
+            "1 + 1 counts from before, and the new connection's count, lease and task")
+        #expect(
+            try await bus.eventually(within: 2) {
+                guard let path = await task.path else { return false }
+                return try bus.property(path, "org.example.NetActivity.Task", "CountOfBytesSent") == .uint64(40)
+            })
         #expect(!activity.uniqueName.isEmpty)
-        #expect(await task.snapshot()?.owner == activity.uniqueName, "a task begun before Hello's answer takes the connection's name")
+        #expect(
+            await task.snapshot()?.owner == activity.uniqueName,
+            "a task begun before Hello's answer takes the connection's name")
         lease.end()
         activity.close()
         before.close()
@@ -280,7 +300,9 @@ struct NeverFailTests {
         let activity = await NetActivity.connect(address: bus.address, callbacks: ui)
         let task = try await activity.beginTask("progress", expectedToReceive: 100)
         let seen = Recorder<String?>()
-        let bar = ProgressBinding(activity, direction: .download, callbacks: activity.callbacks) { _ in seen.append(DispatchQueue.getSpecific(key: key)) }
+        let bar = ProgressBinding(activity, direction: .download, callbacks: activity.callbacks) { _ in
+            seen.append(DispatchQueue.getSpecific(key: key))
+        }
         bar.bind(to: task)
         try await task.setProgress(received: 40)
         #expect(try await seen.wait(for: 2) == ["app-ui", "app-ui"])
@@ -304,7 +326,8 @@ struct NeverFailTests {
         try await task.setProgress(sent: 100)
         try await task.setProgress(received: 20)
         let s = try #require(await task.snapshot())
-        #expect([s.countOfBytesSent, s.countOfBytesExpectedToSend, s.countOfBytesReceived, s.countOfBytesExpectedToReceive]
+        #expect(
+            [s.countOfBytesSent, s.countOfBytesExpectedToSend, s.countOfBytesReceived, s.countOfBytesExpectedToReceive]
                 == [100, 1000, 20, 50])
         await activity.settled()
         let path = try #require(await task.path)
@@ -332,9 +355,11 @@ struct NeverFailTests {
             #expect(error.code == .agent("Cancelled"))
         }
         #expect(seconds(since: cancelledAt) < 1)
-        #expect(try await bus.eventually(within: 5) {
-            try bus.property("/org/example/NetActivity", "org.example.NetActivity.Downloader", "ActiveDownloads") == .uint32(0)
-        }, "the transfer went on with no receipt left")
+        #expect(
+            try await bus.eventually(within: 5) {
+                try bus.property("/org/example/NetActivity", "org.example.NetActivity.Downloader", "ActiveDownloads")
+                    == .uint32(0)
+            }, "the transfer went on with no receipt left")
         activity.close()
     }
 
@@ -366,7 +391,8 @@ struct NeverFailTests {
         let shown = Recorder<[UInt8]?>()
         let failures = Recorder<NetActivityError.Code>()
         // A non-Sendable image type: made and used on the slot's executor only.
-        let slot = ExecutorImageSlot<Picture>(activity, callbacks: activity.callbacks, decode: { Picture($0) }, apply: { shown.append($0?.bytes) })
+        let slot = ExecutorImageSlot<Picture>(
+            activity, callbacks: activity.callbacks, decode: { Picture($0) }, apply: { shown.append($0?.bytes) })
         slot.setImage(url: server.url("a.png"), placeholder: Picture([9]), failure: { failures.append($0.code) })
         #expect(try await shown.wait(for: 1) == [[9]])
         #expect(try await failures.wait(for: 1) == [.agentNotRunning])

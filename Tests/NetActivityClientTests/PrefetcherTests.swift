@@ -14,7 +14,9 @@ struct PrefetcherTests {
     init() async throws {
         bus = try TestBus()
         try await bus.startAgent()
-        server = try LocalHTTPServer(files: ["r1.png": image, "r2.png": image, "r3.png": image, "s1.png": image, "s2.png": image, "g.png": image])
+        server = try LocalHTTPServer(files: [
+            "r1.png": image, "r2.png": image, "r3.png": image, "s1.png": image, "s2.png": image, "g.png": image,
+        ])
         activity = await NetActivity.connect(address: bus.address)
     }
 

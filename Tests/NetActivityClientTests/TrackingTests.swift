@@ -5,11 +5,12 @@ import NetActivityAsyncHTTPClient
 import NetActivityClient
 import NetActivityURLSession
 import Testing
+
 #if canImport(FoundationNetworking)
-import Foundation
-import FoundationNetworking
+    import Foundation
+    import FoundationNetworking
 #else
-import Foundation
+    import Foundation
 #endif
 
 /// TrackedHTTPClient against the real agent on a private bus and a local HTTP server.
@@ -33,17 +34,19 @@ struct TrackingTests {
 
     /// Waits for the task at `path` to complete and returns it as it completed.
     func completed(_ observer: BlockingNetActivity, _ path: String?) async throws -> TaskSnapshot {
-        #expect(try await bus.eventually(within: 5) {
-            try observer.tasks().first { $0.path == path }?.state == .completed
-        })
+        #expect(
+            try await bus.eventually(within: 5) {
+                try observer.tasks().first { $0.path == path }?.state == .completed
+            })
         return try #require(try observer.tasks().first { $0.path == path })
     }
 
     func expectNoActivityLeft() async throws {
-        #expect(try await bus.eventually(within: 5) {
-            let s = try bus.status()
-            return s.activityCount == 0 && s.clients.allSatisfy { $0.count == 0 }
-        })
+        #expect(
+            try await bus.eventually(within: 5) {
+                let s = try bus.status()
+                return s.activityCount == 0 && s.clients.allSatisfy { $0.count == 0 }
+            })
     }
 
     @Test("a request is a task with byte progress that completes when the body is read")
@@ -97,7 +100,8 @@ struct TrackingTests {
 
         let dropped = try await http.execute(HTTPClientRequest(url: server.url("drop/big.bin")), timeout: .seconds(10))
         await #expect(throws: (any Error).self) { _ = try await dropped.body.collect(upTo: 1 << 20) }
-        #expect(try await bus.eventually(within: 5) { try observer.tasks().filter { $0.state == .completed }.count == 2 })
+        #expect(
+            try await bus.eventually(within: 5) { try observer.tasks().filter { $0.state == .completed }.count == 2 })
         let second = try #require(try observer.tasks().first { $0.path != task.path })
         #expect(second.error != "")
         #expect(second.countOfBytesReceived <= 64_000)
@@ -108,9 +112,12 @@ struct TrackingTests {
         await #expect(throws: (any Error).self) {
             _ = try await http.execute(HTTPClientRequest(url: deadURL), timeout: .seconds(10))
         }
-        #expect(try await bus.eventually(within: 5) {
-            try observer.tasks().filter { $0.state == .completed && $0.description == "GET \(deadURL)" && $0.error != "" }.count == 1
-        })
+        #expect(
+            try await bus.eventually(within: 5) {
+                try observer.tasks().filter {
+                    $0.state == .completed && $0.description == "GET \(deadURL)" && $0.error != ""
+                }.count == 1
+            })
         try await expectNoActivityLeft()
         activity.close()
     }
@@ -132,7 +139,8 @@ struct TrackingTests {
 
         // Dropped after the head, with the body still coming.
         do {
-            let response = try await http.execute(HTTPClientRequest(url: server.url("slow/big.bin")), timeout: .seconds(30))
+            let response = try await http.execute(
+                HTTPClientRequest(url: server.url("slow/big.bin")), timeout: .seconds(30))
             #expect(response.status.code == 200)
         }
         #expect(try await bus.eventually(within: 5) { try observer.tasks().count == 2 })
@@ -147,7 +155,8 @@ struct TrackingTests {
     func withTransfer() async throws {
         let activity = await NetActivity.connect(address: bus.address)
         let observer = try BlockingNetActivity(address: bus.address)
-        let value = try await activity.withTransfer("custom stack", expectedToReceive: 10) { (transfer: TrackedTransfer) async throws -> Int in
+        let value = try await activity.withTransfer("custom stack", expectedToReceive: 10) {
+            (transfer: TrackedTransfer) async throws -> Int in
             transfer.didReceive(4)
             transfer.suspend()
             #expect(try await bus.eventually(within: 5) { try observer.tasks().first?.state == .suspended })
@@ -166,9 +175,10 @@ struct TrackingTests {
         await #expect(throws: Long.self) {
             try await activity.withTransfer("fails") { _ in throw Long() }
         }
-        #expect(try await bus.eventually(within: 5) {
-            try observer.tasks().first { $0.description == "fails" }?.state == .completed
-        })
+        #expect(
+            try await bus.eventually(within: 5) {
+                try observer.tasks().first { $0.description == "fails" }?.state == .completed
+            })
         let failed = try #require(try observer.tasks().first { $0.description == "fails" })
         #expect(failed.error.utf8.count <= 1024)
         #expect(failed.error.hasPrefix("éé"))
@@ -196,18 +206,21 @@ struct TrackingTests {
 
         let missing = server.url("status/404")
         _ = try await web.data(for: URLRequest(url: try #require(URL(string: missing))))
-        #expect(try await bus.eventually(within: 5) {
-            try observer.tasks().first { $0.description == "GET \(missing)" }?.error == "HTTP 404 Not Found"
-        })
+        #expect(
+            try await bus.eventually(within: 5) {
+                try observer.tasks().first { $0.description == "GET \(missing)" }?.error == "HTTP 404 Not Found"
+            })
 
         let gated = URLRequest(url: try #require(URL(string: server.url("gate/big.bin"))))
         let request = Task { try await web.data(for: gated) }
         #expect(try await bus.eventually(within: 5) { server.count("/gate/big.bin") == 1 })
         request.cancel()
         await #expect(throws: (any Error).self) { _ = try await request.value }
-        #expect(try await bus.eventually(within: 5) {
-            try observer.tasks().first { $0.description == "GET \(server.url("gate/big.bin"))" }?.error == TrackedTransfer.cancelled
-        })
+        #expect(
+            try await bus.eventually(within: 5) {
+                try observer.tasks().first { $0.description == "GET \(server.url("gate/big.bin"))" }?.error
+                    == TrackedTransfer.cancelled
+            })
         try await expectNoActivityLeft()
         server.openGate("big.bin")
         activity.close()
@@ -228,9 +241,14 @@ struct TrackingTests {
         #expect(try state() == .string("suspended"))
         #expect(try bus.status().activityCount == 0)
         task.resume()
-        #expect(try await bus.eventually(within: 5) { try state() == .string("running") && bus.status().activityCount == 1 })
+        #expect(
+            try await bus.eventually(within: 5) { try state() == .string("running") && bus.status().activityCount == 1 }
+        )
         task.suspend()
-        #expect(try await bus.eventually(within: 5) { try state() == .string("suspended") && bus.status().activityCount == 0 })
+        #expect(
+            try await bus.eventually(within: 5) {
+                try state() == .string("suspended") && bus.status().activityCount == 0
+            })
         task.resume()
         #expect(try await bus.eventually(within: 5) { try state() == .string("running") })
         server.openGate("big.bin")

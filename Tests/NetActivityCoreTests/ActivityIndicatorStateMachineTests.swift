@@ -21,7 +21,8 @@ final class IndicatorHarness {
             switch action {
             case .scheduleTimer(let deadline, let generation):
                 clock.schedule(at: deadline) { [unowned self] in
-                    self.perform(self.machine.timerFired(generation: generation, count: self.count, now: self.clock.now))
+                    self.perform(
+                        self.machine.timerFired(generation: generation, count: self.count, now: self.clock.now))
                 }
             case .cancelTimer: break  // the generation makes the pending callback a no-op
             case .publishState(let s): states.append(s)
@@ -37,8 +38,12 @@ final class IndicatorHarness {
             switch event {
             case .inc: count += 1
             case .dec: count = count > 0 ? count - 1 : 0
-            case .enable: perform(machine.setEnabled(true, count: count, now: clock.now)); continue
-            case .disable: perform(machine.setEnabled(false, count: count, now: clock.now)); continue
+            case .enable:
+                perform(machine.setEnabled(true, count: count, now: clock.now))
+                continue
+            case .disable:
+                perform(machine.setEnabled(false, count: count, now: clock.now))
+                continue
             }
             perform(machine.countChanged(to: count, now: clock.now))
         }
@@ -128,7 +133,10 @@ struct ActivityIndicatorStateMachineTests {
     func staleTimer() {
         var m = ActivityIndicatorStateMachine(activationDelay: .seconds(1), completionDelay: .seconds(1))
         let first = m.countChanged(to: 1, now: .zero)
-        guard case .scheduleTimer(_, let g1) = first.first else { Issue.record("no timer"); return }
+        guard case .scheduleTimer(_, let g1) = first.first else {
+            Issue.record("no timer")
+            return
+        }
         _ = m.setEnabled(false, count: 1, now: .zero)
         _ = m.setEnabled(true, count: 1, now: .zero)  // schedules a new activation timer
         #expect(m.timerFired(generation: g1, count: 1, now: .zero + .seconds(1)) == [])

@@ -132,7 +132,9 @@ struct AutoPurgingImageCacheTests {
     @Test("too large for the capacity is refused; the watermarks are validated; a shrink purges at once")
     func limits() throws {
         var c = cache(1000, 600)
-        #expect(throws: Cache.Refusal.tooLarge(cost: 1001, capacity: 1000)) { try c.add(Image(1001), cost: 1001, for: "big") }
+        #expect(throws: Cache.Refusal.tooLarge(cost: 1001, capacity: 1000)) {
+            try c.add(Image(1001), cost: 1001, for: "big")
+        }
         #expect(throws: Cache.Refusal.preferredAboveCapacity(preferred: 700, capacity: 500)) {
             try c.setLimits(capacity: 500, preferred: 700)
         }
@@ -231,7 +233,9 @@ struct LRUCacheTests {
         for (key, value) in model { #expect(lru.peek(key) == value) }
     }
 
-    @Test("fair eviction: the app above its share loses first, and only it; an image that fits only at others' cost is refused")
+    @Test(
+        "fair eviction: the app above its share loses first, and only it; an image that fits only at others' cost is refused"
+    )
     func fairEviction() throws {
         var cache = AutoPurgingImageCache<Int>(memoryCapacity: 100, preferredMemoryUsageAfterPurge: 60)
         for i in 0..<40 { _ = try cache.add(i, cost: 1, for: "small\(i)", owner: "victim") }
@@ -261,7 +265,9 @@ struct LRUCacheTests {
         var refused = 0
         for p in 2..<102 {
             for i in 0..<3 {
-                do { _ = try cache.add(i, cost: 1, for: "hog\(p)-\(i)", owner: "unscoped/pid:\(p)") } catch { refused += 1 }
+                do { _ = try cache.add(i, cost: 1, for: "hog\(p)-\(i)", owner: "unscoped/pid:\(p)") } catch {
+                    refused += 1
+                }
             }
         }
         #expect((0..<20).allSatisfy { cache.peek("app\($0)") != nil }, "the app within its share kept all its images")
@@ -300,7 +306,8 @@ struct LRUCacheTests {
         var rng: UInt64 = 42
         for i in 0..<500 {
             rng = rng &* 6364136223846793005 &+ 1442695040888963407
-            let key = "k\(rng >> 60)", cost = (rng >> 40) % 4 + 1
+            let key = "k\(rng >> 60)"
+            let cost = (rng >> 40) % 4 + 1
             if (rng >> 20) % 3 == 0 {
                 _ = fair.image(for: key)
                 _ = plain.image(for: key)
@@ -344,7 +351,9 @@ struct LRUCacheTests {
             guard usage > capacity else { return true }
             let owners = byOwner()
             if owners.count > 1, owners[owner]! > share(owner, owners) {
-                let untouchable = owners.filter { $0.key != owner }.reduce(UInt64(0)) { $0 + min($1.value, share($1.key, owners)) }
+                let untouchable = owners.filter { $0.key != owner }.reduce(UInt64(0)) {
+                    $0 + min($1.value, share($1.key, owners))
+                }
                 if untouchable + cost > capacity {
                     items.removeFirst()
                     return false
@@ -376,7 +385,10 @@ struct LRUCacheTests {
                 }.sorted { $0.1 != $1.1 ? $0.1 > $1.1 : $0.0 < $1.0 }
                 var victim: String?
                 for (owner, _) in over {
-                    if let oldest = items.last(where: { $0.owner == owner && $0.key != kept }) { victim = oldest.key; break }
+                    if let oldest = items.last(where: { $0.owner == owner && $0.key != kept }) {
+                        victim = oldest.key
+                        break
+                    }
                 }
                 guard let victim else { return }
                 items.removeAll { $0.key == victim }
@@ -384,7 +396,8 @@ struct LRUCacheTests {
         }
     }
 
-    @Test("the fair purge, with owners coming and going, matches the obvious implementation over 3,000 random operations")
+    @Test(
+        "the fair purge, with owners coming and going, matches the obvious implementation over 3,000 random operations")
     func fairEvictionMatchesNaive() throws {
         var cache = AutoPurgingImageCache<Int>(memoryCapacity: 40, preferredMemoryUsageAfterPurge: 24)
         var naive = NaiveFairCache(capacity: 40, preferred: 24)
@@ -417,7 +430,6 @@ struct LRUCacheTests {
     }
 }
 
-
 @Suite("Auto-purging image cache: prefetched images")
 struct PrefetchedImageTests {
     typealias Cache = AutoPurgingImageCache<Int>
@@ -443,7 +455,10 @@ struct PrefetchedImageTests {
         var cache = Cache(memoryCapacity: 40, preferredMemoryUsageAfterPurge: 40)
         try cache.add(1, cost: 10, for: "a1", owner: "A")
         try cache.add(2, cost: 10, for: "b1", owner: "B")
-        let added = [cache.addIfRoom(3, cost: 10, for: "a-pre", owner: "A"), cache.addIfRoom(4, cost: 10, for: "b-pre", owner: "B")]
+        let added = [
+            cache.addIfRoom(3, cost: 10, for: "a-pre", owner: "A"),
+            cache.addIfRoom(4, cost: 10, for: "b-pre", owner: "B"),
+        ]
         #expect(added == [true, true])
         _ = cache.image(for: "b-pre")
         try cache.add(5, cost: 10, for: "a2", owner: "A")

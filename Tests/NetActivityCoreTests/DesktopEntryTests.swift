@@ -20,10 +20,13 @@ struct DesktopEntryTests {
         Name=New Window
         """
 
-    @Test("Name localized in the spec's order: lang_COUNTRY@MODIFIER, lang_COUNTRY, lang@MODIFIER, lang, plain", arguments: [
-        ("C", "Photos"), ("", "Photos"), ("de_DE.UTF-8", "Fotos"), ("de_AT.UTF-8", "Fotos (AT)"), ("de", "Fotos"),
-        ("sr_RS@latin", "Fotografije"), ("sr_RS", "Photos"), ("fr_FR.UTF-8", "Photos de vacances"), ("ja_JP", "Photos"),
-    ])
+    @Test(
+        "Name localized in the spec's order: lang_COUNTRY@MODIFIER, lang_COUNTRY, lang@MODIFIER, lang, plain",
+        arguments: [
+            ("C", "Photos"), ("", "Photos"), ("de_DE.UTF-8", "Fotos"), ("de_AT.UTF-8", "Fotos (AT)"), ("de", "Fotos"),
+            ("sr_RS@latin", "Fotografije"), ("sr_RS", "Photos"), ("fr_FR.UTF-8", "Photos de vacances"),
+            ("ja_JP", "Photos"),
+        ])
     func localized(locale: String, expected: String) {
         #expect(DesktopEntry.parse(file, locale: locale) == DesktopEntry(name: expected, icon: "org.example.Photos"))
     }

@@ -3,14 +3,20 @@ import Testing
 
 @Suite("SHA-256 and disk entries")
 struct DiskEntryTests {
-    @Test("SHA-256 matches the NIST vectors, whole or fed in pieces", arguments: [
-        ("", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
-        ("abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
-        ("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
-         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"),
-        ("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu",
-         "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1"),
-    ])
+    @Test(
+        "SHA-256 matches the NIST vectors, whole or fed in pieces",
+        arguments: [
+            ("", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
+            ("abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+            (
+                "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+                "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"
+            ),
+            (
+                "abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu",
+                "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1"
+            ),
+        ])
     func vectors(input: String, expected: String) {
         #expect(SHA256.hex(SHA256.hash(Array(input.utf8))) == expected)
         var h = SHA256()
@@ -52,7 +58,9 @@ struct DiskEntryTests {
 
     @Test("the checksum fed in pieces, split anywhere, is the checksum of the whole, and stays what files on disk have")
     func checksumInPieces() {
-        for (length, expected) in [(200, 0xA917_11FB_6512_5BBF as UInt64), (203, 0x56A4_1196_884C_23B6), (0, 0x03A6_30D8_6A6B_0422)] {
+        for (length, expected) in [
+            (200, 0xA917_11FB_6512_5BBF as UInt64), (203, 0x56A4_1196_884C_23B6), (0, 0x03A6_30D8_6A6B_0422),
+        ] {
             let bytes = (0..<length).map { UInt8($0) }
             let whole = bytes.withUnsafeBytes { DiskEntry.checksum($0) }
             #expect(whole == expected, "entries written by this version stay readable by later ones")
@@ -85,10 +93,12 @@ struct DiskEntryTests {
 
     @Test("a header padded to put the body at a 4 KiB boundary reads back the same; its padding is checked too")
     func padded() throws {
-        let header = DiskEntry.header(key: entry.key, owner: entry.owner, info: entry.info, bodyCount: entry.body.count, alignBodyTo: 4096)
+        let header = DiskEntry.header(
+            key: entry.key, owner: entry.owner, info: entry.info, bodyCount: entry.body.count, alignBodyTo: 4096)
         #expect(header.count % 4096 == 0)
         let sum = DiskEntry.combine(
-            header: header.withUnsafeBytes { DiskEntry.checksum($0) }, body: entry.body.withUnsafeBytes { DiskEntry.checksum($0) })
+            header: header.withUnsafeBytes { DiskEntry.checksum($0) },
+            body: entry.body.withUnsafeBytes { DiskEntry.checksum($0) })
         let bytes = header + entry.body + DiskEntry.trailer(sum)
         #expect(DiskEntry.decode(bytes) == entry)
         var bad = bytes
@@ -111,7 +121,8 @@ struct DiskEntryTests {
         #expect(header[ownerAt..<(ownerAt + 2)] == [0, 0])
         header.removeSubrange(ownerAt..<(ownerAt + 2))
         let sum = DiskEntry.combine(
-            header: header.withUnsafeBytes { DiskEntry.checksum($0) }, body: entry.body.withUnsafeBytes { DiskEntry.checksum($0) })
+            header: header.withUnsafeBytes { DiskEntry.checksum($0) },
+            body: entry.body.withUnsafeBytes { DiskEntry.checksum($0) })
         return header + entry.body + DiskEntry.trailer(sum)
     }
 

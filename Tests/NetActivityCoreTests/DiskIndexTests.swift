@@ -61,7 +61,9 @@ struct DiskIndexTests {
         var usage: UInt64 { entries.values.reduce(0) { $0 + $1.size } }
     }
 
-    @Test("Random traffic with prefetches of 500: no prefetch takes an entry used since it started", arguments: [1, 2, 3, 4, 5] as [UInt64])
+    @Test(
+        "Random traffic with prefetches of 500: no prefetch takes an entry used since it started",
+        arguments: [1, 2, 3, 4, 5] as [UInt64])
     func property(seed: UInt64) {
         var random = SplitMix(seed: seed)
         let capacity: UInt64 = 2000
@@ -75,7 +77,9 @@ struct DiskIndexTests {
             now += 1
             nextName += 1
             let name = "e\(nextName)"
-            let hadUnused = model.entries.values.contains { e in e.unusedPrefetch && (prefetch.map { e.used < $0 } ?? true) }
+            let hadUnused = model.entries.values.contains { e in
+                e.unusedPrefetch && (prefetch.map { e.used < $0 } ?? true)
+            }
             let room = index.makeRoom(for: name, size: size, owner: owner, prefetchStarted: prefetch)
             let firstWasUnused = room.taken.first.map { model.entries[$0]?.unusedPrefetch == true } ?? true
             for taken in room.taken {
@@ -83,11 +87,17 @@ struct DiskIndexTests {
                     Issue.record("seed \(seed): took \(taken), which the model does not hold")
                     continue
                 }
-                if let prefetch { #expect(entry.used < prefetch, "seed \(seed): a prefetch took \(taken), used at \(entry.used) ≥ its start \(prefetch)") }
+                if let prefetch {
+                    #expect(
+                        entry.used < prefetch,
+                        "seed \(seed): a prefetch took \(taken), used at \(entry.used) ≥ its start \(prefetch)")
+                }
                 if entry.unusedPrefetch { prefetchedTaken += 1 }
             }
             if hadUnused, let first = room.taken.first {
-                #expect(firstWasUnused, "seed \(seed): room was made from \(first) while unused prefetched images were there")
+                #expect(
+                    firstWasUnused,
+                    "seed \(seed): room was made from \(first) while unused prefetched images were there")
             }
             if room.fits {
                 index.insert(name, size: size, owner: owner, at: now, prefetched: prefetch != nil)

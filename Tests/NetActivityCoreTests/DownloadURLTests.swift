@@ -17,7 +17,8 @@ struct DownloadURLTests {
     @Test("http and https URLs with a host pass, in any case of the scheme, with userinfo, port or IPv6 literal")
     func accepted() {
         for url in [
-            "http://example.com", "https://example.com/a.png?x=1#f", "HTTPS://Example.com/", "http://user:pw@host:8080/",
+            "http://example.com", "https://example.com/a.png?x=1#f", "HTTPS://Example.com/",
+            "http://user:pw@host:8080/",
             "http://[::1]:8080/a", "https://127.0.0.1/",
         ] {
             #expect(problem(url) == nil, "\(url)")

@@ -64,7 +64,8 @@ struct FairQuotaTests {
             let app = leaf.split(separator: "/").first.map(String.init) ?? leaf
             var apps = Set(held.map { $0.leaf.split(separator: "/").first.map(String.init) ?? $0.leaf })
             apps.insert(app)
-            var leaves = Set(held.filter { ($0.leaf.split(separator: "/").first.map(String.init) ?? $0.leaf) == app }.map(\.leaf))
+            var leaves = Set(
+                held.filter { ($0.leaf.split(separator: "/").first.map(String.init) ?? $0.leaf) == app }.map(\.leaf))
             leaves.insert(leaf)
             let share = max(1, budget / apps.count / leaves.count)
             return held.filter { $0.leaf == leaf }.count + 1 <= share
@@ -76,7 +77,9 @@ struct FairQuotaTests {
         var rng = SplitMix(seed: 27)
         var q = FairQuota(budget: 40, limit: 70, perConnection: 12)
         var naive = Naive(budget: 40, limit: 70, perConnection: 12)
-        let leaves = ["app:a", "app:b", "flatpak:c", "unscoped/pid:1", "unscoped/pid:2", "unscoped/pid:3", "unscoped/gone"]
+        let leaves = [
+            "app:a", "app:b", "flatpak:c", "unscoped/pid:1", "unscoped/pid:2", "unscoped/pid:3", "unscoped/gone",
+        ]
         for step in 0..<20_000 {
             let leaf = leaves[Int(rng.next() % UInt64(leaves.count))]
             let connection = ":1.\(leaf.count % 3)-\(leaf)-\(rng.next() % 2)"

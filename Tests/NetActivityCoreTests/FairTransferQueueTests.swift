@@ -131,7 +131,9 @@ struct FairTransferQueueTests {
         #expect(d.queue.queueCount == 0, "dead entries went with the queues they emptied")
     }
 
-    @Test("an entry that died is skipped; the transfer may enter that queue again, and `first` puts it where the queue is taken next")
+    @Test(
+        "an entry that died is skipped; the transfer may enter that queue again, and `first` puts it where the queue is taken next"
+    )
     func deadEntriesAndFirst() {
         var d = Driver()
         for id: UInt64 in 1...3 { d.add(id, ["app:a"]) }

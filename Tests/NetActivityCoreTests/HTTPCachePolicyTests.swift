@@ -6,48 +6,62 @@ import Testing
 struct HTTPCachePolicyTests {
     typealias H = HTTPCachePolicy.Headers
 
-    @Test("Cache-Control parsing", arguments: [
-        ("max-age=60", CacheControl(maxAge: 60)),
-        ("public, MAX-AGE=3600, must-revalidate", CacheControl(mustRevalidate: true, maxAge: 3600)),
-        ("no-store", CacheControl(noStore: true)),
-        ("no-cache=\"Set-Cookie, X-Foo\", max-age=5", CacheControl(noCache: true, maxAge: 5)),
-        ("max-age=\"30\"", CacheControl(maxAge: 30)),
-        ("max-age=-1, max-age=abc", CacheControl()),
-        ("max-age=99999999999999999999", CacheControl(maxAge: 365 * 24 * 3600)),
-        ("max-age=10, max-age=20", CacheControl(maxAge: 10)),
-        (",,  ,no-cache ,", CacheControl(noCache: true)),
-        ("", CacheControl()),
-    ])
+    @Test(
+        "Cache-Control parsing",
+        arguments: [
+            ("max-age=60", CacheControl(maxAge: 60)),
+            ("public, MAX-AGE=3600, must-revalidate", CacheControl(mustRevalidate: true, maxAge: 3600)),
+            ("no-store", CacheControl(noStore: true)),
+            ("no-cache=\"Set-Cookie, X-Foo\", max-age=5", CacheControl(noCache: true, maxAge: 5)),
+            ("max-age=\"30\"", CacheControl(maxAge: 30)),
+            ("max-age=-1, max-age=abc", CacheControl()),
+            ("max-age=99999999999999999999", CacheControl(maxAge: 365 * 24 * 3600)),
+            ("max-age=10, max-age=20", CacheControl(maxAge: 10)),
+            (",,  ,no-cache ,", CacheControl(noCache: true)),
+            ("", CacheControl()),
+        ])
     func parse(value: String, expected: CacheControl) {
         #expect(CacheControl.parse(value) == expected)
     }
 
-    @Test("only 200 responses without no-store are kept, and only those that could answer again without a full transfer")
+    @Test(
+        "only 200 responses without no-store are kept, and only those that could answer again without a full transfer")
     func storable() {
         #expect(HTTPCachePolicy.store(status: 200, headers: H([("Cache-Control", "no-store")]), now: 0) == nil)
         // Never fresh, nothing to revalidate with: it could only be fetched again whole.
         #expect(HTTPCachePolicy.store(status: 200, headers: H([]), now: 0) == nil)
         #expect(HTTPCachePolicy.store(status: 200, headers: H([("Cache-Control", "max-age=0")]), now: 0) == nil)
-        #expect(HTTPCachePolicy.store(status: 200, headers: H([("Cache-Control", "max-age=60"), ("Age", "60")]), now: 0) == nil)
+        #expect(
+            HTTPCachePolicy.store(status: 200, headers: H([("Cache-Control", "max-age=60"), ("Age", "60")]), now: 0)
+                == nil)
         #expect(HTTPCachePolicy.store(status: 200, headers: H([("Cache-Control", "max-age=1")]), now: 0)?.freshFor == 1)
         #expect(HTTPCachePolicy.store(status: 200, headers: H([("ETag", "\"a\"")]), now: 0)?.etag == "\"a\"")
         #expect(HTTPCachePolicy.store(status: 200, headers: H([("Last-Modified", "x")]), now: 0)?.lastModified == "x")
         #expect(HTTPCachePolicy.store(status: 206, headers: H([]), now: 0) == nil)
         #expect(HTTPCachePolicy.store(status: 404, headers: H([]), now: 0) == nil)
         let info = HTTPCachePolicy.store(
-            status: 200, headers: H([("etag", "\"v1\""), ("Last-Modified", "Tue, 01 Oct 2024 10:00:00 GMT"),
-                                     ("cache-control", "max-age=100"), ("Age", "30")]), now: 1000)
-        #expect(info == CachedResponseInfo(etag: "\"v1\"", lastModified: "Tue, 01 Oct 2024 10:00:00 GMT", storedAt: 1000, freshFor: 70))
+            status: 200,
+            headers: H([
+                ("etag", "\"v1\""), ("Last-Modified", "Tue, 01 Oct 2024 10:00:00 GMT"),
+                ("cache-control", "max-age=100"), ("Age", "30"),
+            ]), now: 1000)
+        #expect(
+            info
+                == CachedResponseInfo(
+                    etag: "\"v1\"", lastModified: "Tue, 01 Oct 2024 10:00:00 GMT", storedAt: 1000, freshFor: 70))
     }
 
     @Test("fresh within max-age minus Age; then revalidate with the validators; refetch without them")
     func decisions() {
-        let info = CachedResponseInfo(etag: "\"v1\"", lastModified: "Tue, 01 Oct 2024 10:00:00 GMT", storedAt: 1000, freshFor: 70)
+        let info = CachedResponseInfo(
+            etag: "\"v1\"", lastModified: "Tue, 01 Oct 2024 10:00:00 GMT", storedAt: 1000, freshFor: 70)
         #expect(HTTPCachePolicy.decide(info, now: 1000) == .fresh)
         #expect(HTTPCachePolicy.decide(info, now: 1069.9) == .fresh)
-        #expect(HTTPCachePolicy.decide(info, now: 1070) == .revalidate([
-            ("If-None-Match", "\"v1\""), ("If-Modified-Since", "Tue, 01 Oct 2024 10:00:00 GMT"),
-        ]))
+        #expect(
+            HTTPCachePolicy.decide(info, now: 1070)
+                == .revalidate([
+                    ("If-None-Match", "\"v1\""), ("If-Modified-Since", "Tue, 01 Oct 2024 10:00:00 GMT"),
+                ]))
         #expect(HTTPCachePolicy.decide(info, now: 999) != .fresh, "a clock that went back is not trusted")
         let bare = CachedResponseInfo(storedAt: 0, freshFor: 0)
         #expect(HTTPCachePolicy.decide(bare, now: 1) == .refetch)
@@ -65,7 +79,8 @@ struct HTTPCachePolicyTests {
     @Test("a 304 refreshes the entry, keeping validators the server did not resend")
     func notModified() {
         let info = CachedResponseInfo(etag: "\"v1\"", lastModified: "L", storedAt: 0, freshFor: 0)
-        let refreshed = HTTPCachePolicy.refreshed(info, notModified: H([("Cache-Control", "max-age=30"), ("ETag", "\"v2\"")]), now: 500)
+        let refreshed = HTTPCachePolicy.refreshed(
+            info, notModified: H([("Cache-Control", "max-age=30"), ("ETag", "\"v2\"")]), now: 500)
         #expect(refreshed == CachedResponseInfo(etag: "\"v2\"", lastModified: "L", storedAt: 500, freshFor: 30))
         #expect(HTTPCachePolicy.decide(refreshed, now: 520) == .fresh)
     }
@@ -86,8 +101,12 @@ struct HTTPCachePolicyTests {
     func requestMaxAge() {
         let info = CachedResponseInfo(etag: "\"v1\"", lastModified: nil, storedAt: 1000, freshFor: 3600)
         #expect(HTTPCachePolicy.decide(info, now: 1100) == .fresh)
-        #expect(HTTPCachePolicy.decide(info, now: 1100, maxAge: 60) == .revalidate([("If-None-Match", "\"v1\"")]), "older than asked")
-        #expect(HTTPCachePolicy.decide(info, now: 1100, maxAge: 0) == .revalidate([("If-None-Match", "\"v1\"")]), "0: always ask")
+        #expect(
+            HTTPCachePolicy.decide(info, now: 1100, maxAge: 60) == .revalidate([("If-None-Match", "\"v1\"")]),
+            "older than asked")
+        #expect(
+            HTTPCachePolicy.decide(info, now: 1100, maxAge: 0) == .revalidate([("If-None-Match", "\"v1\"")]),
+            "0: always ask")
         let stale = CachedResponseInfo(etag: nil, lastModified: nil, storedAt: 1000, freshFor: 0)
         #expect(HTTPCachePolicy.decide(stale, now: 1100) == .refetch)
         #expect(HTTPCachePolicy.decide(stale, now: 1100, maxAge: 600) == .fresh, "young enough for this request")

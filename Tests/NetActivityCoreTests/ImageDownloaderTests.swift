@@ -1,5 +1,5 @@
-import NetActivityCore
 import NetActivityContract
+import NetActivityCore
 import NetActivityTesting
 import Testing
 
@@ -31,15 +31,19 @@ struct ImageDownloaderTests {
         /// Downloads `url` (key = url) for `owner`; returns the receipt ("" on a cache hit).
         @discardableResult
         func get(
-            _ url: String, owner: String = ":1.1", app: String? = nil, reload: Bool = false, priority: ImageDownloader.Priority = .normal,
+            _ url: String, owner: String = ":1.1", app: String? = nil, reload: Bool = false,
+            priority: ImageDownloader.Priority = .normal,
             label: String? = nil
         ) -> String {
-            switch downloader.download(url: url, key: url, owner: owner, app: app, reload: reload, priority: priority, handler: { [unowned self] result in
-                switch result {
-                case .success: self.results[label ?? url] = .ok
-                case .failure(let f): self.results[label ?? url] = .failed(f)
-                }
-            }) {
+            switch downloader.download(
+                url: url, key: url, owner: owner, app: app, reload: reload, priority: priority,
+                handler: { [unowned self] result in
+                    switch result {
+                    case .success: self.results[label ?? url] = .ok
+                    case .failure(let f): self.results[label ?? url] = .failed(f)
+                    }
+                })
+            {
             case .cached: return ""
             case .receipt(let r, let transfer):
                 transferIDs[url] = transfer
@@ -67,7 +71,11 @@ struct ImageDownloaderTests {
         var asked: [Double?] = []
         let fetcher = FakeFetcher()
         let d = ImageDownloader(
-            maximumActiveDownloads: 1, isCached: { _, _, maxAge in asked.append(maxAge); return maxAge == 3600 },
+            maximumActiveDownloads: 1,
+            isCached: { _, _, maxAge in
+                asked.append(maxAge)
+                return maxAge == 3600
+            },
             store: { _, _, _, _ in .success(()) }, fetch: fetcher.fetch)
         func get(_ url: String, maxAge: Double?) -> ImageDownloader.Ticket {
             d.download(url: url, key: url, owner: ":1.1", maxAge: maxAge, handler: { _ in })
@@ -91,7 +99,9 @@ struct ImageDownloaderTests {
 
     @Test("the highest priority starts first, FIFO within one; LIFO within one too")
     func priorityOrder() {
-        for (order, expected) in [(ImageDownloader.Prioritization.fifo, ["d", "c", "a", "e", "b"]), (.lifo, ["d", "c", "e", "a", "b"])] {
+        for (order, expected) in [
+            (ImageDownloader.Prioritization.fifo, ["d", "c", "a", "e", "b"]), (.lifo, ["d", "c", "e", "a", "b"]),
+        ] {
             let h = Harness(max: 1, order: order)
             h.get("blocker")
             h.get("a")
@@ -115,7 +125,9 @@ struct ImageDownloaderTests {
         return (h, b)
     }
 
-    @Test("a transfer runs at the highest priority of its receipts, across apps: joined at very-high it jumps the queue, and drops back when that receipt goes")
+    @Test(
+        "a transfer runs at the highest priority of its receipts, across apps: joined at very-high it jumps the queue, and drops back when that receipt goes"
+    )
     func priorityInheritance() {
         // B joins at very-high: X starts next.
         var (h, b) = xJoinedByB()
@@ -136,7 +148,9 @@ struct ImageDownloaderTests {
         #expect(drain(h, after: "blocker") == ["Y", "Z", "X"])
     }
 
-    @Test("held (metered, power-saver), very-low work waits while the rest runs; joined at a higher priority it runs; released, it starts")
+    @Test(
+        "held (metered, power-saver), very-low work waits while the rest runs; joined at a higher priority it runs; released, it starts"
+    )
     func holdingVeryLow() {
         let h = Harness(max: 2)
         h.downloader.holdingVeryLow = true
@@ -147,7 +161,9 @@ struct ImageDownloaderTests {
         #expect(h.downloader.heldCount == 2 && h.downloader.queuedCount == 2)
         #expect(!h.downloader.yieldSlot(h.fetcher.transfer(for: "now")!), "held work is not work waiting for a slot")
         h.get("lifted", owner: ":1.2", app: "B", priority: .normal)
-        #expect(h.fetcher.startedURLs == ["now", "lifted"], "a normal receipt lifted it out of the hold, into the free slot")
+        #expect(
+            h.fetcher.startedURLs == ["now", "lifted"], "a normal receipt lifted it out of the hold, into the free slot"
+        )
         #expect(h.downloader.heldCount == 1)
         h.fetcher.succeed(h.fetcher.transfer(for: "now")!)
         #expect(h.fetcher.startedURLs == ["now", "lifted"], "a freed slot stays free rather than run held work")
@@ -156,7 +172,9 @@ struct ImageDownloaderTests {
         #expect(h.downloader.heldCount == 0)
     }
 
-    @Test("before sleep every running transfer stops and waits again with its receipts; nothing starts until it wakes; then they run first")
+    @Test(
+        "before sleep every running transfer stops and waits again with its receipts; nothing starts until it wakes; then they run first"
+    )
     func pauseAndResume() {
         let h = Harness(max: 2)
         h.get("a")
@@ -171,9 +189,12 @@ struct ImageDownloaderTests {
         h.get("d", priority: .veryHigh)
         #expect(h.fetcher.startedCount == 2, "nothing starts while asleep")
         h.downloader.resumeAll()
-        #expect(Array(h.fetcher.startedURLs.dropFirst(2)) == ["d", "a"], "the highest first, then the stopped ones in order")
+        #expect(
+            Array(h.fetcher.startedURLs.dropFirst(2)) == ["d", "a"], "the highest first, then the stopped ones in order"
+        )
         while let t = h.fetcher.running.first { h.fetcher.succeed(t) }
-        #expect(["a", "b", "c", "d"].allSatisfy { h.results[$0] == .ok }, "every receipt is answered once it ran again")
+        #expect(
+            ["a", "b", "c", "d"].allSatisfy { h.results[$0] == .ok }, "every receipt is answered once it ran again")
     }
 
     @Test("SetPriority moves a pending receipt's transfer up and down; unknown or finished receipts say false")
@@ -214,7 +235,9 @@ struct ImageDownloaderTests {
         #expect(Array(started.prefix(2)) == ["hog0", "hog1"], "within its share, very-high goes first")
     }
 
-    @Test("a slow transfer yields its slot to queued work and goes on; an app's running transfers are bounded while others wait")
+    @Test(
+        "a slow transfer yields its slot to queued work and goes on; an app's running transfers are bounded while others wait"
+    )
     func slowTransfersYield() {
         let h = Harness(max: 2)
         h.get("slow1", app: "hog")
@@ -227,7 +250,8 @@ struct ImageDownloaderTests {
         #expect(!h.downloader.yieldSlot(slow1), "once")
         #expect(h.fetcher.startedURLs == ["slow1", "slow2", "tiny"], "the queued image starts in the slot given up")
         #expect(h.downloader.activeCount == 2 && h.downloader.yieldedCount == 1)
-        #expect(!h.downloader.yieldSlot(h.fetcher.transfer(for: "slow2")!), "nothing queued: nothing to give the slot to")
+        #expect(
+            !h.downloader.yieldSlot(h.fetcher.transfer(for: "slow2")!), "nothing queued: nothing to give the slot to")
         h.fetcher.succeed(h.fetcher.transfer(for: "tiny")!)
         h.fetcher.succeed(slow1)
         #expect(h.results["tiny"] == .ok && h.results["slow1"] == .ok, "the yielded transfer went on to the end")
@@ -269,7 +293,9 @@ struct ImageDownloaderTests {
         #expect(h.downloader.activeCount + h.downloader.yieldedCount == 4, "the pool's cap of running transfers")
         h.get("tiny", app: "unscoped/pid:8")
         for id in h.fetcher.running where h.downloader.yieldSlot(id) { break }
-        #expect(h.fetcher.startedURLs.last == "tiny", "another process of the pool, running nothing, is not held by pid 7's stalls")
+        #expect(
+            h.fetcher.startedURLs.last == "tiny",
+            "another process of the pool, running nothing, is not held by pid 7's stalls")
         for id in h.fetcher.running { h.downloader.yieldSlot(id) }
         #expect(h.fetcher.startedURLs.filter { $0.hasPrefix("stall") }.count == 4, "pid 7 itself stays at the cap")
     }
@@ -336,10 +362,12 @@ struct ImageDownloaderTests {
         #expect(h.downloader.activeCount == 0 && h.downloader.queuedCount == 0)
     }
 
-    @Test("FIFO and LIFO order of the queue", arguments: [
-        (ImageDownloader.Prioritization.fifo, ["a", "b", "c", "d"]),
-        (.lifo, ["a", "d", "c", "b"]),
-    ])
+    @Test(
+        "FIFO and LIFO order of the queue",
+        arguments: [
+            (ImageDownloader.Prioritization.fifo, ["a", "b", "c", "d"]),
+            (.lifo, ["a", "d", "c", "b"]),
+        ])
     func order(order: ImageDownloader.Prioritization, expected: [String]) {
         let h = Harness(max: 1, order: order)
         for u in ["a", "b", "c", "d"] { h.get(u) }
@@ -445,7 +473,8 @@ struct ImageDownloaderTests {
         #expect(h.results["reload"] == .failed(.failed(NetActivityError(.http, "404 Not Found"))))
     }
 
-    @Test("a plain download that succeeds while another app's reload runs gets its own bytes, never the reload's failure")
+    @Test(
+        "a plain download that succeeds while another app's reload runs gets its own bytes, never the reload's failure")
     func plainNeverFailedByReload() {
         let h = Harness()
         h.get("w", owner: ":1.1", label: "plain")
@@ -537,4 +566,3 @@ struct ImageDownloaderTests {
         #expect(h.fetcher.started.last?.url == "a3")
     }
 }
-

@@ -14,8 +14,10 @@ struct ImageFormatTests {
         (TestImages.bmp(width: 12, height: -34), ImageInfo(format: .bmp, width: 12, height: 34)),
         (TestImages.ico(width: 0, height: 48), ImageInfo(format: .ico, width: 256, height: 48)),
         (TestImages.svg(), ImageInfo(format: .svg, width: nil, height: nil)),
-        (TestImages.svg("\u{FEFF}<?xml version=\"1.0\"?>\n<!-- logo -->\n<svg viewBox=\"0 0 1 1\"></svg>"),
-         ImageInfo(format: .svg, width: nil, height: nil)),
+        (
+            TestImages.svg("\u{FEFF}<?xml version=\"1.0\"?>\n<!-- logo -->\n<svg viewBox=\"0 0 1 1\"></svg>"),
+            ImageInfo(format: .svg, width: nil, height: nil)
+        ),
     ]
 
     @Test("each format and its size are read from the header", arguments: samples)
@@ -23,11 +25,13 @@ struct ImageFormatTests {
         #expect(ImageInfo.sniff(bytes) == expected)
     }
 
-    @Test("not images", arguments: [
-        [UInt8](), Array("hello".utf8), Array("<html><body>svg</body></html>".utf8), Array("<svgfoo/>".utf8),
-        [0x89, 0x50, 0x4E, 0x47], Array("GIF89a".utf8) + [0, 0, 0, 0], TestImages.png(width: 0, height: 5),
-        TestImages.bmp(width: -4, height: 4), Array("RIFF\u{0}\u{0}\u{0}\u{0}WEBPJUNK".utf8),
-    ])
+    @Test(
+        "not images",
+        arguments: [
+            [UInt8](), Array("hello".utf8), Array("<html><body>svg</body></html>".utf8), Array("<svgfoo/>".utf8),
+            [0x89, 0x50, 0x4E, 0x47], Array("GIF89a".utf8) + [0, 0, 0, 0], TestImages.png(width: 0, height: 5),
+            TestImages.bmp(width: -4, height: 4), Array("RIFF\u{0}\u{0}\u{0}\u{0}WEBPJUNK".utf8),
+        ])
     func rejects(bytes: [UInt8]) {
         #expect(ImageInfo.sniff(bytes) == nil)
     }
@@ -45,8 +49,10 @@ struct ImageFormatTests {
     @Test("hostile bytes after every magic number never crash")
     func hostile() {
         var rng = SplitMix(seed: 42)
-        let magics: [[UInt8]] = [[0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A], [0xFF, 0xD8, 0xFF], Array("GIF89a".utf8),
-                                 Array("RIFF".utf8), Array("BM".utf8), [0, 0, 1, 0], Array("<".utf8)]
+        let magics: [[UInt8]] = [
+            [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A], [0xFF, 0xD8, 0xFF], Array("GIF89a".utf8),
+            Array("RIFF".utf8), Array("BM".utf8), [0, 0, 1, 0], Array("<".utf8),
+        ]
         for _ in 0..<2000 {
             let magic = magics[Int(rng.next() % UInt64(magics.count))]
             var bytes = magic + (0..<Int(rng.next() % 64)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }

@@ -15,7 +15,8 @@ struct ParserFuzzTests {
     }()
 
     static let seeds: [[UInt8]] = [
-        TestImages.png(width: 640, height: 480), TestImages.jpeg(width: 1920, height: 1080), TestImages.gif(width: 16, height: 9),
+        TestImages.png(width: 640, height: 480), TestImages.jpeg(width: 1920, height: 1080),
+        TestImages.gif(width: 16, height: 9),
         TestImages.webpLossy(width: 300, height: 200), TestImages.webpLossless(width: 5000, height: 1),
         TestImages.webpExtended(width: 70000, height: 3), TestImages.bmp(width: 12, height: -34),
         TestImages.ico(width: 0, height: 48), TestImages.svg(),
@@ -45,7 +46,8 @@ struct ParserFuzzTests {
         return b
     }
 
-    @Test("image sniffing: 100,000 mutated headers, never a crash, raster sizes always > 0, same answer from any buffer")
+    @Test(
+        "image sniffing: 100,000 mutated headers, never a crash, raster sizes always > 0, same answer from any buffer")
     func sniffing() {
         var rng = SplitMix(seed: 0x5EED_0001)
         var found = [ImageInfo.Format: Int]()
@@ -72,17 +74,21 @@ struct ParserFuzzTests {
     @Test("Cache-Control: 50,000 random values from its own vocabulary; max-age only ever 0...1 year")
     func cacheControl() {
         var rng = SplitMix(seed: 0x5EED_0002)
-        let words = ["no-store", "NO-CACHE", "no-cache=\"set-cookie, x\"", "max-age", "=", ",", " ", "\"", "must-revalidate",
-                     "max-age=0", "max-age=60", "max-age=-1", "max-age=99999999999999999999", "max-age=\"30\"", "max-age=1e3",
-                     "private", "\u{0}", "é", "💥", "\t", "max-age= 5", "s-maxage=5", ";", "max-age=18446744073709551616"]
+        let words = [
+            "no-store", "NO-CACHE", "no-cache=\"set-cookie, x\"", "max-age", "=", ",", " ", "\"", "must-revalidate",
+            "max-age=0", "max-age=60", "max-age=-1", "max-age=99999999999999999999", "max-age=\"30\"", "max-age=1e3",
+            "private", "\u{0}", "é", "💥", "\t", "max-age= 5", "s-maxage=5", ";", "max-age=18446744073709551616",
+        ]
         for _ in 0..<(50_000 * Self.rounds) {
             let value = (0..<Int(rng.next() % 12)).map { _ in words[Int(rng.next() % UInt64(words.count))] }.joined()
             let parsed = CacheControl.parse(value)
             if let age = parsed.maxAge { #expect(age >= 0 && age <= 365 * 24 * 3600, "\(value)") }
             // Storing a response with it never traps, and freshness is never negative.
             let headers = HTTPCachePolicy.Headers([("Cache-Control", value), ("ETag", value), ("Last-Modified", value)])
-            if let info = HTTPCachePolicy.store(status: [200, 203, 304, 404, 0, -1][Int(rng.next() % 6)], headers: headers,
-                                                now: Double(rng.next() % 4_000_000_000)) {
+            if let info = HTTPCachePolicy.store(
+                status: [200, 203, 304, 404, 0, -1][Int(rng.next() % 6)], headers: headers,
+                now: Double(rng.next() % 4_000_000_000))
+            {
                 #expect(info.freshFor >= 0)
                 _ = HTTPCachePolicy.decide(info, now: Double(rng.next() % 4_000_000_000) - 1e9)
                 _ = HTTPCachePolicy.refreshed(info, notModified: headers, now: .infinity)
@@ -90,12 +96,15 @@ struct ParserFuzzTests {
         }
     }
 
-    @Test("disk entries: every single-byte change of an encoding is refused; random damage never decodes to another entry")
+    @Test(
+        "disk entries: every single-byte change of an encoding is refused; random damage never decodes to another entry"
+    )
     func diskEntries() {
         var rng = SplitMix(seed: 0x5EED_0003)
         let entry = DiskEntry(
             key: "https://example.com/a.png\u{0}thumb",
-            info: CachedResponseInfo(etag: "\"v1\"", lastModified: "Tue, 15 Nov 1994 08:12:31 GMT", storedAt: 1_700_000_000, freshFor: 60),
+            info: CachedResponseInfo(
+                etag: "\"v1\"", lastModified: "Tue, 15 Nov 1994 08:12:31 GMT", storedAt: 1_700_000_000, freshFor: 60),
             body: TestImages.png(width: 3, height: 3, padding: 300))
         let encoded = entry.encode()
         for i in 0..<encoded.count {

@@ -4,24 +4,26 @@ import Testing
 
 @Suite("What is published about URLs and how strings are cut")
 struct PublishingTests {
-    @Test("userinfo, query and fragment never leave; scheme, host, port and path do", arguments: [
-        ("http://alice:hunter2@host/a.png?access_token=secret", "http://host/a.png"),
-        ("https://user@example.com:8443/img/x.png#frag", "https://example.com:8443/img/x.png"),
-        ("https://example.com?x=1", "https://example.com"),
-        ("https://a@b@example.com/p", "https://example.com/p"),
-        ("http://[::1]:8080/p?q", "http://[::1]:8080/p"),
-        ("https://example.com/plain.png", "https://example.com/plain.png"),
-        ("not a url?with=query", "not a url"),
-        // A delimiter followed by a combining mark is one Character, but still a delimiter.
-        ("https://ex.com/é.png?\u{301}token=secret", "https://ex.com/é.png"),
-        ("https://ü:pässword@ex.com/ö#\u{301}frag", "https://ex.com/ö"),
-        // A password holding "?", "#" or "/" ends the authority early: nothing of it is published.
-        ("http://alice:pa?ss@host/a.png", "http://…"),
-        ("http://alice:pa#ss@host/a.png", "http://…"),
-        ("http://alice:pa/ss@host/a.png", "http://…"),
-        ("http://alice:secret/a.png", "http://…"),
-        ("http://host:8080/a@b.png", "http://…"),
-    ])
+    @Test(
+        "userinfo, query and fragment never leave; scheme, host, port and path do",
+        arguments: [
+            ("http://alice:hunter2@host/a.png?access_token=secret", "http://host/a.png"),
+            ("https://user@example.com:8443/img/x.png#frag", "https://example.com:8443/img/x.png"),
+            ("https://example.com?x=1", "https://example.com"),
+            ("https://a@b@example.com/p", "https://example.com/p"),
+            ("http://[::1]:8080/p?q", "http://[::1]:8080/p"),
+            ("https://example.com/plain.png", "https://example.com/plain.png"),
+            ("not a url?with=query", "not a url"),
+            // A delimiter followed by a combining mark is one Character, but still a delimiter.
+            ("https://ex.com/é.png?\u{301}token=secret", "https://ex.com/é.png"),
+            ("https://ü:pässword@ex.com/ö#\u{301}frag", "https://ex.com/ö"),
+            // A password holding "?", "#" or "/" ends the authority early: nothing of it is published.
+            ("http://alice:pa?ss@host/a.png", "http://…"),
+            ("http://alice:pa#ss@host/a.png", "http://…"),
+            ("http://alice:pa/ss@host/a.png", "http://…"),
+            ("http://alice:secret/a.png", "http://…"),
+            ("http://host:8080/a@b.png", "http://…"),
+        ])
     func redaction(url: String, published: String) {
         #expect(PublishedURL.redact(url) == published)
     }
@@ -41,14 +43,16 @@ struct PublishingTests {
 
 @Suite("Apps' text as one line of a menu")
 struct DisplayTextTests {
-    @Test("controls and bidi overrides become single spaces; ends are trimmed", arguments: [
-        ("Syncing mail", "Syncing mail"),
-        ("  two\n\nlines\t ", "two lines"),
-        ("evil\u{202E}gnp.exe", "evil gnp.exe"),
-        ("bell\u{07}\u{1B}[31mred", "bell [31mred"),
-        ("\u{85}next\u{2066}isolate\u{2069}", "next isolate"),
-        ("", ""),
-    ])
+    @Test(
+        "controls and bidi overrides become single spaces; ends are trimmed",
+        arguments: [
+            ("Syncing mail", "Syncing mail"),
+            ("  two\n\nlines\t ", "two lines"),
+            ("evil\u{202E}gnp.exe", "evil gnp.exe"),
+            ("bell\u{07}\u{1B}[31mred", "bell [31mred"),
+            ("\u{85}next\u{2066}isolate\u{2069}", "next isolate"),
+            ("", ""),
+        ])
     func cleaned(text: String, shown: String) {
         #expect(DisplayText.line(text) == shown)
     }

@@ -1,5 +1,6 @@
-@testable import NetActivityCore
 import Testing
+
+@testable import NetActivityCore
 
 @Suite("Continuing a stopped body with Range and If-Range")
 struct RangeResumeTests {
@@ -14,18 +15,33 @@ struct RangeResumeTests {
         #expect(RangeResume.validator(status: 200, headers: H([("ETag", "\"")])) == nil)
         #expect(RangeResume.validator(status: 206, headers: H([("ETag", "\"v1\"")])) == nil)
         // A weak ETag with a strong date: the ETag was given and is weak, so nothing is sent.
-        #expect(RangeResume.validator(status: 200, headers: H([
-            ("ETag", "W/\"v1\""), ("Last-Modified", "Sun, 06 Nov 1994 08:49:37 GMT"), ("Date", "Mon, 07 Nov 1994 08:49:37 GMT"),
-        ])) == nil)
+        #expect(
+            RangeResume.validator(
+                status: 200,
+                headers: H([
+                    ("ETag", "W/\"v1\""), ("Last-Modified", "Sun, 06 Nov 1994 08:49:37 GMT"),
+                    ("Date", "Mon, 07 Nov 1994 08:49:37 GMT"),
+                ])) == nil)
     }
 
     @Test("Last-Modified counts only when Date is at least a minute later")
     func dateValidator() {
         let modified = "Sun, 06 Nov 1994 08:49:37 GMT"
-        #expect(RangeResume.validator(status: 200, headers: H([("Last-Modified", modified), ("Date", "Sun, 06 Nov 1994 08:50:37 GMT")])) == modified)
-        #expect(RangeResume.validator(status: 200, headers: H([("Last-Modified", modified), ("Date", "Sun, 06 Nov 1994 08:50:36 GMT")])) == nil)
+        #expect(
+            RangeResume.validator(
+                status: 200, headers: H([("Last-Modified", modified), ("Date", "Sun, 06 Nov 1994 08:50:37 GMT")]))
+                == modified)
+        #expect(
+            RangeResume.validator(
+                status: 200, headers: H([("Last-Modified", modified), ("Date", "Sun, 06 Nov 1994 08:50:36 GMT")]))
+                == nil)
         #expect(RangeResume.validator(status: 200, headers: H([("Last-Modified", modified)])) == nil)
-        #expect(RangeResume.validator(status: 200, headers: H([("Last-Modified", "Sunday, 06-Nov-94 08:49:37 GMT"), ("Date", "Mon, 07 Nov 1994 08:49:37 GMT")])) == nil)
+        #expect(
+            RangeResume.validator(
+                status: 200,
+                headers: H([
+                    ("Last-Modified", "Sunday, 06-Nov-94 08:49:37 GMT"), ("Date", "Mon, 07 Nov 1994 08:49:37 GMT"),
+                ])) == nil)
     }
 
     @Test("IMF-fixdate parsing against known epoch seconds")
@@ -34,9 +50,11 @@ struct RangeResumeTests {
         #expect(RangeResume.httpDate("Sun, 06 Nov 1994 08:49:37 GMT") == 784_111_777)
         #expect(RangeResume.httpDate("Tue, 29 Feb 2000 12:00:00 GMT") == 951_825_600)
         #expect(RangeResume.httpDate("Wed, 25 Nov 2026 10:00:00 GMT") == 1_795_600_800)
-        for bad in ["", "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 6 Nov 1994 08:49:37 GMT", "Sun, 06 Foo 1994 08:49:37 GMT",
-                    "Sun, 06 Nov 1994 24:00:00 GMT", "Sun, 06 Nov 1994 08:49 GMT", "Sun 06 Nov 1994 08:49:37 GMT",
-                    "Sun, 06 Nov -994 08:49:37 GMT", "Sun, 32 Nov 1994 08:49:37 GMT"] {
+        for bad in [
+            "", "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 6 Nov 1994 08:49:37 GMT", "Sun, 06 Foo 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 24:00:00 GMT", "Sun, 06 Nov 1994 08:49 GMT", "Sun 06 Nov 1994 08:49:37 GMT",
+            "Sun, 06 Nov -994 08:49:37 GMT", "Sun, 32 Nov 1994 08:49:37 GMT",
+        ] {
             #expect(RangeResume.httpDate(bad) == nil, "\(bad)")
         }
     }
@@ -51,7 +69,9 @@ struct RangeResumeTests {
     @Test("a 206 with exactly the rest continues; a 200 or an error starts over; any other 206 is refused")
     func answers() {
         func answer(_ status: Int, _ range: String?, offset: Int = 100, total: Int? = 1000) -> RangeResume.Answer {
-            RangeResume.answer(status: status, headers: H(range.map { [("Content-Range", $0)] } ?? []), offset: offset, expectedTotal: total)
+            RangeResume.answer(
+                status: status, headers: H(range.map { [("Content-Range", $0)] } ?? []), offset: offset,
+                expectedTotal: total)
         }
         #expect(answer(206, "bytes 100-999/1000") == .continues)
         #expect(answer(206, "bytes 100-999/*") == .continues)
@@ -63,8 +83,10 @@ struct RangeResumeTests {
         #expect(answer(404, nil) == .startsOver)
         for (range, why) in [
             (nil, "no Content-Range"), ("bytes 0-999/1000", "from the start"), ("bytes 101-999/1000", "a gap"),
-            ("bytes 100-499/1000", "only a part"), ("bytes 100-1999/2000", "another length"), ("bytes 100-99/1000", "backwards"),
-            ("bytes 100-999/999", "past the end"), ("items 100-999/1000", "another unit"), ("bytes 100-999", "no length"),
+            ("bytes 100-499/1000", "only a part"), ("bytes 100-1999/2000", "another length"),
+            ("bytes 100-99/1000", "backwards"),
+            ("bytes 100-999/999", "past the end"), ("items 100-999/1000", "another unit"),
+            ("bytes 100-999", "no length"),
             ("bytes 100-499/*", "a part of an unknown length"), ("bytes +100-999/1000", "a sign"),
             ("bytes 100-999/1000, bytes 0-10/1000", "two ranges"),
         ] as [(String?, String)] {

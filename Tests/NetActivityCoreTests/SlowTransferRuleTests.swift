@@ -4,7 +4,9 @@ import Testing
 @Suite("The slow-transfer rule: stalled and dribbling servers give their slot up")
 struct SlowTransferRuleTests {
     /// Ticks `rule` for `transfer` with each byte count in turn; the verdicts, one per tick.
-    private func ticks(_ rule: inout SlowTransferRule, _ transfer: UInt64, _ counts: [UInt64]) -> [SlowTransferRule.Verdict?] {
+    private func ticks(_ rule: inout SlowTransferRule, _ transfer: UInt64, _ counts: [UInt64]) -> [SlowTransferRule
+        .Verdict?]
+    {
         counts.map { rule.tick(transfer, received: $0) }
     }
 

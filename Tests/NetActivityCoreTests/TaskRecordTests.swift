@@ -23,11 +23,12 @@ struct TaskRecordTests {
     @Test("each transition reports its activity change; no-ops report nil", arguments: table)
     func transitions(start: TaskState, operation: String, expected: Change?, end: TaskState) {
         var t = task(start)
-        let change: Change? = switch operation {
-        case "suspend": t.suspend()
-        case "resume": t.resume()
-        default: t.complete(error: "")
-        }
+        let change: Change? =
+            switch operation {
+            case "suspend": t.suspend()
+            case "resume": t.resume()
+            default: t.complete(error: "")
+            }
         #expect(change == expected)
         #expect(t.state == end)
     }
@@ -66,30 +67,41 @@ struct TaskRecordTests {
         // An unknown size (0) takes any count; an expected size may change.
         #expect(try t.setProgress(TaskProgress(sent: 10, expectedToSend: 100, received: 5000)))
         #expect(try t.setProgress(TaskProgress(sent: 10, expectedToSend: 50, received: 5000, expectedToReceive: 8000)))
-        #expect(try t.setProgress(TaskProgress(sent: 10, expectedToSend: 50, received: 5000, expectedToReceive: 8000)) == false,
-                "the same values change nothing")
+        #expect(
+            try t.setProgress(TaskProgress(sent: 10, expectedToSend: 50, received: 5000, expectedToReceive: 8000))
+                == false,
+            "the same values change nothing")
         #expect(t.progress.received == 5000)
     }
 
     @Test("the refusal names the value")
     func refusalMessage() {
         let p = TaskProgress(received: 200, expectedToReceive: 300)
-        #expect(throws: TaskProgress.Refusal(message:
-            "CountOfBytesReceived went back from 200 to 100; byte counters only grow (a retry from the start is a new task)")) {
+        #expect(
+            throws: TaskProgress.Refusal(
+                message:
+                    "CountOfBytesReceived went back from 200 to 100; byte counters only grow (a retry from the start is a new task)"
+            )
+        ) {
             try p.validate(next: TaskProgress(received: 100, expectedToReceive: 300))
         }
-        #expect(throws: TaskProgress.Refusal(message:
-            "CountOfBytesReceived 400 exceeds CountOfBytesExpectedToReceive 300 (use 0 for an unknown size)")) {
+        #expect(
+            throws: TaskProgress.Refusal(
+                message:
+                    "CountOfBytesReceived 400 exceeds CountOfBytesExpectedToReceive 300 (use 0 for an unknown size)")
+        ) {
             try p.validate(next: TaskProgress(received: 400, expectedToReceive: 300))
         }
     }
 
-    @Test("fraction over known sizes; 1 after success; kept after failure", arguments: [
-        (TaskProgress(), 0.0),
-        (TaskProgress(received: 50, expectedToReceive: 200), 0.25),
-        (TaskProgress(sent: 100, expectedToSend: 100, received: 0, expectedToReceive: 300), 0.25),
-        (TaskProgress(sent: 100, expectedToSend: 0, received: 150, expectedToReceive: 300), 0.5),
-    ])
+    @Test(
+        "fraction over known sizes; 1 after success; kept after failure",
+        arguments: [
+            (TaskProgress(), 0.0),
+            (TaskProgress(received: 50, expectedToReceive: 200), 0.25),
+            (TaskProgress(sent: 100, expectedToSend: 100, received: 0, expectedToReceive: 300), 0.25),
+            (TaskProgress(sent: 100, expectedToSend: 0, received: 150, expectedToReceive: 300), 0.5),
+        ])
     func fraction(progress: TaskProgress, expected: Double) throws {
         var t = task()
         _ = try t.setProgress(progress)
@@ -101,7 +113,9 @@ struct TaskRecordTests {
         #expect(t.fractionCompleted == 1)
     }
 
-    @Test("a reported fraction counts while no size is known; bytes decide once one is; both survive each other's updates")
+    @Test(
+        "a reported fraction counts while no size is known; bytes decide once one is; both survive each other's updates"
+    )
     func reportedFraction() throws {
         var t = task()
         #expect(try t.setFraction(0.6))

@@ -63,8 +63,10 @@ Task.detached {
     let onLoop = await window.follow(task, of: activity)
     try await task.complete()
     await MainActor.run {
-        print("main actor on GLib: \(window.order.count) jobs, in order: \(window.order == Array(0..<100)), "
-              + "off the main thread: \(window.offMainThread), outside the loop: \(window.outsideLoop), binding on the loop: \(onLoop)")
+        print(
+            "main actor on GLib: \(window.order.count) jobs, in order: \(window.order == Array(0..<100)), "
+                + "off the main thread: \(window.offMainThread), outside the loop: \(window.outsideLoop), binding on the loop: \(onLoop)"
+        )
         loopQuit(loop)
     }
     activity.close()

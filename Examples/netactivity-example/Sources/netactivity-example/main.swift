@@ -62,13 +62,16 @@ final class Window {
             let slot = ImageSlot(activity) { bytes in
                 say("slot \(i): shows \(bytes.map { "\($0.count) bytes" } ?? "nothing")")
             }
-            slot.setImage(url: url, placeholder: Array("placeholder".utf8), success: { image, source in
-                say("slot \(i): \(url) from the \(source == .cache ? "cache" : "downloader"), \(image.count) bytes")
-                self.answered()
-            }, failure: { error in
-                say("slot \(i): \(url) failed: \(error)")
-                self.answered()
-            })
+            slot.setImage(
+                url: url, placeholder: Array("placeholder".utf8),
+                success: { image, source in
+                    say("slot \(i): \(url) from the \(source == .cache ? "cache" : "downloader"), \(image.count) bytes")
+                    self.answered()
+                },
+                failure: { error in
+                    say("slot \(i): \(url) failed: \(error)")
+                    self.answered()
+                })
             slots.append(slot)
         }
         await withCheckedContinuation { done = $0 }
