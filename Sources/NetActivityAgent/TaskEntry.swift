@@ -1,6 +1,6 @@
 import LinuxKit
-public import NetActivityContract
-public import NetActivityCore
+import NetActivityContract
+import NetActivityCore
 
 /// One task object: the pure record plus what the agent needs to announce it.
 public final class TaskEntry {

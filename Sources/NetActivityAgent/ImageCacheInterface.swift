@@ -1,0 +1,203 @@
+public import DBusKit
+import Glibc
+import LinuxKit
+import NetActivityContract
+import NetActivityCore
+
+/// The ImageCache interface table (dbus/org.example.NetActivity.ImageCache.xml) and its handlers:
+/// each reads its arguments, calls the service, and writes the reply.
+extension ImageCacheService {
+    // MARK: the interface table
+
+    /// `org.example.NetActivity.ImageCache` (documented in dbus/org.example.NetActivity.ImageCache.xml).
+    public func makeInterface() -> DBusInterface {
+        typealias M = ImageCacheMember.Method
+        typealias P = ImageCacheMember.Property
+        let dataArg = DBusArgument("data", "ay")
+        let urlArgs = [DBusArgument("url", "s"), DBusArgument("additional_identifier", "s")]
+        return DBusInterface(
+            NetActivityInterface.imageCache.rawValue,
+            methods: [
+                DBusMethod(M.addImage.rawValue, in: [DBusArgument("identifier", "s"), dataArg]) { [unowned self] in
+                    try self.addImage(&$0)
+                },
+                DBusMethod(M.addImageForRequest.rawValue, in: urlArgs + [dataArg]) { [unowned self] in
+                    try self.addImageForRequest(&$0)
+                },
+                DBusMethod(
+                    M.addImageFromFd.rawValue, in: [DBusArgument("identifier", "s"), DBusArgument("image", "h")]
+                ) {
+                    [unowned self] in try self.addImageFromFd(&$0)
+                },
+                DBusMethod(M.addImageFromFdForRequest.rawValue, in: urlArgs + [DBusArgument("image", "h")]) {
+                    [unowned self] in try self.addImageFromFdForRequest(&$0)
+                },
+                DBusMethod(
+                    M.lookupImage.rawValue, in: [DBusArgument("identifier", "s")],
+                    out: [DBusArgument("found", "b"), dataArg]
+                ) {
+                    [unowned self] in try self.lookupImage(&$0)
+                },
+                DBusMethod(M.lookupImageForRequest.rawValue, in: urlArgs, out: [DBusArgument("found", "b"), dataArg]) {
+                    [unowned self] in try self.lookupImageForRequest(&$0)
+                },
+                DBusMethod(
+                    M.openImage.rawValue, in: [DBusArgument("identifier", "s")],
+                    out: [DBusArgument("fd", "h"), DBusArgument("size", "t")]
+                ) { [unowned self] in try self.openImage(&$0) },
+                DBusMethod(
+                    M.openImageForRequest.rawValue, in: urlArgs,
+                    out: [DBusArgument("fd", "h"), DBusArgument("size", "t")]
+                ) { [unowned self] in try self.openImageForRequest(&$0) },
+                DBusMethod(
+                    M.removeImage.rawValue, in: [DBusArgument("identifier", "s")], out: [DBusArgument("removed", "b")]
+                ) {
+                    [unowned self] in try self.removeImage(&$0)
+                },
+                DBusMethod(M.removeImageForRequest.rawValue, in: urlArgs, out: [DBusArgument("removed", "b")]) {
+                    [unowned self] in try self.removeImageForRequest(&$0)
+                },
+                DBusMethod(M.removeAllImages.rawValue, out: [DBusArgument("removed", "b")]) { [unowned self] in
+                    self.removeAllImages(&$0)
+                },
+            ],
+            properties: [
+                .contractVersion,
+                DBusProperty(
+                    P.memoryCapacity.rawValue, "t",
+                    get: { [unowned self] w, _ in w.append(self.imageCache.memoryCapacity) }
+                ) {
+                    [unowned self] r, _, sender in
+                    try self.context.requireHost(sender, toSet: P.memoryCapacity.rawValue)
+                    try self.setCacheLimits(
+                        capacity: try r.read(UInt64.self), preferred: self.imageCache.preferredMemoryUsageAfterPurge)
+                },
+                DBusProperty(
+                    P.preferredMemoryUsageAfterPurge.rawValue, "t",
+                    get: { [unowned self] w, _ in w.append(self.imageCache.preferredMemoryUsageAfterPurge) }
+                ) { [unowned self] r, _, sender in
+                    try self.context.requireHost(sender, toSet: P.preferredMemoryUsageAfterPurge.rawValue)
+                    try self.setCacheLimits(
+                        capacity: self.imageCache.memoryCapacity, preferred: try r.read(UInt64.self))
+                },
+                // These change on every call; read them when needed (no change signal).
+                DBusProperty(P.memoryUsage.rawValue, "t", emitsChanged: .false) { [unowned self] w, _ in
+                    w.append(self.imageCache.memoryUsage)
+                },
+                DBusProperty(P.imageCount.rawValue, "u", emitsChanged: .false) { [unowned self] w, _ in
+                    w.append(UInt32(clamping: self.imageCache.count))
+                },
+                DBusProperty(P.memoryUsageByApp.rawValue, "a{st}", emitsChanged: .false) { [unowned self] w, _ in
+                    // A sandboxed caller sees its own row only.
+                    let caller = self.context.peers.identity(of: self.context.server.caller)
+                    w.appendArray(elementSignature: "{st}") { a in
+                        for (app, bytes) in self.imageCache.usageByOwner.sorted(by: { $0.key < $1.key })
+                        where !caller.isSandboxed || app == caller.leaf {
+                            a.appendDictEntry { e in
+                                e.append(app)
+                                e.append(bytes)
+                            }
+                        }
+                    }
+                },
+                DBusProperty(P.statistics.rawValue, "a{st}", emitsChanged: .false) { [unowned self] w, _ in
+                    let s = self.imageCache.statistics
+                    w.appendArray(elementSignature: "{st}") { a in
+                        // Every key the XML lists, and only those: a new key fails to compile here.
+                        for key in ImageCacheMember.StatisticsKey.allCases {
+                            let value: UInt64 =
+                                switch key {
+                                case .hits: s.hits
+                                case .misses: s.misses
+                                case .insertions: s.insertions
+                                case .evictions: s.evictions
+                                case .pressureModerate: s.pressureModerate
+                                case .pressureCritical: s.pressureCritical
+                                case .pressureEvictions: s.pressureEvictions
+                                case .pressureBytesFreed: s.pressureBytesFreed
+                                }
+                            a.appendDictEntry { e in
+                                e.append(key.rawValue)
+                                e.append(value)
+                            }
+                        }
+                    }
+                },
+            ]
+        )
+    }
+
+    // MARK: handlers
+
+    func addImage(_ call: inout MethodCall) throws {
+        let key = try Self.identifier(try call.args.read(String.self))
+        try addImage(key: key, call: &call)
+    }
+
+    func addImageForRequest(_ call: inout MethodCall) throws {
+        let key = try Self.requestKey(&call.args)
+        try addImage(key: key, call: &call)
+    }
+
+    func addImageFromFd(_ call: inout MethodCall) throws {
+        let key = try Self.identifier(try call.args.read(String.self))
+        try addImageFromFd(key: key, call: &call)
+    }
+
+    func addImageFromFdForRequest(_ call: inout MethodCall) throws {
+        let key = try Self.requestKey(&call.args)
+        try addImageFromFd(key: key, call: &call)
+    }
+
+    func lookupImage(_ call: inout MethodCall) throws {
+        let key = try Self.identifier(try call.args.read(String.self))
+        try lookupImage(key: key, for: call.sender, reply: &call.reply)
+    }
+
+    func lookupImageForRequest(_ call: inout MethodCall) throws {
+        try lookupImage(key: try Self.requestKey(&call.args), for: call.sender, reply: &call.reply)
+    }
+
+    func openImage(_ call: inout MethodCall) throws {
+        let key = try Self.identifier(try call.args.read(String.self))
+        try openImage(key: key, named: "'\(key)'", for: call.sender, reply: &call.reply)
+    }
+
+    func openImageForRequest(_ call: inout MethodCall) throws {
+        var args = call.args  // a copy of the iterator, to name the URL in the error
+        let url = (try? args.read(String.self)) ?? ""
+        try openImage(
+            key: try Self.requestKey(&call.args), named: "for \(PublishedURL.redact(url))", for: call.sender,
+            reply: &call.reply)
+    }
+
+    private func openImage(key: String, named name: String, for sender: String, reply: inout MessageWriter) throws {
+        guard let image = image(for: key, reader: context.peers.identity(of: sender)) else {
+            throw NetActivityError(.notFound, "No image \(name) in the cache")
+        }
+        guard let fd = image.openReadOnly() else {
+            throw NetActivityError.failed("Could not share the image: \(String(cString: strerror(errno)))")
+        }
+        defer { close(fd) }
+        try reply.appendFD(fd)
+        reply.append(UInt64(image.size))
+    }
+
+    func removeImage(_ call: inout MethodCall) throws {
+        let key = try Self.identifier(try call.args.read(String.self))
+        call.reply.append(remove(key, by: context.peers.identity(of: call.sender)))
+    }
+
+    func removeImageForRequest(_ call: inout MethodCall) throws {
+        let key = try Self.requestKey(&call.args)
+        call.reply.append(remove(key, by: context.peers.identity(of: call.sender)))
+    }
+
+    /// A host app empties the cache (AFNetworking's removeAllImages); a sandboxed app removes the
+    /// entries charged to it, never another app's.
+    func removeAllImages(_ call: inout MethodCall) {
+        let caller = context.peers.identity(of: call.sender)
+        guard caller.isSandboxed else { return call.reply.append(!imageCache.removeAll().isEmpty) }
+        call.reply.append(!removeImages(where: { _, owner in owner == caller.leaf }).isEmpty)
+    }
+}
