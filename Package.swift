@@ -12,6 +12,7 @@ let package = Package(
     products: [
         .executable(name: "netactivityd", targets: ["netactivityd"]),
         .executable(name: "netactivity", targets: ["netactivity"]),
+        .executable(name: "netactivity-decoder", targets: ["netactivity-decoder"]),
         .library(name: "NetActivityClient", targets: ["NetActivityClient"]),
         // Tracking for async-http-client: every request a task at the agent. A product of its own so
         // that apps (and the agent) that do not use async-http-client never build SwiftNIO.
@@ -85,6 +86,13 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // Image decoding for the agent, in a process of its own locked in a sandbox (C: libspng,
+        // libjpeg-turbo, libwebp, libseccomp; protocol.h is the wire both ends speak).
+        .executableTarget(
+            name: "netactivity-decoder",
+            linkerSettings: [
+                .linkedLibrary("spng"), .linkedLibrary("jpeg"), .linkedLibrary("webp"), .linkedLibrary("seccomp"),
+            ]),
         // A load client for `make bench` (not a product; not installed).
         .executableTarget(
             name: "netactivity-bench",

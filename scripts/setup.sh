@@ -21,6 +21,11 @@ command -v bwrap >/dev/null 2>&1 || need="$need bubblewrap"
 command -v xdg-dbus-proxy >/dev/null 2>&1 || need="$need xdg-dbus-proxy"
 # The integration suite runs on dbus-broker too (systemd-socket-activate comes with systemd).
 command -v dbus-broker-launch >/dev/null 2>&1 || need="$need dbus-broker"
+# The image decoder (netactivity-decoder): its formats and its sandbox.
+pkg-config --exists spng 2>/dev/null || need="$need libspng-dev"
+pkg-config --exists libjpeg 2>/dev/null || need="$need libjpeg62-turbo-dev"
+pkg-config --exists libwebp 2>/dev/null || need="$need libwebp-dev"
+pkg-config --exists libseccomp 2>/dev/null || need="$need libseccomp-dev"
 # C bindings from the contract (gdbus-codegen), compiled and run by the tests.
 pkg-config --exists gio-unix-2.0 2>/dev/null && command -v gdbus-codegen >/dev/null 2>&1 || need="$need libglib2.0-dev"
 if [ "${1:-}" = "--bench" ]; then

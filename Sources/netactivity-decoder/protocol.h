@@ -1,0 +1,42 @@
+// The wire between netactivityd and netactivity-decoder: one SOCK_SEQPACKET message per request and
+// per reply, host byte order (both ends run on one machine), each with at most one descriptor.
+#ifndef NETACTIVITY_DECODER_PROTOCOL_H
+#define NETACTIVITY_DECODER_PROTOCOL_H
+#include <stdint.h>
+
+#define DECODER_PROTOCOL_VERSION 1u
+#define DECODER_REQUEST_MAGIC 0x5144414Eu  // "NADQ"
+#define DECODER_REPLY_MAGIC 0x5244414Eu    // "NADR"
+
+// A request carries a sealed memfd of encoded bytes.
+struct decoder_request {
+    uint32_t magic, version;
+    uint64_t id;
+    // The box the pixels must fit in, aspect kept, never enlarged (0: no limit on that side).
+    uint32_t max_width, max_height;
+    // The most pixels the decoder may hold for this image (TooLarge beyond, from its header).
+    uint64_t max_pixels;
+};
+
+enum decoder_status {
+    DECODER_OK = 0,
+    DECODER_NOT_AN_IMAGE = 1,  // not a format the decoder reads
+    DECODER_TOO_LARGE = 2,     // over `max_pixels`, known from the header before anything is allocated
+    DECODER_FAILED = 3,        // damaged, truncated, or a feature the decoder does not read
+    DECODER_BAD_REQUEST = 4,   // a malformed request (the agent's fault)
+};
+
+enum decoder_format {
+    DECODER_FORMAT_B8G8R8A8_PREMULTIPLIED = 1,  // GDK_MEMORY_B8G8R8A8_PREMULTIPLIED, CAIRO_FORMAT_ARGB32 (LE)
+};
+
+// A reply with DECODER_OK carries a memfd sealed against write, grow, shrink and further seals, of
+// `stride` x `height` bytes; the others carry none, and say why in `message`.
+struct decoder_reply {
+    uint32_t magic, status;
+    uint64_t id;
+    uint32_t width, height, stride, original_width, original_height, format;
+    char message[200];
+};
+
+#endif
