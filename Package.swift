@@ -50,7 +50,7 @@ let package = Package(
         .target(
             name: "NetActivityAgent",
             dependencies: [
-                "NetActivityContract", "LinuxKit", "DBusKit", "NetActivityCore", "CCurl",
+                "NetActivityContract", "LinuxKit", "DBusKit", "NetActivityCore", "CCurl", "CDecoder",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -87,9 +87,11 @@ let package = Package(
             swiftSettings: strict
         ),
         // Image decoding for the agent, in a process of its own locked in a sandbox (C: libspng,
-        // libjpeg-turbo, libwebp, libseccomp; protocol.h is the wire both ends speak).
+        // libjpeg-turbo, libwebp, libseccomp), and the wire both ends speak (CDecoder's header).
+        .target(name: "CDecoder"),
         .executableTarget(
             name: "netactivity-decoder",
+            dependencies: ["CDecoder"],
             linkerSettings: [
                 .linkedLibrary("spng"), .linkedLibrary("jpeg"), .linkedLibrary("webp"), .linkedLibrary("seccomp"),
             ]),

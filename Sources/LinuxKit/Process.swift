@@ -63,9 +63,16 @@ public enum ServiceProcess {
     /// Starts `arguments[0]` (a path) with `arguments`, the current environment with `environment`'s
     /// variables set (never through setenv: another thread may be reading the environment), an
     /// empty signal mask and default signal handlers; returns its pid.
-    public static func spawn(_ arguments: [String], environment: [String: String] = [:]) throws(SystemError) -> Int32 {
+    /// `standardInput`: a descriptor the child gets as its standard input (else it shares ours).
+    public static func spawn(
+        _ arguments: [String], environment: [String: String] = [:], standardInput: Int32? = nil
+    ) throws(SystemError) -> Int32 {
         var attr = defaultSignalsSpawnAttributes()
         defer { posix_spawnattr_destroy(&attr) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        if let standardInput { posix_spawn_file_actions_adddup2(&actions, standardInput, 0) }
         var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
         defer { for p in argv { free(p) } }
         var envp: [UnsafeMutablePointer<CChar>?] = []
@@ -83,8 +90,8 @@ public enum ServiceProcess {
         var pid: pid_t = 0
         let rc =
             envp.isEmpty
-            ? posix_spawn(&pid, arguments[0], nil, &attr, &argv, environ)
-            : posix_spawn(&pid, arguments[0], nil, &attr, &argv, &envp)
+            ? posix_spawn(&pid, arguments[0], &actions, &attr, &argv, environ)
+            : posix_spawn(&pid, arguments[0], &actions, &attr, &argv, &envp)
         guard rc == 0 else { throw SystemError("Could not start \(arguments[0])", errno: rc) }
         return pid
     }

@@ -7,6 +7,47 @@ public enum TestImages {
             + [8, 6, 0, 0, 0] + [0, 0, 0, 0] + pad(padding)
     }
 
+    /// A whole PNG a decoder reads: `width` x `height` pixels of one RGBA colour, its rows deflated
+    /// as stored blocks (no compression), with real CRCs and Adler-32.
+    public static func decodablePNG(width: UInt32, height: UInt32, rgba: (UInt8, UInt8, UInt8, UInt8)) -> [UInt8] {
+        var raw: [UInt8] = []
+        for _ in 0..<height {
+            raw.append(0)  // filter: none
+            for _ in 0..<width { raw += [rgba.0, rgba.1, rgba.2, rgba.3] }
+        }
+        var zlib: [UInt8] = [0x78, 0x01]
+        var offset = 0
+        repeat {
+            let n = min(65535, raw.count - offset)
+            zlib += [offset + n == raw.count ? 1 : 0] + le16(UInt16(n)) + le16(~UInt16(n))
+            zlib += raw[offset..<offset + n]
+            offset += n
+        } while offset < raw.count
+        var a: UInt32 = 1
+        var b: UInt32 = 0
+        for byte in raw {
+            a = (a + UInt32(byte)) % 65521
+            b = (b + a) % 65521
+        }
+        zlib += be32(b << 16 | a)
+        func chunk(_ kind: String, _ data: [UInt8]) -> [UInt8] {
+            let body = Array(kind.utf8) + data
+            return be32(UInt32(data.count)) + body + be32(crc32(body))
+        }
+        return [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+            + chunk("IHDR", be32(width) + be32(height) + [8, 6, 0, 0, 0]) + chunk("IDAT", zlib) + chunk("IEND", [])
+    }
+
+    /// CRC-32 (ISO 3309, as PNG sums its chunks).
+    static func crc32(_ bytes: [UInt8]) -> UInt32 {
+        var crc: UInt32 = 0xFFFF_FFFF
+        for byte in bytes {
+            crc ^= UInt32(byte)
+            for _ in 0..<8 { crc = crc & 1 == 1 ? 0xEDB8_8320 ^ (crc >> 1) : crc >> 1 }
+        }
+        return ~crc
+    }
+
     public static func jpeg(width: UInt16, height: UInt16, padding: Int = 0) -> [UInt8] {
         // SOI, an APP0 segment, then SOF0 with the size, then EOI.
         [0xFF, 0xD8] + [0xFF, 0xE0, 0x00, 0x10] + Array("JFIF".utf8) + [0, 1, 1, 0, 0, 1, 0, 1, 0, 0]

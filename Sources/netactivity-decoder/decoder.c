@@ -38,7 +38,7 @@
 #include <unistd.h>
 #include <webp/decode.h>
 
-#include "protocol.h"
+#include "decoder_protocol.h"
 
 // Pixels the decoder may hold for the source of one image (a progressive JPEG keeps coefficients for
 // all of them, whatever the box): beyond it, TooLarge from the header alone.

@@ -1,0 +1,352 @@
+import CDecoder
+import Glibc
+import LinuxKit
+
+/// Pixels a decoder made: a memfd sealed against every change, of `stride` x `height` bytes of
+/// premultiplied B8G8R8A8. Closed when the last reference goes.
+final class DecodedPixels {
+    let fd: Int32
+    let width: UInt32
+    let height: UInt32
+    let stride: UInt32
+    /// The image's own size, as shown (after its EXIF orientation).
+    let originalWidth: UInt32
+    let originalHeight: UInt32
+
+    init(fd: Int32, width: UInt32, height: UInt32, stride: UInt32, originalWidth: UInt32, originalHeight: UInt32) {
+        self.fd = fd
+        self.width = width
+        self.height = height
+        self.stride = stride
+        self.originalWidth = originalWidth
+        self.originalHeight = originalHeight
+    }
+
+    var byteCount: Int { Int(stride) * Int(height) }
+
+    deinit { Closer.close(fd) }
+}
+
+/// Decodes images in `netactivity-decoder` processes (see its source: the sandbox it locks itself
+/// in before it reads a byte), so that no decoder runs in the agent. The loop never waits on one:
+/// each decoder's socket is a loop watch, each request has a deadline, and a decoder that crashes,
+/// stops or overruns is killed and replaced while its request alone fails. Up to `maxDecoders` run
+/// at once, one request each; a decoder that has had nothing to do for `idleTimeout` is let go.
+final class DecoderPool {
+    /// Why an image was not decoded.
+    enum Failure: Error, Equatable {
+        /// Not a format the decoder reads.
+        case notAnImage(String)
+        /// More pixels than allowed, known from the header.
+        case tooLarge(String)
+        /// Damaged bytes, a decoder that failed, crashed or ran out of time, or no decoder at all.
+        case failed(String)
+    }
+
+    struct Box: Equatable {
+        var maxWidth: UInt32 = 0
+        var maxHeight: UInt32 = 0
+        var maxPixels: UInt64 = 64 << 20
+    }
+
+    private let executable: String
+    private let loop: EventLoop
+    let maxDecoders: Int
+    let timeout: Duration
+    let idleTimeout: Duration
+
+    private final class Job {
+        let id: UInt64
+        let image: Int32
+        let box: Box
+        var completion: ((Result<DecodedPixels, Failure>) -> Void)?
+        init(id: UInt64, image: Int32, box: Box, completion: @escaping (Result<DecodedPixels, Failure>) -> Void) {
+            self.id = id
+            self.image = image
+            self.box = box
+            self.completion = completion
+        }
+        /// Answers once; a cancelled job (no completion) hears nothing.
+        func finish(_ result: Result<DecodedPixels, Failure>) {
+            let completion = self.completion
+            self.completion = nil
+            completion?(result)
+        }
+    }
+
+    /// One decoder process: the agent's end of its socket, and what it is doing.
+    private final class Decoder {
+        let pid: Int32
+        let socket: Int32
+        let pidfd: Int32
+        var job: Job?
+        var deadline: TimerID?
+        var idle: TimerID?
+        var gone = false
+        init(pid: Int32, socket: Int32, pidfd: Int32) {
+            self.pid = pid
+            self.socket = socket
+            self.pidfd = pidfd
+        }
+    }
+
+    private var decoders: [Decoder] = []
+    private var waiting: [Job] = []
+    private var waitingHead = 0
+    private var nextID: UInt64 = 1
+    /// Why the last decoder could not be started (an agent without its decoder answers each request so).
+    private(set) var lastStartError: String?
+
+    init(
+        executable: String, loop: EventLoop, maxDecoders: Int = 2, timeout: Duration = .seconds(10),
+        idleTimeout: Duration = .seconds(30)
+    ) {
+        self.executable = executable
+        self.loop = loop
+        self.maxDecoders = maxDecoders
+        self.timeout = timeout
+        self.idleTimeout = idleTimeout
+    }
+
+    deinit {
+        for decoder in decoders { stop(decoder, kill: true) }
+        for job in waiting[waitingHead...] { Closer.close(job.image) }
+    }
+
+    /// Decoder processes running now.
+    var processCount: Int { decoders.count }
+    /// Their pids (for tests and logs).
+    var pids: [Int32] { decoders.map(\.pid) }
+
+    /// Decodes the image in `image` (a sealed memfd; the pool takes it and closes it) to fit `box`.
+    /// `completion` comes once, on a later turn of the loop, unless the returned closure cancels it.
+    func decode(
+        image: Int32, box: Box, _ completion: @escaping (Result<DecodedPixels, Failure>) -> Void
+    ) -> () -> Void {
+        let job = Job(id: nextID, image: image, box: box, completion: completion)
+        nextID &+= 1
+        waiting.append(job)
+        dispatch()
+        return { job.completion = nil }
+    }
+
+    /// Hands waiting jobs to idle decoders, starting decoders up to `maxDecoders`.
+    private func dispatch() {
+        while waitingHead < waiting.count {
+            let job = waiting[waitingHead]
+            if job.completion == nil {  // cancelled while it waited
+                waitingHead += 1
+                Closer.close(job.image)
+                continue
+            }
+            guard let decoder = decoders.first(where: { $0.job == nil && !$0.gone }) ?? start() else { break }
+            waitingHead += 1
+            send(job, to: decoder)
+        }
+        if waitingHead == waiting.count {
+            waiting.removeAll(keepingCapacity: true)
+            waitingHead = 0
+        }
+    }
+
+    /// A new decoder, if one more may run; a start that fails fails every waiting job.
+    private func start() -> Decoder? {
+        guard decoders.count < maxDecoders else { return nil }
+        guard let (ours, theirs) = SeqPacket.pair() else {
+            failWaiting("no socket for a decoder: \(String(cString: strerror(errno)))")
+            return nil
+        }
+        let pid: Int32
+        do {
+            pid = try ServiceProcess.spawn([executable], standardInput: theirs)
+        } catch {
+            close(ours)
+            close(theirs)
+            failWaiting("the image decoder could not be started: \(error)")
+            return nil
+        }
+        close(theirs)
+        lastStartError = nil
+        let decoder = Decoder(pid: pid, socket: ours, pidfd: ServiceProcess.pidfd(of: pid))
+        decoders.append(decoder)
+        loop.watch(fd: decoder.socket, events: EventLoop.readable) { [weak self, weak decoder] _ in
+            guard let self, let decoder else { return }
+            self.readReply(from: decoder)
+        }
+        return decoder
+    }
+
+    private func failWaiting(_ why: String) {
+        lastStartError = why
+        let jobs = waiting[waitingHead...]
+        waiting.removeAll()
+        waitingHead = 0
+        for job in jobs {
+            Closer.close(job.image)
+            // On a later turn: never inside the caller's own `decode`.
+            _ = loop.schedule(afterNanoseconds: 0) { job.finish(.failure(.failed(why))) }
+        }
+    }
+
+    private func send(_ job: Job, to decoder: Decoder) {
+        if let idle = decoder.idle {
+            loop.cancel(idle)
+            decoder.idle = nil
+        }
+        var request = decoder_request(
+            magic: DECODER_REQUEST_MAGIC, version: DECODER_PROTOCOL_VERSION, id: job.id, max_width: job.box.maxWidth,
+            max_height: job.box.maxHeight, max_pixels: job.box.maxPixels)
+        let sent = withUnsafeBytes(of: &request) { SeqPacket.send(decoder.socket, $0, attaching: job.image) }
+        Closer.close(job.image)
+        guard sent == MemoryLayout<decoder_request>.size else {
+            let why = "the image decoder took no request: \(String(cString: strerror(errno)))"
+            replace(decoder, failing: job, why)
+            return
+        }
+        decoder.job = job
+        decoder.deadline = loop.schedule(afterNanoseconds: timeout.nanoseconds) { [weak self, weak decoder] in
+            guard let self, let decoder else { return }
+            decoder.deadline = nil
+            self.replace(decoder, failing: decoder.job, "the image decoder took longer than \(self.timeout)")
+        }
+    }
+
+    private func readReply(from decoder: Decoder) {
+        var reply = decoder_reply()
+        let (n, fd) = withUnsafeMutableBytes(of: &reply) { SeqPacket.receive(decoder.socket, into: $0) }
+        if n < 0, errno == EAGAIN || errno == EINTR { return }
+        guard n == MemoryLayout<decoder_reply>.size else {
+            if fd >= 0 { close(fd) }
+            // The end of its socket (0), or a reset one: it died or was killed.
+            replace(
+                decoder, failing: decoder.job, n <= 0 ? stoppedWhy(decoder) : "the image decoder's answer was malformed"
+            )
+            return
+        }
+        guard let job = decoder.job, reply.magic == DECODER_REPLY_MAGIC, reply.id == job.id else {
+            if fd >= 0 { close(fd) }
+            replace(decoder, failing: decoder.job, "the image decoder answered another request")
+            return
+        }
+        decoder.job = nil
+        if let deadline = decoder.deadline {
+            loop.cancel(deadline)
+            decoder.deadline = nil
+        }
+        let result = Self.result(reply, fd: fd, box: job.box)
+        if case .failure(.failed(let why)) = result, reply.status == DECODER_OK.rawValue {
+            // It said yes and sent what we cannot take: it is not to be trusted with the next one.
+            replace(decoder, failing: job, why)
+            return
+        }
+        job.finish(result)
+        idleSoon(decoder)
+        dispatch()
+    }
+
+    /// What a reply means, its pixels checked as a stranger's would be: sealed against every change,
+    /// exactly `stride` x `height` bytes, rows long enough, inside the box asked for.
+    private static func result(_ reply: decoder_reply, fd: Int32, box: Box) -> Result<DecodedPixels, Failure> {
+        let message = withUnsafeBytes(of: reply.message) { raw in
+            String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+        }
+        switch reply.status {
+        case DECODER_OK.rawValue:
+            guard fd >= 0 else { return .failure(.failed("the image decoder sent no pixels")) }
+            var st = stat()
+            let expected = Int(reply.stride) * Int(reply.height)
+            guard SealedMemory.isSealedReadOnly(fd), fstat(fd, &st) == 0, st.st_size == expected,
+                reply.format == DECODER_FORMAT_B8G8R8A8_PREMULTIPLIED.rawValue, reply.width > 0, reply.height > 0,
+                reply.stride >= reply.width * 4, reply.stride % 4 == 0,
+                box.maxWidth == 0 || reply.width <= box.maxWidth, box.maxHeight == 0 || reply.height <= box.maxHeight
+            else {
+                close(fd)
+                return .failure(.failed("the image decoder's pixels were not as promised"))
+            }
+            return .success(
+                DecodedPixels(
+                    fd: fd, width: reply.width, height: reply.height, stride: reply.stride,
+                    originalWidth: reply.original_width, originalHeight: reply.original_height))
+        case DECODER_NOT_AN_IMAGE.rawValue:
+            if fd >= 0 { close(fd) }
+            return .failure(.notAnImage(message))
+        case DECODER_TOO_LARGE.rawValue:
+            if fd >= 0 { close(fd) }
+            return .failure(.tooLarge(message))
+        default:
+            if fd >= 0 { close(fd) }
+            return .failure(.failed(message.isEmpty ? "the image could not be decoded" : message))
+        }
+    }
+
+    private func stoppedWhy(_ decoder: Decoder) -> String {
+        var status: Int32 = 0
+        if waitpid(decoder.pid, &status, WNOHANG) == decoder.pid {
+            decoder.gone = true
+            if status & 0x7F != 0 { return "the image decoder was killed by signal \(status & 0x7F)" }
+            return "the image decoder exited (status \((status >> 8) & 0xFF))"
+        }
+        return "the image decoder closed its socket"
+    }
+
+    /// The decoder is done for: killed and reaped, its job (if any) failed with `why`, and what
+    /// waits goes to the others or a new one.
+    private func replace(_ decoder: Decoder, failing job: Job?, _ why: String) {
+        stop(decoder, kill: true)
+        decoders.removeAll { $0 === decoder }
+        if let job {
+            _ = loop.schedule(afterNanoseconds: 0) { job.finish(.failure(.failed(why))) }
+        }
+        dispatch()
+    }
+
+    /// With nothing to do for `idleTimeout`, the decoder is let go (its socket closed, it leaves).
+    private func idleSoon(_ decoder: Decoder) {
+        guard decoder.idle == nil else { return }
+        decoder.idle = loop.schedule(afterNanoseconds: idleTimeout.nanoseconds) { [weak self, weak decoder] in
+            guard let self, let decoder, decoder.job == nil else { return }
+            decoder.idle = nil
+            self.stop(decoder, kill: false)
+            self.decoders.removeAll { $0 === decoder }
+        }
+    }
+
+    /// Stops watching the decoder and ends it: `kill` at once, else by closing its socket (it leaves
+    /// at the end of its input). Either way it is reaped off the loop's path: through its pidfd when
+    /// it has one, else by a last `waitpid` after SIGKILL.
+    private func stop(_ decoder: Decoder, kill killIt: Bool) {
+        loop.unwatch(fd: decoder.socket)
+        close(decoder.socket)
+        if let deadline = decoder.deadline { loop.cancel(deadline) }
+        if let idle = decoder.idle { loop.cancel(idle) }
+        decoder.deadline = nil
+        decoder.idle = nil
+        if decoder.gone {
+            if decoder.pidfd >= 0 { close(decoder.pidfd) }
+            return
+        }
+        if killIt { kill(decoder.pid, SIGKILL) }
+        let pid = decoder.pid
+        let pidfd = decoder.pidfd
+        guard pidfd >= 0 else {
+            // No pidfd (an old kernel): make sure it ends, and reap it now.
+            kill(pid, SIGKILL)
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+            return
+        }
+        loop.watch(fd: pidfd, events: EventLoop.readable) { [loop] _ in
+            var status: Int32 = 0
+            waitpid(pid, &status, WNOHANG)
+            loop.unwatch(fd: pidfd)
+            close(pidfd)
+        }
+    }
+}
+
+extension Duration {
+    fileprivate var nanoseconds: UInt64 {
+        let (seconds, attoseconds) = components
+        return UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds)) / 1_000_000_000
+    }
+}

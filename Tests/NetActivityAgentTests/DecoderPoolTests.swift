@@ -1,0 +1,184 @@
+import Glibc
+import LinuxKit
+import NetActivityTesting
+import Testing
+
+@testable import NetActivityAgent
+
+/// The agent's side of the image decoder: `DecoderPool` with real `netactivity-decoder` processes
+/// (built beside the tests), on an event loop of its own: what it answers, and what it does with a
+/// decoder that dies, stops, or has nothing to do.
+@Suite("Decoder pool", .serialized, .timeLimit(.minutes(1)))
+struct DecoderPoolTests {
+    /// The decoder built beside this test binary.
+    static let decoder: String? = {
+        guard let exe = ServiceProcess.executablePath else { return nil }
+        var dir = exe
+        while let slash = dir.lastIndex(of: "/"), !dir.hasSuffix("/debug"), !dir.hasSuffix("/release") {
+            dir = String(dir[..<slash])
+            if dir.isEmpty { return nil }
+        }
+        let path = dir + "/netactivity-decoder"
+        return access(path, X_OK) == 0 ? path : nil
+    }()
+
+    let loop = EventLoop()
+
+    func image(_ bytes: [UInt8]) -> Int32 {
+        let fd = bytes.withUnsafeBytes { SealedMemory.make(name: "test-image", bytes: $0) }
+        return fd ?? -1
+    }
+
+    /// Runs the loop until `done` says so (or 20 s).
+    func run(until done: () -> Bool) {
+        let deadline = EventLoop.now() + 20_000_000_000
+        while !done(), EventLoop.now() < deadline { loop.runOnce(maxWaitNanoseconds: 50_000_000) }
+    }
+
+    func decode(
+        _ pool: DecoderPool, _ bytes: [UInt8], box: DecoderPool.Box = .init()
+    ) -> Result<DecodedPixels, DecoderPool.Failure> {
+        var result: Result<DecodedPixels, DecoderPool.Failure>?
+        _ = pool.decode(image: image(bytes), box: box) { result = $0 }
+        run { result != nil }
+        return result!
+    }
+
+    func bytes(_ pixels: DecodedPixels) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: pixels.byteCount)
+        _ = out.withUnsafeMutableBytes { pread(pixels.fd, $0.baseAddress, $0.count, 0) }
+        return out
+    }
+
+    func alive(_ pid: Int32) -> Bool { kill(pid, 0) == 0 }
+
+    @Test("an image comes back as sealed premultiplied BGRA in its box; errors come back as what they are")
+    func decodes() throws {
+        let path = try #require(Self.decoder, "netactivity-decoder is built beside the tests")
+        let pool = DecoderPool(executable: path, loop: loop)
+        let pixels = try decode(
+            pool, TestImages.decodablePNG(width: 40, height: 20, rgba: (255, 0, 0, 255)), box: .init(maxWidth: 10)
+        ).get()
+        #expect((pixels.width, pixels.height, pixels.stride) == (10, 5, 40))
+        #expect((pixels.originalWidth, pixels.originalHeight) == (40, 20))
+        #expect(SealedMemory.isSealedReadOnly(pixels.fd))
+        #expect(bytes(pixels).count == 200)
+        guard case .failure(.notAnImage) = decode(pool, Array("plain text".utf8)) else {
+            Issue.record("text is not an image")
+            return
+        }
+        guard
+            case .failure(.tooLarge) = decode(
+                pool, TestImages.decodablePNG(width: 40, height: 40, rgba: (255, 0, 0, 255)), box: .init(maxPixels: 100)
+            )
+        else {
+            Issue.record("over the pixel limit")
+            return
+        }
+        #expect(pool.processCount == 1, "one decoder served them all, one after another")
+    }
+
+    @Test("a decoder killed mid-request fails that request alone; the next one gets a new decoder")
+    func killed() throws {
+        let path = try #require(Self.decoder)
+        let pool = DecoderPool(executable: path, loop: loop)
+        _ = try decode(pool, TestImages.decodablePNG(width: 4, height: 4, rgba: (255, 0, 0, 255))).get()
+        let first = try #require(pool.pids.first)
+        kill(first, SIGSTOP)  // it cannot answer before it is killed
+        var result: Result<DecodedPixels, DecoderPool.Failure>?
+        _ = pool.decode(
+            image: image(TestImages.decodablePNG(width: 4, height: 4, rgba: (255, 0, 0, 255))), box: .init()
+        ) { result = $0 }
+        kill(first, SIGKILL)
+        run { result != nil }
+        guard case .failure(.failed(let why)) = result else {
+            Issue.record("the killed decoder's request fails: \(String(describing: result))")
+            return
+        }
+        #expect(why.contains("signal 9") || why.contains("closed its socket"), "\(why)")
+        let next = try decode(pool, TestImages.decodablePNG(width: 3, height: 3, rgba: (255, 0, 0, 255))).get()
+        #expect(next.width == 3)
+        #expect(pool.pids != [first])
+        run { !alive(first) }
+        #expect(!alive(first), "the killed decoder was reaped")
+    }
+
+    @Test("a decoder that stops answering is killed at the deadline; the loop never waited for it")
+    func stopped() throws {
+        let path = try #require(Self.decoder)
+        let pool = DecoderPool(executable: path, loop: loop, timeout: .milliseconds(300))
+        _ = try decode(pool, TestImages.decodablePNG(width: 2, height: 2, rgba: (255, 0, 0, 255))).get()
+        let stuck = try #require(pool.pids.first)
+        kill(stuck, SIGSTOP)
+        var result: Result<DecodedPixels, DecoderPool.Failure>?
+        var ticks = 0
+        let start = EventLoop.now()
+        _ = pool.decode(
+            image: image(TestImages.decodablePNG(width: 2, height: 2, rgba: (255, 0, 0, 255))), box: .init()
+        ) { result = $0 }
+        // A timer beside it keeps ticking: the loop is never held by the stopped decoder.
+        func tick() {
+            _ = loop.schedule(afterNanoseconds: 10_000_000) {
+                ticks += 1
+                if result == nil { tick() }
+            }
+        }
+        tick()
+        run { result != nil }
+        let took = Double(EventLoop.now() - start) / 1e9
+        guard case .failure(.failed(let why)) = result else {
+            Issue.record("the stopped decoder's request fails")
+            return
+        }
+        #expect(why.contains("took longer"), "\(why)")
+        #expect(took >= 0.29 && took < 5, "\(took) s")
+        #expect(ticks >= 10, "the loop ran its timers meanwhile (\(ticks))")
+        run { !alive(stuck) }
+        #expect(!alive(stuck), "killed and reaped")
+        #expect(try decode(pool, TestImages.decodablePNG(width: 2, height: 2, rgba: (255, 0, 0, 255))).get().width == 2)
+    }
+
+    @Test("up to two decoders run at once; with nothing to do they leave")
+    func poolAndIdle() throws {
+        let path = try #require(Self.decoder)
+        let pool = DecoderPool(executable: path, loop: loop, maxDecoders: 2, idleTimeout: .milliseconds(200))
+        var results: [Result<DecodedPixels, DecoderPool.Failure>] = []
+        for size in 1...5 {
+            _ = pool.decode(
+                image: image(TestImages.decodablePNG(width: UInt32(size), height: 1, rgba: (255, 0, 0, 255))),
+                box: .init()
+            ) { results.append($0) }
+        }
+        #expect(pool.processCount == 2)
+        run { results.count == 5 }
+        #expect(Set(results.compactMap { try? $0.get().width }) == [1, 2, 3, 4, 5])
+        let pids = pool.pids
+        run { pool.processCount == 0 && pids.allSatisfy { !alive($0) } }
+        #expect(pool.processCount == 0, "idle decoders were let go")
+        #expect(pids.allSatisfy { !alive($0) }, "and reaped")
+    }
+
+    @Test("a cancelled request hears nothing; a missing decoder fails each request, saying so")
+    func cancelAndMissing() throws {
+        let path = try #require(Self.decoder)
+        let pool = DecoderPool(executable: path, loop: loop)
+        var heard = false
+        let cancel = pool.decode(
+            image: image(TestImages.decodablePNG(width: 2, height: 2, rgba: (255, 0, 0, 255))), box: .init()
+        ) { _ in heard = true }
+        cancel()
+        // A request after it comes back: the cancelled one had its turn before it.
+        _ = try decode(pool, TestImages.decodablePNG(width: 2, height: 2, rgba: (255, 0, 0, 255))).get()
+        #expect(!heard)
+
+        let none = DecoderPool(executable: "/nonexistent/netactivity-decoder", loop: loop)
+        guard
+            case .failure(.failed(let why)) = decode(
+                none, TestImages.decodablePNG(width: 2, height: 2, rgba: (255, 0, 0, 255)))
+        else {
+            Issue.record("no decoder, no pixels")
+            return
+        }
+        #expect(why.contains("could not be started"), "\(why)")
+    }
+}
