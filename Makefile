@@ -42,6 +42,7 @@ RELEASE_FLAGS = -c release --static-swift-stdlib
 release: setup locale
 	$(SWIFT) build $(RELEASE_FLAGS) --product netactivityd
 	$(SWIFT) build $(RELEASE_FLAGS) --product netactivity
+	$(SWIFT) build $(RELEASE_FLAGS) --product netactivity-decoder
 
 # Starts the agent on the session bus; with none, netactivityd starts a private bus and prints
 # its DBUS_SESSION_BUS_ADDRESS.
@@ -171,6 +172,8 @@ AUTOSTARTDIR ?= $(if $(SYSTEM_PREFIX),/etc/xdg/autostart,$(if $(IN_HOME),$(or $(
 DOCDIR = $(DATADIR)/doc/netactivity
 MANDIR = $(DATADIR)/man/man1
 MAN5DIR = $(DATADIR)/man/man5
+# The image decoder, which the agent starts (not a command of its own).
+LIBEXECDIR = $(PREFIX)/libexec/netactivity
 ICONDIR = $(DATADIR)/icons/hicolor/scalable/status
 # GNOME Shell looks in $XDG_DATA_DIRS/gnome-shell/extensions and ~/.local/share/gnome-shell/extensions.
 EXTENSION = netactivity@example.org
@@ -180,9 +183,11 @@ SUBST = sed -e 's|@bindir@|$(BINDIR)|g' -e 's|@docdir@|$(DOCDIR)|g'
 install: $(if $(INSTALL_BIN),,release) locale
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/dbus-1/interfaces $(DESTDIR)$(DATADIR)/dbus-1/services \
 	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(AUTOSTARTDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(EXTENSIONDIR) $(DESTDIR)$(MANDIR) $(DESTDIR)$(MAN5DIR) \
+	    $(DESTDIR)$(LIBEXECDIR) \
 	    $(DESTDIR)$(ICONDIR) $(DESTDIR)$(EXTENSIONDIR)/icons
 	install -m 0755 $(or $(INSTALL_BIN),$(RELEASE_BIN))/netactivityd $(or $(INSTALL_BIN),$(RELEASE_BIN))/netactivity \
 	    $(DESTDIR)$(BINDIR)/
+	install -m 0755 $(or $(INSTALL_BIN),$(RELEASE_BIN))/netactivity-decoder $(DESTDIR)$(LIBEXECDIR)/
 	install -m 0644 dbus/org.example.NetActivity*.xml $(DESTDIR)$(DATADIR)/dbus-1/interfaces/
 	$(SUBST) dbus/org.example.NetActivity.service > $(DESTDIR)$(DATADIR)/dbus-1/services/org.example.NetActivity.service
 	$(SUBST) desktop/netactivityd.service > $(DESTDIR)$(UNITDIR)/netactivityd.service
@@ -207,7 +212,8 @@ install: $(if $(INSTALL_BIN),,release) locale
 	    "link the unit into ~/.config/systemd/user and the entry into ~/.config/autostart, or use PREFIX=~/.local")
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/netactivityd $(DESTDIR)$(BINDIR)/netactivity
+	rm -f $(DESTDIR)$(BINDIR)/netactivityd $(DESTDIR)$(BINDIR)/netactivity $(DESTDIR)$(LIBEXECDIR)/netactivity-decoder
+	-rmdir $(DESTDIR)$(LIBEXECDIR) 2>/dev/null
 	rm -f $(DESTDIR)$(MANDIR)/netactivity.1 $(DESTDIR)$(MANDIR)/netactivityd.1 $(DESTDIR)$(MAN5DIR)/netactivityd.conf.5 \
 	      $(DESTDIR)$(ICONDIR)/netactivity-symbolic.svg
 	for l in $(LOCALES); do rm -f $(DESTDIR)$(DATADIR)/locale/$$l/LC_MESSAGES/netactivity.mo; done

@@ -133,12 +133,17 @@ def upper_camel(name):
 
 
 def lower_camel(name):
+    if name.upper() == name and "_" in name:  # SCREAMING_CASE (B8G8R8A8_PREMULTIPLIED): its words
+        w = [x.lower() for x in name.split("_") if x]
+        return w[0] + "".join(x[:1].upper() + x[1:] for x in w[1:])
     w = words(name)
     first = w[0].lower()
     return first + "".join(ACRONYMS.get(x.lower(), x[:1].upper() + x[1:]) for x in w[1:])
 
 
 def snake(name):
+    if name.upper() == name and "_" in name:  # SCREAMING_CASE already
+        return name
     return "_".join(w.upper() for w in words(name))
 
 

@@ -15,12 +15,15 @@ swift build $FLAGS --product netactivityd >&2
 [ "${1:-}" = "--agent-only" ] && exit 0
 # shellcheck disable=SC2086
 swift build $FLAGS --product netactivity >&2
+# shellcheck disable=SC2086
+swift build $FLAGS --product netactivity-decoder >&2
 
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 STAGE=$WORK/root
 make -s install PREFIX=/usr DESTDIR="$STAGE" INSTALL_BIN="$SCRATCH/release" >&2
-strip --strip-unneeded "$STAGE/usr/bin/netactivityd" "$STAGE/usr/bin/netactivity"
+strip --strip-unneeded "$STAGE/usr/bin/netactivityd" "$STAGE/usr/bin/netactivity" \
+    "$STAGE/usr/libexec/netactivity/netactivity-decoder"
 DOC=$STAGE/usr/share/doc/netactivity
 install -m 0644 packaging/copyright "$DOC/copyright"
 gzip -9n < packaging/changelog > "$DOC/changelog.gz"  # a native package
@@ -33,7 +36,8 @@ chmod 0644 "$DOC/changelog.gz" "$DOC/README.md.gz" "$DOC"/docs/*.md.gz "$STAGE"/
 # dpkg-shlibdeps wants to run in a source tree: give it a minimal one.
 mkdir -p "$WORK/src/debian"
 printf 'Source: netactivity\n\nPackage: netactivity\nArchitecture: any\n' > "$WORK/src/debian/control"
-DEPENDS=$(cd "$WORK/src" && dpkg-shlibdeps -O -e"$STAGE/usr/bin/netactivityd" -e"$STAGE/usr/bin/netactivity" 2>/dev/null \
+DEPENDS=$(cd "$WORK/src" && dpkg-shlibdeps -O -e"$STAGE/usr/bin/netactivityd" -e"$STAGE/usr/bin/netactivity" \
+    -e"$STAGE/usr/libexec/netactivity/netactivity-decoder" 2>/dev/null \
     | sed -n 's/^shlibs:Depends=//p')
 # libcurl is loaded with dlopen at the first download, so dpkg-shlibdeps cannot see it:
 # CURLOPT_PROTOCOLS_STR, which the downloader sets, came in 7.85.

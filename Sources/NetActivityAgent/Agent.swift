@@ -236,6 +236,8 @@ public final class Agent {
     private func startMemoryPressure() {
         let monitor = MemoryPressureMonitor(loop: loop, logger: context.logger) { [unowned self] critical, source in
             self.images.memoryPressure(critical: critical, source: source)
+            let decoded = self.downloads.pixels.trim(critical: critical)
+            if decoded > 0 { self.context.logger.notice("Memory pressure: let go of \(decoded) decoded images") }
         }
         let triggers = monitor.startPSI()
         var lowMemory = false

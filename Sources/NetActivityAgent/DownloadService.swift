@@ -94,6 +94,8 @@ public final class DownloadService: ImageDownloader.Observer {
         context: context, core: core, pipeline: pipeline, prefetching: prefetching)
     /// PrefetchImages and CancelPrefetch.
     lazy var prefetching = Prefetching(context: context, downloads: self)
+    /// FetchPixels: decoding (in netactivity-decoder) and the decoded pixels' tier.
+    lazy var pixels = PixelPipeline(context: context, loop: loop, images: images)
 
     /// At exit: waits up to `milliseconds` for the disk writes under way.
     public func finishDiskWrites(milliseconds: Int) {
@@ -280,8 +282,18 @@ public final class DownloadService: ImageDownloader.Observer {
         url: String, options: [String: DBusValue], owner: String,
         reply: @escaping (Result<Answer, NetActivityError>) -> Void
     ) throws(NetActivityError) -> Answer? {
+        try fetch(
+            url: url, options: options, owner: owner, method: .fetchImage, DownloaderMember.FetchImageOption.self,
+            reply: reply)
+    }
+
+    /// `fetch` for `method` (FetchImage, or FetchPixels, whose options are FetchImage's and more).
+    func fetch<Options: MethodOption>(
+        url: String, options: [String: DBusValue], owner: String, method: DownloaderMember.Method, _: Options.Type,
+        reply: @escaping (Result<Answer, NetActivityError>) -> Void
+    ) throws(NetActivityError) -> Answer? {
         typealias Option = DownloaderMember.FetchImageOption
-        let request = try requestOptions(url: url, options: options, owner: owner, method: .fetchImage, Option.self)
+        let request = try requestOptions(url: url, options: options, owner: owner, method: method, Options.self)
         let named = options[Option.receipt.rawValue]?.stringValue
         if let named {
             guard !named.isEmpty, named.utf8.count <= NetActivityLimits.maxReceiptBytes else {
@@ -333,6 +345,37 @@ public final class DownloadService: ImageDownloader.Observer {
             if options[Option.announce.rawValue]?.boolValue == true { _ = transferTasks.announce(transfer) }
             return nil
         }
+    }
+
+    /// Starts a `FetchPixels` for `owner`: decoded pixels held already are answered at once;
+    /// otherwise the image comes as for `FetchImage` and `reply` hears its pixels (or the error)
+    /// once, on a later turn than this call.
+    func fetchPixels(
+        url: String, options: [String: DBusValue], owner: String,
+        reply: @escaping (Result<PixelPipeline.Answer, NetActivityError>) -> Void
+    ) throws(NetActivityError) -> PixelPipeline.Answer? {
+        typealias Option = DownloaderMember.FetchPixelsOption
+        let box = PixelPipeline.Box(
+            maxWidth: options[Option.maxWidth.rawValue]?.uint32Value ?? 0,
+            maxHeight: options[Option.maxHeight.rawValue]?.uint32Value ?? 0)
+        let request = try requestOptions(url: url, options: options, owner: owner, method: .fetchPixels, Option.self)
+        let leaf = context.peers.app(of: owner)
+        if !request.reload, let hit = pixels.cached(request.key, box: box, reader: leaf, maxAge: request.maxAge) {
+            return hit
+        }
+        let decode = { [unowned self] (image: Answer) in
+            // An image answered from memory may be the caller's own entry: its pixels are its own too.
+            let own = image.source == .memory && images.hasOwnEntry(request.key, leaf: leaf)
+            pixels.decode(image, imageKey: request.key, box: box, reader: leaf, own: own, reply: reply)
+        }
+        let image = try fetch(url: url, options: options, owner: owner, method: .fetchPixels, Option.self) { result in
+            switch result {
+            case .success(let image): decode(image)
+            case .failure(let error): reply(.failure(error))
+            }
+        }
+        if let image { decode(image) }
+        return nil
     }
 
     private func forgetFetch(_ receipt: String, of owner: String) {

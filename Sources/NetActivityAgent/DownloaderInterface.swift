@@ -25,6 +25,10 @@ extension DownloadService {
                     out: [DBusArgument("image", "h"), DBusArgument("size", "t"), DBusArgument("info", "a{sv}")]
                 ) { [unowned self] in try self.fetchImage(&$0) },
                 DBusMethod(
+                    M.fetchPixels.rawValue, in: [DBusArgument("url", "s"), DBusArgument("options", "a{sv}")],
+                    out: [DBusArgument("pixels", "h"), DBusArgument("info", "a{sv}")]
+                ) { [unowned self] in try self.fetchPixels(&$0) },
+                DBusMethod(
                     M.cancelDownload.rawValue, in: [DBusArgument("receipt", "s")], out: [DBusArgument("cancelled", "b")]
                 ) {
                     [unowned self] in try self.cancelDownload(&$0)
@@ -145,6 +149,45 @@ extension DownloadService {
         }
         guard let answer else { return call.deferReply() }
         try Self.write(answer, to: &call.reply)
+    }
+
+    func fetchPixels(_ call: inout MethodCall) throws {
+        let url = try call.args.read(String.self)
+        let options = try call.args.readVardict()
+        let message = call.message
+        let answer = try fetchPixels(url: url, options: options, owner: call.sender) { [unowned self] result in
+            let server = self.context.server
+            do {
+                try server.respond(to: message) { w in try Self.write(try result.get(), to: &w) }
+            } catch {
+                server.replyError(message, thrown: error)
+            }
+        }
+        guard let answer else { return call.deferReply() }
+        try Self.write(answer, to: &call.reply)
+    }
+
+    /// FetchPixels' (h pixels, a{sv} info): a read-only open of the decoded pixels' sealed memfd
+    /// (its own file offset; the same memory for every caller).
+    static func write(_ answer: PixelPipeline.Answer, to w: inout MessageWriter) throws {
+        let fd = open("/proc/self/fd/\(answer.pixels.fd)", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            throw NetActivityError.failed("Could not share the pixels: \(String(cString: strerror(errno)))")
+        }
+        defer { close(fd) }
+        try w.appendFD(fd)
+        typealias Info = DownloaderMember.FetchPixelsInfo
+        var info: [String: DBusValue] = [
+            Info.width.rawValue: .uint32(answer.pixels.width), Info.height.rawValue: .uint32(answer.pixels.height),
+            Info.stride.rawValue: .uint32(answer.pixels.stride),
+            Info.format.rawValue: .string(DownloaderMember.FetchPixelsFormat.b8g8r8a8Premultiplied.rawValue),
+            Info.originalWidth.rawValue: .uint32(answer.pixels.originalWidth),
+            Info.originalHeight.rawValue: .uint32(answer.pixels.originalHeight),
+            Info.source.rawValue: .string(answer.source.rawValue),
+            Info.contentType.rawValue: .string(answer.contentType),
+        ]
+        if answer.httpStatus != 0 { info[Info.httpStatus.rawValue] = .uint32(answer.httpStatus) }
+        try w.appendVardict(info)
     }
 
     /// FetchImage's (h image, t size, a{sv} info): the body's sealed memfd, opened read-only for

@@ -29,6 +29,9 @@ public protocol ImageStore: AnyObject {
     func cachedImage(for key: String, client: String, maxAge: Double?) -> (body: any FetchedBody, info: ImageInfo)?
     /// Removes the entries whose key and owner (a leaf) `matches`; returns their keys.
     func removeImages(where matches: (_ key: String, _ owner: String) -> Bool) -> [String]
+    /// Whether `leaf` has an entry of its own under `key` (its `AddImage` of a URL), which answers
+    /// it before the downloader's.
+    func hasOwnEntry(_ key: String, leaf: String) -> Bool
 }
 
 /// `org.example.NetActivity.ImageCache`: AFAutoPurgingImageCache for every app, with large images
@@ -283,6 +286,10 @@ extension ImageCacheService {
         let removed = imageCache.keysByRecency.filter { matches($0, imageCache.owner(of: $0) ?? "") }
         for key in removed { _ = imageCache.remove(key) }
         return removed
+    }
+
+    public func hasOwnEntry(_ key: String, leaf: String) -> Bool {
+        imageCache.peek(Self.ownKey(key, leaf)) != nil
     }
 
     public func contains(_ key: String, answeringFor leaf: String?, maxAge: Double?) -> Bool {

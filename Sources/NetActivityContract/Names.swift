@@ -82,6 +82,7 @@ public enum DownloaderMember {
     public enum Method: String, Sendable, CaseIterable {
         case downloadImage = "DownloadImage"
         case fetchImage = "FetchImage"
+        case fetchPixels = "FetchPixels"
         case cancelDownload = "CancelDownload"
         case setPriority = "SetPriority"
         case prefetchImages = "PrefetchImages"
@@ -119,6 +120,18 @@ public enum DownloaderMember {
 
     /// The values of `FetchImage`'s `info` key `source`.
     public enum FetchImageSource: String, Sendable, CaseIterable {
+        case memory
+        case disk
+        case network
+    }
+
+    /// The values of `FetchPixels`'s `info` key `format`.
+    public enum FetchPixelsFormat: String, Sendable, CaseIterable {
+        case b8g8r8a8Premultiplied = "B8G8R8A8_PREMULTIPLIED"
+    }
+
+    /// The values of `FetchPixels`'s `info` key `source`.
+    public enum FetchPixelsSource: String, Sendable, CaseIterable {
         case memory
         case disk
         case network
@@ -176,6 +189,48 @@ public enum DownloaderMember {
             switch self {
             case .source, .contentType: "s"
             case .httpStatus: "u"
+            }
+        }
+    }
+
+    /// `FetchPixels`'s `options` keys (a{sv}) and their D-Bus types.
+    public enum FetchPixelsOption: String, Sendable, MethodOption {
+        case additionalIdentifier = "additional-identifier"
+        case reload
+        case priority
+        case cacheKey = "cache-key"
+        case maxAge = "max-age"
+        case receipt
+        case announce
+        case maxWidth = "max-width"
+        case maxHeight = "max-height"
+
+        public var signature: String {
+            switch self {
+            case .additionalIdentifier, .priority, .cacheKey, .receipt: "s"
+            case .reload, .announce: "b"
+            case .maxAge: "d"
+            case .maxWidth, .maxHeight: "u"
+            }
+        }
+    }
+
+    /// The keys of `FetchPixels`'s `info` and their D-Bus types.
+    public enum FetchPixelsInfo: String, Sendable, DictionaryKey {
+        case width
+        case height
+        case stride
+        case format
+        case originalWidth = "original-width"
+        case originalHeight = "original-height"
+        case source
+        case contentType = "content-type"
+        case httpStatus = "http-status"
+
+        public var signature: String {
+            switch self {
+            case .width, .height, .stride, .originalWidth, .originalHeight, .httpStatus: "u"
+            case .format, .source, .contentType: "s"
             }
         }
     }
@@ -291,6 +346,7 @@ extension NetActivityError {
         case cancelled = "org.example.NetActivity.Error.Cancelled"
         case offline = "org.example.NetActivity.Error.Offline"
         case notFound = "org.example.NetActivity.Error.NotFound"
+        case decode = "org.example.NetActivity.Error.Decode"
         case clientVanished = "org.example.NetActivity.Error.ClientVanished"
         // org.freedesktop.DBus.Error.*
         case invalidArgs = "org.freedesktop.DBus.Error.InvalidArgs"

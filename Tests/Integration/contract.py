@@ -22,6 +22,7 @@ class Error:
     Cancelled = 'org.example.NetActivity.Error.Cancelled'
     Offline = 'org.example.NetActivity.Error.Offline'
     NotFound = 'org.example.NetActivity.Error.NotFound'
+    Decode = 'org.example.NetActivity.Error.Decode'
     ClientVanished = 'org.example.NetActivity.Error.ClientVanished'
 
 
@@ -110,6 +111,7 @@ class Downloader:
     METHODS = {
         'DownloadImage': ('sa{sv}', 'sob'),
         'FetchImage': ('sa{sv}', 'hta{sv}'),
+        'FetchPixels': ('sa{sv}', 'ha{sv}'),
         'CancelDownload': ('s', 'b'),
         'SetPriority': ('ss', 'b'),
         'PrefetchImages': ('asa{sv}', 's'),
@@ -133,11 +135,13 @@ class Downloader:
         'PrefetchFinished': 'suu',
         'DownloadFinished': 'ssbss',
     }
-    ERRORS = ('org.freedesktop.DBus.Error.InvalidArgs', 'org.freedesktop.DBus.Error.AccessDenied', 'org.example.NetActivity.Error.InvalidURL', 'org.example.NetActivity.Error.HTTP', 'org.example.NetActivity.Error.Timeout', 'org.example.NetActivity.Error.TooLarge', 'org.example.NetActivity.Error.NotAnImage', 'org.example.NetActivity.Error.Network', 'org.example.NetActivity.Error.Cancelled', 'org.example.NetActivity.Error.Offline', 'org.example.NetActivity.Error.NotFound', 'org.example.NetActivity.Error.LimitsExceeded', 'org.freedesktop.DBus.Error.Failed')
+    ERRORS = ('org.freedesktop.DBus.Error.InvalidArgs', 'org.freedesktop.DBus.Error.AccessDenied', 'org.example.NetActivity.Error.InvalidURL', 'org.example.NetActivity.Error.HTTP', 'org.example.NetActivity.Error.Timeout', 'org.example.NetActivity.Error.TooLarge', 'org.example.NetActivity.Error.NotAnImage', 'org.example.NetActivity.Error.Network', 'org.example.NetActivity.Error.Cancelled', 'org.example.NetActivity.Error.Offline', 'org.example.NetActivity.Error.NotFound', 'org.example.NetActivity.Error.LimitsExceeded', 'org.example.NetActivity.Error.Decode', 'org.freedesktop.DBus.Error.Failed')
     # enumerated strings: every value
     VALUES = {
         'Priority': ('very-low', 'low', 'normal', 'high', 'very-high'),
         'FetchImageSource': ('memory', 'disk', 'network'),
+        'FetchPixelsFormat': ('B8G8R8A8_PREMULTIPLIED',),
+        'FetchPixelsSource': ('memory', 'disk', 'network'),
         'DownloadPrioritization': ('fifo', 'lifo'),
     }
     # dictionaries and a{sv} arguments: key: type
@@ -145,6 +149,8 @@ class Downloader:
         'DownloadImageOption': {'additional-identifier': 's', 'reload': 'b', 'priority': 's', 'cache-key': 's', 'max-age': 'd'},
         'FetchImageOption': {'additional-identifier': 's', 'reload': 'b', 'priority': 's', 'cache-key': 's', 'max-age': 'd', 'receipt': 's', 'announce': 'b'},
         'FetchImageInfo': {'source': 's', 'content-type': 's', 'http-status': 'u'},
+        'FetchPixelsOption': {'additional-identifier': 's', 'reload': 'b', 'priority': 's', 'cache-key': 's', 'max-age': 'd', 'receipt': 's', 'announce': 'b', 'max-width': 'u', 'max-height': 'u'},
+        'FetchPixelsInfo': {'width': 'u', 'height': 'u', 'stride': 'u', 'format': 's', 'original-width': 'u', 'original-height': 'u', 'source': 's', 'content-type': 's', 'http-status': 'u'},
         'DeferredKey': {'metered': 'b', 'power-saver': 'b', 'held': 'u', 'prefetch': 'u'},
     }
     ActiveDownloads = 'ActiveDownloads'
@@ -158,6 +164,7 @@ class Downloader:
     DownloadImage = 'DownloadImage'
     DownloadPrioritization = 'DownloadPrioritization'
     FetchImage = 'FetchImage'
+    FetchPixels = 'FetchPixels'
     MaximumActiveDownloads = 'MaximumActiveDownloads'
     PrefetchFinished = 'PrefetchFinished'
     PrefetchImages = 'PrefetchImages'
@@ -173,6 +180,10 @@ class Downloader:
     FETCH_IMAGE_SOURCE_MEMORY = 'memory'
     FETCH_IMAGE_SOURCE_DISK = 'disk'
     FETCH_IMAGE_SOURCE_NETWORK = 'network'
+    FETCH_PIXELS_FORMAT_B8G8R8A8_PREMULTIPLIED = 'B8G8R8A8_PREMULTIPLIED'
+    FETCH_PIXELS_SOURCE_MEMORY = 'memory'
+    FETCH_PIXELS_SOURCE_DISK = 'disk'
+    FETCH_PIXELS_SOURCE_NETWORK = 'network'
     DOWNLOAD_PRIORITIZATION_FIFO = 'fifo'
     DOWNLOAD_PRIORITIZATION_LIFO = 'lifo'
     DOWNLOAD_IMAGE_OPTION_ADDITIONAL_IDENTIFIER = 'additional-identifier'
@@ -190,6 +201,24 @@ class Downloader:
     FETCH_IMAGE_INFO_SOURCE = 'source'
     FETCH_IMAGE_INFO_CONTENT_TYPE = 'content-type'
     FETCH_IMAGE_INFO_HTTP_STATUS = 'http-status'
+    FETCH_PIXELS_OPTION_ADDITIONAL_IDENTIFIER = 'additional-identifier'
+    FETCH_PIXELS_OPTION_RELOAD = 'reload'
+    FETCH_PIXELS_OPTION_PRIORITY = 'priority'
+    FETCH_PIXELS_OPTION_CACHE_KEY = 'cache-key'
+    FETCH_PIXELS_OPTION_MAX_AGE = 'max-age'
+    FETCH_PIXELS_OPTION_RECEIPT = 'receipt'
+    FETCH_PIXELS_OPTION_ANNOUNCE = 'announce'
+    FETCH_PIXELS_OPTION_MAX_WIDTH = 'max-width'
+    FETCH_PIXELS_OPTION_MAX_HEIGHT = 'max-height'
+    FETCH_PIXELS_INFO_WIDTH = 'width'
+    FETCH_PIXELS_INFO_HEIGHT = 'height'
+    FETCH_PIXELS_INFO_STRIDE = 'stride'
+    FETCH_PIXELS_INFO_FORMAT = 'format'
+    FETCH_PIXELS_INFO_ORIGINAL_WIDTH = 'original-width'
+    FETCH_PIXELS_INFO_ORIGINAL_HEIGHT = 'original-height'
+    FETCH_PIXELS_INFO_SOURCE = 'source'
+    FETCH_PIXELS_INFO_CONTENT_TYPE = 'content-type'
+    FETCH_PIXELS_INFO_HTTP_STATUS = 'http-status'
     DEFERRED_KEY_METERED = 'metered'
     DEFERRED_KEY_POWER_SAVER = 'power-saver'
     DEFERRED_KEY_HELD = 'held'

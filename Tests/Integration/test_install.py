@@ -14,6 +14,7 @@ from harness import BIN, NAME, PATH, ROOT, PrivateBus, busctl, wait_until
 FILES = {
     "bin/netactivityd": 0o755,
     "bin/netactivity": 0o755,
+    "libexec/netactivity/netactivity-decoder": 0o755,
     # The contract's files are named after its interfaces and bus name.
     **{"share/dbus-1/interfaces/%s.xml" % c.INTERFACE: 0o644
        for c in (contract.Activity, contract.Task, contract.ImageCache, contract.Downloader)},

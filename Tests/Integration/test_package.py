@@ -23,7 +23,7 @@ from test_install import ActivationBus
 DEB = os.environ.get("NETACTIVITY_DEB")
 INSTALL = os.environ.get("NETACTIVITY_DEB_INSTALL")
 FILES = [
-    "/usr/bin/netactivityd", "/usr/bin/netactivity",
+    "/usr/bin/netactivityd", "/usr/bin/netactivity", "/usr/libexec/netactivity/netactivity-decoder",
     "/usr/share/dbus-1/services/%s.service" % NAME,
     "/usr/share/dbus-1/interfaces/%s.xml" % contract.Activity.INTERFACE,
     "/usr/lib/systemd/user/netactivityd.service",

@@ -1,0 +1,141 @@
+import Glibc
+import LinuxKit
+import NetActivityContract
+import NetActivityCore
+
+/// Decoded pixels as the pixel tier keeps them.
+final class CachedPixels {
+    let pixels: DecodedPixels
+    let contentType: String
+    let storedAt: UInt64
+    init(pixels: DecodedPixels, contentType: String, storedAt: UInt64) {
+        self.pixels = pixels
+        self.contentType = contentType
+        self.storedAt = storedAt
+    }
+}
+
+/// FetchPixels' half of the downloader: an image's bytes (from FetchImage's machinery) decoded in
+/// `netactivity-decoder` (`DecoderPool`: a sandboxed process, never the agent), and the decoded
+/// pixels kept in a tier of their own, as AFNetworking's cache keeps decoded images: counted in
+/// pixel bytes, with its two numbers (100 MiB, 60 MiB after a purge), least recently used out
+/// first, trimmed under memory pressure. Each image is decoded once for every app that asks with
+/// the same box; every app maps the same sealed memfd.
+///
+/// Provenance is the image's: pixels decoded from what the downloader stored are everyone's;
+/// pixels of an app's own `AddImage` for a URL answer that app alone (their key names its leaf).
+final class PixelPipeline {
+    /// The box a request asks its pixels to fit in (0: no limit on that side).
+    struct Box: Hashable {
+        var maxWidth: UInt32 = 0
+        var maxHeight: UInt32 = 0
+    }
+
+    /// What FetchPixels answers with.
+    struct Answer {
+        let pixels: DecodedPixels
+        let source: DownloaderMember.FetchPixelsSource
+        let contentType: String
+        let httpStatus: UInt32
+    }
+
+    /// The most pixels decoded for one image (128 MiB of BGRA): beyond it TooLarge, from the header.
+    static let maxPixels: UInt64 = 32 << 20
+    static let defaultCapacity: UInt64 = 100 << 20
+    static let defaultPreferred: UInt64 = 60 << 20
+
+    private let context: AgentContext
+    private let loop: EventLoop
+    private unowned let images: any ImageStore
+    private var tier = AutoPurgingImageCache<CachedPixels>(
+        memoryCapacity: PixelPipeline.defaultCapacity, preferredMemoryUsageAfterPurge: PixelPipeline.defaultPreferred)
+    /// Started at the first FetchPixels that misses the tier.
+    private lazy var pool: DecoderPool? = Self.decoderPath().map { DecoderPool(executable: $0, loop: loop) }
+
+    init(context: AgentContext, loop: EventLoop, images: any ImageStore) {
+        self.context = context
+        self.loop = loop
+        self.images = images
+    }
+
+    /// The decoder beside the agent (a build tree), else where `make install` and the package put
+    /// it (`PREFIX/libexec/netactivity/`); NETACTIVITY_DECODER names another.
+    static func decoderPath() -> String? {
+        if let given = getenv("NETACTIVITY_DECODER").map({ String(cString: $0) }), !given.isEmpty { return given }
+        var candidates: [String] = []
+        if let exe = ServiceProcess.executablePath, let slash = exe.lastIndex(of: "/") {
+            candidates.append(String(exe[..<slash]) + "/netactivity-decoder")
+        }
+        if let prefix = ServiceProcess.installPrefix {
+            candidates.append(prefix + "/libexec/netactivity/netactivity-decoder")
+        }
+        return candidates.first { access($0, X_OK) == 0 }
+    }
+
+    /// Pixel bytes held, and entries.
+    var memoryUsage: UInt64 { tier.memoryUsage }
+    var count: Int { tier.count }
+
+    /// The tier's key: the image's key, the box, and whose pixels they are ("" for everyone's).
+    static func key(_ imageKey: String, _ box: Box, scope: String) -> String {
+        imageKey + "\u{0}\u{0}px\u{0}\(box.maxWidth)x\(box.maxHeight)\u{0}" + scope
+    }
+
+    /// Decoded pixels `reader` may have at once: its own entry's, else (when it has no entry of its
+    /// own for the image) everyone's; nil when they are older than `maxAge` seconds.
+    func cached(_ imageKey: String, box: Box, reader leaf: String, maxAge: Double?) -> Answer? {
+        let own = images.hasOwnEntry(imageKey, leaf: leaf)
+        guard let hit = tier.image(for: Self.key(imageKey, box, scope: own ? leaf : "")) else { return nil }
+        if let maxAge, Double(context.scheduler.nowNanoseconds &- hit.storedAt) / 1e9 >= maxAge { return nil }
+        return Answer(pixels: hit.pixels, source: .memory, contentType: hit.contentType, httpStatus: 0)
+    }
+
+    /// Decodes `image` (FetchImage's answer for `imageKey`) to fit `box`, keeps the pixels, and
+    /// answers `reply` on a later turn. `own`: the image was `reader`'s own entry.
+    func decode(
+        _ image: DownloadService.Answer, imageKey: String, box: Box, reader leaf: String, own: Bool,
+        reply: @escaping (Result<Answer, NetActivityError>) -> Void
+    ) {
+        let fd: Int32? =
+            if let body = image.body as? ImageBody { body.openReadOnly() } else {
+                image.body.withUnsafeBytes { SealedMemory.make(name: "netactivity-encoded", bytes: $0) }
+            }
+        guard let fd, let pool else {
+            let why =
+                pool == nil
+                ? "the image decoder (netactivity-decoder) is not installed" : "the image could not be handed over"
+            _ = loop.schedule(afterNanoseconds: 0) { reply(.failure(NetActivityError(.decode, why))) }
+            return
+        }
+        let contentType = image.info.format.mediaType
+        let source: DownloaderMember.FetchPixelsSource =
+            switch image.source {
+            case .memory: .memory
+            case .disk: .disk
+            case .network: .network
+            }
+        let key = Self.key(imageKey, box, scope: own ? leaf : "")
+        _ = pool.decode(
+            image: fd,
+            box: DecoderPool.Box(maxWidth: box.maxWidth, maxHeight: box.maxHeight, maxPixels: Self.maxPixels)
+        ) { [weak self] result in
+            guard let self else { return }
+            switch result {
+            case .success(let pixels):
+                let entry = CachedPixels(
+                    pixels: pixels, contentType: contentType, storedAt: context.scheduler.nowNanoseconds)
+                // Too large for the tier is still an answer: kept or not, this caller gets it.
+                _ = try? tier.add(entry, cost: UInt64(pixels.byteCount), for: key, owner: own ? leaf : "")
+                reply(
+                    .success(
+                        Answer(pixels: pixels, source: source, contentType: contentType, httpStatus: image.httpStatus)))
+            case .failure(.notAnImage(let why)): reply(.failure(NetActivityError(.notAnImage, why)))
+            case .failure(.tooLarge(let why)): reply(.failure(NetActivityError(.tooLarge, why)))
+            case .failure(.failed(let why)): reply(.failure(NetActivityError(.decode, why)))
+            }
+        }
+    }
+
+    /// Memory pressure: moderate trims to the preferred usage, critical empties.
+    func trim(critical: Bool) -> Int { tier.trim(critical: critical).count }
+}

@@ -1,0 +1,192 @@
+"""FetchPixels: an image decoded once, in the sandboxed decoder, its pixels in a sealed memfd that
+every app maps; from a local HTTP server (never the internet)."""
+import ctypes
+import fcntl
+import http.server
+import os
+import signal
+import struct
+import termios
+import threading
+import zlib
+
+import dbus
+
+import contract
+from harness import connect, wait_until
+from test_agent import AgentTestCase
+from test_decoder import png
+
+D = contract.Downloader
+ERR = contract.ERROR_PREFIX
+ALL_SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+
+
+def giant_png():
+    """A PNG whose header says 100000 x 100000 (its CRC right), and nothing behind it."""
+    ihdr = struct.pack(">IIBBBBB", 100000, 100000, 8, 6, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + b"IHDR" + ihdr + struct.pack(">I", zlib.crc32(b"IHDR" + ihdr))
+
+
+class PixelServer:
+    """Serves fixed bodies by path on 127.0.0.1, counting requests."""
+
+    def __init__(self, bodies):
+        self.bodies = bodies
+        self.counts = {}
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                with server.lock:
+                    server.counts[self.path] = server.counts.get(self.path, 0) + 1
+                body = server.bodies.get(self.path)
+                self.send_response(200 if body is not None else 404)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Length", str(len(body or b"")))
+                self.end_headers()
+                self.wfile.write(body or b"")
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def url(self, path):
+        return "http://127.0.0.1:%d%s" % (self.httpd.server_address[1], path)
+
+    def count(self, path):
+        with self.lock:
+            return self.counts.get(path, 0)
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+RED_HALF = png(8, 4, lambda x, y: (255, 0, 0, 255) if x < 4 else (0, 0, 255, 128))
+
+
+class PixelTests(AgentTestCase):
+    def setUp(self):
+        super().setUp()
+        self.http = PixelServer({"/a.png": RED_HALF, "/wide.png": png(64, 16, lambda x, y: (0, 255, 0, 255)),
+                                 "/giant.png": giant_png(), "/damaged.png": RED_HALF[:60], "/text": b"plain text here"})
+        self.addCleanup(self.http.stop)
+
+    def pixels(self, path, conn=None, **options):
+        """FetchPixels' (bytes, info, seals) in the test's own process."""
+        opts = dbus.Dictionary({k.replace("_", "-"): v for k, v in options.items()}, signature="sv")
+        downloader = dbus.Interface((conn or self.conn).get_object(contract.BUS_NAME, contract.OBJECT_PATH), D.INTERFACE)
+        fd, info = downloader.FetchPixels(self.http.url(path), opts, timeout=60)
+        fd = fd.take()
+        try:
+            info = {str(k): v for k, v in info.items()}
+            data = os.pread(fd, int(info[D.FETCH_PIXELS_INFO_STRIDE]) * int(info[D.FETCH_PIXELS_INFO_HEIGHT]) + 1, 0)
+            return data, info, fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+        finally:
+            os.close(fd)
+
+    def decoders(self):
+        """The agent's decoder processes (its children named netactivity-decoder)."""
+        pids = []
+        for pid in os.listdir("/proc"):
+            try:
+                with open("/proc/%s/stat" % pid) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                with open("/proc/%s/comm" % pid) as f:
+                    comm = f.read().strip()
+            except OSError:
+                continue
+            if int(fields[1]) == self.agent.proc.pid and comm.startswith("netactivity-de"):
+                pids.append(int(pid))
+        return pids
+
+    def test_pixels_are_premultiplied_bgra_in_a_sealed_file_and_decoded_once(self):
+        data, info, seals = self.pixels("/a.png")
+        self.assertEqual((info[D.FETCH_PIXELS_INFO_WIDTH], info[D.FETCH_PIXELS_INFO_HEIGHT],
+                          info[D.FETCH_PIXELS_INFO_STRIDE]), (8, 4, 32))
+        self.assertEqual(info[D.FETCH_PIXELS_INFO_FORMAT], D.FETCH_PIXELS_FORMAT_B8G8R8A8_PREMULTIPLIED)
+        self.assertEqual((info[D.FETCH_PIXELS_INFO_SOURCE], info[D.FETCH_PIXELS_INFO_HTTP_STATUS]),
+                         (D.FETCH_PIXELS_SOURCE_NETWORK, 200))
+        self.assertEqual(info[D.FETCH_PIXELS_INFO_CONTENT_TYPE], "image/png")
+        self.assertEqual(len(data), 128)
+        self.assertEqual(seals & ALL_SEALS, ALL_SEALS)
+        self.assertEqual(tuple(data[0:4]), (0, 0, 255, 255), "red, as B G R A")
+        self.assertEqual(tuple(data[7 * 4:8 * 4]), (128, 0, 0, 128), "half-transparent blue, premultiplied")
+        # Another app asks: the same pixels from memory, no request to the server, no decode.
+        other = connect(self.bus)
+        self.addCleanup(other.close)
+        again, info, _ = self.pixels("/a.png", conn=other)
+        self.assertEqual((again, info[D.FETCH_PIXELS_INFO_SOURCE]), (data, D.FETCH_PIXELS_SOURCE_MEMORY))
+        self.assertEqual(self.http.count("/a.png"), 1)
+
+    def test_a_box_is_its_own_entry_and_never_enlarges(self):
+        _, info, _ = self.pixels("/wide.png", max_width=dbus.UInt32(16), max_height=dbus.UInt32(16))
+        self.assertEqual((info[D.FETCH_PIXELS_INFO_WIDTH], info[D.FETCH_PIXELS_INFO_HEIGHT]), (16, 4))
+        self.assertEqual((info[D.FETCH_PIXELS_INFO_ORIGINAL_WIDTH], info[D.FETCH_PIXELS_INFO_ORIGINAL_HEIGHT]), (64, 16))
+        self.assertEqual(info[D.FETCH_PIXELS_INFO_SOURCE], D.FETCH_PIXELS_SOURCE_NETWORK)
+        _, info, _ = self.pixels("/wide.png")
+        self.assertEqual((info[D.FETCH_PIXELS_INFO_WIDTH], info[D.FETCH_PIXELS_INFO_SOURCE]),
+                         (64, D.FETCH_PIXELS_SOURCE_MEMORY), "the image was in memory; its whole pixels were not")
+        _, info, _ = self.pixels("/wide.png", max_width=dbus.UInt32(1000))
+        self.assertEqual(info[D.FETCH_PIXELS_INFO_WIDTH], 64)
+
+    def test_errors_name_what_went_wrong_and_the_next_request_works(self):
+        message = self.expect_error(ERR + "TooLarge", lambda: self.pixels("/giant.png"))
+        self.assertIn("100000 x 100000", message)
+        self.expect_error(ERR + "Decode", lambda: self.pixels("/damaged.png"))
+        self.expect_error(ERR + "NotAnImage", lambda: self.pixels("/text"))
+        self.expect_error(ERR + "HTTP", lambda: self.pixels("/missing.png"))
+        self.expect_error(contract.DBusError.InvalidArgs, lambda: self.pixels("/a.png", max_width="wide"))
+        self.expect_error(contract.DBusError.InvalidArgs, lambda: self.pixels("/a.png", size=dbus.UInt32(3)))
+        self.assertEqual(len(self.pixels("/a.png")[0]), 128)
+
+    @staticmethod
+    def request_waiting(pid):
+        """Whether a request waits unread on decoder `pid`'s socket (its standard input, taken with
+        pidfd_getfd and asked FIONREAD)."""
+        pidfd = os.pidfd_open(pid)
+        try:
+            fd = ctypes.CDLL(None, use_errno=True).syscall(438, pidfd, 0, 0)  # pidfd_getfd
+            if fd < 0:
+                raise OSError(ctypes.get_errno(), "pidfd_getfd")
+            try:
+                return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0] > 0
+            finally:
+                os.close(fd)
+        finally:
+            os.close(pidfd)
+
+    def test_a_decoder_killed_mid_request_fails_that_request_alone(self):
+        self.pixels("/a.png")
+        first = wait_until(self.decoders, what="a decoder process")
+        for pid in first:
+            os.kill(pid, signal.SIGSTOP)  # it cannot answer before it is killed
+        answers = []
+
+        def ask():
+            conn = connect(self.bus)
+            try:
+                self.pixels("/wide.png", conn=conn)
+                answers.append("pixels")
+            except dbus.exceptions.DBusException as e:
+                answers.append(e.get_dbus_name())
+            finally:
+                conn.close()
+        asker = threading.Thread(target=ask)
+        asker.start()
+        self.addCleanup(asker.join, 30)
+        wait_until(lambda: any(self.request_waiting(pid) for pid in first), what="the request sent to the stopped decoder")
+        for pid in first:
+            os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: answers, what="FetchPixels' answer")
+        self.assertEqual(answers, [ERR + "Decode"])
+        _, info, _ = self.pixels("/wide.png")
+        self.assertEqual(info[D.FETCH_PIXELS_INFO_WIDTH], 64, "the next request has a fresh decoder")
+        self.assertTrue(set(self.decoders()).isdisjoint(first))
