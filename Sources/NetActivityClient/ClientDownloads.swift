@@ -127,6 +127,59 @@ final class ClientDownloads: AgentParticipant {
             })
     }
 
+    /// One FetchPixels: FetchImage's options and a box; the reply carries the decoded pixels.
+    func fetchPixels(
+        url: String, maxWidth: UInt32, maxHeight: UInt32, additionalIdentifier: String, reload: Bool,
+        priority: ImagePriority, receipt: String?, _ done: @escaping ClientCore.Completion<DecodedImage>
+    ) {
+        typealias Option = DownloaderMember.FetchPixelsOption
+        typealias Info = DownloaderMember.FetchPixelsInfo
+        core.query(
+            DownloaderMember.Method.fetchPixels.rawValue, interface: Self.downloaderInterface,
+            { w in
+                w.append(url)
+                var options: [String: DBusValue] = [:]
+                if !additionalIdentifier.isEmpty {
+                    options[Option.additionalIdentifier.rawValue] = .string(additionalIdentifier)
+                }
+                if reload { options[Option.reload.rawValue] = .bool(true) }
+                if priority != .normal { options[Option.priority.rawValue] = .string(priority.rawValue) }
+                if maxWidth > 0 { options[Option.maxWidth.rawValue] = .uint32(maxWidth) }
+                if maxHeight > 0 { options[Option.maxHeight.rawValue] = .uint32(maxHeight) }
+                if let receipt { options[Option.receipt.rawValue] = .string(receipt) }
+                try w.appendVardict(options)
+            }, timeout: Self.noTimeout,
+            reply: { result in
+                done(
+                    result.flatMap { reply in
+                        var r = reply.reader()
+                        do throws(DBusError) {
+                            let fd = try r.readFD()
+                            guard let info = try? r.readVardict() else {
+                                close(fd)
+                                return .failure(NetActivityError(.invalidSignature, "Unexpected reply"))
+                            }
+                            func u32(_ key: Info) -> UInt32 { info[key.rawValue]?.uint32Value ?? 0 }
+                            let source = info[Info.source.rawValue]?.stringValue
+                            guard
+                                let image = DecodedImage(
+                                    fd: fd, width: u32(.width), height: u32(.height), stride: u32(.stride),
+                                    format: info[Info.format.rawValue]?.stringValue ?? "",
+                                    originalWidth: u32(.originalWidth), originalHeight: u32(.originalHeight),
+                                    source: source == DownloaderMember.FetchPixelsSource.memory.rawValue
+                                        ? .cache : .download,
+                                    contentType: info[Info.contentType.rawValue]?.stringValue ?? "")
+                            else {
+                                return .failure(NetActivityError(.invalidSignature, "The pixels could not be mapped"))
+                            }
+                            return .success(image)
+                        } catch {
+                            return .failure(NetActivityError(error))
+                        }
+                    })
+            })
+    }
+
     /// libdbus's "no timeout" (DBUS_TIMEOUT_INFINITE).
     static let noTimeout: Int32 = 0x7fff_ffff
 

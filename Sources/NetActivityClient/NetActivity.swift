@@ -1,5 +1,6 @@
 import DBusKit
 import Glibc
+import LinuxKit
 import NetActivityContract
 
 /// The netactivity agent, for apps: say when you use the network, follow the indicator, and
@@ -253,19 +254,49 @@ public final class NetActivity: Sendable {
         url: String, additionalIdentifier: String = "", reload: Bool = false, priority: ImagePriority = .normal,
         cacheKey: String? = nil, maxAge: Duration? = nil
     ) async throws(NetActivityError) -> FetchedImage {
+        let result: Result<ClientDownloads.Fetched, NetActivityError> = await cancellableFetch { core, receipt, done in
+            core.downloads.fetch(
+                url: url, additionalIdentifier: additionalIdentifier, reload: reload, priority: priority,
+                cacheKey: cacheKey, maxAge: maxAge, receipt: receipt, done)
+        }
+        let fetched = try result.get()
+        return FetchedImage(
+            file: fetched.file, source: fetched.source == .memory ? .cache : .download, contentType: fetched.contentType
+        )
+    }
+
+    /// Fetches an image through the shared downloader and has the agent decode it (`FetchPixels`):
+    /// once for every app that asks for it with the same box, in a sandboxed decoder process, the
+    /// pixels in sealed memory that this process maps read-only (`DecodedImage`). `maxWidth` and
+    /// `maxHeight` are the box to fit in (aspect kept, never enlarged; 0: no limit). Errors: those
+    /// of `fetchImage`, `.agent("TooLarge")` for more pixels than the agent decodes, and
+    /// `.agent("Decode")` for an image it could not decode. Cancelling the Swift task cancels it.
+    public func fetchPixels(
+        url: String, maxWidth: UInt32 = 0, maxHeight: UInt32 = 0, additionalIdentifier: String = "",
+        reload: Bool = false, priority: ImagePriority = .normal
+    ) async throws(NetActivityError) -> DecodedImage {
+        try await cancellableFetch { core, receipt, done in
+            core.downloads.fetchPixels(
+                url: url, maxWidth: maxWidth, maxHeight: maxHeight, additionalIdentifier: additionalIdentifier,
+                reload: reload, priority: priority, receipt: receipt, done)
+        }.get()
+    }
+
+    /// A call to the downloader named by a receipt of its own, which cancelling the Swift task
+    /// cancels at the agent (`CancelDownload`): the call is then answered `.agent("Cancelled")`.
+    private func cancellableFetch<T: Sendable>(
+        _ start: @escaping (ClientCore, String, @escaping (Result<T, NetActivityError>) -> Void) -> Void
+    ) async -> Result<T, NetActivityError> {
         let cancel = FetchCancellation()
-        let result: Result<ClientDownloads.Fetched, NetActivityError> = await withTaskCancellationHandler {
+        let start = UncheckedSendable(start)
+        return await withTaskCancellationHandler {
             await withCheckedContinuation { c in
                 let posted = core.mailbox.post { [core] in
                     guard !core.isClosed else { return c.resume(returning: .failure(ClientCore.closedError)) }
                     guard !cancel.requested else { return c.resume(returning: .failure(FetchCancellation.error)) }
                     let receipt = core.downloads.makeFetchReceipt()
                     cancel.receipt = receipt
-                    core.downloads.fetch(
-                        url: url, additionalIdentifier: additionalIdentifier, reload: reload, priority: priority,
-                        cacheKey: cacheKey,
-                        maxAge: maxAge, receipt: receipt
-                    ) {
+                    start.value(core, receipt) {
                         cancel.receipt = nil
                         c.resume(returning: $0)
                     }
@@ -278,10 +309,6 @@ public final class NetActivity: Sendable {
                 if let receipt = cancel.receipt { core.downloads.cancelFetch(receipt) }
             }
         }
-        let fetched = try result.get()
-        return FetchedImage(
-            file: fetched.file, source: fetched.source == .memory ? .cache : .download, contentType: fetched.contentType
-        )
     }
 
     /// Fetches an image through the shared downloader (`fetchImage`) and returns its bytes.

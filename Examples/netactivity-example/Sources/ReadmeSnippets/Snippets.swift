@@ -61,6 +61,19 @@ func docsBlock4() async throws {
 // docs/library.md, Swift block 5
 @MainActor
 func docsBlock5() async throws {
+    let photo = try await activity.fetchPixels(url: "https://example.com/photo.jpg", maxWidth: 256, maxHeight: 256)
+    print(photo.width, photo.height, photo.stride, photo.format)   // premultiplied B8G8R8A8, fit to the box
+    photo.withUnsafeBytes { pixels in
+        // Hand `pixels` (stride x height bytes) to the toolkit as they are: GTK 4's
+        // gdk_memory_texture_new with GDK_MEMORY_B8G8R8A8_PREMULTIPLIED, cairo's ARGB32, Qt's
+        // Format_ARGB32_Premultiplied (little-endian). Keep `photo` alive while they are used.
+        _ = pixels.count
+    }
+}
+
+// docs/library.md, Swift block 6
+@MainActor
+func docsBlock6() async throws {
     let http = TrackedHTTPClient(.shared, activity: activity)        // the one line to adopt
     let response = try await http.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
     let body = try await response.body.collect(upTo: 1 << 20)         // a task at the agent until here
@@ -89,7 +102,7 @@ func docsBlock5() async throws {
     avatar.setImage(url: user.avatarURL, placeholder: silhouette)     // a String or a URL
 }
 
-// docs/library.md, Swift block 6
+// docs/library.md, Swift block 7
 @MainActor
 final class PhotoWindow {
     let imageView = ImageView()

@@ -1,0 +1,63 @@
+import NetActivityClient
+import NetActivityTesting
+import Testing
+
+/// `fetchPixels` against the real agent and its decoder: the pixels mapped from the agent's sealed
+/// memory, decoded once for two apps, fit to a box; errors by name.
+@Suite("Decoded pixels", .serialized, .timeLimit(.minutes(1)))
+struct PixelsTests {
+    let bus: TestBus
+    let server: LocalHTTPServer
+    let activity: NetActivity
+
+    init() async throws {
+        bus = try TestBus()
+        try await bus.startAgent()
+        server = try LocalHTTPServer(files: [
+            "teal.png": TestImages.decodablePNG(width: 40, height: 20, rgba: (0, 128, 128, 255)),
+            "half.png": TestImages.decodablePNG(width: 2, height: 2, rgba: (255, 255, 255, 128)),
+            "text.png": Array("not an image".utf8),
+        ])
+        activity = await NetActivity.connect(address: bus.address)
+    }
+
+    @Test("pixels come mapped read-only, premultiplied BGRA; a second app gets the same from the agent's memory")
+    func pixels() async throws {
+        let image = try await activity.fetchPixels(url: server.url("teal.png"))
+        #expect((image.width, image.height, image.stride) == (40, 20, 160))
+        #expect(image.format == "B8G8R8A8_PREMULTIPLIED")
+        #expect((image.originalWidth, image.originalHeight) == (40, 20))
+        #expect(image.source == .download)
+        #expect(image.contentType == "image/png")
+        #expect(image.pixel(x: 39, y: 19) == (128, 128, 0, 255))
+        #expect(image.withUnsafeBytes { $0.count } == 3200)
+        let half = try await activity.fetchPixels(url: server.url("half.png"))
+        #expect(half.pixel(x: 0, y: 0) == (128, 128, 128, 128), "white at half alpha, premultiplied")
+
+        let other = await NetActivity.connect(address: bus.address)
+        let again = try await other.fetchPixels(url: server.url("teal.png"))
+        #expect(again.source == .cache)
+        #expect(again.withUnsafeBytes { Array($0) } == image.withUnsafeBytes { Array($0) })
+        #expect(server.count("/teal.png") == 1)
+        other.close()
+    }
+
+    @Test("a box gives the fitted size; errors come by name")
+    func boxAndErrors() async throws {
+        let small = try await activity.fetchPixels(url: server.url("teal.png"), maxWidth: 10, maxHeight: 10)
+        #expect((small.width, small.height) == (10, 5))
+        #expect((small.originalWidth, small.originalHeight) == (40, 20))
+        do {
+            _ = try await activity.fetchPixels(url: server.url("text.png"))
+            Issue.record("text is not an image")
+        } catch {
+            #expect(error.code == .agent("NotAnImage"))
+        }
+        do {
+            _ = try await activity.fetchPixels(url: server.url("missing.png"))
+            Issue.record("a 404 is an error")
+        } catch {
+            #expect(error.code == .agent("HTTP"))
+        }
+    }
+}
