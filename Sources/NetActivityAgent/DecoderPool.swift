@@ -41,6 +41,8 @@ final class DecoderPool {
         case tooLarge(String)
         /// Damaged bytes, a decoder that failed, crashed or ran out of time, or no decoder at all.
         case failed(String)
+        /// Too many images of this owner, or of all, wait for a decoder already.
+        case busy(String)
     }
 
     struct Box: Equatable {
@@ -55,15 +57,25 @@ final class DecoderPool {
     let timeout: Duration
     let idleTimeout: Duration
 
+    /// Images that may wait for a decoder: of one owner (an app's leaf), and of all. Each holds a
+    /// descriptor while it waits, so a client that asks for thousands cannot run the agent out.
+    static let maxWaitingPerOwner = 16
+    static let maxWaiting = 256
+
     private final class Job {
         let id: UInt64
         let image: Int32
         let box: Box
+        let owner: String
         var completion: ((Result<DecodedPixels, Failure>) -> Void)?
-        init(id: UInt64, image: Int32, box: Box, completion: @escaping (Result<DecodedPixels, Failure>) -> Void) {
+        init(
+            id: UInt64, image: Int32, box: Box, owner: String,
+            completion: @escaping (Result<DecodedPixels, Failure>) -> Void
+        ) {
             self.id = id
             self.image = image
             self.box = box
+            self.owner = owner
             self.completion = completion
         }
         /// Answers once; a cancelled job (no completion) hears nothing.
@@ -93,6 +105,7 @@ final class DecoderPool {
     private var decoders: [Decoder] = []
     private var waiting: [Job] = []
     private var waitingHead = 0
+    private var waitingByOwner: [String: Int] = [:]
     private var nextID: UInt64 = 1
     /// Why the last decoder could not be started (an agent without its decoder answers each request so).
     private(set) var lastStartError: String?
@@ -118,16 +131,34 @@ final class DecoderPool {
     /// Their pids (for tests and logs).
     var pids: [Int32] { decoders.map(\.pid) }
 
-    /// Decodes the image in `image` (a sealed memfd; the pool takes it and closes it) to fit `box`.
-    /// `completion` comes once, on a later turn of the loop, unless the returned closure cancels it.
+    /// Decodes the image in `image` (a sealed memfd; the pool takes it and closes it) to fit `box`,
+    /// for `owner`. `completion` comes once, on a later turn of the loop, unless the returned closure
+    /// cancels it.
     func decode(
-        image: Int32, box: Box, _ completion: @escaping (Result<DecodedPixels, Failure>) -> Void
+        image: Int32, box: Box, owner: String = "", _ completion: @escaping (Result<DecodedPixels, Failure>) -> Void
     ) -> () -> Void {
-        let job = Job(id: nextID, image: image, box: box, completion: completion)
+        let mine = waitingByOwner[owner, default: 0]
+        guard mine < Self.maxWaitingPerOwner, waiting.count - waitingHead < Self.maxWaiting else {
+            Closer.close(image)
+            let why =
+                mine >= Self.maxWaitingPerOwner
+                ? "\(owner) has \(mine) images waiting for the decoder; ask again when one is done"
+                : "\(Self.maxWaiting) images wait for the decoder; ask again"
+            _ = loop.schedule(afterNanoseconds: 0) { completion(.failure(.busy(why))) }
+            return {}
+        }
+        let job = Job(id: nextID, image: image, box: box, owner: owner, completion: completion)
         nextID &+= 1
         waiting.append(job)
+        waitingByOwner[owner] = mine + 1
         dispatch()
         return { job.completion = nil }
+    }
+
+    /// `job` no longer waits (sent, dropped or failed).
+    private func leftQueue(_ job: Job) {
+        let n = waitingByOwner[job.owner, default: 1] - 1
+        waitingByOwner[job.owner] = n > 0 ? n : nil
     }
 
     /// Hands waiting jobs to idle decoders, starting decoders up to `maxDecoders`.
@@ -136,11 +167,13 @@ final class DecoderPool {
             let job = waiting[waitingHead]
             if job.completion == nil {  // cancelled while it waited
                 waitingHead += 1
+                leftQueue(job)
                 Closer.close(job.image)
                 continue
             }
             guard let decoder = decoders.first(where: { $0.job == nil && !$0.gone }) ?? start() else { break }
             waitingHead += 1
+            leftQueue(job)
             send(job, to: decoder)
         }
         if waitingHead == waiting.count {
@@ -181,6 +214,7 @@ final class DecoderPool {
         let jobs = waiting[waitingHead...]
         waiting.removeAll()
         waitingHead = 0
+        waitingByOwner.removeAll()
         for job in jobs {
             Closer.close(job.image)
             // On a later turn: never inside the caller's own `decode`.

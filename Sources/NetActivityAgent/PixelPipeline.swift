@@ -117,7 +117,8 @@ final class PixelPipeline {
         let key = Self.key(imageKey, box, scope: own ? leaf : "")
         _ = pool.decode(
             image: fd,
-            box: DecoderPool.Box(maxWidth: box.maxWidth, maxHeight: box.maxHeight, maxPixels: Self.maxPixels)
+            box: DecoderPool.Box(maxWidth: box.maxWidth, maxHeight: box.maxHeight, maxPixels: Self.maxPixels),
+            owner: leaf
         ) { [weak self] result in
             guard let self else { return }
             switch result {
@@ -132,6 +133,7 @@ final class PixelPipeline {
             case .failure(.notAnImage(let why)): reply(.failure(NetActivityError(.notAnImage, why)))
             case .failure(.tooLarge(let why)): reply(.failure(NetActivityError(.tooLarge, why)))
             case .failure(.failed(let why)): reply(.failure(NetActivityError(.decode, why)))
+            case .failure(.busy(let why)): reply(.failure(NetActivityError(.limitsExceeded, why)))
             }
         }
     }

@@ -158,6 +158,33 @@ struct DecoderPoolTests {
         #expect(pids.allSatisfy { !alive($0) }, "and reaped")
     }
 
+    @Test("one owner may have 16 images waiting for a decoder; the next is refused as busy, another owner's waits")
+    func waitingCap() throws {
+        let path = try #require(Self.decoder)
+        let pool = DecoderPool(executable: path, loop: loop, maxDecoders: 1)
+        let png = TestImages.decodablePNG(width: 2, height: 2, rgba: (1, 2, 3, 255))
+        _ = try decode(pool, png).get()
+        let decoder = try #require(pool.pids.first)
+        kill(decoder, SIGSTOP)  // what is sent to it waits; the rest waits in the pool
+        var results: [String: [Result<DecodedPixels, DecoderPool.Failure>]] = [:]
+        for _ in 0...DecoderPool.maxWaitingPerOwner + 1 {
+            _ = pool.decode(image: image(png), box: .init(), owner: "app:a") {
+                results["app:a", default: []].append($0)
+            }
+        }
+        _ = pool.decode(image: image(png), box: .init(), owner: "app:b") { results["app:b", default: []].append($0) }
+        run { results["app:a"]?.count == 1 }
+        guard case .failure(.busy(let why))? = results["app:a"]?.first else {
+            Issue.record("the 17th waiting image of one owner is refused: \(String(describing: results))")
+            return
+        }
+        #expect(why.contains("app:a has 16 images waiting"), "\(why)")
+        kill(decoder, SIGCONT)
+        run { results["app:a"]?.count == DecoderPool.maxWaitingPerOwner + 2 && results["app:b"]?.count == 1 }
+        #expect(results["app:a"]?.filter { (try? $0.get()) != nil }.count == DecoderPool.maxWaitingPerOwner + 1)
+        #expect((try? results["app:b"]?.first?.get())?.width == 2, "another owner's image was decoded")
+    }
+
     @Test("a cancelled request hears nothing; a missing decoder fails each request, saying so")
     func cancelAndMissing() throws {
         let path = try #require(Self.decoder)
