@@ -118,6 +118,7 @@ public final class Agent {
             context: context, loop: loop, images: images, tasks: tasks, activity: activity,
             announceAfter: { [unowned activity] in activity.machine.activationDelay })
         activity.tasks = tasks
+        images.pixels = downloads.pixels
         downloads.onFailure.append { [unowned self] url, message in
             self.notifier?.downloadFailed(url: url, error: message)
         }

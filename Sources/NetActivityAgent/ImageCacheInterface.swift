@@ -46,6 +46,10 @@ extension ImageCacheService {
                     out: [DBusArgument("fd", "h"), DBusArgument("size", "t")]
                 ) { [unowned self] in try self.openImage(&$0) },
                 DBusMethod(
+                    M.openPixels.rawValue, in: [DBusArgument("identifier", "s"), DBusArgument("options", "a{sv}")],
+                    out: [DBusArgument("pixels", "h"), DBusArgument("info", "a{sv}")]
+                ) { [unowned self] in try self.openPixels(&$0) },
+                DBusMethod(
                     M.openImageForRequest.rawValue, in: urlArgs,
                     out: [DBusArgument("fd", "h"), DBusArgument("size", "t")]
                 ) { [unowned self] in try self.openImageForRequest(&$0) },
@@ -181,6 +185,39 @@ extension ImageCacheService {
         defer { close(fd) }
         try reply.appendFD(fd)
         reply.append(UInt64(image.size))
+    }
+
+    /// OpenPixels: what OpenImage would hand out, decoded (see `PixelPipeline`). The decoded
+    /// entry's key names the entry it came from, so it answers exactly those who may read that one.
+    func openPixels(_ call: inout MethodCall) throws {
+        typealias Option = ImageCacheMember.OpenPixelsOption
+        let key = try Self.identifier(try call.args.read(String.self))
+        let options = try call.args.readVardict()
+        try checkOptions(options, of: ImageCacheMember.Method.openPixels.rawValue, Option.self)
+        let box = PixelPipeline.Box(
+            maxWidth: options[Option.maxWidth.rawValue]?.uint32Value ?? 0,
+            maxHeight: options[Option.maxHeight.rawValue]?.uint32Value ?? 0)
+        let reader = context.peers.identity(of: call.sender)
+        let storage = readKey(key, reader: reader)
+        guard let pixels else { throw NetActivityError(.decode, "The agent decodes no images") }
+        let pixelKey = PixelPipeline.key(storage, box, scope: "")
+        if let hit = pixels.cached(key: pixelKey) { return try DownloadService.write(hit, to: &call.reply) }
+        guard let image = imageCache.image(for: storage) else {
+            throw NetActivityError(.notFound, "No image '\(key)' in the cache")
+        }
+        let message = call.message
+        pixels.decode(
+            image.body, info: image.info, source: .memory, httpStatus: 0, key: pixelKey,
+            owner: imageCache.owner(of: storage) ?? "", box: box, reader: reader.leaf
+        ) { [weak self] result in
+            guard let server = self?.context.server else { return }
+            do {
+                try server.respond(to: message) { w in try DownloadService.write(try result.get(), to: &w) }
+            } catch {
+                server.replyError(message, thrown: error)
+            }
+        }
+        call.deferReply()
     }
 
     func removeImage(_ call: inout MethodCall) throws {

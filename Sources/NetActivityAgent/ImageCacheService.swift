@@ -48,6 +48,9 @@ public protocol ImageStore: AnyObject {
 public final class ImageCacheService: ImageStore {
     let context: AgentContext
     var imageCache = AutoPurgingImageCache<CachedImage>()
+    /// Decoding and the decoded tier (the downloader's, shared: OpenPixels and FetchPixels of one
+    /// image meet there).
+    weak var pixels: PixelPipeline?
 
     public init(context: AgentContext, fileLimit: UInt64) {
         self.context = context
@@ -81,9 +84,15 @@ public final class ImageCacheService: ImageStore {
     /// The entry `reader` sees under `key` (refreshed, counted): its own first, then, for a URL's
     /// key, the downloader's; for a plain identifier, the shared one unless it is sandboxed.
     func image(for key: String, reader: ClientIdentity) -> CachedImage? {
+        imageCache.image(for: readKey(key, reader: reader))
+    }
+
+    /// The key of what `reader` reads under `key` (see `image(for:reader:)`): its own entry's, else
+    /// the shared one's.
+    func readKey(_ key: String, reader: ClientIdentity) -> String {
         let own = Self.storageKey(key, addedBy: reader)
         let shared = own != key && imageCache.peek(own) == nil && (Self.isURLKey(key) || ImageRequestKey.isScoped(key))
-        return imageCache.image(for: shared ? key : own)
+        return shared ? key : own
     }
 
     /// Removes what `caller` sees under `key`: its own entry; else the downloader's entry for a

@@ -96,25 +96,45 @@ final class PixelPipeline {
         _ image: DownloadService.Answer, imageKey: String, box: Box, reader leaf: String, own: Bool,
         reply: @escaping (Result<Answer, NetActivityError>) -> Void
     ) {
-        let fd: Int32? =
-            if let body = image.body as? ImageBody { body.openReadOnly() } else {
-                image.body.withUnsafeBytes { SealedMemory.make(name: "netactivity-encoded", bytes: $0) }
-            }
-        guard let fd, let pool else {
-            let why =
-                pool == nil
-                ? "the image decoder (netactivity-decoder) is not installed" : "the image could not be handed over"
-            _ = loop.schedule(afterNanoseconds: 0) { reply(.failure(NetActivityError(.decode, why))) }
-            return
-        }
-        let contentType = image.info.format.mediaType
         let source: DownloaderMember.FetchPixelsSource =
             switch image.source {
             case .memory: .memory
             case .disk: .disk
             case .network: .network
             }
-        let key = Self.key(imageKey, box, scope: own ? leaf : "")
+        decode(
+            image.body, info: image.info, source: source, httpStatus: image.httpStatus,
+            key: Self.key(imageKey, box, scope: own ? leaf : ""), owner: own ? leaf : "", box: box, reader: leaf,
+            reply: reply)
+    }
+
+    /// The decoded pixels kept under `key` (a tier key: `key(_:_:scope:)`), if any.
+    func cached(key: String) -> Answer? {
+        tier.image(for: key).map {
+            Answer(pixels: $0.pixels, source: .memory, contentType: $0.contentType, httpStatus: 0)
+        }
+    }
+
+    /// Decodes `body` in a decoder, for `reader` (its queue share), keeps the pixels under `key`
+    /// charged to `owner` ("" for everyone's), and answers `reply` on a later turn.
+    func decode(
+        _ body: any FetchedBody, info: ImageInfo, source: DownloaderMember.FetchPixelsSource, httpStatus: UInt32,
+        key: String, owner: String, box: Box, reader leaf: String,
+        reply: @escaping (Result<Answer, NetActivityError>) -> Void
+    ) {
+        let fd: Int32? =
+            if let body = body as? ImageBody { body.openReadOnly() } else {
+                body.withUnsafeBytes { SealedMemory.make(name: "netactivity-encoded", bytes: $0) }
+            }
+        guard let fd, let pool else {
+            if let fd { Closer.close(fd) }
+            let why =
+                pool == nil
+                ? "the image decoder (netactivity-decoder) is not installed" : "the image could not be handed over"
+            _ = loop.schedule(afterNanoseconds: 0) { reply(.failure(NetActivityError(.decode, why))) }
+            return
+        }
+        let contentType = info.format.mediaType
         _ = pool.decode(
             image: fd,
             box: DecoderPool.Box(maxWidth: box.maxWidth, maxHeight: box.maxHeight, maxPixels: Self.maxPixels),
@@ -126,10 +146,9 @@ final class PixelPipeline {
                 let entry = CachedPixels(
                     pixels: pixels, contentType: contentType, storedAt: context.scheduler.nowNanoseconds)
                 // Too large for the tier is still an answer: kept or not, this caller gets it.
-                _ = try? tier.add(entry, cost: UInt64(pixels.byteCount), for: key, owner: own ? leaf : "")
+                _ = try? tier.add(entry, cost: UInt64(pixels.byteCount), for: key, owner: owner)
                 reply(
-                    .success(
-                        Answer(pixels: pixels, source: source, contentType: contentType, httpStatus: image.httpStatus)))
+                    .success(Answer(pixels: pixels, source: source, contentType: contentType, httpStatus: httpStatus)))
             case .failure(.notAnImage(let why)): reply(.failure(NetActivityError(.notAnImage, why)))
             case .failure(.tooLarge(let why)): reply(.failure(NetActivityError(.tooLarge, why)))
             case .failure(.failed(let why)): reply(.failure(NetActivityError(.decode, why)))

@@ -262,6 +262,7 @@ public enum ImageCacheMember {
         case lookupImage = "LookupImage"
         case lookupImageForRequest = "LookupImageForRequest"
         case openImage = "OpenImage"
+        case openPixels = "OpenPixels"
         case openImageForRequest = "OpenImageForRequest"
         case removeImage = "RemoveImage"
         case removeImageForRequest = "RemoveImageForRequest"
@@ -277,6 +278,42 @@ public enum ImageCacheMember {
         case imageCount = "ImageCount"
         case memoryUsageByApp = "MemoryUsageByApp"
         case statistics = "Statistics"
+    }
+
+    /// The values of `OpenPixels`'s `info` key `format`.
+    public enum OpenPixelsFormat: String, Sendable, CaseIterable {
+        case b8g8r8a8Premultiplied = "B8G8R8A8_PREMULTIPLIED"
+    }
+
+    /// `OpenPixels`'s `options` keys (a{sv}) and their D-Bus types.
+    public enum OpenPixelsOption: String, Sendable, MethodOption {
+        case maxWidth = "max-width"
+        case maxHeight = "max-height"
+
+        public var signature: String {
+            switch self {
+            case .maxWidth, .maxHeight: "u"
+            }
+        }
+    }
+
+    /// The keys of `OpenPixels`'s `info` and their D-Bus types.
+    public enum OpenPixelsInfo: String, Sendable, DictionaryKey {
+        case width
+        case height
+        case stride
+        case format
+        case originalWidth = "original-width"
+        case originalHeight = "original-height"
+        case source
+        case contentType = "content-type"
+
+        public var signature: String {
+            switch self {
+            case .width, .height, .stride, .originalWidth, .originalHeight: "u"
+            case .format, .source, .contentType: "s"
+            }
+        }
     }
 
     /// The keys of `Statistics` and their D-Bus types.

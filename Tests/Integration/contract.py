@@ -237,6 +237,7 @@ class ImageCache:
         'LookupImage': ('s', 'bay'),
         'LookupImageForRequest': ('ss', 'bay'),
         'OpenImage': ('s', 'ht'),
+        'OpenPixels': ('sa{sv}', 'ha{sv}'),
         'OpenImageForRequest': ('ss', 'ht'),
         'RemoveImage': ('s', 'b'),
         'RemoveImageForRequest': ('ss', 'b'),
@@ -253,10 +254,15 @@ class ImageCache:
         'Statistics': ('a{st}', 'read'),
     }
     SIGNALS = {}
-    ERRORS = ('org.freedesktop.DBus.Error.InvalidArgs', 'org.freedesktop.DBus.Error.AccessDenied', 'org.example.NetActivity.Error.NotAnImage', 'org.example.NetActivity.Error.TooLarge', 'org.example.NetActivity.Error.NotFound', 'org.example.NetActivity.Error.LimitsExceeded', 'org.freedesktop.DBus.Error.Failed')
-    VALUES = {}
+    ERRORS = ('org.freedesktop.DBus.Error.InvalidArgs', 'org.freedesktop.DBus.Error.AccessDenied', 'org.example.NetActivity.Error.NotAnImage', 'org.example.NetActivity.Error.TooLarge', 'org.example.NetActivity.Error.NotFound', 'org.example.NetActivity.Error.LimitsExceeded', 'org.example.NetActivity.Error.Decode', 'org.freedesktop.DBus.Error.Failed')
+    # enumerated strings: every value
+    VALUES = {
+        'OpenPixelsFormat': ('B8G8R8A8_PREMULTIPLIED',),
+    }
     # dictionaries and a{sv} arguments: key: type
     KEYS = {
+        'OpenPixelsOption': {'max-width': 'u', 'max-height': 'u'},
+        'OpenPixelsInfo': {'width': 'u', 'height': 'u', 'stride': 'u', 'format': 's', 'original-width': 'u', 'original-height': 'u', 'source': 's', 'content-type': 's'},
         'StatisticsKey': {'hits': 't', 'misses': 't', 'insertions': 't', 'evictions': 't', 'pressure-moderate': 't', 'pressure-critical': 't', 'pressure-evictions': 't', 'pressure-bytes-freed': 't'},
     }
     AddImage = 'AddImage'
@@ -271,12 +277,24 @@ class ImageCache:
     MemoryUsageByApp = 'MemoryUsageByApp'
     OpenImage = 'OpenImage'
     OpenImageForRequest = 'OpenImageForRequest'
+    OpenPixels = 'OpenPixels'
     PreferredMemoryUsageAfterPurge = 'PreferredMemoryUsageAfterPurge'
     RemoveAllImages = 'RemoveAllImages'
     RemoveImage = 'RemoveImage'
     RemoveImageForRequest = 'RemoveImageForRequest'
     Statistics = 'Statistics'
     Version = 'Version'
+    OPEN_PIXELS_FORMAT_B8G8R8A8_PREMULTIPLIED = 'B8G8R8A8_PREMULTIPLIED'
+    OPEN_PIXELS_OPTION_MAX_WIDTH = 'max-width'
+    OPEN_PIXELS_OPTION_MAX_HEIGHT = 'max-height'
+    OPEN_PIXELS_INFO_WIDTH = 'width'
+    OPEN_PIXELS_INFO_HEIGHT = 'height'
+    OPEN_PIXELS_INFO_STRIDE = 'stride'
+    OPEN_PIXELS_INFO_FORMAT = 'format'
+    OPEN_PIXELS_INFO_ORIGINAL_WIDTH = 'original-width'
+    OPEN_PIXELS_INFO_ORIGINAL_HEIGHT = 'original-height'
+    OPEN_PIXELS_INFO_SOURCE = 'source'
+    OPEN_PIXELS_INFO_CONTENT_TYPE = 'content-type'
     STATISTICS_KEY_HITS = 'hits'
     STATISTICS_KEY_MISSES = 'misses'
     STATISTICS_KEY_INSERTIONS = 'insertions'

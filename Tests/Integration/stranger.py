@@ -3,7 +3,7 @@
 per line, runs each on its own bus connection and prints one JSON line per command, {"ok": value}
 or {"error": [name, message]}. It keeps everything it was given (leases, tasks) until stdin
 closes. Commands: ["tasks", N], ["leases", N, REASON?], ["reasons"], ["download", URL], ["set", IFACE, PROP, SIG, VALUE],
-["add-url", URL, HEX], ["lookup-url", URL], ["open-url", URL], ["add", ID, HEX], ["usage-by-app"],
+["add-url", URL, HEX], ["lookup-url", URL], ["open-url", URL], ["open-pixels", ID] (OpenPixels: width, height, pixels in hex), ["add", ID, HEX], ["usage-by-app"],
 ["remove-all"], ["fetch", URL, {OPTION: [SIGNATURE, VALUE]}] (FetchImage: the bytes in hex and the source), ["remove-images", PREFIX],
 ["task", DESCRIPTION, {OPTION: [SIGNATURE, VALUE]}] (BeginTask: the path), ["managed"] (the task paths and descriptions
 GetManagedObjects lists), ["get", PATH, IFACE, PROP], ["ping"]."""
@@ -59,6 +59,13 @@ def run(cmd, *args):
     if cmd == "lookup-url":
         found, data = cache.LookupImageForRequest(args[0], "", byte_arrays=True)
         return bytes(data).hex() if found else None
+    if cmd == "open-pixels":
+        fd, info = cache.OpenPixels(args[0], dbus.Dictionary({}, signature="sv"))
+        fd = fd.take()
+        try:
+            return [int(info["width"]), int(info["height"]), os.pread(fd, int(info["stride"]) * int(info["height"]), 0).hex()]
+        finally:
+            os.close(fd)
     if cmd == "lookup":
         found, data = cache.LookupImage(args[0], byte_arrays=True)
         return bytes(data).hex() if found else None

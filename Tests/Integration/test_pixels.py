@@ -8,14 +8,16 @@ import signal
 import struct
 import termios
 import threading
+import unittest
 import zlib
 
 import dbus
 
 import contract
-from harness import connect, wait_until
+from harness import connect, png as harness_png, wait_until
 from test_agent import AgentTestCase
 from test_decoder import png
+from test_strangers import Stranger, can_fake_flatpak
 
 D = contract.Downloader
 ERR = contract.ERROR_PREFIX
@@ -190,3 +192,51 @@ class PixelTests(AgentTestCase):
         _, info, _ = self.pixels("/wide.png")
         self.assertEqual(info[D.FETCH_PIXELS_INFO_WIDTH], 64, "the next request has a fresh decoder")
         self.assertTrue(set(self.decoders()).isdisjoint(first))
+
+
+class OpenPixelsTests(AgentTestCase):
+    """ImageCache.OpenPixels: an image added to the cache, decoded as FetchPixels decodes."""
+
+    def cache(self):
+        return dbus.Interface(self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH), contract.ImageCache.INTERFACE)
+
+    def open_pixels(self, identifier, **options):
+        opts = dbus.Dictionary({k.replace("_", "-"): v for k, v in options.items()}, signature="sv")
+        fd, info = self.cache().OpenPixels(identifier, opts)
+        fd = fd.take()
+        try:
+            info = {str(k): v for k, v in info.items()}
+            return os.pread(fd, int(info["stride"]) * int(info["height"]), 0), info
+        finally:
+            os.close(fd)
+
+    def test_an_added_image_comes_back_decoded_and_errors_by_name(self):
+        self.cache().AddImage("logo", dbus.ByteArray(RED_HALF))
+        data, info = self.open_pixels("logo")
+        self.assertEqual((info["width"], info["height"], info["format"]), (8, 4, "B8G8R8A8_PREMULTIPLIED"))
+        self.assertEqual(tuple(data[0:4]), (0, 0, 255, 255))
+        self.assertEqual(info["source"], "memory")
+        small, info = self.open_pixels("logo", max_width=dbus.UInt32(4))
+        self.assertEqual((info["width"], info["height"], len(small)), (4, 2, 32))
+        self.assertEqual(self.open_pixels("logo")[0], data, "the same decoded entry")
+        self.expect_error(ERR + "NotFound", lambda: self.open_pixels("missing"))
+        self.cache().AddImage("cut", dbus.ByteArray(RED_HALF[:60]))  # a whole header, no pixels
+        self.expect_error(ERR + "Decode", lambda: self.open_pixels("cut"))
+        self.cache().AddImage("other", dbus.ByteArray(harness_png(width=3, height=2)))
+        _, info = self.open_pixels("other")
+        self.assertEqual((info["width"], info["height"]), (3, 2), "the next one is decoded as usual")
+        self.expect_error(contract.DBusError.InvalidArgs, lambda: self.open_pixels("logo", color=dbus.UInt32(1)))
+
+    @unittest.skipUnless(can_fake_flatpak(), "unshare -rm (user namespaces) is not available")
+    def test_a_sandboxed_app_decodes_only_what_it_may_read(self):
+        app = Stranger(self.bus, flatpak="org.example.Sandboxed")
+        self.addCleanup(app.close)
+        app("add", "mine", RED_HALF.hex())
+        self.cache().AddImage("host-only", dbus.ByteArray(RED_HALF))
+        width, height, _ = app("open-pixels", "mine")
+        self.assertEqual((width, height), (8, 4))
+        self.open_pixels("host-only")  # decoded, in the host's namespace
+        with self.assertRaises(dbus.exceptions.DBusException) as cm:
+            app("open-pixels", "host-only")
+        self.assertEqual(cm.exception.get_dbus_name(), ERR + "NotFound", "another app's entry does not exist for it")
+        self.expect_error(ERR + "NotFound", lambda: self.open_pixels("mine"))
