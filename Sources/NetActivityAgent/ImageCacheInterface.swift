@@ -77,6 +77,23 @@ extension ImageCacheService {
                         capacity: try r.read(UInt64.self), preferred: self.imageCache.preferredMemoryUsageAfterPurge)
                 },
                 DBusProperty(
+                    P.decodedMemoryCapacity.rawValue, "t",
+                    get: { [unowned self] w, _ in w.append(self.pixels?.memoryCapacity ?? 0) }
+                ) { [unowned self] r, _, sender in
+                    try self.context.requireHost(sender, toSet: P.decodedMemoryCapacity.rawValue)
+                    try self.setDecodedLimits(capacity: try r.read(UInt64.self), preferred: nil)
+                },
+                DBusProperty(
+                    P.decodedPreferredMemoryUsageAfterPurge.rawValue, "t",
+                    get: { [unowned self] w, _ in w.append(self.pixels?.preferredMemoryUsageAfterPurge ?? 0) }
+                ) { [unowned self] r, _, sender in
+                    try self.context.requireHost(sender, toSet: P.decodedPreferredMemoryUsageAfterPurge.rawValue)
+                    try self.setDecodedLimits(capacity: nil, preferred: try r.read(UInt64.self))
+                },
+                DBusProperty(P.decodedMemoryUsage.rawValue, "t", emitsChanged: .false) { [unowned self] w, _ in
+                    w.append(self.pixels?.memoryUsage ?? 0)
+                },
+                DBusProperty(
                     P.preferredMemoryUsageAfterPurge.rawValue, "t",
                     get: { [unowned self] w, _ in w.append(self.imageCache.preferredMemoryUsageAfterPurge) }
                 ) { [unowned self] r, _, sender in
@@ -218,6 +235,20 @@ extension ImageCacheService {
             }
         }
         call.deferReply()
+    }
+
+    /// DecodedMemoryCapacity or DecodedPreferredMemoryUsageAfterPurge set (nil: kept as it is).
+    func setDecodedLimits(capacity: UInt64?, preferred: UInt64?) throws {
+        guard let pixels else { throw NetActivityError(.decode, "The agent decodes no images") }
+        let old = (pixels.memoryCapacity, pixels.preferredMemoryUsageAfterPurge)
+        try pixels.setLimits(capacity: capacity ?? old.0, preferred: preferred ?? old.1)
+        typealias P = ImageCacheMember.Property
+        var changed: [String] = []
+        if pixels.memoryCapacity != old.0 { changed.append(P.decodedMemoryCapacity.rawValue) }
+        if pixels.preferredMemoryUsageAfterPurge != old.1 {
+            changed.append(P.decodedPreferredMemoryUsageAfterPurge.rawValue)
+        }
+        context.emitPropertiesChanged(.imageCache, changed)
     }
 
     func removeImage(_ call: inout MethodCall) throws {

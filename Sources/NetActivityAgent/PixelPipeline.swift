@@ -75,6 +75,24 @@ final class PixelPipeline {
     /// Pixel bytes held, and entries.
     var memoryUsage: UInt64 { tier.memoryUsage }
     var count: Int { tier.count }
+    var memoryCapacity: UInt64 { tier.memoryCapacity }
+    var preferredMemoryUsageAfterPurge: UInt64 { tier.preferredMemoryUsageAfterPurge }
+
+    /// New limits for the tier (a capacity below the usage purges at once); InvalidArgs as the
+    /// image cache's own.
+    func setLimits(capacity: UInt64, preferred: UInt64) throws(NetActivityError) {
+        guard capacity <= NetActivityLimits.maxCacheCapacity else {
+            throw .invalidArgs(
+                "DecodedMemoryCapacity \(capacity) is above the limit of \(NetActivityLimits.maxCacheCapacity) bytes")
+        }
+        do {
+            _ = try tier.setLimits(capacity: capacity, preferred: preferred)
+        } catch {
+            throw .invalidArgs(
+                "DecodedPreferredMemoryUsageAfterPurge (\(preferred)) must not be above DecodedMemoryCapacity (\(capacity)); lower the preferred usage first, or raise the capacity first"
+            )
+        }
+    }
 
     /// The tier's key: the image's key, the box, and whose pixels they are ("" for everyone's).
     static func key(_ imageKey: String, _ box: Box, scope: String) -> String {

@@ -249,6 +249,9 @@ class ImageCache:
         'MemoryCapacity': ('t', 'readwrite'),
         'PreferredMemoryUsageAfterPurge': ('t', 'readwrite'),
         'MemoryUsage': ('t', 'read'),
+        'DecodedMemoryCapacity': ('t', 'readwrite'),
+        'DecodedPreferredMemoryUsageAfterPurge': ('t', 'readwrite'),
+        'DecodedMemoryUsage': ('t', 'read'),
         'ImageCount': ('u', 'read'),
         'MemoryUsageByApp': ('a{st}', 'read'),
         'Statistics': ('a{st}', 'read'),
@@ -269,6 +272,9 @@ class ImageCache:
     AddImageForRequest = 'AddImageForRequest'
     AddImageFromFd = 'AddImageFromFd'
     AddImageFromFdForRequest = 'AddImageFromFdForRequest'
+    DecodedMemoryCapacity = 'DecodedMemoryCapacity'
+    DecodedMemoryUsage = 'DecodedMemoryUsage'
+    DecodedPreferredMemoryUsageAfterPurge = 'DecodedPreferredMemoryUsageAfterPurge'
     ImageCount = 'ImageCount'
     LookupImage = 'LookupImage'
     LookupImageForRequest = 'LookupImageForRequest'

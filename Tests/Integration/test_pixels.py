@@ -14,7 +14,7 @@ import zlib
 import dbus
 
 import contract
-from harness import connect, png as harness_png, wait_until
+from harness import PROPS, connect, png as harness_png, wait_until
 from test_agent import AgentTestCase
 from test_decoder import png
 from test_strangers import Stranger, can_fake_flatpak
@@ -148,6 +148,28 @@ class PixelTests(AgentTestCase):
         self.expect_error(contract.DBusError.InvalidArgs, lambda: self.pixels("/a.png", max_width="wide"))
         self.expect_error(contract.DBusError.InvalidArgs, lambda: self.pixels("/a.png", size=dbus.UInt32(3)))
         self.assertEqual(len(self.pixels("/a.png")[0]), 128)
+
+    def test_the_decoded_tier_has_afnetworkings_two_numbers_as_properties(self):
+        obj = self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH)
+        C = contract.ImageCache
+
+        def get(name):
+            return int(obj.Get(C.INTERFACE, name, dbus_interface=PROPS))
+
+        def put(name, value):
+            obj.Set(C.INTERFACE, name, dbus.UInt64(value, variant_level=1), dbus_interface=PROPS)
+        self.assertEqual((get("DecodedMemoryCapacity"), get("DecodedPreferredMemoryUsageAfterPurge")),
+                         (100 << 20, 60 << 20))
+        self.assertEqual(get("DecodedMemoryUsage"), 0)
+        self.pixels("/a.png")
+        self.assertEqual(get("DecodedMemoryUsage"), 8 * 4 * 4, "width x height x 4 bytes")
+        self.expect_error(contract.DBusError.InvalidArgs, lambda: put("DecodedMemoryCapacity", (1 << 40) + 1))
+        self.expect_error(contract.DBusError.InvalidArgs, lambda: put("DecodedPreferredMemoryUsageAfterPurge", 200 << 20))
+        put("DecodedPreferredMemoryUsageAfterPurge", 0)
+        put("DecodedMemoryCapacity", 100)  # below what is held: purged at once
+        self.assertEqual(get("DecodedMemoryUsage"), 0)
+        self.pixels("/wide.png")
+        self.assertEqual(get("DecodedMemoryUsage"), 0, "a 4 KiB image does not fit in 100 bytes: answered, not kept")
 
     @staticmethod
     def request_waiting(pid):
