@@ -143,6 +143,7 @@ struct ProcessIdentityTests {
 
     @Test("the effective uid is the second of status's Uid line")
     func effectiveUID() {
+        defer { cleanUp() }
         #expect(ProcessIdentity.effectiveUID(status: "Name:\tx\nUid:\t1000\t0\t0\t0\nGid:\t1\n") == 0)
         #expect(ProcessIdentity.effectiveUID(status: "Name:\tx\n") == nil)
     }
