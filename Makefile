@@ -1,7 +1,10 @@
 # netactivity: `make run` and `make test` do all set-up on a fresh Debian machine.
 PREFIX ?= /usr/local
 DESTDIR ?=
-SWIFT ?= swift
+# SwiftPM leaves a few TemporaryDirectory.* folders in $TMPDIR on every run: they go to the build
+# tree instead, which `make clean` empties (nothing outside it is left behind).
+SWIFT_TMP = $(CURDIR)/.build/tmp
+SWIFT ?= env TMPDIR=$(SWIFT_TMP) swift
 PYTHON ?= /usr/bin/python3
 DEBUG_BIN = .build/debug
 RELEASE_BIN = .build/release
@@ -12,6 +15,7 @@ all: build
 
 setup:
 	@scripts/setup.sh
+	@mkdir -p $(SWIFT_TMP)
 
 build: setup locale
 	$(SWIFT) build
@@ -59,9 +63,9 @@ check-layering:
 SWIFT_SOURCES = $(shell find Package.swift Sources Tests Examples -name '*.swift' -not -path '*/.build/*' \
     -not -path '*/ReadmeSnippets/Snippets.swift' -not -path '*/NetActivityContract/Names.swift' | sort)
 format:
-	@$(SWIFT) format format -i $(SWIFT_SOURCES)
+	@mkdir -p $(SWIFT_TMP) && $(SWIFT) format format -i $(SWIFT_SOURCES)
 lint:
-	@$(SWIFT) format lint --strict $(SWIFT_SOURCES)
+	@mkdir -p $(SWIFT_TMP) && $(SWIFT) format lint --strict $(SWIFT_SOURCES)
 	@echo "swift format: $(words $(SWIFT_SOURCES)) files as .swift-format has them"
 
 # The library's "never waits" tests time calls in 100 ms: they run on their own, after the rest,

@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 VERSION=$(sed -n '1s/^netactivity (\([^)]*\)).*/\1/p' packaging/changelog)
 ARCH=$(dpkg --print-architecture)
 SCRATCH=.build-deb
+# SwiftPM's temporary folders stay in the build tree (see the Makefile).
+mkdir -p .build/tmp
+export TMPDIR="$PWD/.build/tmp"
 FLAGS="-c release --static-swift-stdlib --disable-local-rpath -Xlinker -z -Xlinker now --scratch-path $SCRATCH"
 # shellcheck disable=SC2086
 swift build $FLAGS --product netactivityd >&2
