@@ -85,3 +85,19 @@ extension DBusProperty {
         DBusProperty("Version", "u", emitsChanged: .const) { w, _ in w.append(NetActivityBus.version) }
     }
 }
+
+extension AgentContext {
+    /// What answers `message` later (a call whose reply waits for a download or a decoder): its
+    /// reply, written by `write`, or the error.
+    func replyLater<Answer>(
+        _ message: Message, _ write: @escaping (Answer, inout MessageWriter) throws -> Void
+    ) -> (Result<Answer, NetActivityError>) -> Void {
+        { [server] result in
+            do {
+                try server.respond(to: message) { w in try write(try result.get(), &w) }
+            } catch {
+                server.replyError(message, thrown: error)
+            }
+        }
+    }
+}

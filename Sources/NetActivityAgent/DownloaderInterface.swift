@@ -138,32 +138,22 @@ extension DownloadService {
     func fetchImage(_ call: inout MethodCall) throws {
         let url = try call.args.read(String.self)
         let options = try call.args.readVardict()
-        let message = call.message
-        let answer = try fetch(url: url, options: options, owner: call.sender) { [unowned self] result in
-            let server = self.context.server
-            do {
-                try server.respond(to: message) { w in try Self.write(try result.get(), to: &w) }
-            } catch {
-                server.replyError(message, thrown: error)
-            }
+        let reply = context.replyLater(call.message) { (answer: Answer, w) in try Self.write(answer, to: &w) }
+        guard let answer = try fetch(url: url, options: options, owner: call.sender, reply: reply) else {
+            return call.deferReply()
         }
-        guard let answer else { return call.deferReply() }
         try Self.write(answer, to: &call.reply)
     }
 
     func fetchPixels(_ call: inout MethodCall) throws {
         let url = try call.args.read(String.self)
         let options = try call.args.readVardict()
-        let message = call.message
-        let answer = try fetchPixels(url: url, options: options, owner: call.sender) { [unowned self] result in
-            let server = self.context.server
-            do {
-                try server.respond(to: message) { w in try Self.write(try result.get(), to: &w) }
-            } catch {
-                server.replyError(message, thrown: error)
-            }
+        let reply = context.replyLater(call.message) { (answer: PixelPipeline.Answer, w) in
+            try Self.write(answer, to: &w)
         }
-        guard let answer else { return call.deferReply() }
+        guard let answer = try fetchPixels(url: url, options: options, owner: call.sender, reply: reply) else {
+            return call.deferReply()
+        }
         try Self.write(answer, to: &call.reply)
     }
 

@@ -222,18 +222,12 @@ extension ImageCacheService {
         guard let image = imageCache.image(for: storage) else {
             throw NetActivityError(.notFound, "No image '\(key)' in the cache")
         }
-        let message = call.message
         pixels.decode(
             image.body, info: image.info, source: .memory, httpStatus: 0, key: pixelKey,
-            owner: imageCache.owner(of: storage) ?? "", box: box, reader: reader.leaf
-        ) { [weak self] result in
-            guard let server = self?.context.server else { return }
-            do {
-                try server.respond(to: message) { w in try DownloadService.write(try result.get(), to: &w) }
-            } catch {
-                server.replyError(message, thrown: error)
-            }
-        }
+            owner: imageCache.owner(of: storage) ?? "", box: box, reader: reader.leaf,
+            reply: context.replyLater(call.message) { (answer: PixelPipeline.Answer, w) in
+                try DownloadService.write(answer, to: &w)
+            })
         call.deferReply()
     }
 

@@ -84,12 +84,7 @@ final class ClientDownloads: AgentParticipant {
             DownloaderMember.Method.fetchImage.rawValue, interface: Self.downloaderInterface, destination: destination,
             { w in
                 w.append(url)
-                var options: [String: DBusValue] = [:]
-                if !additionalIdentifier.isEmpty {
-                    options[Option.additionalIdentifier.rawValue] = .string(additionalIdentifier)
-                }
-                if reload { options[Option.reload.rawValue] = .bool(true) }
-                if priority != .normal { options[Option.priority.rawValue] = .string(priority.rawValue) }
+                var options = Self.options(additionalIdentifier, reload, priority)
                 if let cacheKey { options[Option.cacheKey.rawValue] = .string(cacheKey) }
                 if let maxAge {
                     let (seconds, attoseconds) = maxAge.components
@@ -138,12 +133,7 @@ final class ClientDownloads: AgentParticipant {
             DownloaderMember.Method.fetchPixels.rawValue, interface: Self.downloaderInterface,
             { w in
                 w.append(url)
-                var options: [String: DBusValue] = [:]
-                if !additionalIdentifier.isEmpty {
-                    options[Option.additionalIdentifier.rawValue] = .string(additionalIdentifier)
-                }
-                if reload { options[Option.reload.rawValue] = .bool(true) }
-                if priority != .normal { options[Option.priority.rawValue] = .string(priority.rawValue) }
+                var options = Self.options(additionalIdentifier, reload, priority)
                 if maxWidth > 0 { options[Option.maxWidth.rawValue] = .uint32(maxWidth) }
                 if maxHeight > 0 { options[Option.maxHeight.rawValue] = .uint32(maxHeight) }
                 if let receipt { options[Option.receipt.rawValue] = .string(receipt) }
@@ -178,6 +168,20 @@ final class ClientDownloads: AgentParticipant {
                         }
                     })
             })
+    }
+
+    /// The options FetchImage and FetchPixels share, as far as they differ from the defaults.
+    private static func options(
+        _ additionalIdentifier: String, _ reload: Bool, _ priority: ImagePriority
+    ) -> [String: DBusValue] {
+        typealias Option = DownloaderMember.FetchImageOption
+        var options: [String: DBusValue] = [:]
+        if !additionalIdentifier.isEmpty {
+            options[Option.additionalIdentifier.rawValue] = .string(additionalIdentifier)
+        }
+        if reload { options[Option.reload.rawValue] = .bool(true) }
+        if priority != .normal { options[Option.priority.rawValue] = .string(priority.rawValue) }
+        return options
     }
 
     /// libdbus's "no timeout" (DBUS_TIMEOUT_INFINITE).
