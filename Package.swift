@@ -87,13 +87,14 @@ let package = Package(
             swiftSettings: strict
         ),
         // Image decoding for the agent, in a process of its own locked in a sandbox (C: libspng,
-        // libjpeg-turbo, libwebp, libseccomp), and the wire both ends speak (CDecoder's header).
+        // libjpeg-turbo, libwebp, giflib, libseccomp), and the wire both ends speak (CDecoder's header).
         .target(name: "CDecoder"),
         .executableTarget(
             name: "netactivity-decoder",
             dependencies: ["CDecoder"],
             linkerSettings: [
-                .linkedLibrary("spng"), .linkedLibrary("jpeg"), .linkedLibrary("webp"), .linkedLibrary("seccomp"),
+                .linkedLibrary("spng"), .linkedLibrary("jpeg"), .linkedLibrary("webp"), .linkedLibrary("gif"),
+                .linkedLibrary("seccomp"),
             ]),
         // A load client for `make bench` (not a product; not installed).
         .executableTarget(

@@ -10,8 +10,8 @@
 // GTK 4, cairo and Qt take as they are on little-endian), or a status saying why not.
 //
 // Formats: PNG (libspng), JPEG (libjpeg-turbo, with its scaled IDCT when a smaller box is asked, and
-// the EXIF orientation applied), WebP (libwebp, scaled by the decoder itself; a still image or an
-// animation's first frame is not decoded: animations are refused). Colour profiles are not applied:
+// the EXIF orientation applied), WebP (libwebp, scaled by the decoder itself; animations are
+// refused), GIF (giflib: the first frame on its logical screen). Colour profiles are not applied:
 // the pixels are the file's own values, which desktops take as sRGB.
 //
 // netactivity-decoder              serve requests on standard input (a SOCK_SEQPACKET socket)
@@ -19,6 +19,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <gif_lib.h>
 #include <stdio.h>  // before jpeglib.h, which uses FILE
 #include <jpeglib.h>
 #include <sched.h>
@@ -350,6 +351,126 @@ static outcome decode_webp(const uint8_t *data, size_t size, const struct decode
     return (outcome){.status = DECODER_OK};
 }
 
+// ---- GIF ------------------------------------------------------------------------------------------
+
+struct gif_input {
+    const uint8_t *data;
+    size_t size, at;
+};
+
+static int gif_read(GifFileType *gif, GifByteType *into, int wanted) {
+    struct gif_input *in = gif->UserData;
+    size_t n = wanted < 0 ? 0 : (size_t)wanted;
+    if (n > in->size - in->at) n = in->size - in->at;
+    memcpy(into, in->data + in->at, n);
+    in->at += n;
+    return (int)n;
+}
+
+// The first frame, on the logical screen (what is not covered is transparent), with the
+// transparent colour its Graphic Control Extension names; an animation's other frames are not read.
+static outcome decode_gif(const uint8_t *data, size_t size, const struct decoder_request *rq, canvas *out,
+                          uint32_t *ow, uint32_t *oh) {
+    struct gif_input in = {data, size, 0};
+    int error = 0;
+    GifFileType *gif = DGifOpen(&in, gif_read, &error);
+    if (!gif) return fail(DECODER_FAILED, "GIF: %s", GifErrorString(error));
+    outcome result = {.status = DECODER_OK};
+    uint8_t *screen = NULL;
+    GifByteType *line = NULL;
+    *ow = (uint32_t)gif->SWidth, *oh = (uint32_t)gif->SHeight;
+    uint64_t pixels = (uint64_t)*ow * *oh;
+    if (*ow == 0 || *oh == 0) {
+        result = fail(DECODER_FAILED, "GIF: an empty logical screen");
+        goto done;
+    }
+    if (pixels > rq->max_pixels || pixels > MAX_SOURCE_PIXELS) {
+        result = fail(DECODER_TOO_LARGE, "GIF of %u x %u pixels is over the limit of %llu", *ow, *oh,
+                      (unsigned long long)rq->max_pixels);
+        goto done;
+    }
+    int transparent = -1;
+    for (;;) {
+        GifRecordType type;
+        if (DGifGetRecordType(gif, &type) == GIF_ERROR) {
+            result = fail(DECODER_FAILED, "GIF: %s", GifErrorString(gif->Error));
+            goto done;
+        }
+        if (type == TERMINATE_RECORD_TYPE) {
+            result = fail(DECODER_FAILED, "GIF: no image in it");
+            goto done;
+        }
+        if (type == EXTENSION_RECORD_TYPE) {
+            int code;
+            GifByteType *ext;
+            if (DGifGetExtension(gif, &code, &ext) == GIF_ERROR) {
+                result = fail(DECODER_FAILED, "GIF: %s", GifErrorString(gif->Error));
+                goto done;
+            }
+            GraphicsControlBlock gcb;
+            if (code == GRAPHICS_EXT_FUNC_CODE && ext && DGifExtensionToGCB(ext[0], ext + 1, &gcb) == GIF_OK)
+                transparent = gcb.TransparentColor;
+            while (ext) {
+                if (DGifGetExtensionNext(gif, &ext) == GIF_ERROR) {
+                    result = fail(DECODER_FAILED, "GIF: %s", GifErrorString(gif->Error));
+                    goto done;
+                }
+            }
+            continue;
+        }
+        if (type != IMAGE_DESC_RECORD_TYPE) continue;
+        if (DGifGetImageDesc(gif) == GIF_ERROR) {
+            result = fail(DECODER_FAILED, "GIF: %s", GifErrorString(gif->Error));
+            goto done;
+        }
+        break;
+    }
+    const ColorMapObject *map = gif->Image.ColorMap ? gif->Image.ColorMap : gif->SColorMap;
+    int left = gif->Image.Left, top = gif->Image.Top, width = gif->Image.Width, height = gif->Image.Height;
+    if (!map || width <= 0 || height <= 0 || width > 65535 || height > 65535) {
+        result = fail(DECODER_FAILED, "GIF: a frame without colours or size");
+        goto done;
+    }
+    screen = calloc((size_t)*ow * *oh, 4);  // transparent where the frame does not reach
+    line = malloc((size_t)width);
+    if (!screen || !line) {
+        result = fail(DECODER_TOO_LARGE, "no memory for the GIF's pixels");
+        goto done;
+    }
+    // Interlaced frames come in four passes of rows.
+    static const int start[4] = {0, 4, 2, 1}, step[4] = {8, 8, 4, 2};
+    int passes = gif->Image.Interlace ? 4 : 1;
+    for (int pass = 0; pass < passes; pass++) {
+        for (int row = passes == 1 ? 0 : start[pass]; row < height; row += passes == 1 ? 1 : step[pass]) {
+            if (DGifGetLine(gif, line, width) == GIF_ERROR) {
+                result = fail(DECODER_FAILED, "GIF: %s", GifErrorString(gif->Error));
+                goto done;
+            }
+            int y = top + row;
+            if (y < 0 || (uint32_t)y >= *oh) continue;
+            for (int x = 0; x < width; x++) {
+                int sx = left + x, index = line[x];
+                if (sx < 0 || (uint32_t)sx >= *ow || index == transparent || index >= map->ColorCount) continue;
+                uint8_t *p = screen + ((size_t)y * *ow + (size_t)sx) * 4;
+                const GifColorType *c = &map->Colors[index];
+                p[0] = c->Blue, p[1] = c->Green, p[2] = c->Red, p[3] = 255;
+            }
+        }
+    }
+    uint32_t tw, th;
+    fit(*ow, *oh, rq->max_width, rq->max_height, &tw, &th);
+    if (canvas_make(out, tw, th) != 0) {
+        result = fail(DECODER_FAILED, "no room for the pixels: %s", strerror(errno));
+        goto done;
+    }
+    resample(screen, *ow, *oh, (size_t)*ow * 4, 1, out->pixels, tw, th, out->stride);
+done:
+    free(screen);
+    free(line);
+    DGifCloseFile(gif, &error);
+    return result;
+}
+
 // ---- requests -------------------------------------------------------------------------------------
 
 static outcome decode(const uint8_t *data, size_t size, const struct decoder_request *rq, canvas *out,
@@ -359,7 +480,9 @@ static outcome decode(const uint8_t *data, size_t size, const struct decoder_req
     if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) return decode_jpeg(data, size, rq, out, ow, oh);
     if (size >= 12 && memcmp(data, "RIFF", 4) == 0 && memcmp(data + 8, "WEBP", 4) == 0)
         return decode_webp(data, size, rq, out, ow, oh);
-    return fail(DECODER_NOT_AN_IMAGE, "not a PNG, JPEG or WebP image");
+    if (size >= 6 && (memcmp(data, "GIF87a", 6) == 0 || memcmp(data, "GIF89a", 6) == 0))
+        return decode_gif(data, size, rq, out, ow, oh);
+    return fail(DECODER_NOT_AN_IMAGE, "not a PNG, JPEG, WebP or GIF image");
 }
 
 static void reply(int sock, struct decoder_reply *r, int fd) {

@@ -154,6 +154,19 @@ class DecoderTests(unittest.TestCase):
         reply, _, _ = self.decoder.decode(webp, max_width=15)
         self.assertEqual((reply["width"], reply["height"]), (15, 10))
 
+    @unittest.skipUnless(shutil.which("convert"), "ImageMagick makes the GIF images")
+    def test_gif_first_frame_with_its_transparency(self):
+        gif = magick("-size", "6x4", "xc:rgb(0,255,0)", "-transparent", "rgb(0,255,0)", "-fill", "rgb(0,0,255)",
+                     "-draw", "point 2,1", suffix="gif")
+        reply, pixels, _ = self.decoder.decode(gif)
+        self.assertEqual((reply["status"], reply["width"], reply["height"]), (OK, 6, 4), reply["message"])
+        self.assertEqual(self.pixel(pixels, reply["stride"], 2, 1), (255, 0, 0, 255), "blue, opaque")
+        self.assertEqual(self.pixel(pixels, reply["stride"], 0, 0), (0, 0, 0, 0), "transparent, premultiplied")
+        animation = magick("-delay", "10", "-size", "5x5", "xc:red", "xc:blue", "-loop", "0", suffix="gif")
+        reply, pixels, _ = self.decoder.decode(animation)
+        self.assertEqual((reply["status"], reply["width"]), (OK, 5), reply["message"])
+        self.assertEqual(self.pixel(pixels, reply["stride"], 2, 2), (0, 0, 255, 255), "the first frame: red")
+
     def test_a_header_of_100000_by_100000_is_too_large_before_anything_is_allocated(self):
         giant = png(1, 1, lambda x, y: (0, 0, 0, 255))
         ihdr = struct.pack(">IIBBBBB", 100000, 100000, 8, 6, 0, 0, 0)
@@ -174,8 +187,10 @@ class DecoderTests(unittest.TestCase):
             reply, pixels, _ = self.decoder.decode(damaged)
             self.assertEqual(reply["status"], FAILED, reply)
             self.assertIsNone(pixels)
-        reply, _, _ = self.decoder.decode(b"GIF89a is not read yet, nor is text")
+        reply, _, _ = self.decoder.decode(b"plain text is no image")
         self.assertEqual(reply["status"], NOT_AN_IMAGE)
+        reply, _, _ = self.decoder.decode(b"GIF89a" + os.urandom(40))
+        self.assertEqual(reply["status"], FAILED, "a damaged GIF")
         reply, pixels, _ = self.decoder.decode(good)
         self.assertEqual((reply["status"], len(pixels)), (OK, 256), "the next request is decoded as usual")
 
