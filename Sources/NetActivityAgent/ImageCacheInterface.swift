@@ -217,11 +217,11 @@ extension ImageCacheService {
         let reader = context.peers.identity(of: call.sender)
         let storage = readKey(key, reader: reader)
         guard let pixels else { throw NetActivityError(.decode, "The agent decodes no images") }
-        let pixelKey = PixelPipeline.key(storage, box, scope: "")
-        if let hit = pixels.cached(key: pixelKey) { return try DownloadService.write(hit, to: &call.reply) }
         guard let image = imageCache.image(for: storage) else {
             throw NetActivityError(.notFound, "No image '\(key)' in the cache")
         }
+        let pixelKey = PixelPipeline.key(storage, box)
+        if let hit = pixels.cached(key: pixelKey) { return try DownloadService.write(hit, to: &call.reply) }
         pixels.decode(
             image.body, info: image.info, source: .memory, httpStatus: 0, key: pixelKey,
             owner: imageCache.owner(of: storage) ?? "", box: box, reader: reader.leaf,
@@ -259,7 +259,10 @@ extension ImageCacheService {
     /// entries charged to it, never another app's.
     func removeAllImages(_ call: inout MethodCall) {
         let caller = context.peers.identity(of: call.sender)
-        guard caller.isSandboxed else { return call.reply.append(!imageCache.removeAll().isEmpty) }
+        guard caller.isSandboxed else {
+            pixels?.forgetAll()
+            return call.reply.append(!imageCache.removeAll().isEmpty)
+        }
         call.reply.append(!removeImages(where: { _, owner in owner == caller.leaf }).isEmpty)
     }
 }

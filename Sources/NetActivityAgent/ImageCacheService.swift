@@ -99,11 +99,16 @@ public final class ImageCacheService: ImageStore {
     /// URL's key when a host app asks, or the one charged to the sandboxed caller itself.
     func remove(_ key: String, by caller: ClientIdentity) -> Bool {
         let own = Self.storageKey(key, addedBy: caller)
-        if imageCache.remove(own) != nil { return true }
+        if imageCache.remove(own) != nil {
+            pixels?.forget(storageKeys: [own])
+            return true
+        }
         guard own != key, Self.isURLKey(key), !caller.isSandboxed || imageCache.owner(of: key) == caller.leaf else {
             return false
         }
-        return imageCache.remove(key) != nil
+        guard imageCache.remove(key) != nil else { return false }
+        pixels?.forget(storageKeys: [key])
+        return true
     }
 
     // MARK: images in, images out
@@ -294,6 +299,7 @@ extension ImageCacheService {
     public func removeImages(where matches: (_ key: String, _ owner: String) -> Bool) -> [String] {
         let removed = imageCache.keysByRecency.filter { matches($0, imageCache.owner(of: $0) ?? "") }
         for key in removed { _ = imageCache.remove(key) }
+        pixels?.forget(storageKeys: removed)
         return removed
     }
 

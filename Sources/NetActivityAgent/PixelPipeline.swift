@@ -94,16 +94,32 @@ final class PixelPipeline {
         }
     }
 
-    /// The tier's key: the image's key, the box, and whose pixels they are ("" for everyone's).
-    static func key(_ imageKey: String, _ box: Box, scope: String) -> String {
-        imageKey + "\u{0}\u{0}px\u{0}\(box.maxWidth)x\(box.maxHeight)\u{0}" + scope
+    /// The tier's key: the key the image is stored under in the cache (an app's own entry's key
+    /// names that app) and the box. No key a client sends holds NUL.
+    static func key(_ storageKey: String, _ box: Box) -> String {
+        prefix(storageKey) + "\(box.maxWidth)x\(box.maxHeight)"
     }
+
+    private static func prefix(_ storageKey: String) -> String { storageKey + "\u{0}\u{0}px\u{0}" }
+
+    /// The decoded pixels of images that left the cache by request (RemoveImage, RemoveImages,
+    /// RemoveAllImages) go with them: what an app removes is gone in every form. (Images the cache
+    /// evicts to make room keep theirs: the tiers are purged each by its own limits.)
+    func forget(storageKeys: [String]) {
+        guard !storageKeys.isEmpty, tier.count > 0 else { return }
+        let prefixes = storageKeys.map(Self.prefix)
+        for key in tier.keysByRecency where prefixes.contains(where: { key.hasPrefix($0) }) { _ = tier.remove(key) }
+    }
+
+    func forgetAll() { _ = tier.removeAll() }
 
     /// Decoded pixels `reader` may have at once: its own entry's, else (when it has no entry of its
     /// own for the image) everyone's; nil when they are older than `maxAge` seconds.
     func cached(_ imageKey: String, box: Box, reader leaf: String, maxAge: Double?) -> Answer? {
         let own = images.hasOwnEntry(imageKey, leaf: leaf)
-        guard let hit = tier.image(for: Self.key(imageKey, box, scope: own ? leaf : "")) else { return nil }
+        guard let hit = tier.image(for: Self.key(own ? ImageCacheService.ownKey(imageKey, leaf) : imageKey, box)) else {
+            return nil
+        }
         if let maxAge, Double(context.scheduler.nowNanoseconds &- hit.storedAt) / 1e9 >= maxAge { return nil }
         return Answer(pixels: hit.pixels, source: .memory, contentType: hit.contentType, httpStatus: 0)
     }
@@ -122,7 +138,8 @@ final class PixelPipeline {
             }
         decode(
             image.body, info: image.info, source: source, httpStatus: image.httpStatus,
-            key: Self.key(imageKey, box, scope: own ? leaf : ""), owner: own ? leaf : "", box: box, reader: leaf,
+            key: Self.key(own ? ImageCacheService.ownKey(imageKey, leaf) : imageKey, box), owner: own ? leaf : "",
+            box: box, reader: leaf,
             reply: reply)
     }
 

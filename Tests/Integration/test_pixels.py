@@ -242,6 +242,13 @@ class OpenPixelsTests(AgentTestCase):
         self.assertEqual((info["width"], info["height"], len(small)), (4, 2, 32))
         self.assertEqual(self.open_pixels("logo")[0], data, "the same decoded entry")
         self.expect_error(ERR + "NotFound", lambda: self.open_pixels("missing"))
+        # What an app removes goes in every form: its decoded pixels too.
+        obj = self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH)
+        decoded = lambda: int(obj.Get(contract.ImageCache.INTERFACE, "DecodedMemoryUsage", dbus_interface=PROPS))
+        self.assertEqual(decoded(), 128 + 32)
+        self.assertTrue(self.cache().RemoveImage("logo"))
+        self.assertEqual(decoded(), 0)
+        self.expect_error(ERR + "NotFound", lambda: self.open_pixels("logo"))
         self.cache().AddImage("cut", dbus.ByteArray(RED_HALF[:60]))  # a whole header, no pixels
         self.expect_error(ERR + "Decode", lambda: self.open_pixels("cut"))
         self.cache().AddImage("other", dbus.ByteArray(harness_png(width=3, height=2)))
