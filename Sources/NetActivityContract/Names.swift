@@ -288,6 +288,11 @@ public enum ImageCacheMember {
         case b8g8r8a8Premultiplied = "B8G8R8A8_PREMULTIPLIED"
     }
 
+    /// The values of `OpenPixels`'s `info` key `source`.
+    public enum OpenPixelsSource: String, Sendable, CaseIterable {
+        case memory
+    }
+
     /// `OpenPixels`'s `options` keys (a{sv}) and their D-Bus types.
     public enum OpenPixelsOption: String, Sendable, MethodOption {
         case maxWidth = "max-width"

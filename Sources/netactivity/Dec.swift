@@ -5,7 +5,7 @@ import NetActivityClient
 
 struct Dec: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: tr("Release the count of the newest `netactivity inc` of this session."),
+        abstract: tr("Release the count of the newest `netactivity inc` on this bus."),
         discussion: tr(
             "Never goes below zero: with no `inc` holding a count there is nothing to do, which is not an error (exit 0, with a note on stderr)."
         ))

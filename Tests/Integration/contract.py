@@ -261,6 +261,7 @@ class ImageCache:
     # enumerated strings: every value
     VALUES = {
         'OpenPixelsFormat': ('B8G8R8A8_PREMULTIPLIED',),
+        'OpenPixelsSource': ('memory',),
     }
     # dictionaries and a{sv} arguments: key: type
     KEYS = {
@@ -291,6 +292,7 @@ class ImageCache:
     Statistics = 'Statistics'
     Version = 'Version'
     OPEN_PIXELS_FORMAT_B8G8R8A8_PREMULTIPLIED = 'B8G8R8A8_PREMULTIPLIED'
+    OPEN_PIXELS_SOURCE_MEMORY = 'memory'
     OPEN_PIXELS_OPTION_MAX_WIDTH = 'max-width'
     OPEN_PIXELS_OPTION_MAX_HEIGHT = 'max-height'
     OPEN_PIXELS_INFO_WIDTH = 'width'

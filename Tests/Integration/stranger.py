@@ -63,7 +63,10 @@ def run(cmd, *args):
         fd, info = cache.OpenPixels(args[0], dbus.Dictionary({}, signature="sv"))
         fd = fd.take()
         try:
-            return [int(info["width"]), int(info["height"]), os.pread(fd, int(info["stride"]) * int(info["height"]), 0).hex()]
+            width, height, stride = (int(info[k]) for k in (contract.ImageCache.OPEN_PIXELS_INFO_WIDTH,
+                                                            contract.ImageCache.OPEN_PIXELS_INFO_HEIGHT,
+                                                            contract.ImageCache.OPEN_PIXELS_INFO_STRIDE))
+            return [width, height, os.pread(fd, stride * height, 0).hex()]
         finally:
             os.close(fd)
     if cmd == "lookup":

@@ -20,6 +20,7 @@ from test_decoder import png
 from test_strangers import Stranger, can_fake_flatpak
 
 D = contract.Downloader
+C = contract.ImageCache
 ERR = contract.ERROR_PREFIX
 ALL_SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
 
@@ -151,25 +152,24 @@ class PixelTests(AgentTestCase):
 
     def test_the_decoded_tier_has_afnetworkings_two_numbers_as_properties(self):
         obj = self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH)
-        C = contract.ImageCache
 
         def get(name):
             return int(obj.Get(C.INTERFACE, name, dbus_interface=PROPS))
 
         def put(name, value):
             obj.Set(C.INTERFACE, name, dbus.UInt64(value, variant_level=1), dbus_interface=PROPS)
-        self.assertEqual((get("DecodedMemoryCapacity"), get("DecodedPreferredMemoryUsageAfterPurge")),
+        self.assertEqual((get(C.DecodedMemoryCapacity), get(C.DecodedPreferredMemoryUsageAfterPurge)),
                          (100 << 20, 60 << 20))
-        self.assertEqual(get("DecodedMemoryUsage"), 0)
+        self.assertEqual(get(C.DecodedMemoryUsage), 0)
         self.pixels("/a.png")
-        self.assertEqual(get("DecodedMemoryUsage"), 8 * 4 * 4, "width x height x 4 bytes")
-        self.expect_error(contract.DBusError.InvalidArgs, lambda: put("DecodedMemoryCapacity", (1 << 40) + 1))
-        self.expect_error(contract.DBusError.InvalidArgs, lambda: put("DecodedPreferredMemoryUsageAfterPurge", 200 << 20))
-        put("DecodedPreferredMemoryUsageAfterPurge", 0)
-        put("DecodedMemoryCapacity", 100)  # below what is held: purged at once
-        self.assertEqual(get("DecodedMemoryUsage"), 0)
+        self.assertEqual(get(C.DecodedMemoryUsage), 8 * 4 * 4, "width x height x 4 bytes")
+        self.expect_error(contract.DBusError.InvalidArgs, lambda: put(C.DecodedMemoryCapacity, (1 << 40) + 1))
+        self.expect_error(contract.DBusError.InvalidArgs, lambda: put(C.DecodedPreferredMemoryUsageAfterPurge, 200 << 20))
+        put(C.DecodedPreferredMemoryUsageAfterPurge, 0)
+        put(C.DecodedMemoryCapacity, 100)  # below what is held: purged at once
+        self.assertEqual(get(C.DecodedMemoryUsage), 0)
         self.pixels("/wide.png")
-        self.assertEqual(get("DecodedMemoryUsage"), 0, "a 4 KiB image does not fit in 100 bytes: answered, not kept")
+        self.assertEqual(get(C.DecodedMemoryUsage), 0, "a 4 KiB image does not fit in 100 bytes: answered, not kept")
 
     @staticmethod
     def request_waiting(pid):
@@ -228,23 +228,24 @@ class OpenPixelsTests(AgentTestCase):
         fd = fd.take()
         try:
             info = {str(k): v for k, v in info.items()}
-            return os.pread(fd, int(info["stride"]) * int(info["height"]), 0), info
+            return os.pread(fd, int(info[C.OPEN_PIXELS_INFO_STRIDE]) * int(info[C.OPEN_PIXELS_INFO_HEIGHT]), 0), info
         finally:
             os.close(fd)
 
     def test_an_added_image_comes_back_decoded_and_errors_by_name(self):
         self.cache().AddImage("logo", dbus.ByteArray(RED_HALF))
         data, info = self.open_pixels("logo")
-        self.assertEqual((info["width"], info["height"], info["format"]), (8, 4, "B8G8R8A8_PREMULTIPLIED"))
+        self.assertEqual((info[C.OPEN_PIXELS_INFO_WIDTH], info[C.OPEN_PIXELS_INFO_HEIGHT], info[C.OPEN_PIXELS_INFO_FORMAT]),
+                         (8, 4, C.OPEN_PIXELS_FORMAT_B8G8R8A8_PREMULTIPLIED))
         self.assertEqual(tuple(data[0:4]), (0, 0, 255, 255))
-        self.assertEqual(info["source"], "memory")
+        self.assertEqual(info[C.OPEN_PIXELS_INFO_SOURCE], C.OPEN_PIXELS_SOURCE_MEMORY)
         small, info = self.open_pixels("logo", max_width=dbus.UInt32(4))
-        self.assertEqual((info["width"], info["height"], len(small)), (4, 2, 32))
+        self.assertEqual((info[C.OPEN_PIXELS_INFO_WIDTH], info[C.OPEN_PIXELS_INFO_HEIGHT], len(small)), (4, 2, 32))
         self.assertEqual(self.open_pixels("logo")[0], data, "the same decoded entry")
         self.expect_error(ERR + "NotFound", lambda: self.open_pixels("missing"))
         # What an app removes goes in every form: its decoded pixels too.
         obj = self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH)
-        decoded = lambda: int(obj.Get(contract.ImageCache.INTERFACE, "DecodedMemoryUsage", dbus_interface=PROPS))
+        decoded = lambda: int(obj.Get(C.INTERFACE, C.DecodedMemoryUsage, dbus_interface=PROPS))
         self.assertEqual(decoded(), 128 + 32)
         self.assertTrue(self.cache().RemoveImage("logo"))
         self.assertEqual(decoded(), 0)
@@ -253,7 +254,8 @@ class OpenPixelsTests(AgentTestCase):
         self.expect_error(ERR + "Decode", lambda: self.open_pixels("cut"))
         self.cache().AddImage("other", dbus.ByteArray(harness_png(width=3, height=2)))
         _, info = self.open_pixels("other")
-        self.assertEqual((info["width"], info["height"]), (3, 2), "the next one is decoded as usual")
+        self.assertEqual((info[C.OPEN_PIXELS_INFO_WIDTH], info[C.OPEN_PIXELS_INFO_HEIGHT]), (3, 2),
+                         "the next one is decoded as usual")
         self.expect_error(contract.DBusError.InvalidArgs, lambda: self.open_pixels("logo", color=dbus.UInt32(1)))
 
     @unittest.skipUnless(can_fake_flatpak(), "unshare -rm (user namespaces) is not available")
