@@ -189,51 +189,6 @@ static inline int clinux_seqpacket_pair(int fds[2]) {
     return socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds);
 }
 
-/* Sends one message with `fd` attached (none when fd < 0), never blocking and never raising SIGPIPE. */
-static inline long clinux_send_with_fd(int sock, const void *buf, size_t len, int fd) {
-    struct iovec iov = {(void *)buf, len};
-    union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } control;
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (fd >= 0) {
-        memset(&control, 0, sizeof control);
-        msg.msg_control = control.buf;
-        msg.msg_controllen = sizeof control.buf;
-        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    }
-    return sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-}
-
-/* Receives one message without blocking; its first descriptor in *fd (close-on-exec; -1 when none),
-   any others closed. Returns the message's length, 0 at the end, or -1 (errno). */
-static inline long clinux_recv_with_fd(int sock, void *buf, size_t len, int *fd) {
-    struct iovec iov = {buf, len};
-    union { char buf[CMSG_SPACE(sizeof(int) * 4)]; struct cmsghdr align; } control;
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = sizeof control.buf};
-    *fd = -1;
-    long n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    if (n < 0) return n;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-        int count = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-        for (int i = 0; i < count; i++) {
-            int got;
-            memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof got);
-            if (*fd < 0) *fd = got; else close(got);
-        }
-    }
-    if (msg.msg_flags & MSG_TRUNC) {
-        if (*fd >= 0) close(*fd);
-        *fd = -1;
-        errno = EMSGSIZE;
-        return -1;
-    }
-    return n;
-}
-
 /* A descriptor that turns readable when process `pid` ends (pidfd_open), or -1. */
 static inline int clinux_pidfd_open(int pid) {
     return (int)syscall(SYS_pidfd_open, pid, 0);

@@ -230,7 +230,9 @@ final class DecoderPool {
         var request = decoder_request(
             magic: DECODER_REQUEST_MAGIC, version: DECODER_PROTOCOL_VERSION, id: job.id, max_width: job.box.maxWidth,
             max_height: job.box.maxHeight, max_pixels: job.box.maxPixels)
-        let sent = withUnsafeBytes(of: &request) { SeqPacket.send(decoder.socket, $0, attaching: job.image) }
+        let sent = withUnsafeBytes(of: &request) {
+            decoder_send(decoder.socket, $0.baseAddress, $0.count, job.image, Int32(MSG_DONTWAIT))
+        }
         Closer.close(job.image)
         guard sent == MemoryLayout<decoder_request>.size else {
             let why = "the image decoder took no request: \(String(cString: strerror(errno)))"
@@ -247,7 +249,10 @@ final class DecoderPool {
 
     private func readReply(from decoder: Decoder) {
         var reply = decoder_reply()
-        let (n, fd) = withUnsafeMutableBytes(of: &reply) { SeqPacket.receive(decoder.socket, into: $0) }
+        var fd: Int32 = -1
+        let n = withUnsafeMutableBytes(of: &reply) {
+            decoder_receive(decoder.socket, $0.baseAddress, $0.count, &fd, Int32(MSG_DONTWAIT))
+        }
         if n < 0, errno == EAGAIN || errno == EINTR { return }
         guard n == MemoryLayout<decoder_reply>.size else {
             if fd >= 0 { close(fd) }

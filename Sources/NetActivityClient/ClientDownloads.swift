@@ -84,13 +84,12 @@ final class ClientDownloads: AgentParticipant {
             DownloaderMember.Method.fetchImage.rawValue, interface: Self.downloaderInterface, destination: destination,
             { w in
                 w.append(url)
-                var options = Self.options(additionalIdentifier, reload, priority)
+                var options = Self.options(additionalIdentifier, reload, priority, receipt)
                 if let cacheKey { options[Option.cacheKey.rawValue] = .string(cacheKey) }
                 if let maxAge {
                     let (seconds, attoseconds) = maxAge.components
                     options[Option.maxAge.rawValue] = .double(Double(seconds) + Double(attoseconds) / 1e18)
                 }
-                if let receipt { options[Option.receipt.rawValue] = .string(receipt) }
                 if announce { options[Option.announce.rawValue] = .bool(true) }
                 try w.appendVardict(options)
             }, timeout: Self.noTimeout,
@@ -133,10 +132,9 @@ final class ClientDownloads: AgentParticipant {
             DownloaderMember.Method.fetchPixels.rawValue, interface: Self.downloaderInterface,
             { w in
                 w.append(url)
-                var options = Self.options(additionalIdentifier, reload, priority)
+                var options = Self.options(additionalIdentifier, reload, priority, receipt)
                 if maxWidth > 0 { options[Option.maxWidth.rawValue] = .uint32(maxWidth) }
                 if maxHeight > 0 { options[Option.maxHeight.rawValue] = .uint32(maxHeight) }
-                if let receipt { options[Option.receipt.rawValue] = .string(receipt) }
                 try w.appendVardict(options)
             }, timeout: Self.noTimeout,
             reply: { result in
@@ -172,7 +170,7 @@ final class ClientDownloads: AgentParticipant {
 
     /// The options FetchImage and FetchPixels share, as far as they differ from the defaults.
     private static func options(
-        _ additionalIdentifier: String, _ reload: Bool, _ priority: ImagePriority
+        _ additionalIdentifier: String, _ reload: Bool, _ priority: ImagePriority, _ receipt: String?
     ) -> [String: DBusValue] {
         typealias Option = DownloaderMember.FetchImageOption
         var options: [String: DBusValue] = [:]
@@ -181,6 +179,7 @@ final class ClientDownloads: AgentParticipant {
         }
         if reload { options[Option.reload.rawValue] = .bool(true) }
         if priority != .normal { options[Option.priority.rawValue] = .string(priority.rawValue) }
+        if let receipt { options[Option.receipt.rawValue] = .string(receipt) }
         return options
     }
 

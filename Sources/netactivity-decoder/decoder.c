@@ -486,56 +486,26 @@ static outcome decode(const uint8_t *data, size_t size, const struct decoder_req
 }
 
 static void reply(int sock, struct decoder_reply *r, int fd) {
-    struct iovec iov = {r, sizeof *r};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } control;
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (fd >= 0) {
-        memset(&control, 0, sizeof control);
-        msg.msg_control = control.buf;
-        msg.msg_controllen = sizeof control.buf;
-        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-        c->cmsg_level = SOL_SOCKET, c->cmsg_type = SCM_RIGHTS, c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    }
-    if (sendmsg(sock, &msg, MSG_NOSIGNAL) < 0) _exit(0);  // the agent is gone
+    if (decoder_send(sock, r, sizeof *r, fd, 0) < 0) _exit(0);  // the agent is gone
 }
 
 static void serve(int sock) {
     for (;;) {
-        struct decoder_request rq;
-        struct iovec iov = {&rq, sizeof rq};
-        union {
-            char buf[CMSG_SPACE(sizeof(int) * 4)];
-            struct cmsghdr align;
-        } control;
-        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = sizeof control.buf};
-        ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+        struct decoder_request rq = {0};
+        int input;
+        ssize_t n = decoder_receive(sock, &rq, sizeof rq, &input, 0);
         if (n == 0) return;  // the agent closed its end: an idle decoder's end
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return;
-        }
-        int input = -1;
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-            int count = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-            for (int i = 0; i < count; i++) {
-                int fd;
-                memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-                if (input < 0) input = fd; else close(fd);
-            }
-        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno != EMSGSIZE) return;
         struct decoder_reply r = {.magic = DECODER_REPLY_MAGIC, .id = rq.id};
         canvas out = {.fd = -1};
         struct stat st;
         uint8_t *data = MAP_FAILED;
         outcome o;
         if ((size_t)n != sizeof rq || rq.magic != DECODER_REQUEST_MAGIC || rq.version != DECODER_PROTOCOL_VERSION || input < 0) {
-            o = fail(DECODER_BAD_REQUEST, "a request of %zd bytes, version %u, %s a file", n,
-                     (size_t)n >= 8 ? rq.version : 0, input < 0 ? "without" : "with");
+            o = n < 0 ? fail(DECODER_BAD_REQUEST, "a request longer than %zu bytes", sizeof rq)
+                      : fail(DECODER_BAD_REQUEST, "a request of %zd bytes, version %u, %s a file", n,
+                             (size_t)n >= 8 ? rq.version : 0, input < 0 ? "without" : "with");
         } else if (fstat(input, &st) != 0 || st.st_size <= 0) {
             o = fail(DECODER_NOT_AN_IMAGE, "the image file is empty");
         } else if ((data = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, input, 0)) == MAP_FAILED) {
