@@ -233,26 +233,38 @@ public final class ImageCacheService: ImageStore {
     }
 
     func setCacheLimits(capacity: UInt64, preferred: UInt64) throws {
-        guard capacity <= NetActivityLimits.maxCacheCapacity else {
-            throw NetActivityError.invalidArgs(
-                "MemoryCapacity \(capacity) is above the limit of \(NetActivityLimits.maxCacheCapacity) bytes")
-        }
         let oldCapacity = imageCache.memoryCapacity
         let oldPreferred = imageCache.preferredMemoryUsageAfterPurge
-        do {
-            _ = try imageCache.setLimits(capacity: capacity, preferred: preferred)
-            continuePurgeLater()
-        } catch {
-            throw NetActivityError.invalidArgs(
-                "PreferredMemoryUsageAfterPurge (\(preferred)) must not be above MemoryCapacity (\(capacity)); lower the preferred usage first, or raise the capacity first"
-            )
-        }
+        try Self.setLimits(
+            of: &imageCache, capacity: capacity, preferred: preferred,
+            names: (ImageCacheMember.Property.memoryCapacity, .preferredMemoryUsageAfterPurge))
+        continuePurgeLater()
         var changed: [String] = []
         if capacity != oldCapacity { changed.append(ImageCacheMember.Property.memoryCapacity.rawValue) }
         if preferred != oldPreferred {
             changed.append(ImageCacheMember.Property.preferredMemoryUsageAfterPurge.rawValue)
         }
         context.emitPropertiesChanged(.imageCache, changed)
+    }
+
+    /// New limits for a cache (of images, or of decoded pixels), or InvalidArgs naming its two
+    /// properties: a capacity over 2^40, or a preferred usage above the capacity.
+    static func setLimits<Image>(
+        of cache: inout AutoPurgingImageCache<Image>, capacity: UInt64, preferred: UInt64,
+        names: (capacity: ImageCacheMember.Property, preferred: ImageCacheMember.Property)
+    ) throws(NetActivityError) {
+        guard capacity <= NetActivityLimits.maxCacheCapacity else {
+            throw .invalidArgs(
+                "\(names.capacity.rawValue) \(capacity) is above the limit of \(NetActivityLimits.maxCacheCapacity) bytes"
+            )
+        }
+        do {
+            _ = try cache.setLimits(capacity: capacity, preferred: preferred)
+        } catch {
+            throw .invalidArgs(
+                "\(names.preferred.rawValue) (\(preferred)) must not be above \(names.capacity.rawValue) (\(capacity)); lower the preferred usage first, or raise the capacity first"
+            )
+        }
     }
 
     /// A purge that stopped at `AutoPurgingImageCache.purgeSlice` evictions goes on a turn later,

@@ -81,23 +81,20 @@ final class PixelPipeline {
     /// New limits for the tier (a capacity below the usage purges at once); InvalidArgs as the
     /// image cache's own.
     func setLimits(capacity: UInt64, preferred: UInt64) throws(NetActivityError) {
-        guard capacity <= NetActivityLimits.maxCacheCapacity else {
-            throw .invalidArgs(
-                "DecodedMemoryCapacity \(capacity) is above the limit of \(NetActivityLimits.maxCacheCapacity) bytes")
-        }
-        do {
-            _ = try tier.setLimits(capacity: capacity, preferred: preferred)
-        } catch {
-            throw .invalidArgs(
-                "DecodedPreferredMemoryUsageAfterPurge (\(preferred)) must not be above DecodedMemoryCapacity (\(capacity)); lower the preferred usage first, or raise the capacity first"
-            )
-        }
+        try ImageCacheService.setLimits(
+            of: &tier, capacity: capacity, preferred: preferred,
+            names: (ImageCacheMember.Property.decodedMemoryCapacity, .decodedPreferredMemoryUsageAfterPurge))
     }
 
     /// The tier's key: the key the image is stored under in the cache (an app's own entry's key
     /// names that app) and the box. No key a client sends holds NUL.
     static func key(_ storageKey: String, _ box: Box) -> String {
         prefix(storageKey) + "\(box.maxWidth)x\(box.maxHeight)"
+    }
+
+    /// The tier's key for a downloaded image's pixels: everyone's, or `leaf`'s own entry's.
+    private static func key(_ imageKey: String, _ box: Box, own: Bool, leaf: String) -> String {
+        key(own ? ImageCacheService.ownKey(imageKey, leaf) : imageKey, box)
     }
 
     private static func prefix(_ storageKey: String) -> String { storageKey + "\u{0}\u{0}px\u{0}" }
@@ -117,9 +114,7 @@ final class PixelPipeline {
     /// own for the image) everyone's; nil when they are older than `maxAge` seconds.
     func cached(_ imageKey: String, box: Box, reader leaf: String, maxAge: Double?) -> Answer? {
         let own = images.hasOwnEntry(imageKey, leaf: leaf)
-        guard let hit = tier.image(for: Self.key(own ? ImageCacheService.ownKey(imageKey, leaf) : imageKey, box)) else {
-            return nil
-        }
+        guard let hit = tier.image(for: Self.key(imageKey, box, own: own, leaf: leaf)) else { return nil }
         if let maxAge, Double(context.scheduler.nowNanoseconds &- hit.storedAt) / 1e9 >= maxAge { return nil }
         return Answer(pixels: hit.pixels, source: .memory, contentType: hit.contentType, httpStatus: 0)
     }
@@ -138,7 +133,7 @@ final class PixelPipeline {
             }
         decode(
             image.body, info: image.info, source: source, httpStatus: image.httpStatus,
-            key: Self.key(own ? ImageCacheService.ownKey(imageKey, leaf) : imageKey, box), owner: own ? leaf : "",
+            key: Self.key(imageKey, box, own: own, leaf: leaf), owner: own ? leaf : "",
             box: box, reader: leaf,
             reply: reply)
     }
