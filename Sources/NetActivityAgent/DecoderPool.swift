@@ -1,6 +1,7 @@
 import CDecoder
 import Glibc
 import LinuxKit
+import NetActivityContract
 
 /// Pixels a decoder made: a memfd sealed against every change, of `stride` x `height` bytes of
 /// premultiplied B8G8R8A8. Closed when the last reference goes.
@@ -380,12 +381,5 @@ final class DecoderPool {
             loop.unwatch(fd: pidfd)
             close(pidfd)
         }
-    }
-}
-
-extension Duration {
-    fileprivate var nanoseconds: UInt64 {
-        let (seconds, attoseconds) = components
-        return UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds)) / 1_000_000_000
     }
 }

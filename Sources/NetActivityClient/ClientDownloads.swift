@@ -86,10 +86,7 @@ final class ClientDownloads: AgentParticipant {
                 w.append(url)
                 var options = Self.options(additionalIdentifier, reload, priority, receipt)
                 if let cacheKey { options[Option.cacheKey.rawValue] = .string(cacheKey) }
-                if let maxAge {
-                    let (seconds, attoseconds) = maxAge.components
-                    options[Option.maxAge.rawValue] = .double(Double(seconds) + Double(attoseconds) / 1e18)
-                }
+                if let maxAge { options[Option.maxAge.rawValue] = .double(maxAge.seconds) }
                 if announce { options[Option.announce.rawValue] = .bool(true) }
                 try w.appendVardict(options)
             }, timeout: Self.noTimeout,
