@@ -232,7 +232,7 @@ final class DecoderPool {
             magic: DECODER_REQUEST_MAGIC, version: DECODER_PROTOCOL_VERSION, id: job.id, max_width: job.box.maxWidth,
             max_height: job.box.maxHeight, max_pixels: job.box.maxPixels)
         let sent = withUnsafeBytes(of: &request) {
-            decoder_send(decoder.socket, $0.baseAddress, $0.count, job.image, Int32(MSG_DONTWAIT))
+            decoder_send(decoder.socket, $0.baseAddress, $0.count, job.image, 1)
         }
         Closer.close(job.image)
         guard sent == MemoryLayout<decoder_request>.size else {
@@ -252,7 +252,7 @@ final class DecoderPool {
         var reply = decoder_reply()
         var fd: Int32 = -1
         let n = withUnsafeMutableBytes(of: &reply) {
-            decoder_receive(decoder.socket, $0.baseAddress, $0.count, &fd, Int32(MSG_DONTWAIT))
+            decoder_receive(decoder.socket, $0.baseAddress, $0.count, &fd, 1)
         }
         if n < 0, errno == EAGAIN || errno == EINTR { return }
         guard n == MemoryLayout<decoder_reply>.size else {

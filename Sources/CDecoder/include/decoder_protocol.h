@@ -2,11 +2,8 @@
 // per reply, host byte order (both ends run on one machine), each with at most one descriptor.
 #ifndef NETACTIVITY_DECODER_PROTOCOL_H
 #define NETACTIVITY_DECODER_PROTOCOL_H
-#include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #define DECODER_PROTOCOL_VERSION 1u
 #define DECODER_REQUEST_MAGIC 0x5144414Eu  // "NADQ"
@@ -43,51 +40,13 @@ struct decoder_reply {
     char message[200];
 };
 
-// Sends one message with `fd` attached (none when fd < 0), never raising SIGPIPE; `flags` adds to
-// sendmsg's (MSG_DONTWAIT for the agent's loop). Returns the bytes sent, or -1 (errno).
-static inline long decoder_send(int sock, const void *buf, size_t len, int fd, int flags) {
-    struct iovec iov = {(void *)buf, len};
-    union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } control;
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (fd >= 0) {
-        memset(&control, 0, sizeof control);
-        msg.msg_control = control.buf;
-        msg.msg_controllen = sizeof control.buf;
-        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    }
-    return sendmsg(sock, &msg, MSG_NOSIGNAL | flags);
-}
+// Sends one message with `fd` attached (none when fd < 0), never raising SIGPIPE, without blocking
+// when `nonblocking` (the agent's loop). Returns the bytes sent, or -1 (errno).
+long decoder_send(int sock, const void *buf, size_t len, int fd, int nonblocking);
 
-// Receives one message into `buf`; its first descriptor in *fd (close-on-exec; -1 when none came),
-// any others closed. `flags` adds to recvmsg's (MSG_DONTWAIT). Returns the message's length, 0 at
-// the end, or -1 (errno; EMSGSIZE for a message longer than `len`, whose descriptor is closed).
-static inline long decoder_receive(int sock, void *buf, size_t len, int *fd, int flags) {
-    struct iovec iov = {buf, len};
-    union { char buf[CMSG_SPACE(sizeof(int) * 4)]; struct cmsghdr align; } control;
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = sizeof control.buf};
-    *fd = -1;
-    long n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | flags);
-    if (n < 0) return n;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-        int count = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-        for (int i = 0; i < count; i++) {
-            int got;
-            memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof got);
-            if (*fd < 0) *fd = got; else close(got);
-        }
-    }
-    if (msg.msg_flags & MSG_TRUNC) {
-        if (*fd >= 0) close(*fd);
-        *fd = -1;
-        errno = EMSGSIZE;
-        return -1;
-    }
-    return n;
-}
+// Receives one message into `buf`, without blocking when `nonblocking`; its first descriptor in *fd
+// (close-on-exec; -1 when none came), any others closed. Returns the message's length, 0 at the
+// end, or -1 (errno; EMSGSIZE for a message longer than `len`, whose descriptor is closed).
+long decoder_receive(int sock, void *buf, size_t len, int *fd, int nonblocking);
 
 #endif
