@@ -9,7 +9,7 @@ PYTHON ?= /usr/bin/python3
 DEBUG_BIN = .build/debug
 RELEASE_BIN = .build/release
 
-.PHONY: all setup build release run test unit format lint locale pot contract integration example readme-snippets bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
+.PHONY: all setup decoder build release run test unit format lint locale pot contract integration example readme-snippets bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
 
 all: build
 
@@ -17,8 +17,25 @@ setup:
 	@scripts/setup.sh
 	@mkdir -p $(SWIFT_TMP)
 
-build: setup locale
+build: setup locale decoder
 	$(SWIFT) build
+	@install -m 0755 $(DECODER) $(DEBUG_BIN)/
+
+# The image decoder is plain C built with the system's compiler, not SwiftPM (which would link the
+# Swift runtime into it): it needs nothing but its image libraries, libseccomp and libc, all in /usr,
+# so bubblewrap can run it with /usr alone in its root. Each build puts it beside the agent, where
+# the agent looks first.
+DECODER = .build/decoder/netactivity-decoder
+DECODER_SOURCES = Sources/netactivity-decoder/decoder.c Sources/CDecoder/protocol.c
+DECODER_CC ?= $(shell command -v cc 2>/dev/null || command -v clang 2>/dev/null)
+DECODER_CFLAGS ?= -O2 -g
+DECODER_HARDENING = -std=gnu11 -Wall -Wextra -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE -pie -Wl,-z,relro,-z,now -Wl,--as-needed
+decoder: setup
+	@$(MAKE) --no-print-directory $(DECODER)
+$(DECODER): $(DECODER_SOURCES) Sources/CDecoder/include/decoder_protocol.h
+	@mkdir -p $(dir $@)
+	$(DECODER_CC) $(DECODER_CFLAGS) $(DECODER_HARDENING) -ISources/CDecoder/include -o $@ $(DECODER_SOURCES) \
+	    $$(pkg-config --cflags --libs spng libjpeg libwebp libseccomp) -lgif
 
 # Translations (gettext, domain netactivity): po/LANG.po compiled into .build/share/locale, where
 # the binaries of a build look (make install puts them in $(PREFIX)/share/locale and the GNOME
@@ -43,10 +60,10 @@ contract:
 # The Swift runtime is linked in, as in the package: the agent then maps only the runtime code it
 # uses (idle RSS about 3 MiB less than with /opt/swift's shared libraries).
 RELEASE_FLAGS = -c release --static-swift-stdlib
-release: setup locale
+release: setup locale decoder
 	$(SWIFT) build $(RELEASE_FLAGS) --product netactivityd
 	$(SWIFT) build $(RELEASE_FLAGS) --product netactivity
-	$(SWIFT) build $(RELEASE_FLAGS) --product netactivity-decoder
+	@install -m 0755 $(DECODER) $(RELEASE_BIN)/
 
 # Starts the agent on the session bus; with none, netactivityd starts a private bus and prints
 # its DBUS_SESSION_BUS_ADDRESS.
@@ -70,9 +87,10 @@ lint:
 
 # The library's "never waits" tests time calls in 100 ms: they run on their own, after the rest,
 # so that other suites' blocking helpers cannot starve the Swift concurrency pool they share.
-test: setup check-layering lint example locale
+test: setup check-layering lint example locale decoder
 	@scripts/setup.sh --gnome
 	$(SWIFT) build --build-tests
+	@install -m 0755 $(DECODER) $(DEBUG_BIN)/
 	$(SWIFT) test --skip-build --skip NeverFailTests
 	$(SWIFT) test --skip-build --filter NeverFailTests
 	NETACTIVITY_EXAMPLE=$(EXAMPLE_BIN) $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN)
@@ -117,8 +135,9 @@ example: setup
 readme-snippets:
 	$(PYTHON) scripts/readme-snippets.py
 
-unit: setup
+unit: setup decoder
 	$(SWIFT) build --build-tests
+	@install -m 0755 $(DECODER) $(DEBUG_BIN)/
 	$(SWIFT) test --skip-build
 
 integration: build
@@ -128,8 +147,9 @@ integration: build
 # library's own thread and mailbox, the event loop) under ThreadSanitizer. Separate build folders.
 # A smaller quarantine for the agent: ASan's default keeps 256 MiB of freed memory resident, which
 # the test of a client that never reads its replies would count as growth.
-asan: setup
+asan: setup decoder
 	$(SWIFT) build --build-tests --scratch-path .build-asan -Xswiftc -sanitize=address
+	@install -m 0755 $(DECODER) .build-asan/debug/
 	ASAN_OPTIONS=detect_leaks=0 $(SWIFT) test --skip-build --scratch-path .build-asan
 	ASAN_OPTIONS=detect_leaks=0:quarantine_size_mb=16 $(PYTHON) Tests/Integration/run.py --bin .build-asan/debug
 
@@ -145,8 +165,9 @@ check-sanitize: asan tsan
 # default 600), after the parser fuzzers at FUZZ_ROUNDS times their make-test size.
 SOAK_SECONDS ?= 600
 FUZZ_ROUNDS ?= 20
-soak: setup
+soak: setup decoder
 	$(SWIFT) build --build-tests
+	@install -m 0755 $(DECODER) $(DEBUG_BIN)/
 	NETACTIVITY_FUZZ_ROUNDS=$(FUZZ_ROUNDS) $(SWIFT) test --skip-build --filter ParserFuzzTests
 	$(PYTHON) Tests/Integration/soak.py --bin $(DEBUG_BIN) --seconds $(SOAK_SECONDS)
 

@@ -12,7 +12,6 @@ let package = Package(
     products: [
         .executable(name: "netactivityd", targets: ["netactivityd"]),
         .executable(name: "netactivity", targets: ["netactivity"]),
-        .executable(name: "netactivity-decoder", targets: ["netactivity-decoder"]),
         .library(name: "NetActivityClient", targets: ["NetActivityClient"]),
         // Tracking for async-http-client: every request a task at the agent. A product of its own so
         // that apps (and the agent) that do not use async-http-client never build SwiftNIO.
@@ -86,16 +85,9 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // Image decoding for the agent, in a process of its own locked in a sandbox (C: libspng,
-        // libjpeg-turbo, libwebp, giflib, libseccomp), and the wire both ends speak (CDecoder's header).
+        // The wire between the agent and its image decoder (netactivity-decoder, a C program of its own
+        // that the Makefile builds with the system's compiler: see there).
         .target(name: "CDecoder"),
-        .executableTarget(
-            name: "netactivity-decoder",
-            dependencies: ["CDecoder"],
-            linkerSettings: [
-                .linkedLibrary("spng"), .linkedLibrary("jpeg"), .linkedLibrary("webp"), .linkedLibrary("gif"),
-                .linkedLibrary("seccomp"),
-            ]),
         // A load client for `make bench` (not a product; not installed).
         .executableTarget(
             name: "netactivity-bench",

@@ -18,8 +18,9 @@ swift build $FLAGS --product netactivityd >&2
 [ "${1:-}" = "--agent-only" ] && exit 0
 # shellcheck disable=SC2086
 swift build $FLAGS --product netactivity >&2
-# shellcheck disable=SC2086
-swift build $FLAGS --product netactivity-decoder >&2
+# The decoder is C, built by make (see the Makefile), beside the release binaries.
+make -s decoder >&2
+install -m 0755 .build/decoder/netactivity-decoder "$SCRATCH/release/"
 
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT

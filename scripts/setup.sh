@@ -27,6 +27,7 @@ pkg-config --exists libjpeg 2>/dev/null || need="$need libjpeg62-turbo-dev"
 pkg-config --exists libwebp 2>/dev/null || need="$need libwebp-dev"
 pkg-config --exists libseccomp 2>/dev/null || need="$need libseccomp-dev"
 [ -f /usr/include/gif_lib.h ] || need="$need libgif-dev"  # giflib ships no pkg-config file
+command -v cc >/dev/null 2>&1 || command -v clang >/dev/null 2>&1 || need="$need gcc"  # it is built with it
 # C bindings from the contract (gdbus-codegen), compiled and run by the tests.
 pkg-config --exists gio-unix-2.0 2>/dev/null && command -v gdbus-codegen >/dev/null 2>&1 || need="$need libglib2.0-dev"
 if [ "${1:-}" = "--bench" ]; then

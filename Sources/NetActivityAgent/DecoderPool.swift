@@ -29,7 +29,10 @@ final class DecodedPixels {
 }
 
 /// Decodes images in `netactivity-decoder` processes (see its source: the sandbox it locks itself
-/// in before it reads a byte), so that no decoder runs in the agent. The loop never waits on one:
+/// in before it reads a byte), so that no decoder runs in the agent. Where bubblewrap is installed
+/// and works, each decoder runs inside it too (`bubblewrapArguments`); where it does not (no user
+/// namespaces for it), the first decoder that ends before it says it is ready tells the pool so, and
+/// the pool starts its decoders without it from then on, the waiting request untouched. The loop never waits on one:
 /// each decoder's socket is a loop watch, each request has a deadline, and a decoder that crashes,
 /// stops or overruns is killed and replaced while its request alone fails. Up to `maxDecoders` run
 /// at once, one request each; a decoder that has had nothing to do for `idleTimeout` is let go.
@@ -53,6 +56,12 @@ final class DecoderPool {
     }
 
     private let executable: String
+    /// bwrap's path while it is used; nil when it is not installed, or did not work here.
+    private(set) var bubblewrap: String?
+    /// Why bubblewrap was given up (for the log and the tests).
+    private(set) var bubblewrapFailure: String?
+    /// Told what the log should hear (bubblewrap given up).
+    var warn: (String) -> Void = { _ in }
     private let loop: EventLoop
     let maxDecoders: Int
     let timeout: Duration
@@ -68,6 +77,7 @@ final class DecoderPool {
         let image: Int32
         let box: Box
         let owner: String
+        /// Kept until the job is done: a decoder that never started is given it again.
         var completion: ((Result<DecodedPixels, Failure>) -> Void)?
         init(
             id: UInt64, image: Int32, box: Box, owner: String,
@@ -79,6 +89,7 @@ final class DecoderPool {
             self.owner = owner
             self.completion = completion
         }
+        deinit { Closer.close(image) }
         /// Answers once; a cancelled job (no completion) hears nothing.
         func finish(_ result: Result<DecodedPixels, Failure>) {
             let completion = self.completion
@@ -92,14 +103,19 @@ final class DecoderPool {
         let pid: Int32
         let socket: Int32
         let pidfd: Int32
+        /// Started inside bubblewrap.
+        let wrapped: Bool
+        /// It said it is locked in (its first message).
+        var ready = false
         var job: Job?
         var deadline: TimerID?
         var idle: TimerID?
         var gone = false
-        init(pid: Int32, socket: Int32, pidfd: Int32) {
+        init(pid: Int32, socket: Int32, pidfd: Int32, wrapped: Bool) {
             self.pid = pid
             self.socket = socket
             self.pidfd = pidfd
+            self.wrapped = wrapped
         }
     }
 
@@ -111,11 +127,13 @@ final class DecoderPool {
     /// Why the last decoder could not be started (an agent without its decoder answers each request so).
     private(set) var lastStartError: String?
 
+    /// `bubblewrap`: bwrap's path, or nil to run the decoders in their own sandbox alone.
     init(
-        executable: String, loop: EventLoop, maxDecoders: Int = 2, timeout: Duration = .seconds(10),
-        idleTimeout: Duration = .seconds(30)
+        executable: String, loop: EventLoop, bubblewrap: String? = DecoderPool.installedBubblewrap(),
+        maxDecoders: Int = 2, timeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(30)
     ) {
         self.executable = executable
+        self.bubblewrap = bubblewrap
         self.loop = loop
         self.maxDecoders = maxDecoders
         self.timeout = timeout
@@ -124,7 +142,33 @@ final class DecoderPool {
 
     deinit {
         for decoder in decoders { stop(decoder, kill: true) }
-        for job in waiting[waitingHead...] { Closer.close(job.image) }
+    }
+
+    /// bwrap where the system keeps it (not from PATH: the agent's environment is the session's).
+    static func installedBubblewrap() -> String? {
+        ["/usr/bin/bwrap", "/usr/local/bin/bwrap"].first { access($0, X_OK) == 0 }
+    }
+
+    /// bwrap's arguments for `executable`, after glycin's (GNOME's sandboxed loaders): every
+    /// namespace its own (no network, no other process, no IPC), a root of /usr read-only, the
+    /// merged-/usr links, the linker's cache and the decoder itself; no /home, /tmp, /proc or
+    /// /dev, no environment, a session of its own (no terminal to write to), gone with the agent.
+    static func bubblewrapArguments(_ bwrap: String, executable: String) -> [String] {
+        var arguments = [
+            bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--chdir", "/",
+            "--ro-bind", "/usr", "/usr", "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
+        ]
+        for top in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
+            var buffer = [CChar](repeating: 0, count: 4096)
+            let n = readlink(top, &buffer, buffer.count - 1)
+            if n > 0 {
+                arguments += ["--symlink", String(cString: buffer), top]
+            } else if access(top, F_OK) == 0 {
+                arguments += ["--ro-bind", top, top]
+            }
+        }
+        if !executable.hasPrefix("/usr/") { arguments += ["--ro-bind", executable, executable] }
+        return arguments + ["--", executable]
     }
 
     /// Decoder processes running now.
@@ -169,7 +213,6 @@ final class DecoderPool {
             if job.completion == nil {  // cancelled while it waited
                 waitingHead += 1
                 leftQueue(job)
-                Closer.close(job.image)
                 continue
             }
             guard let decoder = decoders.first(where: { $0.job == nil && !$0.gone }) ?? start() else { break }
@@ -186,13 +229,19 @@ final class DecoderPool {
     /// A new decoder, if one more may run; a start that fails fails every waiting job.
     private func start() -> Decoder? {
         guard decoders.count < maxDecoders else { return nil }
+        guard access(executable, X_OK) == 0 else {
+            // Said here, not by a bwrap that would fail to find it (and be given up for it).
+            failWaiting("the image decoder could not be started: \(executable): \(String(cString: strerror(errno)))")
+            return nil
+        }
         guard let (ours, theirs) = SeqPacket.pair() else {
             failWaiting("no socket for a decoder: \(String(cString: strerror(errno)))")
             return nil
         }
         let pid: Int32
+        let arguments = bubblewrap.map { Self.bubblewrapArguments($0, executable: executable) } ?? [executable]
         do {
-            pid = try ServiceProcess.spawn([executable], standardInput: theirs)
+            pid = try ServiceProcess.spawn(arguments, standardInput: theirs)
         } catch {
             close(ours)
             close(theirs)
@@ -201,7 +250,8 @@ final class DecoderPool {
         }
         close(theirs)
         lastStartError = nil
-        let decoder = Decoder(pid: pid, socket: ours, pidfd: ServiceProcess.pidfd(of: pid))
+        let decoder = Decoder(
+            pid: pid, socket: ours, pidfd: ServiceProcess.pidfd(of: pid), wrapped: bubblewrap != nil)
         decoders.append(decoder)
         loop.watch(fd: decoder.socket, events: EventLoop.readable) { [weak self, weak decoder] _ in
             guard let self, let decoder else { return }
@@ -217,7 +267,6 @@ final class DecoderPool {
         waitingHead = 0
         waitingByOwner.removeAll()
         for job in jobs {
-            Closer.close(job.image)
             // On a later turn: never inside the caller's own `decode`.
             _ = loop.schedule(afterNanoseconds: 0) { job.finish(.failure(.failed(why))) }
         }
@@ -234,9 +283,13 @@ final class DecoderPool {
         let sent = withUnsafeBytes(of: &request) {
             decoder_send(decoder.socket, $0.baseAddress, $0.count, job.image, 1)
         }
-        Closer.close(job.image)
         guard sent == MemoryLayout<decoder_request>.size else {
             let why = "the image decoder took no request: \(String(cString: strerror(errno)))"
+            if !decoder.ready, decoder.wrapped {  // gone before it started: as in readReply
+                decoder.job = job
+                giveUpBubblewrap(decoder, why)
+                return
+            }
             replace(decoder, failing: job, why)
             return
         }
@@ -255,12 +308,27 @@ final class DecoderPool {
             decoder_receive(decoder.socket, $0.baseAddress, $0.count, &fd, 1)
         }
         if n < 0, errno == EAGAIN || errno == EINTR { return }
+        if n <= 0, !decoder.ready, decoder.wrapped {
+            // bwrap ended before the decoder said it was locked in: no attacker's byte was read
+            // yet, so this is bwrap itself failing here (no user namespaces for it, say).
+            giveUpBubblewrap(decoder, stoppedWhy(decoder))
+            return
+        }
         guard n == MemoryLayout<decoder_reply>.size else {
             if fd >= 0 { close(fd) }
             // The end of its socket (0), or a reset one: it died or was killed.
             replace(
                 decoder, failing: decoder.job, n <= 0 ? stoppedWhy(decoder) : "the image decoder's answer was malformed"
             )
+            return
+        }
+        if !decoder.ready {
+            if fd >= 0 { close(fd) }
+            guard reply.magic == DECODER_REPLY_MAGIC, reply.status == DECODER_READY.rawValue, reply.id == 0 else {
+                replace(decoder, failing: decoder.job, "the image decoder did not start as expected")
+                return
+            }
+            decoder.ready = true
             return
         }
         guard let job = decoder.job, reply.magic == DECODER_REPLY_MAGIC, reply.id == job.id else {
@@ -327,6 +395,26 @@ final class DecoderPool {
             return "the image decoder exited (status \((status >> 8) & 0xFF))"
         }
         return "the image decoder closed its socket"
+    }
+
+    /// bwrap does not work here: the decoders run without it from now on, and the job `decoder` had
+    /// waits again, first in line.
+    private func giveUpBubblewrap(_ decoder: Decoder, _ why: String) {
+        bubblewrapFailure = "bubblewrap (\(bubblewrap ?? "")) did not start the decoder: \(why)"
+        bubblewrap = nil
+        warn("\(bubblewrapFailure!); decoding in the decoder's own sandbox alone")
+        let job = decoder.job
+        decoder.job = nil
+        if let job, job.completion != nil {
+            if waitingHead > 0 {
+                waitingHead -= 1
+                waiting[waitingHead] = job
+            } else {
+                waiting.insert(job, at: 0)
+            }
+            waitingByOwner[job.owner, default: 0] += 1
+        }
+        replace(decoder, failing: nil, why)
     }
 
     /// The decoder is done for: killed and reaped, its job (if any) failed with `why`, and what

@@ -50,7 +50,11 @@ final class PixelPipeline {
     private var tier = AutoPurgingImageCache<CachedPixels>(
         memoryCapacity: PixelPipeline.defaultCapacity, preferredMemoryUsageAfterPurge: PixelPipeline.defaultPreferred)
     /// Started at the first FetchPixels that misses the tier.
-    private lazy var pool: DecoderPool? = Self.decoderPath().map { DecoderPool(executable: $0, loop: loop) }
+    private lazy var pool: DecoderPool? = Self.decoderPath().map { [context] in
+        let pool = DecoderPool(executable: $0, loop: loop, bubblewrap: Self.bubblewrapPath())
+        pool.warn = { context.logger.warning("\($0)") }
+        return pool
+    }
 
     init(context: AgentContext, loop: EventLoop, images: any ImageStore) {
         self.context = context
@@ -70,6 +74,15 @@ final class PixelPipeline {
             candidates.append(prefix + "/libexec/netactivity/netactivity-decoder")
         }
         return candidates.first { access($0, X_OK) == 0 }
+    }
+
+    /// bwrap for the decoders: where the system keeps it; NETACTIVITY_DECODER_BWRAP names another,
+    /// or `none`.
+    static func bubblewrapPath() -> String? {
+        guard let given = getenv("NETACTIVITY_DECODER_BWRAP").map({ String(cString: $0) }), !given.isEmpty else {
+            return DecoderPool.installedBubblewrap()
+        }
+        return given == "none" ? nil : given
     }
 
     /// Pixel bytes held, and entries.

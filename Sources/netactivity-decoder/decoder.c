@@ -14,6 +14,9 @@
 // refused), GIF (giflib: the first frame on its logical screen). Colour profiles are not applied:
 // the pixels are the file's own values, which desktops take as sRGB.
 //
+// The agent runs it inside bubblewrap where bwrap works (a root of /usr alone, every namespace its
+// own, no environment); the lock below holds in any case.
+//
 // netactivity-decoder              serve requests on standard input (a SOCK_SEQPACKET socket)
 // netactivity-decoder --test-sandbox   lock in, then try what the sandbox forbids and print each result
 #define _GNU_SOURCE
@@ -603,6 +606,12 @@ int main(int argc, char **argv) {
         fflush(stdout);
         return 0;
     }
+    // Locked in: the agent hears it before anything is asked (a decoder that ends before this line
+    // never started, which tells the agent its bubblewrap does not work here).
+    struct decoder_reply ready = {.magic = DECODER_REPLY_MAGIC, .status = DECODER_READY};
+    snprintf(ready.message, sizeof ready.message, "no_new_privs %d, network_namespace %d, seccomp %d",
+             s.no_new_privs, s.network_namespace, s.seccomp);
+    reply(0, &ready, -1);
     serve(0);
     return 0;
 }

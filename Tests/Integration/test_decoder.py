@@ -18,8 +18,8 @@ from harness import BIN
 DECODER = os.path.join(BIN, "netactivity-decoder")
 REQUEST = struct.Struct("=IIQIIQ")  # magic, version, id, max_width, max_height, max_pixels
 REPLY = struct.Struct("=IIQIIIIII200s")  # magic, status, id, width, height, stride, original w/h, format, message
-REQUEST_MAGIC, REPLY_MAGIC, VERSION = 0x5144414E, 0x5244414E, 1
-OK, NOT_AN_IMAGE, TOO_LARGE, FAILED, BAD_REQUEST = range(5)
+REQUEST_MAGIC, REPLY_MAGIC, VERSION = 0x5144414E, 0x5244414E, 2
+OK, NOT_AN_IMAGE, TOO_LARGE, FAILED, BAD_REQUEST, READY = range(6)
 BGRA_PREMULTIPLIED = 1
 ALL_SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
 
@@ -57,6 +57,16 @@ class Decoder:
         self.proc = subprocess.Popen([DECODER], stdin=theirs, stderr=subprocess.PIPE)
         theirs.close()
         self.next_id = 1
+        # Its first message, before it reads a request: it is locked in, and how.
+        self.sock.settimeout(20)
+        self.ready = self.reply(self.sock.recv(4096))
+
+    @staticmethod
+    def reply(msg):
+        fields = dict(zip(("magic", "status", "id", "width", "height", "stride", "original_width", "original_height",
+                           "format", "message"), REPLY.unpack(msg)))
+        fields["message"] = fields["message"].split(b"\0")[0].decode()
+        return fields
 
     def decode(self, data, max_width=0, max_height=0, max_pixels=64 << 20, timeout=20):
         """(reply fields as a dict, the pixels' bytes or None, the pixels' seals or None)."""
@@ -71,9 +81,7 @@ class Decoder:
             os.close(fd)
         self.sock.settimeout(timeout)
         msg, fds, _, _ = socket.recv_fds(self.sock, 4096, 4)
-        fields = dict(zip(("magic", "status", "id", "width", "height", "stride", "original_width", "original_height",
-                           "format", "message"), REPLY.unpack(msg)))
-        fields["message"] = fields["message"].split(b"\0")[0].decode()
+        fields = self.reply(msg)
         assert fields["magic"] == REPLY_MAGIC and fields["id"] == rid, fields
         pixels = seals = None
         for got in fds:
@@ -205,6 +213,16 @@ class DecoderTests(unittest.TestCase):
 
 @unittest.skipUnless(os.path.exists(DECODER), "netactivity-decoder is not built")
 class DecoderSandboxTests(unittest.TestCase):
+    def test_it_says_it_is_locked_in_before_it_reads_a_request(self):
+        decoder = Decoder()
+        try:
+            self.assertEqual((decoder.ready["magic"], decoder.ready["status"], decoder.ready["id"]),
+                             (REPLY_MAGIC, READY, 0))
+            how = dict(part.split(" ") for part in decoder.ready["message"].split(", "))
+            self.assertEqual((how["no_new_privs"], how["seccomp"]), ("1", "1"), decoder.ready)
+        finally:
+            self.assertEqual(decoder.close(), 0)
+
     def test_the_sandbox_refuses_open_socket_connect_and_execve(self):
         r = subprocess.run([DECODER, "--test-sandbox"], capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 0, r.stderr)

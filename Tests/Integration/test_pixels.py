@@ -96,19 +96,25 @@ class PixelTests(AgentTestCase):
             os.close(fd)
 
     def decoders(self):
-        """The agent's decoder processes (its children named netactivity-decoder)."""
-        pids = []
+        """The agent's decoder processes: its descendants named netactivity-decoder (inside
+        bubblewrap they are its grandchildren or further down)."""
+        children, names = {}, {}
         for pid in os.listdir("/proc"):
             try:
                 with open("/proc/%s/stat" % pid) as f:
                     fields = f.read().rsplit(")", 1)[1].split()
                 with open("/proc/%s/comm" % pid) as f:
-                    comm = f.read().strip()
-            except OSError:
+                    names[int(pid)] = f.read().strip()
+            except (OSError, ValueError):
                 continue
-            if int(fields[1]) == self.agent.proc.pid and comm.startswith("netactivity-de"):
-                pids.append(int(pid))
-        return pids
+            children.setdefault(int(fields[1]), []).append(int(pid))
+        found, todo = [], list(children.get(self.agent.proc.pid, []))
+        while todo:
+            pid = todo.pop()
+            if names.get(pid, "").startswith("netactivity-de"):
+                found.append(pid)
+            todo += children.get(pid, [])
+        return found
 
     def test_pixels_are_premultiplied_bgra_in_a_sealed_file_and_decoded_once(self):
         data, info, seals = self.pixels("/a.png")
@@ -170,6 +176,27 @@ class PixelTests(AgentTestCase):
         self.assertEqual(get(C.DecodedMemoryUsage), 0)
         self.pixels("/wide.png")
         self.assertEqual(get(C.DecodedMemoryUsage), 0, "a 4 KiB image does not fit in 100 bytes: answered, not kept")
+
+    @unittest.skipUnless(os.access("/usr/bin/bwrap", os.X_OK), "bubblewrap is not installed")
+    def test_the_decoder_runs_inside_bubblewrap_with_usr_alone(self):
+        self.pixels("/a.png")
+        pid = wait_until(self.decoders, what="a decoder process")[0]
+        self.assertNotEqual(os.getppid(), pid)
+        with open("/proc/%d/stat" % pid) as f:
+            parent = int(f.read().rsplit(")", 1)[1].split()[1])
+        self.assertNotEqual(parent, self.agent.proc.pid, "bwrap stands between the agent and its decoder")
+        root = set(os.listdir("/proc/%d/root" % pid))
+        self.assertIn("usr", root)
+        for private in ("home", "tmp", "root", "run", "proc", "dev", "var"):
+            self.assertNotIn(private, root, "the decoder sees /%s" % private)
+        agent = os.path.realpath("/proc/%d/exe" % self.agent.proc.pid)
+        self.assertTrue(os.path.exists("/proc/%d/root%s" % (pid, os.path.realpath("/proc/%d/exe" % pid))), "itself")
+        self.assertFalse(os.path.exists("/proc/%d/root%s" % (pid, agent)), "but not the agent beside it")
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            names = {v.split(b"=")[0] for v in f.read().split(b"\0") if v}
+        self.assertLessEqual(names, {b"PWD"}, "none of the session's environment (bwrap sets PWD=/)")
+        for ns in ("net", "pid", "ipc"):
+            self.assertNotEqual(os.readlink("/proc/%d/ns/%s" % (pid, ns)), os.readlink("/proc/self/ns/" + ns), ns)
 
     @staticmethod
     def request_waiting(pid):

@@ -78,10 +78,30 @@ struct DecoderPoolTests {
         #expect(pool.processCount == 1, "one decoder served them all, one after another")
     }
 
+    @Test("inside bubblewrap where it works; where bwrap fails, the same request is decoded without it")
+    func bubblewrap() throws {
+        let path = try #require(Self.decoder)
+        let png = TestImages.decodablePNG(width: 4, height: 2, rgba: (0, 0, 255, 255))
+        if let bwrap = DecoderPool.installedBubblewrap() {
+            let wrapped = DecoderPool(executable: path, loop: loop, bubblewrap: bwrap)
+            #expect(try decode(wrapped, png).get().width == 4)
+            #expect(wrapped.bubblewrap == bwrap && wrapped.bubblewrapFailure == nil, "it worked: it stays")
+        }
+        // A bwrap that cannot start anything (as where user namespaces are off): it exits at once.
+        let broken = DecoderPool(executable: path, loop: loop, bubblewrap: "/bin/false")
+        var warned: [String] = []
+        broken.warn = { warned.append($0) }
+        #expect(try decode(broken, png).get().width == 4, "the request waited for a decoder without it")
+        #expect(broken.bubblewrap == nil)
+        #expect(warned.count == 1 && warned[0].contains("/bin/false"), "\(warned)")
+        #expect(try decode(broken, png).get().width == 4)
+        #expect(warned.count == 1, "given up once")
+    }
+
     @Test("a decoder killed mid-request fails that request alone; the next one gets a new decoder")
     func killed() throws {
         let path = try #require(Self.decoder)
-        let pool = DecoderPool(executable: path, loop: loop)
+        let pool = DecoderPool(executable: path, loop: loop, bubblewrap: nil)
         _ = try decode(pool, TestImages.decodablePNG(width: 4, height: 4, rgba: (255, 0, 0, 255))).get()
         let first = try #require(pool.pids.first)
         kill(first, SIGSTOP)  // it cannot answer before it is killed
@@ -106,7 +126,7 @@ struct DecoderPoolTests {
     @Test("a decoder that stops answering is killed at the deadline; the loop never waited for it")
     func stopped() throws {
         let path = try #require(Self.decoder)
-        let pool = DecoderPool(executable: path, loop: loop, timeout: .milliseconds(300))
+        let pool = DecoderPool(executable: path, loop: loop, bubblewrap: nil, timeout: .milliseconds(300))
         _ = try decode(pool, TestImages.decodablePNG(width: 2, height: 2, rgba: (255, 0, 0, 255))).get()
         let stuck = try #require(pool.pids.first)
         kill(stuck, SIGSTOP)
@@ -161,7 +181,7 @@ struct DecoderPoolTests {
     @Test("one owner may have 16 images waiting for a decoder; the next is refused as busy, another owner's waits")
     func waitingCap() throws {
         let path = try #require(Self.decoder)
-        let pool = DecoderPool(executable: path, loop: loop, maxDecoders: 1)
+        let pool = DecoderPool(executable: path, loop: loop, bubblewrap: nil, maxDecoders: 1)
         let png = TestImages.decodablePNG(width: 2, height: 2, rgba: (1, 2, 3, 255))
         _ = try decode(pool, png).get()
         let decoder = try #require(pool.pids.first)

@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DECODER_PROTOCOL_VERSION 1u
+#define DECODER_PROTOCOL_VERSION 2u
 #define DECODER_REQUEST_MAGIC 0x5144414Eu  // "NADQ"
 #define DECODER_REPLY_MAGIC 0x5244414Eu    // "NADR"
 
@@ -25,6 +25,8 @@ enum decoder_status {
     DECODER_TOO_LARGE = 2,     // over `max_pixels`, known from the header before anything is allocated
     DECODER_FAILED = 3,        // damaged, truncated, or a feature the decoder does not read
     DECODER_BAD_REQUEST = 4,   // a malformed request (the agent's fault)
+    DECODER_READY = 5,         // the first message, id 0, sent once the decoder is locked in (before any
+                               // request is read); `message` says how (see decoder.c)
 };
 
 enum decoder_format {
