@@ -2,6 +2,7 @@ public import DBusKit
 public import LinuxKit
 public import Logging
 import NetActivityContract
+import NetActivityCore
 
 /// Options the agent starts with.
 public struct AgentOptions: Sendable {
@@ -21,7 +22,28 @@ public struct AgentOptions: Sendable {
     /// The open-file limit the agent runs with (after raising it). Fd-hungry holdings scale with
     /// it, so that no one client can run the agent out of descriptors.
     public var fileLimit: UInt64 = 1024
+    /// The settings file's limits for the image cache and for the decoded tier (nil: the default).
+    public var imageCacheLimits = CacheLimits()
+    public var decodedCacheLimits = CacheLimits()
     public init() {}
+}
+
+/// A memory tier's two numbers as the settings file gives them: a number it does not give has its
+/// default (as every key of the file), but for a default preferred usage above a lower capacity
+/// given, which comes down to it.
+public struct CacheLimits: Sendable, Equatable {
+    public var capacity: UInt64?
+    public var preferred: UInt64?
+    public init(capacity: UInt64? = nil, preferred: UInt64? = nil) {
+        self.capacity = capacity
+        self.preferred = preferred
+    }
+
+    /// The limits to set, with `defaults` (capacity, preferred) for the numbers not given.
+    func over(defaults: (UInt64, UInt64)) -> (capacity: UInt64, preferred: UInt64) {
+        let newCapacity = capacity ?? defaults.0
+        return (newCapacity, preferred ?? min(defaults.1, newCapacity))
+    }
 }
 
 /// The agent: the composition root that builds the services on one connection and one loop,
@@ -155,6 +177,7 @@ public final class Agent {
         startMemoryPressure()
         startSystemConditions()
         startDesktopObservers()
+        applyCacheLimits()
         try peers.start()
         peers.probeStats()
         connection.onSignal(
@@ -193,7 +216,29 @@ public final class Agent {
         options.notifyAfter = new.notifyAfter
         options.deferral = new.deferral
         downloads.conditions.set(new.deferral)
+        options.imageCacheLimits = new.imageCacheLimits
+        options.decodedCacheLimits = new.decodedCacheLimits
         startDesktopObservers()
+        applyCacheLimits()
+    }
+
+    /// The settings file's cache limits (at start and at each reload, as the delays: what a host
+    /// app set in between gives way to the file).
+    private func applyCacheLimits() {
+        typealias Cache = AutoPurgingImageCache<CachedImage>
+        let image = options.imageCacheLimits.over(defaults: (Cache.defaultCapacity, Cache.defaultPreferred))
+        do {
+            try images.setCacheLimits(capacity: image.capacity, preferred: image.preferred)
+        } catch {
+            context.logger.warning("Image cache limits not changed: \(error)")
+        }
+        let decoded = options.decodedCacheLimits.over(
+            defaults: (PixelPipeline.defaultCapacity, PixelPipeline.defaultPreferred))
+        do {
+            try images.setDecodedLimits(capacity: decoded.capacity, preferred: decoded.preferred)
+        } catch {
+            context.logger.warning("Decoded tier limits not changed: \(error)")
+        }
     }
 
     /// Starts the tray and the notifier the options ask for, and stops those they no longer do.

@@ -173,6 +173,9 @@ final class DecoderPool {
 
     /// Decoder processes running now.
     var processCount: Int { decoders.count }
+    /// Decoders started, and killed for dying, stopping, overrunning or lying (since the pool began).
+    private(set) var started: UInt64 = 0
+    private(set) var replaced: UInt64 = 0
     /// Their pids (for tests and logs).
     var pids: [Int32] { decoders.map(\.pid) }
 
@@ -253,6 +256,7 @@ final class DecoderPool {
         let decoder = Decoder(
             pid: pid, socket: ours, pidfd: ServiceProcess.pidfd(of: pid), wrapped: bubblewrap != nil)
         decoders.append(decoder)
+        started += 1
         loop.watch(fd: decoder.socket, events: EventLoop.readable) { [weak self, weak decoder] _ in
             guard let self, let decoder else { return }
             self.readReply(from: decoder)
@@ -420,6 +424,7 @@ final class DecoderPool {
     /// The decoder is done for: killed and reaped, its job (if any) failed with `why`, and what
     /// waits goes to the others or a new one.
     private func replace(_ decoder: Decoder, failing job: Job?, _ why: String) {
+        replaced += 1
         stop(decoder, kill: true)
         decoders.removeAll { $0 === decoder }
         if let job {

@@ -123,29 +123,60 @@ extension ImageCacheService {
                 },
                 DBusProperty(P.statistics.rawValue, "a{st}", emitsChanged: .false) { [unowned self] w, _ in
                     let s = self.imageCache.statistics
-                    w.appendArray(elementSignature: "{st}") { a in
-                        // Every key the XML lists, and only those: a new key fails to compile here.
-                        for key in ImageCacheMember.StatisticsKey.allCases {
+                    // Every key the XML lists, and only those: a new key fails to compile in `count`.
+                    Self.appendCounters(
+                        &w, ImageCacheMember.StatisticsKey.allCases.map { ($0.rawValue, Self.count($0, s)) })
+                },
+                DBusProperty(P.decodedStatistics.rawValue, "a{st}", emitsChanged: .false) { [unowned self] w, _ in
+                    let s = self.pixels?.statistics ?? .init()
+                    Self.appendCounters(
+                        &w,
+                        ImageCacheMember.DecodedStatisticsKey.allCases.map { key in
                             let value: UInt64 =
-                                switch key {
-                                case .hits: s.hits
-                                case .misses: s.misses
-                                case .insertions: s.insertions
-                                case .evictions: s.evictions
-                                case .pressureModerate: s.pressureModerate
-                                case .pressureCritical: s.pressureCritical
-                                case .pressureEvictions: s.pressureEvictions
-                                case .pressureBytesFreed: s.pressureBytesFreed
+                                if let tierKey = ImageCacheMember.StatisticsKey(rawValue: key.rawValue) {
+                                    Self.count(tierKey, s.tier)
+                                } else {
+                                    switch key {
+                                    case .decodes: s.decodes
+                                    case .decodeFailures: s.decodeFailures
+                                    case .sharedDecodes: s.sharedDecodes
+                                    case .decodersStarted: s.decodersStarted
+                                    case .decodersReplaced: s.decodersReplaced
+                                    default: 0  // the tier's, above
+                                    }
                                 }
-                            a.appendDictEntry { e in
-                                e.append(key.rawValue)
-                                e.append(value)
-                            }
-                        }
-                    }
+                            return (key.rawValue, value)
+                        })
                 },
             ]
         )
+    }
+
+    /// A tier's counter by its Statistics key (the image cache's, or the decoded tier's).
+    private static func count<Image>(
+        _ key: ImageCacheMember.StatisticsKey, _ s: AutoPurgingImageCache<Image>.Statistics
+    ) -> UInt64 {
+        switch key {
+        case .hits: s.hits
+        case .misses: s.misses
+        case .insertions: s.insertions
+        case .evictions: s.evictions
+        case .pressureModerate: s.pressureModerate
+        case .pressureCritical: s.pressureCritical
+        case .pressureEvictions: s.pressureEvictions
+        case .pressureBytesFreed: s.pressureBytesFreed
+        }
+    }
+
+    private static func appendCounters(_ w: inout MessageWriter, _ counters: [(String, UInt64)]) {
+        w.appendArray(elementSignature: "{st}") { a in
+            for (name, value) in counters {
+                a.appendDictEntry { e in
+                    e.append(name)
+                    e.append(value)
+                }
+            }
+        }
     }
 
     // MARK: handlers

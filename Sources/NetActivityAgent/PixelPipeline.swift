@@ -49,6 +49,29 @@ final class PixelPipeline {
     private unowned let images: any ImageStore
     private var tier = AutoPurgingImageCache<CachedPixels>(
         memoryCapacity: PixelPipeline.defaultCapacity, preferredMemoryUsageAfterPurge: PixelPipeline.defaultPreferred)
+    /// Replies waiting for the decode of a tier key under way: one decode answers them all.
+    private var underWay: [String: [(Result<Answer, NetActivityError>) -> Void]] = [:]
+
+    /// What the tier and its decoders did since the agent started (DecodedStatistics).
+    struct Statistics: Equatable {
+        var tier = AutoPurgingImageCache<CachedPixels>.Statistics()
+        /// Images decoded, and decodes that failed.
+        var decodes: UInt64 = 0
+        var decodeFailures: UInt64 = 0
+        /// Requests answered by another request's decode, under way when they came.
+        var sharedDecodes: UInt64 = 0
+        var decodersStarted: UInt64 = 0
+        var decodersReplaced: UInt64 = 0
+    }
+    private var counts = Statistics()
+    var statistics: Statistics {
+        var s = counts
+        s.tier = tier.statistics
+        s.decodersStarted = pool?.started ?? 0
+        s.decodersReplaced = pool?.replaced ?? 0
+        return s
+    }
+
     /// Started at the first FetchPixels that misses the tier.
     private lazy var pool: DecoderPool? = Self.decoderPath().map { [context] in
         let pool = DecoderPool(executable: $0, loop: loop, bubblewrap: Self.bubblewrapPath())
@@ -159,12 +182,37 @@ final class PixelPipeline {
     }
 
     /// Decodes `body` in a decoder, for `reader` (its queue share), keeps the pixels under `key`
-    /// charged to `owner` ("" for everyone's), and answers `reply` on a later turn.
+    /// charged to `owner` ("" for everyone's), and answers `reply` on a later turn. A decode of
+    /// `key` under way already answers this request too (each asker with its own `source`).
     func decode(
         _ body: any FetchedBody, info: ImageInfo, source: DownloaderMember.FetchPixelsSource, httpStatus: UInt32,
         key: String, owner: String, box: Box, reader leaf: String,
         reply: @escaping (Result<Answer, NetActivityError>) -> Void
     ) {
+        let answer: (Result<Answer, NetActivityError>) -> Void = { result in
+            reply(
+                result.map {
+                    Answer(pixels: $0.pixels, source: source, contentType: $0.contentType, httpStatus: httpStatus)
+                })
+        }
+        if underWay[key] != nil {
+            underWay[key]!.append(answer)
+            counts.sharedDecodes += 1
+            return
+        }
+        underWay[key] = [answer]
+        startDecode(body, info: info, key: key, owner: owner, box: box, reader: leaf)
+    }
+
+    /// Everyone waiting for `key`'s decode hears `result`.
+    private func finish(_ key: String, _ result: Result<Answer, NetActivityError>) {
+        for reply in underWay.removeValue(forKey: key) ?? [] { reply(result) }
+    }
+
+    private func startDecode(
+        _ body: any FetchedBody, info: ImageInfo, key: String, owner: String, box: Box, reader leaf: String
+    ) {
+        let reply = { [weak self] (result: Result<Answer, NetActivityError>) in self?.finish(key, result) }
         let fd: Int32? =
             if let body = body as? ImageBody { body.openReadOnly() } else {
                 body.withUnsafeBytes { SealedMemory.make(name: "netactivity-encoded", bytes: $0) }
@@ -185,13 +233,17 @@ final class PixelPipeline {
         ) { [weak self] result in
             guard let self else { return }
             switch result {
+            case .success: counts.decodes += 1
+            case .failure(.busy): break  // not decoded at all
+            case .failure: counts.decodeFailures += 1
+            }
+            switch result {
             case .success(let pixels):
                 let entry = CachedPixels(
                     pixels: pixels, contentType: contentType, storedAt: context.scheduler.nowNanoseconds)
                 // Too large for the tier is still an answer: kept or not, this caller gets it.
                 _ = try? tier.add(entry, cost: UInt64(pixels.byteCount), for: key, owner: owner)
-                reply(
-                    .success(Answer(pixels: pixels, source: source, contentType: contentType, httpStatus: httpStatus)))
+                reply(.success(Answer(pixels: pixels, source: .network, contentType: contentType, httpStatus: 0)))
             case .failure(.notAnImage(let why)): reply(.failure(NetActivityError(.notAnImage, why)))
             case .failure(.tooLarge(let why)): reply(.failure(NetActivityError(.tooLarge, why)))
             case .failure(.failed(let why)): reply(.failure(NetActivityError(.decode, why)))

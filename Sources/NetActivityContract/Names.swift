@@ -278,6 +278,7 @@ public enum ImageCacheMember {
         case decodedMemoryCapacity = "DecodedMemoryCapacity"
         case decodedPreferredMemoryUsageAfterPurge = "DecodedPreferredMemoryUsageAfterPurge"
         case decodedMemoryUsage = "DecodedMemoryUsage"
+        case decodedStatistics = "DecodedStatistics"
         case imageCount = "ImageCount"
         case memoryUsageByApp = "MemoryUsageByApp"
         case statistics = "Statistics"
@@ -320,6 +321,29 @@ public enum ImageCacheMember {
             switch self {
             case .width, .height, .stride, .originalWidth, .originalHeight: "u"
             case .format, .source, .contentType: "s"
+            }
+        }
+    }
+
+    /// The keys of `DecodedStatistics` and their D-Bus types.
+    public enum DecodedStatisticsKey: String, Sendable, DictionaryKey {
+        case hits
+        case misses
+        case insertions
+        case evictions
+        case pressureModerate = "pressure-moderate"
+        case pressureCritical = "pressure-critical"
+        case pressureEvictions = "pressure-evictions"
+        case pressureBytesFreed = "pressure-bytes-freed"
+        case decodes
+        case decodeFailures = "decode-failures"
+        case sharedDecodes = "shared-decodes"
+        case decodersStarted = "decoders-started"
+        case decodersReplaced = "decoders-replaced"
+
+        public var signature: String {
+            switch self {
+            case .hits, .misses, .insertions, .evictions, .pressureModerate, .pressureCritical, .pressureEvictions, .pressureBytesFreed, .decodes, .decodeFailures, .sharedDecodes, .decodersStarted, .decodersReplaced: "t"
             }
         }
     }

@@ -18,10 +18,15 @@ struct Settings: Equatable {
     var logLevel = "notice"
     var deferWhenMetered = true
     var deferInPowerSaver = true
+    /// The memory tiers' numbers, in bytes; nil leaves them as they are (see `CacheLimits`).
+    var imageCache = CacheLimits()
+    var decodedCache = CacheLimits()
 
     static let keys = [
         "activation-delay", "completion-delay", "completed-task-linger", "tray", "notify", "notify-after", "log-level",
-        "defer-when-metered", "defer-in-power-saver",
+        "defer-when-metered", "defer-in-power-saver", "image-memory-capacity",
+        "image-preferred-memory-usage-after-purge",
+        "decoded-memory-capacity", "decoded-preferred-memory-usage-after-purge",
     ]
 
     static func defaultPath() -> String? {
@@ -116,6 +121,18 @@ struct Settings: Equatable {
             case "defer-when-metered": deferWhenMetered = v
             default: deferInPowerSaver = v
             }
+        case "image-memory-capacity", "image-preferred-memory-usage-after-purge", "decoded-memory-capacity",
+            "decoded-preferred-memory-usage-after-purge":
+            guard let v = Self.bytes(value) else {
+                return
+                    "\(key) must be a number of bytes up to 1T (a K, M, G or T after it counts in 1024s), got '\(value)'"
+            }
+            switch key {
+            case "image-memory-capacity": imageCache.capacity = v
+            case "image-preferred-memory-usage-after-purge": imageCache.preferred = v
+            case "decoded-memory-capacity": decodedCache.capacity = v
+            default: decodedCache.preferred = v
+            }
         case "log-level":
             guard Logger.Level(rawValue: value) != nil else {
                 return "unknown log-level '\(value)'"
@@ -134,6 +151,28 @@ struct Settings: Equatable {
         options.tray = tray
         options.notifyAfter = notify ? notifyAfter : nil
         options.deferral = .init(whenMetered: deferWhenMetered, inPowerSaver: deferInPowerSaver)
+        options.imageCacheLimits = imageCache
+        options.decodedCacheLimits = decodedCache
+    }
+
+    /// `104857600`, `100M`, `100MiB`, `1G`: bytes, at most the caches' bound (1 TiB).
+    static func bytes(_ text: String) -> UInt64? {
+        var digits = Substring(text)
+        var unit: UInt64 = 1
+        for (i, suffix) in ["K", "M", "G", "T"].enumerated() {
+            for spelling in [suffix + "iB", suffix] where digits.uppercased().hasSuffix(spelling.uppercased()) {
+                digits = digits.dropLast(spelling.count)
+                unit = 1 << (10 * UInt64(i + 1))
+                break
+            }
+            if unit > 1 { break }
+        }
+        let trimmed = trimmed(digits)
+        guard !trimmed.isEmpty, trimmed.allSatisfy(\.isASCII), trimmed.allSatisfy(\.isNumber),
+            let n = UInt64(trimmed)
+        else { return nil }
+        let (total, overflow) = n.multipliedReportingOverflow(by: unit)
+        return !overflow && total <= NetActivityLimits.maxCacheCapacity ? total : nil
     }
 
     private static func trimmed(_ s: Substring) -> Substring {

@@ -252,6 +252,7 @@ class ImageCache:
         'DecodedMemoryCapacity': ('t', 'readwrite'),
         'DecodedPreferredMemoryUsageAfterPurge': ('t', 'readwrite'),
         'DecodedMemoryUsage': ('t', 'read'),
+        'DecodedStatistics': ('a{st}', 'read'),
         'ImageCount': ('u', 'read'),
         'MemoryUsageByApp': ('a{st}', 'read'),
         'Statistics': ('a{st}', 'read'),
@@ -267,6 +268,7 @@ class ImageCache:
     KEYS = {
         'OpenPixelsOption': {'max-width': 'u', 'max-height': 'u'},
         'OpenPixelsInfo': {'width': 'u', 'height': 'u', 'stride': 'u', 'format': 's', 'original-width': 'u', 'original-height': 'u', 'source': 's', 'content-type': 's'},
+        'DecodedStatisticsKey': {'hits': 't', 'misses': 't', 'insertions': 't', 'evictions': 't', 'pressure-moderate': 't', 'pressure-critical': 't', 'pressure-evictions': 't', 'pressure-bytes-freed': 't', 'decodes': 't', 'decode-failures': 't', 'shared-decodes': 't', 'decoders-started': 't', 'decoders-replaced': 't'},
         'StatisticsKey': {'hits': 't', 'misses': 't', 'insertions': 't', 'evictions': 't', 'pressure-moderate': 't', 'pressure-critical': 't', 'pressure-evictions': 't', 'pressure-bytes-freed': 't'},
     }
     AddImage = 'AddImage'
@@ -276,6 +278,7 @@ class ImageCache:
     DecodedMemoryCapacity = 'DecodedMemoryCapacity'
     DecodedMemoryUsage = 'DecodedMemoryUsage'
     DecodedPreferredMemoryUsageAfterPurge = 'DecodedPreferredMemoryUsageAfterPurge'
+    DecodedStatistics = 'DecodedStatistics'
     ImageCount = 'ImageCount'
     LookupImage = 'LookupImage'
     LookupImageForRequest = 'LookupImageForRequest'
@@ -303,6 +306,19 @@ class ImageCache:
     OPEN_PIXELS_INFO_ORIGINAL_HEIGHT = 'original-height'
     OPEN_PIXELS_INFO_SOURCE = 'source'
     OPEN_PIXELS_INFO_CONTENT_TYPE = 'content-type'
+    DECODED_STATISTICS_KEY_HITS = 'hits'
+    DECODED_STATISTICS_KEY_MISSES = 'misses'
+    DECODED_STATISTICS_KEY_INSERTIONS = 'insertions'
+    DECODED_STATISTICS_KEY_EVICTIONS = 'evictions'
+    DECODED_STATISTICS_KEY_PRESSURE_MODERATE = 'pressure-moderate'
+    DECODED_STATISTICS_KEY_PRESSURE_CRITICAL = 'pressure-critical'
+    DECODED_STATISTICS_KEY_PRESSURE_EVICTIONS = 'pressure-evictions'
+    DECODED_STATISTICS_KEY_PRESSURE_BYTES_FREED = 'pressure-bytes-freed'
+    DECODED_STATISTICS_KEY_DECODES = 'decodes'
+    DECODED_STATISTICS_KEY_DECODE_FAILURES = 'decode-failures'
+    DECODED_STATISTICS_KEY_SHARED_DECODES = 'shared-decodes'
+    DECODED_STATISTICS_KEY_DECODERS_STARTED = 'decoders-started'
+    DECODED_STATISTICS_KEY_DECODERS_REPLACED = 'decoders-replaced'
     STATISTICS_KEY_HITS = 'hits'
     STATISTICS_KEY_MISSES = 'misses'
     STATISTICS_KEY_INSERTIONS = 'insertions'

@@ -386,3 +386,34 @@ class SettingsFileTests(unittest.TestCase):
         agent.proc.send_signal(signal.SIGHUP)
         wait_until(lambda: not names(), what="tray = off takes the item off the bus")
         self.assertEqual(float(prop(conn, "CompletionDelay")), 0.17, "a key the file no longer sets is back to its default")
+
+    def test_the_caches_numbers_come_from_the_file_in_bytes_or_binary_units(self):
+        self.write("image-memory-capacity = 50M\nimage-preferred-memory-usage-after-purge = 30MiB\n"
+                   "decoded-memory-capacity = 2G\ndecoded-preferred-memory-usage-after-purge = 1.5G\n"
+                   "decoded-memory-capacity = 2T\n")
+        agent = Agent(self.bus)
+        self.addCleanup(agent.stop)
+        conn = connect(self.bus)
+        self.addCleanup(conn.close)
+        C = contract.ImageCache
+
+        def numbers():
+            obj = conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH)
+            return tuple(int(obj.Get(C.INTERFACE, name, dbus_interface=PROPS)) for name in (
+                C.MemoryCapacity, C.PreferredMemoryUsageAfterPurge, C.DecodedMemoryCapacity,
+                C.DecodedPreferredMemoryUsageAfterPurge))
+        self.assertEqual(numbers(), (50 << 20, 30 << 20, 2 << 30, 60 << 20))
+        log = agent.logtext()
+        self.assertIn("decoded-preferred-memory-usage-after-purge must be a number of bytes", log)
+        self.assertIn("got '2T'", log, "over the caches' bound of 1 TiB")
+
+        # A key the file no longer gives has its default; a default preferred usage above a lower
+        # capacity comes down to it.
+        self.write("decoded-memory-capacity = 10M\n")
+        agent.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: numbers()[2] == 10 << 20, what="the reload")
+        self.assertEqual(numbers(), (100 << 20, 60 << 20, 10 << 20, 10 << 20))
+        self.write("decoded-memory-capacity = 1M\ndecoded-preferred-memory-usage-after-purge = 2M\n")
+        agent.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: "Decoded tier limits not changed" in agent.logtext(), what="the refusal logged")
+        self.assertEqual(numbers()[2:], (10 << 20, 10 << 20))

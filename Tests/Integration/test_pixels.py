@@ -12,6 +12,8 @@ import unittest
 import zlib
 
 import dbus
+import dbus.mainloop.glib
+from gi.repository import GLib
 
 import contract
 from harness import PROPS, connect, png as harness_png, wait_until
@@ -37,6 +39,7 @@ class PixelServer:
     def __init__(self, bodies):
         self.bodies = bodies
         self.counts = {}
+        self.gates = {}  # path: threading.Event the answer waits for
         self.lock = threading.Lock()
         server = self
 
@@ -50,6 +53,9 @@ class PixelServer:
                 with server.lock:
                     server.counts[self.path] = server.counts.get(self.path, 0) + 1
                 body = server.bodies.get(self.path)
+                gate = server.gates.get(self.path)
+                if gate is not None:
+                    gate.wait(60)
                 self.send_response(200 if body is not None else 404)
                 self.send_header("Content-Type", "application/octet-stream")
                 self.send_header("Content-Length", str(len(body or b"")))
@@ -176,6 +182,45 @@ class PixelTests(AgentTestCase):
         self.assertEqual(get(C.DecodedMemoryUsage), 0)
         self.pixels("/wide.png")
         self.assertEqual(get(C.DecodedMemoryUsage), 0, "a 4 KiB image does not fit in 100 bytes: answered, not kept")
+
+    def decoded_statistics(self):
+        obj = self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH)
+        return {str(k): int(v) for k, v in obj.Get(C.INTERFACE, C.DecodedStatistics, dbus_interface=PROPS).items()}
+
+    def test_one_decode_answers_every_request_for_the_same_image_and_box(self):
+        self.http.bodies["/slow.png"] = png(32, 32, lambda x, y: (x * 8, y * 8, 0, 255))
+        gate = self.http.gates["/slow.png"] = threading.Event()
+        self.addCleanup(gate.set)
+        conn = dbus.bus.BusConnection(self.bus.address, mainloop=dbus.mainloop.glib.DBusGMainLoop())
+        self.addCleanup(conn.close)
+        downloader = dbus.Interface(conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH, introspect=False),
+                                    D.INTERFACE)
+        answers = []
+
+        def ok(fd, info):
+            fd = fd.take()
+            answers.append((os.fstat(fd).st_ino, int(info[D.FETCH_PIXELS_INFO_WIDTH])))
+            os.close(fd)
+        for _ in range(3):
+            downloader.FetchPixels(self.http.url("/slow.png"), dbus.Dictionary({}, signature="sv"), reply_handler=ok,
+                                   error_handler=answers.append, timeout=60)
+        # A call on the same connection after them: its answer means the agent took all three.
+        conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH, introspect=False).Get(
+            C.INTERFACE, C.DecodedMemoryUsage, dbus_interface=PROPS)
+        wait_until(lambda: self.http.count("/slow.png") == 1, what="the one download")
+        gate.set()
+        context = GLib.MainContext.default()
+        wait_until(lambda: (context.iteration(False), len(answers) == 3)[1], what="three answers")
+        self.assertEqual(len({a for a in answers}), 1, "one set of pixels for all three: %r" % answers)
+        self.assertEqual(answers[0][1], 32)
+        stats = self.decoded_statistics()
+        self.assertEqual((stats["decodes"], stats["shared-decodes"], stats["decode-failures"]), (1, 2, 0), stats)
+        self.assertEqual(stats["insertions"], 1)
+        hits = stats["hits"]
+        self.pixels("/slow.png")
+        self.assertEqual(self.decoded_statistics()["hits"], hits + 1, "the next one is a hit in the tier")
+        self.assertGreaterEqual(stats["decoders-started"], 1)
+        self.assertEqual(set(stats), set(C.KEYS["DecodedStatisticsKey"]), "the keys the contract lists")
 
     @unittest.skipUnless(os.access("/usr/bin/bwrap", os.X_OK), "bubblewrap is not installed")
     def test_the_decoder_runs_inside_bubblewrap_with_usr_alone(self):
