@@ -23,19 +23,42 @@ public final class ExecutorImageSlot<Image>: Sendable {
 
     private let loader: SlotLoader
     private let callbacks: CallbackExecutor
-    private let decode: @Sendable ([UInt8]) -> sending Image?
+    private let maker: SlotImageMaker<Image>
     private let apply: @Sendable (Image?) -> Void
     private let decodeQueue: DispatchQueue
 
-    public init(
+    /// A slot that decodes the encoded image itself, in `decode`.
+    public convenience init(
         _ activity: NetActivity, callbacks: CallbackExecutor, placeholderDelay: Duration = .milliseconds(50),
         decodeQueue: DispatchQueue = .global(qos: .userInitiated),
         decode: @escaping @Sendable ([UInt8]) -> sending Image?, apply: @escaping @Sendable (Image?) -> Void
     ) {
-        loader = SlotLoader(core: activity.core, placeholderDelay: placeholderDelay.nanoseconds)
+        self.init(
+            activity, callbacks: callbacks, placeholderDelay: placeholderDelay, decodeQueue: decodeQueue,
+            maker: .decode(decode), box: (0, 0), apply: apply)
+    }
+
+    /// A slot whose images the agent decodes (as `ImageSlot`'s `pixels:` face): `pixels` makes the
+    /// app's image from the mapped pixels, on `decodeQueue`.
+    public convenience init(
+        _ activity: NetActivity, callbacks: CallbackExecutor, placeholderDelay: Duration = .milliseconds(50),
+        decodeQueue: DispatchQueue = .global(qos: .userInitiated), maxWidth: UInt32 = 0, maxHeight: UInt32 = 0,
+        pixels: @escaping @Sendable (DecodedImage) -> sending Image?, apply: @escaping @Sendable (Image?) -> Void
+    ) {
+        self.init(
+            activity, callbacks: callbacks, placeholderDelay: placeholderDelay, decodeQueue: decodeQueue,
+            maker: .wrap(pixels), box: (maxWidth, maxHeight), apply: apply)
+    }
+
+    private init(
+        _ activity: NetActivity, callbacks: CallbackExecutor, placeholderDelay: Duration, decodeQueue: DispatchQueue,
+        maker: SlotImageMaker<Image>, box: (UInt32, UInt32), apply: @escaping @Sendable (Image?) -> Void
+    ) {
+        loader = SlotLoader(
+            core: activity.core, placeholderDelay: placeholderDelay.nanoseconds, asking: maker.asking(box.0, box.1))
         self.decodeQueue = decodeQueue
         self.callbacks = callbacks
-        self.decode = decode
+        self.maker = maker
         self.apply = apply
     }
 
@@ -46,7 +69,7 @@ public final class ExecutorImageSlot<Image>: Sendable {
         success: Success? = nil, failure: Failure? = nil
     ) {
         let placeholder = Carried(image: placeholder)
-        let (callbacks, decode, apply, decodeQueue) = (callbacks, decode, apply, decodeQueue)
+        let (callbacks, maker, apply, decodeQueue) = (callbacks, maker, apply, decodeQueue)
         // Checked where each answer is used: a newer request drops an older one's answers.
         let isNewest: @Sendable (UInt64) -> Bool = { [weak loader] token in loader?.isNewest(token) == true }
         loader.load(
@@ -57,8 +80,8 @@ public final class ExecutorImageSlot<Image>: Sendable {
                     callbacks { if isNewest(token) { apply(placeholder.image) } }
                 },
                 cleared: { token in callbacks { if isNewest(token) { apply(placeholder.image) } } },
-                file: { file, source, token in
-                    decodeOffTheUI(file, decode, on: decodeQueue) { _, image in
+                answer: { answer, source, token in
+                    makeOffTheUI(answer, maker, on: decodeQueue) { _, image in
                         let decoded = Carried(image: image)
                         callbacks {
                             guard isNewest(token) else { return }
@@ -95,5 +118,17 @@ extension ExecutorImageSlot where Image == [UInt8] {
             activity, callbacks: callbacks, placeholderDelay: placeholderDelay, decodeQueue: decodeQueue,
             decode: { $0 },
             apply: apply)
+    }
+}
+
+extension ExecutorImageSlot where Image == DecodedImage {
+    /// A slot of the agent's decoded pixels, as they are (`DecodedImage`).
+    public convenience init(
+        _ activity: NetActivity, callbacks: CallbackExecutor, placeholderDelay: Duration = .milliseconds(50),
+        maxWidth: UInt32 = 0, maxHeight: UInt32 = 0, apply: @escaping @Sendable (DecodedImage?) -> Void
+    ) {
+        self.init(
+            activity, callbacks: callbacks, placeholderDelay: placeholderDelay, maxWidth: maxWidth,
+            maxHeight: maxHeight, pixels: { $0 }, apply: apply)
     }
 }

@@ -35,7 +35,9 @@ public enum ImageSource: Sendable, Equatable {
 // Each request is one `FetchImage` call, whatever answers it (memory, disk or network). `decode`
 // runs off the UI, on Swift's global queue (a 39 MB PNG no longer holds the UI loop), and returns
 // a value the slot `sending`s to the UI: `Image` (a GdkPixbuf wrapper, a texture, plain bytes)
-// need not be Sendable. With no agent (not running, hung past its reply time, or restarting),
+// need not be Sendable. A slot made with `pixels:` asks `FetchPixels` instead: the agent decodes
+// (once for every app, in its sandboxed decoder), and the closure only wraps the mapped pixels
+// (`DecodedImage`) in the app's image type, a texture made from those bytes. With no agent (not running, hung past its reply time, or restarting),
 // the placeholder stays, `failure` hears `agentNotRunning` once, and the slot tries again by itself
 // when an agent appears.
 
@@ -50,7 +52,7 @@ final class SlotLoader: @unchecked Sendable {
         let placeholder: @Sendable (_ token: UInt64) -> Void
         /// The app asked for no URL: the slot shows its placeholder, even none.
         let cleared: @Sendable (_ token: UInt64) -> Void
-        let file: @Sendable (SharedImageFile, ImageSource, _ token: UInt64) -> Void
+        let answer: @Sendable (SlotAnswer, ImageSource, _ token: UInt64) -> Void
         /// `final`: no image is coming; otherwise the slot waits for an agent.
         let failure: @Sendable (NetActivityError, _ final: Bool, _ token: UInt64) -> Void
     }
@@ -77,14 +79,17 @@ final class SlotLoader: @unchecked Sendable {
     private let core: ClientCore
     /// Nil: the face shows the placeholder itself.
     private let placeholderDelay: UInt64?
+    /// FetchImage's bytes, or FetchPixels' pixels fit to a box.
+    private let asking: SlotAsking
     private var current: Request?
     /// What the slot's requests ask for (`setVisible`): the current one's receipt follows it.
     private var priority: ImagePriority = .normal
     private let newest = Atomic<UInt64>(0)
 
-    init(core: ClientCore, placeholderDelay: UInt64?) {
+    init(core: ClientCore, placeholderDelay: UInt64?, asking: SlotAsking) {
         self.core = core
         self.placeholderDelay = placeholderDelay
+        self.asking = asking
     }
 
     deinit {
@@ -143,11 +148,7 @@ final class SlotLoader: @unchecked Sendable {
             }
         }
         // Weak from here on: a slot the app lets go cancels its call (deinit) and applies nothing.
-        core.downloads.fetch(
-            url: request.url, additionalIdentifier: request.additionalIdentifier, reload: false, priority: priority,
-            receipt: receipt
-        ) {
-            [weak self, core] result in
+        let answered = { [weak self, core] (result: Result<(SlotAnswer, ImageSource), NetActivityError>) in
             request.receipt = nil
             if let timer = request.placeholderTimer {
                 core.loop.cancel(timer)
@@ -155,12 +156,24 @@ final class SlotLoader: @unchecked Sendable {
             }
             guard let self, current === request else { return }
             switch result {
-            case .success(let fetched):
+            case .success(let (answer, source)):
                 current = nil
-                request.events.file(fetched.file, fetched.source == .memory ? .cache : .download, request.token)
+                request.events.answer(answer, source, request.token)
             case .failure(let error):
                 fail(request, error)
             }
+        }
+        switch asking {
+        case .image:
+            core.downloads.fetch(
+                url: request.url, additionalIdentifier: request.additionalIdentifier, reload: false, priority: priority,
+                receipt: receipt
+            ) { result in answered(result.map { (.file($0.file), $0.source == .memory ? .cache : .download) }) }
+        case .pixels(let maxWidth, let maxHeight):
+            core.downloads.fetchPixels(
+                url: request.url, maxWidth: maxWidth, maxHeight: maxHeight,
+                additionalIdentifier: request.additionalIdentifier, reload: false, priority: priority, receipt: receipt
+            ) { result in answered(result.map { (.pixels($0), $0.source) }) }
         }
     }
 
@@ -193,16 +206,58 @@ final class SlotLoader: @unchecked Sendable {
     }
 }
 
-/// Decodes off the UI, on `queue` (Swift's global queue unless the slot was given one), then
-/// `deliver` with what `decode` made.
-func decodeOffTheUI<Image>(
-    _ file: SharedImageFile, _ decode: @escaping @Sendable ([UInt8]) -> sending Image?,
-    on queue: DispatchQueue = .global(qos: .userInitiated),
+/// What a slot asks the agent for.
+enum SlotAsking: Sendable, Equatable {
+    /// The encoded image (FetchImage): the app decodes.
+    case image
+    /// The agent's decoded pixels fit to a box (FetchPixels).
+    case pixels(maxWidth: UInt32, maxHeight: UInt32)
+
+    /// Told apart in the app's memory tier: the same URL asked as bytes and as pixels of a box are
+    /// different images.
+    func memoryKey(_ additionalIdentifier: String) -> String {
+        switch self {
+        case .image: additionalIdentifier
+        case .pixels(let w, let h): additionalIdentifier + "\u{0}pixels \(w)x\(h)"
+        }
+    }
+}
+
+/// What came for a slot's request.
+enum SlotAnswer: Sendable {
+    case file(SharedImageFile)
+    case pixels(DecodedImage)
+}
+
+/// How a slot makes its `Image`: from encoded bytes, or from the agent's pixels.
+enum SlotImageMaker<Image>: Sendable {
+    case decode(@Sendable ([UInt8]) -> sending Image?)
+    case wrap(@Sendable (DecodedImage) -> sending Image?)
+
+    var asking: (UInt32, UInt32) -> SlotAsking {
+        switch self {
+        case .decode: { _, _ in .image }
+        case .wrap: { .pixels(maxWidth: $0, maxHeight: $1) }
+        }
+    }
+}
+
+/// Makes the image off the UI, on `queue` (Swift's global queue unless the slot was given one),
+/// then `deliver` with it and what it costs (encoded bytes read, or pixel bytes mapped).
+func makeOffTheUI<Image>(
+    _ answer: SlotAnswer, _ maker: SlotImageMaker<Image>, on queue: DispatchQueue = .global(qos: .userInitiated),
     deliver: @escaping @Sendable (_ bytes: Int, _ image: sending Image?) -> Void
 ) {
     queue.async {
-        let bytes = file.readAll()
-        deliver(bytes.count, decode(bytes))
+        switch (answer, maker) {
+        case (.file(let file), .decode(let decode)):
+            let bytes = file.readAll()
+            deliver(bytes.count, decode(bytes))
+        case (.pixels(let pixels), .wrap(let wrap)):
+            deliver(Int(pixels.stride) * Int(pixels.height), wrap(pixels))
+        default:
+            deliver(0, nil)  // never: a slot asks for what its maker takes
+        }
     }
 }
 
@@ -220,7 +275,8 @@ public final class ImageSlot<Image>: Sendable {
     public typealias Success = @MainActor (Image, ImageSource) -> Void
     public typealias Failure = @MainActor (NetActivityError) -> Void
 
-    private let decode: @Sendable ([UInt8]) -> sending Image?
+    private let maker: SlotImageMaker<Image>
+    private let asking: SlotAsking
     private let apply: @MainActor (Image?) -> Void
     private let loader: SlotLoader
     /// The newest request's number; answers for older ones are dropped.
@@ -228,13 +284,32 @@ public final class ImageSlot<Image>: Sendable {
     /// The request under way: its memory-tier key (type, URL, additional identifier) and handlers.
     private var pending: (key: ImageSlotMemory.Key, success: Success?, failure: Failure?)?
 
-    public init(
+    /// A slot that decodes the encoded image itself, in `decode` (off the main actor).
+    public convenience init(
         _ activity: NetActivity, decode: @escaping @Sendable ([UInt8]) -> sending Image?,
         apply: @escaping @MainActor (Image?) -> Void
     ) {
-        self.decode = decode
+        self.init(activity, maker: .decode(decode), box: (0, 0), apply: apply)
+    }
+
+    /// A slot whose images the agent decodes (`fetchPixels`: once for every app, in its sandboxed
+    /// decoder), fit to `maxWidth` x `maxHeight` (0: no limit on that side); `pixels` only makes
+    /// the app's image from the mapped pixels (off the main actor), a texture from those bytes.
+    public convenience init(
+        _ activity: NetActivity, maxWidth: UInt32 = 0, maxHeight: UInt32 = 0,
+        pixels: @escaping @Sendable (DecodedImage) -> sending Image?, apply: @escaping @MainActor (Image?) -> Void
+    ) {
+        self.init(activity, maker: .wrap(pixels), box: (maxWidth, maxHeight), apply: apply)
+    }
+
+    private init(
+        _ activity: NetActivity, maker: SlotImageMaker<Image>, box: (UInt32, UInt32),
+        apply: @escaping @MainActor (Image?) -> Void
+    ) {
+        self.maker = maker
         self.apply = apply
-        loader = SlotLoader(core: activity.core, placeholderDelay: nil)
+        asking = maker.asking(box.0, box.1)
+        loader = SlotLoader(core: activity.core, placeholderDelay: nil, asking: asking)
     }
 
     /// Shows the image at `url` (the request key is url + additionalIdentifier: slots that decode
@@ -245,7 +320,7 @@ public final class ImageSlot<Image>: Sendable {
         success: Success? = nil, failure: Failure? = nil
     ) {
         let key = ImageSlotMemory.Key(
-            type: ObjectIdentifier(Image.self), url: url, additionalIdentifier: additionalIdentifier)
+            type: ObjectIdentifier(Image.self), url: url, additionalIdentifier: asking.memoryKey(additionalIdentifier))
         if let pending, pending.key == key { return }
         token &+= 1
         if !url.isEmpty, let image = ImageSlotMemory.image(for: key) as? Image {
@@ -262,7 +337,7 @@ public final class ImageSlot<Image>: Sendable {
         }
         pending = (key, success, failure)
         let token = token
-        let decode = decode
+        let maker = maker
         // Weak: a slot the app lets go applies nothing (and its loader cancels the call).
         weak let slot = self
         // The placeholder already shows; the loader's token is not needed on the main actor.
@@ -271,8 +346,8 @@ public final class ImageSlot<Image>: Sendable {
             events: SlotLoader.Events(
                 placeholder: { _ in },
                 cleared: { _ in },
-                file: { file, source, _ in
-                    decodeOffTheUI(file, decode) { bytes, image in
+                answer: { answer, source, _ in
+                    makeOffTheUI(answer, maker) { bytes, image in
                         Task { @MainActor [slot] in slot?.show(image, bytes: bytes, from: source, token: token) }
                     }
                 },
@@ -318,5 +393,15 @@ extension ImageSlot where Image == [UInt8] {
     /// A slot of encoded image bytes (PNG, JPEG, ...), for apps that decode themselves.
     public convenience init(_ activity: NetActivity, apply: @escaping @MainActor ([UInt8]?) -> Void) {
         self.init(activity, decode: { $0 }, apply: apply)
+    }
+}
+
+extension ImageSlot where Image == DecodedImage {
+    /// A slot of the agent's decoded pixels, as they are (`DecodedImage`).
+    public convenience init(
+        _ activity: NetActivity, maxWidth: UInt32 = 0, maxHeight: UInt32 = 0,
+        apply: @escaping @MainActor (DecodedImage?) -> Void
+    ) {
+        self.init(activity, maxWidth: maxWidth, maxHeight: maxHeight, pixels: { $0 }, apply: apply)
     }
 }

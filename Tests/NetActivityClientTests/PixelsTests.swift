@@ -60,4 +60,65 @@ struct PixelsTests {
             #expect(error.code == .agent("HTTP"))
         }
     }
+
+    @Test("a pixel slot delivers the agent's pixels in its box; a bytes slot on the same URL gets the encoded image")
+    func executorSlots() async throws {
+        let shown = Recorder<(UInt32, UInt32, ImageSource)>()
+        let pixels = ExecutorImageSlot<DecodedImage>(
+            activity, callbacks: activity.callbacks, placeholderDelay: .seconds(10), maxWidth: 10, maxHeight: 10
+        ) { _ in }
+        pixels.setImage(url: server.url("teal.png"), success: { shown.append(($0.width, $0.height, $1)) })
+        let first = try await shown.wait(for: 1)
+        #expect(first.count == 1 && first[0].0 == 10 && first[0].1 == 5 && first[0].2 == .download)
+
+        let bytes = Recorder<[UInt8]>()
+        let encoded = ExecutorImageSlot<[UInt8]>(activity, callbacks: activity.callbacks) {
+            if let b = $0 { bytes.append(b) }
+        }
+        encoded.setImage(url: server.url("teal.png"))
+        #expect(try await bytes.wait(for: 1)[0].starts(with: [0x89, 0x50, 0x4E, 0x47]), "the PNG itself")
+
+        // The app's own type, made from the mapped pixels off the callbacks' executor.
+        let made = Recorder<Texture>()
+        let textures = ExecutorImageSlot<Texture>(
+            activity, callbacks: activity.callbacks, maxWidth: 20, pixels: { Texture($0) },
+            apply: { if let t = $0 { made.append(t) } })
+        textures.setImage(url: server.url("teal.png"))
+        let texture = try await made.wait(for: 1)[0]
+        #expect((texture.width, texture.height, texture.corner) == (20, 10, [128, 128, 0, 255]))
+    }
+
+    @Test(
+        "a main-actor pixel slot shows the texture; a second slot for the same box shows it from the app's memory, in the call"
+    )
+    @MainActor
+    func mainActorSlots() async throws {
+        var shown: [Texture?] = []
+        let slot = ImageSlot<Texture>(activity, maxWidth: 8, pixels: { Texture($0) }, apply: { shown.append($0) })
+        slot.setImage(url: server.url("half.png"))
+        #expect(shown == [nil], "the placeholder (none), in the call")
+        for _ in 0..<500 where shown.count < 2 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(shown.count == 2 && shown[1]?.corner == [128, 128, 128, 128], "white at half alpha, premultiplied")
+        var again: [Texture?] = []
+        let second = ImageSlot<Texture>(activity, maxWidth: 8, pixels: { Texture($0) }, apply: { again.append($0) })
+        second.setImage(url: server.url("half.png"))
+        #expect(again.count == 1 && again[0]?.width == 2, "synchronously, with no call")
+        var otherBox: [Texture?] = []
+        let third = ImageSlot<Texture>(activity, maxWidth: 1, pixels: { Texture($0) }, apply: { otherBox.append($0) })
+        third.setImage(url: server.url("half.png"))
+        #expect(otherBox.count == 1 && otherBox[0] == nil, "another box is another image: the placeholder first")
+    }
+}
+
+/// What an app makes from the agent's pixels: its own texture type (here its size and a corner).
+struct Texture: Equatable {
+    let width: UInt32
+    let height: UInt32
+    let corner: [UInt8]
+    init(_ image: DecodedImage) {
+        width = image.width
+        height = image.height
+        let p = image.pixel(x: Int(image.width) - 1, y: Int(image.height) - 1)
+        corner = [p.0, p.1, p.2, p.3]
+    }
 }

@@ -74,6 +74,14 @@ func docsBlock5() async throws {
 // docs/library.md, Swift block 6
 @MainActor
 func docsBlock6() async throws {
+    let thumbnail = ImageSlot(activity, maxWidth: 64, maxHeight: 64, pixels: { Texture(pixels: $0) },
+                              apply: { picture.texture = $0 })
+    thumbnail.setImage(url: user.avatarURL)   // the same slot rules as below; the box is part of the key
+}
+
+// docs/library.md, Swift block 7
+@MainActor
+func docsBlock7() async throws {
     let http = TrackedHTTPClient(.shared, activity: activity)        // the one line to adopt
     let response = try await http.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
     let body = try await response.body.collect(upTo: 1 << 20)         // a task at the agent until here
@@ -102,7 +110,7 @@ func docsBlock6() async throws {
     avatar.setImage(url: user.avatarURL, placeholder: silhouette)     // a String or a URL
 }
 
-// docs/library.md, Swift block 7
+// docs/library.md, Swift block 8
 @MainActor
 final class PhotoWindow {
     let imageView = ImageView()

@@ -11,7 +11,13 @@ final class Pixbuf {
     init?(bytes: [UInt8]) {}
 }
 
+// A texture made from pixels as they are (GTK 4's GdkMemoryTexture): not Sendable either.
+final class Texture {
+    init(pixels: DecodedImage) {}
+}
+
 @MainActor final class ImageView { var image: Pixbuf? }
+@MainActor final class Picture { var texture: Texture? }
 @MainActor final class ProgressBar { var fraction = 0.0 }
 @MainActor final class Spinner { var spinning = false }
 @MainActor final class PullToRefresh { var refreshing = false }
@@ -25,6 +31,7 @@ struct User { let avatarURL: String }
 @MainActor let pull = PullToRefresh()
 @MainActor let progressBar = ProgressBar()
 @MainActor let imageView = ImageView()
+@MainActor let picture = Picture()
 @MainActor var silhouette: Pixbuf? { app() }
 let user = User(avatarURL: "https://example.com/avatar.png")
 let photo: [UInt8] = []
