@@ -9,7 +9,7 @@ PYTHON ?= /usr/bin/python3
 DEBUG_BIN = .build/debug
 RELEASE_BIN = .build/release
 
-.PHONY: all setup decoder build release run test unit format lint locale pot contract integration example readme-snippets bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
+.PHONY: all setup decoder gtk-example build release run test unit format lint locale pot contract integration example readme-snippets bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
 
 all: build
 
@@ -87,7 +87,7 @@ lint:
 
 # The library's "never waits" tests time calls in 100 ms: they run on their own, after the rest,
 # so that other suites' blocking helpers cannot starve the Swift concurrency pool they share.
-test: setup check-layering lint example locale decoder
+test: setup check-layering lint example gtk-example locale decoder
 	@scripts/setup.sh --gnome
 	$(SWIFT) build --build-tests
 	@install -m 0755 $(DECODER) $(DEBUG_BIN)/
@@ -98,9 +98,9 @@ test: setup check-layering lint example locale decoder
 	$(MAKE) deb-test
 
 # The integration suite runs again on dbus-broker (Fedora's and Arch's session bus), but for the
-# suites that start buses of their own (the GNOME Shell session, the package and install tests)
-# and the decoder's, which uses no bus.
-BROKER_SKIP = --skip test_gnome_shell --skip test_package --skip test_install --skip test_decoder
+# suites that start buses of their own (the GNOME Shell session, the package and install tests),
+# the decoder's, which uses no bus, and the GTK examples' (an X server each: the bus adds nothing).
+BROKER_SKIP = --skip test_gnome_shell --skip test_package --skip test_install --skip test_decoder --skip test_gtk
 
 # dist/netactivity_VERSION_ARCH.deb: a release build with the Swift runtime linked statically, the
 # files where `make install PREFIX=/usr` puts them, dependencies from dpkg-shlibdeps; lintian must
@@ -134,6 +134,15 @@ example: setup
 
 readme-snippets:
 	$(PYTHON) scripts/readme-snippets.py
+
+# The GTK 4 example in C (Examples/gtk4: an image the agent decoded, in a window, no copy); the
+# Python one beside it needs no build. test_gtk.py shows both on Xvfb.
+GTK_EXAMPLE = .build/examples/netactivity-pixels
+gtk-example: setup
+	@$(MAKE) --no-print-directory $(GTK_EXAMPLE)
+$(GTK_EXAMPLE): Examples/gtk4/netactivity-pixels.c
+	@mkdir -p $(dir $@)
+	$(DECODER_CC) -O2 -Wall -Wextra -Werror $< $$(pkg-config --cflags --libs gtk4) -o $@
 
 unit: setup decoder
 	$(SWIFT) build --build-tests

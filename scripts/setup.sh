@@ -28,6 +28,10 @@ pkg-config --exists libwebp 2>/dev/null || need="$need libwebp-dev"
 pkg-config --exists libseccomp 2>/dev/null || need="$need libseccomp-dev"
 [ -f /usr/include/gif_lib.h ] || need="$need libgif-dev"  # giflib ships no pkg-config file
 command -v cc >/dev/null 2>&1 || command -v clang >/dev/null 2>&1 || need="$need gcc"  # it is built with it
+# The GTK 4 examples (C and PyGObject), shown in a window on Xvfb by the tests.
+pkg-config --exists gtk4 2>/dev/null || need="$need libgtk-4-dev"
+/usr/bin/python3 -c 'import gi; gi.require_version("Gtk", "4.0")' 2>/dev/null || need="$need gir1.2-gtk-4.0"
+command -v Xvfb >/dev/null 2>&1 || need="$need xvfb"
 # C bindings from the contract (gdbus-codegen), compiled and run by the tests.
 pkg-config --exists gio-unix-2.0 2>/dev/null && command -v gdbus-codegen >/dev/null 2>&1 || need="$need libglib2.0-dev"
 if [ "${1:-}" = "--bench" ]; then
