@@ -476,14 +476,28 @@ final class HTTPFetcher {
     /// sockets itself, and one that turns readable (stray bytes, or the server's FIN) is made
     /// dead: libcurl's next send on it fails and it reconnects, its own retry for a reused
     /// connection that died. (HTTP/2 connections carry frames while idle and frame their own data.)
+    ///
+    /// A socket with no libcurl interest is not idle for that: a transfer that libcurl gave the
+    /// connection to within the same call as the one that finished, and that is paused (the bytes
+    /// in flight are full, or it yielded its turn), has none either, and its response is on the way.
+    /// So a socket counts as idle only when no live transfer's connection is on it.
     private func keepWatchingIdle(socket fd: curl_socket_t, http2: Bool) {
-        guard fd >= 0, !busySockets.contains(fd), !http2 else { return }
+        guard fd >= 0, !busySockets.contains(fd), !http2, !inUse(fd) else { return }
         if hasStrayBytes(fd) { return neutralize(fd) }
         idleSockets.insert(fd)
         loop.watch(fd: fd, events: EventLoop.readable) { [unowned self] _ in
             guard self.idleSockets.contains(fd) else { return }
+            guard !self.inUse(fd) else {
+                self.idleSockets.remove(fd)
+                return self.loop.unwatch(fd: fd)
+            }
             self.neutralize(fd)
         }
+    }
+
+    /// Whether a live transfer's connection is on `fd` (paused transfers included).
+    private func inUse(_ fd: curl_socket_t) -> Bool {
+        live.values.contains { $0.easy.map { ccurl_info_socket($0) == fd } ?? false }
     }
 
     private func hasStrayBytes(_ fd: curl_socket_t) -> Bool {

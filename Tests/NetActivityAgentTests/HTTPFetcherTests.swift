@@ -202,6 +202,32 @@ struct HTTPFetcherTests {
         #expect(fetch("/status/503").status == 503)
     }
 
+    @Test("transfers started as others finish reuse their connections, paused ones too: every one completes")
+    func reusedConnectionsWhilePaused() {
+        // As the downloader does: a few transfers at once, the next started from a finished one's
+        // completion, bodies large enough that transfers pause for the bytes in flight. A socket
+        // that libcurl gives a paused transfer has no libcurl interest, yet is no idle socket.
+        let loop = EventLoop()
+        let fetcher = HTTPFetcher(loop: loop, limits: .init(maxBytes: 1 << 20))
+        let total = 160
+        var started = 0
+        var failures: [String] = []
+        var done = 0
+        func next() {
+            guard started < total else { return }
+            started += 1
+            _ = fetcher.fetch(url: server.url("/big/300000"), progress: { _, _ in }) { result in
+                if case .failure(let f) = result { failures.append("\(f)") }
+                done += 1
+                if done == total { loop.stop() } else { next() }
+            }
+        }
+        for _ in 0..<4 { next() }
+        loop.run()
+        #expect(done == total)
+        #expect(failures.isEmpty, "\(failures.count) failed: \(failures.prefix(2))")
+    }
+
     @Test("a refused connection is a Network error naming the URL")
     func refused() {
         let loop = EventLoop()
