@@ -292,6 +292,26 @@ rss_load1=$(rss_now)
 attack=$(taskset -c 1 "$PY" bench/attack.py "$DBUS_SESSION_BUS_ADDRESS" Tests/Integration/prober.py 2>/dev/null | tail -n1)
 af() { "$PY" -c 'import json, sys; print(json.loads(sys.argv[1]).get(sys.argv[2], "?"))' "$attack" "$1" 2>/dev/null || echo "?"; }
 
+# Decoded pixels (bench/pixels.py): ten apps showing the same 50 images through the agent next to
+# ten apps doing it in-process (libcurl, libjpeg-turbo, libspng), decoding and box decodes next to
+# libjpeg-turbo in-process, a memory hit, and the loop while three apps fetch 40 photos' pixels.
+# The images: ImageMagick's plasma (seeded), served under many names by the bench's server.
+PX="$WORK/pixels"
+mkdir -p "$PX/img"
+cc -O2 -o "$PX/pixels_app" bench/pixels_app.c $(pkg-config --cflags --libs libsystemd)
+cc -O2 -o "$PX/pixels_reference" bench/pixels_reference.c $(pkg-config --cflags --libs libcurl spng libjpeg)
+convert -size 256x256 -seed 1 plasma:fractal "$PX/img/avatar.png"
+convert -size 256x256 -seed 2 plasma:fractal -quality 85 "$PX/img/avatar.jpg"
+convert -size 2000x1500 -seed 3 plasma:fractal -quality 85 "$PX/img/photo.jpg"
+convert "$PX/img/photo.jpg" -resize '6000x4000!' -quality 85 "$PX/img/big.jpg"
+taskset -c 1 "$PY" bench/http_server.py "$PX/img" >"$PX/port" 2>/dev/null &
+HTTP_PID=$!
+for _ in $(seq 100); do [ -s "$PX/port" ] && break; sleep 0.05; done
+pixels=$("$PY" bench/pixels.py "$DBUS_SESSION_BUS_ADDRESS" "$AGENT_PID" "$BUS_PID" "$PX" "$PX/img" \
+    "http://127.0.0.1:$(head -n1 "$PX/port")" Tests/Integration/prober.py)
+kill "$HTTP_PID" 2>/dev/null; wait "$HTTP_PID" 2>/dev/null || true; HTTP_PID=
+px() { sed -n "s/^$1=//p" <<<"$pixels"; }
+
 echo "## The agent on its own (private bus; daemon, agent and client pinned to CPU 0)"
 echo
 echo "| measure | value | target |"
@@ -384,4 +404,23 @@ echo "| ... its small download with 1,000 of theirs stalled, wait s | $(af sybil
 echo "| three clients calling GetManagedObjects at the task budget (3,276 tasks; the tree lists at most 500) for 3 s: worst Ping ms | $(af managed_max_ms) | < 20 |"
 echo "| another app's small image behind 100 stalled transfers, wait s | $(af stalled_wait_s) | < 1 |"
 echo "| ... worst Ping meanwhile, ms | $(af stalled_max_ms) | < 20 |"
+echo
+echo "## Decoded pixels (agent, bus and decoders on CPU 0; the apps where the scheduler puts them)"
+echo
+echo "Ten apps show the same 50 images (20 PNG and 20 JPEG avatars of 256 px, 10 photos of 2000 × 1500 JPEG):"
+echo "through the agent each is one FetchPixels, mapped and every page read; in-process each app downloads"
+echo "(libcurl), decodes (libjpeg-turbo, libspng) to premultiplied BGRA and keeps the pixels, reading every page."
+echo "The decoded tier is raised to 256 MiB for the first row (the photos alone are 120 MB of pixels)."
+echo
+echo "| measure | netactivityd | in-process | ratio | target |"
+echo "|---|---:|---:|---:|---|"
+echo "| ten apps × 50 images: total PSS, MiB (apps, agent and decoders; in-process: the apps) | $(px apps_pss_mib) | $(px reference_pss_mib) | $(ratio "$(px apps_pss_mib)" "$(px reference_pss_mib)")x | ≤ 0.2x |"
+echo "| ten apps × 50 images: total CPU, ms (apps, agent, decoders and the bus daemon; in-process: the apps) | $(px apps_cpu_ms) | $(px reference_cpu_ms) | $(ratio "$(px apps_cpu_ms)" "$(px reference_cpu_ms)")x | ≤ 0.5x |"
+echo "| decoding a 2000 × 1500 JPEG, one at a time, images/s (OpenPixels, the pixels mapped; in-process: libjpeg-turbo, each kept) | $(px decode_per_s) | $(px reference_decode_per_s) | $(ratio "$(px decode_per_s)" "$(px reference_decode_per_s)")x | ≥ 0.9x |"
+echo "| ... CPU per image, ms (app, agent, decoder and bus daemon; in-process: the app) | $(px decode_cpu_ms) | $(px reference_decode_cpu_ms) | $(ratio "$(px decode_cpu_ms)" "$(px reference_decode_cpu_ms)")x | |"
+echo "| a 6000 × 4000 JPEG into a 256 px box, images/s (in-process: the whole image, then a box filter) | $(px box_per_s) | $(px reference_box_per_s) | $(ratio "$(px box_per_s)" "$(px reference_box_per_s)")x | ≥ 2x |"
+echo "| ... CPU per image, ms | $(px box_cpu_ms) | $(px reference_box_cpu_ms) | $(ratio "$(px box_cpu_ms)" "$(px reference_box_cpu_ms)")x | |"
+echo "| ... bytes the decoded entry holds (256 × 171 × 4 = 175,104; the original is 96,000,000) | $(px box_entry_bytes) | | | 175104 |"
+echo "| time to pixels for a memory hit (FetchPixels of a 256 px image, mapped and read), p50 / p99 ms | $(awk -v a="$(px hit_p50_us)" -v b="$(px hit_p99_us)" 'BEGIN { printf "%.2f / %.2f", a / 1e3, b / 1e3 }') | | | p50 < 1 |"
+echo "| worst Ping while three apps fetch 40 photos' pixels (2000 × 1500), ms | $(awk -v a="$(px ping_max_ms)" 'BEGIN { printf "%.1f", a }') | | | < 20 |"
 

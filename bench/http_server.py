@@ -2,7 +2,9 @@
 """The bench's local image server: /small/N.png (about 1 KiB, no validator: the disk tier does not keep
 it), /tagged/N.png (the same with an ETag: kept on disk), /fresh/N.png (the same, cacheable for an
 hour), /large/N.png (4 MiB, with an ETag: kept on disk, as a CDN's images are), /slow/NAME.png
-(answers after 0.3 s, for coalescing), /count (requests served so far). Prints its port."""
+(answers after 0.3 s, for coalescing), /files/NAME/ANY (the file NAME of the folder given as the
+first argument, for the decoded-pixels rows), /count (requests served so far). Prints its port."""
+import os
 import http.server
 import socket
 import struct
@@ -23,6 +25,11 @@ def png(extra=0):
 
 
 SMALL, LARGE = png(900), png(4 * 1024 * 1024)
+FILES = {}
+if len(sys.argv) > 1:
+    for name in os.listdir(sys.argv[1]):
+        with open(os.path.join(sys.argv[1], name), "rb") as f:
+            FILES[name] = f.read()
 lock = threading.Lock()
 served = [0]
 
@@ -48,12 +55,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if self.path.startswith("/slow/"):
                 time.sleep(0.3)
             body = LARGE if self.path.startswith("/large/") else SMALL
+            if self.path.startswith("/files/") and FILES:
+                body = FILES.get(self.path.split("/")[2], b"")
         self.send_response(200)
         if self.path.startswith("/fresh/"):
             self.send_header("Cache-Control", "max-age=3600")
         if self.path.startswith("/large/") or self.path.startswith("/tagged/"):
             self.send_header("ETag", '"v1"')
-        self.send_header("Content-Type", "image/png")
+        self.send_header("Content-Type", "image/jpeg" if ".jpg/" in self.path else "image/png")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)

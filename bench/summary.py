@@ -142,6 +142,25 @@ if cells:
     row("another app's small image behind 100 stalled transfers, wait s", cells[0], "", "", "< 1",
         num(cells[0]) < 1 if num(cells[0]) is not None else None)
 
+# Decoded pixels: measure | netactivityd | in-process | ratio | target; the ratio is ours to theirs.
+for prefix, measure, check in (
+        ("ten apps × 50 images: total PSS", "ten apps showing the same 50 images: total PSS, MiB (in-process: libcurl + libjpeg-turbo)",
+         lambda r, v: r <= 0.2),
+        ("ten apps × 50 images: total CPU", "... total CPU, ms (apps, agent, decoders, bus daemon)", lambda r, v: r <= 0.5),
+        ("decoding a 2000 × 1500 JPEG", "decoding a 2000 × 1500 JPEG one at a time, images/s (in-process: libjpeg-turbo)",
+         lambda r, v: r >= 0.9),
+        ("a 6000 × 4000 JPEG into a 256 px box", "a 6000 × 4000 JPEG into a 256 px box, images/s (in-process: full decode + box filter)",
+         lambda r, v: r >= 2),
+        ("... bytes the decoded entry holds", "... bytes its decoded entry holds", lambda r, v: v == 175104),
+        ("time to pixels for a memory hit", "time to pixels for a memory hit, p50 / p99 ms", lambda r, v: v < 1),
+        ("worst Ping while three apps fetch 40 photos", "worst Ping while three apps fetch 40 photos' pixels, ms",
+         lambda r, v: v < 20)):
+    cells = find(prefix)
+    if cells and len(cells) >= 4:
+        v, r = num(cells[0]), num(cells[2])
+        met = check(r, v) if v is not None and (r is not None or not cells[2]) else None
+        row(measure, cells[0], f"in-process {cells[1]}" if cells[1] else "", cells[2], cells[3], met)
+
 table = "\n".join([
     f"Measured {date.group(1) if date else '?'} by `make bench` on {machine.group(1) if machine else 'this machine'};",
     "`bench/summary.py` turns its output into this table (the whole output has more rows and their method).",

@@ -39,6 +39,8 @@ if [ "${1:-}" = "--bench" ]; then
     command -v gcc >/dev/null 2>&1 || need="$need gcc"
     command -v taskset >/dev/null 2>&1 || need="$need util-linux"
     command -v valgrind >/dev/null 2>&1 || need="$need valgrind"
+    # The decoded-pixels rows make their images with ImageMagick.
+    convert -version 2>/dev/null | grep -q ImageMagick || need="$need imagemagick"
     command -v strip >/dev/null 2>&1 || need="$need binutils"
 fi
 if [ "${1:-}" = "--deb" ]; then

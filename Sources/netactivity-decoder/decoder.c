@@ -95,62 +95,132 @@ static void stored(int orientation, uint32_t x, uint32_t y, uint32_t dw, uint32_
     }
 }
 
-// Resamples premultiplied BGRA `src` (sw x sh, stored) into `dst` (tw x th, displayed), averaging the
-// area each destination pixel covers (a box filter: what downscaling needs); applies `orientation`.
-static void resample(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstride, int orientation,
-                     uint8_t *dst, uint32_t tw, uint32_t th, size_t dstride) {
-    uint32_t dw = swaps(orientation) ? sh : sw, dh = swaps(orientation) ? sw : sh;
-    for (uint32_t y = 0; y < th; y++) {
-        uint32_t y0 = (uint32_t)((uint64_t)y * dh / th), y1 = (uint32_t)((uint64_t)(y + 1) * dh / th);
-        if (y1 <= y0) y1 = y0 + 1;
-        uint8_t *out = dst + y * dstride;
-        for (uint32_t x = 0; x < tw; x++) {
-            uint32_t x0 = (uint32_t)((uint64_t)x * dw / tw), x1 = (uint32_t)((uint64_t)(x + 1) * dw / tw);
-            if (x1 <= x0) x1 = x0 + 1;
-            uint64_t sum[4] = {0, 0, 0, 0};
-            for (uint32_t yy = y0; yy < y1; yy++)
-                for (uint32_t xx = x0; xx < x1; xx++) {
-                    uint32_t sx, sy;
-                    stored(orientation, xx, yy, dw, dh, &sx, &sy);
-                    const uint8_t *p = src + sy * sstride + (size_t)sx * 4;
-                    sum[0] += p[0], sum[1] += p[1], sum[2] += p[2], sum[3] += p[3];
-                }
-            uint64_t n = (uint64_t)(x1 - x0) * (y1 - y0);
-            for (int c = 0; c < 4; c++) out[x * 4 + c] = (uint8_t)((sum[c] + n / 2) / n);
-        }
-    }
-}
-
 // ---- the reply's pixels ---------------------------------------------------------------------------
 
+// The reply's pixels go into their memfd by pwrite, a strip of rows at a time, from a small buffer
+// that stays in the cache (decoding into a mapping of the memfd instead costs a page fault per
+// 4 KiB, and a whole-image buffer a copy from memory). A decoder that needs the whole image at
+// once (WebP) gets a buffer of the process's own, kept for the next image up to 32 MiB.
 typedef struct {
     int fd;
-    uint8_t *pixels;
     uint32_t width, height, stride;
     size_t size;
+    uint8_t *whole;  // canvas_whole's buffer, written at the seal
 } canvas;
+
+#define STRIP_BYTES (256u << 10)
+#define WHOLE_KEPT (32u << 20)
+static uint8_t *strip, *whole;
+static size_t strip_size, whole_size;
+
+static uint8_t *grown(uint8_t **buffer, size_t *size, size_t needed) {
+    if (needed > *size) {
+        free(*buffer);
+        *buffer = malloc(needed);
+        *size = *buffer ? needed : 0;
+    }
+    return *buffer;
+}
 
 static int canvas_make(canvas *c, uint32_t w, uint32_t h) {
     c->width = w, c->height = h, c->stride = w * 4;  // 4 bytes a pixel: rows are 4-byte aligned
     c->size = (size_t)c->stride * h;
+    c->whole = NULL;
     c->fd = memfd_create("netactivity-pixels", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (c->fd < 0) return -1;
-    if (ftruncate(c->fd, (off_t)c->size) != 0) return -1;
-    c->pixels = mmap(NULL, c->size, PROT_READ | PROT_WRITE, MAP_SHARED, c->fd, 0);
-    return c->pixels == MAP_FAILED ? (c->pixels = NULL, -1) : 0;
+    return c->fd < 0 ? -1 : 0;
 }
 
-// Unmapped and sealed against every change: what the agent checks before it takes the file.
+// Rows per strip, and the strip buffer (NULL without memory).
+static uint32_t strip_rows(const canvas *c) {
+    uint32_t rows = STRIP_BYTES / c->stride;
+    return rows ? rows : 1;
+}
+static uint8_t *canvas_strip(const canvas *c) { return grown(&strip, &strip_size, (size_t)strip_rows(c) * c->stride); }
+
+// Writes `rows` rows from `data` (`stride` bytes apart) at row `y`; 0, or -1 with errno.
+static int canvas_write(canvas *c, uint32_t y, uint32_t rows, const uint8_t *data, size_t stride) {
+    if (stride != c->stride) {
+        for (uint32_t r = 0; r < rows; r++)
+            if (canvas_write(c, y + r, 1, data + r * stride, c->stride) != 0) return -1;
+        return 0;
+    }
+    size_t length = (size_t)rows * c->stride, done = 0;
+    while (done < length) {
+        ssize_t n = pwrite(c->fd, data + done, length - done, (off_t)((size_t)y * c->stride + done));
+        if (n <= 0) return -1;
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+// The whole image in one buffer, for decoders that write it at once; written at the seal.
+static uint8_t *canvas_whole(canvas *c) { return c->whole = grown(&whole, &whole_size, c->size); }
+
+static void let_go_of_a_large_whole(void) {
+    if (whole_size > WHOLE_KEPT) free(whole), whole = NULL, whole_size = 0;
+}
+
+// Every byte written and sealed against every change: what the agent checks before it takes it.
 static int canvas_seal(canvas *c) {
-    munmap(c->pixels, c->size);
-    c->pixels = NULL;
+    if (c->whole && canvas_write(c, 0, c->height, c->whole, c->stride) != 0) return -1;
+    c->whole = NULL;
+    let_go_of_a_large_whole();
+    if (ftruncate(c->fd, (off_t)c->size) != 0) return -1;  // the size it has once every row is in
     return fcntl(c->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
 }
 
 static void canvas_drop(canvas *c) {
-    if (c->pixels) munmap(c->pixels, c->size);
+    let_go_of_a_large_whole();
+    c->whole = NULL;
     if (c->fd >= 0) close(c->fd);
-    c->pixels = NULL, c->fd = -1;
+    c->fd = -1;
+}
+
+// Resamples premultiplied BGRA `src` (sw x sh, stored) into the canvas (its size, displayed),
+// averaging the area each destination pixel covers (a box filter: what downscaling needs); applies
+// `orientation`. The same size upright is written straight from `src`; an upright scale reads its
+// rows in place; only EXIF-rotated images map each pixel through `stored`. 0, or -1 with errno.
+static int resample(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstride, int orientation, canvas *out) {
+    uint32_t tw = out->width, th = out->height;
+    uint32_t dw = swaps(orientation) ? sh : sw, dh = swaps(orientation) ? sw : sh;
+    if (orientation == 1 && tw == sw && th == sh) return canvas_write(out, 0, th, src, sstride);
+    uint8_t *rows = canvas_strip(out);
+    // Each destination column's first source column; one more entry for the last one's end.
+    uint32_t *columns = malloc(((size_t)tw + 1) * sizeof *columns);
+    if (!rows || !columns) return free(columns), errno = ENOMEM, -1;
+    for (uint32_t x = 0; x <= tw; x++) columns[x] = (uint32_t)((uint64_t)x * dw / tw);
+    uint32_t per_strip = strip_rows(out);
+    for (uint32_t first = 0; first < th; first += per_strip) {
+        uint32_t count = th - first < per_strip ? th - first : per_strip;
+        for (uint32_t y = first; y < first + count; y++) {
+            uint32_t y0 = (uint32_t)((uint64_t)y * dh / th), y1 = (uint32_t)((uint64_t)(y + 1) * dh / th);
+            if (y1 <= y0) y1 = y0 + 1;
+            uint8_t *row = rows + (size_t)(y - first) * out->stride;
+            for (uint32_t x = 0; x < tw; x++) {
+                uint32_t x0 = columns[x], x1 = columns[x + 1] > x0 ? columns[x + 1] : x0 + 1;
+                uint64_t sum[4] = {0, 0, 0, 0};
+                for (uint32_t yy = y0; yy < y1; yy++) {
+                    if (orientation == 1) {
+                        const uint8_t *p = src + yy * sstride + (size_t)x0 * 4;
+                        for (uint32_t xx = x0; xx < x1; xx++, p += 4)
+                            sum[0] += p[0], sum[1] += p[1], sum[2] += p[2], sum[3] += p[3];
+                        continue;
+                    }
+                    for (uint32_t xx = x0; xx < x1; xx++) {
+                        uint32_t sx, sy;
+                        stored(orientation, xx, yy, dw, dh, &sx, &sy);
+                        const uint8_t *p = src + sy * sstride + (size_t)sx * 4;
+                        sum[0] += p[0], sum[1] += p[1], sum[2] += p[2], sum[3] += p[3];
+                    }
+                }
+                uint64_t n = (uint64_t)(x1 - x0) * (y1 - y0);
+                for (int c = 0; c < 4; c++) row[x * 4 + c] = (uint8_t)((sum[c] + n / 2) / n);
+            }
+        }
+        if (canvas_write(out, first, count, rows, out->stride) != 0) return free(columns), -1;
+    }
+    free(columns);
+    return 0;
 }
 
 // ---- PNG ------------------------------------------------------------------------------------------
@@ -202,11 +272,10 @@ static outcome decode_png(const uint8_t *data, size_t size, const struct decoder
     }
     uint32_t tw, th;
     fit(ihdr.width, ihdr.height, rq->max_width, rq->max_height, &tw, &th);
-    if (canvas_make(out, tw, th) != 0) {
+    if (canvas_make(out, tw, th) != 0 || resample(rgba, ihdr.width, ihdr.height, (size_t)ihdr.width * 4, 1, out) != 0) {
         result = fail(DECODER_FAILED, "no room for the pixels: %s", strerror(errno));
         goto done;
     }
-    resample(rgba, ihdr.width, ihdr.height, (size_t)ihdr.width * 4, 1, out->pixels, tw, th, out->stride);
 done:
     free(rgba);
     spng_ctx_free(ctx);
@@ -297,6 +366,28 @@ static outcome decode_jpeg(const uint8_t *data, size_t size, const struct decode
                     denom, (unsigned long long)rq->max_pixels);
     }
     jpeg_start_decompress(&info);
+    if (orientation == 1 && info.output_width == tw && info.output_height == th) {
+        // The IDCT gave the size asked for, upright: strips of rows straight into the reply's pixels.
+        uint8_t *rows = canvas_make(out, tw, th) == 0 ? canvas_strip(out) : NULL;
+        if (!rows) {
+            jpeg_destroy_decompress(&info);
+            canvas_drop(out);
+            return fail(DECODER_FAILED, "no room for the pixels: %s", strerror(errno));
+        }
+        uint32_t per_strip = strip_rows(out);
+        while (info.output_scanline < info.output_height) {
+            uint32_t first = info.output_scanline, count = 0;
+            while (count < per_strip && info.output_scanline < info.output_height) {
+                JSAMPROW row = rows + (size_t)count * out->stride;
+                count += jpeg_read_scanlines(&info, &row, 1);
+            }
+            if (canvas_write(out, first, count, rows, out->stride) != 0)
+                longjmp(failure.back, (snprintf(failure.message, sizeof failure.message, "%s", strerror(errno)), 1));
+        }
+        jpeg_finish_decompress(&info);
+        jpeg_destroy_decompress(&info);
+        return (outcome){.status = DECODER_OK};  // opaque: premultiplied BGRA is the same bytes
+    }
     size_t stride = (size_t)info.output_width * 4;
     buffer = malloc(stride * info.output_height);
     if (!buffer) longjmp(failure.back, (snprintf(failure.message, sizeof failure.message, "no memory"), 1));
@@ -305,13 +396,14 @@ static outcome decode_jpeg(const uint8_t *data, size_t size, const struct decode
         jpeg_read_scanlines(&info, &row, 1);
     }
     jpeg_finish_decompress(&info);
-    if (canvas_make(out, tw, th) != 0) {
+    // Opaque: premultiplied BGRA is the same bytes.
+    if (canvas_make(out, tw, th) != 0 ||
+        resample(buffer, info.output_width, info.output_height, stride, orientation, out) != 0) {
         jpeg_destroy_decompress(&info);
         free(buffer);
+        canvas_drop(out);
         return fail(DECODER_FAILED, "no room for the pixels: %s", strerror(errno));
     }
-    // Opaque: premultiplied BGRA is the same bytes.
-    resample(buffer, info.output_width, info.output_height, stride, orientation, out->pixels, tw, th, out->stride);
     jpeg_destroy_decompress(&info);
     free(buffer);
     return (outcome){.status = DECODER_OK};
@@ -334,7 +426,11 @@ static outcome decode_webp(const uint8_t *data, size_t size, const struct decode
     if ((uint64_t)tw * th > rq->max_pixels)
         return fail(DECODER_TOO_LARGE, "WebP at %u x %u pixels is over the limit of %llu", tw, th,
                     (unsigned long long)rq->max_pixels);
-    if (canvas_make(out, tw, th) != 0) return fail(DECODER_FAILED, "no room for the pixels: %s", strerror(errno));
+    uint8_t *pixels = canvas_make(out, tw, th) == 0 ? canvas_whole(out) : NULL;
+    if (!pixels) {
+        canvas_drop(out);
+        return fail(DECODER_FAILED, "no room for the pixels: %s", strerror(errno));
+    }
     if (tw != *ow || th != *oh) {
         config.options.use_scaling = 1;
         config.options.scaled_width = (int)tw;
@@ -342,7 +438,7 @@ static outcome decode_webp(const uint8_t *data, size_t size, const struct decode
     }
     config.output.colorspace = MODE_bgrA;  // premultiplied
     config.output.is_external_memory = 1;
-    config.output.u.RGBA.rgba = out->pixels;
+    config.output.u.RGBA.rgba = pixels;
     config.output.u.RGBA.stride = (int)out->stride;
     config.output.u.RGBA.size = out->size;
     VP8StatusCode status = WebPDecode(data, size, &config);
@@ -462,11 +558,10 @@ static outcome decode_gif(const uint8_t *data, size_t size, const struct decoder
     }
     uint32_t tw, th;
     fit(*ow, *oh, rq->max_width, rq->max_height, &tw, &th);
-    if (canvas_make(out, tw, th) != 0) {
+    if (canvas_make(out, tw, th) != 0 || resample(screen, *ow, *oh, (size_t)*ow * 4, 1, out) != 0) {
         result = fail(DECODER_FAILED, "no room for the pixels: %s", strerror(errno));
         goto done;
     }
-    resample(screen, *ow, *oh, (size_t)*ow * 4, 1, out->pixels, tw, th, out->stride);
 done:
     free(screen);
     free(line);
@@ -538,7 +633,7 @@ static void serve(int sock) {
 // What the decoder may ask of the kernel once its libraries are loaded: its socket, memory, its
 // memfds, and leaving. Everything else fails with EPERM (no open, socket, connect, execve, ptrace...).
 static const int allowed[] = {
-    SCMP_SYS(read), SCMP_SYS(write), SCMP_SYS(recvmsg), SCMP_SYS(sendmsg), SCMP_SYS(close),
+    SCMP_SYS(read), SCMP_SYS(write), SCMP_SYS(pwrite64), SCMP_SYS(recvmsg), SCMP_SYS(sendmsg), SCMP_SYS(close),
     SCMP_SYS(fstat), SCMP_SYS(newfstatat), SCMP_SYS(lseek), SCMP_SYS(mmap), SCMP_SYS(munmap),
     SCMP_SYS(mremap), SCMP_SYS(mprotect), SCMP_SYS(brk), SCMP_SYS(madvise), SCMP_SYS(memfd_create),
     SCMP_SYS(ftruncate), SCMP_SYS(fcntl), SCMP_SYS(futex), SCMP_SYS(clock_gettime), SCMP_SYS(getrandom),

@@ -1,0 +1,183 @@
+// The bench's reference for decoded pixels: an app that does it all itself, in-process, as apps do
+// today: libcurl downloads, libjpeg-turbo and libspng decode to premultiplied B8G8R8A8 (what GTK 4
+// takes), and the app keeps the pixels and reads every page of them, as pixels_app does with the
+// agent's.
+//
+//   pixels_reference show URL...        download and decode every URL, one after another (one curl
+//                                       handle: its connection reused), print "ready ...", then hold
+//                                       the pixels until standard input ends
+//   pixels_reference decode N BOX FILE  decode FILE N times, keeping each result as an app showing
+//                                       them does (BOX > 0: the whole image, then a box filter down
+//                                       to fit BOX x BOX, keeping that): "images_per_s=..."
+#include <curl/curl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <jpeglib.h>
+#include <setjmp.h>
+#include <spng.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct { uint8_t *pixels; uint32_t width, height; } image;
+typedef struct { uint8_t *data; size_t size, capacity; } buffer;
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static double cpu_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static struct jpeg_error_mgr jerr;
+static jmp_buf jpeg_failed;
+static void on_jpeg_error(j_common_ptr info) { (void)info; longjmp(jpeg_failed, 1); }
+
+static int decode_jpeg(const uint8_t *data, size_t size, image *out) {
+    struct jpeg_decompress_struct d;
+    d.err = jpeg_std_error(&jerr);
+    jerr.error_exit = on_jpeg_error;
+    if (setjmp(jpeg_failed)) {
+        jpeg_destroy_decompress(&d);
+        return -1;
+    }
+    jpeg_create_decompress(&d);
+    jpeg_mem_src(&d, data, (unsigned long)size);
+    jpeg_read_header(&d, TRUE);
+    d.out_color_space = JCS_EXT_BGRA;  // opaque: premultiplied as it is
+    jpeg_start_decompress(&d);
+    out->width = d.output_width, out->height = d.output_height;
+    out->pixels = malloc((size_t)out->width * out->height * 4);
+    while (d.output_scanline < d.output_height) {
+        JSAMPROW row = out->pixels + (size_t)d.output_scanline * out->width * 4;
+        jpeg_read_scanlines(&d, &row, 1);
+    }
+    jpeg_finish_decompress(&d);
+    jpeg_destroy_decompress(&d);
+    return 0;
+}
+
+static int decode_png(const uint8_t *data, size_t size, image *out) {
+    spng_ctx *ctx = spng_ctx_new(0);
+    struct spng_ihdr ihdr;
+    size_t length;
+    int r = spng_set_png_buffer(ctx, data, size);
+    if (!r) r = spng_get_ihdr(ctx, &ihdr);
+    if (!r) r = spng_decoded_image_size(ctx, SPNG_FMT_RGBA8, &length);
+    if (!r) {
+        out->width = ihdr.width, out->height = ihdr.height;
+        out->pixels = malloc(length);
+        r = spng_decode_image(ctx, out->pixels, length, SPNG_FMT_RGBA8, SPNG_DECODE_TRNS);
+    }
+    spng_ctx_free(ctx);
+    if (r) return -1;
+    for (size_t i = 0; i < length; i += 4) {  // RGBA to premultiplied BGRA
+        uint8_t *p = out->pixels + i, red = p[0], a = p[3];
+        p[0] = (uint8_t)((p[2] * a + 127) / 255);
+        p[1] = (uint8_t)((p[1] * a + 127) / 255);
+        p[2] = (uint8_t)((red * a + 127) / 255);
+    }
+    return 0;
+}
+
+static int decode(const uint8_t *data, size_t size, image *out) {
+    if (size > 3 && data[0] == 0xFF && data[1] == 0xD8) return decode_jpeg(data, size, out);
+    if (size > 8 && data[0] == 0x89 && data[1] == 'P') return decode_png(data, size, out);
+    return -1;
+}
+
+// A box filter down to fit `box` x `box` (aspect kept): each target pixel the mean of its source area.
+static image scaled(image in, uint32_t box) {
+    double f = in.width > in.height ? (double)box / in.width : (double)box / in.height;
+    image out = {.width = (uint32_t)(in.width * f + 0.5), .height = (uint32_t)(in.height * f + 0.5)};
+    out.pixels = malloc((size_t)out.width * out.height * 4);
+    for (uint32_t y = 0; y < out.height; y++) {
+        uint32_t y0 = (uint32_t)(y / f), y1 = (uint32_t)((y + 1) / f);
+        if (y1 > in.height) y1 = in.height;
+        for (uint32_t x = 0; x < out.width; x++) {
+            uint32_t x0 = (uint32_t)(x / f), x1 = (uint32_t)((x + 1) / f), sum[4] = {0}, n = 0;
+            if (x1 > in.width) x1 = in.width;
+            for (uint32_t sy = y0; sy < y1; sy++)
+                for (uint32_t sx = x0; sx < x1; sx++, n++)
+                    for (int c = 0; c < 4; c++) sum[c] += in.pixels[((size_t)sy * in.width + sx) * 4 + c];
+            for (int c = 0; c < 4; c++) out.pixels[((size_t)y * out.width + x) * 4 + c] = (uint8_t)(n ? sum[c] / n : 0);
+        }
+    }
+    return out;
+}
+
+static size_t received(char *data, size_t size, size_t n, void *user) {
+    buffer *b = user;
+    size_t more = size * n;
+    if (b->size + more > b->capacity) {
+        b->capacity = (b->size + more) * 2;
+        b->data = realloc(b->data, b->capacity);
+    }
+    memcpy(b->data + b->size, data, more);
+    b->size += more;
+    return more;
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 3 && strcmp(argv[1], "show") == 0) {
+        CURL *curl = curl_easy_init();
+        buffer body = {0};
+        uint64_t sum = 0, bytes = 0;
+        int failures = 0;
+        image *images = calloc((size_t)argc, sizeof *images);
+        curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, received);
+        curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+        for (int i = 2; i < argc; i++) {
+            body.size = 0;
+            curl_easy_setopt(curl, CURLOPT_URL, argv[i]);
+            if (curl_easy_perform(curl) != CURLE_OK || decode(body.data, body.size, &images[i]) != 0) {
+                failures++;
+                continue;
+            }
+            size_t length = (size_t)images[i].width * images[i].height * 4;
+            for (size_t p = 0; p < length; p += 4096) sum += images[i].pixels[p];
+            bytes += length;
+        }
+        free(body.data);  // the encoded bytes are not kept, as the agent's apps keep none
+        curl_easy_cleanup(curl);
+        printf("ready images=%d failures=%d pixel_bytes=%llu sum=%llu\n", argc - 2, failures,
+               (unsigned long long)bytes, (unsigned long long)sum);
+        fflush(stdout);
+        char c;
+        while (read(0, &c, 1) > 0) {}
+        return failures ? 1 : 0;
+    }
+    if (argc == 5 && strcmp(argv[1], "decode") == 0) {
+        int n = atoi(argv[2]);
+        uint32_t box = (uint32_t)atoi(argv[3]);
+        FILE *f = fopen(argv[4], "rb");
+        if (!f) return 1;
+        buffer file = {0};
+        char chunk[65536];
+        size_t got;
+        while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) received(chunk, 1, got, &file);
+        fclose(f);
+        image *kept = calloc((size_t)n, sizeof *kept);
+        double t0 = now(), c0 = cpu_now();
+        for (int i = 0; i < n; i++) {
+            if (decode(file.data, file.size, &kept[i]) != 0) return 1;
+            if (box) {
+                image small = scaled(kept[i], box);
+                free(kept[i].pixels);
+                kept[i] = small;
+            }
+        }
+        double s = now() - t0, cpu = cpu_now() - c0;
+        for (int i = 0; i < n; i++) free(kept[i].pixels);
+        printf("images_per_s=%.2f seconds=%.3f cpu_ms=%.1f\n", n / s, s, cpu * 1e3);
+        return 0;
+    }
+    fprintf(stderr, "usage: pixels_reference show URL... | decode N BOX FILE\n");
+    return 64;
+}
