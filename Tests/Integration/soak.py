@@ -7,8 +7,11 @@ Each round, on one private bus and one agent that is never restarted by the soak
   - fuzz_bus.py with a new seed (1,500 calls, books checked);
   - netactivity-bench load: 100 clients for 10 s, then 100 more killed -9 after 2 s;
   - downloads from a local server, one of which is killed mid-transfer;
+  - decoded pixels: three apps asking FetchPixels for 30 images each (some fit to a box, one of them
+    not an image), one app killed mid-way, and a decoder killed (SIGKILL) mid-round;
 and after each round: everything released (ActivityCount 0, no clients, no running task, no
-download), the image cache emptied, and the agent's anonymous RSS and open descriptors sampled. At the
+download), the image cache emptied (the decoded tier with it: DecodedMemoryUsage 0), at most two
+decoders left, and the agent's anonymous RSS and open descriptors sampled. At the
 end the last third of the rounds must not have grown past the first third (RSS within 24 MiB,
 descriptors within 8, not counting the idle HTTP connections libcurl keeps for reuse, which must stay
 within its pool of 16), and the agent must be alive.
@@ -88,6 +91,49 @@ def sample(pid):
     return status_kib(pid, "RssAnon"), sum(kinds.values()) - tcp, tcp, kinds
 
 
+def decoders(pid):
+    """The agent's decoder processes (its descendants named netactivity-decoder, in bwrap or not)."""
+    children, names = {}, {}
+    for d in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                children.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(d))
+            with open("/proc/%s/comm" % d) as f:
+                names[int(d)] = f.read().strip()
+        except (OSError, ValueError, IndexError):
+            continue
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        if names.get(p, "").startswith("netactivity-de"):
+            found.append(p)
+        todo += children.get(p, [])
+    return found
+
+
+def decoded_pixels(bus, http, seed, agent_pid, number):
+    """Three FetchPixels apps, one killed mid-way, and a decoder killed meanwhile; their failures."""
+    urls = [http.url("/img/px%d-%d.png" % (seed, i)) for i in range(29)] + [http.url("/text")]
+    apps = [subprocess.Popen([sys.executable, os.path.join(HERE, "pixels_client.py"), bus.address, *urls],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) for _ in range(3)]
+    try:
+        wait_until(lambda: decoders(agent_pid), timeout=30, what="a decoder")
+        os.kill(decoders(agent_pid)[0], signal.SIGKILL)  # its request fails (Decode); the next get a new one
+    except (AssertionError, ProcessLookupError, IndexError):
+        pass  # the apps were done first: nothing to kill this round
+    apps[2].kill()
+    problems = []
+    for app in apps:
+        out, _ = app.communicate(timeout=120)
+        if app is apps[2]:
+            continue
+        report = json.loads(out.splitlines()[-1]) if out.strip() else {}
+        expected = {contract.ERROR_PREFIX + "NotAnImage", contract.ERROR_PREFIX + "Decode"}
+        if report.get("pixels", 0) < 27 or set(report.get("errors", {})) - expected:
+            problems.append({"round": number, "pixels": report or out[-500:]})
+    return problems
+
+
 def main():
     bus = PrivateBus()
     agent = Agent(bus, "--activation-delay", str(ACTIVATION), "--completion-delay", str(COMPLETION))
@@ -126,6 +172,7 @@ def main():
             time.sleep(0.5)
             dl.send_signal(signal.SIGKILL)  # its receipts die with it, mid-transfer
             dl.wait()
+            failures += decoded_pixels(bus, http, seed, agent.proc.pid, len(rounds) + 1)
             try:
                 wait_until(lambda: nothing_held(conn), timeout=30, what="everything released")
             except AssertionError as e:
@@ -134,7 +181,13 @@ def main():
                 failures.append({"round": len(rounds) + 1, "agent": "died", "log": agent.logtext()[-2000:]})
                 break
             # Cached images hold memory and memfds by design: measure the agent without them.
-            conn.get_object(NAME, PATH, introspect=False).RemoveAllImages(dbus_interface=contract.ImageCache.INTERFACE)
+            obj = conn.get_object(NAME, PATH, introspect=False)
+            obj.RemoveAllImages(dbus_interface=contract.ImageCache.INTERFACE)
+            held = int(obj.Get(contract.ImageCache.INTERFACE, contract.ImageCache.DecodedMemoryUsage, dbus_interface=PROPS))
+            if held:
+                failures.append({"round": len(rounds) + 1, "decoded_memory_usage": held})
+            if len(decoders(agent.proc.pid)) > 2:
+                failures.append({"round": len(rounds) + 1, "decoders": decoders(agent.proc.pid)})
             rss, fds, tcp, kinds = sample(agent.proc.pid)
             if tcp > POOLED_CONNECTIONS:
                 failures.append({"round": len(rounds) + 1, "http_connections": tcp})
