@@ -9,7 +9,7 @@ PYTHON ?= /usr/bin/python3
 DEBUG_BIN = .build/debug
 RELEASE_BIN = .build/release
 
-.PHONY: all setup decoder gtk-example build release run test unit format lint locale pot contract integration example readme-snippets bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
+.PHONY: all setup decoder gtk-example lib lib-examples build release run test unit format lint locale pot contract integration example readme-snippets bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
 
 all: build
 
@@ -51,10 +51,11 @@ $(LOCALE_BUILD)/%/LC_MESSAGES/netactivity.mo: po/%.po
 	msgfmt --check -o $@ $<
 pot:
 	scripts/make-pot.sh po/netactivity.pot
-# The contract's names for Swift (agent, library, CLI) and Python (tests, panel scripts), from
-# dbus/*.xml; a test checks that both committed files are current.
+# The contract's names for Swift (agent, library, CLI), Python (tests, panel scripts) and C
+# (libnetactivity's error domain), from dbus/*.xml; a test checks that the committed files are current.
 contract:
-	scripts/gen-contract.py --swift Sources/NetActivityContract/Names.swift --python Tests/Integration/contract.py
+	scripts/gen-contract.py --swift Sources/NetActivityContract/Names.swift --python Tests/Integration/contract.py \
+	    --c-errors libnetactivity/netactivity-errors.h
 
 # The agent, the CLI and the bench client only: apps' adapters (SwiftNIO) are not built for them.
 # The Swift runtime is linked in, as in the package: the agent then maps only the runtime code it
@@ -87,7 +88,7 @@ lint:
 
 # The library's "never waits" tests time calls in 100 ms: they run on their own, after the rest,
 # so that other suites' blocking helpers cannot starve the Swift concurrency pool they share.
-test: setup check-layering lint example gtk-example locale decoder
+test: setup check-layering lint example gtk-example lib-examples locale decoder
 	@scripts/setup.sh --gnome
 	$(SWIFT) build --build-tests
 	@install -m 0755 $(DECODER) $(DEBUG_BIN)/
@@ -134,6 +135,56 @@ example: setup
 
 readme-snippets:
 	$(PYTHON) scripts/readme-snippets.py
+
+# libnetactivity-1 (C, GObject, with a GIR typelib for Python, GJS, Vala and Rust): gdbus-codegen's
+# proxies from dbus/*.xml (object manager and autocleanup included) and libnetactivity/netactivity.c
+# (proxies with the right timeouts, the GError domain, images and pixels as GBytes, leases).
+LIB_DIR = .build/libnetactivity
+LIB_VERSION = 0.1.0
+LIB_SONAME = libnetactivity-1.so.0
+LIB = $(LIB_DIR)/libnetactivity-1.so.$(LIB_VERSION)
+GIR = $(LIB_DIR)/NetActivity-1.0.gir
+TYPELIB = $(LIB_DIR)/NetActivity-1.0.typelib
+LIB_XML = $(sort $(wildcard dbus/org.example.NetActivity*.xml))
+LIB_HEADERS = libnetactivity/netactivity.h libnetactivity/netactivity-errors.h $(LIB_DIR)/netactivity-generated.h
+GIO_FLAGS = $$(pkg-config --cflags gio-unix-2.0)
+GIO_LIBS = $$(pkg-config --libs gio-unix-2.0)
+lib: setup
+	@$(MAKE) --no-print-directory $(TYPELIB)
+$(LIB_DIR)/netactivity-generated.c $(LIB_DIR)/netactivity-generated.h: $(LIB_XML)
+	@mkdir -p $(LIB_DIR)
+	cd $(LIB_DIR) && gdbus-codegen --interface-prefix org.example.NetActivity. --c-namespace NetActivity \
+	    --c-generate-object-manager --c-generate-autocleanup all --annotate org.example.NetActivity org.gtk.GDBus.C.Name Agent \
+	    --generate-c-code netactivity-generated $(addprefix $(CURDIR)/,$(LIB_XML))
+$(LIB): $(LIB_DIR)/netactivity-generated.c libnetactivity/netactivity.c $(LIB_HEADERS)
+	$(DECODER_CC) -shared -fPIC -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror -D_FORTIFY_SOURCE=2 -fstack-protector-strong \
+	    -Ilibnetactivity -I$(LIB_DIR) $(GIO_FLAGS) -o $@ $(LIB_DIR)/netactivity-generated.c libnetactivity/netactivity.c \
+	    -Wl,-soname,$(LIB_SONAME) -Wl,-z,relro,-z,now -Wl,--as-needed $(GIO_LIBS)
+	ln -sf $(notdir $@) $(LIB_DIR)/$(LIB_SONAME)
+	ln -sf $(LIB_SONAME) $(LIB_DIR)/libnetactivity-1.so
+$(GIR): $(LIB)
+	cd $(LIB_DIR) && LD_LIBRARY_PATH=. g-ir-scanner --quiet --warn-all --namespace=NetActivity --nsversion=1.0 \
+	    --identifier-prefix=NetActivity --symbol-prefix=net_activity --include=Gio-2.0 --pkg=gio-unix-2.0 \
+	    --library=netactivity-1 --library-path=. -L. --c-include=netactivity.h -I. -I$(CURDIR)/libnetactivity \
+	    --output=$(notdir $@) netactivity-generated.h netactivity-generated.c \
+	    $(CURDIR)/libnetactivity/netactivity.h $(CURDIR)/libnetactivity/netactivity-errors.h $(CURDIR)/libnetactivity/netactivity.c
+$(TYPELIB): $(GIR)
+	g-ir-compiler --output=$@ $<
+# The build tree as an installed one looks to an app: headers under include/netactivity-1 and a
+# pkg-config file, so the examples build with `pkg-config netactivity-1` as apps do.
+LIB_PC = $(LIB_DIR)/pkgconfig/netactivity-1.pc
+$(LIB_PC): libnetactivity/netactivity-1.pc.in $(LIB) $(LIB_HEADERS)
+	@mkdir -p $(LIB_DIR)/include/netactivity-1 $(dir $@)
+	cp $(LIB_HEADERS) $(LIB_DIR)/include/netactivity-1/
+	sed -e 's|@prefix@|$(CURDIR)/$(LIB_DIR)|' -e 's|@libdir@|$${prefix}|' -e 's|@includedir@|$${prefix}/include|' \
+	    -e 's|@version@|$(LIB_VERSION)|' $< > $@
+# The C examples of libnetactivity (Examples/libnetactivity), built as an app builds them.
+LIB_EXAMPLES = .build/examples/fetch-image .build/examples/follow-task
+lib-examples: lib
+	@$(MAKE) --no-print-directory $(LIB_EXAMPLES)
+.build/examples/%: Examples/libnetactivity/%.c $(LIB_PC)
+	@mkdir -p $(dir $@)
+	$(DECODER_CC) -O2 -Wall -Wextra -Werror $< $$(PKG_CONFIG_PATH=$(LIB_DIR)/pkgconfig pkg-config --cflags --libs netactivity-1) -o $@
 
 # The GTK 4 example in C (Examples/gtk4: an image the agent decoded, in a window, no copy); the
 # Python one beside it needs no build. test_gtk.py shows both on Xvfb.

@@ -7,8 +7,11 @@ and dictionary properties. The Python tests and panel scripts, the agent, the cl
 the CLI take names from these files, so a name typed wrong fails at import or compile time, and a
 change of the XML shows as a diff of the generated files.
 
-    scripts/gen-contract.py [--python OUT.py] [--swift OUT.swift]
+    scripts/gen-contract.py [--python OUT.py] [--swift OUT.swift] [--c-errors OUT.h]
         (make contract; a test checks that the committed ones are current)
+
+The C header (libnetactivity's GError domain) keeps the numbers the existing OUT.h gave: an error
+name keeps its number forever, and a new one takes the next.
 """
 import argparse
 import os
@@ -274,16 +277,82 @@ def swift(bus, path, version, interfaces, own, standard):
     return "\n".join(lines) + "\n"
 
 
+# --- C (libnetactivity's error domain) ----------------------------------------------------------
+
+def c_errors(bus, path, version, interfaces, own, standard, numbered=()):
+    """The agent's own error names as a GError domain; `numbered`: the names in their old order."""
+    names = list(numbered) + [e for e in own if e not in numbered]
+    gone = [e for e in numbered if e not in own]
+    if gone:
+        sys.exit("gen-contract: %s left the XML; an error name, once numbered, stays" % ", ".join(gone))
+    const = lambda e: "NET_ACTIVITY_ERROR_" + snake(last(e))
+    lines = [
+        "/* The agent's own errors as a GError domain, generated from the contract (dbus/ XML) by",
+        " * scripts/gen-contract.py (make contract). Do not edit: a test fails when this differs from what",
+        " * the XML makes. A name keeps its number; a new one takes the next. */",
+        "#ifndef NET_ACTIVITY_ERRORS_H",
+        "#define NET_ACTIVITY_ERRORS_H",
+        "",
+        "#include <gio/gio.h>",
+        "",
+        "G_BEGIN_DECLS",
+        "",
+        "/**",
+        " * NetActivityError:",
+    ] + [" * @%s: `%s`" % (const(e), e) for e in names] + [
+        " *",
+        " * The agent's own errors (`%s.Error.*`), in the %%NET_ACTIVITY_ERROR domain. The standard" % bus,
+        " * D-Bus errors it answers with (`org.freedesktop.DBus.Error.InvalidArgs`, `AccessDenied`...) come",
+        " * in the %G_DBUS_ERROR domain, as GDBus maps them.",
+        " */",
+        "typedef enum {",
+    ] + ["    %s = %d," % (const(e), n) for n, e in enumerate(names)] + [
+        "} NetActivityError;",
+        "",
+        "/**",
+        " * NET_ACTIVITY_ERROR:",
+        " *",
+        " * The error domain of #NetActivityError.",
+        " */",
+        "#define NET_ACTIVITY_ERROR (net_activity_error_quark ())",
+        "GQuark net_activity_error_quark (void);",
+        "",
+        "/* Each number's D-Bus name, for g_dbus_error_register_error_domain(). */",
+        "#define NET_ACTIVITY_ERROR_ENTRIES { \\",
+    ] + ["    { %s, \"%s\" }, \\" % (const(e), e) for e in names] + [
+        "}",
+        "",
+        "G_END_DECLS",
+        "",
+        "#endif",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def numbered_errors(path):
+    """The error names an existing header numbered, in their order."""
+    try:
+        with open(path) as f:
+            return re.findall(r'\{ NET_ACTIVITY_ERROR_\w+, "([^"]+)" \}', f.read())
+    except OSError:
+        return []
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--python")
     parser.add_argument("--swift")
+    parser.add_argument("--c-errors")
     args = parser.parse_args()
     contract = read_contract()
     for out, make in ((args.python, python), (args.swift, swift)):
         if out:
             with open(out, "w") as f:
                 f.write(make(*contract))
+    if args.c_errors:
+        text = c_errors(*contract, numbered=numbered_errors(args.c_errors))
+        with open(args.c_errors, "w") as f:
+            f.write(text)
 
 
 if __name__ == "__main__":

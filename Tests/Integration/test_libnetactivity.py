@@ -1,0 +1,189 @@
+"""libnetactivity-1 (C, GObject, and Python and GJS through its typelib) against the real agent:
+the C examples (an image and its pixels, a task's progress), errors in the NET_ACTIVITY_ERROR
+domain, leases that end when released, a download answered after 26 s (past GDBus's default
+timeout of 25 s) reaching every client, and the gallery examples (Python, GJS) showing the agent's
+pixels in a GTK 4 window on Xvfb with a spinner bound to Visible. `make test` builds the library
+into .build/libnetactivity and the C examples into .build/examples."""
+import os
+import subprocess
+import sys
+import threading
+import unittest
+
+import dbus
+
+import contract
+from harness import ROOT, Agent, PrivateBus, connect, wait_until
+from test_decoder import png
+from test_gtk import Xvfb, count
+from test_pixels import PixelServer
+
+LIB = os.path.join(ROOT, ".build", "libnetactivity")
+EXAMPLES = os.path.join(ROOT, ".build", "examples")
+SOURCES = os.path.join(ROOT, "Examples", "libnetactivity")
+RED = png(40, 40, lambda x, y: (255, 0, 0, 255))
+GREEN = png(40, 40, lambda x, y: (0, 255, 0, 255))
+ERR = contract.ERROR_PREFIX
+
+
+class Lines:
+    """A process's output lines as they come."""
+
+    def __init__(self, proc):
+        self.proc, self.lines = proc, []
+        threading.Thread(target=self.read, daemon=True).start()
+
+    def read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for(self, prefix, timeout=30):
+        return wait_until(lambda: next((l for l in self.lines if l.startswith(prefix)), None), timeout=timeout,
+                          what="%r from %s (so far %r)" % (prefix, self.proc.args[0], self.lines))
+
+
+@unittest.skipUnless(os.path.exists(os.path.join(LIB, "NetActivity-1.0.typelib")), "libnetactivity is not built (make lib)")
+class LibraryTests(unittest.TestCase):
+    def setUp(self):
+        self.bus = PrivateBus()
+        self.addCleanup(self.bus.stop)
+        self.agent = Agent(self.bus, "--activation-delay", "0", "--completion-delay", "0")
+        self.addCleanup(self.agent.stop)
+        self.conn = connect(self.bus)
+        self.addCleanup(self.conn.close)
+        self.http = PixelServer({"/red.png": RED, "/green.png": GREEN, "/slow.png": RED, "/text": b"not an image"})
+        self.addCleanup(self.http.stop)
+
+    def env(self, **extra):
+        return self.bus.env(GI_TYPELIB_PATH=LIB, LD_LIBRARY_PATH=LIB, **extra)
+
+    def start(self, *command, **env):
+        proc = subprocess.Popen(list(command), env=self.env(**env), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                text=True)
+        self.addCleanup(lambda: (proc.poll() is None and proc.kill(), proc.wait(10)))
+        return Lines(proc)
+
+    def python(self, code):
+        """Runs `code` in a Python of its own with the library's typelib; its output."""
+        prelude = ("import gi\ngi.require_version('NetActivity', '1.0')\n"
+                   "from gi.repository import GLib, Gio, NetActivity\n")
+        r = subprocess.run([sys.executable, "-c", prelude + code], env=self.env(), capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout
+
+    def count(self):
+        obj = self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH, introspect=False)
+        return int(obj.Get(contract.Activity.INTERFACE, "ActivityCount", dbus_interface=contract.PROPERTIES))
+
+    def test_the_c_example_fetches_an_image_and_its_pixels_and_names_errors_by_domain_and_code(self):
+        out = self.start(os.path.join(EXAMPLES, "fetch-image"), self.http.url("/red.png"), "16")
+        self.assertEqual(out.wait_for("image"), "image %d image/png network" % len(RED))
+        self.assertEqual(out.wait_for("pixels"), "pixels 16x16 64")
+        self.assertEqual(out.proc.wait(30), 0)
+        missing = self.start(os.path.join(EXAMPLES, "fetch-image"), self.http.url("/missing.png"))
+        self.assertEqual(missing.proc.wait(30), 1)
+        self.assertRegex(missing.wait_for("error"), r"^error net-activity-error-quark 3 .*404")
+        self.assertEqual(missing.wait_for("("), "(an HTTP error status)")
+
+    def test_the_c_example_follows_a_tasks_progress_to_its_end(self):
+        agent = dbus.Interface(self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH), contract.Activity.INTERFACE)
+        path = agent.BeginTask("upload", {"expected-to-send": dbus.UInt64(1000)})
+        task = dbus.Interface(self.conn.get_object(contract.BUS_NAME, path), contract.Task.INTERFACE)
+        out = self.start(os.path.join(EXAMPLES, "follow-task"), path)
+        self.assertEqual(out.wait_for("task"), "task upload")
+        task.SetProgress(dbus.UInt64(500), dbus.UInt64(1000), dbus.UInt64(0), dbus.UInt64(0))
+        out.wait_for("progress 50")
+        task.Complete("")
+        self.assertEqual(out.wait_for("completed"), "completed ")
+        self.assertEqual(out.proc.wait(30), 0)
+
+    def test_errors_come_in_the_libraries_domain_and_a_lease_ends_when_released(self):
+        out = self.python(
+            "d = NetActivity.downloader_get_sync(None)\n"
+            "print(d.get_default_timeout() == GLib.MAXINT32)\n"
+            "for url in ('ftp://example.com/x', %r):\n"
+            "    try:\n"
+            "        d.fetch_image_bytes_sync(url, None, None)\n"
+            "    except GLib.Error as e:\n"
+            "        print(e.domain, e.code == NetActivity.Error.INVALID_URL,\n"
+            "              e.matches(NetActivity.error_quark(), NetActivity.Error.NOT_AN_IMAGE))\n" % self.http.url("/text"))
+        self.assertEqual(out.splitlines(), ["True", "net-activity-error-quark True False",
+                                            "net-activity-error-quark False True"])
+        # A lease held by the object alone: ended by end(), and by the last reference going.
+        held = subprocess.Popen([sys.executable, "-u", "-c", (
+            "import gi, sys\ngi.require_version('NetActivity', '1.0')\nfrom gi.repository import NetActivity\n"
+            "agent = NetActivity.agent_get_sync(None)\n"
+            "first = NetActivity.Lease.begin_sync(agent, 'first', None)\n"
+            "second = NetActivity.Lease.begin_sync(agent, 'second', None)\n"
+            "print('two', flush=True); sys.stdin.readline()\n"
+            "first.end(); print(first.is_held(), flush=True); sys.stdin.readline()\n"
+            "del second; print('dropped', flush=True); sys.stdin.readline()\n")],
+            env=self.env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: (held.poll() is None and held.kill(), held.wait(10)))
+        self.assertEqual(held.stdout.readline().strip(), "two")
+        wait_until(lambda: self.count() == 2, what="two leases")
+        held.stdin.write("\n")
+        held.stdin.flush()
+        self.assertEqual(held.stdout.readline().strip(), "False")
+        wait_until(lambda: self.count() == 1, what="end() ends the first")
+        held.stdin.write("\n")
+        held.stdin.flush()
+        self.assertEqual(held.stdout.readline().strip(), "dropped")
+        wait_until(lambda: self.count() == 0, what="the last reference ends the second (no fd list keeps it)")
+        self.assertIsNone(held.poll(), "while the process lives")
+
+    def test_a_download_answered_after_26_seconds_reaches_every_client(self):
+        # GDBus's default call timeout is 25 s: the library's downloader waits as long as the call takes.
+        gate = self.http.gates["/slow.png"] = threading.Event()
+        self.addCleanup(gate.set)
+        threading.Timer(26, gate.set).start()
+        c = self.start(os.path.join(EXAMPLES, "fetch-image"), self.http.url("/slow.png"))
+        py = self.python_async("d = NetActivity.downloader_get_sync(None)\n"
+                               "b, info = d.fetch_image_bytes_sync(%r, None, None)\n"
+                               "print('image', b.get_size())\n" % self.http.url("/slow.png"))
+        js = self.start("gjs", "-c", (
+            "imports.gi.versions.NetActivity = '1.0'; const {NetActivity} = imports.gi;"
+            "const d = NetActivity.downloader_get_sync(null);"
+            "const [b] = d.fetch_image_bytes_sync('%s', null, null); print('image ' + b.get_size());") % self.http.url("/slow.png"))
+        expected = "image %d" % len(RED)
+        self.assertTrue(c.wait_for("image", timeout=60).startswith(expected))
+        self.assertEqual(py.wait_for("image", timeout=60), expected)
+        self.assertEqual(js.wait_for("image", timeout=60), expected)
+        self.assertEqual(self.http.count("/slow.png"), 1, "one transfer for the three")
+
+    def python_async(self, code):
+        prelude = ("import gi\ngi.require_version('NetActivity', '1.0')\n"
+                   "from gi.repository import GLib, Gio, NetActivity\n")
+        return self.start(sys.executable, "-u", "-c", prelude + code)
+
+    def gallery(self, command):
+        x = Xvfb()
+        self.addCleanup(x.stop)
+        out = self.start(*command, self.http.url("/red.png"), self.http.url("/green.png"), DISPLAY=x.display,
+                         GDK_BACKEND="x11", GSK_RENDERER="cairo", GTK_A11Y="none", NO_AT_BRIDGE="1",
+                         XDG_RUNTIME_DIR=self.bus.dir)
+        self.assertEqual(out.wait_for("painted", timeout=60), "painted 2")
+        counts = []
+
+        def both():
+            raw = x.screenshot()
+            counts.append((count(raw, (255, 0, 0)), count(raw, (0, 255, 0))))
+            return min(counts[-1]) > 4000
+        wait_until(both, timeout=30, what="red and green on the screen (%r)" % counts)
+        out.wait_for("agent")
+        agent = dbus.Interface(self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH), contract.Activity.INTERFACE)
+        agent.IncrementActivityCount()
+        out.wait_for("spinning true")
+        agent.DecrementActivityCount()
+        out.wait_for("spinning false")
+
+    def test_the_python_gallery_shows_the_agents_pixels_and_a_spinner_bound_to_visible(self):
+        self.gallery([sys.executable, "-u", os.path.join(SOURCES, "gallery.py")])
+
+    def test_the_gjs_gallery_shows_the_agents_pixels_and_a_spinner_bound_to_visible(self):
+        self.gallery(["gjs", os.path.join(SOURCES, "gallery.js")])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,465 @@
+/* libnetactivity's hand-written part: what the code gdbus-codegen makes from dbus/ (its XML) cannot know.
+ * See netactivity.h. */
+#include "netactivity.h"
+
+#include <gio/gunixfdlist.h>
+#include <unistd.h>
+
+/* ---- errors ---------------------------------------------------------------------------------- */
+
+static const GDBusErrorEntry error_entries[] = NET_ACTIVITY_ERROR_ENTRIES;
+
+/**
+ * net_activity_error_quark:
+ *
+ * The #NetActivityError domain. The agent's error names map to it (and back) as soon as the
+ * library is loaded, so an error from any call of the generated proxies is in this domain, with
+ * the agent's message as it is.
+ *
+ * Returns: the quark
+ */
+GQuark net_activity_error_quark (void)
+{
+    static gsize quark = 0;
+    g_dbus_error_register_error_domain ("net-activity-error-quark", &quark, error_entries,
+                                        G_N_ELEMENTS (error_entries));
+    return (GQuark) quark;
+}
+
+/* Registered when the library is loaded (by a C program, or by a language through its typelib),
+ * before any reply can come: GDBus makes errors of registered names in their domain. */
+__attribute__ ((constructor)) static void register_errors (void) { (void) net_activity_error_quark (); }
+
+/* ---- proxies --------------------------------------------------------------------------------- */
+
+/**
+ * net_activity_agent_get_sync:
+ * @cancellable: (nullable): a #GCancellable
+ * @error: return location for a #GError
+ *
+ * The agent's org.example.NetActivity interface on the session bus (D-Bus activation starts the
+ * agent when it is installed and not running), its properties loaded and followed: connect to
+ * `notify::visible` to follow the indicator, or bind it to a spinner.
+ *
+ * Returns: (transfer full): the proxy, or %NULL with @error set
+ */
+NetActivityAgent *net_activity_agent_get_sync (GCancellable *cancellable, GError **error)
+{
+    return net_activity_agent_proxy_new_for_bus_sync (G_BUS_TYPE_SESSION, G_DBUS_PROXY_FLAGS_NONE,
+                                                      NET_ACTIVITY_BUS_NAME, NET_ACTIVITY_OBJECT_PATH,
+                                                      cancellable, error);
+}
+
+/**
+ * net_activity_agent_get:
+ * @cancellable: (nullable): a #GCancellable
+ * @callback: called with the result
+ * @user_data: data for @callback
+ *
+ * net_activity_agent_get_sync(), without blocking.
+ */
+void net_activity_agent_get (GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
+{
+    net_activity_agent_proxy_new_for_bus (G_BUS_TYPE_SESSION, G_DBUS_PROXY_FLAGS_NONE, NET_ACTIVITY_BUS_NAME,
+                                          NET_ACTIVITY_OBJECT_PATH, cancellable, callback, user_data);
+}
+
+/**
+ * net_activity_agent_get_finish:
+ * @result: the #GAsyncResult given to the callback
+ * @error: return location for a #GError
+ *
+ * Returns: (transfer full): the proxy, or %NULL with @error set
+ */
+NetActivityAgent *net_activity_agent_get_finish (GAsyncResult *result, GError **error)
+{
+    return net_activity_agent_proxy_new_for_bus_finish (result, error);
+}
+
+/* FetchImage, FetchPixels and DownloadImage answer when the image is there: after the agent's
+ * transfer limits (up to 120 s of transfer, and however long the request waits its turn, or a
+ * metered connection, for a very-low one). GDBus's default of 25 s would end a call the agent
+ * is still serving, so the downloader's proxy waits as long as the call takes; cancel it with
+ * its GCancellable (the agent then drops the caller's share of the transfer). */
+static NetActivityDownloader *patient (NetActivityDownloader *downloader)
+{
+    if (downloader) g_dbus_proxy_set_default_timeout (G_DBUS_PROXY (downloader), G_MAXINT);
+    return downloader;
+}
+
+/**
+ * net_activity_downloader_get_sync:
+ * @cancellable: (nullable): a #GCancellable
+ * @error: return location for a #GError
+ *
+ * The agent's downloader on the session bus, with no call timeout of its own: a download's call
+ * is answered when the download ends, which may be after the 25 s GDBus waits by default (see
+ * the contract). Cancel a call with its #GCancellable.
+ *
+ * Returns: (transfer full): the proxy, or %NULL with @error set
+ */
+NetActivityDownloader *net_activity_downloader_get_sync (GCancellable *cancellable, GError **error)
+{
+    return patient (net_activity_downloader_proxy_new_for_bus_sync (
+        G_BUS_TYPE_SESSION, G_DBUS_PROXY_FLAGS_NONE, NET_ACTIVITY_BUS_NAME, NET_ACTIVITY_OBJECT_PATH, cancellable,
+        error));
+}
+
+static void downloader_made (GObject *source, GAsyncResult *result, gpointer data)
+{
+    (void) source;
+    GTask *task = data;
+    GError *error = NULL;
+    NetActivityDownloader *downloader = net_activity_downloader_proxy_new_for_bus_finish (result, &error);
+    if (downloader)
+        g_task_return_pointer (task, patient (downloader), g_object_unref);
+    else
+        g_task_return_error (task, error);
+    g_object_unref (task);
+}
+
+/**
+ * net_activity_downloader_get:
+ * @cancellable: (nullable): a #GCancellable
+ * @callback: called with the result
+ * @user_data: data for @callback
+ *
+ * net_activity_downloader_get_sync(), without blocking.
+ */
+void net_activity_downloader_get (GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
+{
+    GTask *task = g_task_new (NULL, cancellable, callback, user_data);
+    g_task_set_source_tag (task, net_activity_downloader_get);
+    net_activity_downloader_proxy_new_for_bus (G_BUS_TYPE_SESSION, G_DBUS_PROXY_FLAGS_NONE, NET_ACTIVITY_BUS_NAME,
+                                               NET_ACTIVITY_OBJECT_PATH, cancellable, downloader_made, task);
+}
+
+/**
+ * net_activity_downloader_get_finish:
+ * @result: the #GAsyncResult given to the callback
+ * @error: return location for a #GError
+ *
+ * Returns: (transfer full): the proxy, or %NULL with @error set
+ */
+NetActivityDownloader *net_activity_downloader_get_finish (GAsyncResult *result, GError **error)
+{
+    g_return_val_if_fail (g_task_is_valid (result, NULL), NULL);
+    return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+/* ---- images and pixels as bytes ---------------------------------------------------------------- */
+
+/* The first `size` bytes of the sealed memfd `handle` names in `fds`, mapped read-only: every app
+ * that maps it shares the agent's pages. */
+static GBytes *mapped (GVariant *handle, GUnixFDList *fds, gsize size, GError **error)
+{
+    int fd = g_unix_fd_list_get (fds, g_variant_get_handle (handle), error);
+    if (fd < 0) return NULL;
+    GMappedFile *file = g_mapped_file_new_from_fd (fd, FALSE, error);
+    close (fd); /* the mapping keeps the pages */
+    if (!file) return NULL;
+    GBytes *bytes = g_mapped_file_get_bytes (file);
+    g_mapped_file_unref (file);
+    if (g_bytes_get_size (bytes) < size) {
+        g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "The agent's file holds %zu bytes, not %zu",
+                     g_bytes_get_size (bytes), size);
+        g_bytes_unref (bytes);
+        return NULL;
+    }
+    if (g_bytes_get_size (bytes) > size) {
+        GBytes *part = g_bytes_new_from_bytes (bytes, 0, size);
+        g_bytes_unref (bytes);
+        return part;
+    }
+    return bytes;
+}
+
+static GVariant *or_empty (GVariant *options)
+{
+    return options ? options : g_variant_new ("a{sv}", NULL);
+}
+
+/**
+ * net_activity_downloader_fetch_image_bytes:
+ * @downloader: the downloader (net_activity_downloader_get())
+ * @url: an http or https URL
+ * @options: (nullable): FetchImage's options (`a{sv}`: priority, receipt, max-age...), or %NULL
+ * @cancellable: (nullable): a #GCancellable
+ * @callback: called with the result
+ * @user_data: data for @callback
+ *
+ * Fetches an image through the shared downloader and cache (FetchImage): from the agent's memory,
+ * its disk, or the network, one transfer for every app that asks at once.
+ */
+void net_activity_downloader_fetch_image_bytes (NetActivityDownloader *downloader, const gchar *url, GVariant *options,
+                                                GCancellable *cancellable, GAsyncReadyCallback callback,
+                                                gpointer user_data)
+{
+    net_activity_downloader_call_fetch_image (downloader, url, or_empty (options), NULL, cancellable, callback,
+                                              user_data);
+}
+
+/**
+ * net_activity_downloader_fetch_image_bytes_finish:
+ * @downloader: the downloader
+ * @result: the #GAsyncResult given to the callback
+ * @out_info: (out) (optional) (transfer full): FetchImage's info (`a{sv}`: source, content-type,
+ *   http-status)
+ * @error: return location for a #GError (#NET_ACTIVITY_ERROR for the agent's own errors)
+ *
+ * Returns: (transfer full): the image's encoded bytes, mapped read-only from the agent's sealed
+ *   memory (no copy), or %NULL with @error set
+ */
+GBytes *net_activity_downloader_fetch_image_bytes_finish (NetActivityDownloader *downloader, GAsyncResult *result,
+                                                          GVariant **out_info, GError **error)
+{
+    GVariant *handle = NULL, *info = NULL;
+    GUnixFDList *fds = NULL;
+    guint64 size = 0;
+    if (!net_activity_downloader_call_fetch_image_finish (downloader, &handle, &size, &info, &fds, result, error))
+        return NULL;
+    GBytes *bytes = mapped (handle, fds, size, error);
+    g_variant_unref (handle);
+    g_object_unref (fds);
+    if (bytes && out_info)
+        *out_info = info;
+    else
+        g_variant_unref (info);
+    return bytes;
+}
+
+/**
+ * net_activity_downloader_fetch_image_bytes_sync:
+ * @downloader: the downloader
+ * @url: an http or https URL
+ * @options: (nullable): FetchImage's options, or %NULL
+ * @out_info: (out) (optional) (transfer full): FetchImage's info
+ * @cancellable: (nullable): a #GCancellable
+ * @error: return location for a #GError
+ *
+ * net_activity_downloader_fetch_image_bytes(), blocking until the image is there (not in a UI
+ * thread: a download may take minutes).
+ *
+ * Returns: (transfer full): the image's bytes, or %NULL with @error set
+ */
+GBytes *net_activity_downloader_fetch_image_bytes_sync (NetActivityDownloader *downloader, const gchar *url,
+                                                        GVariant *options, GVariant **out_info,
+                                                        GCancellable *cancellable, GError **error)
+{
+    GVariant *handle = NULL, *info = NULL;
+    GUnixFDList *fds = NULL;
+    guint64 size = 0;
+    if (!net_activity_downloader_call_fetch_image_sync (downloader, url, or_empty (options), NULL, &handle, &size,
+                                                        &info, &fds, cancellable, error))
+        return NULL;
+    GBytes *bytes = mapped (handle, fds, size, error);
+    g_variant_unref (handle);
+    g_object_unref (fds);
+    if (bytes && out_info)
+        *out_info = info;
+    else
+        g_variant_unref (info);
+    return bytes;
+}
+
+/**
+ * net_activity_downloader_fetch_pixels_bytes:
+ * @downloader: the downloader
+ * @url: an http or https URL
+ * @options: (nullable): FetchPixels' options (FetchImage's, and `max-width`, `max-height`: a box
+ *   to fit in), or %NULL
+ * @cancellable: (nullable): a #GCancellable
+ * @callback: called with the result
+ * @user_data: data for @callback
+ *
+ * Fetches an image and has the agent decode it (FetchPixels): once for every app that asks with
+ * the same box, in its sandboxed decoder. The pixels are premultiplied B8G8R8A8, what
+ * gdk_memory_texture_new() takes as %GDK_MEMORY_B8G8R8A8_PREMULTIPLIED.
+ */
+void net_activity_downloader_fetch_pixels_bytes (NetActivityDownloader *downloader, const gchar *url, GVariant *options,
+                                                 GCancellable *cancellable, GAsyncReadyCallback callback,
+                                                 gpointer user_data)
+{
+    net_activity_downloader_call_fetch_pixels (downloader, url, or_empty (options), NULL, cancellable, callback,
+                                               user_data);
+}
+
+/**
+ * net_activity_downloader_fetch_pixels_bytes_finish:
+ * @downloader: the downloader
+ * @result: the #GAsyncResult given to the callback
+ * @out_info: (out) (optional) (transfer full): FetchPixels' info (`a{sv}`: width, height,
+ *   stride, format, original-width, original-height, source, content-type, http-status)
+ * @error: return location for a #GError
+ *
+ * Returns: (transfer full): stride x height bytes of pixels, mapped read-only from the agent's
+ *   sealed memory (every app showing the image shares them), or %NULL with @error set
+ */
+GBytes *net_activity_downloader_fetch_pixels_bytes_finish (NetActivityDownloader *downloader, GAsyncResult *result,
+                                                           GVariant **out_info, GError **error)
+{
+    GVariant *handle = NULL, *info = NULL;
+    GUnixFDList *fds = NULL;
+    if (!net_activity_downloader_call_fetch_pixels_finish (downloader, &handle, &info, &fds, result, error))
+        return NULL;
+    guint32 stride = 0, height = 0;
+    g_variant_lookup (info, "stride", "u", &stride);
+    g_variant_lookup (info, "height", "u", &height);
+    GBytes *bytes = mapped (handle, fds, (gsize) stride * height, error);
+    g_variant_unref (handle);
+    g_object_unref (fds);
+    if (bytes && out_info)
+        *out_info = info;
+    else
+        g_variant_unref (info);
+    return bytes;
+}
+
+/* ---- leases ---------------------------------------------------------------------------------- */
+
+/**
+ * NetActivityLease:
+ *
+ * Activity held for as long as the object is: BeginActivity's lease, whose file descriptor only
+ * this object holds (the call's #GUnixFDList is let go at once, so no copy keeps it alive). It
+ * ends with net_activity_lease_end() or when the last reference goes; and if the process dies,
+ * the agent sees the descriptor close.
+ */
+struct _NetActivityLease {
+    GObject parent;
+    int fd;
+};
+
+G_DEFINE_TYPE (NetActivityLease, net_activity_lease, G_TYPE_OBJECT)
+
+static void net_activity_lease_finalize (GObject *object)
+{
+    net_activity_lease_end (NET_ACTIVITY_LEASE (object));
+    G_OBJECT_CLASS (net_activity_lease_parent_class)->finalize (object);
+}
+
+static void net_activity_lease_class_init (NetActivityLeaseClass *class)
+{
+    G_OBJECT_CLASS (class)->finalize = net_activity_lease_finalize;
+}
+
+static void net_activity_lease_init (NetActivityLease *lease) { lease->fd = -1; }
+
+/* The lease BeginActivity answered with, its descriptor taken out of the list. */
+static NetActivityLease *lease_from (GVariant *handle, GUnixFDList *fds, GError **error)
+{
+    gint n = 0;
+    gint *all = g_unix_fd_list_steal_fds (fds, &n);
+    gint index = g_variant_get_handle (handle);
+    NetActivityLease *lease = NULL;
+    for (gint i = 0; i < n; i++) {
+        if (i == index && !lease) {
+            lease = g_object_new (NET_ACTIVITY_TYPE_LEASE, NULL);
+            lease->fd = all[i];
+        } else {
+            close (all[i]);
+        }
+    }
+    g_free (all);
+    if (!lease) g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "The agent's reply held no lease");
+    return lease;
+}
+
+/**
+ * net_activity_lease_begin_sync:
+ * @agent: the agent (net_activity_agent_get())
+ * @reason: what the app does, as panels show it ("syncing mail")
+ * @cancellable: (nullable): a #GCancellable
+ * @error: return location for a #GError
+ *
+ * Begins activity that lasts as long as the returned lease (BeginActivity).
+ *
+ * Returns: (transfer full): the lease, or %NULL with @error set
+ */
+NetActivityLease *net_activity_lease_begin_sync (NetActivityAgent *agent, const gchar *reason,
+                                                 GCancellable *cancellable, GError **error)
+{
+    GVariant *handle = NULL;
+    GUnixFDList *fds = NULL;
+    if (!net_activity_agent_call_begin_activity_sync (agent, reason, NULL, &handle, &fds, cancellable, error))
+        return NULL;
+    NetActivityLease *lease = lease_from (handle, fds, error);
+    g_variant_unref (handle);
+    g_object_unref (fds);
+    return lease;
+}
+
+static void lease_begun (GObject *source, GAsyncResult *result, gpointer data)
+{
+    GTask *task = data;
+    GVariant *handle = NULL;
+    GUnixFDList *fds = NULL;
+    GError *error = NULL;
+    NetActivityLease *lease = NULL;
+    if (net_activity_agent_call_begin_activity_finish (NET_ACTIVITY_AGENT (source), &handle, &fds, result, &error)) {
+        lease = lease_from (handle, fds, &error);
+        g_variant_unref (handle);
+        g_object_unref (fds);
+    }
+    if (lease)
+        g_task_return_pointer (task, lease, g_object_unref);
+    else
+        g_task_return_error (task, error);
+    g_object_unref (task);
+}
+
+/**
+ * net_activity_lease_begin:
+ * @agent: the agent
+ * @reason: what the app does
+ * @cancellable: (nullable): a #GCancellable
+ * @callback: called with the result
+ * @user_data: data for @callback
+ *
+ * net_activity_lease_begin_sync(), without blocking.
+ */
+void net_activity_lease_begin (NetActivityAgent *agent, const gchar *reason, GCancellable *cancellable,
+                               GAsyncReadyCallback callback, gpointer user_data)
+{
+    GTask *task = g_task_new (agent, cancellable, callback, user_data);
+    g_task_set_source_tag (task, net_activity_lease_begin);
+    net_activity_agent_call_begin_activity (agent, reason, NULL, cancellable, lease_begun, task);
+}
+
+/**
+ * net_activity_lease_begin_finish:
+ * @result: the #GAsyncResult given to the callback
+ * @error: return location for a #GError
+ *
+ * Returns: (transfer full): the lease, or %NULL with @error set
+ */
+NetActivityLease *net_activity_lease_begin_finish (GAsyncResult *result, GError **error)
+{
+    g_return_val_if_fail (g_task_is_valid (result, NULL), NULL);
+    return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+/**
+ * net_activity_lease_end:
+ * @lease: a lease
+ *
+ * Ends the activity now (closes the lease's descriptor); nothing when it has ended already.
+ */
+void net_activity_lease_end (NetActivityLease *lease)
+{
+    g_return_if_fail (NET_ACTIVITY_IS_LEASE (lease));
+    if (lease->fd >= 0) close (lease->fd);
+    lease->fd = -1;
+}
+
+/**
+ * net_activity_lease_is_held:
+ * @lease: a lease
+ *
+ * Returns: whether the lease still holds its activity
+ */
+gboolean net_activity_lease_is_held (NetActivityLease *lease)
+{
+    g_return_val_if_fail (NET_ACTIVITY_IS_LEASE (lease), FALSE);
+    return lease->fd >= 0;
+}
