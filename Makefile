@@ -260,12 +260,29 @@ MAN5DIR = $(DATADIR)/man/man5
 # The image decoder, which the agent starts (not a command of its own).
 LIBEXECDIR = $(PREFIX)/libexec/netactivity
 ICONDIR = $(DATADIR)/icons/hicolor/scalable/status
+# libnetactivity-1: Debian's multiarch folder under /usr, lib elsewhere; the typelib where
+# gobject-introspection looks (under /usr; elsewhere, name the folder in GI_TYPELIB_PATH).
+MULTIARCH := $(shell dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null)
+LIBDIR ?= $(PREFIX)/lib$(if $(and $(filter /usr,$(PREFIX)),$(MULTIARCH)),/$(MULTIARCH))
+INCLUDEDIR = $(PREFIX)/include/netactivity-1
+GIRDIR = $(DATADIR)/gir-1.0
+TYPELIBDIR = $(LIBDIR)/girepository-1.0
 # GNOME Shell looks in $XDG_DATA_DIRS/gnome-shell/extensions and ~/.local/share/gnome-shell/extensions.
 EXTENSION = netactivity@example.org
 EXTENSIONDIR = $(DATADIR)/gnome-shell/extensions/$(EXTENSION)
 SUBST = sed -e 's|@bindir@|$(BINDIR)|g' -e 's|@docdir@|$(DOCDIR)|g'
 
-install: $(if $(INSTALL_BIN),,release) locale
+install: $(if $(INSTALL_BIN),,release) locale lib
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(GIRDIR) $(DESTDIR)$(TYPELIBDIR)
+	install -m 0644 $(LIB) $(DESTDIR)$(LIBDIR)/
+	ln -sf $(notdir $(LIB)) $(DESTDIR)$(LIBDIR)/$(LIB_SONAME)
+	ln -sf $(LIB_SONAME) $(DESTDIR)$(LIBDIR)/libnetactivity-1.so
+	install -m 0644 $(LIB_HEADERS) $(DESTDIR)$(INCLUDEDIR)/
+	sed -e 's|@prefix@|$(PREFIX)|' -e 's|@libdir@|$(LIBDIR)|' -e 's|@includedir@|$(PREFIX)/include|' \
+	    -e 's|@version@|$(LIB_VERSION)|' libnetactivity/netactivity-1.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/netactivity-1.pc
+	chmod 0644 $(DESTDIR)$(LIBDIR)/pkgconfig/netactivity-1.pc
+	install -m 0644 $(GIR) $(DESTDIR)$(GIRDIR)/
+	install -m 0644 $(TYPELIB) $(DESTDIR)$(TYPELIBDIR)/
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/dbus-1/interfaces $(DESTDIR)$(DATADIR)/dbus-1/services \
 	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(AUTOSTARTDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(EXTENSIONDIR) $(DESTDIR)$(MANDIR) $(DESTDIR)$(MAN5DIR) \
 	    $(DESTDIR)$(LIBEXECDIR) \
@@ -297,6 +314,9 @@ install: $(if $(INSTALL_BIN),,release) locale
 	    "link the unit into ~/.config/systemd/user and the entry into ~/.config/autostart, or use PREFIX=~/.local")
 
 uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/$(notdir $(LIB)) $(DESTDIR)$(LIBDIR)/$(LIB_SONAME) $(DESTDIR)$(LIBDIR)/libnetactivity-1.so \
+	      $(DESTDIR)$(LIBDIR)/pkgconfig/netactivity-1.pc $(DESTDIR)$(GIRDIR)/$(notdir $(GIR)) $(DESTDIR)$(TYPELIBDIR)/$(notdir $(TYPELIB))
+	rm -rf $(DESTDIR)$(INCLUDEDIR)
 	rm -f $(DESTDIR)$(BINDIR)/netactivityd $(DESTDIR)$(BINDIR)/netactivity $(DESTDIR)$(LIBEXECDIR)/netactivity-decoder
 	-rmdir $(DESTDIR)$(LIBEXECDIR) 2>/dev/null
 	rm -f $(DESTDIR)$(MANDIR)/netactivity.1 $(DESTDIR)$(MANDIR)/netactivityd.1 $(DESTDIR)$(MAN5DIR)/netactivityd.conf.5 \

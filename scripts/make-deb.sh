@@ -26,8 +26,10 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 STAGE=$WORK/root
 make -s install PREFIX=/usr DESTDIR="$STAGE" INSTALL_BIN="$SCRATCH/release" >&2
+MULTIARCH=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+LIBFILE=$STAGE/usr/lib/$MULTIARCH/libnetactivity-1.so.0.1.0
 strip --strip-unneeded "$STAGE/usr/bin/netactivityd" "$STAGE/usr/bin/netactivity" \
-    "$STAGE/usr/libexec/netactivity/netactivity-decoder"
+    "$STAGE/usr/libexec/netactivity/netactivity-decoder" "$LIBFILE"
 DOC=$STAGE/usr/share/doc/netactivity
 install -m 0644 packaging/copyright "$DOC/copyright"
 gzip -9n < packaging/changelog > "$DOC/changelog.gz"  # a native package
@@ -37,32 +39,59 @@ gzip -9n "$STAGE/usr/share/man/man1/netactivity.1" "$STAGE/usr/share/man/man1/ne
 chmod 0644 "$DOC/changelog.gz" "$DOC/README.md.gz" "$DOC"/docs/*.md.gz "$STAGE"/usr/share/man/man1/*.gz \
     "$STAGE"/usr/share/man/man5/*.gz
 
+# libnetactivity-1 goes into packages of its own, as Debian splits a library: the shared library
+# (libnetactivity-1-0), its typelib (gir1.2-netactivity-1.0), and what building against it needs
+# (libnetactivity-1-dev: headers, the .so link, pkg-config file, GIR). part NAME PATH...: moves
+# PATHs (under usr/) from the agent's root into NAME's, with its copyright and changelog.
+part() {
+    local name=$1 path
+    shift
+    for path in "$@"; do
+        mkdir -p "$WORK/$name/$(dirname "$path")"
+        mv "$STAGE/$path" "$WORK/$name/$path"
+    done
+    install -d "$WORK/$name/usr/share/doc/$name"
+    install -m 0644 packaging/copyright "$WORK/$name/usr/share/doc/$name/copyright"
+    install -m 0644 "$DOC/changelog.gz" "$WORK/$name/usr/share/doc/$name/changelog.gz"
+}
+LIBDIR=usr/lib/$MULTIARCH
+part libnetactivity-1-0 "$LIBDIR/libnetactivity-1.so.0.1.0" "$LIBDIR/libnetactivity-1.so.0"
+part gir1.2-netactivity-1.0 "$LIBDIR/girepository-1.0"
+part libnetactivity-1-dev usr/include "$LIBDIR/libnetactivity-1.so" "$LIBDIR/pkgconfig" usr/share/gir-1.0
+rmdir "$STAGE/$LIBDIR" 2>/dev/null || true
+LIBFILE=$WORK/libnetactivity-1-0/$LIBDIR/libnetactivity-1.so.0.1.0
+
 # dpkg-shlibdeps wants to run in a source tree: give it a minimal one.
 mkdir -p "$WORK/src/debian"
 printf 'Source: netactivity\n\nPackage: netactivity\nArchitecture: any\n' > "$WORK/src/debian/control"
-DEPENDS=$(cd "$WORK/src" && dpkg-shlibdeps -O -e"$STAGE/usr/bin/netactivityd" -e"$STAGE/usr/bin/netactivity" \
-    -e"$STAGE/usr/libexec/netactivity/netactivity-decoder" 2>/dev/null \
-    | sed -n 's/^shlibs:Depends=//p')
+shlibdeps() { (cd "$WORK/src" && dpkg-shlibdeps -O "$@" 2>/dev/null | sed -n 's/^shlibs:Depends=//p'); }
+DEPENDS=$(shlibdeps -e"$STAGE/usr/bin/netactivityd" -e"$STAGE/usr/bin/netactivity" \
+    -e"$STAGE/usr/libexec/netactivity/netactivity-decoder")
 # libcurl is loaded with dlopen at the first download, so dpkg-shlibdeps cannot see it:
 # CURLOPT_PROTOCOLS_STR, which the downloader sets, came in 7.85.
 DEPENDS="$DEPENDS, libcurl4 (>= 7.85.0)"
+LIB_DEPENDS=$(shlibdeps -e"$LIBFILE")
 
-mkdir -p "$STAGE/DEBIAN"
+# control NAME: the common fields of package NAME's control file, and its md5sums.
+control() {
+    local root=$WORK/$1
+    [ "$1" = netactivity ] && root=$STAGE
+    mkdir -p "$root/DEBIAN"
+    (cd "$root" && find usr etc -type f -print0 2>/dev/null | sort -z | xargs -0 md5sum) > "$root/DEBIAN/md5sums"
+    printf 'Package: %s\nVersion: %s\nArchitecture: %s\nMaintainer: %s\nInstalled-Size: %s\nPriority: optional\nHomepage: %s\n' \
+        "$1" "$VERSION" "$ARCH" "netactivity developers <netactivity@example.org>" \
+        "$(du -sk "$root/usr" | awk '{print $1}')" "https://example.org/netactivity" > "$root/DEBIAN/control"
+}
+
 # The autostart entry is in /etc: a conffile (the user's edits survive upgrades).
+mkdir -p "$STAGE/DEBIAN"
 (cd "$STAGE" && find etc -type f | sed 's|^|/|') > "$STAGE/DEBIAN/conffiles"
-(cd "$STAGE" && find usr etc -type f -print0 | sort -z | xargs -0 md5sum) > "$STAGE/DEBIAN/md5sums"
-cat > "$STAGE/DEBIAN/control" <<CONTROL
-Package: netactivity
-Version: $VERSION
-Architecture: $ARCH
-Maintainer: netactivity developers <netactivity@example.org>
-Installed-Size: $(du -sk "$STAGE/usr" "$STAGE/etc" | awk '{s += $1} END {print s}')
+control netactivity
+cat >> "$STAGE/DEBIAN/control" <<CONTROL
 Depends: $DEPENDS
 Recommends: dbus-user-session | dbus-x11
-Suggests: libnotify-bin
+Suggests: libnotify-bin, libnetactivity-1-dev
 Section: net
-Priority: optional
-Homepage: https://example.org/netactivity
 Description: one D-Bus place for network activity on the desktop
  netactivityd is a session agent that every app tells when it uses the network
  (counts, leases, tasks with progress), and that decides with a delayed state
@@ -71,11 +100,55 @@ Description: one D-Bus place for network activity on the desktop
  image cache and one shared image downloader. The netactivity command shows
  and follows the indicator and runs commands as activity or as tasks.
 CONTROL
+
+LIB=$WORK/libnetactivity-1-0
+control libnetactivity-1-0
+# The dynamic linker's cache is refreshed after install and removal; apps built against the
+# library depend on this package at this version or later.
+echo "activate-noawait ldconfig" > "$LIB/DEBIAN/triggers"
+echo "libnetactivity-1 0 libnetactivity-1-0 (>= $VERSION)" > "$LIB/DEBIAN/shlibs"
+cat >> "$LIB/DEBIAN/control" <<CONTROL
+Multi-Arch: same
+Depends: $LIB_DEPENDS
+Recommends: netactivity
+Section: libs
+Description: client library for the netactivity agent (GObject)
+ libnetactivity-1 is the netactivity agent's client library for GTK apps: the
+ agent's D-Bus interfaces as GObject proxies, its errors as a GError domain,
+ images and decoded pixels as GBytes over the agent's shared memory, and
+ activity leases as objects.
+CONTROL
+
+control gir1.2-netactivity-1.0
+cat >> "$WORK/gir1.2-netactivity-1.0/DEBIAN/control" <<CONTROL
+Multi-Arch: same
+Depends: libnetactivity-1-0 (= $VERSION), gir1.2-glib-2.0
+Section: introspection
+Description: introspection data for libnetactivity-1
+ The GObject introspection typelib of libnetactivity-1 (NetActivity-1.0), the
+ netactivity agent's client library, for Python (PyGObject), JavaScript (GJS)
+ and other languages that bind through introspection.
+CONTROL
+
+control libnetactivity-1-dev
+cat >> "$WORK/libnetactivity-1-dev/DEBIAN/control" <<CONTROL
+Multi-Arch: same
+Depends: libnetactivity-1-0 (= $VERSION), gir1.2-netactivity-1.0 (= $VERSION), libglib2.0-dev
+Section: libdevel
+Description: client library for the netactivity agent (development files)
+ Headers, pkg-config file (netactivity-1) and GIR of libnetactivity-1, the
+ netactivity agent's client library for GTK apps.
+CONTROL
+
 mkdir -p dist
-OUT=dist/netactivity_${VERSION}_${ARCH}.deb
-dpkg-deb --root-owner-group -Zxz --build "$STAGE" "$OUT" >&2
-if command -v lintian >/dev/null 2>&1; then
-    # Errors fail the build; warnings are shown.
-    lintian --fail-on error "$OUT" >&2
-fi
-echo "$OUT"
+for name in libnetactivity-1-0 gir1.2-netactivity-1.0 libnetactivity-1-dev netactivity; do
+    root=$WORK/$name
+    [ "$name" = netactivity ] && root=$STAGE
+    out=dist/${name}_${VERSION}_${ARCH}.deb
+    dpkg-deb --root-owner-group -Zxz --build "$root" "$out" >&2
+    if command -v lintian >/dev/null 2>&1; then
+        # Errors fail the build; warnings are shown.
+        lintian --fail-on error "$out" >&2
+    fi
+done
+echo "$out"

@@ -11,6 +11,7 @@ import unittest
 import contract
 from harness import BIN, NAME, PATH, ROOT, PrivateBus, busctl, wait_until
 
+LIB = "lib/" + subprocess.run(["dpkg-architecture", "-qDEB_HOST_MULTIARCH"], capture_output=True, text=True).stdout.strip()
 FILES = {
     "bin/netactivityd": 0o755,
     "bin/netactivity": 0o755,
@@ -34,7 +35,13 @@ FILES = {
     "share/gnome-shell/extensions/netactivity@example.org/metadata.json": 0o644,
     "share/gnome-shell/extensions/netactivity@example.org/extension.js": 0o644,
     "share/gnome-shell/extensions/netactivity@example.org/model.js": 0o644,
+    # libnetactivity-1, where Debian keeps libraries (PREFIX=/usr: the multiarch folder).
+    **{LIB + "/" + f: 0o644 for f in ("libnetactivity-1.so.0.1.0", "pkgconfig/netactivity-1.pc",
+                                     "girepository-1.0/NetActivity-1.0.typelib")},
+    **{"include/netactivity-1/" + f: 0o644 for f in ("netactivity.h", "netactivity-errors.h", "netactivity-generated.h")},
+    "share/gir-1.0/NetActivity-1.0.gir": 0o644,
 }
+LINKS = {LIB + "/libnetactivity-1.so.0": "libnetactivity-1.so.0.1.0", LIB + "/libnetactivity-1.so": "libnetactivity-1.so.0"}
 
 
 def sh(cmd):
@@ -85,6 +92,12 @@ class InstallTests(unittest.TestCase):
         for rel, mode in FILES.items():
             st = os.stat(os.path.join(root, rel))
             self.assertEqual(stat.S_IMODE(st.st_mode), mode, rel)
+        for link, target in LINKS.items():
+            self.assertEqual(os.readlink(os.path.join(root, link)), target, link)
+        with open(os.path.join(root, LIB, "pkgconfig/netactivity-1.pc")) as f:
+            pc = f.read()
+        self.assertIn("libdir=/usr/%s\n" % LIB, pc, "without DESTDIR")
+        self.assertIn("Cflags: -I${includedir}/netactivity-1", pc)
         autostart = os.path.join(self.dest, "etc/xdg/autostart/netactivityd.desktop")
         self.assertTrue(os.path.exists(autostart), "PREFIX=/usr puts autostart in /etc/xdg")
         with open(os.path.join(root, "share/dbus-1/services/%s.service" % NAME)) as f:

@@ -152,6 +152,34 @@ class LibraryTests(unittest.TestCase):
         self.assertEqual(js.wait_for("image", timeout=60), expected)
         self.assertEqual(self.http.count("/slow.png"), 1, "one transfer for the three")
 
+    @staticmethod
+    def blocks(language):
+        """The code blocks of docs/gobject.md in `language`."""
+        import re
+        with open(os.path.join(ROOT, "docs", "gobject.md")) as f:
+            return re.findall(r"```%s\n(.*?)```" % language, f.read(), re.S)
+
+    def test_the_docs_c_python_and_javascript_blocks_work(self):
+        import tempfile
+        url, expected = self.http.url("/red.png"), "%d bytes" % len(RED)
+        (c,), (py,), (js,) = self.blocks("c"), self.blocks("python"), self.blocks("js")
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "app.c"), "w") as f:
+                f.write(c.replace("https://example.com/avatar.png", url))
+            flags = subprocess.run(["pkg-config", "--cflags", "--libs", "netactivity-1"], capture_output=True, text=True,
+                                   env=dict(os.environ, PKG_CONFIG_PATH=os.path.join(LIB, "pkgconfig")), check=True)
+            subprocess.run(["cc", "-Wall", "-Wextra", "-Werror", os.path.join(tmp, "app.c"), *flags.stdout.split(), "-o",
+                            os.path.join(tmp, "app")], check=True, timeout=60)
+            r = subprocess.run([os.path.join(tmp, "app")], env=self.env(), capture_output=True, text=True, timeout=60)
+            self.assertEqual((r.returncode, r.stdout.strip()), (0, expected), r.stderr)
+        r = subprocess.run([sys.executable, "-c", py.replace("https://example.com/avatar.png", url)], env=self.env(),
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, expected + " of image/png"), r.stderr)
+        wait_until(lambda: self.count() == 0, what="the block's lease ended")
+        r = subprocess.run(["gjs", "-c", js.replace("https://example.com/avatar.png", url)], env=self.env(),
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, expected + " of image/png"), r.stderr)
+
     def python_async(self, code):
         prelude = ("import gi\ngi.require_version('NetActivity', '1.0')\n"
                    "from gi.repository import GLib, Gio, NetActivity\n")

@@ -13,6 +13,7 @@ Skipped in a plain run."""
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -159,6 +160,44 @@ class PackageTests(unittest.TestCase, PackageChecks):
 
     def test_the_packaged_agent_runs_without_the_toolchain(self):
         self.check_agent_runs_without_the_toolchain()
+
+    def test_the_library_comes_in_packages_of_its_own_and_works_from_them(self):
+        arch = subprocess.run(["dpkg-architecture", "-qDEB_HOST_MULTIARCH"], capture_output=True, text=True).stdout.strip()
+        lib = "/usr/lib/" + arch
+        expected = {
+            "libnetactivity-1-0": [lib + "/libnetactivity-1.so.0.1.0", lib + "/libnetactivity-1.so.0"],
+            "gir1.2-netactivity-1.0": [lib + "/girepository-1.0/NetActivity-1.0.typelib"],
+            "libnetactivity-1-dev": ["/usr/include/netactivity-1/netactivity.h", lib + "/libnetactivity-1.so",
+                                     lib + "/pkgconfig/netactivity-1.pc", "/usr/share/gir-1.0/NetActivity-1.0.gir"],
+        }
+        main = [line.split()[-1].lstrip(".") for line in sh("dpkg-deb", "-c", DEB).stdout.splitlines()]
+        self.assertFalse([f for f in main if "netactivity-1" in f], "the agent's package holds none of the library")
+        root = tempfile.mkdtemp(prefix="netactivity-lib-deb-")
+        self.addCleanup(shutil.rmtree, root, True)
+        for name, files in expected.items():
+            deb = os.path.join(os.path.dirname(DEB), os.path.basename(DEB).replace("netactivity_", name + "_", 1))
+            listed = [line.split(" -> ")[0].split()[-1].lstrip(".") for line in sh("dpkg-deb", "-c", deb).stdout.splitlines()]
+            for f in files + ["/usr/share/doc/%s/copyright" % name]:
+                self.assertIn(f, listed, name)
+            self.assertEqual(sh("dpkg-deb", "-x", deb, root).returncode, 0)
+            if name == "libnetactivity-1-0":
+                control = tempfile.mkdtemp(prefix="netactivity-lib-control-")
+                self.addCleanup(shutil.rmtree, control, True)
+                sh("dpkg-deb", "-e", deb, control)
+                with open(os.path.join(control, "shlibs")) as f:
+                    self.assertTrue(f.read().startswith("libnetactivity-1 0 libnetactivity-1-0 (>= "))
+                with open(os.path.join(control, "triggers")) as f:
+                    self.assertIn("ldconfig", f.read())
+        # From the packages' files alone: pkg-config finds it, and Python loads it through its typelib.
+        env = dict(os.environ, PKG_CONFIG_PATH=root + lib + "/pkgconfig", PKG_CONFIG_SYSROOT_DIR=root)
+        flags = subprocess.run(["pkg-config", "--cflags", "--libs", "netactivity-1"], env=env, capture_output=True,
+                               text=True)
+        self.assertIn("-I%s/usr/include/netactivity-1" % root, flags.stdout, flags.stderr)
+        env = dict(os.environ, GI_TYPELIB_PATH=root + lib + "/girepository-1.0", LD_LIBRARY_PATH=root + lib)
+        r = subprocess.run([sys.executable, "-c", "import gi; gi.require_version('NetActivity', '1.0')\n"
+                            "from gi.repository import NetActivity; print(NetActivity.Error.NOT_FOUND.value_nick)"],
+                           env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, "not_found"), r.stderr)
 
     def test_dbus_activation_from_the_packaged_service_file(self):
         # The package's own file, with its Exec pointing into the extracted root (the only change).

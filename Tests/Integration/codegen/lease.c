@@ -25,14 +25,14 @@ int main(int argc, char **argv) {
         NULL, NULL, &error);
     if (!bus)
         return fail(error);
-    NaNetActivity *agent = na_net_activity_proxy_new_sync(
+    NetActivityAgent *agent = net_activity_agent_proxy_new_sync(
         bus, G_DBUS_PROXY_FLAGS_DO_NOT_LOAD_PROPERTIES, "org.example.NetActivity", "/org/example/NetActivity", NULL, &error);
     if (!agent)
         return fail(error);
     /* With org.gtk.GDBus.C.UnixFD the call hands back the fd list: the lease stays ours. */
     GVariant *handle = NULL;
     GUnixFDList *fds = NULL;
-    if (!na_net_activity_call_begin_activity_sync(agent, "C bindings", NULL, &handle, &fds, NULL, &error))
+    if (!net_activity_agent_call_begin_activity_sync(agent, "C bindings", NULL, &handle, &fds, NULL, &error))
         return fail(error);
     int lease = g_unix_fd_list_get(fds, g_variant_get_handle(handle), &error);
     if (lease < 0)
@@ -45,9 +45,9 @@ int main(int argc, char **argv) {
     while (fgets(line, sizeof line, stdin)) {
         gboolean ok = TRUE;
         if (strncmp(line, "inc", 3) == 0)
-            ok = na_net_activity_call_increment_activity_count_sync(agent, NULL, &error);
+            ok = net_activity_agent_call_increment_activity_count_sync(agent, NULL, &error);
         else if (strncmp(line, "dec", 3) == 0)
-            ok = na_net_activity_call_decrement_activity_count_sync(agent, NULL, &error);
+            ok = net_activity_agent_call_decrement_activity_count_sync(agent, NULL, &error);
         else if (strncmp(line, "end", 3) == 0)
             close(lease);
         else
