@@ -384,9 +384,9 @@ public final class ActivityService: ActivitySink, IndicatorSource {
 
     private func emitChanged(_ names: [String]) {
         guard !names.isEmpty else { return }
-        // A signal that goes out anyway carries the coalesced values too when the interval allows,
-        // so observers rarely see a state that disagrees with the count.
-        guard countCoalescer.mayEmit(now: context.now) else { return context.emitPropertiesChanged(.activity, names) }
+        // A signal that goes out anyway (State, Visible: a few a second at most, as the delays
+        // allow) carries the coalesced values too, whatever the interval: an observer never sees a
+        // state that disagrees with the count (active with a count of 0 that is already 1).
         let coalesced = takeCoalescedChanges()
         context.emitPropertiesChanged(.activity, names + coalesced.changed, invalidated: coalesced.invalidated)
     }

@@ -27,11 +27,6 @@ public struct ChangeCoalescer: Sendable {
         return .emitNow
     }
 
-    /// Whether an emission now would keep to the interval (for riding along on another signal).
-    public func mayEmit(now: Instant) -> Bool {
-        !timerPending && (lastEmission.map { now >= $0 + interval } ?? true)
-    }
-
     public mutating func timerFired() { timerPending = false }
 
     public mutating func didEmit(now: Instant) { lastEmission = now }

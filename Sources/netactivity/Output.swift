@@ -100,21 +100,32 @@ enum Render {
         }.joined(separator: ", ")
     }
 
+    /// `key=value` words; a client is `NAME(COUNT)`, NAME its process name, or its bus name (which
+    /// holds colons) until the process is known.
     static func text(_ s: ActivityStatus?) -> String {
         guard let s else { return "agent=stopped visible=no" }
-        let clients = s.clients.map { "\(safe($0.processName.isEmpty ? $0.busName : $0.processName)):\($0.count)" }
+        let clients = s.clients.map { "\(safe($0.processName.isEmpty ? $0.busName : $0.processName))(\($0.count))" }
         return "visible=\(s.visible ? "yes" : "no") state=\(s.state) count=\(s.activityCount)"
             + " enabled=\(s.enabled ? "yes" : "no")"
             + (clients.isEmpty ? "" : " clients=" + clients.joined(separator: ","))
     }
 
+    /// The JSON lines' schema version (docs/install.md, "netactivity watch --format json"): keys are
+    /// only ever added; a key is never removed, renamed or given another type within a version.
+    static let jsonSchema = 1
+
+    /// Every line has every key, stopped or running; what a stopped agent cannot say is null.
     static func json(_ s: ActivityStatus?) -> String {
-        guard let s else { return "{\"running\":false,\"visible\":false}" }
+        guard let s else {
+            return "{\"schema\":\(jsonSchema),\"running\":false,\"visible\":false,\"state\":\"stopped\","
+                + "\"activity_count\":0,\"enabled\":null,\"activation_delay\":null,\"completion_delay\":null,"
+                + "\"clients\":[]}"
+        }
         let clients = s.clients.map {
             "{\"bus_name\":\(jsonString($0.busName)),\"process\":\(jsonString($0.processName)),\"count\":\($0.count),"
                 + "\"reasons\":[\($0.reasons.map(jsonString).joined(separator: ","))]}"
         }
-        return "{\"running\":true,\"visible\":\(s.visible),\"state\":\(jsonString(s.state)),"
+        return "{\"schema\":\(jsonSchema),\"running\":true,\"visible\":\(s.visible),\"state\":\(jsonString(s.state)),"
             + "\"activity_count\":\(s.activityCount),\"enabled\":\(s.enabled),"
             + "\"activation_delay\":\(s.activationDelay),\"completion_delay\":\(s.completionDelay),"
             + "\"clients\":[\(clients.joined(separator: ","))]}"

@@ -356,6 +356,42 @@ class TimelineTests(AgentTestCase):
         self.assertEqual(after[len(counts):], [301], "nothing after the last change but the next one")
 
 
+class CoherentSignalTests(AgentTestCase):
+    agent_args = ("--activation-delay", "0", "--completion-delay", "0")
+
+    def test_a_state_change_carries_the_count_it_happened_at(self):
+        import dbus.mainloop.glib
+        from gi.repository import GLib
+        A = contract.Activity
+        obs = self.observe()
+        # Pairs of calls sent back to back: the agent takes each pair within one 50 ms coalescing
+        # interval, so the second count change is held back, and the state change it causes (back
+        # to not-active: no delays here) must carry it.
+        conn = dbus.bus.BusConnection(self.bus.address, mainloop=dbus.mainloop.glib.DBusGMainLoop())
+        self.addCleanup(conn.close)
+        agent = dbus.Interface(conn.get_object(NAME, PATH, introspect=False), IFACE)
+        replies = []
+        for _ in range(5):
+            for call in (agent.IncrementActivityCount, agent.DecrementActivityCount):
+                call(reply_handler=lambda: replies.append(True), error_handler=replies.append)
+        context = GLib.MainContext.default()
+        wait_until(lambda: (context.iteration(False), len(replies) == 10)[1], what="the replies")
+        self.assertEqual(replies, [True] * 10)
+        self.marker(obs)
+        count, states = None, []
+        for e in obs.snapshot():
+            if e["signal"] != "PropertiesChanged":
+                continue
+            count = e["changed"].get("ActivityCount", count)
+            if "State" in e["changed"]:
+                states.append((e["changed"]["State"], count))
+        self.assertTrue(states, "the state changed")
+        for state, seen in states:
+            held = state in (A.STATE_DELAYING_START, A.STATE_ACTIVE)  # not-active, delaying-end: none held
+            self.assertEqual((seen or 0) >= 1, held, "State %s heard with ActivityCount %s: %r"
+                             % (state, seen, states))
+
+
 class ErrorTests(AgentTestCase):
     def test_wrong_signature_unknown_member_interface_object(self):
         r = busctl(self.bus, "call", NAME, PATH, IFACE, "IncrementActivityCount", "s", "x")

@@ -180,6 +180,78 @@ class CLITests(unittest.TestCase):
                 proc.wait()
 
 
+    @staticmethod
+    def json_schema():
+        """docs/install.md's tables for `watch --format json`: {table: {key: type}} for the status line,
+        its clients and the task lines."""
+        import re
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "install.md")) as f:
+            doc = f.read()
+        section = doc.split("### `netactivity watch --format json`", 1)[1].split("\n## ", 1)[0]
+        tables = []
+        for block in re.split(r"\n\n(?=\| key \|)", section)[1:]:
+            rows = {}
+            for line in block.splitlines()[2:]:
+                if not line.startswith("|"):
+                    break
+                keys, kind = line.split("|")[1].strip(), line.split("|")[2].strip()
+                for key in re.findall(r"`([a-z_]+)`", keys):
+                    rows[key] = kind
+            tables.append(rows)
+        return dict(zip(("status", "client", "task"), tables))
+
+    def check(self, obj, table):
+        kinds = {"integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+                 "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+                 "boolean": lambda v: isinstance(v, bool), "string": lambda v: isinstance(v, str),
+                 "array of client": lambda v: isinstance(v, list), "array of string": lambda v: isinstance(v, list)
+                 and all(isinstance(x, str) for x in v)}
+        for key, kind in table.items():
+            self.assertIn(key, obj, "%s: the documented key %r is missing" % (obj, key))
+            ok = kinds[kind.replace(" or null", "")]
+            self.assertTrue(ok(obj[key]) or (obj[key] is None and kind.endswith("or null")), "%s: %s is not %s" % (obj, key, kind))
+        self.assertEqual(set(obj) - set(table), set(), "keys the docs do not list")
+
+    def test_watch_json_has_the_documented_schema_running_and_stopped(self):
+        schema = self.json_schema()
+        self.assertEqual(set(schema), {"status", "client", "task"})
+        self.start_agent("--activation-delay", "0", "--completion-delay", "0")
+        watch = subprocess.Popen([os.path.join(BIN, "netactivity"), "watch", "--format", "json"], env=self.bus.env(),
+                                 stdout=subprocess.PIPE, text=True)
+        try:
+            idle = json.loads(watch.stdout.readline())
+            self.check(idle, schema["status"])
+            self.assertEqual((idle["schema"], idle["running"], idle["state"]), (1, True, contract.Activity.STATE_NOT_ACTIVE))
+            iface(self.conn).IncrementActivityCount()
+            busy = json.loads(watch.stdout.readline())
+            while busy["state"] != contract.Activity.STATE_ACTIVE:  # delaying-start for a moment first
+                self.check(busy, schema["status"])
+                self.assertEqual(busy["activity_count"], 1, busy)
+                busy = json.loads(watch.stdout.readline())
+            self.check(busy, schema["status"])
+            self.assertEqual(busy["activity_count"], 1, "state and count agree")
+            self.check(busy["clients"][0], schema["client"])
+            self.agent.stop()
+            line = json.loads(watch.stdout.readline())
+            while line["running"]:  # the count going back to 0 as the agent left, if it was heard
+                line = json.loads(watch.stdout.readline())
+            self.check(line, schema["status"])
+            self.assertEqual((line["state"], line["visible"], line["enabled"], line["clients"]), ("stopped", False, None, []))
+        finally:
+            watch.kill()
+            watch.wait()
+        self.start_agent()
+        tasks = subprocess.Popen([os.path.join(BIN, "netactivity"), "watch", "--tasks", "--format", "json"],
+                                 env=self.bus.env(), stdout=subprocess.PIPE, text=True)
+        try:
+            path = iface(self.conn).BeginTask("schema", dbus.Dictionary({}, signature="sv"))
+            added = json.loads(tasks.stdout.readline())
+            self.check(added, schema["task"])
+            self.assertEqual((added["event"], added["path"]), ("added", path))
+        finally:
+            tasks.kill()
+            tasks.wait()
+
     def test_watch_shows_no_zero_count_during_the_completion_delay(self):
         self.start_agent("--activation-delay", "0", "--completion-delay", "1")
         procs = {fmt: subprocess.Popen([os.path.join(BIN, "netactivity"), "watch", "--format", fmt],

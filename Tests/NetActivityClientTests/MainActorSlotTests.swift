@@ -27,7 +27,7 @@ struct MainActorSlotTests {
         try await bus.startAgent()
         server = try LocalHTTPServer(files: [
             "a.png": a, "slow.png": a, "repeat.png": a, "older.png": a, "blocker.png": a, "hidden.png": a,
-            "shown.png": a,
+            "shown.png": a, "half.png": TestImages.decodablePNG(width: 2, height: 2, rgba: (255, 255, 255, 128)),
         ])
         activity = await NetActivity.connect(address: bus.address)
     }
@@ -173,6 +173,27 @@ struct MainActorSlotTests {
         try await until { spinning.last == false && percents.last == 100 }
         #expect(spinning.first == true)
         #expect(percents == percents.sorted() && percents.first! < 100, "it filled the bar in steps: \(percents)")
+        activity.close()
+    }
+
+    @Test(
+        "a main-actor pixel slot shows the texture; a second slot for the same box shows it from the app's memory, in the call"
+    )
+    func pixelSlots() async throws {
+        var shown: [Texture?] = []
+        let slot = ImageSlot<Texture>(activity, maxWidth: 8, pixels: { Texture($0) }, apply: { shown.append($0) })
+        slot.setImage(url: server.url("half.png"))
+        #expect(shown == [nil], "the placeholder (none), in the call")
+        for _ in 0..<500 where shown.count < 2 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(shown.count == 2 && shown[1]?.corner == [128, 128, 128, 128], "white at half alpha, premultiplied")
+        var again: [Texture?] = []
+        let second = ImageSlot<Texture>(activity, maxWidth: 8, pixels: { Texture($0) }, apply: { again.append($0) })
+        second.setImage(url: server.url("half.png"))
+        #expect(again.count == 1 && again[0]?.width == 2, "synchronously, with no call")
+        var otherBox: [Texture?] = []
+        let third = ImageSlot<Texture>(activity, maxWidth: 1, pixels: { Texture($0) }, apply: { otherBox.append($0) })
+        third.setImage(url: server.url("half.png"))
+        #expect(otherBox.count == 1 && otherBox[0] == nil, "another box is another image: the placeholder first")
         activity.close()
     }
 }

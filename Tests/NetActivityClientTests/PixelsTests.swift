@@ -87,27 +87,6 @@ struct PixelsTests {
         let texture = try await made.wait(for: 1)[0]
         #expect((texture.width, texture.height, texture.corner) == (20, 10, [128, 128, 0, 255]))
     }
-
-    @Test(
-        "a main-actor pixel slot shows the texture; a second slot for the same box shows it from the app's memory, in the call"
-    )
-    @MainActor
-    func mainActorSlots() async throws {
-        var shown: [Texture?] = []
-        let slot = ImageSlot<Texture>(activity, maxWidth: 8, pixels: { Texture($0) }, apply: { shown.append($0) })
-        slot.setImage(url: server.url("half.png"))
-        #expect(shown == [nil], "the placeholder (none), in the call")
-        for _ in 0..<500 where shown.count < 2 { try await Task.sleep(for: .milliseconds(10)) }
-        #expect(shown.count == 2 && shown[1]?.corner == [128, 128, 128, 128], "white at half alpha, premultiplied")
-        var again: [Texture?] = []
-        let second = ImageSlot<Texture>(activity, maxWidth: 8, pixels: { Texture($0) }, apply: { again.append($0) })
-        second.setImage(url: server.url("half.png"))
-        #expect(again.count == 1 && again[0]?.width == 2, "synchronously, with no call")
-        var otherBox: [Texture?] = []
-        let third = ImageSlot<Texture>(activity, maxWidth: 1, pixels: { Texture($0) }, apply: { otherBox.append($0) })
-        third.setImage(url: server.url("half.png"))
-        #expect(otherBox.count == 1 && otherBox[0] == nil, "another box is another image: the placeholder first")
-    }
 }
 
 /// What an app makes from the agent's pixels: its own texture type (here its size and a corner).

@@ -34,15 +34,4 @@ struct ChangeCoalescerTests {
         c.timerFired()  // the values were back to what was emitted: nothing sent
         #expect(c.noteChange(now: ms(60)) == .emitNow)
     }
-
-    @Test("riding along is allowed only outside the interval and with no timer pending")
-    func mayEmit() {
-        var c = ChangeCoalescer(interval: .milliseconds(50))
-        #expect(c.mayEmit(now: ms(0)))
-        c.didEmit(now: ms(0))
-        #expect(!c.mayEmit(now: ms(49)))
-        #expect(c.mayEmit(now: ms(50)))
-        _ = c.noteChange(now: ms(10))
-        #expect(!c.mayEmit(now: ms(60)))
-    }
 }
