@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clocks.h"
+
 #define NAME "org.example.NetActivity"
 #define PATH "/org/example/NetActivity"
 
@@ -31,18 +33,6 @@ static sd_bus *bus;
 static uint32_t box;
 static int pending, failures;
 static uint64_t mapped_bytes, page_sum;
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-static double cpu_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
 
 static void die(const char *what, int r) {
     fprintf(stderr, "pixels_app: %s: %s\n", what, strerror(-r));

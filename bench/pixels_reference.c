@@ -20,20 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clocks.h"
+
 typedef struct { uint8_t *pixels; uint32_t width, height; } image;
 typedef struct { uint8_t *data; size_t size, capacity; } buffer;
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-static double cpu_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
 
 static struct jpeg_error_mgr jerr;
 static jmp_buf jpeg_failed;

@@ -174,6 +174,20 @@ static GBytes *mapped (GVariant *handle, GUnixFDList *fds, gsize size, GError **
     return bytes;
 }
 
+/* A reply's bytes (see mapped()) and its info, given to `out_info` when the bytes came. */
+static GBytes *taken (GVariant *handle, GUnixFDList *fds, gsize size, GVariant *info, GVariant **out_info,
+                      GError **error)
+{
+    GBytes *bytes = mapped (handle, fds, size, error);
+    g_variant_unref (handle);
+    g_object_unref (fds);
+    if (bytes && out_info)
+        *out_info = info;
+    else
+        g_variant_unref (info);
+    return bytes;
+}
+
 static GVariant *or_empty (GVariant *options)
 {
     return options ? options : g_variant_new ("a{sv}", NULL);
@@ -218,14 +232,7 @@ GBytes *net_activity_downloader_fetch_image_bytes_finish (NetActivityDownloader 
     guint64 size = 0;
     if (!net_activity_downloader_call_fetch_image_finish (downloader, &handle, &size, &info, &fds, result, error))
         return NULL;
-    GBytes *bytes = mapped (handle, fds, size, error);
-    g_variant_unref (handle);
-    g_object_unref (fds);
-    if (bytes && out_info)
-        *out_info = info;
-    else
-        g_variant_unref (info);
-    return bytes;
+    return taken (handle, fds, size, info, out_info, error);
 }
 
 /**
@@ -252,14 +259,7 @@ GBytes *net_activity_downloader_fetch_image_bytes_sync (NetActivityDownloader *d
     if (!net_activity_downloader_call_fetch_image_sync (downloader, url, or_empty (options), NULL, &handle, &size,
                                                         &info, &fds, cancellable, error))
         return NULL;
-    GBytes *bytes = mapped (handle, fds, size, error);
-    g_variant_unref (handle);
-    g_object_unref (fds);
-    if (bytes && out_info)
-        *out_info = info;
-    else
-        g_variant_unref (info);
-    return bytes;
+    return taken (handle, fds, size, info, out_info, error);
 }
 
 /**
@@ -305,14 +305,7 @@ GBytes *net_activity_downloader_fetch_pixels_bytes_finish (NetActivityDownloader
     guint32 stride = 0, height = 0;
     g_variant_lookup (info, "stride", "u", &stride);
     g_variant_lookup (info, "height", "u", &height);
-    GBytes *bytes = mapped (handle, fds, (gsize) stride * height, error);
-    g_variant_unref (handle);
-    g_object_unref (fds);
-    if (bytes && out_info)
-        *out_info = info;
-    else
-        g_variant_unref (info);
-    return bytes;
+    return taken (handle, fds, (gsize) stride * height, info, out_info, error);
 }
 
 /* ---- leases ---------------------------------------------------------------------------------- */

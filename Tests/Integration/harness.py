@@ -272,3 +272,24 @@ for name in sys.argv[4:]:
             raise
 """
     return ["/usr/bin/python3", "-c", code, bus.address, bytes(data).hex(), "1" if refusals_ok else "0", *names]
+
+
+def descendants_named(pid, prefix):
+    """The processes below `pid` (children, grandchildren...) whose name starts with `prefix`:
+    the agent's decoders, directly or inside bubblewrap."""
+    children, names = {}, {}
+    for d in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                children.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(d))
+            with open("/proc/%s/comm" % d) as f:
+                names[int(d)] = f.read().strip()
+        except (OSError, ValueError, IndexError):
+            continue
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        if names.get(p, "").startswith(prefix):
+            found.append(p)
+        todo += children.get(p, [])
+    return found

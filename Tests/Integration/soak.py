@@ -37,7 +37,8 @@ parser.add_argument("--seconds", type=float, default=600)
 args = parser.parse_args()
 os.environ["NETACTIVITY_BIN"] = os.path.abspath(args.bin)
 
-from harness import NAME, PATH, PROPS, IFACE, Agent, PrivateBus, connect, fd_kinds, nothing_held, status_kib, wait_until  # noqa: E402
+from harness import (NAME, PATH, PROPS, IFACE, Agent, PrivateBus, connect, descendants_named, fd_kinds,  # noqa: E402
+                     nothing_held, status_kib, wait_until)
 from test_downloads import ImageServer  # noqa: E402
 
 
@@ -92,23 +93,8 @@ def sample(pid):
 
 
 def decoders(pid):
-    """The agent's decoder processes (its descendants named netactivity-decoder, in bwrap or not)."""
-    children, names = {}, {}
-    for d in os.listdir("/proc"):
-        try:
-            with open("/proc/%s/stat" % d) as f:
-                children.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(d))
-            with open("/proc/%s/comm" % d) as f:
-                names[int(d)] = f.read().strip()
-        except (OSError, ValueError, IndexError):
-            continue
-    found, todo = [], list(children.get(pid, []))
-    while todo:
-        p = todo.pop()
-        if names.get(p, "").startswith("netactivity-de"):
-            found.append(p)
-        todo += children.get(p, [])
-    return found
+    """The agent's decoder processes (in bwrap or not)."""
+    return descendants_named(pid, "netactivity-de")
 
 
 def decoded_pixels(bus, http, seed, agent_pid, number):

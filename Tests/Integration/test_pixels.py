@@ -16,7 +16,7 @@ import dbus.mainloop.glib
 from gi.repository import GLib
 
 import contract
-from harness import PROPS, connect, png as harness_png, wait_until
+from harness import PROPS, connect, descendants_named, png as harness_png, wait_until
 from test_agent import AgentTestCase
 from test_decoder import png
 from test_strangers import Stranger, can_fake_flatpak
@@ -102,25 +102,8 @@ class PixelTests(AgentTestCase):
             os.close(fd)
 
     def decoders(self):
-        """The agent's decoder processes: its descendants named netactivity-decoder (inside
-        bubblewrap they are its grandchildren or further down)."""
-        children, names = {}, {}
-        for pid in os.listdir("/proc"):
-            try:
-                with open("/proc/%s/stat" % pid) as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                with open("/proc/%s/comm" % pid) as f:
-                    names[int(pid)] = f.read().strip()
-            except (OSError, ValueError):
-                continue
-            children.setdefault(int(fields[1]), []).append(int(pid))
-        found, todo = [], list(children.get(self.agent.proc.pid, []))
-        while todo:
-            pid = todo.pop()
-            if names.get(pid, "").startswith("netactivity-de"):
-                found.append(pid)
-            todo += children.get(pid, [])
-        return found
+        """The agent's decoder processes (inside bubblewrap they are its grandchildren or further down)."""
+        return descendants_named(self.agent.proc.pid, "netactivity-de")
 
     def test_pixels_are_premultiplied_bgra_in_a_sealed_file_and_decoded_once(self):
         data, info, seals = self.pixels("/a.png")
