@@ -9,7 +9,7 @@ PYTHON ?= /usr/bin/python3
 DEBUG_BIN = .build/debug
 RELEASE_BIN = .build/release
 
-.PHONY: all setup decoder gtk-example lib lib-examples build release run test unit format lint locale pot contract integration example readme-snippets bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
+.PHONY: all setup decoder gtk-example lib lib-docs lib-examples build release run test unit format lint locale pot contract integration example readme-snippets bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
 
 all: build
 
@@ -88,7 +88,7 @@ lint:
 
 # The library's "never waits" tests time calls in 100 ms: they run on their own, after the rest,
 # so that other suites' blocking helpers cannot starve the Swift concurrency pool they share.
-test: setup check-layering lint example gtk-example lib-examples locale decoder
+test: setup check-layering lint example gtk-example lib-examples lib-docs locale decoder
 	@scripts/setup.sh --gnome
 	$(SWIFT) build --build-tests
 	@install -m 0755 $(DECODER) $(DEBUG_BIN)/
@@ -170,6 +170,19 @@ $(GIR): $(LIB)
 	    $(CURDIR)/libnetactivity/netactivity.h $(CURDIR)/libnetactivity/netactivity-errors.h $(CURDIR)/libnetactivity/netactivity.c
 $(TYPELIB): $(GIR)
 	g-ir-compiler --output=$@ $<
+# Its API reference: gi-docgen's pages of the GIR (the C API and every language's names), with
+# docs/gobject.md and the D-Bus reference scripts/xml-reference.py writes from the XML's comments.
+LIB_DOCS = $(LIB_DIR)/doc
+lib-docs: lib
+	@$(MAKE) --no-print-directory $(LIB_DOCS)/index.html
+$(LIB_DOCS)/index.html: $(GIR) libnetactivity/netactivity-1.toml docs/gobject.md scripts/xml-reference.py $(LIB_XML)
+	rm -rf $(LIB_DOCS) $(LIB_DIR)/doc-src
+	mkdir -p $(LIB_DIR)/doc-src
+	cp docs/gobject.md $(LIB_DIR)/doc-src/
+	scripts/xml-reference.py $(LIB_DIR)/doc-src/dbus.md
+	gi-docgen generate --quiet --fatal-warnings --config libnetactivity/netactivity-1.toml --content-dir $(LIB_DIR)/doc-src \
+	    --output-dir $(LIB_DOCS) --no-namespace-dir $(GIR)
+
 # The build tree as an installed one looks to an app: headers under include/netactivity-1 and a
 # pkg-config file, so the examples build with `pkg-config netactivity-1` as apps do.
 LIB_PC = $(LIB_DIR)/pkgconfig/netactivity-1.pc
@@ -267,12 +280,13 @@ LIBDIR ?= $(PREFIX)/lib$(if $(and $(filter /usr,$(PREFIX)),$(MULTIARCH)),/$(MULT
 INCLUDEDIR = $(PREFIX)/include/netactivity-1
 GIRDIR = $(DATADIR)/gir-1.0
 TYPELIBDIR = $(LIBDIR)/girepository-1.0
+LIBDOCDIR = $(DATADIR)/doc/libnetactivity-1
 # GNOME Shell looks in $XDG_DATA_DIRS/gnome-shell/extensions and ~/.local/share/gnome-shell/extensions.
 EXTENSION = netactivity@example.org
 EXTENSIONDIR = $(DATADIR)/gnome-shell/extensions/$(EXTENSION)
 SUBST = sed -e 's|@bindir@|$(BINDIR)|g' -e 's|@docdir@|$(DOCDIR)|g'
 
-install: $(if $(INSTALL_BIN),,release) locale lib
+install: $(if $(INSTALL_BIN),,release) locale lib lib-docs
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(GIRDIR) $(DESTDIR)$(TYPELIBDIR)
 	install -m 0644 $(LIB) $(DESTDIR)$(LIBDIR)/
 	ln -sf $(notdir $(LIB)) $(DESTDIR)$(LIBDIR)/$(LIB_SONAME)
@@ -283,6 +297,8 @@ install: $(if $(INSTALL_BIN),,release) locale lib
 	chmod 0644 $(DESTDIR)$(LIBDIR)/pkgconfig/netactivity-1.pc
 	install -m 0644 $(GIR) $(DESTDIR)$(GIRDIR)/
 	install -m 0644 $(TYPELIB) $(DESTDIR)$(TYPELIBDIR)/
+	rm -rf $(DESTDIR)$(LIBDOCDIR) && install -d $(DESTDIR)$(LIBDOCDIR) && cp -r $(LIB_DOCS)/. $(DESTDIR)$(LIBDOCDIR)/
+	find $(DESTDIR)$(LIBDOCDIR) -type d -exec chmod 0755 {} + && find $(DESTDIR)$(LIBDOCDIR) -type f -exec chmod 0644 {} +
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/dbus-1/interfaces $(DESTDIR)$(DATADIR)/dbus-1/services \
 	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(AUTOSTARTDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(EXTENSIONDIR) $(DESTDIR)$(MANDIR) $(DESTDIR)$(MAN5DIR) \
 	    $(DESTDIR)$(LIBEXECDIR) \
@@ -316,7 +332,7 @@ install: $(if $(INSTALL_BIN),,release) locale lib
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/$(notdir $(LIB)) $(DESTDIR)$(LIBDIR)/$(LIB_SONAME) $(DESTDIR)$(LIBDIR)/libnetactivity-1.so \
 	      $(DESTDIR)$(LIBDIR)/pkgconfig/netactivity-1.pc $(DESTDIR)$(GIRDIR)/$(notdir $(GIR)) $(DESTDIR)$(TYPELIBDIR)/$(notdir $(TYPELIB))
-	rm -rf $(DESTDIR)$(INCLUDEDIR)
+	rm -rf $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDOCDIR)
 	rm -f $(DESTDIR)$(BINDIR)/netactivityd $(DESTDIR)$(BINDIR)/netactivity $(DESTDIR)$(LIBEXECDIR)/netactivity-decoder
 	-rmdir $(DESTDIR)$(LIBEXECDIR) 2>/dev/null
 	rm -f $(DESTDIR)$(MANDIR)/netactivity.1 $(DESTDIR)$(MANDIR)/netactivityd.1 $(DESTDIR)$(MAN5DIR)/netactivityd.conf.5 \

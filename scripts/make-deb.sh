@@ -57,7 +57,8 @@ part() {
 LIBDIR=usr/lib/$MULTIARCH
 part libnetactivity-1-0 "$LIBDIR/libnetactivity-1.so.0.1.0" "$LIBDIR/libnetactivity-1.so.0"
 part gir1.2-netactivity-1.0 "$LIBDIR/girepository-1.0"
-part libnetactivity-1-dev usr/include "$LIBDIR/libnetactivity-1.so" "$LIBDIR/pkgconfig" usr/share/gir-1.0
+part libnetactivity-1-dev usr/include "$LIBDIR/libnetactivity-1.so" "$LIBDIR/pkgconfig" usr/share/gir-1.0 \
+    usr/share/doc/libnetactivity-1
 rmdir "$STAGE/$LIBDIR" 2>/dev/null || true
 LIBFILE=$WORK/libnetactivity-1-0/$LIBDIR/libnetactivity-1.so.0.1.0
 
@@ -136,8 +137,9 @@ Multi-Arch: same
 Depends: libnetactivity-1-0 (= $VERSION), gir1.2-netactivity-1.0 (= $VERSION), libglib2.0-dev
 Section: libdevel
 Description: client library for the netactivity agent (development files)
- Headers, pkg-config file (netactivity-1) and GIR of libnetactivity-1, the
- netactivity agent's client library for GTK apps.
+ Headers, pkg-config file (netactivity-1), GIR and API reference (HTML, with
+ a devhelp index) of libnetactivity-1, the netactivity agent's client library
+ for GTK apps.
 CONTROL
 
 mkdir -p dist

@@ -32,6 +32,10 @@ command -v cc >/dev/null 2>&1 || command -v clang >/dev/null 2>&1 || need="$need
 pkg-config --exists gtk4 2>/dev/null || need="$need libgtk-4-dev"
 /usr/bin/python3 -c 'import gi; gi.require_version("Gtk", "4.0")' 2>/dev/null || need="$need gir1.2-gtk-4.0"
 command -v Xvfb >/dev/null 2>&1 || need="$need xvfb"
+# libnetactivity-1: its GIR and typelib, and its API reference.
+command -v g-ir-scanner >/dev/null 2>&1 || need="$need gobject-introspection libgirepository1.0-dev"
+command -v gi-docgen >/dev/null 2>&1 || need="$need gi-docgen"
+command -v gjs >/dev/null 2>&1 || need="$need gjs"
 # C bindings from the contract (gdbus-codegen), compiled and run by the tests.
 pkg-config --exists gio-unix-2.0 2>/dev/null && command -v gdbus-codegen >/dev/null 2>&1 || need="$need libglib2.0-dev"
 if [ "${1:-}" = "--bench" ]; then

@@ -40,6 +40,9 @@ FILES = {
                                      "girepository-1.0/NetActivity-1.0.typelib")},
     **{"include/netactivity-1/" + f: 0o644 for f in ("netactivity.h", "netactivity-errors.h", "netactivity-generated.h")},
     "share/gir-1.0/NetActivity-1.0.gir": 0o644,
+    # its API reference (gi-docgen): the C API, docs/gobject.md, the D-Bus reference
+    **{"share/doc/libnetactivity-1/" + f: 0o644 for f in ("index.html", "gobject.html", "dbus.html",
+                                                           "method.Downloader.fetch_image_bytes.html")},
 }
 LINKS = {LIB + "/libnetactivity-1.so.0": "libnetactivity-1.so.0.1.0", LIB + "/libnetactivity-1.so": "libnetactivity-1.so.0"}
 

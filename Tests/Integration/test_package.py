@@ -168,7 +168,8 @@ class PackageTests(unittest.TestCase, PackageChecks):
             "libnetactivity-1-0": [lib + "/libnetactivity-1.so.0.1.0", lib + "/libnetactivity-1.so.0"],
             "gir1.2-netactivity-1.0": [lib + "/girepository-1.0/NetActivity-1.0.typelib"],
             "libnetactivity-1-dev": ["/usr/include/netactivity-1/netactivity.h", lib + "/libnetactivity-1.so",
-                                     lib + "/pkgconfig/netactivity-1.pc", "/usr/share/gir-1.0/NetActivity-1.0.gir"],
+                                     lib + "/pkgconfig/netactivity-1.pc", "/usr/share/gir-1.0/NetActivity-1.0.gir",
+                                     "/usr/share/doc/libnetactivity-1/index.html", "/usr/share/doc/libnetactivity-1/dbus.html"],
         }
         main = [line.split()[-1].lstrip(".") for line in sh("dpkg-deb", "-c", DEB).stdout.splitlines()]
         self.assertFalse([f for f in main if "netactivity-1" in f], "the agent's package holds none of the library")
