@@ -172,7 +172,7 @@ $(TYPELIB): $(GIR)
 	g-ir-compiler --output=$@ $<
 # Its API reference: gi-docgen's pages of the GIR (the C API and every language's names), with
 # docs/gobject.md and the D-Bus reference scripts/xml-reference.py writes from the XML's comments.
-LIB_DOCS = $(LIB_DIR)/doc
+LIB_DOCS = $(LIB_DIR)/libnetactivity-1
 lib-docs: lib
 	@$(MAKE) --no-print-directory $(LIB_DOCS)/index.html
 $(LIB_DOCS)/index.html: $(GIR) libnetactivity/netactivity-1.toml docs/gobject.md scripts/xml-reference.py $(LIB_XML)
@@ -299,6 +299,7 @@ install: $(if $(INSTALL_BIN),,release) locale lib lib-docs
 	install -m 0644 $(TYPELIB) $(DESTDIR)$(TYPELIBDIR)/
 	rm -rf $(DESTDIR)$(LIBDOCDIR) && install -d $(DESTDIR)$(LIBDOCDIR) && cp -r $(LIB_DOCS)/. $(DESTDIR)$(LIBDOCDIR)/
 	find $(DESTDIR)$(LIBDOCDIR) -type d -exec chmod 0755 {} + && find $(DESTDIR)$(LIBDOCDIR) -type f -exec chmod 0644 {} +
+	install -d $(DESTDIR)$(DATADIR)/devhelp/books && ln -sfn ../../doc/libnetactivity-1 $(DESTDIR)$(DATADIR)/devhelp/books/libnetactivity-1
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/dbus-1/interfaces $(DESTDIR)$(DATADIR)/dbus-1/services \
 	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(AUTOSTARTDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(EXTENSIONDIR) $(DESTDIR)$(MANDIR) $(DESTDIR)$(MAN5DIR) \
 	    $(DESTDIR)$(LIBEXECDIR) \
@@ -332,7 +333,7 @@ install: $(if $(INSTALL_BIN),,release) locale lib lib-docs
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/$(notdir $(LIB)) $(DESTDIR)$(LIBDIR)/$(LIB_SONAME) $(DESTDIR)$(LIBDIR)/libnetactivity-1.so \
 	      $(DESTDIR)$(LIBDIR)/pkgconfig/netactivity-1.pc $(DESTDIR)$(GIRDIR)/$(notdir $(GIR)) $(DESTDIR)$(TYPELIBDIR)/$(notdir $(TYPELIB))
-	rm -rf $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDOCDIR)
+	rm -rf $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDOCDIR) $(DESTDIR)$(DATADIR)/devhelp/books/libnetactivity-1
 	rm -f $(DESTDIR)$(BINDIR)/netactivityd $(DESTDIR)$(BINDIR)/netactivity $(DESTDIR)$(LIBEXECDIR)/netactivity-decoder
 	-rmdir $(DESTDIR)$(LIBEXECDIR) 2>/dev/null
 	rm -f $(DESTDIR)$(MANDIR)/netactivity.1 $(DESTDIR)$(MANDIR)/netactivityd.1 $(DESTDIR)$(MAN5DIR)/netactivityd.conf.5 \

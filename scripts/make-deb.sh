@@ -58,7 +58,7 @@ LIBDIR=usr/lib/$MULTIARCH
 part libnetactivity-1-0 "$LIBDIR/libnetactivity-1.so.0.1.0" "$LIBDIR/libnetactivity-1.so.0"
 part gir1.2-netactivity-1.0 "$LIBDIR/girepository-1.0"
 part libnetactivity-1-dev usr/include "$LIBDIR/libnetactivity-1.so" "$LIBDIR/pkgconfig" usr/share/gir-1.0 \
-    usr/share/doc/libnetactivity-1
+    usr/share/doc/libnetactivity-1 usr/share/devhelp
 rmdir "$STAGE/$LIBDIR" 2>/dev/null || true
 LIBFILE=$WORK/libnetactivity-1-0/$LIBDIR/libnetactivity-1.so.0.1.0
 

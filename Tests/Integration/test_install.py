@@ -44,7 +44,8 @@ FILES = {
     **{"share/doc/libnetactivity-1/" + f: 0o644 for f in ("index.html", "gobject.html", "dbus.html",
                                                            "method.Downloader.fetch_image_bytes.html")},
 }
-LINKS = {LIB + "/libnetactivity-1.so.0": "libnetactivity-1.so.0.1.0", LIB + "/libnetactivity-1.so": "libnetactivity-1.so.0"}
+LINKS = {"share/devhelp/books/libnetactivity-1": "../../doc/libnetactivity-1",
+         LIB + "/libnetactivity-1.so.0": "libnetactivity-1.so.0.1.0", LIB + "/libnetactivity-1.so": "libnetactivity-1.so.0"}
 
 
 def sh(cmd):
