@@ -144,6 +144,8 @@ final class HTTPFetcher {
     private var busySockets: Set<curl_socket_t> = []
     /// HTTP/1 connections idle in libcurl's pool, watched by us: see `idleSocketReadable`.
     private var idleSockets: Set<curl_socket_t> = []
+    /// The transfer (easy handle) libcurl last named for each socket in the socket callback.
+    private var socketOwners: [curl_socket_t: UnsafeMutableRawPointer] = [:]
     private var timer: EventLoop.TimerID?
     private var live: [ObjectIdentifier: Transfer] = [:]
 
@@ -192,8 +194,9 @@ final class HTTPFetcher {
         let me = Unmanaged.passUnretained(self).toOpaque()
         _ = ccurl_multi_set_socket_fn(
             multi,
-            { _, fd, what, user, _ in
-                Unmanaged<HTTPFetcher>.fromOpaque(user!).takeUnretainedValue().socketChanged(fd: fd, what: what)
+            { easy, fd, what, user, _ in
+                Unmanaged<HTTPFetcher>.fromOpaque(user!).takeUnretainedValue().socketChanged(
+                    fd: fd, what: what, easy: easy)
                 return 0
             }, me)
         _ = ccurl_multi_set_timer_fn(
@@ -289,6 +292,13 @@ final class HTTPFetcher {
         _ = ccurl_set_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 0)
         _ = ccurl_set_str(easy, CURLOPT_USERAGENT, "netactivity/1 (+libcurl)")
         _ = ccurl_set_private(easy, user)
+        _ = ccurl_set_prereq_fn(
+            easy,
+            { user, _, _, _, localPort in
+                let t = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
+                t.fetcher.connectionChosen(localPort: localPort, by: t)
+                return 0  // CURL_PREREQFUNC_OK
+            }, user)
         _ = ccurl_set_close_fn(
             easy,
             { user, fd in
@@ -369,6 +379,8 @@ final class HTTPFetcher {
     private func release(_ t: Transfer) {
         if admission.ended(t.serial) { scheduleResume() }
         if let easy = t.easy {
+            // Its address may be a new transfer's soon: no socket names it any more.
+            for (fd, owner) in socketOwners where owner == easy { socketOwners[fd] = nil }
             ccurl_multi_remove_handle(multi, easy)
             ccurl_easy_cleanup(easy)
             t.easy = nil
@@ -419,7 +431,9 @@ final class HTTPFetcher {
 
     // MARK: libcurl <-> the event loop
 
-    private func socketChanged(fd: curl_socket_t, what: Int32) {
+    private func socketChanged(fd: curl_socket_t, what: Int32, easy: UnsafeMutableRawPointer?) {
+        // The transfer on the socket now (kept while it is paused: libcurl then removes its interest).
+        if what != CCURL_POLL_REMOVE, let easy { socketOwners[fd] = easy }
         if what == CCURL_POLL_REMOVE {
             busySockets.remove(fd)
             loop.unwatch(fd: fd)
@@ -458,7 +472,7 @@ final class HTTPFetcher {
             let t = Unmanaged<Transfer>.fromOpaque(user).takeUnretainedValue()
             let status = ccurl_info_long(easy, CURLINFO_RESPONSE_CODE)
             keepWatchingIdle(
-                socket: ccurl_info_socket(easy),
+                socket: ccurl_info_socket(easy), finishedBy: easy,
                 http2: ccurl_info_long(easy, CURLINFO_HTTP_VERSION) >= CCURL_HTTP_VERSION_2_0)
             guard live.removeValue(forKey: ObjectIdentifier(t)) != nil else { continue }
             _ = t.answered()  // a continuing transfer that ended before its first byte
@@ -478,26 +492,60 @@ final class HTTPFetcher {
     /// connection that died. (HTTP/2 connections carry frames while idle and frame their own data.)
     ///
     /// A socket with no libcurl interest is not idle for that: a transfer that libcurl gave the
-    /// connection to within the same call as the one that finished, and that is paused (the bytes
-    /// in flight are full, or it yielded its turn), has none either, and its response is on the way.
-    /// So a socket counts as idle only when no live transfer's connection is on it.
-    private func keepWatchingIdle(socket fd: curl_socket_t, http2: Bool) {
-        guard fd >= 0, !busySockets.contains(fd), !http2, !inUse(fd) else { return }
+    /// connection to in the same call as the one that finished, and that paused at once (the
+    /// bytes in flight are full, or it yielded its turn), has none either, and its response is on
+    /// the way. So each socket's last transfer is remembered (libcurl names it in the socket
+    /// callback, and PREREQFUNCTION when a pooled connection is taken), and a socket is idle only
+    /// when the transfer that finished is the last one on it.
+    private func keepWatchingIdle(socket fd: curl_socket_t, finishedBy easy: UnsafeMutableRawPointer, http2: Bool) {
+        guard fd >= 0 else { return }
+        if let owner = socketOwners[fd], owner != easy { return }  // another transfer has it now
+        socketOwners[fd] = nil
+        guard !busySockets.contains(fd), !http2 else { return }
         if hasStrayBytes(fd) { return neutralize(fd) }
         idleSockets.insert(fd)
         loop.watch(fd: fd, events: EventLoop.readable) { [unowned self] _ in
             guard self.idleSockets.contains(fd) else { return }
-            guard !self.inUse(fd) else {
-                self.idleSockets.remove(fd)
-                return self.loop.unwatch(fd: fd)
-            }
             self.neutralize(fd)
         }
     }
 
-    /// Whether a live transfer's connection is on `fd` (paused transfers included).
-    private func inUse(_ fd: curl_socket_t) -> Bool {
-        live.values.contains { $0.easy.map { ccurl_info_socket($0) == fd } ?? false }
+    /// A transfer has its connection and sends its request now. The connection's socket is this
+    /// transfer's, also when the transfer pauses at once and libcurl names the socket in no
+    /// callback (its interest never changed), and also when the transfer that had it has not been
+    /// told done yet (libcurl gave it over within one call). A pooled socket is no longer idle;
+    /// stray bytes on it (a forged answer that came after the watch last looked) make it dead
+    /// first, as the watch would.
+    private func connectionChosen(localPort: Int32, by t: Transfer) {
+        guard let easy = t.easy else { return }
+        let known = idleSockets.union(busySockets).union(socketOwners.keys)
+        guard let fd = known.first(where: { Self.localPort($0) == localPort }) else { return }
+        if idleSockets.contains(fd) {
+            if hasStrayBytes(fd) { return neutralize(fd) }
+            idleSockets.remove(fd)
+            loop.unwatch(fd: fd)
+        }
+        socketOwners[fd] = easy
+    }
+
+    private static func localPort(_ fd: curl_socket_t) -> Int32? {
+        var address = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let ok = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) == 0 }
+        }
+        guard ok else { return nil }
+        return withUnsafePointer(to: &address) { p -> Int32? in
+            switch Int32(p.pointee.ss_family) {
+            case AF_INET:
+                p.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { Int32(UInt16(bigEndian: $0.pointee.sin_port)) }
+            case AF_INET6:
+                p.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) {
+                    Int32(UInt16(bigEndian: $0.pointee.sin6_port))
+                }
+            default: nil
+            }
+        }
     }
 
     private func hasStrayBytes(_ fd: curl_socket_t) -> Bool {
@@ -521,6 +569,7 @@ final class HTTPFetcher {
     }
 
     private func socketClosing(_ fd: curl_socket_t) {
+        socketOwners[fd] = nil
         idleSockets.remove(fd)
         busySockets.remove(fd)
         loop.unwatch(fd: fd)

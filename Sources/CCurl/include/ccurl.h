@@ -50,11 +50,20 @@ typedef int (*ccurl_progress_fn)(void *user, curl_off_t dltotal, curl_off_t dlno
 typedef int (*ccurl_socket_fn)(CURL *easy, curl_socket_t fd, int what, void *user, void *socket_user);
 typedef int (*ccurl_timer_fn)(CURLM *multi, long timeout_ms, void *user);
 typedef int (*ccurl_close_fn)(void *user, curl_socket_t fd);
+typedef int (*ccurl_prereq_fn)(void *user, char *primary_ip, char *local_ip, int primary_port, int local_port);
 
 /* Every socket libcurl closes goes through this callback (the fetcher stops watching it first). */
 static inline CURLcode ccurl_set_close_fn(CURL *h, ccurl_close_fn f, void *user) {
     CURLcode rc = ccurl.easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, f);
     if (rc == CURLE_OK) rc = ccurl.easy_setopt(h, CURLOPT_CLOSESOCKETDATA, user);
+    return rc;
+}
+
+/* Called when a transfer has its connection (a new one, or one from the pool) and is about to
+ * send its request: the connection's local port names its socket (libcurl 7.80). */
+static inline CURLcode ccurl_set_prereq_fn(CURL *h, ccurl_prereq_fn f, void *user) {
+    CURLcode rc = ccurl.easy_setopt(h, CURLOPT_PREREQFUNCTION, f);
+    if (rc == CURLE_OK) rc = ccurl.easy_setopt(h, CURLOPT_PREREQDATA, user);
     return rc;
 }
 
