@@ -382,9 +382,9 @@ class CoherentSignalTests(AgentTestCase):
         for e in obs.snapshot():
             if e["signal"] != "PropertiesChanged":
                 continue
-            count = e["changed"].get("ActivityCount", count)
-            if "State" in e["changed"]:
-                states.append((e["changed"]["State"], count))
+            count = e["changed"].get(A.ActivityCount, count)
+            if A.State in e["changed"]:
+                states.append((e["changed"][A.State], count))
         self.assertTrue(states, "the state changed")
         for state, seen in states:
             held = state in (A.STATE_DELAYING_START, A.STATE_ACTIVE)  # not-active, delaying-end: none held

@@ -36,7 +36,7 @@ class GDBusCodegenTests(AgentTestCase):
         xml = sorted(glob.glob(os.path.join(ROOT, "dbus", "org.example.NetActivity*.xml")))
         subprocess.run(["gdbus-codegen", "--interface-prefix", "org.example.NetActivity.", "--c-namespace", "NetActivity",
                         "--c-generate-object-manager", "--c-generate-autocleanup", "all",
-                        "--annotate", "org.example.NetActivity", "org.gtk.GDBus.C.Name", "Agent",
+                        "--annotate", contract.Activity.INTERFACE, "org.gtk.GDBus.C.Name", "Agent",
                         "--generate-c-code", os.path.join(out, "netactivity-generated"), *xml], check=True, timeout=60)
         flags = subprocess.run(["pkg-config", "--cflags", "--libs", "gio-unix-2.0"], check=True, capture_output=True,
                                text=True).stdout.split()

@@ -74,7 +74,7 @@ class LibraryTests(unittest.TestCase):
 
     def count(self):
         obj = self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH, introspect=False)
-        return int(obj.Get(contract.Activity.INTERFACE, "ActivityCount", dbus_interface=contract.PROPERTIES))
+        return int(obj.Get(contract.Activity.INTERFACE, contract.Activity.ActivityCount, dbus_interface=contract.PROPERTIES))
 
     def test_the_c_example_fetches_an_image_and_its_pixels_and_names_errors_by_domain_and_code(self):
         out = self.start(os.path.join(EXAMPLES, "fetch-image"), self.http.url("/red.png"), "16")
@@ -88,7 +88,7 @@ class LibraryTests(unittest.TestCase):
 
     def test_the_c_example_follows_a_tasks_progress_to_its_end(self):
         agent = dbus.Interface(self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH), contract.Activity.INTERFACE)
-        path = agent.BeginTask("upload", {"expected-to-send": dbus.UInt64(1000)})
+        path = agent.BeginTask("upload", {contract.Activity.BEGIN_TASK_OPTION_EXPECTED_TO_SEND: dbus.UInt64(1000)})
         task = dbus.Interface(self.conn.get_object(contract.BUS_NAME, path), contract.Task.INTERFACE)
         out = self.start(os.path.join(EXAMPLES, "follow-task"), path)
         self.assertEqual(out.wait_for("task"), "task upload")

@@ -197,12 +197,13 @@ class PixelTests(AgentTestCase):
         self.assertEqual(len({a for a in answers}), 1, "one set of pixels for all three: %r" % answers)
         self.assertEqual(answers[0][1], 32)
         stats = self.decoded_statistics()
-        self.assertEqual((stats["decodes"], stats["shared-decodes"], stats["decode-failures"]), (1, 2, 0), stats)
-        self.assertEqual(stats["insertions"], 1)
-        hits = stats["hits"]
+        self.assertEqual((stats[C.DECODED_STATISTICS_KEY_DECODES], stats[C.DECODED_STATISTICS_KEY_SHARED_DECODES],
+                          stats[C.DECODED_STATISTICS_KEY_DECODE_FAILURES]), (1, 2, 0), stats)
+        self.assertEqual(stats[C.DECODED_STATISTICS_KEY_INSERTIONS], 1)
+        hits = stats[C.DECODED_STATISTICS_KEY_HITS]
         self.pixels("/slow.png")
-        self.assertEqual(self.decoded_statistics()["hits"], hits + 1, "the next one is a hit in the tier")
-        self.assertGreaterEqual(stats["decoders-started"], 1)
+        self.assertEqual(self.decoded_statistics()[C.DECODED_STATISTICS_KEY_HITS], hits + 1, "the next one is a hit in the tier")
+        self.assertGreaterEqual(stats[C.DECODED_STATISTICS_KEY_DECODERS_STARTED], 1)
         self.assertEqual(set(stats), set(C.KEYS["DecodedStatisticsKey"]), "the keys the contract lists")
 
     @unittest.skipUnless(os.access("/usr/bin/bwrap", os.X_OK), "bubblewrap is not installed")
