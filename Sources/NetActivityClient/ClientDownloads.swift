@@ -80,42 +80,28 @@ final class ClientDownloads: AgentParticipant {
         _ done: @escaping ClientCore.Completion<Fetched>
     ) {
         typealias Option = DownloaderMember.FetchImageOption
-        core.query(
-            DownloaderMember.Method.fetchImage.rawValue, interface: Self.downloaderInterface, destination: destination,
-            { w in
-                w.append(url)
-                var options = Self.options(additionalIdentifier, reload, priority, receipt)
-                if let cacheKey { options[Option.cacheKey.rawValue] = .string(cacheKey) }
-                if let maxAge { options[Option.maxAge.rawValue] = .double(maxAge.seconds) }
-                if announce { options[Option.announce.rawValue] = .bool(true) }
-                try w.appendVardict(options)
-            }, timeout: Self.noTimeout,
-            reply: { result in
-                done(
-                    result.flatMap { reply in
-                        var r = reply.reader()
-                        do throws(DBusError) {
-                            let fd = try r.readFD()
-                            let size: UInt64
-                            let info: [String: DBusValue]
-                            do throws(DBusError) {
-                                size = try r.read(UInt64.self)
-                                info = try r.readVardict()
-                            } catch {
-                                close(fd)
-                                throw error
-                            }
-                            let file = SharedImageFile(fd: fd, size: size)
-                            let source =
-                                info[DownloaderMember.FetchImageInfo.source.rawValue]?.stringValue
-                                .flatMap(DownloaderMember.FetchImageSource.init(rawValue:)) ?? .network
-                            let type = info[DownloaderMember.FetchImageInfo.contentType.rawValue]?.stringValue ?? ""
-                            return .success(Fetched(file: file, source: source, contentType: type))
-                        } catch {
-                            return .failure(NetActivityError(error))
-                        }
-                    })
-            })
+        var options = Self.options(additionalIdentifier, reload, priority, receipt)
+        if let cacheKey { options[Option.cacheKey.rawValue] = .string(cacheKey) }
+        if let maxAge { options[Option.maxAge.rawValue] = .double(maxAge.seconds) }
+        if announce { options[Option.announce.rawValue] = .bool(true) }
+        downloadCall(.fetchImage, url: url, options: options, destination: destination, done) { r throws(DBusError) in
+            let fd = try r.readFD()
+            let size: UInt64
+            let info: [String: DBusValue]
+            do throws(DBusError) {
+                size = try r.read(UInt64.self)
+                info = try r.readVardict()
+            } catch {
+                close(fd)
+                throw error
+            }
+            let file = SharedImageFile(fd: fd, size: size)
+            let source =
+                info[DownloaderMember.FetchImageInfo.source.rawValue]?.stringValue
+                .flatMap(DownloaderMember.FetchImageSource.init(rawValue:)) ?? .network
+            let type = info[DownloaderMember.FetchImageInfo.contentType.rawValue]?.stringValue ?? ""
+            return .success(Fetched(file: file, source: source, contentType: type))
+        }
     }
 
     /// One FetchPixels: FetchImage's options and a box; the reply carries the decoded pixels.
@@ -125,13 +111,43 @@ final class ClientDownloads: AgentParticipant {
     ) {
         typealias Option = DownloaderMember.FetchPixelsOption
         typealias Info = DownloaderMember.FetchPixelsInfo
+        var options = Self.options(additionalIdentifier, reload, priority, receipt)
+        if maxWidth > 0 { options[Option.maxWidth.rawValue] = .uint32(maxWidth) }
+        if maxHeight > 0 { options[Option.maxHeight.rawValue] = .uint32(maxHeight) }
+        downloadCall(.fetchPixels, url: url, options: options, done) { r throws(DBusError) in
+            let fd = try r.readFD()
+            guard let info = try? r.readVardict() else {
+                close(fd)
+                return .failure(NetActivityError(.invalidSignature, "Unexpected reply"))
+            }
+            func u32(_ key: Info) -> UInt32 { info[key.rawValue]?.uint32Value ?? 0 }
+            let source = info[Info.source.rawValue]?.stringValue
+            guard
+                let image = DecodedImage(
+                    fd: fd, width: u32(.width), height: u32(.height), stride: u32(.stride),
+                    format: info[Info.format.rawValue]?.stringValue ?? "",
+                    originalWidth: u32(.originalWidth), originalHeight: u32(.originalHeight),
+                    source: source == DownloaderMember.FetchPixelsSource.memory.rawValue ? .cache : .download,
+                    contentType: info[Info.contentType.rawValue]?.stringValue ?? "")
+            else {
+                return .failure(NetActivityError(.invalidSignature, "The pixels could not be mapped"))
+            }
+            return .success(image)
+        }
+    }
+
+    /// A download call (FetchImage, FetchPixels): url and options, no timeout of our own (the
+    /// agent's transfer limits end every download, and the call with them); `parse` reads the
+    /// reply, a reply it cannot read failing the call with that error.
+    private func downloadCall<T>(
+        _ member: DownloaderMember.Method, url: String, options: [String: DBusValue], destination: String? = nil,
+        _ done: @escaping ClientCore.Completion<T>,
+        parse: @escaping (inout MessageReader) throws(DBusError) -> Result<T, NetActivityError>
+    ) {
         core.query(
-            DownloaderMember.Method.fetchPixels.rawValue, interface: Self.downloaderInterface,
+            member.rawValue, interface: Self.downloaderInterface, destination: destination,
             { w in
                 w.append(url)
-                var options = Self.options(additionalIdentifier, reload, priority, receipt)
-                if maxWidth > 0 { options[Option.maxWidth.rawValue] = .uint32(maxWidth) }
-                if maxHeight > 0 { options[Option.maxHeight.rawValue] = .uint32(maxHeight) }
                 try w.appendVardict(options)
             }, timeout: Self.noTimeout,
             reply: { result in
@@ -139,25 +155,7 @@ final class ClientDownloads: AgentParticipant {
                     result.flatMap { reply in
                         var r = reply.reader()
                         do throws(DBusError) {
-                            let fd = try r.readFD()
-                            guard let info = try? r.readVardict() else {
-                                close(fd)
-                                return .failure(NetActivityError(.invalidSignature, "Unexpected reply"))
-                            }
-                            func u32(_ key: Info) -> UInt32 { info[key.rawValue]?.uint32Value ?? 0 }
-                            let source = info[Info.source.rawValue]?.stringValue
-                            guard
-                                let image = DecodedImage(
-                                    fd: fd, width: u32(.width), height: u32(.height), stride: u32(.stride),
-                                    format: info[Info.format.rawValue]?.stringValue ?? "",
-                                    originalWidth: u32(.originalWidth), originalHeight: u32(.originalHeight),
-                                    source: source == DownloaderMember.FetchPixelsSource.memory.rawValue
-                                        ? .cache : .download,
-                                    contentType: info[Info.contentType.rawValue]?.stringValue ?? "")
-                            else {
-                                return .failure(NetActivityError(.invalidSignature, "The pixels could not be mapped"))
-                            }
-                            return .success(image)
+                            return try parse(&r)
                         } catch {
                             return .failure(NetActivityError(error))
                         }

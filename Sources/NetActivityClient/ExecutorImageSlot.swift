@@ -55,7 +55,7 @@ public final class ExecutorImageSlot<Image>: Sendable {
         maker: SlotImageMaker<Image>, box: (UInt32, UInt32), apply: @escaping @Sendable (Image?) -> Void
     ) {
         loader = SlotLoader(
-            core: activity.core, placeholderDelay: placeholderDelay.nanoseconds, asking: maker.asking(box.0, box.1))
+            core: activity.core, placeholderDelay: placeholderDelay.nanoseconds, asking: maker.asking(box))
         self.decodeQueue = decodeQueue
         self.callbacks = callbacks
         self.maker = maker

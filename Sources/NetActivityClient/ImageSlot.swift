@@ -234,10 +234,11 @@ enum SlotImageMaker<Image>: Sendable {
     case decode(@Sendable ([UInt8]) -> sending Image?)
     case wrap(@Sendable (DecodedImage) -> sending Image?)
 
-    var asking: (UInt32, UInt32) -> SlotAsking {
+    /// What a slot with this maker and `box` (max width, max height) asks for.
+    func asking(_ box: (UInt32, UInt32)) -> SlotAsking {
         switch self {
-        case .decode: { _, _ in .image }
-        case .wrap: { .pixels(maxWidth: $0, maxHeight: $1) }
+        case .decode: .image
+        case .wrap: .pixels(maxWidth: box.0, maxHeight: box.1)
         }
     }
 }
@@ -308,7 +309,7 @@ public final class ImageSlot<Image>: Sendable {
     ) {
         self.maker = maker
         self.apply = apply
-        asking = maker.asking(box.0, box.1)
+        asking = maker.asking(box)
         loader = SlotLoader(core: activity.core, placeholderDelay: nil, asking: asking)
     }
 
