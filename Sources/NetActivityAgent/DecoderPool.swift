@@ -23,9 +23,28 @@ final class DecodedPixels {
         self.originalHeight = originalHeight
     }
 
+    /// Checked at receipt (`PixelGeometry`): at most `NetActivityLimits`' pixel limit's bytes.
     var byteCount: Int { Int(stride) * Int(height) }
 
     deinit { Closer.close(fd) }
+}
+
+/// The sizes of a block of 4-byte pixels as an untrusted process states them, accepted only when
+/// they make sense: a width and height of at least one, rows of at least `width` x 4 bytes, 4-byte
+/// aligned, and at most `maxPixels` pixels (rows included) in all. Every product is computed with
+/// overflow checks, so no value can trap or wrap.
+struct PixelGeometry: Equatable {
+    let byteCount: UInt64
+
+    init?(width: UInt32, height: UInt32, stride: UInt32, maxPixels: UInt64) {
+        guard width > 0, height > 0, stride % 4 == 0 else { return nil }
+        let (row, rowOverflow) = UInt64(width).multipliedReportingOverflow(by: 4)
+        guard !rowOverflow, UInt64(stride) >= row else { return nil }
+        let (bytes, overflow) = UInt64(stride).multipliedReportingOverflow(by: UInt64(height))
+        let (limit, limitOverflow) = maxPixels.multipliedReportingOverflow(by: 4)
+        guard !overflow, limitOverflow || bytes <= limit else { return nil }
+        byteCount = bytes
+    }
 }
 
 /// Decodes images in `netactivity-decoder` processes (see its source: the sandbox it locks itself
@@ -366,18 +385,27 @@ final class DecoderPool {
         case DECODER_OK.rawValue:
             guard fd >= 0 else { return .failure(.failed("the image decoder sent no pixels")) }
             var st = stat()
-            let expected = Int(reply.stride) * Int(reply.height)
-            guard SealedMemory.isSealedReadOnly(fd), fstat(fd, &st) == 0, st.st_size == expected,
-                reply.format == DECODER_FORMAT_B8G8R8A8_PREMULTIPLIED.rawValue, reply.width > 0, reply.height > 0,
-                reply.stride >= reply.width * 4, reply.stride % 4 == 0,
+            // The decoder is the process an image may have taken over: every size it names is
+            // checked with arithmetic that cannot overflow, and against the file itself, before
+            // anything is mapped.
+            guard SealedMemory.isSealedReadOnly(fd), fstat(fd, &st) == 0,
+                reply.format == DECODER_FORMAT_B8G8R8A8_PREMULTIPLIED.rawValue,
+                let geometry = PixelGeometry(
+                    width: reply.width, height: reply.height, stride: reply.stride, maxPixels: box.maxPixels),
+                st.st_size >= 0, UInt64(st.st_size) == geometry.byteCount,
                 box.maxWidth == 0 || reply.width <= box.maxWidth, box.maxHeight == 0 || reply.height <= box.maxHeight
             else {
                 close(fd)
                 return .failure(.failed("the image decoder's pixels were not as promised"))
             }
+            // Kept and handed out as one read-only open made now, before any app holds the memory:
+            // nothing a holder does to the file (its mode, say) changes what the next one gets.
+            let own = SealedMemory.reopenReadOnly(fd)
+            close(fd)
+            guard let own else { return .failure(.failed("the image decoder's pixels could not be opened")) }
             return .success(
                 DecodedPixels(
-                    fd: fd, width: reply.width, height: reply.height, stride: reply.stride,
+                    fd: own, width: reply.width, height: reply.height, stride: reply.stride,
                     originalWidth: reply.original_width, originalHeight: reply.original_height))
         case DECODER_NOT_AN_IMAGE.rawValue:
             if fd >= 0 { close(fd) }

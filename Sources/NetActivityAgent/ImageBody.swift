@@ -52,32 +52,38 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
     }
 
     /// A body made from `fd`, a client's memfd sealed against writing, shrinking and growing (so
-    /// nobody can change it under us): kept as it is (mapped read-only, no copy) when it is large
-    /// and the memfd cap allows another, else copied into an array. Nil when it is not such a
-    /// memfd, is empty, or is larger than `maxBytes`. `adopted` says whether the body took `fd`
-    /// (closed with it); otherwise the caller closes it.
-    static func from(sealed fd: Int32, maxBytes: Int) -> (body: ImageBody, adopted: Bool)? {
+    /// nobody can change it under us): its memory kept as it is (a read-only open of its own,
+    /// mapped, no copy) when it is large and the memfd cap allows another, else copied into an
+    /// array. Nil when it is not such a memfd, is empty, or is larger than `maxBytes`. The caller
+    /// closes `fd` either way: the client's own open, whose offset and flags are the client's, is
+    /// never handed to anyone.
+    static func from(sealed fd: Int32, maxBytes: Int) -> ImageBody? {
         let required = SealedMemory.requiredForAdoption
         var st = stat()
         guard SealedMemory.seals(of: fd) & required == required, fstat(fd, &st) == 0, st.st_size > 0,
             st.st_size <= maxBytes
         else { return nil }
         let count = Int(st.st_size)
-        guard let map = mmap(nil, count, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED else { return nil }
         // An fd each: only large images, and within the cap that keeps the agent's descriptors.
         if count >= memfdThreshold, memfds.wrappingAdd(1, ordering: .relaxed).newValue <= maxMemfds {
-            let body = ImageBody(memfd: false)
-            body.count = count
-            body.sealed = true
-            body.fd = fd
-            body.mapping = UnsafeRawPointer(map)
-            return (body, true)
+            if let own = SealedMemory.reopenReadOnly(fd) {
+                if let map = mmap(nil, count, PROT_READ, MAP_SHARED, own, 0), map != MAP_FAILED {
+                    let body = ImageBody(memfd: false)
+                    body.count = count
+                    body.sealed = true
+                    body.fd = own
+                    body.mapping = UnsafeRawPointer(map)
+                    return body
+                }
+                close(own)
+            }
         }
         if count >= memfdThreshold { memfds.subtract(1, ordering: .relaxed) }
+        guard let map = mmap(nil, count, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED else { return nil }
         defer { munmap(map, count) }
         let body = ImageBody(memfd: false)
         guard body.append(UnsafeRawBufferPointer(start: map, count: count)), body.seal() else { return nil }
-        return (body, false)
+        return body
     }
 
     /// Frees large bodies: unmapping and closing a memfd of megabytes gives its pages back in
@@ -196,9 +202,12 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
         sealed = true
         if summing { sealedSum = sum.finish() }
         guard fd >= 0 else { return true }
-        guard SealedMemory.sealReadOnly(fd), count > 0,
-            let map = mmap(nil, count, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED
-        else { return false }
+        // The writable open goes: what is kept, mapped and handed out is one read-only open made
+        // here, before anyone else holds the memory (see `openReadOnly`).
+        guard SealedMemory.sealReadOnly(fd), count > 0, let own = SealedMemory.reopenReadOnly(fd) else { return false }
+        close(fd)
+        fd = own
+        guard let map = mmap(nil, count, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED else { return false }
         mapping = UnsafeRawPointer(map)
         return true
     }
@@ -254,11 +263,15 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
         return small.withUnsafeBytes { Files.writeAll(out, $0, piece: piece) }
     }
 
-    /// A sealed memfd with the bytes for one client (its own file offset), for the caller to
-    /// close: this body's memfd reopened read-only (no copy), else a new memfd of its own, whose
-    /// seals forbid any change (nobody else holds it: no read-only reopen needed).
+    /// A sealed memfd with the bytes for one client, for the caller to close: this body's own
+    /// read-only open (no copy, no reopen: nothing a holder does to the file's mode changes what
+    /// the next client gets; holders share its offset, so clients read with pread or mmap), else
+    /// a new memfd of its own, whose seals forbid any change.
     func openReadOnly() -> Int32? {
-        if fd >= 0 { return SealedMemory.reopenReadOnly(fd) }
+        if fd >= 0 {
+            let copy = fcntl(fd, F_DUPFD_CLOEXEC, 0)
+            return copy >= 0 ? copy : nil
+        }
         return small.withUnsafeBytes { SealedMemory.make(name: "netactivity-image", bytes: $0) }
     }
 }

@@ -161,7 +161,7 @@ public final class ImageCacheService: ImageStore {
     func addImageFromFd(key: String, call: inout MethodCall) throws {
         let fd = try call.args.readFD()
         let capacity = imageCache.memoryCapacity
-        guard let (body, adopted) = ImageBody.from(sealed: fd, maxBytes: Int(min(capacity, UInt64(Int.max)))) else {
+        guard let body = ImageBody.from(sealed: fd, maxBytes: Int(min(capacity, UInt64(Int.max)))) else {
             // Its size only if it is a memfd (F_GET_SEALS answers for nothing else): fstat on a
             // file of the client's FUSE server would wait for that server.
             var st = stat()
@@ -172,7 +172,7 @@ public final class ImageCacheService: ImageStore {
                 "The image must be a non-empty memfd sealed against writing, shrinking and growing (memfd_create with MFD_ALLOW_SEALING, then F_ADD_SEALS with F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW)"
             )
         }
-        if !adopted { close(fd) }
+        close(fd)
         guard let info = body.withUnsafeBytes({ ImageInfo.sniff($0) }) else { throw notAnImage(body.count, key) }
         try keep(CachedImage(info: info, body: body), key: key, addedBy: call.sender)
     }

@@ -135,16 +135,46 @@ final class PixelPipeline {
 
     private static func prefix(_ storageKey: String) -> String { storageKey + "\u{0}\u{0}px\u{0}" }
 
-    /// The decoded pixels of images that left the cache by request (RemoveImage, RemoveImages,
-    /// RemoveAllImages) go with them: what an app removes is gone in every form. (Images the cache
-    /// evicts to make room keep theirs: the tiers are purged each by its own limits.)
-    func forget(storageKeys: [String]) {
-        guard !storageKeys.isEmpty, tier.count > 0 else { return }
-        let prefixes = storageKeys.map(Self.prefix)
-        for key in tier.keysByRecency where prefixes.contains(where: { key.hasPrefix($0) }) { _ = tier.remove(key) }
+    /// The storage key a tier key was made from (`key(_:_:)`): up to its last box marker.
+    static func storageKey(ofTierKey key: String) -> Substring? {
+        key.ranges(of: "\u{0}\u{0}px\u{0}").last.map { key[..<$0.lowerBound] }
     }
 
-    func forgetAll() { _ = tier.removeAll() }
+    /// The tier keys kept for each storage key, so that an image's removal finds its pixels
+    /// without a look at every entry. Entries the tier evicted on its own stay listed until their
+    /// image goes or the index is rebuilt (when it lists twice what the tier holds).
+    private var byStorageKey: [Substring: [String]] = [:]
+    private var indexed = 0
+
+    private func index(_ key: String) {
+        guard let storage = Self.storageKey(ofTierKey: key) else { return }
+        if indexed > 2 * tier.count + 1024 {
+            byStorageKey.removeAll(keepingCapacity: true)
+            indexed = 0
+            for kept in tier.keysByRecency where kept != key { index(kept) }
+        }
+        byStorageKey[storage, default: []].append(key)
+        indexed += 1
+    }
+
+    /// The decoded pixels of images that left the cache by request (RemoveImage, RemoveImages,
+    /// RemoveAllImages) go with them: what an app removes is gone in every form. (Images the cache
+    /// evicts to make room keep theirs: the tiers are purged each by its own limits.) Each removed
+    /// image costs one look-up, whatever the tier holds.
+    func forget(storageKeys: [String]) {
+        guard !storageKeys.isEmpty, tier.count > 0 else { return }
+        for storage in storageKeys {
+            guard let keys = byStorageKey.removeValue(forKey: storage[...]) else { continue }
+            indexed -= keys.count
+            for key in keys { _ = tier.remove(key) }
+        }
+    }
+
+    func forgetAll() {
+        _ = tier.removeAll()
+        byStorageKey.removeAll()
+        indexed = 0
+    }
 
     /// Decoded pixels `reader` may have at once: its own entry's, else (when it has no entry of its
     /// own for the image) everyone's; nil when they are older than `maxAge` seconds.
@@ -242,7 +272,7 @@ final class PixelPipeline {
                 let entry = CachedPixels(
                     pixels: pixels, contentType: contentType, storedAt: context.scheduler.nowNanoseconds)
                 // Too large for the tier is still an answer: kept or not, this caller gets it.
-                _ = try? tier.add(entry, cost: UInt64(pixels.byteCount), for: key, owner: owner)
+                if (try? tier.add(entry, cost: UInt64(pixels.byteCount), for: key, owner: owner)) != nil { index(key) }
                 reply(.success(Answer(pixels: pixels, source: .network, contentType: contentType, httpStatus: 0)))
             case .failure(.notAnImage(let why)): reply(.failure(NetActivityError(.notAnImage, why)))
             case .failure(.tooLarge(let why)): reply(.failure(NetActivityError(.tooLarge, why)))

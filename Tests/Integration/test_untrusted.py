@@ -1,0 +1,151 @@
+"""Strangers against the decoded tier, the panel's view and the network (DESIGN "Trust and
+isolation"): a decoder that lies, descriptors run out, hit-and-run removals, decoding shared
+unfairly, a panel crowded out, a sandbox reaching what its permissions deny. Each test plays the
+attack as the attacker would and asserts the promise."""
+import ctypes
+import fcntl
+import os
+import stat
+import tempfile
+import time
+import unittest
+
+import dbus
+
+import contract
+from harness import PrivateBus, Agent, connect, png
+from test_agent import AgentTestCase
+from test_hostile import Prober
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+C = contract.ImageCache
+D = contract.Downloader
+ERR = contract.ERROR_PREFIX
+
+
+class LyingDecoderTests(unittest.TestCase):
+    """The decoder is the process an image may have taken over: whatever it says, the agent lives,
+    the request fails as a decode, and the decoder is replaced."""
+
+    def agent_with_decoder(self, *lie):
+        folder = tempfile.mkdtemp(prefix="netactivity-liar-")
+        script = os.path.join(folder, "netactivity-decoder")
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\nexec /usr/bin/python3 %s %s\n" % (os.path.join(HERE, "lying_decoder.py"), " ".join(lie)))
+        os.chmod(script, stat.S_IRWXU)
+        self.addCleanup(lambda: (os.unlink(script), os.rmdir(folder)))
+        bus = PrivateBus()
+        self.addCleanup(bus.stop)
+        agent = Agent(bus, env={"NETACTIVITY_DECODER": script, "NETACTIVITY_DECODER_BWRAP": "none"})
+        self.addCleanup(agent.stop)
+        conn = connect(bus)
+        self.addCleanup(conn.close)
+        return agent, conn
+
+    def test_sizes_that_overflow_or_do_not_match_fail_the_request_and_replace_the_decoder(self):
+        lies = {
+            "stride and height of 2^32 - 1": ("1", "0xFFFFFFFF", "0xFFFFFFFF", "4096"),
+            "a width whose row overflows 32 bits": ("0x40000001", "1", "4", "4"),
+            "more pixels than the limit": ("65536", "65536", "262144", "4096"),
+            "a file smaller than its rows": ("2", "2", "8", "8"),
+            "a file without its seals": ("1", "1", "4", "4", "none"),
+        }
+        for what, lie in lies.items():
+            with self.subTest(what):
+                agent, conn = self.agent_with_decoder(*lie)
+                obj = conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH)
+                cache = dbus.Interface(obj, C.INTERFACE)
+                cache.AddImage("logo", dbus.ByteArray(png(2, 2)))
+                with self.assertRaises(dbus.exceptions.DBusException) as cm:
+                    cache.OpenPixels("logo", dbus.Dictionary({}, signature="sv"))
+                self.assertEqual(cm.exception.get_dbus_name(), ERR + "Decode", cm.exception.get_dbus_message())
+                self.assertTrue(agent.alive(), agent.logtext()[-2000:])
+                statistics = obj.Get(C.INTERFACE, C.DecodedStatistics, dbus_interface=contract.PROPERTIES)
+                self.assertGreaterEqual(int(statistics[C.DECODED_STATISTICS_KEY_DECODERS_REPLACED]), 1, "a decoder that lied is not used again")
+                self.assertEqual(int(obj.Get(C.INTERFACE, C.DecodedMemoryUsage, dbus_interface=contract.PROPERTIES)), 0)
+
+
+def sealed_memfd(data):
+    fd = os.memfd_create("test-image", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    os.write(fd, data)
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
+    return fd
+
+
+def without_capabilities():
+    """In a child before exec: the capability bounding set emptied, so that a root test run's
+    agent has a user's rights (a file of mode 0 cannot be opened)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in range(64):
+        libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP; past the last capability: EINVAL
+
+
+class HandedOutDescriptorTests(AgentTestCase):
+    """What one app does to a descriptor it was handed changes nothing for another."""
+
+    def setUp(self):
+        self.bus = PrivateBus()
+        self.agent = Agent(self.bus, preexec=without_capabilities)
+        self.conn = connect(self.bus)
+        self.observers = []
+
+    def cache(self, conn=None):
+        return dbus.Interface((conn or self.conn).get_object(contract.BUS_NAME, contract.OBJECT_PATH), C.INTERFACE)
+
+    def test_fchmod_on_a_handed_out_image_or_its_pixels_reaches_no_one_else(self):
+        big = bytes(png(16, 16, extra=256 << 10))
+        fd = sealed_memfd(big)
+        os.fchmod(fd, 0o600)
+        self.cache().AddImageFromFd("big", dbus.types.UnixFd(fd))
+        os.fchmod(fd, 0)  # the adding app's own open, after the agent took the image
+        os.close(fd)
+        attacker = connect(self.bus)
+        self.addCleanup(attacker.close)
+        for _ in range(2):
+            f, size = self.cache(attacker).OpenImage("big")
+            f = f.take()
+            os.fchmod(f, 0)
+            os.lseek(f, 1000, os.SEEK_SET)
+            os.close(f)
+            pixels, _ = self.cache(attacker).OpenPixels("big", dbus.Dictionary({}, signature="sv"))
+            pixels = pixels.take()
+            os.fchmod(pixels, 0)
+            os.close(pixels)
+        f, size = self.cache().OpenImage("big")
+        f = f.take()
+        self.addCleanup(os.close, f)
+        self.assertEqual(os.pread(f, size, 0), big)
+        pixels, info = self.cache().OpenPixels("big", dbus.Dictionary({}, signature="sv"))
+        pixels = pixels.take()
+        self.addCleanup(os.close, pixels)
+        self.assertEqual(len(os.pread(pixels, 16 * 16 * 4, 0)), 16 * 16 * 4)
+        self.assertEqual(int(info[C.OPEN_PIXELS_INFO_SOURCE] == C.OPEN_PIXELS_SOURCE_MEMORY), 1, "the same decoded entry")
+
+
+class RemovalTests(AgentTestCase):
+    def cache(self):
+        return dbus.Interface(self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH), C.INTERFACE)
+
+    def test_removing_thousands_of_images_holds_the_loop_no_longer_than_their_number(self):
+        cache = self.cache()
+        image = dbus.ByteArray(png(2, 2))
+        removed, decoded = 8000, 3000
+        for i in range(removed):
+            cache.AddImage("http://example.test/gone/%d.png" % i, image)
+        for i in range(decoded):
+            key = "http://example.test/kept/%d.png" % i
+            cache.AddImage(key, image)
+            os.close(cache.OpenPixels(key, dbus.Dictionary({}, signature="sv"))[0].take())
+        downloader = dbus.Interface(self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH), D.INTERFACE)
+        prober = Prober(self.bus)
+        time.sleep(0.2)
+        self.assertEqual(int(downloader.RemoveImages("http://example.test/gone/")), removed)
+        time.sleep(0.2)
+        report = prober.stop()
+        obj = self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH)
+        self.assertEqual(int(obj.Get(C.INTERFACE, C.DecodedMemoryUsage, dbus_interface=contract.PROPERTIES)),
+                         decoded * 16, "the pixels of the images kept stay")
+        # Each removed image finds its pixels by one look-up: comparing each with every decoded
+        # entry would be 24 million comparisons on the loop.
+        print(report)
+        self.assertLess(report["max_ms"], 500, report)
