@@ -146,7 +146,7 @@ public final class DownloadService: ImageDownloader.Observer {
                 )
             }
             key = ImageRequestKey.scoped(
-                app: context.peers.identity(of: owner).app[...], cacheKey: cacheKey, additional: additional)
+                app: context.peers.identity(of: owner).scope, cacheKey: cacheKey, additional: additional)
         }
         let maxAge = options[Common.maxAge.rawValue]?.doubleValue
         if let maxAge, !(0...Double(NetActivityLimits.maxRequestMaxAge)).contains(maxAge) {

@@ -214,7 +214,7 @@ extension DownloadService {
             throw NetActivityError.invalidArgs(
                 "A prefix must be at most \(NetActivityLimits.maxImageKeyBytes) bytes long, got \(prefix.utf8.count)")
         }
-        let app = context.peers.identity(of: call.sender).app
+        let app = String(context.peers.identity(of: call.sender).scope)
         guard !removing.contains(app) else {
             throw NetActivityError.limitsExceeded(
                 "A RemoveImages of \(app) is still reading the disk; ask again when it has answered")

@@ -104,7 +104,7 @@ public final class BusPeerRegistry: PeerRegistry {
     func departed(_ peer: String) {
         if let waiting = resolving.removeValue(forKey: peer) {
             // Held while the bus was asked whether it reads: it keeps the identity it was charged as.
-            if peers[peer] == nil { peers[peer] = Peer(pid: 0, identity: .unknown) }
+            if peers[peer] == nil { peers[peer] = Peer(pid: 0, identity: .unknown(peer: peer)) }
             for job in waiting { job(true) }
         }
         for handler in departureHandlers { handler(peer) }
@@ -325,7 +325,7 @@ public final class BusPeerRegistry: PeerRegistry {
     private func resolved(_ peer: String, pid: UInt32, identity: ClientIdentity?) {
         guard let waiting = resolving.removeValue(forKey: peer) else { return }
         if identity == nil { logger.debug("The app of \(peer) (pid \(pid)) cannot be known: it has the least rights") }
-        peers[peer] = Peer(pid: identity == nil ? 0 : pid, identity: identity ?? .unknown)
+        peers[peer] = Peer(pid: identity == nil ? 0 : pid, identity: identity ?? .unknown(peer: peer))
         for job in waiting { job(false) }
     }
 

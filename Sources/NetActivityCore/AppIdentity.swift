@@ -8,9 +8,11 @@
 ///   `app[-LAUNCHER]-ID[@RANDOM].service`) under the user's own `app.slice`; a look-alike unit
 ///   anywhere else in the cgroup tree does not count, and a look-alike Flatpak scope is a host app.
 /// - Every other host process belongs to one shared app, `unscoped`, whose leaves are its
-///   processes (`unscoped/pid:N`); connections whose process is not known share `unscoped/gone`,
-///   with a sandboxed app's rights. Forking
-///   therefore never multiplies the pool's share of anything.
+///   processes (`unscoped/pid:N`). Forking therefore never multiplies the pool's share of anything.
+/// - A connection whose process is not known is a leaf of its own in one more shared app,
+///   `unknown` (`unknown/:1.42`), with a sandboxed app's rights: it owns, reads, removes and scopes
+///   only what that connection made (its `scope` is its leaf), and however many such connections
+///   there are, together they have one app's share.
 public struct ClientIdentity: Hashable, Sendable, CustomStringConvertible {
     /// The unit of fairness between apps.
     public let app: String
@@ -21,12 +23,26 @@ public struct ClientIdentity: Hashable, Sendable, CustomStringConvertible {
     public let isSandboxed: Bool
 
     public static let unscopedApp = "unscoped"
-    /// Callers whose process could not be known (it left before it was known, its pid was
-    /// recycled, its files could not be read safely or in time): one leaf of the unscoped pool, with
-    /// the least rights, a sandboxed app's. Not knowing a caller never makes it a host app.
-    public static let unknown = ClientIdentity(app: unscopedApp, leaf: unscopedApp + "/gone", isSandboxed: true)
-    /// Whether this is `unknown` (for messages: it is no sandbox, just not known).
-    public var isUnknown: Bool { self == Self.unknown }
+    public static let unknownApp = "unknown"
+    /// A caller whose process could not be known (it left before it was known, its pid was
+    /// recycled, its files could not be read safely or in time), on connection `peer`: a leaf of
+    /// its own in the `unknown` app, with the least rights, a sandboxed app's. Not knowing a caller
+    /// never makes it a host app, nor a member of anyone else's app.
+    public static func unknown(peer: String) -> ClientIdentity {
+        ClientIdentity(app: unknownApp, leaf: unknownApp + "/" + peer, isSandboxed: true)
+    }
+    /// Whether this caller is not known (for messages: it is no sandbox, just not known).
+    public var isUnknown: Bool { app == Self.unknownApp }
+
+    /// What the caller owns and may name (its entries to remove, its cache-keys, its rows): its
+    /// app; for a caller not known, its own leaf.
+    public var scope: Substring { Self.scope(ofLeaf: leaf) }
+
+    /// The `scope` of whoever was charged as `leaf`.
+    public static func scope(ofLeaf leaf: String) -> Substring {
+        let app = self.app(ofLeaf: leaf)
+        return app == unknownApp ? leaf[...] : app
+    }
 
     public init(app: String, leaf: String? = nil, isSandboxed: Bool = false) {
         self.app = app

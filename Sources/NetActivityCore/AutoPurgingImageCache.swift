@@ -298,14 +298,15 @@ public enum ImageRequestKey {
     /// Whether `key` is a `scoped` one.
     public static func isScoped(_ key: String) -> Bool { key.utf8.first == 0 }
 
-    /// Whether `RemoveImages(prefix)` by `app` takes the entry under `key` charged to `owner` (a
-    /// leaf; "" when not known, as for disk entries an older agent wrote: the unscoped pool's).
-    /// One of `app`'s cache-keys that starts with `prefix`, whoever was charged (only `app` can
-    /// name them); else an entry charged to `app` whose URL (or identifier) starts with `prefix`.
+    /// Whether `RemoveImages(prefix)` by `app` (a caller's `ClientIdentity.scope`) takes the entry
+    /// under `key` charged to `owner` (a leaf; "" when not known, as for disk entries an older
+    /// agent wrote: the unscoped pool's). One of `app`'s cache-keys that starts with `prefix`,
+    /// whoever was charged (only `app` can name them); else an entry charged within `app` whose
+    /// URL (or identifier) starts with `prefix`.
     public static func removable(key: String, owner: String, prefix: String, by app: Substring) -> Bool {
         if let scoped = cacheKey(of: key) { return scoped.app == app && scoped.cacheKey.hasPrefix(prefix) }
         guard !isScoped(key),
-            (owner.isEmpty ? ClientIdentity.unscopedApp[...] : ClientIdentity.app(ofLeaf: owner)) == app
+            (owner.isEmpty ? ClientIdentity.unscopedApp[...] : ClientIdentity.scope(ofLeaf: owner)) == app
         else {
             return false
         }

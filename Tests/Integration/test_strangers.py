@@ -620,17 +620,19 @@ class SettingsReloadTests(unittest.TestCase):
 
 
 class DepartedProcessTests(StrangerTestCase):
-    def test_connections_whose_process_has_gone_share_one_leaf(self):
+    def test_connections_whose_process_has_gone_are_leaves_of_one_app_apart_from_the_host_pool(self):
         """A process can connect, hand its bus socket to another and exit: the connection's pid
-        then names no process. Each such connection used to be an app of its own; now they share
-        one leaf of the unscoped pool, so they never add up to more than one process's share."""
+        then names no process. Such connections are leaves of one app, `unknown`, so they never add
+        up to more than one app's share, and none of them is part of the host apps' pool."""
         from rawbus import body_string_bytes
         raws = [orphaned_connection(self.bus.address)[0] for _ in range(3)]
         for n, raw in enumerate(raws):
             raw.send(NAME, PATH, CACHE, "AddImage", "say", body_string_bytes("gone%d" % n, bytes(png(width=n + 1))))
-        rows = wait_until(lambda: (lambda r: r if r.get("unscoped/gone", 0) == sum(len(png(width=n + 1)) for n in range(3))
-                                   else None)(self.by_app()), what="the three images charged to one leaf")
-        self.assertEqual([k for k in rows if k.startswith("unscoped/")], ["unscoped/gone"])
+        rows = wait_until(lambda: (lambda r: r if len([k for k in r if k.startswith("unknown/")]) == 3 else None)(
+            self.by_app()), what="the three images charged")
+        self.assertEqual(sorted(v for k, v in rows.items() if k.startswith("unknown/")),
+                         sorted(len(png(width=n + 1)) for n in range(3)), "each connection its own leaf")
+        self.assertFalse([k for k in rows if k.startswith("unscoped/")])
         for raw in raws:
             raw.sock.close()
 
@@ -646,7 +648,8 @@ class DepartedProcessTests(StrangerTestCase):
         raw.send(NAME, PATH, CACHE, contract.ImageCache.AddImage, "say",
                  __import__("rawbus").body_string_bytes("gone-image", bytes(png(width=2))))
         # Its calls are handled in order: once its image is charged, its Set was refused.
-        wait_until(lambda: self.by_app().get("unscoped/gone") == len(png(width=2)), what="its image charged as not known")
+        wait_until(lambda: [v for k, v in self.by_app().items() if k.startswith("unknown/")] == [len(png(width=2))],
+                   what="its image charged as not known")
         self.assertTrue(bool(self.conn.get_object(NAME, PATH, introspect=False).Get(IFACE, contract.Activity.Enabled,
                                                                                   dbus_interface=PROPS)))
 
@@ -884,6 +887,7 @@ calls = [
     (P, "Set", "ssv", setter(A.INTERFACE, A.Enabled, "b", struct.pack("<I", 0))),
     (P, "Set", "ssv", setter(D.INTERFACE, D.DiskCapacity, "t", struct.pack("<Q", 0))),
     (C.INTERFACE, C.RemoveAllImages, "", b""),
+    (D.INTERFACE, D.RemoveImages, "s", body_strings("http")),
     (C.INTERFACE, C.AddImageForRequest, "ssay",
      _pad(_string(_string(b"", "https://example.org/host.png"), ""), 4) + struct.pack("<I", 8) + b"\x89PNG\r\n\x1a\n"),
 ]
@@ -899,10 +903,10 @@ raw.sock.close()
         gone = []
         watcher.add_signal_receiver(lambda name, old, new: gone.append(str(name)) if not new and name.startswith(":") else None,
                                     signal_name="NameOwnerChanged", dbus_interface="org.freedesktop.DBus")
-        tries = 40
+        tries = 48
         for i in range(tries):
             subprocess.run([*self.BWRAP, "--ro-bind", HERE, HERE, "--bind", d, d, "--ro-bind", info, "/.flatpak-info",
-                            "--unshare-pid", "--unshare-net", "/usr/bin/python3", "-c", code, "unix:path=%s/bus" % d, str(i % 5)],
+                            "--unshare-pid", "--unshare-net", "/usr/bin/python3", "-c", code, "unix:path=%s/bus" % d, str(i % 6)],
                            check=True, timeout=30)
         # Each of the proxy's connections for them left, and the agent heard of it before this round trip.
         context = GLib.MainContext.default()
@@ -942,7 +946,8 @@ class FuseTests(StrangerTestCase):
         self.assertIn("ok", out, out)
         self.assertLess(out["seconds"], 5, out)
         self.assertLess(report["max_ms"], STALL_MS * 4, report)
-        self.assertEqual(self.by_app().get("unscoped/gone"), len(png(width=6)), "its image is charged as a caller not known")
+        self.assertEqual([v for k, v in self.by_app().items() if k.startswith("unknown/")], [len(png(width=6))],
+                         "its image is charged as a caller not known")
 
     def test_a_fuse_file_passed_as_an_image_is_refused_without_waiting(self):
         prober = Prober(self.bus)
@@ -994,7 +999,8 @@ class RecycledPidTests(StrangerTestCase):
         else:
             self.skipTest("another process took the pid each time")
         raw.send(NAME, PATH, CACHE, contract.ImageCache.AddImage, "say", body_string_bytes("planted", bytes(png(width=5))))
-        rows = wait_until(lambda: (lambda r: r if "unscoped/gone" in r else None)(self.by_app()), what="the planted image charged")
+        rows = wait_until(lambda: (lambda r: r if any(k.startswith("unknown/") for k in r) else None)(self.by_app()),
+                          what="the planted image charged")
         self.assertNotIn("flatpak:org.example.Victim", rows)
         self.assertIsNone(victim("lookup", "planted"), "the victim does not read it as its own")
 

@@ -6,6 +6,7 @@ import ctypes
 import fcntl
 import os
 import stat
+import struct
 import tempfile
 import time
 import unittest
@@ -13,7 +14,7 @@ import unittest
 import dbus
 
 import contract
-from harness import PrivateBus, Agent, connect, png
+from harness import PrivateBus, Agent, connect, png, wait_until
 from test_agent import AgentTestCase
 from test_hostile import Prober
 
@@ -149,3 +150,32 @@ class RemovalTests(AgentTestCase):
         # entry would be 24 million comparisons on the loop.
         print(report)
         self.assertLess(report["max_ms"], 500, report)
+
+
+class UnknownCallerTests(AgentTestCase):
+    """A caller whose process is not known owns only what its connection made."""
+
+    def by_app(self):
+        obj = self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH, introspect=False)
+        return {str(k): int(v) for k, v in obj.Get(C.INTERFACE, C.MemoryUsageByApp,
+                                                   dbus_interface=contract.PROPERTIES).items()}
+
+    def test_remove_images_by_a_caller_not_known_takes_nothing_of_the_host_apps(self):
+        from rawbus import _pad, _string, body_string_bytes, body_strings
+        from test_strangers import orphaned_connection
+        cache = dbus.Interface(self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH), C.INTERFACE)
+        host = bytes(png(width=3))
+        cache.AddImageForRequest("https://example.org/host.png", "", dbus.ByteArray(host))
+        raw, _ = orphaned_connection(self.bus.address)
+        self.addCleanup(raw.sock.close)
+        own = bytes(png(width=2))
+        raw.send(contract.BUS_NAME, contract.OBJECT_PATH, C.INTERFACE, C.AddImageForRequest, "ssay",
+                 _pad(_string(_string(b"", "https://example.org/mine.png"), ""), 4) + struct.pack("<I", len(own)) + own)
+        raw.send(contract.BUS_NAME, contract.OBJECT_PATH, D.INTERFACE, D.RemoveImages, "s", body_strings("http"))
+        raw.send(contract.BUS_NAME, contract.OBJECT_PATH, C.INTERFACE, C.AddImage, "say",
+                 body_string_bytes("marker", bytes(png(width=4))))
+        # Its calls are handled in order: once its marker is charged, its RemoveImages has run.
+        wait_until(lambda: len(png(width=4)) in self.by_app().values(), what="the marker charged, its own URL image removed")
+        found, data = cache.LookupImageForRequest("https://example.org/host.png", "", byte_arrays=True)
+        self.assertTrue(found, "the host app's image is not the unknown caller's to remove")
+        self.assertEqual(bytes(data), host)
