@@ -44,6 +44,20 @@ static inline long clinux_copy_file_range(int in_fd, long long *in_off, int out_
     return syscall(SYS_copy_file_range, in_fd, (loff_t *)in_off, out_fd, (loff_t *)0, len, 0u);
 }
 
+/* openat2(2) (glibc has no wrapper) of `name` under the directory `dirfd`, read-only, non-blocking,
+   without a controlling terminal: links are followed, but never a magic link (/proc/PID/root,
+   /proc/PID/fd/N) and never across a mount, so what it opens is on the directory's own mount
+   (RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV). -1 with errno ENOSYS on kernels before 5.6. */
+struct clinux_open_how { unsigned long long flags, mode, resolve; };
+static inline int clinux_open_on_same_mount(int dirfd, const char *name) {
+    struct clinux_open_how how = {O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0, 0x01 | 0x02};
+#ifdef SYS_openat2
+    return (int)syscall(SYS_openat2, dirfd, name, &how, sizeof how);
+#else
+    return (int)syscall(437, dirfd, name, &how, sizeof how);
+#endif
+}
+
 /* pipe2(2) with O_CLOEXEC, and O_NONBLOCK when `nonblocking` (glibc declares pipe2 only with
    _GNU_SOURCE): the raw syscall. */
 static inline int clinux_pipe_cloexec(int fds[2], int nonblocking) {

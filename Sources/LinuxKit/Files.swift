@@ -26,6 +26,29 @@ public enum Files {
         return (fd, Int(st.st_size))
     }
 
+    /// `name` in the folder `directory` opened read-only, with its size, when it is a regular file
+    /// of at most `maxBytes` on the folder's own mount: links are followed within that mount only,
+    /// never through a magic link (`/proc/PID/root`) nor into another mount, so a link a user's
+    /// process planted cannot lead the open into a FUSE mount whose server never answers. (Where
+    /// the kernel has no openat2, links are followed as `openRegular` follows them.) The caller
+    /// closes the fd.
+    public static func openRegular(in directory: String, _ name: String, maxBytes: Int) -> (fd: Int32, size: Int)? {
+        let folder = open(directory, 0o10000000 /* O_PATH: no file system call */ | O_DIRECTORY | O_CLOEXEC)
+        guard folder >= 0 else { return nil }
+        defer { close(folder) }
+        var fd = clinux_open_on_same_mount(folder, name)
+        if fd < 0, errno == ENOSYS {
+            fd = openat(folder, name, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+        }
+        guard fd >= 0 else { return nil }
+        var st = stat()
+        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, st.st_size >= 0, st.st_size <= maxBytes else {
+            close(fd)
+            return nil
+        }
+        return (fd, Int(st.st_size))
+    }
+
     /// The first `count` bytes of the file behind `fd` (read at offset 0, whatever its file
     /// offset), or nil when it has fewer or a read fails.
     /// Bytes waiting to be read on socket `fd` (0 when none or unknown).

@@ -5,7 +5,8 @@ import NetActivityCore
 /// Apps' names as the desktop shows them: the identity's desktop-file id (a Flatpak's app id, a
 /// host app's systemd app unit, a Snap's `NAME_NAME`) looked up as `ID.desktop` in
 /// `$XDG_DATA_HOME/applications` and each of `$XDG_DATA_DIRS`, with `Name` localized for the
-/// agent's locale. Each app is read once (at most `capacity` remembered; a miss is remembered too).
+/// agent's locale. Each app is read once, off the loop (at most `capacity` remembered; a miss is
+/// remembered too).
 final class AppNames {
     private let directories: [String]
     private let locale: String
@@ -36,25 +37,39 @@ final class AppNames {
         return nil
     }
 
-    /// The app's desktop entry, or nil when none is found.
-    func entry(forApp app: String) -> DesktopEntry? {
-        guard let id = Self.desktopID(ofApp: app) else { return nil }
-        if let cached = known[id] { return cached }
-        var found: DesktopEntry?
-        for dir in directories {
-            if let text = Self.readSmall(dir + id + ".desktop"), let entry = DesktopEntry.parse(text, locale: locale) {
-                found = entry
-                break
-            }
-        }
-        if known.count >= capacity { known.removeAll(keepingCapacity: true) }
-        known[id] = .some(found)
-        return found
+    /// What is remembered of `app`'s desktop entry: nil when it was never looked up, `.some(nil)`
+    /// when it has none. On the loop.
+    func remembered(forApp app: String) -> DesktopEntry?? {
+        guard let id = Self.desktopID(ofApp: app) else { return .some(nil) }
+        return known[id]
     }
 
-    /// A regular file of at most 64 KiB (links followed: Flatpak exports are links), never on FUSE.
-    static func readSmall(_ path: String) -> String? {
-        guard let (fd, size) = Files.openRegular(path, maxBytes: 65536, followLinks: true) else { return nil }
+    /// Remembers what `lookUp` found for `app`. On the loop.
+    func remember(_ entry: DesktopEntry?, forApp app: String) {
+        guard let id = Self.desktopID(ofApp: app) else { return }
+        if known.count >= capacity { known.removeAll(keepingCapacity: true) }
+        known[id] = .some(entry)
+    }
+
+    /// Reads an app's desktop entry from the files: never on the loop, since a client can make its
+    /// desktop file a link into a FUSE mount whose server never answers, and the open itself waits.
+    var lookUp: @Sendable (_ app: String) -> DesktopEntry? {
+        let (directories, locale) = (directories, locale)
+        return { app in
+            guard let id = Self.desktopID(ofApp: app) else { return nil }
+            for dir in directories {
+                if let text = Self.readSmall(dir, id + ".desktop"), let entry = DesktopEntry.parse(text, locale: locale) {
+                    return entry
+                }
+            }
+            return nil
+        }
+    }
+
+    /// A regular file of at most 64 KiB in `directory` (links followed within its mount: Flatpak's
+    /// exports are links), never on FUSE.
+    static func readSmall(_ directory: String, _ name: String) -> String? {
+        guard let (fd, size) = Files.openRegular(in: directory, name, maxBytes: 65536) else { return nil }
         defer { close(fd) }
         guard !Files.isOnFUSE(fd), let bytes = Files.readPrefix(fd, count: size) else { return nil }
         return String(decoding: bytes, as: UTF8.self)

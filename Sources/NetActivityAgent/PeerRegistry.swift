@@ -57,6 +57,13 @@ public final class BusPeerRegistry: PeerRegistry {
     public typealias IdentityReader = (_ pid: UInt32, _ startedBy: UInt64, _ done: @escaping (ClientIdentity?) -> Void)
         -> Void
     private let readIdentity: IdentityReader
+    /// Reads an app's desktop entry (with `lookUp`) and a process's name off the loop; the answer
+    /// comes back on the loop's thread.
+    public typealias NameReader = (
+        _ app: String, _ pid: UInt32, _ lookUp: @escaping @Sendable (String) -> DesktopEntry?,
+        _ done: @escaping (DesktopEntry?, String) -> Void
+    ) -> Void
+    private let readName: NameReader
     /// When each peer's unique name appeared on the bus (boot-time clock ticks), for peers that
     /// connected while the agent ran: the process that made the connection started before it.
     private var connectedAt: [String: UInt64] = [:]
@@ -65,18 +72,21 @@ public final class BusPeerRegistry: PeerRegistry {
 
     public convenience init(connection: Connection, loop: EventLoop, logger: Logger) {
         let readers = IdentityReaders(mailbox: loop.mailbox)
-        self.init(connection: connection, scheduler: loop, logger: logger) { pid, startedBy, done in
-            readers.read(pid: pid, startedBy: startedBy, done)
-        }
+        self.init(
+            connection: connection, scheduler: loop, logger: logger,
+            readIdentity: { readers.read(pid: $0, startedBy: $1, $2) },
+            readName: { readers.readName(app: $0, pid: $1, lookUp: $2, $3) })
     }
 
     public init(
-        connection: Connection, scheduler: any Scheduler, logger: Logger, readIdentity: @escaping IdentityReader
+        connection: Connection, scheduler: any Scheduler, logger: Logger, readIdentity: @escaping IdentityReader,
+        readName: @escaping NameReader
     ) {
         self.connection = connection
         self.scheduler = scheduler
         self.logger = logger
         self.readIdentity = readIdentity
+        self.readName = readName
     }
 
     /// Subscribes to departures; call before serving.
@@ -332,10 +342,23 @@ public final class BusPeerRegistry: PeerRegistry {
     public func lookUpProcessName(of peer: String, _ known: @escaping (String) -> Void) {
         resolve(peer) { [self] _ in
             guard let found = self.peers[peer], found.pid != 0 else { return known("") }
-            let name =
-                self.appNames.entry(forApp: found.identity.app)?.name ?? ServiceProcess.processName(pid: found.pid)
-            // Later, as the protocol promises: on the next turn of the loop.
-            self.scheduler.schedule(afterNanoseconds: 0) { known(name) }
+            let app = found.identity.app
+            let remembered: DesktopEntry?? = self.appNames.remembered(forApp: app)
+            var lookUp: @Sendable (String) -> DesktopEntry? = self.appNames.lookUp
+            if case .some(let entry) = remembered {
+                if let name = entry?.name {
+                    // Later, as the protocol promises: on the next turn of the loop.
+                    self.scheduler.schedule(afterNanoseconds: 0) { known(name) }
+                    return
+                }
+                lookUp = { _ in nil }  // it has no desktop file: its process's name
+            }
+            // Desktop files and /proc are read off the loop: a desktop file can be a link into FUSE.
+            let lookedUp = remembered == nil
+            self.readName(app, found.pid, lookUp) { [weak self] entry, processName in
+                if lookedUp { self?.appNames.remember(entry, forApp: app) }
+                known(entry?.name ?? processName)
+            }
         }
     }
 

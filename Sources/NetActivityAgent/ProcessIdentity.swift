@@ -167,6 +167,21 @@ final class IdentityReaders {
 
     init(mailbox: EventLoop.Mailbox) { self.mailbox = mailbox }
 
+    /// `done` runs on the loop's thread with what `lookUp` found for `app` (a desktop entry, read
+    /// from files a client may point into FUSE) and the process's own name.
+    func readName(
+        app: String, pid: UInt32, lookUp: @escaping @Sendable (String) -> DesktopEntry?,
+        _ done: @escaping (DesktopEntry?, String) -> Void
+    ) {
+        let back = UncheckedSendable(done)
+        let mailbox = mailbox
+        threads.run {
+            let entry = UncheckedSendable(lookUp(app))
+            let name = ServiceProcess.processName(pid: pid)
+            mailbox.post { back.value(entry.value, name) }
+        }
+    }
+
     /// `done` runs on the loop's thread with the identity, or nil when it cannot be known.
     func read(pid: UInt32, startedBy: UInt64, _ done: @escaping (ClientIdentity?) -> Void) {
         let back = UncheckedSendable(done)

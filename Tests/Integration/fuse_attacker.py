@@ -5,7 +5,9 @@ of this process (a raw /dev/fuse server: INIT, LOOKUP, GETATTR and OPEN of one f
 the bus, and then makes the server stop answering (anything but closing a file) before it acts:
 
 - `chroot`: chroots into the mount (its root is now the frozen FUSE root) and adds an image;
-- `fd`: opens the mount's one file and passes it to AddImageFromFd.
+- `fd`: opens the mount's one file and passes it to AddImageFromFd;
+- `hold`: connects to nothing; prints its pid at once (the test points a file of the agent's at
+  /proc/PID/root/MOUNT/image.png, a way into this mount from outside its namespace).
 
 It prints one JSON line, {"ok": ...} or {"error": [name, message]}, with the seconds the call
 took, then waits for stdin to close; the server then stops (its /dev/fuse closed, which aborts
@@ -114,6 +116,12 @@ def main():
         print(json.dumps({"error": ["mount", os.strerror(ctypes.get_errno())]}), flush=True)
         return
     server = Server(fd)
+    if mode == "hold":
+        server.freeze()
+        print(json.dumps({"ok": os.getpid()}), flush=True)
+        sys.stdin.read()
+        server.stop()
+        os._exit(0)
     conn = dbus.bus.BusConnection(address)
     obj = conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH, introspect=False)
     cache = dbus.Interface(obj, contract.ImageCache.INTERFACE)

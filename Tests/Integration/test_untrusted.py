@@ -4,9 +4,13 @@ unfairly, a panel crowded out, a sandbox reaching what its permissions deny. Eac
 attack as the attacker would and asserts the promise."""
 import ctypes
 import fcntl
+import json
 import os
+import shutil
 import stat
 import struct
+import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -17,6 +21,7 @@ import contract
 from harness import PrivateBus, Agent, connect, png, wait_until
 from test_agent import AgentTestCase
 from test_hostile import Prober
+from test_strangers import Cgroups, StrangerTestCase, can_mount_fuse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 C = contract.ImageCache
@@ -179,3 +184,35 @@ class UnknownCallerTests(AgentTestCase):
         found, data = cache.LookupImageForRequest("https://example.org/host.png", "", byte_arrays=True)
         self.assertTrue(found, "the host app's image is not the unknown caller's to remove")
         self.assertEqual(bytes(data), host)
+
+
+@unittest.skipUnless(Cgroups.usable() and can_mount_fuse(), "needs root (cgroups), /dev/fuse and user namespaces")
+class DesktopFileOnFuseTests(StrangerTestCase):
+    """An app's desktop file, looked up for its name, is a link into a FUSE mount whose server never
+    answers: the lookup waits, off the loop, and the app keeps its process name."""
+
+    def test_a_desktop_file_linked_into_a_frozen_fuse_mount_holds_no_one_up(self):
+        data = tempfile.mkdtemp(prefix="netactivity-data-")
+        self.addCleanup(shutil.rmtree, data, True)
+        os.mkdir(os.path.join(data, "applications"))
+        self.agent.stop()
+        self.agent = Agent(self.bus, env={"XDG_DATA_DIRS": data, "XDG_DATA_HOME": os.path.join(data, "none")})
+        mnt = tempfile.mkdtemp(prefix="netactivity-fuse-")
+        self.addCleanup(os.rmdir, mnt)
+        attacker = subprocess.Popen(["unshare", "-rm", sys.executable, os.path.join(HERE, "fuse_attacker.py"), self.bus.address,
+                                     "hold"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                    env=dict(os.environ, FUSE_MOUNT=mnt))
+        self.addCleanup(lambda: (attacker.stdin.close(), attacker.wait(20)))
+        pid = json.loads(attacker.stdout.readline())["ok"]
+        os.symlink("/proc/%d/root%s/image.png" % (pid, mnt), os.path.join(data, "applications", "org.example.Frozen.desktop"))
+        cgroups = Cgroups()
+        self.addCleanup(cgroups.remove)
+        uid = os.getuid()
+        app = self.stranger(cgroup=cgroups.make(
+            "/user.slice/user-%d.slice/user@%d.service/app.slice/app-gnome-org.example.Frozen-53.scope" % (uid, uid)))
+        prober = Prober(self.bus)
+        app("leases", 1)
+        time.sleep(1)  # the name's lookup is under way, held by the FUSE server
+        self.assertIsNotNone(app("ping"))
+        report = prober.stop()
+        self.assertLess(report["max_ms"], 200, report)
