@@ -58,7 +58,8 @@ final class AppNames {
         return { app in
             guard let id = Self.desktopID(ofApp: app) else { return nil }
             for dir in directories {
-                if let text = Self.readSmall(dir, id + ".desktop"), let entry = DesktopEntry.parse(text, locale: locale) {
+                if let text = Self.readSmall(dir, id + ".desktop"), let entry = DesktopEntry.parse(text, locale: locale)
+                {
                     return entry
                 }
             }
