@@ -138,7 +138,7 @@ public final class Agent {
         images = ImageCacheService(context: context, fileLimit: options.fileLimit)
         downloads = DownloadService(
             context: context, loop: loop, images: images, tasks: tasks, activity: activity,
-            announceAfter: { [unowned activity] in activity.machine.activationDelay })
+            announceAfter: { [unowned activity] in activity.machine.activationDelay }, fileLimit: options.fileLimit)
         activity.tasks = tasks
         images.pixels = downloads.pixels
         downloads.onFailure.append { [unowned self] url, message in

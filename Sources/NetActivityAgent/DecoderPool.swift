@@ -86,10 +86,11 @@ final class DecoderPool {
     let timeout: Duration
     let idleTimeout: Duration
 
-    /// Images that may wait for a decoder: of one owner (an app's leaf), and of all. Each holds a
-    /// descriptor while it waits, so a client that asks for thousands cannot run the agent out.
+    /// Images that may wait for a decoder: of one owner (an app's leaf), and of all
+    /// (`NetActivityLimits.decoderWaiting`). Each holds a descriptor while it waits, so a client
+    /// that asks for thousands cannot run the agent out.
     static let maxWaitingPerOwner = 16
-    static let maxWaiting = 256
+    let maxWaiting: Int
 
     private final class Job {
         let id: UInt64
@@ -149,8 +150,10 @@ final class DecoderPool {
     /// `bubblewrap`: bwrap's path, or nil to run the decoders in their own sandbox alone.
     init(
         executable: String, loop: EventLoop, bubblewrap: String? = DecoderPool.installedBubblewrap(),
-        maxDecoders: Int = 2, timeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(30)
+        maxDecoders: Int = 2, timeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(30),
+        maxWaiting: Int = 256
     ) {
+        self.maxWaiting = maxWaiting
         self.executable = executable
         self.bubblewrap = bubblewrap
         self.loop = loop
@@ -205,12 +208,12 @@ final class DecoderPool {
         image: Int32, box: Box, owner: String = "", _ completion: @escaping (Result<DecodedPixels, Failure>) -> Void
     ) -> () -> Void {
         let mine = waitingByOwner[owner, default: 0]
-        guard mine < Self.maxWaitingPerOwner, waiting.count - waitingHead < Self.maxWaiting else {
+        guard mine < Self.maxWaitingPerOwner, waiting.count - waitingHead < maxWaiting else {
             Closer.close(image)
             let why =
                 mine >= Self.maxWaitingPerOwner
                 ? "\(owner) has \(mine) images waiting for the decoder; ask again when one is done"
-                : "\(Self.maxWaiting) images wait for the decoder; ask again"
+                : "\(maxWaiting) images wait for the decoder; ask again"
             _ = loop.schedule(afterNanoseconds: 0) { completion(.failure(.busy(why))) }
             return {}
         }

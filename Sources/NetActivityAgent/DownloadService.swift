@@ -40,12 +40,15 @@ public final class DownloadService: ImageDownloader.Observer {
     /// `transport`: HTTP for the downloader (nil: libcurl's, made at the first download).
     /// `diskTier`: whether to keep a disk tier in the user's cache directory.
     /// `announceAfter`: how long a transfer runs before its task object is published (the
-    /// indicator's ActivationDelay: what ends sooner, no person could have seen).
+    /// indicator's ActivationDelay: what ends sooner, no person could have seen). `fileLimit`:
+    /// the agent's open-file limit, which bounds the decoded tier's descriptors.
     public init(
         context: AgentContext, loop: EventLoop, images: any ImageStore, tasks: any TaskFactory,
         activity: any ActivitySink,
-        announceAfter: @escaping () -> Duration, transport: (any HTTPTransport)? = nil, diskTier: Bool = true
+        announceAfter: @escaping () -> Duration, transport: (any HTTPTransport)? = nil, diskTier: Bool = true,
+        fileLimit: UInt64 = 1024
     ) {
+        self.fileLimit = fileLimit
         givenTransport = transport
         useDiskTier = diskTier
         self.context = context
@@ -55,6 +58,8 @@ public final class DownloadService: ImageDownloader.Observer {
         self.activity = activity
         self.announceAfter = announceAfter
     }
+
+    private let fileLimit: UInt64
 
     /// An image must fit in the cache, and a bus message in any case.
     private var maxBodyBytes: Int { Int(min(images.memoryCapacity, UInt64(NetActivityLimits.maxDownloadBytes))) }
@@ -95,7 +100,7 @@ public final class DownloadService: ImageDownloader.Observer {
     /// PrefetchImages and CancelPrefetch.
     lazy var prefetching = Prefetching(context: context, downloads: self)
     /// FetchPixels: decoding (in netactivity-decoder) and the decoded pixels' tier.
-    lazy var pixels = PixelPipeline(context: context, loop: loop, images: images)
+    lazy var pixels = PixelPipeline(context: context, loop: loop, images: images, fileLimit: fileLimit)
 
     /// At exit: waits up to `milliseconds` for the disk writes under way.
     public func finishDiskWrites(milliseconds: Int) {

@@ -73,16 +73,33 @@ final class PixelPipeline {
     }
 
     /// Started at the first FetchPixels that misses the tier.
-    private lazy var pool: DecoderPool? = Self.decoderPath().map { [context] in
-        let pool = DecoderPool(executable: $0, loop: loop, bubblewrap: Self.bubblewrapPath())
+    private lazy var pool: DecoderPool? = Self.decoderPath().map { [context, maxWaiting] in
+        let pool = DecoderPool(
+            executable: $0, loop: loop, bubblewrap: Self.bubblewrapPath(), maxWaiting: maxWaiting)
         pool.warn = { context.logger.warning("\($0)") }
         return pool
     }
 
-    init(context: AgentContext, loop: EventLoop, images: any ImageStore) {
+    /// The most entries (memfds) the tier keeps: `NetActivityLimits.memfdPixels`.
+    private let maxEntries: Int
+    /// The most images waiting for a decoder: `NetActivityLimits.decoderWaiting`.
+    private let maxWaiting: Int
+
+    init(context: AgentContext, loop: EventLoop, images: any ImageStore, fileLimit: UInt64) {
         self.context = context
         self.loop = loop
         self.images = images
+        maxEntries = NetActivityLimits.memfdPixels(fileLimit: fileLimit)
+        maxWaiting = NetActivityLimits.decoderWaiting(fileLimit: fileLimit)
+    }
+
+    /// What an entry of `bytes` pixel bytes is charged: its bytes in whole pages (what the kernel
+    /// holds for a memfd), and at least the capacity's share of one descriptor, so that the tier's
+    /// byte limits bound the memfds it keeps, and its fair eviction shares them among apps.
+    static func charge(_ bytes: Int, capacity: UInt64, maxEntries: Int) -> UInt64 {
+        let page: UInt64 = 4096
+        let pages = (UInt64(bytes) + page - 1) / page * page
+        return max(pages, page, capacity / UInt64(max(1, maxEntries)))
     }
 
     /// The decoder beside the agent (a build tree), else where `make install` and the package put
@@ -199,7 +216,7 @@ final class PixelPipeline {
             }
         decode(
             image.body, info: image.info, source: source, httpStatus: image.httpStatus,
-            key: Self.key(imageKey, box, own: own, leaf: leaf), owner: own ? leaf : "",
+            key: Self.key(imageKey, box, own: own, leaf: leaf), owner: leaf,
             box: box, reader: leaf,
             reply: reply)
     }
@@ -212,7 +229,8 @@ final class PixelPipeline {
     }
 
     /// Decodes `body` in a decoder, for `reader` (its queue share), keeps the pixels under `key`
-    /// charged to `owner` ("" for everyone's), and answers `reply` on a later turn. A decode of
+    /// charged to `owner` (the app that asked first: one app's churn evicts its own entries
+    /// first), and answers `reply` on a later turn. A decode of
     /// `key` under way already answers this request too (each asker with its own `source`).
     func decode(
         _ body: any FetchedBody, info: ImageInfo, source: DownloaderMember.FetchPixelsSource, httpStatus: UInt32,
@@ -272,7 +290,8 @@ final class PixelPipeline {
                 let entry = CachedPixels(
                     pixels: pixels, contentType: contentType, storedAt: context.scheduler.nowNanoseconds)
                 // Too large for the tier is still an answer: kept or not, this caller gets it.
-                if (try? tier.add(entry, cost: UInt64(pixels.byteCount), for: key, owner: owner)) != nil { index(key) }
+                let cost = Self.charge(pixels.byteCount, capacity: tier.memoryCapacity, maxEntries: maxEntries)
+                if (try? tier.add(entry, cost: cost, for: key, owner: owner)) != nil { index(key) }
                 reply(.success(Answer(pixels: pixels, source: .network, contentType: contentType, httpStatus: 0)))
             case .failure(.notAnImage(let why)): reply(.failure(NetActivityError(.notAnImage, why)))
             case .failure(.tooLarge(let why)): reply(.failure(NetActivityError(.tooLarge, why)))

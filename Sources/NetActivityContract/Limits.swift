@@ -83,10 +83,27 @@ public enum NetActivityLimits {
         UInt32(min(256, max(1, fileLimit / 16)))
     }
 
-    /// Cached images held in memfds (an fd each) over all clients: 4,096, or a quarter of the
+    /// Cached images held in memfds (an fd each) over all clients: 4,096, or an eighth of the
     /// open-file limit when lower. Past that, images are kept in plain memory (OpenImage then
     /// copies into a new memfd per call).
     public static func memfdImages(fileLimit: UInt64) -> Int {
-        Int(min(4096, fileLimit / 4))
+        Int(min(4096, fileLimit / 8))
     }
+
+    /// Decoded entries (a memfd each) the decoded tier keeps: 4,096, or an eighth of the open-file
+    /// limit when lower. The tier charges each entry at least its capacity divided by this (a
+    /// descriptor's worth, and at least a page), so its byte limits bound its descriptors too, and
+    /// its fair eviction shares them.
+    public static func memfdPixels(fileLimit: UInt64) -> Int {
+        Int(max(16, min(4096, fileLimit / 8)))
+    }
+
+    /// Images waiting for a decoder (a descriptor each) over all apps: 256, or a thirty-second of
+    /// the open-file limit when lower.
+    public static func decoderWaiting(fileLimit: UInt64) -> Int {
+        Int(max(16, min(256, fileLimit / 32)))
+    }
+    // Leases (a half), images and pixels (an eighth each) and waiting decodes (a thirty-second)
+    // leave the agent at least 7/32 of its open-file limit for its own work: the bus connection and
+    // the descriptors messages carry, identity reads, the decoders' sockets, HTTP, the disk.
 }

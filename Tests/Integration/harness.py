@@ -255,6 +255,16 @@ def png(width=4, height=3, extra=0):
     return b"\x89PNG\r\n\x1a\n" + body + chunk(b"IEND", b"")
 
 
+def decoded_charge(pixel_bytes, capacity=100 << 20):
+    """What the decoded tier charges an entry of `pixel_bytes` (DecodedMemoryUsage counts it): its
+    bytes in whole pages, and at least the capacity's share of one of the descriptors the tier may
+    keep (an eighth of the agent's open-file limit, which it raises to this process's hard limit,
+    between 16 and 4,096)."""
+    import resource
+    entries = max(16, min(4096, resource.getrlimit(resource.RLIMIT_NOFILE)[1] // 8))
+    return max((pixel_bytes + 4095) // 4096 * 4096, capacity // entries)
+
+
 def image_adder(bus, data, names, refusals_ok=False):
     """The argv of a process of its own (another app, to the agent) that adds `data` with AddImage
     under each of `names`; with `refusals_ok`, a D-Bus error skips that name instead of failing."""

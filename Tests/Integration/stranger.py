@@ -3,7 +3,7 @@
 per line, runs each on its own bus connection and prints one JSON line per command, {"ok": value}
 or {"error": [name, message]}. It keeps everything it was given (leases, tasks) until stdin
 closes. Commands: ["tasks", N], ["leases", N, REASON?], ["reasons"], ["download", URL], ["set", IFACE, PROP, SIG, VALUE],
-["add-url", URL, HEX], ["lookup-url", URL], ["open-url", URL], ["open-pixels", ID] (OpenPixels: width, height, pixels in hex), ["add", ID, HEX], ["usage-by-app"],
+["add-url", URL, HEX], ["lookup-url", URL], ["open-url", URL], ["open-pixels", ID] (OpenPixels: width, height, pixels in hex), ["pixel-boxes", ID, N] (OpenPixels at N boxes), ["add", ID, HEX], ["usage-by-app"],
 ["remove-all"], ["fetch", URL, {OPTION: [SIGNATURE, VALUE]}] (FetchImage: the bytes in hex and the source), ["remove-images", PREFIX],
 ["task", DESCRIPTION, {OPTION: [SIGNATURE, VALUE]}] (BeginTask: the path), ["managed"] (the task paths and descriptions
 GetManagedObjects lists), ["get", PATH, IFACE, PROP], ["ping"]."""
@@ -69,6 +69,16 @@ def run(cmd, *args):
             return [width, height, os.pread(fd, stride * height, 0).hex()]
         finally:
             os.close(fd)
+    if cmd == "pixel-boxes":
+        # OpenPixels of one image at boxes 1..N wide: {"ok": answered, "errors": {name: count}}
+        answered, errors = 0, {}
+        for width in range(1, args[1] + 1):
+            try:
+                os.close(cache.OpenPixels(args[0], dbus.Dictionary({"max-width": dbus.UInt32(width)}, signature="sv"))[0].take())
+                answered += 1
+            except dbus.exceptions.DBusException as e:
+                errors[e.get_dbus_name()] = errors.get(e.get_dbus_name(), 0) + 1
+        return {"ok": answered, "errors": errors}
     if cmd == "lookup":
         found, data = cache.LookupImage(args[0], byte_arrays=True)
         return bytes(data).hex() if found else None

@@ -16,7 +16,7 @@ import dbus.mainloop.glib
 from gi.repository import GLib
 
 import contract
-from harness import PROPS, connect, descendants_named, png as harness_png, wait_until
+from harness import PROPS, connect, decoded_charge, descendants_named, png as harness_png, wait_until
 from test_agent import AgentTestCase
 from test_decoder import png
 from test_strangers import Stranger, can_fake_flatpak
@@ -157,7 +157,8 @@ class PixelTests(AgentTestCase):
                          (100 << 20, 60 << 20))
         self.assertEqual(get(C.DecodedMemoryUsage), 0)
         self.pixels("/a.png")
-        self.assertEqual(get(C.DecodedMemoryUsage), 8 * 4 * 4, "width x height x 4 bytes")
+        self.assertEqual(get(C.DecodedMemoryUsage), decoded_charge(8 * 4 * 4),
+                         "width x height x 4 bytes, at least a page and a descriptor's worth")
         self.expect_error(contract.DBusError.InvalidArgs, lambda: put(C.DecodedMemoryCapacity, (1 << 40) + 1))
         self.expect_error(contract.DBusError.InvalidArgs, lambda: put(C.DecodedPreferredMemoryUsageAfterPurge, 200 << 20))
         put(C.DecodedPreferredMemoryUsageAfterPurge, 0)
@@ -311,7 +312,7 @@ class OpenPixelsTests(AgentTestCase):
         # What an app removes goes in every form: its decoded pixels too.
         obj = self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH)
         decoded = lambda: int(obj.Get(C.INTERFACE, C.DecodedMemoryUsage, dbus_interface=PROPS))
-        self.assertEqual(decoded(), 128 + 32)
+        self.assertEqual(decoded(), decoded_charge(128) + decoded_charge(32))
         self.assertTrue(self.cache().RemoveImage("logo"))
         self.assertEqual(decoded(), 0)
         self.expect_error(ERR + "NotFound", lambda: self.open_pixels("logo"))
