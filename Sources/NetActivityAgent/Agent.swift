@@ -25,7 +25,18 @@ public struct AgentOptions: Sendable {
     /// The settings file's limits for the image cache and for the decoded tier (nil: the default).
     public var imageCacheLimits = CacheLimits()
     public var decodedCacheLimits = CacheLimits()
+    /// Non-public addresses or ranges (`ADDRESS[/PREFIX]`) a sandboxed or unknown caller's
+    /// downloads may still reach (the settings' `sandboxed-local-networks`; none by default).
+    /// Texts `isNetworkRange` refuses are left out.
+    public var sandboxedLocalNetworks: [String] = []
     public init() {}
+
+    /// Whether `text` is an address or a range `sandboxedLocalNetworks` takes.
+    public static func isNetworkRange(_ text: String) -> Bool { NetworkRange(text[...]) != nil }
+
+    var sandboxReach: NetworkReach {
+        NetworkReach(allowed: sandboxedLocalNetworks.compactMap { NetworkRange($0[...]) })
+    }
 }
 
 /// A memory tier's two numbers as the settings file gives them: a number it does not give has its
@@ -178,6 +189,7 @@ public final class Agent {
         startSystemConditions()
         startDesktopObservers()
         applyCacheLimits()
+        downloads.sandboxReach = options.sandboxReach
         try peers.start()
         peers.probeStats()
         connection.onSignal(
@@ -218,6 +230,8 @@ public final class Agent {
         downloads.conditions.set(new.deferral)
         options.imageCacheLimits = new.imageCacheLimits
         options.decodedCacheLimits = new.decodedCacheLimits
+        options.sandboxedLocalNetworks = new.sandboxedLocalNetworks
+        downloads.sandboxReach = new.sandboxReach
         startDesktopObservers()
         applyCacheLimits()
     }

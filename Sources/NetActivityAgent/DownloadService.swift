@@ -86,6 +86,12 @@ public final class DownloadService: ImageDownloader.Observer {
         DiskTier(directory: $0, mailbox: loop.mailbox, logger: context.logger)
     }
 
+    /// Where a sandboxed or unknown caller's transfers may connect beyond public addresses.
+    var sandboxReach: NetworkReach {
+        get { pipeline.sandboxReach }
+        set { pipeline.sandboxReach = newValue }
+    }
+
     private lazy var pipeline = FetchPipeline(
         context: context, loop: loop, disk: disk, transport: givenTransport,
         maxBodyBytes: { [unowned self] in maxBodyBytes },
@@ -134,6 +140,7 @@ public final class DownloadService: ImageDownloader.Observer {
         url: String, options: [String: DBusValue], owner: String, method: DownloaderMember.Method, _: Option.Type
     ) throws(NetActivityError) -> RequestOptions {
         typealias Common = DownloaderMember.DownloadImageOption
+        try mayDownload(owner)
         try DownloadURL.check(url)
         try checkOptions(options, of: method.rawValue, Option.self)
         let priority = try Self.priority(options[Common.priority.rawValue]?.stringValue)
@@ -159,6 +166,17 @@ public final class DownloadService: ImageDownloader.Observer {
         }
         return RequestOptions(
             key: key, reload: options[Common.reload.rawValue]?.boolValue ?? false, priority: priority, maxAge: maxAge)
+    }
+
+    /// A sandboxed app whose sandbox denies it the network (a Flatpak without `shared=network`)
+    /// gets no downloads through the agent either: not even another app's cached image.
+    func mayDownload(_ owner: String) throws(NetActivityError) {
+        let caller = context.peers.identity(of: owner)
+        guard caller.mayUseNetwork else {
+            throw .accessDenied(
+                "\(caller.app) may not use the network (its sandbox does not share it): the agent downloads nothing for it"
+            )
+        }
     }
 
     /// Counts one more waiting download for `owner`, or says which limit it would break.
@@ -205,10 +223,11 @@ public final class DownloadService: ImageDownloader.Observer {
         _ handler: @escaping (Result<ImageDownloader.Fetched, ImageDownloader.Failure>) -> Void
     ) -> ImageDownloader.Ticket {
         prefetching.requested()
-        let leaf = context.peers.app(of: owner)
+        let caller = context.peers.identity(of: owner)
+        let leaf = caller.leaf
         let ticket = core.download(
             url: url, key: request.key, owner: owner, app: leaf, reload: request.reload, priority: request.priority,
-            maxAge: request.maxAge, handler: handler)
+            maxAge: request.maxAge, publicOnly: caller.isSandboxed, handler: handler)
         if case .receipt(_, let transfer) = ticket { transferTasks.noteReader(leaf, of: transfer) }
         return ticket
     }
@@ -496,8 +515,10 @@ extension DownloadService: PrefetchDownloader {
         url: String, owner: String, app: String, started: Double,
         handler: @escaping (Result<Void, ImageDownloader.Failure>) -> Void
     ) -> ImageDownloader.Ticket {
-        core.download(url: url, key: url, owner: owner, app: app, priority: .veryLow, prefetchStarted: started) {
-            result in
+        core.download(
+            url: url, key: url, owner: owner, app: app, priority: .veryLow, prefetchStarted: started,
+            publicOnly: context.peers.identity(of: owner).isSandboxed
+        ) { result in
             handler(result.map { _ in () })
         }
     }

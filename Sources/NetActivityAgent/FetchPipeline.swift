@@ -20,6 +20,9 @@ final class FetchPipeline {
     private let prefetchStarted: (UInt64) -> Double?
     /// Whether NetworkManager says there is no network.
     var offline = false
+    /// Where a sandboxed or unknown caller's transfer may connect: public addresses, and the
+    /// ranges the settings let through (`sandboxed-local-networks`).
+    var sandboxReach = NetworkReach()
 
     static let offlineError = NetActivityError(.offline, "NetworkManager says there is no network connection")
 
@@ -122,7 +125,7 @@ final class FetchPipeline {
         }
         let stop = transport.fetch(
             url: request.url, app: request.app, headers: stale?.conditional ?? [], maxBytes: maxBodyBytes(),
-            progress: progress
+            reach: request.publicOnly ? sandboxReach : nil, progress: progress
         ) { [weak self] result in
             finish(
                 result.flatMap { response in self?.answer(request, response, stale: stale?.hit) ?? .failure(.cancelled)

@@ -109,6 +109,9 @@ final class HTTPFetcher {
             HTTPCachePolicy.Headers(headers)["Content-Length"].flatMap { Int($0) }.map { max(0, $0) } ?? 0
         }
         var tooLarge = false
+        /// Where it may connect (nil: anywhere), and why a connection was refused, if one was.
+        var reach: NetworkReach?
+        var refused: String?
         var headerList: UnsafeMutablePointer<curl_slist>?
         let progress: (UInt64, UInt64) -> Void
         let completion: Completion
@@ -242,8 +245,8 @@ final class HTTPFetcher {
     /// Starts a GET of `url` with extra request headers, its body charged to `app`; returns how to
     /// cancel it (the completion is then never called). The completion comes on the loop's thread.
     func fetch(
-        url: String, app: String = "", headers: [(String, String)] = [], progress: @escaping (UInt64, UInt64) -> Void,
-        completion: @escaping Completion
+        url: String, app: String = "", headers: [(String, String)] = [], reach: NetworkReach? = nil,
+        progress: @escaping (UInt64, UInt64) -> Void, completion: @escaping Completion
     ) -> () -> Void {
         if let failure = start() {
             completion(.failure(.failed(failure)))
@@ -263,7 +266,9 @@ final class HTTPFetcher {
             return {}
         }
         t.easy = easy
+        t.reach = reach
         let user = Unmanaged.passUnretained(t).toOpaque()
+        if reach != nil { restrictConnections(of: easy, user) }
         _ = ccurl_set_str(easy, CURLOPT_URL, url)
         _ = ccurl_set_str(easy, CURLOPT_PROTOCOLS_STR, "http,https")
         _ = ccurl_set_str(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
@@ -294,8 +299,17 @@ final class HTTPFetcher {
         _ = ccurl_set_private(easy, user)
         _ = ccurl_set_prereq_fn(
             easy,
-            { user, _, _, _, localPort in
+            { user, primaryIP, _, _, localPort in
                 let t = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
+                // A reused connection opened no socket: its address is checked here too.
+                if let reach = t.reach {
+                    let ip = primaryIP.map { String(cString: $0) } ?? ""
+                    let why = NetworkAddress(ip[...]).map { reach.refusal($0) } ?? "not an address"
+                    if let why {
+                        t.refused = "\(ip) (\(why))"
+                        return 1  // CURL_PREREQFUNC_ABORT
+                    }
+                }
                 t.fetcher.connectionChosen(localPort: localPort, by: t)
                 return 0  // CURL_PREREQFUNC_OK
             }, user)
@@ -575,12 +589,45 @@ final class HTTPFetcher {
         loop.unwatch(fd: fd)
     }
 
+    /// A transfer for a sandboxed or unknown caller opens only sockets to addresses its `reach`
+    /// allows, checked on the address libcurl is about to connect to (after DNS, for every
+    /// redirect: a name that resolves to this machine is refused as its address is).
+    private func restrictConnections(of easy: UnsafeMutableRawPointer, _ user: UnsafeMutableRawPointer) {
+        _ = ccurl_set_opensocket_fn(
+            easy,
+            { user, _, address in
+                let t = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
+                var raw = [UInt8](repeating: 0, count: 16)
+                let n = Int(ccurl_sockaddr_bytes(address, &raw))
+                guard let address, let reach = t.reach else { return CCURL_SOCKET_BAD }
+                guard let ip = NetworkAddress(bytes: Array(raw.prefix(n))) else {
+                    t.refused = "an address of family \(address.pointee.family)"
+                    return CCURL_SOCKET_BAD
+                }
+                if let why = reach.refusal(ip) {
+                    t.refused = "\(ip) (\(why))"
+                    return CCURL_SOCKET_BAD
+                }
+                return socket(
+                    address.pointee.family, address.pointee.socktype | Int32(SOCK_CLOEXEC.rawValue),
+                    address.pointee.protocol)
+            }, user)
+    }
+
     private static func outcome(_ code: CURLcode, status: Int, transfer t: Transfer) -> Result<
         Response, ImageDownloader.Failure
     > {
         // Errors are published (the task's Error, notifications): no userinfo, no query. Redacted
         // only for an error: a success never names the URL.
         let url = PublishedURL.redact(t.url)
+        if code != CURLE_OK, let refused = t.refused {
+            return .failure(
+                .failed(
+                    NetActivityError(
+                        .accessDenied,
+                        "\(url): a sandboxed app's download may reach public addresses only, and this one led to \(refused)"
+                    )))
+        }
         if let why = t.wrongRange, code == CURLE_OK || code == CURLE_WRITE_ERROR {
             return .failure(
                 .failed(
@@ -631,12 +678,12 @@ final class HTTPFetcher {
 
 extension HTTPFetcher: HTTPTransport {
     func fetch(
-        url: String, app: String, headers: [(String, String)], maxBytes: Int,
+        url: String, app: String, headers: [(String, String)], maxBytes: Int, reach: NetworkReach?,
         progress: @escaping (UInt64, UInt64) -> Void,
         completion: @escaping (Result<HTTPResponse, ImageDownloader.Failure>) -> Void
     ) -> () -> Void {
         limits.maxBytes = maxBytes
-        return fetch(url: url, app: app, headers: headers, progress: progress) { result in
+        return fetch(url: url, app: app, headers: headers, reach: reach, progress: progress) { result in
             completion(result.map { HTTPResponse(status: $0.status, headers: $0.headers, body: $0.body) })
         }
     }

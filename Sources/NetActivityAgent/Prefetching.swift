@@ -5,6 +5,8 @@ import NetActivityCore
 
 /// What prefetch needs of the downloader (`DownloadService`), and no more.
 protocol PrefetchDownloader: AnyObject {
+    /// Throws AccessDenied when `owner`'s sandbox denies it the network.
+    func mayDownload(_ owner: String) throws(NetActivityError)
     /// Whether a prefetched URL may start now beside `running` others: nothing waits in the
     /// queue, the downloader is not paused, a slot is free, and one stays free for what comes next
     /// (with one slot in all, prefetch may take it).
@@ -56,6 +58,7 @@ final class Prefetching {
         if let key = options.keys.sorted().first {
             throw .invalidArgs("PrefetchImages takes no options yet; got '\(key.prefix(100))'")
         }
+        try downloads.mayDownload(owner)
         var seen = Set<String>()
         var list: [String] = []
         for (i, url) in urls.enumerated() {

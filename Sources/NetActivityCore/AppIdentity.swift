@@ -19,8 +19,12 @@ public struct ClientIdentity: Hashable, Sendable, CustomStringConvertible {
     /// What is charged: the app itself, or one process of the unscoped pool.
     public let leaf: String
     /// A Flatpak or a Snap, or a caller not known: may not change shared settings, sees only its
-    /// own work and its own per-app figures, and publishes only for itself.
+    /// own work and its own per-app figures, and publishes only for itself. Its downloads reach
+    /// public addresses only (`NetworkAddress`).
     public let isSandboxed: Bool
+    /// Whether its sandbox lets it use the network at all (a Flatpak's `shared=network`): one that
+    /// may not gets no downloads through the agent either.
+    public let mayUseNetwork: Bool
 
     public static let unscopedApp = "unscoped"
     public static let unknownApp = "unknown"
@@ -44,10 +48,11 @@ public struct ClientIdentity: Hashable, Sendable, CustomStringConvertible {
         return app == unknownApp ? leaf[...] : app
     }
 
-    public init(app: String, leaf: String? = nil, isSandboxed: Bool = false) {
+    public init(app: String, leaf: String? = nil, isSandboxed: Bool = false, mayUseNetwork: Bool = true) {
         self.app = app
         self.leaf = leaf ?? app
         self.isSandboxed = isSandboxed
+        self.mayUseNetwork = mayUseNetwork
     }
 
     public static func unscoped(pid: UInt32) -> ClientIdentity {
@@ -72,7 +77,8 @@ public enum AppIdentity {
         -> ClientIdentity
     {
         if let info = flatpakInfo, let id = flatpakID(info: info) {
-            return ClientIdentity(app: "flatpak:" + id, isSandboxed: true)
+            return ClientIdentity(
+                app: "flatpak:" + id, isSandboxed: true, mayUseNetwork: flatpakSharesNetwork(info: info))
         }
         if let snap = snapName(label: securityLabel) {
             return ClientIdentity(app: "snap:" + snap, isSandboxed: true)
@@ -96,6 +102,23 @@ public enum AppIdentity {
             }
         }
         return nil
+    }
+
+    /// Whether the `[Context]` group of a `.flatpak-info` lists `network` in `shared=` (what
+    /// `--share=network` writes; without it the app has no network of its own).
+    public static func flatpakSharesNetwork(info: String) -> Bool {
+        var inContext = false
+        for raw in info.split(separator: "\n") {
+            let line = raw.trimmingWhitespace
+            if line.hasPrefix("[") {
+                inContext = line == "[Context]"
+            } else if inContext, line.hasPrefix("shared") {
+                let rest = line.dropFirst(6).trimmingWhitespace
+                guard rest.first == "=" else { continue }
+                return rest.dropFirst().split(separator: ";").contains { $0.trimmingWhitespace == "network" }
+            }
+        }
+        return false
     }
 
     /// An AppArmor label `snap.NAME.APP (enforce)` -> NAME (a host process cannot take one).

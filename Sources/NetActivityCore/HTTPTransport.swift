@@ -16,10 +16,12 @@ public struct HTTPResponse: Sendable {
 /// test's gated fake. Everything runs on the downloader's thread.
 public protocol HTTPTransport: AnyObject {
     /// Starts a GET of `url` for `app` with extra request `headers`, refusing a body over
-    /// `maxBytes` (`TooLarge`). `completion` comes at most once: later, or inside this call when
-    /// the transport fails at once (the caller copes with both). Returns how to cancel it.
+    /// `maxBytes` (`TooLarge`). With `reach`, every connection it makes or reuses (after DNS, on
+    /// every redirect) must be to an address `reach` allows, else it fails with `AccessDenied`.
+    /// `completion` comes at most once: later, or inside this call when the transport fails at
+    /// once (the caller copes with both). Returns how to cancel it.
     func fetch(
-        url: String, app: String, headers: [(String, String)], maxBytes: Int,
+        url: String, app: String, headers: [(String, String)], maxBytes: Int, reach: NetworkReach?,
         progress: @escaping (_ received: UInt64, _ expected: UInt64) -> Void,
         completion: @escaping (Result<HTTPResponse, ImageDownloader.Failure>) -> Void
     ) -> () -> Void

@@ -47,6 +47,8 @@ extension ImageDownloader {
         /// Seconds a cached copy may be old for this transfer, when a waiter said (the smallest
         /// any waiter said while it was queued): the fetch holds the disk's copy to it.
         public var maxAge: Double?
+        /// It may connect to public addresses only: a sandboxed or unknown caller asked for it.
+        public var publicOnly = false
     }
 
     /// Events for the driver (task objects, activity, progress on the bus).

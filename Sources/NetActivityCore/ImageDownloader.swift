@@ -46,15 +46,22 @@ public final class ImageDownloader {
         var overtaken = false
         /// The app of the first waiter: what the transfer stores is charged to it.
         let firstApp: String
+        /// It reaches public addresses only (for a sandboxed or unknown caller): such requests
+        /// merge only with each other, so that no host app's transfer is held to a sandbox's
+        /// rules, and no sandboxed one rides a host app's connection.
+        let publicOnly: Bool
+        /// Where `byKey` holds it: the key, set apart for public-only transfers.
+        var mergeKey: String { publicOnly ? key + "\u{0}\u{0}public-only" : key }
         /// The highest priority among the waiters: where it waits in the queues.
         var priority: Priority
         /// The smallest max-age among the waiters that joined it before it started.
         var maxAge: Double?
-        init(id: UInt64, url: String, key: String, reload: Bool, waiter: Waiter) {
+        init(id: UInt64, url: String, key: String, reload: Bool, publicOnly: Bool, waiter: Waiter) {
             self.id = id
             self.url = url
             self.key = key
             self.reload = reload
+            self.publicOnly = publicOnly
             waiters = [waiter]
             firstApp = waiter.app
             priority = waiter.priority
@@ -170,10 +177,11 @@ public final class ImageDownloader {
 
     /// Asks for the image at `url` (cache key `key`) for `owner`. A cache hit answers `.cached`
     /// at once; otherwise `handler` is called exactly once with the outcome: what was fetched (and
-    /// stored), or why not.
+    /// stored), or why not. `publicOnly`: the transfer may reach public addresses only.
     public func download(
         url: String, key: String, owner: String, app: String? = nil, reload: Bool = false, priority: Priority = .normal,
-        prefetchStarted: Double? = nil, maxAge: Double? = nil, handler: @escaping (Result<Fetched, Failure>) -> Void
+        prefetchStarted: Double? = nil, maxAge: Double? = nil, publicOnly: Bool = false,
+        handler: @escaping (Result<Fetched, Failure>) -> Void
     ) -> Ticket {
         if !reload, isCached(key, owner, maxAge) { return .cached }
         let receipt = "r\(nextReceipt)"
@@ -185,7 +193,8 @@ public final class ImageDownloader {
         // is already running without doing so (a reload wants fresh bytes). A queued one simply
         // becomes a reload.
         receiptsByOwner[owner, default: []].insert(receipt)
-        if let existing = byKey[key], existing.reload || !reload || !existing.running {
+        let mergeKey = publicOnly ? key + "\u{0}\u{0}public-only" : key
+        if let existing = byKey[mergeKey], existing.reload || !reload || !existing.running {
             if reload { existing.reload = true }
             // A merged transfer belongs to every app that waits for it: queued, any of them may
             // pull it, at the highest priority any of them gave it.
@@ -197,11 +206,12 @@ public final class ImageDownloader {
         }
         // Either no transfer has this key, or a reload overtakes a running plain one: the new
         // transfer owns the key from now on (see `finished`).
-        let transfer = Transfer(id: nextTransfer, url: url, key: key, reload: reload, waiter: waiter)
+        let transfer = Transfer(
+            id: nextTransfer, url: url, key: key, reload: reload, publicOnly: publicOnly, waiter: waiter)
         transfer.maxAge = maxAge
         nextTransfer += 1
-        byKey[key]?.overtaken = true
-        byKey[key] = transfer
+        byKey[mergeKey]?.overtaken = true
+        byKey[mergeKey] = transfer
         transfersByID[transfer.id] = transfer
         receipts[receipt] = transfer.id
         enqueue(transfer)
@@ -357,7 +367,7 @@ public final class ImageDownloader {
     private func abandon(_ t: Transfer) {
         transfersByID[t.id] = nil
         queue.remove(t.id)
-        if byKey[t.key] === t { byKey[t.key] = nil }
+        if byKey[t.mergeKey] === t { byKey[t.mergeKey] = nil }
         if t.running {
             stopRunning(t)
             observer?.transferEnded(t.id, outcome: .failure(.cancelled))
@@ -411,7 +421,8 @@ public final class ImageDownloader {
             activeCount += 1
             observer?.transferStarted(id, url: t.url)
             let request = Request(
-                url: t.url, key: t.key, reload: t.reload, transfer: id, app: t.firstApp, maxAge: t.maxAge)
+                url: t.url, key: t.key, reload: t.reload, transfer: id, app: t.firstApp, maxAge: t.maxAge,
+                publicOnly: t.publicOnly)
             let cancel = fetch(
                 request,
                 { [weak self] received, expected in
@@ -440,7 +451,7 @@ public final class ImageDownloader {
         leaveSlot(t)
         transfersByID[id] = nil
         queue.remove(id)
-        if let newer = byKey[t.key], newer !== t {
+        if let newer = byKey[t.mergeKey], newer !== t {
             // Overtaken by a reload of the same key that is still under way. A download that
             // succeeded is answered with its own bytes (stored now; the reload's, newer, replace
             // them when they come): another app's reload never fails it. One that failed hands
@@ -458,7 +469,7 @@ public final class ImageDownloader {
             startQueued()
             return
         }
-        if byKey[t.key] === t { byKey[t.key] = nil }
+        if byKey[t.mergeKey] === t { byKey[t.mergeKey] = nil }
         let outcome: Result<Fetched, Failure> = result.flatMap { fetched in
             // An overtaken transfer stores only if the reload that overtook it left nothing.
             t.overtaken && isCached(t.key, nil, nil)

@@ -6,6 +6,8 @@ public import NetActivityCore
 /// the call that started it (a missing libcurl does so).
 public final class FakeTransport: HTTPTransport {
     public private(set) var requested: [String] = []
+    /// The `reach` each fetch was given, in order (nil: unrestricted).
+    public private(set) var reaches: [NetworkReach?] = []
     public private(set) var cancelled: [String] = []
     /// When set, every fetch fails with it inside `fetch` itself.
     public var failAtOnce: NetActivityError?
@@ -20,11 +22,12 @@ public final class FakeTransport: HTTPTransport {
     public var running: [String] { pending.map(\.url) }
 
     public func fetch(
-        url: String, app: String, headers: [(String, String)], maxBytes: Int,
+        url: String, app: String, headers: [(String, String)], maxBytes: Int, reach: NetworkReach?,
         progress: @escaping (UInt64, UInt64) -> Void,
         completion: @escaping (Result<HTTPResponse, ImageDownloader.Failure>) -> Void
     ) -> () -> Void {
         requested.append(url)
+        reaches.append(reach)
         if let failAtOnce {
             completion(.failure(.failed(failAtOnce)))
             return {}

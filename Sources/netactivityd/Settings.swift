@@ -21,12 +21,15 @@ struct Settings: Equatable {
     /// The memory tiers' numbers, in bytes; nil leaves them as they are (see `CacheLimits`).
     var imageCache = CacheLimits()
     var decodedCache = CacheLimits()
+    /// Non-public ranges sandboxed apps' downloads may reach (`ADDRESS[/PREFIX]`, separated by
+    /// commas or spaces).
+    var sandboxedLocalNetworks: [String] = []
 
     static let keys = [
         "activation-delay", "completion-delay", "completed-task-linger", "tray", "notify", "notify-after", "log-level",
         "defer-when-metered", "defer-in-power-saver", "image-memory-capacity",
         "image-preferred-memory-usage-after-purge",
-        "decoded-memory-capacity", "decoded-preferred-memory-usage-after-purge",
+        "decoded-memory-capacity", "decoded-preferred-memory-usage-after-purge", "sandboxed-local-networks",
     ]
 
     static func defaultPath() -> String? {
@@ -133,6 +136,16 @@ struct Settings: Equatable {
             case "decoded-memory-capacity": decodedCache.capacity = v
             default: decodedCache.preferred = v
             }
+        case "sandboxed-local-networks":
+            var ranges: [String] = []
+            for part in value.split(whereSeparator: { $0 == "," || $0 == " " || $0 == "\t" }).map(String.init) {
+                guard AgentOptions.isNetworkRange(part) else {
+                    return
+                        "\(key) must list addresses or ranges (127.0.0.1, 192.168.1.0/24, ::1), got '\(part.prefix(80))'"
+                }
+                ranges.append(part)
+            }
+            sandboxedLocalNetworks = ranges
         case "log-level":
             guard Logger.Level(rawValue: value) != nil else {
                 return "unknown log-level '\(value)'"
@@ -153,6 +166,7 @@ struct Settings: Equatable {
         options.deferral = .init(whenMetered: deferWhenMetered, inPowerSaver: deferInPowerSaver)
         options.imageCacheLimits = imageCache
         options.decodedCacheLimits = decodedCache
+        options.sandboxedLocalNetworks = sandboxedLocalNetworks
     }
 
     /// `104857600`, `100M`, `100MiB`, `1G`: bytes, at most the caches' bound (1 TiB).

@@ -1,7 +1,8 @@
 #!/bin/sh
 # sandbox.sh ROOT APP_ID CMD...: runs CMD as a fake Flatpak app, the way a test can make one with
 # no privilege: inside `unshare -rm` (a user and a mount namespace of its own), a tmpfs ROOT with
-# every top-level folder of / bound into it, a /.flatpak-info naming APP_ID, and chroot. The agent
+# every top-level folder of / bound into it, a /.flatpak-info naming APP_ID (sharing what
+# SANDBOX_SHARED lists; by default network and ipc), and chroot. The agent
 # reads /proc/PID/root/.flatpak-info, as xdg-desktop-portal does, and sees APP_ID.
 set -e
 root=$1 app=$2
@@ -16,5 +17,6 @@ for entry in /*; do
         mount --rbind "$entry" "$root/$name"
     fi
 done
-printf '[Application]\nname=%s\nruntime=runtime/org.example.Platform/x86_64/1\n' "$app" > "$root/.flatpak-info"
+printf '[Application]\nname=%s\nruntime=runtime/org.example.Platform/x86_64/1\n\n[Context]\nshared=%s\n' \
+    "$app" "${SANDBOX_SHARED-network;ipc;}" > "$root/.flatpak-info"
 exec chroot "$root" "$@"

@@ -65,9 +65,16 @@ class Observer:
 
 class AgentTestCase(unittest.TestCase):
     agent_args = ()
+    # The agent's settings file (netactivityd.conf(5)), written before it starts; None: no file.
+    settings = None
 
     def setUp(self):
         self.bus = PrivateBus()
+        if self.settings is not None:
+            folder = os.path.join(self.bus.config_home, "netactivity")
+            os.makedirs(folder, exist_ok=True)
+            with open(os.path.join(folder, "netactivityd.conf"), "w") as f:
+                f.write(self.settings)
         self.agent = Agent(self.bus, *self.agent_args)
         self.conn = connect(self.bus)
         self.observers = []

@@ -108,13 +108,17 @@ class Stranger:
     its app id, through sandbox.sh), or moved into a cgroup (`cgroup`: a path under the unified
     hierarchy) before it connects."""
 
-    def __init__(self, bus, flatpak=None, cgroup=None):
+    def __init__(self, bus, flatpak=None, cgroup=None, shared=None):
+        """`shared`: the Flatpak's `shared=` permissions (default "network;ipc;")."""
         argv = [sys.executable, os.path.join(HERE, "stranger.py"), bus.address]
         self.root = None
+        env = bus.env()
         if flatpak:
             self.root = tempfile.mkdtemp(prefix="netactivity-sandbox-")
             argv = ["unshare", "-rm", "sh", os.path.join(HERE, "sandbox.sh"), self.root, flatpak, *argv]
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=bus.env(),
+            if shared is not None:
+                env["SANDBOX_SHARED"] = shared
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
                                      preexec_fn=(lambda: Cgroups.enter(cgroup)) if cgroup else None)
         self.name = self("ping")
 
@@ -197,6 +201,9 @@ class StrangerTestCase(AgentTestCase):
 
 @unittest.skipUnless(can_fake_flatpak(), "unshare -rm (user namespaces) is not available")
 class SandboxTests(StrangerTestCase):
+    # The tests' image servers are on loopback, which a sandboxed app reaches only where the user
+    # allows it.
+    settings = "sandboxed-local-networks = 127.0.0.1\n"
     def test_a_sandboxed_app_is_its_flatpak_id_and_sees_only_its_own_work(self):
         app = self.stranger(flatpak="org.example.Sandboxed")
         image = bytes(png(width=5))

@@ -22,7 +22,7 @@ import contract
 from harness import PrivateBus, Agent, connect, decoded_charge, fd_kinds, png, wait_until
 from test_agent import AgentTestCase
 from test_hostile import Prober
-from test_strangers import Cgroups, StrangerTestCase, can_mount_fuse
+from test_strangers import Cgroups, StrangerTestCase, can_fake_flatpak, can_mount_fuse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 C = contract.ImageCache
@@ -257,3 +257,113 @@ class DescriptorBudgetTests(StrangerTestCase):
         f = f.take()
         self.addCleanup(os.close, f)
         self.assertEqual(os.pread(f, 8, 0), b"\x89PNG\r\n\x1a\n")
+
+
+class LoopbackImageServer:
+    """An image server on 127.0.0.1 and on ::1 (one port number where both are free), counting the
+    connections it accepts and the paths asked for: what a sandboxed app's download may never reach."""
+
+    def __init__(self):
+        import http.server
+        import socket as socket_module
+        import threading
+        server = self
+        self.connections, self.paths = 0, []
+        self.lock = threading.Lock()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self):
+                super().setup()
+                with server.lock:
+                    server.connections += 1
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                with server.lock:
+                    server.paths.append(self.path)
+                body = bytes(png(2, 2))
+                self.send_response(200)
+                self.send_header("Content-Type", "image/png")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        class Server6(http.server.ThreadingHTTPServer):
+            address_family = socket_module.AF_INET6
+
+        self.servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)]
+        self.port = self.servers[0].server_address[1]
+        try:
+            self.servers.append(Server6(("::1", self.port), Handler))
+        except OSError:
+            pass  # no IPv6 loopback here: the ::1 forms are refused before any connection anyway
+        for httpd in self.servers:
+            httpd.daemon_threads = True
+            threading.Thread(target=httpd.serve_forever, daemon=True).start()
+
+    def stop(self):
+        for httpd in self.servers:
+            httpd.shutdown()
+            httpd.server_close()
+
+
+@unittest.skipUnless(can_fake_flatpak(), "unshare -rm (user namespaces) is not available")
+class NetworkReachTests(StrangerTestCase):
+    """A sandbox's network reach is its own: the agent is no way around it."""
+
+    def setUp(self):
+        super().setUp()
+        self.http = LoopbackImageServer()
+        self.addCleanup(self.http.stop)
+
+    def refused(self, app, url):
+        with self.assertRaises(dbus.exceptions.DBusException) as cm:
+            app("fetch", url)
+        self.assertEqual(cm.exception.get_dbus_name(), contract.DBusError.AccessDenied, cm.exception.get_dbus_message())
+        return cm.exception.get_dbus_message()
+
+    def test_a_flatpak_without_network_gets_no_downloads(self):
+        app = self.stranger(flatpak="org.example.Offline", shared="ipc;")
+        url = "http://127.0.0.1:%d/a.png" % self.http.port
+        self.assertIn("may not use the network", self.refused(app, url))
+        for command in (("download", url),):
+            with self.assertRaises(dbus.exceptions.DBusException) as cm:
+                app(*command)
+            self.assertEqual(cm.exception.get_dbus_name(), contract.DBusError.AccessDenied)
+        self.assertEqual(self.http.connections, 0)
+        # Not even what another app already fetched: the host's image is in the cache now.
+        host = dbus.Interface(self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH), D.INTERFACE)
+        os.close(host.FetchImage(url, dbus.Dictionary({}, signature="sv"), timeout=60)[0].take())
+        self.refused(app, url)
+
+    def test_a_sandboxed_apps_download_never_connects_to_this_machine(self):
+        app = self.stranger(flatpak="org.example.Scanner")
+        port = self.http.port
+        for host in ("127.0.0.1", "127.1.2.3", "localhost", "[::1]", "[::ffff:127.0.0.1]", "2130706433", "0.0.0.0"):
+            with self.subTest(host):
+                message = self.refused(app, "http://%s:%d/probe.png" % (host, port))
+                self.assertIn("public addresses only", message)
+        self.assertEqual(self.http.connections, 0, "no connection was made for the sandboxed app")
+        # A connection a host app's download left open is not reused for it either.
+        host = dbus.Interface(self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH), D.INTERFACE)
+        os.close(host.FetchImage("http://127.0.0.1:%d/host.png" % port, dbus.Dictionary({}, signature="sv"),
+                                 timeout=60)[0].take())
+        self.refused(app, "http://127.0.0.1:%d/pooled.png" % port)
+        self.assertEqual(self.http.paths, ["/host.png"], "only the host app's request reached the server")
+
+
+@unittest.skipUnless(can_fake_flatpak(), "unshare -rm (user namespaces) is not available")
+class AllowedLocalNetworkTests(StrangerTestCase):
+    settings = "sandboxed-local-networks = 127.0.0.0/8, ::1\n"
+
+    def test_the_users_settings_let_a_local_range_through(self):
+        http = LoopbackImageServer()
+        self.addCleanup(http.stop)
+        app = self.stranger(flatpak="org.example.Local")
+        data, source = app("fetch", "http://127.0.0.1:%d/allowed.png" % http.port)
+        self.assertEqual(bytes.fromhex(data), bytes(png(2, 2)))
+        self.assertEqual(http.paths, ["/allowed.png"])

@@ -47,7 +47,10 @@ struct AppIdentityTests {
             "[Application]\nname=org.example.Photos\nruntime=runtime/org.gnome.Platform/x86_64/45\n\n[Instance]\ninstance-id=1\n"
         let flatpak = AppIdentity.identify(
             pid: 7, uid: 1000, cgroup: Self.slice + "app-gnome-firefox-1.scope\n", flatpakInfo: info)
-        #expect(flatpak == ClientIdentity(app: "flatpak:org.example.Photos", isSandboxed: true))
+        #expect(flatpak == ClientIdentity(app: "flatpak:org.example.Photos", isSandboxed: true, mayUseNetwork: false))
+        let online = AppIdentity.identify(
+            pid: 7, uid: 1000, cgroup: "", flatpakInfo: info + "[Context]\nshared=network;ipc;\n")
+        #expect(online == ClientIdentity(app: "flatpak:org.example.Photos", isSandboxed: true))
         let snap = AppIdentity.identify(
             pid: 7, uid: 1000, cgroup: "", flatpakInfo: nil, securityLabel: "snap.spotify.spotify (enforce)\n")
         #expect(snap == ClientIdentity(app: "snap:spotify", isSandboxed: true))

@@ -8,6 +8,9 @@
    variadic, which Swift cannot call; the typed wrappers below can. The macros Swift does not
    import are re-exported as constants. */
 #include <curl/curl.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
 
 /* Loads libcurl (`library`, or "libcurl.so.4" when NULL) once. NULL on success (and on every
    later call), else why not, naming the library: a message that stays valid. */
@@ -65,6 +68,30 @@ static inline CURLcode ccurl_set_prereq_fn(CURL *h, ccurl_prereq_fn f, void *use
     CURLcode rc = ccurl.easy_setopt(h, CURLOPT_PREREQFUNCTION, f);
     if (rc == CURLE_OK) rc = ccurl.easy_setopt(h, CURLOPT_PREREQDATA, user);
     return rc;
+}
+
+/* Called for every socket libcurl opens for a transfer, with the address it is about to connect to
+ * (after DNS; for every redirect): the callback makes the socket, or refuses with CURL_SOCKET_BAD. */
+typedef curl_socket_t (*ccurl_opensocket_fn)(void *user, curlsocktype purpose, struct curl_sockaddr *address);
+static inline CURLcode ccurl_set_opensocket_fn(CURL *h, ccurl_opensocket_fn f, void *user) {
+    CURLcode rc = ccurl.easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, f);
+    if (rc == CURLE_OK) rc = ccurl.easy_setopt(h, CURLOPT_OPENSOCKETDATA, user);
+    return rc;
+}
+static const curl_socket_t CCURL_SOCKET_BAD = CURL_SOCKET_BAD;
+
+/* The address of a curl_sockaddr in network order: 4 bytes (IPv4) or 16 (IPv6) into `out`, and
+ * their count; 0 for any other family. */
+static inline int ccurl_sockaddr_bytes(const struct curl_sockaddr *a, unsigned char out[16]) {
+    if (a->family == AF_INET && a->addrlen >= sizeof(struct sockaddr_in)) {
+        memcpy(out, &((const struct sockaddr_in *)&a->addr)->sin_addr, 4);
+        return 4;
+    }
+    if (a->family == AF_INET6 && a->addrlen >= sizeof(struct sockaddr_in6)) {
+        memcpy(out, &((const struct sockaddr_in6 *)&a->addr)->sin6_addr, 16);
+        return 16;
+    }
+    return 0;
 }
 
 /* The socket of the connection a finished transfer used, if libcurl still keeps it, else -1. */
