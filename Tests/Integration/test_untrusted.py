@@ -367,3 +367,69 @@ class AllowedLocalNetworkTests(StrangerTestCase):
         data, source = app("fetch", "http://127.0.0.1:%d/allowed.png" % http.port)
         self.assertEqual(bytes.fromhex(data), bytes(png(2, 2)))
         self.assertEqual(http.paths, ["/allowed.png"])
+
+
+def can_make_network_namespaces():
+    return os.geteuid() == 0 and shutil.which("ip") is not None and shutil.which("nsenter") is not None
+
+
+# One connection's log line per accept, then the answer: a tiny PNG.
+NETNS_SERVER = r"""
+import http.server, sys
+body = bytes.fromhex(sys.argv[3])
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *args):
+        pass
+    def do_GET(self):
+        with open(sys.argv[2], "a") as log:
+            log.write(self.path + "\n")
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+httpd = http.server.HTTPServer((sys.argv[1], 8080), Handler)
+print("ready", flush=True)
+httpd.serve_forever()
+"""
+
+
+@unittest.skipUnless(can_make_network_namespaces() and can_fake_flatpak(), "needs root, iproute2 and user namespaces")
+class PrivateNetworkTests(StrangerTestCase):
+    """A private (RFC 1918) address the agent can reach: inside a network namespace the test makes for
+    the agent alone, with a server on 10.55.0.1 in it. Nothing leaves this machine."""
+
+    def setUp(self):
+        self.bus = PrivateBus()
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.agent = Agent(self.bus, preexec=lambda: libc.unshare(0x40000000))  # CLONE_NEWNET
+        self.conn = connect(self.bus)
+        self.observers = []
+        netns = ["nsenter", "--net=/proc/%d/ns/net" % self.agent.proc.pid]
+        # The address on the namespace's own loopback device: no kernel module, no link anywhere.
+        for command in (["ip", "link", "set", "lo", "up"], ["ip", "addr", "add", "10.55.0.1/32", "dev", "lo"]):
+            subprocess.run(netns + command, check=True, timeout=10)
+        self.log = tempfile.NamedTemporaryFile(prefix="netactivity-netns-", delete=False).name
+        self.addCleanup(os.unlink, self.log)
+        server = subprocess.Popen(netns + [sys.executable, "-c", NETNS_SERVER, "10.55.0.1", self.log, bytes(png(2, 2)).hex()],
+                                  stdout=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: (server.kill(), server.wait(10)))
+        self.assertEqual(server.stdout.readline().strip(), "ready")
+
+    def requests(self):
+        with open(self.log) as f:
+            return f.read().split()
+
+    def test_a_sandboxed_app_cannot_reach_a_private_network_that_a_host_app_can(self):
+        app = self.stranger(flatpak="org.example.Lan")
+        with self.assertRaises(dbus.exceptions.DBusException) as cm:
+            app("fetch", "http://10.55.0.1:8080/router.png")
+        self.assertEqual(cm.exception.get_dbus_name(), contract.DBusError.AccessDenied)
+        self.assertIn("a private address", cm.exception.get_dbus_message())
+        self.assertEqual(self.requests(), [])
+        host = dbus.Interface(self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH), D.INTERFACE)
+        fd, size, _ = host.FetchImage("http://10.55.0.1:8080/host.png", dbus.Dictionary({}, signature="sv"), timeout=60)
+        fd = fd.take()
+        self.addCleanup(os.close, fd)
+        self.assertEqual(os.pread(fd, size, 0), bytes(png(2, 2)))
+        self.assertEqual(self.requests(), ["/host.png"], "the address is there for a host app")
