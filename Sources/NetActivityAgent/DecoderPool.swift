@@ -2,6 +2,7 @@ import CDecoder
 import Glibc
 import LinuxKit
 import NetActivityContract
+import NetActivityCore
 
 /// Pixels a decoder made: a memfd sealed against every change, of `stride` x `height` bytes of
 /// premultiplied B8G8R8A8. Closed when the last reference goes.
@@ -88,9 +89,12 @@ final class DecoderPool {
 
     /// Images that may wait for a decoder: of one owner (an app's leaf), and of all
     /// (`NetActivityLimits.decoderWaiting`). Each holds a descriptor while it waits, so a client
-    /// that asks for thousands cannot run the agent out.
+    /// that asks for thousands cannot run the agent out. Past two fifths of `maxWaiting`, an owner
+    /// is admitted only under its fair share (`FairQuota`: the apps waiting, and the processes of
+    /// the unscoped pool within it), so forked processes never fill the queue for everyone.
     static let maxWaitingPerOwner = 16
     let maxWaiting: Int
+    private var waitingQuota: FairQuota
 
     private final class Job {
         let id: UInt64
@@ -140,9 +144,11 @@ final class DecoderPool {
     }
 
     private var decoders: [Decoder] = []
-    private var waiting: [Job] = []
-    private var waitingHead = 0
-    private var waitingByOwner: [String: Int] = [:]
+    /// What waits, per owner, in order; the next job is the first of the owner whose app runs the
+    /// fewest decodes (then the owner running fewest, then the one waiting longest): one app's many
+    /// images, or its many boxes of one, never make another app's image wait behind them all.
+    private var waiting: [String: [Job]] = [:]
+    private var waitingCount = 0
     private var nextID: UInt64 = 1
     /// Why the last decoder could not be started (an agent without its decoder answers each request so).
     private(set) var lastStartError: String?
@@ -154,6 +160,8 @@ final class DecoderPool {
         maxWaiting: Int = 256
     ) {
         self.maxWaiting = maxWaiting
+        waitingQuota = FairQuota(
+            budget: max(1, maxWaiting * 2 / 5), limit: maxWaiting, perConnection: Self.maxWaitingPerOwner)
         self.executable = executable
         self.bubblewrap = bubblewrap
         self.loop = loop
@@ -207,47 +215,96 @@ final class DecoderPool {
     func decode(
         image: Int32, box: Box, owner: String = "", _ completion: @escaping (Result<DecodedPixels, Failure>) -> Void
     ) -> () -> Void {
-        let mine = waitingByOwner[owner, default: 0]
-        guard mine < Self.maxWaitingPerOwner, waiting.count - waitingHead < maxWaiting else {
+        if let refusal = waitingQuota.check(connection: owner, leaf: owner) ?? appOverShare(owner) {
             Closer.close(image)
             let why =
-                mine >= Self.maxWaitingPerOwner
-                ? "\(owner) has \(mine) images waiting for the decoder; ask again when one is done"
-                : "\(maxWaiting) images wait for the decoder; ask again"
+                switch refusal {
+                case .connection(let held):
+                    "\(owner) has \(held) images waiting for the decoder; ask again when one is done"
+                case .share(let held, let share):
+                    "\(owner) has \(held) images waiting for the decoder, its share while others wait too (\(share)); ask again when one is done"
+                case .total(let held): "\(held) images wait for the decoder; ask again"
+                }
             _ = loop.schedule(afterNanoseconds: 0) { completion(.failure(.busy(why))) }
             return {}
         }
         let job = Job(id: nextID, image: image, box: box, owner: owner, completion: completion)
         nextID &+= 1
-        waiting.append(job)
-        waitingByOwner[owner] = mine + 1
+        waiting[owner, default: []].append(job)
+        waitingCount += 1
+        waitingQuota.charge(connection: owner, leaf: owner)
         dispatch()
         return { job.completion = nil }
     }
 
+    /// Images waiting for a decoder now.
+    var waitingImages: Int { waitingCount }
+
+    /// Past the budget, an app (all the processes of the unscoped pool together) at its share of
+    /// the budget takes no more, whatever its new processes' own shares: so they never use up the
+    /// room kept for other apps.
+    private func appOverShare(_ owner: String) -> FairQuota.Refusal? {
+        guard waitingQuota.total >= waitingQuota.budget else { return nil }
+        let app = String(ClientIdentity.app(ofLeaf: owner))
+        let held = waitingQuota.held(byApp: app)
+        let share = max(1, waitingQuota.budget / (waitingQuota.appCount + (held == 0 ? 1 : 0)))
+        return held >= share ? .share(held: held, share: share) : nil
+    }
+
+    /// How many decodes each app and owner was given (a count that only grows), so that among the
+    /// apps waiting, the one served least recently goes first.
+    private var served: [String: UInt64] = [:]
+    private var serviceCount: UInt64 = 0
+
     /// `job` no longer waits (sent, dropped or failed).
     private func leftQueue(_ job: Job) {
-        let n = waitingByOwner[job.owner, default: 1] - 1
-        waitingByOwner[job.owner] = n > 0 ? n : nil
+        waitingCount -= 1
+        waitingQuota.release(connection: job.owner, leaf: job.owner)
+    }
+
+    /// The owner whose first waiting job goes next (see `waiting`); cancelled jobs at the heads
+    /// of the queues are dropped on the way.
+    private func nextOwner() -> String? {
+        var running: [Substring: Int] = [:]
+        var runningByOwner: [String: Int] = [:]
+        for decoder in decoders {
+            guard let job = decoder.job else { continue }
+            running[ClientIdentity.app(ofLeaf: job.owner), default: 0] += 1
+            runningByOwner[job.owner, default: 0] += 1
+        }
+        var best: (owner: String, rank: (Int, Int, UInt64, UInt64, UInt64))?
+        for owner in Array(waiting.keys) {
+            while let first = waiting[owner]?.first, first.completion == nil {  // cancelled while it waited
+                waiting[owner]!.removeFirst()
+                leftQueue(first)
+            }
+            guard let first = waiting[owner]?.first else {
+                waiting[owner] = nil
+                continue
+            }
+            let app = ClientIdentity.app(ofLeaf: owner)
+            let rank = (
+                running[app] ?? 0, runningByOwner[owner] ?? 0, served[String(app)] ?? 0, served[owner] ?? 0, first.id
+            )
+            if best == nil || rank < best!.rank { best = (owner, rank) }
+        }
+        return best?.owner
     }
 
     /// Hands waiting jobs to idle decoders, starting decoders up to `maxDecoders`.
     private func dispatch() {
-        while waitingHead < waiting.count {
-            let job = waiting[waitingHead]
-            if job.completion == nil {  // cancelled while it waited
-                waitingHead += 1
-                leftQueue(job)
-                continue
-            }
+        while let owner = nextOwner() {
             guard let decoder = decoders.first(where: { $0.job == nil && !$0.gone }) ?? start() else { break }
-            waitingHead += 1
+            // `start` may have failed every waiting job.
+            guard let job = waiting[owner]?.first else { continue }
+            waiting[owner]!.removeFirst()
+            if waiting[owner]!.isEmpty { waiting[owner] = nil }
             leftQueue(job)
+            serviceCount += 1
+            served[String(ClientIdentity.app(ofLeaf: owner))] = serviceCount
+            served[owner] = serviceCount
+            if served.count > 4 * maxWaiting { served = served.filter { waiting[$0.key] != nil } }
             send(job, to: decoder)
-        }
-        if waitingHead == waiting.count {
-            waiting.removeAll(keepingCapacity: true)
-            waitingHead = 0
         }
     }
 
@@ -288,10 +345,9 @@ final class DecoderPool {
 
     private func failWaiting(_ why: String) {
         lastStartError = why
-        let jobs = waiting[waitingHead...]
+        let jobs = waiting.values.joined().sorted { $0.id < $1.id }
         waiting.removeAll()
-        waitingHead = 0
-        waitingByOwner.removeAll()
+        for job in jobs { leftQueue(job) }
         for job in jobs {
             // On a later turn: never inside the caller's own `decode`.
             _ = loop.schedule(afterNanoseconds: 0) { job.finish(.failure(.failed(why))) }
@@ -441,13 +497,9 @@ final class DecoderPool {
         let job = decoder.job
         decoder.job = nil
         if let job, job.completion != nil {
-            if waitingHead > 0 {
-                waitingHead -= 1
-                waiting[waitingHead] = job
-            } else {
-                waiting.insert(job, at: 0)
-            }
-            waitingByOwner[job.owner, default: 0] += 1
+            waiting[job.owner, default: []].insert(job, at: 0)
+            waitingCount += 1
+            waitingQuota.charge(connection: job.owner, leaf: job.owner)
         }
         replace(decoder, failing: nil, why)
     }

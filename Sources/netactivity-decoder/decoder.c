@@ -10,7 +10,8 @@
 // GTK 4, cairo and Qt take as they are on little-endian), or a status saying why not.
 //
 // Formats: PNG (libspng), JPEG (libjpeg-turbo, with its scaled IDCT when a smaller box is asked, and
-// the EXIF orientation applied), WebP (libwebp, scaled by the decoder itself; animations are
+// the EXIF orientation applied; CMYK and YCCK converted; at most 100 scans, and CPU and memory in
+// proportion to its pixels; 12-bit JPEGs are refused as a format it does not read), WebP (libwebp, scaled by the decoder itself; animations are
 // refused), GIF (giflib: the first frame on its logical screen). Colour profiles are not applied:
 // the pixels are the file's own values, which desktops take as sRGB.
 //
@@ -39,6 +40,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 #include <webp/decode.h>
 
@@ -288,7 +290,73 @@ struct jpeg_failure {
     struct jpeg_error_mgr manager;
     jmp_buf back;
     char message[JMSG_LENGTH_MAX];
+    struct jpeg_progress_mgr progress;
+    uint64_t cpu_deadline_ns;  // process CPU time past which the decode stops
 };
+
+// A progressive JPEG makes the decoder pass over every coefficient once per scan, and a few bytes
+// make a scan: a 7 KB file of thousands of scans costs seconds of CPU. Real photographs have a dozen
+// (libjpeg's default script makes 10); past this many the image is damaged or an attack.
+#define JPEG_MAX_SCANS 100
+// Each decode's CPU in proportion to its pixels, with a floor for small images: a budget that a
+// legitimate image never nears (a 24-megapixel JPEG decodes in about 0.2 s here) and that ends a
+// crafted one long before the agent's deadline.
+#define JPEG_CPU_FLOOR_NS 200000000ull
+#define JPEG_CPU_NS_PER_PIXEL 40ull
+
+static uint64_t cpu_now_ns(void) {
+    struct timespec t;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t) != 0) return 0;
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+// libjpeg calls this as it works (per row of blocks in each pass): the scan limit and the CPU budget.
+static void jpeg_watch(j_common_ptr common) {
+    struct jpeg_failure *f = (struct jpeg_failure *)common->err;
+    if (common->is_decompressor) {
+        j_decompress_ptr info = (j_decompress_ptr)common;
+        if (info->input_scan_number > JPEG_MAX_SCANS) {
+            snprintf(f->message, sizeof f->message, "more than %d scans", JPEG_MAX_SCANS);
+            longjmp(f->back, 1);
+        }
+    }
+    if (f->cpu_deadline_ns && cpu_now_ns() > f->cpu_deadline_ns) {
+        snprintf(f->message, sizeof f->message, "its decoding took more than the CPU it is allowed for its size");
+        longjmp(f->back, 1);
+    }
+}
+
+// The sample precision of a JPEG's frame (its first SOFn marker), or 0 when none is found. libjpeg
+// here reads 8-bit JPEGs only; a 12- or 16-bit one is refused as a format it does not read.
+static int jpeg_precision(const uint8_t *p, size_t n) {
+    size_t at = 2;
+    while (at + 4 <= n) {
+        if (p[at] != 0xFF) return 0;
+        uint8_t marker = p[at + 1];
+        if (marker == 0xFF) {
+            at++;
+            continue;
+        }
+        size_t length = (size_t)p[at + 2] << 8 | p[at + 3];
+        if (marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC)
+            return at + 4 < n ? p[at + 4] : 0;
+        if (marker == 0xDA || marker == 0xD9 || length < 2) return 0;
+        at += 2 + length;
+    }
+    return 0;
+}
+
+// CMYK (Adobe's inverted form when `inverted`, as Photoshop and ImageMagick write it) to BGRA.
+static void cmyk_to_bgra(uint8_t *row, uint32_t width, int inverted) {
+    for (uint32_t x = 0; x < width; x++) {
+        uint8_t *p = row + (size_t)x * 4;
+        unsigned c = p[0], m = p[1], y = p[2], k = p[3];
+        if (!inverted) c = 255 - c, m = 255 - m, y = 255 - y, k = 255 - k;
+        // Inverted values are the amount of each colour left: R = (255 - C)(255 - K) / 255.
+        p[0] = (uint8_t)((y * k + 127) / 255), p[1] = (uint8_t)((m * k + 127) / 255);
+        p[2] = (uint8_t)((c * k + 127) / 255), p[3] = 255;
+    }
+}
 
 static void jpeg_failed(j_common_ptr info) {
     struct jpeg_failure *f = (struct jpeg_failure *)info->err;
@@ -336,7 +404,12 @@ static outcome decode_jpeg(const uint8_t *data, size_t size, const struct decode
         canvas_drop(out);
         return fail(DECODER_FAILED, "JPEG: %s", failure.message);
     }
+    int precision = jpeg_precision(data, size);
+    if (precision != 0 && precision != 8)
+        return fail(DECODER_NOT_AN_IMAGE, "a %d-bit JPEG (this decoder reads 8-bit JPEGs)", precision);
     jpeg_create_decompress(&info);
+    failure.progress.progress_monitor = jpeg_watch;
+    info.progress = &failure.progress;
     jpeg_mem_src(&info, data, (unsigned long)size);
     jpeg_save_markers(&info, JPEG_APP0 + 1, 0xFFFF);
     jpeg_read_header(&info, TRUE);
@@ -357,7 +430,13 @@ static outcome decode_jpeg(const uint8_t *data, size_t size, const struct decode
     while (denom < 8 && (sw + denom * 2 - 1) / (denom * 2) >= need_w && (sh + denom * 2 - 1) / (denom * 2) >= need_h)
         denom *= 2;
     info.scale_num = 1, info.scale_denom = denom;
-    info.out_color_space = JCS_EXT_BGRA;
+    // CMYK and YCCK come out as CMYK, converted row by row below; everything else as BGRA.
+    int cmyk = info.jpeg_color_space == JCS_CMYK || info.jpeg_color_space == JCS_YCCK;
+    info.out_color_space = cmyk ? JCS_CMYK : JCS_EXT_BGRA;
+    // Memory and CPU in proportion to the image: a progressive JPEG keeps two bytes a coefficient
+    // for every block (at most 4 components), and its passes are timed by `jpeg_watch`.
+    info.mem->max_memory_to_use = (long)((uint64_t)sw * sh * 8 + (32ull << 20));
+    failure.cpu_deadline_ns = cpu_now_ns() + JPEG_CPU_FLOOR_NS + (uint64_t)sw * sh * JPEG_CPU_NS_PER_PIXEL;
     jpeg_calc_output_dimensions(&info);
     uint64_t pixels = (uint64_t)info.output_width * info.output_height;
     if (pixels > rq->max_pixels) {
@@ -366,7 +445,7 @@ static outcome decode_jpeg(const uint8_t *data, size_t size, const struct decode
                     denom, (unsigned long long)rq->max_pixels);
     }
     jpeg_start_decompress(&info);
-    if (orientation == 1 && info.output_width == tw && info.output_height == th) {
+    if (!cmyk && orientation == 1 && info.output_width == tw && info.output_height == th) {
         // The IDCT gave the size asked for, upright: strips of rows straight into the reply's pixels.
         uint8_t *rows = canvas_make(out, tw, th) == 0 ? canvas_strip(out) : NULL;
         if (!rows) {
@@ -393,7 +472,7 @@ static outcome decode_jpeg(const uint8_t *data, size_t size, const struct decode
     if (!buffer) longjmp(failure.back, (snprintf(failure.message, sizeof failure.message, "no memory"), 1));
     while (info.output_scanline < info.output_height) {
         JSAMPROW row = buffer + info.output_scanline * stride;
-        jpeg_read_scanlines(&info, &row, 1);
+        if (jpeg_read_scanlines(&info, &row, 1) == 1 && cmyk) cmyk_to_bgra(row, info.output_width, info.saw_Adobe_marker);
     }
     jpeg_finish_decompress(&info);
     // Opaque: premultiplied BGRA is the same bytes.

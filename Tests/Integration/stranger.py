@@ -3,7 +3,7 @@
 per line, runs each on its own bus connection and prints one JSON line per command, {"ok": value}
 or {"error": [name, message]}. It keeps everything it was given (leases, tasks) until stdin
 closes. Commands: ["tasks", N], ["leases", N, REASON?], ["reasons"], ["download", URL], ["set", IFACE, PROP, SIG, VALUE],
-["add-url", URL, HEX], ["lookup-url", URL], ["open-url", URL], ["open-pixels", ID] (OpenPixels: width, height, pixels in hex), ["pixel-boxes", ID, N] (OpenPixels at N boxes), ["add", ID, HEX], ["usage-by-app"],
+["add-url", URL, HEX], ["lookup-url", URL], ["open-url", URL], ["open-pixels", ID] (OpenPixels: width, height, pixels in hex), ["pixel-boxes", ID, N] (OpenPixels at N boxes), ["open-pixels-async", [ID...]] (sent, not waited for), ["add", ID, HEX], ["usage-by-app"],
 ["remove-all"], ["fetch", URL, {OPTION: [SIGNATURE, VALUE]}] (FetchImage: the bytes in hex and the source), ["remove-images", PREFIX],
 ["task", DESCRIPTION, {OPTION: [SIGNATURE, VALUE]}] (BeginTask: the path), ["managed"] (the task paths and descriptions
 GetManagedObjects lists), ["get", PATH, IFACE, PROP], ["ping"]."""
@@ -69,6 +69,14 @@ def run(cmd, *args):
             return [width, height, os.pread(fd, stride * height, 0).hex()]
         finally:
             os.close(fd)
+    if cmd == "open-pixels-async":
+        # OpenPixels of each ID, sent at once without waiting for the answers
+        for identifier in args[0]:
+            msg = dbus.lowlevel.MethodCallMessage(NAME, PATH, contract.ImageCache.INTERFACE, contract.ImageCache.OpenPixels)
+            msg.append(identifier, dbus.Dictionary({}, signature="sv"), signature="sa{sv}")
+            conn.send_message(msg)
+        conn.flush()
+        return len(args[0])
     if cmd == "pixel-boxes":
         # OpenPixels of one image at boxes 1..N wide: {"ok": answered, "errors": {name: count}}
         answered, errors = 0, {}

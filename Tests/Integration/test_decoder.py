@@ -49,6 +49,44 @@ def with_orientation(jpeg, orientation):
     return jpeg[:2] + b"\xff\xe1" + struct.pack(">H", len(payload) + 2) + payload + jpeg[2:]
 
 
+def jpeg_segments(jpeg):
+    """A JPEG's segments after SOI, each (marker, bytes); a scan's bytes include its entropy-coded data."""
+    at, segments = 2, []
+    while at < len(jpeg):
+        marker = jpeg[at + 1]
+        if marker == 0xD9:
+            segments.append((marker, jpeg[at:at + 2]))
+            break
+        end = at + 2 + (jpeg[at + 2] << 8 | jpeg[at + 3])
+        if marker == 0xDA:
+            while not (jpeg[end] == 0xFF and jpeg[end + 1] != 0 and not 0xD0 <= jpeg[end + 1] <= 0xD7):
+                end += 1
+        segments.append((marker, jpeg[at:end]))
+        at = end
+    return segments
+
+
+def progressive_bomb(scans, side=2000):
+    """A progressive JPEG (ImageMagick's) whose last scan, a few bytes of an AC band, is repeated
+    `scans` times: each repetition makes a decoder pass over every block of the image again."""
+    segments = jpeg_segments(magick("-size", "%dx%d" % (side, side), "xc:gray", "-interlace", "JPEG", suffix="jpg"))
+    last = max(i for i, (marker, _) in enumerate(segments) if marker == 0xDA)
+    repeated = b"".join(data for _, data in segments[last - 1:last + 1])  # its Huffman table and the scan
+    return b"\xff\xd8" + b"".join(data for _, data in segments[:last + 1]) + repeated * scans + b"\xff\xd9"
+
+
+def with_precision(jpeg, bits):
+    """The JPEG with its frame header claiming `bits` per sample (SOF1, extended sequential)."""
+    out = bytearray(jpeg)
+    for marker, data in jpeg_segments(jpeg):
+        if marker in (0xC0, 0xC1, 0xC2):
+            at = jpeg.index(data)
+            out[at + 1] = 0xC1 if marker == 0xC0 else marker
+            out[at + 4] = bits
+            break
+    return bytes(out)
+
+
 class Decoder:
     """One decoder process and the agent's end of its socket."""
 
@@ -151,6 +189,30 @@ class DecoderTests(unittest.TestCase):
         top, bottom = self.pixel(pixels, reply["stride"], 10, 5), self.pixel(pixels, reply["stride"], 10, 35)
         self.assertTrue(top[2] > 200 and top[0] < 60, "red on top: %r" % (top,))
         self.assertTrue(bottom[0] > 200 and bottom[2] < 60, "blue below: %r" % (bottom,))
+
+    @unittest.skipUnless(shutil.which("convert"), "ImageMagick makes the JPEG images")
+    def test_a_progressive_jpeg_of_thousands_of_scans_stops_at_the_scan_limit_at_once(self):
+        bomb = progressive_bomb(3000)
+        start = time.monotonic()
+        reply, pixels, _ = self.decoder.decode(bomb)
+        self.assertEqual(reply["status"], FAILED, reply["message"])
+        self.assertIn("scans", reply["message"])
+        self.assertLess(time.monotonic() - start, 2, "stopped at the limit, not after every scan")
+        ok, _, _ = self.decoder.decode(progressive_bomb(0, side=64))
+        self.assertEqual((ok["status"], ok["width"]), (OK, 64), "a progressive JPEG within the limit decodes")
+
+    @unittest.skipUnless(shutil.which("convert"), "ImageMagick makes the JPEG images")
+    def test_cmyk_jpeg_decodes_to_its_colours_and_12_bit_is_a_format_it_does_not_read(self):
+        cmyk = magick("-size", "16x8", "xc:rgb(230,20,20)", "-colorspace", "CMYK", "-quality", "95", suffix="jpg")
+        for box in (0, 8):
+            reply, pixels, _ = self.decoder.decode(cmyk, max_width=box)
+            self.assertEqual(reply["status"], OK, reply["message"])
+            b, g, r, a = self.pixel(pixels, reply["stride"], 2, 2)
+            self.assertTrue(r > 200 and g < 50 and b < 50 and a == 255, (b, g, r, a))
+        photo = magick("-size", "16x8", "xc:rgb(230,20,20)", suffix="jpg")
+        reply, _, _ = self.decoder.decode(with_precision(photo, 12))
+        self.assertEqual(reply["status"], NOT_AN_IMAGE, reply["message"])
+        self.assertIn("12-bit", reply["message"])
 
     @unittest.skipUnless(shutil.which("convert"), "ImageMagick makes the JPEG and WebP images")
     def test_webp_lossless_with_alpha_scaled_by_its_decoder(self):

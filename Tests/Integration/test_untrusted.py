@@ -433,3 +433,27 @@ class PrivateNetworkTests(StrangerTestCase):
         self.addCleanup(os.close, fd)
         self.assertEqual(os.pread(fd, size, 0), bytes(png(2, 2)))
         self.assertEqual(self.requests(), ["/host.png"], "the address is there for a host app")
+
+
+@unittest.skipUnless(can_fake_flatpak() and shutil.which("convert"), "needs user namespaces and ImageMagick")
+class FairDecodingTests(StrangerTestCase):
+    """One app's costly images never make another app's small one wait behind them all."""
+
+    def test_a_sandboxed_apps_decode_bombs_do_not_hold_another_apps_image(self):
+        from test_decoder import progressive_bomb
+        bomb = progressive_bomb(3000)
+        attacker = self.stranger(flatpak="org.example.Bomber")
+        for i in range(16):
+            attacker("add", "bomb%d" % i, bomb.hex())
+        cache = dbus.Interface(self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH), C.INTERFACE)
+        cache.AddImage("small", dbus.ByteArray(png(8, 8)))
+        attacker("open-pixels-async", ["bomb%d" % i for i in range(16)])
+        obj = self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH)
+        wait_until(lambda: int(obj.Get(C.INTERFACE, C.DecodedStatistics, dbus_interface=contract.PROPERTIES)
+                               [C.DECODED_STATISTICS_KEY_DECODERS_STARTED]) >= 1, timeout=10, what="the bombs at the decoders")
+        start = time.monotonic()
+        fd, info = cache.OpenPixels("small", dbus.Dictionary({}, signature="sv"), timeout=120)
+        os.close(fd.take())
+        waited = time.monotonic() - start
+        self.assertEqual(int(info[C.OPEN_PIXELS_INFO_WIDTH]), 8)
+        self.assertLess(waited, 5, "the small image went next, whatever the other app still had waiting")

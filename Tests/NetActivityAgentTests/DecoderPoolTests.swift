@@ -205,6 +205,49 @@ struct DecoderPoolTests {
         #expect((try? results["app:b"]?.first?.get())?.width == 2, "another owner's image was decoded")
     }
 
+    @Test("the next image is the one of the app running the fewest decodes: one app's queue never holds another's")
+    func fairOrder() throws {
+        let path = try #require(Self.decoder)
+        let pool = DecoderPool(executable: path, loop: loop, bubblewrap: nil, maxDecoders: 1)
+        let png = TestImages.decodablePNG(width: 2, height: 2, rgba: (1, 2, 3, 255))
+        _ = try decode(pool, png).get()
+        let decoder = try #require(pool.pids.first)
+        kill(decoder, SIGSTOP)
+        var order: [String] = []
+        for _ in 0..<8 {
+            _ = pool.decode(image: image(png), box: .init(), owner: "flatpak:a") { _ in order.append("a") }
+        }
+        _ = pool.decode(image: image(png), box: .init(), owner: "app:b") { _ in order.append("b") }
+        kill(decoder, SIGCONT)
+        run { order.count == 9 }
+        #expect(order.firstIndex(of: "b") == 1, "b's one image comes right after the one a had running: \(order)")
+    }
+
+    @Test("forked processes of the unscoped pool cannot fill the queue: past two fifths, each waits within its share")
+    func forkedProcesses() throws {
+        let path = try #require(Self.decoder)
+        let pool = DecoderPool(executable: path, loop: loop, bubblewrap: nil, maxDecoders: 1, maxWaiting: 64)
+        let png = TestImages.decodablePNG(width: 2, height: 2, rgba: (1, 2, 3, 255))
+        _ = try decode(pool, png).get()
+        let decoder = try #require(pool.pids.first)
+        kill(decoder, SIGSTOP)
+        var busy = 0
+        for process in 0..<17 {
+            for _ in 0..<DecoderPool.maxWaitingPerOwner {
+                _ = pool.decode(image: image(png), box: .init(), owner: "unscoped/pid:\(process)") {
+                    if case .failure(.busy) = $0 { busy += 1 }
+                }
+            }
+        }
+        var newcomer: Result<DecodedPixels, DecoderPool.Failure>?
+        _ = pool.decode(image: image(png), box: .init(), owner: "app:newcomer") { newcomer = $0 }
+        #expect(pool.waitingImages < 64, "the pool's processes hold less than the whole queue")
+        kill(decoder, SIGCONT)
+        run { newcomer != nil }
+        #expect((try? newcomer?.get())?.width == 2, "another app is still admitted and decoded")
+        #expect(busy > 0)
+    }
+
     @Test("a cancelled request hears nothing; a missing decoder fails each request, saying so")
     func cancelAndMissing() throws {
         let path = try #require(Self.decoder)
