@@ -137,6 +137,17 @@ public final class ObjectServer {
         emitInterfacesAdded(manager: manager, path: path, object: object)
     }
 
+    /// Tells the tree's readers that the object at `path` leaves the tree (`InterfacesRemoved`)
+    /// while it stays served: call it while its audience still lists it, just before it stops.
+    public func withdraw(path: String) {
+        guard let object = objects[path], let manager = manager(above: path) else { return }
+        let names = object.interfaces.map(\.name)
+        if !managedReplies.isEmpty { noteManagedChange(path: path, interface: nil, removed: names) }
+        for destination in recipients(ofTree: path) {
+            emitInterfacesRemoved(manager: manager, path: path, interfaces: names, to: destination)
+        }
+    }
+
     /// Stops serving `path`; below an object manager, announces it with `InterfacesRemoved`.
     public func unexport(path: String) {
         guard let object = objects.removeValue(forKey: path) else { return }

@@ -22,15 +22,21 @@ public final class TaskAudience: ObjectAudience {
     private let context: AgentContext
     private let entry: (String) -> TaskEntry?
 
-    /// Peers that read the tree, with who they are; in order of arrival per app.
+    /// Peers that read the tree, with who they are. A reader keeps hearing while it is connected;
+    /// a new one is admitted as every budget admits (`FairQuota`: past `treeReadersBudget`, only
+    /// an app under its share, and the unscoped pool as one app), so no crowd of readers takes the
+    /// view from a panel that comes later.
     private var treeReaders: [String: ClientIdentity] = [:]
-    private var treeReadersByApp: [String: [String]] = [:]
+    private var readerQuota = FairQuota(
+        budget: TaskAudience.treeReadersBudget, limit: TaskAudience.maxTreeReaders, perConnection: 1)
     /// Tasks each peer follows directly.
     private var followed: [String: Set<String>] = [:]
-    static let treeReadersPerApp = 16
-    static let maxTreeReaders = 256
+    static let treeReadersBudget = 128
+    static let maxTreeReaders = 320
     static let followersPerTask = 16
     private var refusedReaderLogged = false
+    /// The listed tasks of each leaf, in the order they were listed.
+    private var listedByLeaf: [String: [String]] = [:]
 
     /// Tasks in the tree, charged to their leaf (the agent's own to the agent).
     private var listing = FairQuota(
@@ -105,40 +111,74 @@ public final class TaskAudience: ObjectAudience {
         }
     }
 
-    /// A peer reads the tree: it receives the tree's signals from now on. An app has at most
-    /// `treeReadersPerApp` (its oldest give way), all apps `maxTreeReaders`.
+    /// A peer reads the tree: it receives the tree's signals from now on, while it is connected,
+    /// if its app (the unscoped pool whole) is within its share of the readers.
     private func addTreeReader(_ peer: String) {
         let identity = context.peers.identity(of: peer)
-        guard
-            treeReaders.count < Self.maxTreeReaders
-                || (treeReadersByApp[identity.app]?.count ?? 0) >= Self.treeReadersPerApp
-        else {
+        if let refusal = readerQuota.check(connection: peer, leaf: identity.leaf) ?? appOverShare(identity) {
             if !refusedReaderLogged {
                 refusedReaderLogged = true
                 context.logger.warning(
-                    "\(Self.maxTreeReaders) peers follow the task list already; \(peer) (\(identity.app)) gets no task signals"
+                    "\(peer) (\(identity.app)) gets no task signals: \(refusal.message("peers following the task list", client: peer, leaf: identity.leaf, quota: readerQuota))"
                 )
             }
             return
         }
+        readerQuota.charge(connection: peer, leaf: identity.leaf)
         treeReaders[peer] = identity
-        treeReadersByApp[identity.app, default: []].append(peer)
-        if treeReadersByApp[identity.app]!.count > Self.treeReadersPerApp {
-            treeReaders[treeReadersByApp[identity.app]!.removeFirst()] = nil
-        }
+    }
+
+    /// Past the budget, an app (all the processes of the unscoped pool together) at its share of
+    /// it takes no more readers, whatever the shares of its own leaves.
+    private func appOverShare(_ identity: ClientIdentity) -> FairQuota.Refusal? {
+        guard readerQuota.total >= readerQuota.budget else { return nil }
+        let held = readerQuota.held(byApp: identity.app)
+        let share = max(1, readerQuota.budget / (readerQuota.appCount + (held == 0 ? 1 : 0)))
+        return held >= share ? .share(held: held, share: share) : nil
     }
 
     // MARK: the task table's events
 
-    /// A new task: in the tree if its leaf's share allows, else waiting for room.
+    /// A new task: in the tree if its leaf's share allows, else waiting for room. An app under its
+    /// share is listed even when the tree is full: the app furthest above its share gives way (its
+    /// newest listed task leaves the tree, alive, and waits for room again).
     func created(_ task: TaskEntry) {
         let leaf = task.app ?? Self.agentLeaf
+        if case .total = listing.check(connection: task.record.owner, leaf: leaf),
+            listing.held(byLeaf: leaf) < listing.share(of: leaf)
+        {
+            unlistFromFurthestAboveShare(sparing: leaf)
+        }
         if listing.check(connection: task.record.owner, leaf: leaf) == nil {
-            listing.charge(connection: task.record.owner, leaf: leaf)
-            task.listed = true
+            list(task, leaf: leaf)
         } else {
             waiting[leaf, default: Queue()].paths.append(task.path)
         }
+    }
+
+    private func list(_ task: TaskEntry, leaf: String) {
+        listing.charge(connection: task.record.owner, leaf: leaf)
+        task.listed = true
+        listedByLeaf[leaf, default: []].append(task.path)
+    }
+
+    /// The newest listed task of the leaf furthest above its share leaves the tree and waits first
+    /// in its queue.
+    private func unlistFromFurthestAboveShare(sparing spared: String) {
+        var furthest: (leaf: String, excess: Int)?
+        for (leaf, paths) in listedByLeaf where leaf != spared && !paths.isEmpty {
+            let excess = listing.held(byLeaf: leaf) - listing.share(of: leaf)
+            if excess > 0, excess > furthest?.excess ?? 0 { furthest = (leaf, excess) }
+        }
+        guard let leaf = furthest?.leaf, let path = listedByLeaf[leaf]?.popLast(), let task = entry(path) else {
+            return
+        }
+        context.server.withdraw(path: path)
+        task.listed = false
+        listing.release(connection: task.record.owner, leaf: leaf)
+        var queue = waiting[leaf] ?? Queue()
+        queue.paths.insert(path, at: queue.head)
+        waiting[leaf] = queue
     }
 
     /// A task left (after its InterfacesRemoved): its room in the tree goes to the oldest waiting
@@ -146,7 +186,10 @@ public final class TaskAudience: ObjectAudience {
     func removed(_ task: TaskEntry) {
         for peer in task.followers { followed[peer]?.remove(task.path) }
         guard task.listed else { return }
-        listing.release(connection: task.record.owner, leaf: task.app ?? Self.agentLeaf)
+        let leaf = task.app ?? Self.agentLeaf
+        listing.release(connection: task.record.owner, leaf: leaf)
+        if let i = listedByLeaf[leaf]?.lastIndex(of: task.path) { listedByLeaf[leaf]!.remove(at: i) }
+        if listedByLeaf[leaf]?.isEmpty == true { listedByLeaf[leaf] = nil }
         listNextWaiting()
     }
 
@@ -170,16 +213,14 @@ public final class TaskAudience: ObjectAudience {
         else { return }
         waiting[leaf]!.removeFirst()
         if waiting[leaf]!.first == nil { waiting[leaf] = nil }
-        listing.charge(connection: task.record.owner, leaf: leaf)
-        task.listed = true
+        list(task, leaf: leaf)
         context.server.announce(path: path)
     }
 
     /// A peer left: it reads nothing more.
     func peerLeft(_ peer: String) {
         if let identity = treeReaders.removeValue(forKey: peer) {
-            treeReadersByApp[identity.app]?.removeAll { $0 == peer }
-            if treeReadersByApp[identity.app]?.isEmpty == true { treeReadersByApp[identity.app] = nil }
+            readerQuota.release(connection: peer, leaf: identity.leaf)
         }
         for path in followed.removeValue(forKey: peer) ?? [] {
             entry(path)?.followers.removeAll { $0 == peer }

@@ -3,7 +3,7 @@
 per line, runs each on its own bus connection and prints one JSON line per command, {"ok": value}
 or {"error": [name, message]}. It keeps everything it was given (leases, tasks) until stdin
 closes. Commands: ["tasks", N], ["leases", N, REASON?], ["reasons"], ["download", URL], ["set", IFACE, PROP, SIG, VALUE],
-["add-url", URL, HEX], ["lookup-url", URL], ["open-url", URL], ["open-pixels", ID] (OpenPixels: width, height, pixels in hex), ["pixel-boxes", ID, N] (OpenPixels at N boxes), ["open-pixels-async", [ID...]] (sent, not waited for), ["add", ID, HEX], ["usage-by-app"],
+["add-url", URL, HEX], ["lookup-url", URL], ["open-url", URL], ["open-pixels", ID] (OpenPixels: width, height, pixels in hex), ["pixel-boxes", ID, N] (OpenPixels at N boxes), ["open-pixels-async", [ID...]] (sent, not waited for), ["tree-readers", N] (N connections that read the tree), ["add", ID, HEX], ["usage-by-app"],
 ["remove-all"], ["fetch", URL, {OPTION: [SIGNATURE, VALUE]}] (FetchImage: the bytes in hex and the source), ["remove-images", PREFIX],
 ["task", DESCRIPTION, {OPTION: [SIGNATURE, VALUE]}] (BeginTask: the path), ["managed"] (the task paths and descriptions
 GetManagedObjects lists), ["get", PATH, IFACE, PROP], ["ping"]."""
@@ -69,6 +69,13 @@ def run(cmd, *args):
             return [width, height, os.pread(fd, stride * height, 0).hex()]
         finally:
             os.close(fd)
+    if cmd == "tree-readers":
+        # N more connections, each reading the object tree as a panel does, kept open
+        for _ in range(args[0]):
+            reader = dbus.bus.BusConnection(sys.argv[1])
+            reader.get_object(NAME, PATH, introspect=False).GetManagedObjects(dbus_interface=contract.OBJECT_MANAGER)
+            held.append(reader)
+        return args[0]
     if cmd == "open-pixels-async":
         # OpenPixels of each ID, sent at once without waiting for the answers
         for identifier in args[0]:

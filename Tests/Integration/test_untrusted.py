@@ -457,3 +457,38 @@ class FairDecodingTests(StrangerTestCase):
         waited = time.monotonic() - start
         self.assertEqual(int(info[C.OPEN_PIXELS_INFO_WIDTH]), 8)
         self.assertLess(waited, 5, "the small image went next, whatever the other app still had waiting")
+
+
+@unittest.skipUnless(can_fake_flatpak(), "unshare -rm (user namespaces) is not available")
+class PanelViewTests(StrangerTestCase):
+    """A panel's view of the tasks cannot be crowded out: neither by apps that read the tree many
+    times over, nor by apps that fill the tree with tasks."""
+
+    def host_task(self, description):
+        agent = dbus.Interface(self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH), contract.Activity.INTERFACE)
+        return str(agent.BeginTask(description, dbus.Dictionary({}, signature="sv")))
+
+    def announced(self, panel, path):
+        return any(e["signal"] == "InterfacesAdded" and e["path"] == path for e in panel.snapshot())
+
+    def test_a_panel_that_starts_after_sixteen_apps_of_sixteen_readers_hears_new_tasks(self):
+        first = self.observe("task_observer.py")
+        crowd = [self.stranger(flatpak="org.example.Crowd%d" % i) for i in range(16)]
+        for app in crowd:
+            app("tree-readers", 16)
+        late = self.observe("task_observer.py")
+        path = self.host_task("a host app's upload")
+        wait_until(lambda: self.announced(late, path), timeout=10, what="the late panel hearing the new task")
+        wait_until(lambda: self.announced(first, path), timeout=10, what="the first panel still hearing")
+
+    def test_an_app_under_its_share_is_listed_and_announced_when_the_tree_is_full(self):
+        panel = self.observe("task_observer.py")
+        for i in range(7):
+            self.stranger(flatpak="org.example.Filler%d" % i)("tasks", 300)
+        obj = self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH, introspect=False)
+        self.assertGreaterEqual(len(obj.GetManagedObjects(dbus_interface=contract.OBJECT_MANAGER, timeout=60)), 480)
+        path = self.host_task("a host app's backup")
+        wait_until(lambda: self.announced(panel, path), timeout=10, what="the host app's task announced")
+        managed = obj.GetManagedObjects(dbus_interface=contract.OBJECT_MANAGER, timeout=60)
+        self.assertIn(path, [str(p) for p in managed])
+        self.assertLessEqual(len(managed), 500, "the tree stays bounded: another app's newest task gave way")
