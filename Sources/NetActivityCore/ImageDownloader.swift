@@ -337,6 +337,34 @@ public final class ImageDownloader {
         return true
     }
 
+    /// The running transfers (holding a slot) whose apps all hold more than their share of the
+    /// slots while another app's work waits, by one of those apps: the share is
+    /// `maximumActiveDownloads` divided by the apps running or waiting. Empty while nothing waits.
+    public func transfersBeyondShare() -> [UInt64: String] {
+        guard queuedCount > 0 else { return [:] }
+        var slots: [Substring: Int] = [:]
+        var waitingApps = Set<Substring>()
+        for t in transfersByID.values {
+            let apps = Set(t.waiters.map { ClientIdentity.app(ofLeaf: $0.app) })
+            if t.running, !t.yielded {
+                for app in apps { slots[app, default: 0] += 1 }
+            } else if !t.running {
+                waitingApps.formUnion(apps)
+            }
+        }
+        let share = max(1, maximumActiveDownloads / max(1, Set(slots.keys).union(waitingApps).count))
+        var out: [UInt64: String] = [:]
+        for t in runningByID.values where !t.yielded {
+            let apps = Set(t.waiters.map { ClientIdentity.app(ofLeaf: $0.app) })
+            // Another app's work waits, and every app of this transfer is above its share.
+            guard !waitingApps.subtracting(apps).isEmpty, let app = apps.min(),
+                apps.allSatisfy({ slots[$0, default: 0] > share })
+            else { continue }
+            out[t.id] = String(app)
+        }
+        return out
+    }
+
     /// Whether transfer `id` runs and holds a slot (the driver watches these for slowness).
     public func holdsSlot(_ id: UInt64) -> Bool {
         guard let t = transfersByID[id] else { return false }

@@ -3,7 +3,10 @@
 /// which of them should give their slot up and go on outside the limit.
 ///
 /// A transfer yields when it moved no byte for `stallTicks` ticks (a stalled server), or less than
-/// `floorBytes` over a window of `windowTicks` ticks (a dribbling one). Ticks run only while work
+/// `floorBytes` over a window of `windowTicks` ticks (a dribbling one). A transfer whose apps hold
+/// more than their share of the slots while another app's work waits yields below a higher floor,
+/// `shareFloorBytes` a window (the caller yields only each app's slowest): paced just above the
+/// dribbling floor, one app's transfers would otherwise hold every slot. Ticks run only while work
 /// waits (the caller's timer); when they start again, every watch begins afresh from the bytes its
 /// transfer has then, so bytes moved while nothing waited never count for or against it.
 public struct SlowTransferRule: Sendable {
@@ -13,11 +16,15 @@ public struct SlowTransferRule: Sendable {
         case stalled
         /// Only `moved` bytes in the last window.
         case slow(moved: UInt64)
+        /// Only `moved` bytes in the last window, below `shareFloorBytes`, while its apps hold more
+        /// than their share of the slots and another app's work waits.
+        case slowBeyondShare(moved: UInt64)
     }
 
     public let stallTicks: Int
     public let windowTicks: Int
     public let floorBytes: UInt64
+    public let shareFloorBytes: UInt64
 
     private struct Watch {
         /// Bytes when the current window began, and at the last tick (nil: not seen yet).
@@ -29,11 +36,14 @@ public struct SlowTransferRule: Sendable {
 
     private var watches: [UInt64: Watch] = [:]
 
-    public init(stallTicks: Int = 2, windowTicks: Int = 8, floorBytes: UInt64 = 16 * 1024) {
+    public init(
+        stallTicks: Int = 2, windowTicks: Int = 8, floorBytes: UInt64 = 16 * 1024, shareFloorBytes: UInt64 = 256 * 1024
+    ) {
         precondition(stallTicks > 0 && windowTicks > 0)
         self.stallTicks = stallTicks
         self.windowTicks = windowTicks
         self.floorBytes = floorBytes
+        self.shareFloorBytes = max(floorBytes, shareFloorBytes)
     }
 
     /// Transfers watched (running and holding a slot).
@@ -58,10 +68,11 @@ public struct SlowTransferRule: Sendable {
         }
     }
 
-    /// One tick for `transfer`, which has received `bytes` so far: whether it should yield its slot
-    /// now. A transfer the rule judges slow is still watched until the caller `forget`s it (its
+    /// One tick for `transfer`, which has received `bytes` so far (`beyondShare`: its apps hold
+    /// more than their share of the slots while another app's work waits): whether it should yield
+    /// its slot now. A transfer the rule judges slow is still watched until the caller `forget`s it (its
     /// yield may not be possible: nothing may wait by then).
-    public mutating func tick(_ transfer: UInt64, received bytes: UInt64) -> Verdict? {
+    public mutating func tick(_ transfer: UInt64, received bytes: UInt64, beyondShare: Bool = false) -> Verdict? {
         guard var watch = watches[transfer] else { return nil }
         watch.quietTicks = watch.lastTick == bytes ? watch.quietTicks + 1 : 0
         watch.lastTick = bytes
@@ -71,6 +82,10 @@ public struct SlowTransferRule: Sendable {
             verdict = .stalled
         } else if watch.ticks >= windowTicks, let start = watch.windowStart, bytes - start < floorBytes {
             verdict = .slow(moved: bytes - start)
+        } else if beyondShare, watch.ticks >= windowTicks, let start = watch.windowStart,
+            bytes - start < shareFloorBytes
+        {
+            verdict = .slowBeyondShare(moved: bytes - start)
         }
         if watch.ticks >= windowTicks {
             watch.windowStart = bytes

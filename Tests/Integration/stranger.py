@@ -3,7 +3,7 @@
 per line, runs each on its own bus connection and prints one JSON line per command, {"ok": value}
 or {"error": [name, message]}. It keeps everything it was given (leases, tasks) until stdin
 closes. Commands: ["tasks", N], ["leases", N, REASON?], ["reasons"], ["download", URL], ["set", IFACE, PROP, SIG, VALUE],
-["add-url", URL, HEX], ["lookup-url", URL], ["open-url", URL], ["open-pixels", ID] (OpenPixels: width, height, pixels in hex), ["pixel-boxes", ID, N] (OpenPixels at N boxes), ["open-pixels-async", [ID...]] (sent, not waited for), ["tree-readers", N] (N connections that read the tree), ["add", ID, HEX], ["usage-by-app"],
+["add-url", URL, HEX], ["lookup-url", URL], ["open-url", URL], ["open-pixels", ID] (OpenPixels: width, height, pixels in hex), ["pixel-boxes", ID, N] (OpenPixels at N boxes), ["open-pixels-async", [ID...]] (sent, not waited for), ["tree-readers", N] (N connections that read the tree), ["fetch-async", [URL...]], ["add", ID, HEX], ["usage-by-app"],
 ["remove-all"], ["fetch", URL, {OPTION: [SIGNATURE, VALUE]}] (FetchImage: the bytes in hex and the source), ["remove-images", PREFIX],
 ["task", DESCRIPTION, {OPTION: [SIGNATURE, VALUE]}] (BeginTask: the path), ["managed"] (the task paths and descriptions
 GetManagedObjects lists), ["get", PATH, IFACE, PROP], ["ping"]."""
@@ -69,6 +69,14 @@ def run(cmd, *args):
             return [width, height, os.pread(fd, stride * height, 0).hex()]
         finally:
             os.close(fd)
+    if cmd == "fetch-async":
+        # FetchImage of each URL, sent at once without waiting for the answers
+        for url in args[0]:
+            msg = dbus.lowlevel.MethodCallMessage(NAME, PATH, contract.Downloader.INTERFACE, contract.Downloader.FetchImage)
+            msg.append(url, dbus.Dictionary({}, signature="sv"), signature="sa{sv}")
+            conn.send_message(msg)
+        conn.flush()
+        return len(args[0])
     if cmd == "tree-readers":
         # N more connections, each reading the object tree as a panel does, kept open
         for _ in range(args[0]):

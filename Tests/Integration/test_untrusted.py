@@ -492,3 +492,76 @@ class PanelViewTests(StrangerTestCase):
         managed = obj.GetManagedObjects(dbus_interface=contract.OBJECT_MANAGER, timeout=60)
         self.assertIn(path, [str(p) for p in managed])
         self.assertLessEqual(len(managed), 500, "the tree stays bounded: another app's newest task gave way")
+
+
+class PacedServer:
+    """Loopback HTTP: /paced/NAME.png promises 1 MiB and sends 2.5 KiB every 0.2 s (never quiet for
+    the half second that counts as stalled, and 25 KiB per 2 s, above the 16 KiB that counts as
+    dribbling), for at most 60 s; /small.png at once."""
+
+    def __init__(self):
+        import http.server
+        import threading
+        server = self
+        self.lock = threading.Lock()
+        self.paced = 0
+        self.stopping = threading.Event()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                if self.path.startswith("/paced/"):
+                    with server.lock:
+                        server.paced += 1
+                    body = bytes(png(16, 16, extra=1 << 20))
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    for at in range(0, 300 * 2560, 2560):
+                        if server.stopping.wait(0.2):
+                            return
+                        try:
+                            self.wfile.write(body[at:at + 2560])
+                            self.wfile.flush()
+                        except OSError:
+                            return
+                    return
+                body = bytes(png(8, 8))
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def url(self, path):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def stop(self):
+        self.stopping.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@unittest.skipUnless(can_fake_flatpak(), "unshare -rm (user namespaces) is not available")
+class PacedTransferTests(StrangerTestCase):
+    settings = "sandboxed-local-networks = 127.0.0.1\n"
+
+    def test_an_app_holding_every_slot_with_paced_transfers_gives_one_up_to_another_apps_image(self):
+        server = PacedServer()
+        self.addCleanup(server.stop)
+        app = self.stranger(flatpak="org.example.Pacer")
+        app("fetch-async", [server.url("/paced/%d.png" % i) for i in range(4)])
+        wait_until(lambda: server.paced == 4, timeout=10, what="four paced transfers holding the four slots")
+        downloader = dbus.Interface(self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH), D.INTERFACE)
+        start = time.monotonic()
+        fd, size, _ = downloader.FetchImage(server.url("/small.png"), dbus.Dictionary({}, signature="sv"), timeout=120)
+        os.close(fd.take())
+        self.assertLess(time.monotonic() - start, 8, "a window of 2 s, then the pacer's slowest gives its slot up")

@@ -37,6 +37,26 @@ struct SlowTransferRuleTests {
         #expect(ticks(&fast, 2, (1...8).map { UInt64($0 * 2048) }).allSatisfy { $0 == nil })
     }
 
+    @Test("beyond its apps' share of slots, a transfer paced just above the floor is slow below the share floor")
+    func beyondShare() {
+        var rule = SlowTransferRule()
+        rule.started(1)
+        rule.restart { _ in 0 }
+        // 4 KiB a tick: 32 KiB a window, above the 16 KiB floor, below the 256 KiB share floor.
+        let paced = (1...8).map { UInt64($0 * 4096) }
+        #expect(
+            paced.map { rule.tick(1, received: $0, beyondShare: true) }
+                == Array(repeating: nil, count: 7) + [.slowBeyondShare(moved: 32_768)])
+        var within = SlowTransferRule()
+        within.started(2)
+        within.restart { _ in 0 }
+        #expect(paced.map { within.tick(2, received: $0) }.allSatisfy { $0 == nil }, "within its share it may dribble")
+        var fast = SlowTransferRule()
+        fast.started(3)
+        fast.restart { _ in 0 }
+        #expect((1...8).map { fast.tick(3, received: UInt64($0 * 40_000), beyondShare: true) }.allSatisfy { $0 == nil })
+    }
+
     @Test("a window that passed begins the next from its end: a slow second window is judged on its own")
     func windows() {
         var rule = SlowTransferRule(stallTicks: 2, windowTicks: 4, floorBytes: 1000)
