@@ -31,6 +31,20 @@ public enum SealedMemory {
         return copy >= 0 ? copy : nil
     }
 
+    /// A read-only open of the sealed memfd behind `fd` for one client (its own file offset, so
+    /// one client's reads never move another's), whatever any holder did to the file: a holder
+    /// can change the file's mode (`fchmod` needs no write access), which fails a reopen through
+    /// `/proc`; the mode is then put back, and failing that, the client gets a copy of the `count`
+    /// bytes in a memfd of its own. Nil with errno set.
+    public static func openForClient(_ fd: Int32, count: Int) -> Int32? {
+        if let copy = reopenReadOnly(fd) { return copy }
+        guard errno == EACCES || errno == EPERM else { return nil }
+        if fchmod(fd, 0o400) == 0, let copy = reopenReadOnly(fd) { return copy }
+        guard count > 0, let map = mmap(nil, count, PROT_READ, MAP_SHARED, fd, 0), map != MAP_FAILED else { return nil }
+        defer { munmap(map, count) }
+        return make(name: "netactivity-image", bytes: UnsafeRawBufferPointer(start: map, count: count))
+    }
+
     /// An empty, sealable memfd for data written as it arrives, then `sealReadOnly`; nil with errno set.
     public static func makeEmpty(name: String) -> Int32? {
         let fd = clinux_memfd(name)

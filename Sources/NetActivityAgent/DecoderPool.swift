@@ -457,8 +457,8 @@ final class DecoderPool {
                 close(fd)
                 return .failure(.failed("the image decoder's pixels were not as promised"))
             }
-            // Kept and handed out as one read-only open made now, before any app holds the memory:
-            // nothing a holder does to the file (its mode, say) changes what the next one gets.
+            // Kept as a read-only open made now, before any app holds the memory (the decoder's
+            // own open goes).
             let own = SealedMemory.reopenReadOnly(fd)
             close(fd)
             guard let own else { return .failure(.failed("the image decoder's pixels could not be opened")) }

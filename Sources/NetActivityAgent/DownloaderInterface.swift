@@ -157,10 +157,14 @@ extension DownloadService {
         try Self.write(answer, to: &call.reply)
     }
 
-    /// FetchPixels' (h pixels, a{sv} info): the decoded pixels' one read-only open of their
-    /// sealed memfd (libdbus sends a duplicate; the same memory for every caller, nothing reopened).
+    /// FetchPixels' (h pixels, a{sv} info): a read-only open of the decoded pixels' sealed memfd
+    /// for this caller (its own file offset; the same memory for every caller).
     static func write(_ answer: PixelPipeline.Answer, to w: inout MessageWriter) throws {
-        try w.appendFD(answer.pixels.fd)
+        guard let fd = SealedMemory.openForClient(answer.pixels.fd, count: answer.pixels.byteCount) else {
+            throw NetActivityError.failed("Could not share the pixels: \(String(cString: strerror(errno)))")
+        }
+        defer { close(fd) }
+        try w.appendFD(fd)
         typealias Info = DownloaderMember.FetchPixelsInfo
         var info: [String: DBusValue] = [
             Info.width.rawValue: .uint32(answer.pixels.width), Info.height.rawValue: .uint32(answer.pixels.height),

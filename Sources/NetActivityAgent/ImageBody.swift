@@ -56,7 +56,7 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
     /// mapped, no copy) when it is large and the memfd cap allows another, else copied into an
     /// array. Nil when it is not such a memfd, is empty, or is larger than `maxBytes`. The caller
     /// closes `fd` either way: the client's own open, whose offset and flags are the client's, is
-    /// never handed to anyone.
+    /// never kept nor handed to anyone.
     static func from(sealed fd: Int32, maxBytes: Int) -> ImageBody? {
         let required = SealedMemory.requiredForAdoption
         var st = stat()
@@ -202,8 +202,8 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
         sealed = true
         if summing { sealedSum = sum.finish() }
         guard fd >= 0 else { return true }
-        // The writable open goes: what is kept, mapped and handed out is one read-only open made
-        // here, before anyone else holds the memory (see `openReadOnly`).
+        // The writable open goes: what is kept and mapped is a read-only open made here, before
+        // anyone else holds the memory.
         guard SealedMemory.sealReadOnly(fd), count > 0, let own = SealedMemory.reopenReadOnly(fd) else { return false }
         close(fd)
         fd = own
@@ -263,15 +263,12 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
         return small.withUnsafeBytes { Files.writeAll(out, $0, piece: piece) }
     }
 
-    /// A sealed memfd with the bytes for one client, for the caller to close: this body's own
-    /// read-only open (no copy, no reopen: nothing a holder does to the file's mode changes what
-    /// the next client gets; holders share its offset, so clients read with pread or mmap), else
-    /// a new memfd of its own, whose seals forbid any change.
+    /// A sealed memfd with the bytes for one client (its own file offset), for the caller to
+    /// close: this body's memfd opened read-only again (no copy; `SealedMemory.openForClient`: what
+    /// a holder does to the file's mode changes nothing for the next client), else a new memfd of
+    /// its own, whose seals forbid any change.
     func openReadOnly() -> Int32? {
-        if fd >= 0 {
-            let copy = fcntl(fd, F_DUPFD_CLOEXEC, 0)
-            return copy >= 0 ? copy : nil
-        }
+        if fd >= 0 { return SealedMemory.openForClient(fd, count: count) }
         return small.withUnsafeBytes { SealedMemory.make(name: "netactivity-image", bytes: $0) }
     }
 }

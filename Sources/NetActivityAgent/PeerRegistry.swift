@@ -343,20 +343,16 @@ public final class BusPeerRegistry: PeerRegistry {
         resolve(peer) { [self] _ in
             guard let found = self.peers[peer], found.pid != 0 else { return known("") }
             let app = found.identity.app
-            let remembered: DesktopEntry?? = self.appNames.remembered(forApp: app)
-            var lookUp: @Sendable (String) -> DesktopEntry? = self.appNames.lookUp
-            if case .some(let entry) = remembered {
-                if let name = entry?.name {
-                    // Later, as the protocol promises: on the next turn of the loop.
-                    self.scheduler.schedule(afterNanoseconds: 0) { known(name) }
-                    return
-                }
-                lookUp = { _ in nil }  // it has no desktop file: its process's name
+            if case .some(let entry) = self.appNames.remembered(forApp: app) {
+                // Known (or no desktop file to read): procfs's name at most, which never waits.
+                let name = entry?.name ?? ServiceProcess.processName(pid: found.pid)
+                // Later, as the protocol promises: on the next turn of the loop.
+                self.scheduler.schedule(afterNanoseconds: 0) { known(name) }
+                return
             }
-            // Desktop files and /proc are read off the loop: a desktop file can be a link into FUSE.
-            let lookedUp = remembered == nil
-            self.readName(app, found.pid, lookUp) { [weak self] entry, processName in
-                if lookedUp { self?.appNames.remember(entry, forApp: app) }
+            // A desktop file is read off the loop: it can be a link into FUSE.
+            self.readName(app, found.pid, self.appNames.lookUp) { [weak self] entry, processName in
+                self?.appNames.remember(entry, forApp: app)
                 known(entry?.name ?? processName)
             }
         }

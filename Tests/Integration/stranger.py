@@ -3,7 +3,7 @@
 per line, runs each on its own bus connection and prints one JSON line per command, {"ok": value}
 or {"error": [name, message]}. It keeps everything it was given (leases, tasks) until stdin
 closes. Commands: ["tasks", N], ["leases", N, REASON?], ["reasons"], ["download", URL], ["set", IFACE, PROP, SIG, VALUE],
-["add-url", URL, HEX], ["lookup-url", URL], ["open-url", URL], ["open-pixels", ID] (OpenPixels: width, height, pixels in hex), ["pixel-boxes", ID, N] (OpenPixels at N boxes), ["open-pixels-async", [ID...]] (sent, not waited for), ["tree-readers", N] (N connections that read the tree), ["fetch-async", [URL...]], ["add", ID, HEX], ["usage-by-app"],
+["add-url", URL, HEX], ["lookup-url", URL], ["open-url", URL], ["open-pixels", ID] (OpenPixels: width, height, pixels in hex), ["pixel-boxes", ID, N] (OpenPixels at N boxes), ["open-pixels-async", [ID...]] (sent, not waited for), ["tree-readers", N] (N connections that read the tree), ["fetch-async", [URL...]], ["fetch-pixels", [URL...]] (FetchPixels' sources), ["add", ID, HEX], ["usage-by-app"],
 ["remove-all"], ["fetch", URL, {OPTION: [SIGNATURE, VALUE]}] (FetchImage: the bytes in hex and the source), ["remove-images", PREFIX],
 ["task", DESCRIPTION, {OPTION: [SIGNATURE, VALUE]}] (BeginTask: the path), ["managed"] (the task paths and descriptions
 GetManagedObjects lists), ["get", PATH, IFACE, PROP], ["ping"]."""
@@ -69,6 +69,14 @@ def run(cmd, *args):
             return [width, height, os.pread(fd, stride * height, 0).hex()]
         finally:
             os.close(fd)
+    if cmd == "fetch-pixels":
+        # FetchPixels of each URL in turn: the sources of their answers
+        sources = []
+        for url in args[0]:
+            fd, info = downloader.FetchPixels(url, dbus.Dictionary({}, signature="sv"), timeout=60)
+            os.close(fd.take())
+            sources.append(str(info[contract.Downloader.FETCH_PIXELS_INFO_SOURCE]))
+        return sources
     if cmd == "fetch-async":
         # FetchImage of each URL, sent at once without waiting for the answers
         for url in args[0]:

@@ -565,3 +565,63 @@ class PacedTransferTests(StrangerTestCase):
         fd, size, _ = downloader.FetchImage(server.url("/small.png"), dbus.Dictionary({}, signature="sv"), timeout=120)
         os.close(fd.take())
         self.assertLess(time.monotonic() - start, 8, "a window of 2 s, then the pacer's slowest gives its slot up")
+
+
+class ImageServer64:
+    """Loopback HTTP: /img/N.png is a 64 x 64 PNG of its own colour."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                n = int(self.path.split("/")[-1].split(".")[0])
+                body = bytes(png(64, 64, extra=n % 7))
+                self.send_response(200)
+                self.send_header("Content-Type", "image/png")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def url(self, n):
+        return "http://127.0.0.1:%d/img/%d.png" % (self.httpd.server_address[1], n)
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class DecodedChargeTests(StrangerTestCase):
+    def test_another_apps_churn_of_downloaded_pixels_evicts_its_own_not_this_apps(self):
+        server = ImageServer64()
+        self.addCleanup(server.stop)
+        obj = self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH)
+        obj.Set(C.INTERFACE, C.DecodedPreferredMemoryUsageAfterPurge, dbus.UInt64(512 << 10, variant_level=1),
+                dbus_interface=contract.PROPERTIES)
+        obj.Set(C.INTERFACE, C.DecodedMemoryCapacity, dbus.UInt64(1 << 20, variant_level=1), dbus_interface=contract.PROPERTIES)
+        downloader = dbus.Interface(obj, D.INTERFACE)
+
+        def thumbnail():
+            fd, info = downloader.FetchPixels(server.url(0), dbus.Dictionary({}, signature="sv"), timeout=60)
+            os.close(fd.take())
+            return str(info[D.FETCH_PIXELS_INFO_SOURCE])
+        self.assertEqual(thumbnail(), D.FETCH_PIXELS_SOURCE_NETWORK)
+        churner = self.stranger()
+        churner("fetch-pixels", [server.url(n) for n in range(1, 120)])  # 119 x 16 KiB into a tier of 1 MiB
+
+        def decodes():
+            return int(obj.Get(C.INTERFACE, C.DecodedStatistics, dbus_interface=contract.PROPERTIES)
+                       [C.DECODED_STATISTICS_KEY_DECODES])
+        before = decodes()
+        thumbnail()
+        self.assertEqual(decodes(), before, "this app's decoded entry, within its share, stayed: no decode again")
