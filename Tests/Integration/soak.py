@@ -9,12 +9,14 @@ Each round, on one private bus and one agent that is never restarted by the soak
   - downloads from a local server, one of which is killed mid-transfer;
   - decoded pixels: three apps asking FetchPixels for 30 images each (some fit to a box, one of them
     not an image), one app killed mid-way, and a decoder killed (SIGKILL) mid-round;
+  - floods of the decoded tier: one app asking OpenPixels for a 1x1 image at 600 boxes, and one
+    sending four progressive-JPEG bombs of 3,000 scans without waiting and leaving;
 and after each round: everything released (ActivityCount 0, no clients, no running task, no
 download), the image cache emptied (the decoded tier with it: DecodedMemoryUsage 0), at most two
-decoders left, and the agent's anonymous RSS and open descriptors sampled. At the
-end the last third of the rounds must not have grown past the first third (RSS within 24 MiB,
-descriptors within 8, not counting the idle HTTP connections libcurl keeps for reuse, which must stay
-within its pool of 16), and the agent must be alive.
+decoders left, and the agent's anonymous RSS, the memory its memfds hold and its open descriptors sampled. At the
+end the last third of the rounds must not have grown past the first third (RSS and memfds each
+within 24 MiB, descriptors within 8, not counting the idle HTTP connections libcurl keeps for reuse,
+which must stay within its pool of 16), and the agent must be alive.
 Prints one line per round and a summary; exit status 0 when all held.
 """
 import argparse
@@ -92,6 +94,19 @@ def sample(pid):
     return status_kib(pid, "RssAnon"), sum(kinds.values()) - tcp, tcp, kinds
 
 
+def memfd_kib(pid):
+    """The shared memory the process's memfds hold, in KiB (their sizes: mapped or not)."""
+    total = 0
+    folder = "/proc/%d/fd" % pid
+    for name in os.listdir(folder):
+        try:
+            if os.readlink(os.path.join(folder, name)).startswith("/memfd:"):
+                total += os.stat(os.path.join(folder, name)).st_size
+        except OSError:
+            continue
+    return total // 1024
+
+
 def decoders(pid):
     """The agent's decoder processes (in bwrap or not)."""
     return descendants_named(pid, "netactivity-de")
@@ -120,6 +135,28 @@ def decoded_pixels(bus, http, seed, agent_pid, number):
     return problems
 
 
+def floods(bus, number, bomb):
+    """A box flood and a decode-bomb client, each a stranger.py app; their failures."""
+    from harness import png
+    problems = []
+    for commands in ([("add", "tiny", bytes(png(1, 1)).hex()), ("pixel-boxes", "tiny", 600)],
+                     [("add", "bomb%d" % i, bomb.hex()) for i in range(4)] + [("open-pixels-async", ["bomb%d" % i for i in range(4)])]
+                     if bomb else []):
+        if not commands:
+            continue
+        app = subprocess.Popen([sys.executable, os.path.join(HERE, "stranger.py"), bus.address], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        for command in commands:
+            app.stdin.write(json.dumps(command) + "\n")
+            app.stdin.flush()
+            answer = json.loads(app.stdout.readline() or "{}")
+            if command[0] == "pixel-boxes" and answer.get("ok", {}).get("ok") != 600:
+                problems.append({"round": number, "box_flood": answer})
+        app.stdin.close()  # it leaves, its bombs still queued or decoding
+        app.wait(120)
+    return problems
+
+
 def main():
     bus = PrivateBus()
     agent = Agent(bus, "--activation-delay", str(ACTIVATION), "--completion-delay", str(COMPLETION))
@@ -129,6 +166,12 @@ def main():
     deadline = time.monotonic() + args.seconds
     rounds, failures = [], []
     seed = 100
+    try:
+        from test_decoder import progressive_bomb
+        bomb = progressive_bomb(3000)
+    except (OSError, subprocess.CalledProcessError):
+        bomb = None  # no ImageMagick: the round has no bombs
+        print(json.dumps({"note": "no ImageMagick: the rounds send no decode bombs"}), flush=True)
     try:
         while time.monotonic() < deadline and not failures:
             seed += 1
@@ -159,6 +202,7 @@ def main():
             dl.send_signal(signal.SIGKILL)  # its receipts die with it, mid-transfer
             dl.wait()
             failures += decoded_pixels(bus, http, seed, agent.proc.pid, len(rounds) + 1)
+            failures += floods(bus, len(rounds) + 1, bomb)
             try:
                 wait_until(lambda: nothing_held(conn), timeout=30, what="everything released")
             except AssertionError as e:
@@ -175,11 +219,12 @@ def main():
             if len(decoders(agent.proc.pid)) > 2:
                 failures.append({"round": len(rounds) + 1, "decoders": decoders(agent.proc.pid)})
             rss, fds, tcp, kinds = sample(agent.proc.pid)
+            shmem = memfd_kib(agent.proc.pid)
             if tcp > POOLED_CONNECTIONS:
                 failures.append({"round": len(rounds) + 1, "http_connections": tcp})
             line = load.stdout.strip().splitlines()[-1] if load.stdout.strip() else ""
             rounds.append({"round": len(rounds) + 1, "seconds": round(time.monotonic() - t, 1), "fuzz_calls": report.get("calls"),
-                           "load": line, "rss_anon_kib": rss, "fds": fds, "http_connections": tcp,
+                           "load": line, "rss_anon_kib": rss, "memfd_kib": shmem, "fds": fds, "http_connections": tcp,
                            "fd_kinds": kinds})
             print(json.dumps(rounds[-1]), flush=True)
         if rounds:
@@ -187,10 +232,11 @@ def main():
             last = rounds[-max(1, len(rounds) // 3):]
             grew_rss = max(r["rss_anon_kib"] for r in last) - max(r["rss_anon_kib"] for r in first)
             grew_fds = max(r["fds"] for r in last) - max(r["fds"] for r in first)
-            if grew_rss > 24 * 1024 or grew_fds > 8:
-                failures.append({"growth": {"rss_kib": grew_rss, "fds": grew_fds}})
-            print(json.dumps({"rounds": len(rounds), "rss_growth_kib": grew_rss, "fd_growth": grew_fds,
-                              "failures": failures}))
+            grew_shmem = max(r["memfd_kib"] for r in last) - max(r["memfd_kib"] for r in first)
+            if grew_rss > 24 * 1024 or grew_fds > 8 or grew_shmem > 24 * 1024:
+                failures.append({"growth": {"rss_kib": grew_rss, "fds": grew_fds, "memfd_kib": grew_shmem}})
+            print(json.dumps({"rounds": len(rounds), "rss_growth_kib": grew_rss, "memfd_growth_kib": grew_shmem,
+                              "fd_growth": grew_fds, "failures": failures}))
         else:
             print(json.dumps({"rounds": 0, "failures": failures}))
     finally:
