@@ -89,36 +89,30 @@ public enum AppIdentity {
 
     /// `name=` of the `[Application]` group of a `.flatpak-info` key file (flatpak-metadata(5)).
     public static func flatpakID(info: String) -> String? {
-        var inApplication = false
-        for raw in info.split(separator: "\n") {
-            let line = raw.trimmingWhitespace
-            if line.hasPrefix("[") {
-                inApplication = line == "[Application]"
-            } else if inApplication, line.hasPrefix("name") {
-                let rest = line.dropFirst(4).trimmingWhitespace
-                guard rest.first == "=" else { continue }
-                let id = rest.dropFirst().trimmingWhitespace
-                return isAppID(id) ? String(id) : nil
-            }
-        }
-        return nil
+        keyFileValue(info, group: "[Application]", key: "name").flatMap { isAppID($0) ? String($0) : nil }
     }
 
     /// Whether the `[Context]` group of a `.flatpak-info` lists `network` in `shared=` (what
     /// `--share=network` writes; without it the app has no network of its own).
     public static func flatpakSharesNetwork(info: String) -> Bool {
-        var inContext = false
-        for raw in info.split(separator: "\n") {
+        let shared = keyFileValue(info, group: "[Context]", key: "shared") ?? ""
+        return shared.split(separator: ";").contains { $0.trimmingWhitespace == "network" }
+    }
+
+    /// The first value of `key` in `group` of a key file (the desktop-entry syntax), trimmed.
+    static func keyFileValue(_ text: String, group: String, key: String) -> Substring? {
+        var inGroup = false
+        for raw in text.split(separator: "\n") {
             let line = raw.trimmingWhitespace
             if line.hasPrefix("[") {
-                inContext = line == "[Context]"
-            } else if inContext, line.hasPrefix("shared") {
-                let rest = line.dropFirst(6).trimmingWhitespace
+                inGroup = line == group
+            } else if inGroup, line.hasPrefix(key) {
+                let rest = line.dropFirst(key.count).trimmingWhitespace
                 guard rest.first == "=" else { continue }
-                return rest.dropFirst().split(separator: ";").contains { $0.trimmingWhitespace == "network" }
+                return rest.dropFirst().trimmingWhitespace
             }
         }
-        return false
+        return nil
     }
 
     /// An AppArmor label `snap.NAME.APP (enforce)` -> NAME (a host process cannot take one).

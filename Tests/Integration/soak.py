@@ -9,7 +9,7 @@ Each round, on one private bus and one agent that is never restarted by the soak
   - downloads from a local server, one of which is killed mid-transfer;
   - decoded pixels: three apps asking FetchPixels for 30 images each (some fit to a box, one of them
     not an image), one app killed mid-way, and a decoder killed (SIGKILL) mid-round;
-  - floods of the decoded tier: one app asking OpenPixels for a 1x1 image at 600 boxes, and one
+  - floods of the decoded tier: one app asking FetchPixels for one image at 600 boxes, and one
     sending four progressive-JPEG bombs of 3,000 scans without waiting and leaving;
 and after each round: everything released (ActivityCount 0, no clients, no running task, no
 download), the image cache emptied (the decoded tier with it: DecodedMemoryUsage 0), at most two
@@ -135,11 +135,10 @@ def decoded_pixels(bus, http, seed, agent_pid, number):
     return problems
 
 
-def floods(bus, number, bomb):
+def floods(bus, http, number, bomb):
     """A box flood and a decode-bomb client, each a stranger.py app; their failures."""
-    from harness import png
     problems = []
-    for commands in ([("add", "tiny", bytes(png(1, 1)).hex()), ("pixel-boxes", "tiny", 600)],
+    for commands in ([("fetch-pixel-boxes", http.url("/img/boxes%d.png" % number), 600)],
                      [("add", "bomb%d" % i, bomb.hex()) for i in range(4)] + [("open-pixels-async", ["bomb%d" % i for i in range(4)])]
                      if bomb else []):
         if not commands:
@@ -150,7 +149,7 @@ def floods(bus, number, bomb):
             app.stdin.write(json.dumps(command) + "\n")
             app.stdin.flush()
             answer = json.loads(app.stdout.readline() or "{}")
-            if command[0] == "pixel-boxes" and answer.get("ok", {}).get("ok") != 600:
+            if command[0] == "fetch-pixel-boxes" and answer.get("ok", {}).get("ok") != 600:
                 problems.append({"round": number, "box_flood": answer})
         app.stdin.close()  # it leaves, its bombs still queued or decoding
         app.wait(120)
@@ -202,7 +201,7 @@ def main():
             dl.send_signal(signal.SIGKILL)  # its receipts die with it, mid-transfer
             dl.wait()
             failures += decoded_pixels(bus, http, seed, agent.proc.pid, len(rounds) + 1)
-            failures += floods(bus, len(rounds) + 1, bomb)
+            failures += floods(bus, http, len(rounds) + 1, bomb)
             try:
                 wait_until(lambda: nothing_held(conn), timeout=30, what="everything released")
             except AssertionError as e:

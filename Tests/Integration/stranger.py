@@ -3,7 +3,7 @@
 per line, runs each on its own bus connection and prints one JSON line per command, {"ok": value}
 or {"error": [name, message]}. It keeps everything it was given (leases, tasks) until stdin
 closes. Commands: ["tasks", N], ["leases", N, REASON?], ["reasons"], ["download", URL], ["set", IFACE, PROP, SIG, VALUE],
-["add-url", URL, HEX], ["lookup-url", URL], ["open-url", URL], ["open-pixels", ID] (OpenPixels: width, height, pixels in hex), ["pixel-boxes", ID, N] (OpenPixels at N boxes), ["open-pixels-async", [ID...]] (sent, not waited for), ["tree-readers", N] (N connections that read the tree), ["fetch-async", [URL...]], ["fetch-pixels", [URL...]] (FetchPixels' sources), ["add", ID, HEX], ["usage-by-app"],
+["add-url", URL, HEX], ["lookup-url", URL], ["open-url", URL], ["open-pixels", ID] (OpenPixels: width, height, pixels in hex), ["pixel-boxes", ID, N] (OpenPixels at N boxes), ["fetch-pixel-boxes", URL, N] (FetchPixels at N boxes), ["open-pixels-async", [ID...]] (sent, not waited for), ["tree-readers", N] (N connections that read the tree), ["fetch-async", [URL...]], ["fetch-pixels", [URL...]] (FetchPixels' sources), ["add", ID, HEX], ["usage-by-app"],
 ["remove-all"], ["fetch", URL, {OPTION: [SIGNATURE, VALUE]}] (FetchImage: the bytes in hex and the source), ["remove-images", PREFIX],
 ["task", DESCRIPTION, {OPTION: [SIGNATURE, VALUE]}] (BeginTask: the path), ["managed"] (the task paths and descriptions
 GetManagedObjects lists), ["get", PATH, IFACE, PROP], ["ping"]."""
@@ -23,6 +23,16 @@ cache = dbus.Interface(obj, contract.ImageCache.INTERFACE)
 downloader = dbus.Interface(obj, contract.Downloader.INTERFACE)
 held = []
 VARIANT = {"b": dbus.Boolean, "u": dbus.UInt32, "t": dbus.UInt64, "d": dbus.Double, "s": dbus.String}
+
+
+def send_async(interface, member, firsts):
+    """`member(first, {})` for each of `firsts`, sent at once; the answers are not waited for."""
+    for first in firsts:
+        msg = dbus.lowlevel.MethodCallMessage(NAME, PATH, interface, member)
+        msg.append(first, dbus.Dictionary({}, signature="sv"), signature="sa{sv}")
+        conn.send_message(msg)
+    conn.flush()
+    return len(firsts)
 
 
 def run(cmd, *args):
@@ -79,12 +89,7 @@ def run(cmd, *args):
         return sources
     if cmd == "fetch-async":
         # FetchImage of each URL, sent at once without waiting for the answers
-        for url in args[0]:
-            msg = dbus.lowlevel.MethodCallMessage(NAME, PATH, contract.Downloader.INTERFACE, contract.Downloader.FetchImage)
-            msg.append(url, dbus.Dictionary({}, signature="sv"), signature="sa{sv}")
-            conn.send_message(msg)
-        conn.flush()
-        return len(args[0])
+        return send_async(contract.Downloader.INTERFACE, contract.Downloader.FetchImage, args[0])
     if cmd == "tree-readers":
         # N more connections, each reading the object tree as a panel does, kept open
         for _ in range(args[0]):
@@ -94,18 +99,19 @@ def run(cmd, *args):
         return args[0]
     if cmd == "open-pixels-async":
         # OpenPixels of each ID, sent at once without waiting for the answers
-        for identifier in args[0]:
-            msg = dbus.lowlevel.MethodCallMessage(NAME, PATH, contract.ImageCache.INTERFACE, contract.ImageCache.OpenPixels)
-            msg.append(identifier, dbus.Dictionary({}, signature="sv"), signature="sa{sv}")
-            conn.send_message(msg)
-        conn.flush()
-        return len(args[0])
-    if cmd == "pixel-boxes":
-        # OpenPixels of one image at boxes 1..N wide: {"ok": answered, "errors": {name: count}}
+        return send_async(contract.ImageCache.INTERFACE, contract.ImageCache.OpenPixels, args[0])
+    if cmd in ("pixel-boxes", "fetch-pixel-boxes"):
+        # OpenPixels of one image (FetchPixels of one URL) at boxes 1..N wide:
+        # {"ok": answered, "errors": {name: count}}
         answered, errors = 0, {}
         for width in range(1, args[1] + 1):
+            options = dbus.Dictionary({"max-width": dbus.UInt32(width)}, signature="sv")
             try:
-                os.close(cache.OpenPixels(args[0], dbus.Dictionary({"max-width": dbus.UInt32(width)}, signature="sv"))[0].take())
+                if cmd == "pixel-boxes":
+                    fd = cache.OpenPixels(args[0], options)[0]
+                else:
+                    fd = downloader.FetchPixels(args[0], options, timeout=60)[0]
+                os.close(fd.take())
                 answered += 1
             except dbus.exceptions.DBusException as e:
                 errors[e.get_dbus_name()] = errors.get(e.get_dbus_name(), 0) + 1

@@ -259,17 +259,20 @@ class DescriptorBudgetTests(StrangerTestCase):
         self.assertEqual(os.pread(f, 8, 0), b"\x89PNG\r\n\x1a\n")
 
 
-class LoopbackImageServer:
-    """An image server on 127.0.0.1 and on ::1 (one port number where both are free), counting the
-    connections it accepts and the paths asked for: what a sandboxed app's download may never reach."""
+class LoopbackServer:
+    """HTTP on 127.0.0.1 (and on ::1 at the same port with `ipv6`, where it is free), counting the
+    connections it accepts and the paths asked for. `respond(path, send)` answers a GET: it returns a
+    body, or sends one itself through `send(bytes)` (False once the client is gone) and returns None;
+    `self.stopping` is set when the test ends."""
 
-    def __init__(self):
+    def __init__(self, respond, ipv6=False):
         import http.server
         import socket as socket_module
         import threading
         server = self
         self.connections, self.paths = 0, []
         self.lock = threading.Lock()
+        self.stopping = threading.Event()
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -282,33 +285,54 @@ class LoopbackImageServer:
             def log_message(self, *args):
                 pass
 
+            def send(self, data):
+                try:
+                    self.wfile.write(data)
+                    self.wfile.flush()
+                    return True
+                except OSError:
+                    return False
+
             def do_GET(self):
                 with server.lock:
                     server.paths.append(self.path)
-                body = bytes(png(2, 2))
+                body, length = respond(self.path)
                 self.send_response(200)
                 self.send_header("Content-Type", "image/png")
-                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Content-Length", str(length if body is None else len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                if body is None:
+                    respond.stream(self.path, self.send, server.stopping)
+                else:
+                    self.send(body)
 
         class Server6(http.server.ThreadingHTTPServer):
             address_family = socket_module.AF_INET6
 
         self.servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)]
         self.port = self.servers[0].server_address[1]
-        try:
-            self.servers.append(Server6(("::1", self.port), Handler))
-        except OSError:
-            pass  # no IPv6 loopback here: the ::1 forms are refused before any connection anyway
+        if ipv6:
+            try:
+                self.servers.append(Server6(("::1", self.port), Handler))
+            except OSError:
+                pass  # no IPv6 loopback here: the ::1 forms are refused before any connection anyway
         for httpd in self.servers:
             httpd.daemon_threads = True
             threading.Thread(target=httpd.serve_forever, daemon=True).start()
 
+    def url(self, path):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
     def stop(self):
+        self.stopping.set()
         for httpd in self.servers:
             httpd.shutdown()
             httpd.server_close()
+
+
+def image_server(ipv6=False):
+    """A LoopbackServer answering every path with a 2 x 2 PNG."""
+    return LoopbackServer(lambda path: (bytes(png(2, 2)), 0), ipv6=ipv6)
 
 
 @unittest.skipUnless(can_fake_flatpak(), "unshare -rm (user namespaces) is not available")
@@ -317,7 +341,7 @@ class NetworkReachTests(StrangerTestCase):
 
     def setUp(self):
         super().setUp()
-        self.http = LoopbackImageServer()
+        self.http = image_server(ipv6=True)
         self.addCleanup(self.http.stop)
 
     def refused(self, app, url):
@@ -361,7 +385,7 @@ class AllowedLocalNetworkTests(StrangerTestCase):
     settings = "sandboxed-local-networks = 127.0.0.0/8, ::1\n"
 
     def test_the_users_settings_let_a_local_range_through(self):
-        http = LoopbackImageServer()
+        http = image_server()
         self.addCleanup(http.stop)
         app = self.stranger(flatpak="org.example.Local")
         data, source = app("fetch", "http://127.0.0.1:%d/allowed.png" % http.port)
@@ -494,60 +518,20 @@ class PanelViewTests(StrangerTestCase):
         self.assertLessEqual(len(managed), 500, "the tree stays bounded: another app's newest task gave way")
 
 
-class PacedServer:
-    """Loopback HTTP: /paced/NAME.png promises 1 MiB and sends 2.5 KiB every 0.2 s (never quiet for
-    the half second that counts as stalled, and 25 KiB per 2 s, above the 16 KiB that counts as
-    dribbling), for at most 60 s; /small.png at once."""
+class Paced:
+    """/paced/NAME.png promises 1 MiB and sends 2.5 KiB every 0.2 s (never quiet for the half second
+    that counts as stalled, and 25 KiB per 2 s, above the 16 KiB that counts as dribbling), for at
+    most 60 s; any other path, an 8 x 8 PNG at once."""
 
-    def __init__(self):
-        import http.server
-        import threading
-        server = self
-        self.lock = threading.Lock()
-        self.paced = 0
-        self.stopping = threading.Event()
+    body = bytes(png(16, 16, extra=1 << 20))
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    def __call__(self, path):
+        return (None, len(self.body)) if path.startswith("/paced/") else (bytes(png(8, 8)), 0)
 
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                if self.path.startswith("/paced/"):
-                    with server.lock:
-                        server.paced += 1
-                    body = bytes(png(16, 16, extra=1 << 20))
-                    self.send_response(200)
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    for at in range(0, 300 * 2560, 2560):
-                        if server.stopping.wait(0.2):
-                            return
-                        try:
-                            self.wfile.write(body[at:at + 2560])
-                            self.wfile.flush()
-                        except OSError:
-                            return
-                    return
-                body = bytes(png(8, 8))
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def url(self, path):
-        return "http://127.0.0.1:%d%s" % (self.port, path)
-
-    def stop(self):
-        self.stopping.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def stream(self, path, send, stopping):
+        for at in range(0, 300 * 2560, 2560):
+            if stopping.wait(0.2) or not send(self.body[at:at + 2560]):
+                return
 
 
 @unittest.skipUnless(can_fake_flatpak(), "unshare -rm (user namespaces) is not available")
@@ -555,11 +539,12 @@ class PacedTransferTests(StrangerTestCase):
     settings = "sandboxed-local-networks = 127.0.0.1\n"
 
     def test_an_app_holding_every_slot_with_paced_transfers_gives_one_up_to_another_apps_image(self):
-        server = PacedServer()
+        server = LoopbackServer(Paced())
         self.addCleanup(server.stop)
         app = self.stranger(flatpak="org.example.Pacer")
         app("fetch-async", [server.url("/paced/%d.png" % i) for i in range(4)])
-        wait_until(lambda: server.paced == 4, timeout=10, what="four paced transfers holding the four slots")
+        wait_until(lambda: len([p for p in server.paths if p.startswith("/paced/")]) == 4, timeout=10,
+                   what="four paced transfers holding the four slots")
         downloader = dbus.Interface(self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH), D.INTERFACE)
         start = time.monotonic()
         fd, size, _ = downloader.FetchImage(server.url("/small.png"), dbus.Dictionary({}, signature="sv"), timeout=120)
@@ -567,43 +552,10 @@ class PacedTransferTests(StrangerTestCase):
         self.assertLess(time.monotonic() - start, 8, "a window of 2 s, then the pacer's slowest gives its slot up")
 
 
-class ImageServer64:
-    """Loopback HTTP: /img/N.png is a 64 x 64 PNG of its own colour."""
-
-    def __init__(self):
-        import http.server
-        import threading
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                n = int(self.path.split("/")[-1].split(".")[0])
-                body = bytes(png(64, 64, extra=n % 7))
-                self.send_response(200)
-                self.send_header("Content-Type", "image/png")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def url(self, n):
-        return "http://127.0.0.1:%d/img/%d.png" % (self.httpd.server_address[1], n)
-
-    def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 class DecodedChargeTests(StrangerTestCase):
     def test_another_apps_churn_of_downloaded_pixels_evicts_its_own_not_this_apps(self):
-        server = ImageServer64()
+        # /img/N.png: a 64 x 64 PNG, each of its own bytes.
+        server = LoopbackServer(lambda path: (bytes(png(64, 64, extra=int(path.split("/")[-1].split(".")[0]) % 7)), 0))
         self.addCleanup(server.stop)
         obj = self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH)
         obj.Set(C.INTERFACE, C.DecodedPreferredMemoryUsageAfterPurge, dbus.UInt64(512 << 10, variant_level=1),
@@ -612,12 +564,12 @@ class DecodedChargeTests(StrangerTestCase):
         downloader = dbus.Interface(obj, D.INTERFACE)
 
         def thumbnail():
-            fd, info = downloader.FetchPixels(server.url(0), dbus.Dictionary({}, signature="sv"), timeout=60)
+            fd, info = downloader.FetchPixels(server.url("/img/0.png"), dbus.Dictionary({}, signature="sv"), timeout=60)
             os.close(fd.take())
             return str(info[D.FETCH_PIXELS_INFO_SOURCE])
         self.assertEqual(thumbnail(), D.FETCH_PIXELS_SOURCE_NETWORK)
         churner = self.stranger()
-        churner("fetch-pixels", [server.url(n) for n in range(1, 120)])  # 119 x 16 KiB into a tier of 1 MiB
+        churner("fetch-pixels", [server.url("/img/%d.png" % n) for n in range(1, 120)])  # 119 x 16 KiB into a tier of 1 MiB
 
         def decodes():
             return int(obj.Get(C.INTERFACE, C.DecodedStatistics, dbus_interface=contract.PROPERTIES)
