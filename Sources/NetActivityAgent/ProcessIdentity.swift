@@ -8,8 +8,11 @@ private let oPath: Int32 = 0o10000000
 
 /// A process's identity read from procfs, pinned to one process: every file is opened through one
 /// `/proc/PID` directory descriptor (a pid reused after that fails to read, ESRCH), and the process
-/// must have started before `startedBy` (the moment its connection appeared on the bus, or its
-/// first call: a process that started later holds a recycled pid and is not the peer).
+/// must have started before `startedBy` (the clock tick in which its connection appeared on the bus,
+/// or its first call: a process that started later holds a recycled pid and is not the peer). Both
+/// are whole ticks, as the kernel counts start times: a process that started in that very tick may
+/// be the peer or a recycled pid's next owner, so it is never lent a scoped identity (a Flatpak's, a
+/// Snap's, an app unit's); it is known only as a process of the unscoped pool.
 ///
 /// Runs off the loop (`IdentityReaders`), and never asks a FUSE server anything: a client can make
 /// its own root, or its `/.flatpak-info`, a FUSE file whose server never answers. The root and the
@@ -25,6 +28,7 @@ enum ProcessIdentity {
         guard let stat = readSmall(at: dir, "stat"), let started = AppIdentity.startTime(stat: stat),
             started <= startedBy
         else { return nil }
+        let tie = started == startedBy
         let cgroup = readSmall(at: dir, "cgroup") ?? ""
         let label = readSmall(at: dir, "attr/current") ?? ""
         let info: String?
@@ -44,6 +48,8 @@ enum ProcessIdentity {
             pid: pid, uid: getuid(), cgroup: cgroup, flatpakInfo: info, securityLabel: label)
         // Read once more: a process that exited meanwhile (its files read empty) is not trusted.
         guard let again = readSmall(at: dir, "stat"), AppIdentity.startTime(stat: again) == started else { return nil }
+        // Within the tick of the connection's arrival, only the unscoped pool's rights are given.
+        guard !tie || identity == .unscoped(pid: pid) else { return nil }
         return identity
     }
 
@@ -89,12 +95,13 @@ enum ProcessIdentity {
         return .read(readAll(fd, limit: 65536))
     }
 
-    /// CLOCK_BOOTTIME in clock ticks, the unit of /proc/PID/stat's start time (rounded up).
+    /// CLOCK_BOOTTIME in whole clock ticks, as the kernel counts /proc/PID/stat's start time (its
+    /// boot-time nanoseconds divided down, rounded down).
     static func bootTicks() -> UInt64 {
         var ts = timespec()
         clock_gettime(CLOCK_BOOTTIME, &ts)
         let hz = UInt64(max(1, sysconf(Int32(_SC_CLK_TCK))))
-        return UInt64(ts.tv_sec) * hz + (UInt64(ts.tv_nsec) * hz + 999_999_999) / 1_000_000_000
+        return UInt64(ts.tv_sec) * hz + UInt64(ts.tv_nsec) * hz / 1_000_000_000
     }
 
     /// A procfs file of at most `limit` bytes under `dir`; nil when absent, refused or longer.

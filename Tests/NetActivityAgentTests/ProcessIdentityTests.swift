@@ -112,8 +112,23 @@ struct ProcessIdentityTests {
         defer { cleanUp() }
         process(300, started: 20_000)
         #expect(identity(300, startedBy: 10_000) == nil)
-        #expect(identity(300, startedBy: 20_000) != nil, "started at that very tick: the same process")
+        #expect(identity(300, startedBy: 20_000)?.leaf == "unscoped/pid:300", "that very tick: a process of the pool")
+        #expect(identity(300, startedBy: 20_001)?.leaf == "unscoped/pid:300", "a tick before")
         #expect(identity(999) == nil, "no such process")
+    }
+
+    @Test("a process that started in the very tick its connection appeared is never lent a scoped identity")
+    func tieNeverScoped() {
+        defer { cleanUp() }
+        let scope =
+            "0::/user.slice/user-\(uid).slice/user@\(uid).service/app.slice/app-gnome-org.example.Photos-9.scope"
+        process(301, started: 20_000, cgroup: scope)
+        #expect(identity(301, startedBy: 20_001)?.app == "app:org.example.Photos", "a tick before: that app")
+        #expect(identity(301, startedBy: 20_000) == nil, "the same tick: maybe a recycled pid's next owner, not known")
+        let root = process(302, started: 20_000)
+        write(root + "/.flatpak-info", "[Application]\nname=org.example.Flat\nruntime=runtime/x\n")
+        #expect(identity(302, startedBy: 20_001)?.app == "flatpak:org.example.Flat")
+        #expect(identity(302, startedBy: 20_000) == nil)
     }
 
     @Test("a root on a FUSE mount, or on a mount its table does not show, is never looked into: not known")
