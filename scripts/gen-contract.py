@@ -227,7 +227,7 @@ def swift(bus, path, version, interfaces, own, standard):
         "// Generated from dbus/*.xml by scripts/gen-contract.py (make contract). Do not edit: a test",
         "// fails when this differs from what the XML makes. Hand-written additions are in Contract.swift.",
         "",
-        "/// The names of the contract (`../shared/DESIGN.md`, `dbus/*.xml`). The agent, the client",
+        "/// The names of the contract (`dbus/*.xml`, docs/behaviour.md). The agent, the client",
         "/// library, the CLI and the bench take every bus name, path, interface, member, property,",
         "/// enumerated value, option key and error name of ours from here.",
         "public enum NetActivityBus {",
