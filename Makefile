@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 # netactivity: `make run` and `make test` do all set-up on a fresh Debian machine.
 PREFIX ?= /usr/local
 DESTDIR ?=

@@ -1,4 +1,5 @@
 // swift-tools-version: 6.0
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 import PackageDescription
 
 let strict: [SwiftSetting] = [

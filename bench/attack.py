@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """make bench: the loop under attack, measured from outside by a separate Peer.Ping prober.
 
 attack.py ADDRESS PROBER   (PROBER: the path of Tests/Integration/prober.py; hog.py beside it)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 # make bench: the agent next to the shared D-Bus references, plus idle cost and signal timing.
 #   bench/bench.sh [BIN_DIR]     (default .build/release)
 # Knobs: REPEAT (rounds of the shared bench, default 3), IDLE_SECONDS (10), CYCLES (50), LOAD_SECONDS (10),

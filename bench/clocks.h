@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 // The bench's C programs' clocks: seconds of wall time and of this process's CPU.
 #ifndef NETACTIVITY_BENCH_CLOCKS_H
 #define NETACTIVITY_BENCH_CLOCKS_H

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """The bench's local image server: /small/N.png (about 1 KiB, no validator: the disk tier does not keep
 it), /tagged/N.png (the same with an ETag: kept on disk), /fresh/N.png (the same, cacheable for an
 hour), /large/N.png (4 MiB, with an ETag: kept on disk, as a CDN's images are), /slow/NAME.png

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """make bench's decoded-pixels rows: ten apps showing the same 50 images through the agent
 (FetchPixels: decoded once, mapped by all) next to ten apps doing it all in-process (libcurl,
 libjpeg-turbo, libspng); decode throughput and box decodes next to libjpeg-turbo in-process; time to

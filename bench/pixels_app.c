@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 // The bench's app for decoded pixels: what a desktop app showing images does with the agent.
 // Each image is one Downloader.FetchPixels (sd-bus); the reply's memfd is mapped read-only and
 // every page of it read, as a compositor reading a texture would; nothing is decoded here.

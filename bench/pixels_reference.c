@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 // The bench's reference for decoded pixels: an app that does it all itself, in-process, as apps do
 // today: libcurl downloads, libjpeg-turbo and libspng decode to premultiplied B8G8R8A8 (what GTK 4
 // takes), and the app keeps the pixels and reads every page of them, as pixels_app does with the

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """Turns `make bench`'s output (its markdown tables, on stdin) into the one Performance table:
 each row a measure with the reference it is compared with in the same run.
 

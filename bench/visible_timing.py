@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """How late the Visible signal is against the configured delays.
 
 Measured from the moment the Increment/Decrement reply returns to the moment the Visible signal

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /* The agent's own errors as a GError domain, generated from the contract (dbus/ XML) by
  * scripts/gen-contract.py (make contract). Do not edit: a test fails when this differs from what
  * the XML makes. A name keeps its number; a new one takes the next. */

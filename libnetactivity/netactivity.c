@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /* libnetactivity's hand-written part: what the code gdbus-codegen makes from dbus/ (its XML) cannot know.
  * See netactivity.h. */
 #include "netactivity.h"

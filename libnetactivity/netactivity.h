@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /* libnetactivity: the netactivity agent for C, and through GObject introspection for Python,
  * JavaScript (GJS), Vala and Rust.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """Checks that no module imports against the direction drawn in docs/architecture.md ("Modules").
 
 Its block between `<!-- layering:begin -->` and `<!-- layering:end -->` lists, for every

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """Writes the contract's names from dbus/*.xml (the one source), for Python and for Swift: the bus
 name and paths; per interface its name, methods (in and out signatures), properties (type,
 access) and signals; and the tables the XML gives as org.example.NetActivity.* annotations: the
@@ -164,6 +165,7 @@ def py_table(name, comment, entries):
 
 def python(bus, path, version, interfaces, own, standard):
     lines = [
+        "# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later",
         '"""The contract\'s names, generated from dbus/*.xml by scripts/gen-contract.py (make contract).',
         'Do not edit: a test fails when this differs from what the XML makes."""',
         "",
@@ -224,6 +226,7 @@ def swift_enum(doc, name, conformances, cases, extra=(), first=False):
 
 def swift(bus, path, version, interfaces, own, standard):
     lines = [
+        "// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later",
         "// Generated from dbus/*.xml by scripts/gen-contract.py (make contract). Do not edit: a test",
         "// fails when this differs from what the XML makes. Hand-written additions are in Contract.swift.",
         "",
@@ -287,6 +290,7 @@ def c_errors(bus, path, version, interfaces, own, standard, numbered=()):
         sys.exit("gen-contract: %s left the XML; an error name, once numbered, stays" % ", ".join(gone))
     const = lambda e: "NET_ACTIVITY_ERROR_" + snake(last(e))
     lines = [
+        "// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later",
         "/* The agent's own errors as a GError domain, generated from the contract (dbus/ XML) by",
         " * scripts/gen-contract.py (make contract). Do not edit: a test fails when this differs from what",
         " * the XML makes. A name keeps its number; a new one takes the next. */",

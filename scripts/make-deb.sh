@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 # Builds dist/netactivity_VERSION_ARCH.deb: a release build with the Swift runtime linked
 # statically (it runs on a Debian with no Swift toolchain), installed with `make install
 # PREFIX=/usr` into a staging root, dependencies from dpkg-shlibdeps. Then lintian, which must

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 # Writes the message template (argument 1) from every tr("...") in Sources/ and every _('...') of
 # the GNOME Shell extension. Swift sources go through xgettext's C lexer, which is enough for the
 # plain literals tr() takes; it warns about Swift's multi-line strings elsewhere in a file.

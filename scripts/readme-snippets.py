@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """Writes every Swift block of README.md and of docs/*.md into Examples/netactivity-example/Sources/
 ReadmeSnippets/Snippets.swift, where `make test` compiles it (Swift 6 language mode, strict concurrency) beside
 the example app: a snippet that stops compiling fails the build. What the snippets leave to the app
@@ -56,7 +57,8 @@ def generate():
             else:
                 inner = "\n".join(("    " + l) if l.strip() else "" for l in kept).strip("\n")
                 parts.append("// %s, Swift block %d\n@MainActor\nfunc docsBlock%d() async throws {\n%s\n}\n" % (doc, n, n, inner))
-    head = ("// Generated from README.md and docs/*.md by scripts/readme-snippets.py (make readme-snippets): do not edit.\n"
+    head = ("// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later\n"
+            "// Generated from README.md and docs/*.md by scripts/readme-snippets.py (make readme-snippets): do not edit.\n"
             "// Compiled, never run: what the snippets leave to the app is in Stubs.swift.\n")
     return head + "".join("import %s\n" % m for m in sorted(imports)) + "\n" + "\n".join(parts)
 

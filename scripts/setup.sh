@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 # Installs what building and testing netactivity needs and a fresh Debian machine lacks.
 # Called by `make`; does nothing when everything is there.
 set -eu

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """The D-Bus reference of the contract, as Markdown, from dbus/*.xml's own comments: each interface,
 then its methods, signals and properties with their signatures, what the comment before each says,
 and each argument's @name line. libnetactivity-1's API reference (make lib-docs) includes it, beside

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 // netactivity-pixels: one image in a GTK 4 window, decoded by the netactivity agent.
 //
 // The app decodes nothing and copies nothing: Downloader.FetchPixels answers with a sealed memfd of

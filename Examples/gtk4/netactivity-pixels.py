@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """netactivity-pixels.py: one image in a GTK 4 window, decoded by the netactivity agent (PyGObject).
 
 The app decodes nothing and copies nothing: Downloader.FetchPixels answers with a sealed memfd of

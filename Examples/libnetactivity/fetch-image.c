@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 // fetch-image: an image through the netactivity agent's shared downloader, with libnetactivity-1.
 //
 //   cc fetch-image.c $(pkg-config --cflags --libs netactivity-1) -o fetch-image

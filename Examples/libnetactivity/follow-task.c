@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 // follow-task: a task's progress as a panel or a progress bar follows it, with libnetactivity-1.
 //
 //   cc follow-task.c $(pkg-config --cflags --libs netactivity-1) -o follow-task

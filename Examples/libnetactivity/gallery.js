@@ -1,4 +1,5 @@
 #!/usr/bin/gjs
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 // gallery.js: images the netactivity agent fetched and decoded, in a GTK 4 window, and a spinner
 // that shows while any app on the desktop uses the network, with libnetactivity-1 through
 // introspection (GJS): no D-Bus code here.

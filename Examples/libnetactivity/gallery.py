@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """gallery.py: images the netactivity agent fetched and decoded, in a GTK 4 window, and a spinner
 that shows while any app on the desktop uses the network, with libnetactivity-1 through
 introspection (PyGObject): no D-Bus code here.

@@ -1,4 +1,5 @@
 // swift-tools-version: 6.0
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 // An app that adopts netactivity, as an app author would: the package by path (an app elsewhere
 // names it by URL and version), and one product. `make test` builds it.
 import PackageDescription

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 // Descriptor passing over the decoder's socket, for both ends (see include/decoder_protocol.h). Kept
 // out of the header: the agent's Swift sees plain prototypes, not the socket headers.
 #include <errno.h>

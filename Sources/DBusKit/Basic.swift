@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 internal import CDBus
 
 /// A D-Bus basic type that maps onto a Swift type one to one.

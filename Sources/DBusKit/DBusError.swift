@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 internal import CDBus
 
 /// A D-Bus error: a name such as `org.freedesktop.DBus.Error.InvalidArgs` and a human message.

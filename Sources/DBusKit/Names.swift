@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 internal import CDBus
 
 /// Validation of the names the D-Bus specification defines. libdbus aborts the process when it is

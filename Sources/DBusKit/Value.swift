@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// A D-Bus value of any type, for variants, properties and generic tools.
 ///
 /// Hot paths read and write typed values directly with `MessageReader`/`MessageWriter`;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// A handle to cancel a timer.
 public struct TimerID: Hashable, Sendable {
     public let raw: UInt64

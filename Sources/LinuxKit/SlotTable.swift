@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// Values under keys that the table hands out, found by indexing an array rather than by hashing:
 /// a key is a serial number (never repeated) above the index of its slot, so a key whose value was
 /// removed never finds the value that later took its slot. The event loop keeps its fd

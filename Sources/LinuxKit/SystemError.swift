@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 import Glibc
 
 /// A failed system call or child process: what was being done, and errno when there is one.

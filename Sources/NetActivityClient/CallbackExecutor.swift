@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 public import Dispatch
 
 /// Where the library runs the app's closures given with `callbacks:` (the executor forms of the

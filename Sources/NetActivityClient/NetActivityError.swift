@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 import DBusKit
 // The contract (names, limits, NetActivityError) is part of the library's API: `import
 // NetActivityClient` is all an app writes.

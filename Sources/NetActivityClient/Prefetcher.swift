@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 import NetActivityContract
 
 /// Fetches images ahead of need through the downloader all apps share (`PrefetchImages`), the way

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 public import FoundationEssentials
 
 // `URL` beside `String` for the image APIs: the same calls, with `url.absoluteString` as the key

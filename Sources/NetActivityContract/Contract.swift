@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 // The hand-written side of the contract's names: what `Names.swift` (generated from dbus/*.xml by
 // scripts/gen-contract.py) cannot say as a table.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// Text from apps (task descriptions, lease reasons) as one line of a menu or tooltip.
 public enum DisplayText {
     /// One line of at most `maxCharacters` characters: control and bidi-override characters

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// Conversions the agent, the library and the tests share (in nanoseconds, as timers take them).
 extension Duration {
     /// Whole nanoseconds, clamped at 0 (no timer waits a negative time).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// Limits that keep one client from costing the others (docs/bus-api.md, "Limits and their errors"). The agent enforces
 /// them; the client library cuts what it sends to fit them.
 public enum NetActivityLimits {

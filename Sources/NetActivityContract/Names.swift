@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 // Generated from dbus/*.xml by scripts/gen-contract.py (make contract). Do not edit: a test
 // fails when this differs from what the XML makes. Hand-written additions are in Contract.swift.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// An error of the contract: a D-Bus error name, a human message, and a typed `code` for the
 /// cases an app handles. The agent throws these (the bus carries `name` and `message`), the client
 /// library hands them to apps, and `Name` (generated from dbus/*.xml into Names.swift) is the one

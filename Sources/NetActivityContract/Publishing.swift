@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// What may be published about a URL to every client on the bus (task descriptions and errors,
 /// notifications, info logs): the scheme, host, port and path. The userinfo
 /// (`alice:hunter2@`), the query (`?access_token=...`) and the fragment stay with the app that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// The life of a task: `running` and `suspended` until it is completed, once, for good (the
 /// contract's `State` values).
 public typealias TaskState = TaskMember.State

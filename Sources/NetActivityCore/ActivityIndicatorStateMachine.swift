@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 public import NetActivityContract
 
 /// The four states of AFNetworkActivityIndicatorManager (the contract's `State` values).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// Who holds how much activity: per-client explicit counts, leases and tasks, keyed by the
 /// client's unique bus name. The total drives the state machine.
 ///

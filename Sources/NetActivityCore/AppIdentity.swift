@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// Who a client is, for fairness and provenance (DESIGN "Trust and isolation"): the app it
 /// belongs to and the leaf of the app that is charged.
 ///

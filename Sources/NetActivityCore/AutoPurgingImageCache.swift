@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// AFAutoPurgingImageCache, without its faults: an in-memory cache whose cost is the bytes held,
 /// with two watermarks. When usage exceeds `memoryCapacity` (strictly), entries go until usage is
 /// at or under `preferredMemoryUsageAfterPurge`. Every operation is O(1) (amortised; a purge is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// Rate-limits change signals for values that change on every call: the first change after a
 /// quiet period goes out at once, later ones are folded into one emission at the end of the
 /// interval. The caller compares values with what it last emitted, so a change that was undone

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// What the desktop shows of an app, from its `.desktop` file (the Desktop Entry
 /// Specification): its localized `Name` and its `Icon`. Pure: the agent reads the file.
 public struct DesktopEntry: Equatable, Sendable {

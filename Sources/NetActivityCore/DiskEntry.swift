@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// One entry of the downloader's disk tier, as bytes: the cache key, the app it is charged to, the
 /// HTTP caching facts and the body, followed by a 64-bit checksum of both, so a torn or damaged file is detected and dropped,
 /// never served. (Damage, not an attacker, is what it guards against: the checksum takes 32 bytes

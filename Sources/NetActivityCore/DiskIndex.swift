@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// The disk tier's books, pure (the agent's `DiskCache` does the file work): each entry's size,
 /// owner and last use, in recency order, and which room a new entry may take.
 ///

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// One accountant for a budget of things clients make the agent hold (tasks, leases, pending
 /// downloads, bytes in flight): a global budget, a per-connection cap, and max-min fairness between
 /// apps with a floor for each (DESIGN "Trust and isolation"; dbus-broker's user quotas).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 public import NetActivityContract
 
 /// The transfers waiting for a download slot, and the rule that picks the next: one FIFO or LIFO

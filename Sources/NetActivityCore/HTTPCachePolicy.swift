@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// The parts of HTTP caching (RFC 9111) the downloader's disk tier honours, pure: which responses
 /// may be kept, how long they stay fresh, and how a stale one is revalidated with its validators
 /// (ETag, Last-Modified) and refreshed by a 304. Times are wall-clock seconds since the epoch,

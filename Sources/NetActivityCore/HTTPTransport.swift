@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// One HTTP response as a transport delivers it: status, the headers the cache policy reads, and
 /// the body where the transport put it (the agent's sealed memfd, or an array).
 public struct HTTPResponse: Sendable {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 public import NetActivityContract
 
 /// AFImageDownloader's logic, pure: one transfer per request key however many clients ask, one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// What the first bytes of an image say: its format and, for raster formats, its size. Every read
 /// is bounds-checked, so truncated or hostile headers give nil, never a crash.
 public struct ImageInfo: Equatable, Sendable {

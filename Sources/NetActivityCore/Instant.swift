@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// A point on a monotonic clock, in nanoseconds. The core never reads a clock itself: the agent
 /// passes real monotonic time, tests pass a `ManualClock`'s time.
 public struct Instant: Comparable, Hashable, Sendable, CustomStringConvertible {

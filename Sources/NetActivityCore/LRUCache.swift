@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// A least-recently-used map with O(1) insert, lookup (which refreshes recency), removal and
 /// eviction of the oldest entry.
 ///

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// Which addresses a sandboxed or unknown caller's download may connect to: public ones only. A
 /// sandbox's network reach is its own, so the agent must not connect for it to this machine
 /// (loopback), to the local link, to private networks (RFC 1918, carrier-grade NAT, unique local

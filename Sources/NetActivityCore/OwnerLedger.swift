@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// Who holds what in a cache, for fair eviction: each key's owner (the leaf that stored it: an app,
 /// or a process of the unscoped pool, `ClientIdentity.leaf`) and each owner's keys in recency order
 /// with their costs. The memory cache and the disk tier both use it, so both purge the same way.

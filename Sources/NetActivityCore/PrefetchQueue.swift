@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// Prefetch jobs, pure: each a list of URLs one owner asked for ahead of need, taken one at a time
 /// when the downloader has nothing else to do (the driver decides when). Apps take turns, one URL
 /// each, so one app's thousand URLs do not hold back another's ten; within an app, jobs and their

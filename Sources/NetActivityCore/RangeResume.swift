@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// Continuing a body that stopped part-way (the system slept) with a range request (RFC 9110
 /// §14, §13.1.5), pure: whether the bytes so far may be continued at all, what to ask, and whether
 /// the answer continues them. `If-Range` makes it safe: a representation that changed since comes

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// SHA-256 (FIPS 180-4), for the disk tier: entry file names are the hash of the cache key (so no
 /// identifier can name a path), and every entry ends with the hash of its contents (so a damaged
 /// entry is detected and dropped). Small and dependency-free; tested against the NIST vectors.

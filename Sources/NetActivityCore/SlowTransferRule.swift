@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// The rule that keeps a stalled or dribbling server from holding a download slot while other work
 /// waits for one. It is told, once per tick, the bytes each running transfer has received; it says
 /// which of them should give their slot up and go on outside the limit.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// How response bytes are let in, pure (the agent's libcurl fetcher asks it for each chunk):
 ///
 /// - **Per turn**: all transfers together take at most `turnQuota` bytes per turn of the loop.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 public import NetActivityCore
 
 /// A clock for tests: time moves only when the test says so, and due timers fire in deadline

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// A small seeded generator for tests (SplitMix64): the same seed gives the same values on every
 /// run and machine, so a failure names a case that fails again.
 public struct SplitMix {

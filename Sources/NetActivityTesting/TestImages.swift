@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// Minimal, well-formed image headers of every format the cache accepts, for tests and the
 /// benchmark. `padding` appends bytes so an image can have any size (the cache sniffs headers
 /// and does not decode pixels).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 import DBusKit
 import Glibc
 // A load client for `make bench` (not installed): drives the agent's task API as fast as the bus allows.

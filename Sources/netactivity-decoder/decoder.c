@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 // netactivity-decoder: decodes images for netactivityd, in a sandbox of its own.
 //
 // Image decoders are the classic way in for bytes from the network (libwebp's CVE-2023-4863 was

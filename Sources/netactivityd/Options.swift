@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 import Glibc
 
 /// netactivityd's command line, read by hand: the agent stays free of swift-argument-parser, whose

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 # broker.sh DIR: a private dbus-broker session bus at DIR/bus, as dbus-broker-launch runs it
 # under systemd (socket activation), in a mount namespace of its own whose /run is a tmpfs holding
 # the journal socket the launcher logs to. Root only. Runs until killed (kill its process group).

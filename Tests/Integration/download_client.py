@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """A client of the downloader in a process of its own, printing JSON lines:
 {"event": "requested", "url", "receipt", "task", "cached"} or {"event": "refused", "url", "error"} per URL,
 then {"event": "finished", receipt, url, ok, error_name, error_message} per DownloadFinished it receives.

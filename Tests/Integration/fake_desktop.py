@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """Stand-ins for desktop services, printing what they see as JSON lines (with arrival times):
 
 fake_desktop.py ADDRESS watcher        org.kde.StatusNotifierWatcher; also prints items' NewStatus/NewToolTip

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """Stand-ins for system services on a private bus that plays the system bus:
 
 fake_system.py ADDRESS [--metered N] [--profile NAME]

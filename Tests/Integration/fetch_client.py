@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """A FetchImage client in a process of its own, printing JSON lines:
 {"event": "fetched", "url", "receipt", "size", "info", "sha256", "fd_target"} or
 {"event": "failed", "url", "receipt", "error", "message"} per answer, {"event": "cancel", "receipt", "result"}.

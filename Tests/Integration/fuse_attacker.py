@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """A client whose files a FUSE server of its own holds up: fuse_attacker.py ADDRESS MODE, run in a
 user and mount namespace of its own (`unshare -rm`), mounts a FUSE file system served by a thread
 of this process (a raw /dev/fuse server: INIT, LOOKUP, GETATTR and OPEN of one file), connects to

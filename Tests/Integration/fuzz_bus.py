@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """Fuzzes the agent's whole bus surface with python3-dbus.
 
 fuzz_bus.py ADDRESS [--seed N] [--calls N] [--seconds S] [--http URL] [--huge]

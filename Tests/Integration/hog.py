@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """One hostile app: a process that opens many connections and takes as much as the agent gives.
 
 hog.py ADDRESS leases|tasks CONNECTIONS PER_CONNECTION [DESCRIPTION_BYTES]

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """A client that takes activity and then waits to be killed.
 
 holder.py ADDRESS          two counts and a lease

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """A decoder that lies: it speaks netactivity-decoder's wire (decoder_protocol.h) and answers every
 request with DECODER_OK and the sizes given on its command line, whatever the image, with a sealed
 memfd of `bytes` bytes. Tests start it through a wrapper script named by NETACTIVITY_DECODER.

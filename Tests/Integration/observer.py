@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """A panel's view of the agent: prints every Visible signal and PropertiesChanged as a JSON line
 with the CLOCK_MONOTONIC time it arrived, flushed. Prints 'ready' once subscribed."""
 import sys

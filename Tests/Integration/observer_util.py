@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """Shared by the observer processes: their JSON lines out, D-Bus values as plain JSON-able Python
 values, and the commands a test writes to their standard input."""
 import json

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """A FetchPixels client in a process of its own, for make soak: asks for every URL's pixels one after
 another (every other one fit to a 2 px box), maps each reply and reads it, and prints one JSON line
 at the end: {"pixels": N, "errors": {NAME: COUNT}}.

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """A prefetching client in a process of its own, printing JSON lines:
 {"event": "prefetching", "receipt"} or {"event": "refused", "error", "message"} per PrefetchImages,
 {"event": "cancelled", "receipt", "count"} (or "error") per CancelPrefetch, {"event": "fetched", "sources"}

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """A separate client that pings the agent (org.freedesktop.DBus.Peer.Ping, which only a turning
 loop answers) back to back and reports the round trips: "the loop never waits", measured from
 outside. Usage: prober.py ADDRESS; prints "ready" after its first round trip, then pings until

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """A D-Bus client on a raw socket, for clients no library would make: one that sends calls and
 never reads its socket (so everything sent to it piles up in the bus), one that sends huge
 messages. Only what the tests need: EXTERNAL auth, method calls with string and byte-array

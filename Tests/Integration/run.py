@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """Runs the integration tests (Debian's /usr/bin/python3, which has python3-dbus and gi).
 
 Usage: run.py --bin .build/debug [--bus dbus-daemon|broker] [-k pattern] [--skip pattern]

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 # sandbox.sh ROOT APP_ID CMD...: runs CMD as a fake Flatpak app, the way a test can make one with
 # no privilege: inside `unshare -rm` (a user and a mount namespace of its own), a tmpfs ROOT with
 # every top-level folder of / bound into it, a /.flatpak-info naming APP_ID (sharing what

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """make soak: one agent under rounds of abuse for a bounded time, watched for growth.
 
 soak.py --bin DIR [--seconds 600]

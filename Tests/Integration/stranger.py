@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """One app, driven by a test line by line: stranger.py ADDRESS reads JSON commands from stdin, one
 per line, runs each on its own bus connection and prints one JSON line per command, {"ok": value}
 or {"error": [name, message]}. It keeps everything it was given (leases, tasks) until stdin

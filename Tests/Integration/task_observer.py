@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """A panel's view of tasks: follows ObjectManager and the tasks' PropertiesChanged, printing one
 JSON line per signal with its arrival time (CLOCK_MONOTONIC). Starts with GetManagedObjects, as a
 panel does, and prints 'ready' once subscribed."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """The agent end to end on a private bus, driven by busctl, gdbus, dbus-send and python3-dbus."""
 import json
 import os

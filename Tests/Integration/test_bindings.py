@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """The contract used from other languages, as their authors would: C bindings that gdbus-codegen
 makes from the installed XML, compiled and run against the real agent, and the Python of
 docs/bus-api.md run as it is printed there."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """The shared image cache end to end: sharing between clients, the fd path, purges, limits, pressure."""
 import errno
 import mmap

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """The netactivity CLI, run as a user would, against the real agent on a private bus."""
 import json
 import os

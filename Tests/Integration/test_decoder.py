@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """netactivity-decoder, the agent's image decoder in a sandbox of its own, spoken to as the agent
 speaks to it: a SOCK_SEQPACKET socket as its standard input, one request (a sealed memfd of encoded
 bytes) and one reply (a sealed memfd of premultiplied BGRA pixels) per message. Test images are made

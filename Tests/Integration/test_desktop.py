@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """Where users look: the tray item (StatusNotifierItem), dock progress (LauncherEntry), notifications."""
 import os
 import shutil

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """The shared downloader against a local HTTP server on 127.0.0.1 (never the internet)."""
 import hashlib
 import http.server

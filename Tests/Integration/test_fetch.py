@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """FetchImage: one call per image, its reply carrying the image's sealed memfd; tasks published only
 for transfers that last; every completion after the reply of the call that started it."""
 import hashlib

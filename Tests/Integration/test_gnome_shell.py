@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """The GNOME Shell extension in a real gnome-shell (headless Wayland, software GL), installed by
 `make install` into a prefix the shell is pointed at, following a real agent on the shell's own
 session bus. `make test` installs gnome-shell (scripts/setup.sh --gnome); without it this is skipped

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """The GTK 4 examples (Examples/gtk4: C, and Python with PyGObject) show an image the agent decoded,
 in a real window on a real X server (Xvfb): a screenshot has the image's colours where the window
 is, and the app maps the agent's pixels rather than holding a copy. `make test` builds the C one

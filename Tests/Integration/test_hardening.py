@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """Hardening (issue 7): the bus surface fuzzed, 100 clients of load, and faults: clients killed
 mid-call, the agent killed and restarted, an HTTP server dying mid-transfer, a full or read-only
 disk, and a client that never reads what it is sent."""

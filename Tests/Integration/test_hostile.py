@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """Hostile clients (issue "No app can harm another"): each test plays one fault an app could
 commit against the others through the agent, and asserts the fixed behaviour. Where the fault was
 a freeze, a separate prober's Peer.Ping round trips must stay under 50 ms throughout."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """make install, D-Bus activation from the installed files, and the files' validity."""
 import json
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """libnetactivity-1 (C, GObject, and Python and GJS through its typelib) against the real agent:
 the C examples (an image and its pixels, a task's progress), errors in the NET_ACTIVITY_ERROR
 domain, leases that end when released, a download answered after 26 s (past GDBus's default

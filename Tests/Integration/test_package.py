@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """The Debian package.
 
 PackageTests (make test, through make deb-test, which sets NETACTIVITY_DEB): the package is

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """FetchPixels: an image decoded once, in the sandboxed decoder, its pixels in a sealed memfd that
 every app maps; from a local HTTP server (never the internet)."""
 import ctypes

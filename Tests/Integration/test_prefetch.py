@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """PrefetchImages: images fetched ahead of need, after everything else, into room nobody who uses
 the cache needs."""
 import hashlib

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """Strangers, round two (DESIGN "Trust and isolation"): each test plays an attack a hostile app
 could make on the others through the agent, as that app would make it (raw sockets that never
 read, forked processes, look-alike cgroups, a fake /.flatpak-info in a user+mount namespace), and

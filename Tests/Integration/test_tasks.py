@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """Tasks end to end: lifecycle, ownership, client death, ObjectManager, coalesced progress, limits."""
 import os
 import re

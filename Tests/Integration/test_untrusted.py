@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """Strangers against the decoded tier, the panel's view and the network (DESIGN "Trust and
 isolation"): a decoder that lies, descriptors run out, hit-and-run removals, decoding shared
 unfairly, a panel crowded out, a sandbox reaching what its permissions deny. Each test plays the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 // The wire between netactivityd and netactivity-decoder: one SOCK_SEQPACKET message per request and
 // per reply, host byte order (both ends run on one machine), each with at most one descriptor.
 #ifndef NETACTIVITY_DECODER_PROTOCOL_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /* An app written in C against gdbus-codegen bindings made from the installed contract
  * (dbus/org.example.NetActivity.xml): holds a lease and counts, line by line as a test asks.
  * lease ADDRESS; commands on stdin: "inc", "dec", "end" (closes the lease), "quit". Prints "ok"

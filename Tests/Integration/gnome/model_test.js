@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The GNOME Shell extension's logic under bare gjs: gjs model_test.js EXTENSION_DIR
 // Prints "ok N" per check and exits 1 at the first failure.
 'use strict';

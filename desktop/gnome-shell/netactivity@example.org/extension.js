@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // netactivity: a top-bar indicator that follows the netactivity agent (org.example.NetActivity).
 // Shown while the agent's Visible is true; its menu lists the apps using the network and the
 // running tasks with their progress. Follows the agent across restarts; costs nothing while the

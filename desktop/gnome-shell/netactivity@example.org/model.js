@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // What the top-bar indicator shows, as plain functions of the agent's published state.
 // No GNOME imports: tests run it under bare gjs (Tests/Integration/gnome/model_test.js).
 'use strict';

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 // Generated from README.md and docs/*.md by scripts/readme-snippets.py (make readme-snippets): do not edit.
 // Compiled, never run: what the snippets leave to the app is in Stubs.swift.
 import AsyncHTTPClient

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 // What the Swift blocks of the README and docs/ leave to the app: its views, its data, its image type. Only declared:
 // the snippets are compiled (Snippets.swift, Swift 6 language mode), never run.
 import FoundationEssentials

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 // A GTK-style app's main thread: a GLib main loop, not Swift's async main. With
 // `NetActivity.runMainActorOnGLibMainContext()`, main-actor work (queued from any thread, and
 // the library's main-actor faces) runs inside that loop, on the main thread. `make test` runs

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 // A newcomer's tour of NetActivityClient: fetches URLs through the tracked HTTP client (each
 // request is a task at the agent) and fills image slots through the shared downloader and cache.
 //

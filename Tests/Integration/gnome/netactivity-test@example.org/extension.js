@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Test only (installed by test_gnome_shell.py into the test user's home): reads the netactivity
 // indicator's actors and answers over D-Bus, so the test needs no unsafe mode for Eval.
 'use strict';
