@@ -598,9 +598,9 @@ final class HTTPFetcher {
             easy,
             { user, _, address in
                 let t = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
+                guard let address, let reach = t.reach else { return CCURL_SOCKET_BAD }
                 var raw = [UInt8](repeating: 0, count: 16)
                 let n = Int(ccurl_sockaddr_bytes(address, &raw))
-                guard let address, let reach = t.reach else { return CCURL_SOCKET_BAD }
                 guard let ip = NetworkAddress(bytes: Array(raw.prefix(n))) else {
                     t.refused = "an address of family \(address.pointee.family)"
                     return CCURL_SOCKET_BAD
