@@ -162,7 +162,8 @@ final class DecoderPool {
     ) {
         self.maxWaiting = maxWaiting
         waitingQuota = FairQuota(
-            budget: max(1, maxWaiting * 2 / 5), limit: maxWaiting, perConnection: Self.maxWaitingPerOwner)
+            budget: max(1, maxWaiting * 2 / 5), limit: maxWaiting, perConnection: Self.maxWaitingPerOwner,
+            holdsAppsToShare: true)
         self.executable = executable
         self.bubblewrap = bubblewrap
         self.loop = loop
@@ -216,7 +217,7 @@ final class DecoderPool {
     func decode(
         image: Int32, box: Box, owner: String = "", _ completion: @escaping (Result<DecodedPixels, Failure>) -> Void
     ) -> () -> Void {
-        if let refusal = waitingQuota.check(connection: owner, leaf: owner) ?? appOverShare(owner) {
+        if let refusal = waitingQuota.check(connection: owner, leaf: owner) {
             Closer.close(image)
             let why =
                 switch refusal {
@@ -240,17 +241,6 @@ final class DecoderPool {
 
     /// Images waiting for a decoder now.
     var waitingImages: Int { waitingCount }
-
-    /// Past the budget, an app (all the processes of the unscoped pool together) at its share of
-    /// the budget takes no more, whatever its new processes' own shares: so they never use up the
-    /// room kept for other apps.
-    private func appOverShare(_ owner: String) -> FairQuota.Refusal? {
-        guard waitingQuota.total >= waitingQuota.budget else { return nil }
-        let app = String(ClientIdentity.app(ofLeaf: owner))
-        let held = waitingQuota.held(byApp: app)
-        let share = max(1, waitingQuota.budget / (waitingQuota.appCount + (held == 0 ? 1 : 0)))
-        return held >= share ? .share(held: held, share: share) : nil
-    }
 
     /// How many decodes each app and owner was given (a count that only grows), so that among the
     /// apps waiting, the one served least recently goes first.

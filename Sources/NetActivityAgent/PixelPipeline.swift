@@ -151,11 +151,13 @@ final class PixelPipeline {
         key(own ? ImageCacheService.ownKey(imageKey, leaf) : imageKey, box)
     }
 
-    private static func prefix(_ storageKey: String) -> String { storageKey + "\u{0}\u{0}px\u{0}" }
+    /// What separates a tier key's storage key from its box.
+    private static let boxMarker = "\u{0}\u{0}px\u{0}"
+    private static func prefix(_ storageKey: String) -> String { storageKey + boxMarker }
 
     /// The storage key a tier key was made from (`key(_:_:)`): up to its last box marker.
     static func storageKey(ofTierKey key: String) -> Substring? {
-        key.ranges(of: "\u{0}\u{0}px\u{0}").last.map { key[..<$0.lowerBound] }
+        key.ranges(of: boxMarker).last.map { key[..<$0.lowerBound] }
     }
 
     /// The tier keys kept for each storage key, so that an image's removal finds its pixels

@@ -29,7 +29,8 @@ public final class TaskAudience: ObjectAudience {
     /// view from a panel that comes later.
     private var treeReaders: [String: ClientIdentity] = [:]
     private var readerQuota = FairQuota(
-        budget: TaskAudience.treeReadersBudget, limit: TaskAudience.maxTreeReaders, perConnection: 1)
+        budget: TaskAudience.treeReadersBudget, limit: TaskAudience.maxTreeReaders, perConnection: 1,
+        holdsAppsToShare: true)
     /// Tasks each peer follows directly.
     private var followed: [String: Set<String>] = [:]
     static let treeReadersBudget = 128
@@ -116,7 +117,7 @@ public final class TaskAudience: ObjectAudience {
     /// if its app (the unscoped pool whole) is within its share of the readers.
     private func addTreeReader(_ peer: String) {
         let identity = context.peers.identity(of: peer)
-        if let refusal = readerQuota.check(connection: peer, leaf: identity.leaf) ?? appOverShare(identity) {
+        if let refusal = readerQuota.check(connection: peer, leaf: identity.leaf) {
             if !refusedReaderLogged {
                 refusedReaderLogged = true
                 context.logger.warning(
@@ -127,15 +128,6 @@ public final class TaskAudience: ObjectAudience {
         }
         readerQuota.charge(connection: peer, leaf: identity.leaf)
         treeReaders[peer] = identity
-    }
-
-    /// Past the budget, an app (all the processes of the unscoped pool together) at its share of
-    /// it takes no more readers, whatever the shares of its own leaves.
-    private func appOverShare(_ identity: ClientIdentity) -> FairQuota.Refusal? {
-        guard readerQuota.total >= readerQuota.budget else { return nil }
-        let held = readerQuota.held(byApp: identity.app)
-        let share = max(1, readerQuota.budget / (readerQuota.appCount + (held == 0 ? 1 : 0)))
-        return held >= share ? .share(held: held, share: share) : nil
     }
 
     // MARK: the task table's events

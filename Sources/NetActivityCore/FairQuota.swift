@@ -37,11 +37,19 @@ public struct FairQuota: Sendable {
         case total(held: Int)
     }
 
-    public init(budget: Int, limit: Int? = nil, perConnection: Int) {
+    /// Whether, past the budget, an app as a whole is held to its share too (budget ÷ the apps
+    /// holding any): without it, each new leaf of one app (a process of the unscoped pool) is
+    /// admitted under its own share, and enough of them use up the room up to `limit` that other
+    /// apps' floors need. For what any process can ask for many times over (waiting decodes,
+    /// readers of the object tree).
+    public let holdsAppsToShare: Bool
+
+    public init(budget: Int, limit: Int? = nil, perConnection: Int, holdsAppsToShare: Bool = false) {
         precondition(budget > 0 && perConnection > 0)
         self.budget = budget
         self.limit = max(budget, limit ?? budget * 5 / 2)
         self.perConnection = perConnection
+        self.holdsAppsToShare = holdsAppsToShare
     }
 
     /// The number of apps holding any.
@@ -66,6 +74,11 @@ public struct FairQuota: Sendable {
         if mine + cost > perConnection { return .connection(held: mine) }
         if total + cost > limit { return .total(held: total) }
         if total + cost <= budget { return nil }
+        if holdsAppsToShare {
+            let app = byApp[String(ClientIdentity.app(ofLeaf: leaf))]?.held ?? 0
+            let appShare = max(1, budget / (byApp.count + (app == 0 ? 1 : 0)))
+            if app + cost > appShare { return .share(held: app, share: appShare) }
+        }
         let held = byLeaf[leaf] ?? 0
         let share = share(of: leaf)
         return held + cost <= share ? nil : .share(held: held, share: share)

@@ -106,12 +106,13 @@ def run(cmd, *args):
         # {"ok": answered, "errors": {name: count}}
         answered, errors = 0, {}
         for width in range(1, args[1] + 1):
-            options = dbus.Dictionary({"max-width": dbus.UInt32(width)}, signature="sv")
             try:
                 if cmd == "pixel-boxes":
-                    fd = cache.OpenPixels(args[0], options)[0]
+                    options = {contract.ImageCache.OPEN_PIXELS_OPTION_MAX_WIDTH: dbus.UInt32(width)}
+                    fd = cache.OpenPixels(args[0], dbus.Dictionary(options, signature="sv"))[0]
                 else:
-                    fd = downloader.FetchPixels(args[0], options, timeout=60)[0]
+                    options = {contract.Downloader.FETCH_PIXELS_OPTION_MAX_WIDTH: dbus.UInt32(width)}
+                    fd = downloader.FetchPixels(args[0], dbus.Dictionary(options, signature="sv"), timeout=60)[0]
                 os.close(fd.take())
                 answered += 1
             except dbus.exceptions.DBusException as e:

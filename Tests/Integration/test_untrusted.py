@@ -28,7 +28,6 @@ from test_strangers import Cgroups, StrangerTestCase, can_fake_flatpak, can_moun
 HERE = os.path.dirname(os.path.abspath(__file__))
 C = contract.ImageCache
 D = contract.Downloader
-ERR = contract.ERROR_PREFIX
 
 
 class LyingDecoderTests(unittest.TestCase):
@@ -66,7 +65,7 @@ class LyingDecoderTests(unittest.TestCase):
                 cache.AddImage("logo", dbus.ByteArray(png(2, 2)))
                 with self.assertRaises(dbus.exceptions.DBusException) as cm:
                     cache.OpenPixels("logo", dbus.Dictionary({}, signature="sv"))
-                self.assertEqual(cm.exception.get_dbus_name(), ERR + "Decode", cm.exception.get_dbus_message())
+                self.assertEqual(cm.exception.get_dbus_name(), contract.Error.Decode, cm.exception.get_dbus_message())
                 self.assertTrue(agent.alive(), agent.logtext()[-2000:])
                 statistics = obj.Get(C.INTERFACE, C.DecodedStatistics, dbus_interface=contract.PROPERTIES)
                 self.assertGreaterEqual(int(statistics[C.DECODED_STATISTICS_KEY_DECODERS_REPLACED]), 1, "a decoder that lied is not used again")

@@ -38,6 +38,22 @@ struct FairQuotaTests {
         #expect(q.check(connection: ":1.20", leaf: "flatpak:org.example.App") == nil)
     }
 
+    @Test("held to its app's share, a pool of new processes cannot use up the room other apps' floors need")
+    func appsHeldToShare() throws {
+        var held = FairQuota(budget: 10, limit: 25, perConnection: 4, holdsAppsToShare: true)
+        var loose = FairQuota(budget: 10, limit: 25, perConnection: 4)
+        for p in 0..<25 {
+            _ = try? held.take(connection: ":1.\(p)", leaf: "unscoped/pid:\(p)")
+            _ = try? loose.take(connection: ":1.\(p)", leaf: "unscoped/pid:\(p)")
+        }
+        #expect(loose.total == 25, "each new process under its own share: the pool reaches the limit")
+        #expect(held.total == 10, "the pool alone holds the budget, its app's whole share, and no more")
+        #expect(loose.check(connection: ":1.99", leaf: "flatpak:org.example.App") == .total(held: 25))
+        #expect(held.check(connection: ":1.99", leaf: "flatpak:org.example.App") == nil, "another app's floor")
+        try held.take(connection: ":1.99", leaf: "flatpak:org.example.App")
+        #expect(held.check(connection: ":1.98", leaf: "unscoped/pid:98") == .share(held: 10, share: 5))
+    }
+
     @Test("the per-connection cap and the hard limit")
     func caps() throws {
         var q = FairQuota(budget: 10, limit: 12, perConnection: 3)
