@@ -179,6 +179,34 @@ final class ForeignTask {
 /// - `/drop/NAME`: a Content-Length of twice the file, half of it, then a closed connection;
 /// - `/status/CODE`: an empty answer with that status.
 /// Every request's path is logged; `count(_:)` reads the log.
+/// A loopback port that refuses every connection: a TCP socket bound to it and never listening,
+/// held until `close()`, so no other process (another suite's server, say) can take the port and
+/// answer in the meantime, as it could after a server on it stopped.
+final class RefusingPort {
+    private let fd: Int32
+    let port: Int
+
+    init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+            }
+        }
+        guard fd >= 0, bound else { throw NetActivityError(name: "test.Failed", message: "no loopback port to hold") }
+        self.fd = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    func url(_ name: String) -> String { "http://127.0.0.1:\(port)/\(name)" }
+
+    func close() { Glibc.close(fd) }
+}
+
 final class LocalHTTPServer {
     private var pid: Int32
     let port: Int

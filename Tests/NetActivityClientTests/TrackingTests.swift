@@ -107,9 +107,9 @@ struct TrackingTests {
         #expect(second.error != "")
         #expect(second.countOfBytesReceived <= 64_000)
 
-        let closed = try LocalHTTPServer(files: [:])
+        let closed = try RefusingPort()
+        defer { closed.close() }
         let deadURL = closed.url("x")
-        closed.stop()
         await #expect(throws: (any Error).self) {
             _ = try await http.execute(HTTPClientRequest(url: deadURL), timeout: .seconds(10))
         }
