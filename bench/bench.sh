@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
-# make bench: the agent next to the shared D-Bus references, plus idle cost and signal timing.
+# make bench: the agent next to C references on libdbus and sd-bus, plus idle cost and signal timing.
 #   bench/bench.sh [BIN_DIR]     (default .build/release)
-# Knobs: REPEAT (rounds of the shared bench, default 3), IDLE_SECONDS (10), CYCLES (50), LOAD_SECONDS (10),
-# SKIP_SHARED=1 (leave out the shared round-trip table).
+# Knobs: REPEAT (rounds of the round-trip table, default 3), IDLE_SECONDS (10), CYCLES (50), LOAD_SECONDS (10),
+# SKIP_ROUNDTRIPS=1 (leave that table out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$(cd "${1:-.build/release}" && pwd)
-SHARED=${SHARED:-../shared/bench}
 PY=/usr/bin/python3
 WORK=$(mktemp -d /tmp/netactivity-bench.XXXXXX)
 BUS_PID='' AGENT_PID='' HTTP_PID=''
@@ -19,25 +18,22 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# shared/ is read-only: run a copy (its client is used below too).
-cp -r "$SHARED" "$WORK/bench"
-if [ -z "${SKIP_SHARED:-}" ]; then
+# The C references (bench/reference): the client every bus figure below uses, and the same
+# service on libdbus and on sd-bus.
+REF="$WORK/reference"
+make -s -C bench/reference OUT="$REF" >/dev/null
+if [ -z "${SKIP_ROUNDTRIPS:-}" ]; then
   echo "## Round trips: IncrementActivityCount next to the libdbus and sd-bus C references (pinned to CPU 0, same run)"
   echo
-  ( cd "$WORK/bench" && rm -rf build results &&
-    EXTRA_SERVICE="netactivityd (Swift) | $BIN/netactivityd | -i org.example.NetActivity" \
-    REPEAT=${REPEAT:-3} LIMITS=0 PAYLOADS="4096:100" ./run.sh sd-bus libdbus netactivityd 2>&1 ) | grep -v '^\[' || true
+  REPEAT=${REPEAT:-3} bench/roundtrips.sh "$BIN/netactivityd" "$REF"
   echo
-else
-  ( cd "$WORK/bench" && rm -rf build results && make -s build/client )
 fi
 # Instructions per IncrementActivityCount, the repeatable figure (wall rates on this VM move by a
 # few percent from run to run): each service under callgrind on a private bus, answering N and then
-# 2N sequential calls from the shared client; the difference over N leaves start-up out. The agent
+# 2N sequential calls from the reference client; the difference over N leaves start-up out. The agent
 # runs from a copy without debug info (valgrind 3.19 cannot read Swift's DWARF 5).
 if [ -z "${SKIP_CALLGRIND:-}" ] && command -v valgrind >/dev/null 2>&1; then
   strip -g -o "$WORK/netactivityd-nodebug" "$BIN/netactivityd"
-  make -s -C "$WORK/bench" build/svc_libdbus >/dev/null
   CG_N=${CG_N:-20000}
   instructions() {   # instructions SERVICE N CLIENT_OPTIONS...
     local svc=$1 n=$2; shift 2
@@ -46,8 +42,8 @@ if [ -z "${SKIP_CALLGRIND:-}" ] && command -v valgrind >/dev/null 2>&1; then
     DBUS_SESSION_BUS_ADDRESS=$(head -n1 "$d/addr") XDG_CACHE_HOME="$d/cache" \
       valgrind --tool=callgrind --callgrind-out-file="$d/out" "$svc" >/dev/null 2>&1 &
     local vp=$!
-    DBUS_SESSION_BUS_ADDRESS=$(head -n1 "$d/addr") "$WORK/bench/build/client" wait "$@" -T 60000 >/dev/null
-    DBUS_SESSION_BUS_ADDRESS=$(head -n1 "$d/addr") "$WORK/bench/build/client" rtt "$@" -n "$n" >/dev/null
+    DBUS_SESSION_BUS_ADDRESS=$(head -n1 "$d/addr") "$REF/client" wait "$@" -T 60000 >/dev/null
+    DBUS_SESSION_BUS_ADDRESS=$(head -n1 "$d/addr") "$REF/client" rtt "$@" -n "$n" >/dev/null
     kill -TERM "$vp"; wait "$vp" 2>/dev/null || true
     kill "$(cat "$d/pid")"
     sed -n 's/^summary: *\([0-9]*\).*/\1/p' "$d/out" | head -n1
@@ -56,7 +52,7 @@ if [ -z "${SKIP_CALLGRIND:-}" ] && command -v valgrind >/dev/null 2>&1; then
     local a b; a=$(instructions "$1" "$CG_N" "${@:2}"); b=$(instructions "$1" $(( 2 * CG_N )) "${@:2}")
     echo $(( (b - a) / CG_N ))
   }
-  cg_c=$(per_call "$WORK/bench/build/svc_libdbus")
+  cg_c=$(per_call "$REF/service_libdbus")
   cg_agent=$(per_call "$WORK/netactivityd-nodebug" -i org.example.NetActivity)
   echo "## Instructions per IncrementActivityCount (callgrind, $CG_N and $(( 2 * CG_N )) sequential calls, the difference)"
   echo
@@ -77,8 +73,8 @@ AGENT_PID=$!
 for _ in $(seq 100); do busctl --address="$DBUS_SESSION_BUS_ADDRESS" status org.example.NetActivity >/dev/null 2>&1 && break; sleep 0.05; done
 sleep 1
 
-# Decrement rates too (Increment is in the table above), with the shared client.
-CLIENT="$WORK/bench/build/client"
+# Decrement rates too (Increment is in the table above), with the reference client.
+CLIENT="$REF/client"
 dec_rtt=$(taskset -c 0 "$CLIENT" rtt -i org.example.NetActivity -m DecrementActivityCount -n 20000 | sed -n 's/.*calls_per_s=\([0-9.]*\).*/\1/p')
 dec_pipe=$(taskset -c 0 "$CLIENT" pipelined -i org.example.NetActivity -m DecrementActivityCount -n 100000 -w 1000 | sed -n 's/.*calls_per_s=\([0-9.]*\).*/\1/p')
 dec_conc=$(taskset -c 0 "$CLIENT" rtt -i org.example.NetActivity -m DecrementActivityCount -c 4 -n 5000 | sed -n 's/.*calls_per_s=\([0-9.]*\).*/\1/p')

@@ -455,7 +455,7 @@ public final class ObjectServer {
     var managedWaiting: [(call: Message, path: String)] = []
 }
 
-/// Who sees which objects of an `ObjectServer` (DESIGN "Trust and isolation": a sandboxed app
+/// Who sees which objects of an `ObjectServer` (docs/contract.md, "Trust and isolation": a sandboxed app
 /// reads only its own work, and the object tree one reply carries is bounded). Objects it hides
 /// from a caller do not exist for that caller: not in GetManagedObjects, not among a node's
 /// children, `UnknownObject` to Properties and Introspect. Signals about an object go where it says.

@@ -50,7 +50,7 @@ public protocol TaskBeginning: AnyObject {
 /// `org.example.NetActivity`: per-client counts and fd leases feed the ledger, the ledger's total
 /// drives the delayed state machine, and the machine's actions become timers, PropertiesChanged
 /// and the `Visible` signal. ActivityCount and Clients change on every call, so their signal is
-/// coalesced (DESIGN.md). Everything runs on the loop's thread; nothing is locked.
+/// coalesced (docs/contract.md). Everything runs on the loop's thread; nothing is locked.
 public final class ActivityService: ActivitySink, IndicatorSource {
     private let context: AgentContext
     /// Lease fds are watched here (the production loop; tests pass one they never run).

@@ -38,7 +38,7 @@ public protocol ImageStore: AnyObject {
 /// `org.example.NetActivity.ImageCache`: AFAutoPurgingImageCache for every app, with large images
 /// in sealed memfds (`OpenImage` hands out read-only opens, no copy), and memory pressure trims.
 ///
-/// Keys are scoped (DESIGN "Provenance on every read path"): for a URL's key (`http:`/`https:`),
+/// Keys are scoped (docs/contract.md, "Provenance on every read path"): for a URL's key (`http:`/`https:`),
 /// an app's own `AddImage` lives in that app's namespace (its leaf: the app, or its process in the
 /// unscoped pool) and the downloader's entry is everyone's; plain identifiers are one namespace
 /// for host apps and a namespace of its own for each sandboxed app. An app's own entry answers

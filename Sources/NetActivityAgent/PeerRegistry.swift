@@ -193,7 +193,7 @@ public final class BusPeerRegistry: PeerRegistry {
     }
 
     /// Every `volumeStep` bytes we send: asks the daemon how many of ours it still holds, and
-    /// when that is much, how much each recent caller has not read. DESIGN "Nothing piles up for
+    /// when that is much, how much each recent caller has not read. docs/contract.md, "Nothing piles up for
     /// a peer": the daemon stops reading us for everyone once it holds 1 GB of ours (the session
     /// bus's max_incoming_bytes), which one client that never reads its socket could cause.
     func inspectBacklog() {

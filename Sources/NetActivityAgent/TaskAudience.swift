@@ -3,7 +3,7 @@ public import DBusKit
 import NetActivityContract
 import NetActivityCore
 
-/// Who sees which task object (DESIGN "Trust and isolation"), for the object server:
+/// Who sees which task object (docs/contract.md, "Trust and isolation"), for the object server:
 ///
 /// - **A sandboxed app reads only its own work.** A Flatpak or Snap, or a caller whose app is not
 ///   known, reads the tasks its app began and the agent's download tasks of transfers it asked

@@ -7,7 +7,7 @@ import NetActivityCore
 public final class TaskEntry {
     let path: String
     var record: TaskRecord
-    /// Progress signals: at most one per 100 ms, the latest values always sent (DESIGN.md).
+    /// Progress signals: at most one per 100 ms, the latest values always sent (docs/contract.md).
     var coalescer = ChangeCoalescer(interval: .milliseconds(100))
     var progressTimer: TimerID?
     var lingerTimer: TimerID?

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
-/// Who a client is, for fairness and provenance (DESIGN "Trust and isolation"): the app it
+/// Who a client is, for fairness and provenance (docs/contract.md, "Trust and isolation"): the app it
 /// belongs to and the leaf of the app that is charged.
 ///
 /// - A Flatpak app is `flatpak:ID`, from `/.flatpak-info` in the process's own root (what

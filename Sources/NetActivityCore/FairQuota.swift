@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /// One accountant for a budget of things clients make the agent hold (tasks, leases, pending
 /// downloads, bytes in flight): a global budget, a per-connection cap, and max-min fairness between
-/// apps with a floor for each (DESIGN "Trust and isolation"; dbus-broker's user quotas).
+/// apps with a floor for each (docs/contract.md, "Trust and isolation"; dbus-broker's user quotas).
 ///
 /// What is charged is a *leaf* (`ClientIdentity.leaf`): an app, or one process of the unscoped
 /// pool ("unscoped/pid:7"), whose app is the part before the "/". The rule:

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
-"""Strangers, round two (DESIGN "Trust and isolation"): each test plays an attack a hostile app
+"""Strangers, round two (docs/contract.md, "Trust and isolation"): each test plays an attack a hostile app
 could make on the others through the agent, as that app would make it (raw sockets that never
 read, forked processes, look-alike cgroups, a fake /.flatpak-info in a user+mount namespace), and
 asserts the promise: the agent keeps answering everyone, shares have a floor, and a sandboxed app

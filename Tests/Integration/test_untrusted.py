@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
-"""Strangers against the decoded tier, the panel's view and the network (DESIGN "Trust and
+"""Strangers against the decoded tier, the panel's view and the network (docs/contract.md, "Trust and
 isolation"): a decoder that lies, descriptors run out, hit-and-run removals, decoding shared
 unfairly, a panel crowded out, a sandbox reaching what its permissions deny. Each test plays the
 attack as the attacker would and asserts the promise."""

@@ -35,7 +35,7 @@ struct ActivityServiceTests {
     }
 
     @Test(
-        "DESIGN.md's consequences: 0/0 gives [true, false]; a short blip gives nothing; no flicker in the completion delay"
+        "The contract's consequences: 0/0 gives [true, false]; a short blip gives nothing; no flicker in the completion delay"
     )
     func designConsequences() throws {
         let zero = DriverHarness(activation: 0, completion: 0)
