@@ -23,6 +23,7 @@ G_BEGIN_DECLS
  * @NET_ACTIVITY_ERROR_NOT_FOUND: `org.example.NetActivity.Error.NotFound`
  * @NET_ACTIVITY_ERROR_DECODE: `org.example.NetActivity.Error.Decode`
  * @NET_ACTIVITY_ERROR_CLIENT_VANISHED: `org.example.NetActivity.Error.ClientVanished`
+ * @NET_ACTIVITY_ERROR_NOT_SUPPORTED: `org.example.NetActivity.Error.NotSupported`
  *
  * The agent's own errors (`org.example.NetActivity.Error.*`), in the %NET_ACTIVITY_ERROR domain. The standard
  * D-Bus errors it answers with (`org.freedesktop.DBus.Error.InvalidArgs`, `AccessDenied`...) come
@@ -41,6 +42,7 @@ typedef enum {
     NET_ACTIVITY_ERROR_NOT_FOUND = 9,
     NET_ACTIVITY_ERROR_DECODE = 10,
     NET_ACTIVITY_ERROR_CLIENT_VANISHED = 11,
+    NET_ACTIVITY_ERROR_NOT_SUPPORTED = 12,
 } NetActivityError;
 
 /**
@@ -65,6 +67,7 @@ GQuark net_activity_error_quark (void);
     { NET_ACTIVITY_ERROR_NOT_FOUND, "org.example.NetActivity.Error.NotFound" }, \
     { NET_ACTIVITY_ERROR_DECODE, "org.example.NetActivity.Error.Decode" }, \
     { NET_ACTIVITY_ERROR_CLIENT_VANISHED, "org.example.NetActivity.Error.ClientVanished" }, \
+    { NET_ACTIVITY_ERROR_NOT_SUPPORTED, "org.example.NetActivity.Error.NotSupported" }, \
 }
 
 G_END_DECLS

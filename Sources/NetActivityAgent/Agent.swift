@@ -261,7 +261,14 @@ public final class Agent {
         if options.tray, tray == nil {
             let icon = TrayIcon(
                 connection: connection, server: context.server, scheduler: context.scheduler, indicator: activity,
-                tasks: { [unowned tasks] in tasks.menuRows(limit: TrayMenuModel.maxRows) }, logger: context.logger)
+                tasks: { [unowned tasks] in tasks.menuRows(limit: TrayMenuModel.maxRows) }, logger: context.logger,
+                request: { [unowned tasks] action, sender in
+                    guard case .request(let request, let path) = action else { return }
+                    try? tasks.request(request, task: path, by: sender)
+                },
+                // The menu pauses the indicator and asks apps to stop their work: a host's (the
+                // tray host's) to use, never a sandboxed app's.
+                mayAct: { [context] in !context.peers.identity(of: $0).isSandboxed })
             tray = startObserver(icon) ? icon : nil
         } else if !options.tray, let icon = tray {
             icon.stop()

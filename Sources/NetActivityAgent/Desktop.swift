@@ -73,7 +73,8 @@ final class TrayIcon: DesktopObserver {
 
     init(
         connection: Connection, server: ObjectServer, scheduler: any Scheduler, indicator: any IndicatorSource,
-        tasks: @escaping () -> MenuRows, logger: Logger
+        tasks: @escaping () -> MenuRows, logger: Logger,
+        request: @escaping (MenuAction, String) -> Void = { _, _ in }, mayAct: @escaping (String) -> Bool = { _ in true }
     ) {
         self.connection = connection
         self.server = server
@@ -84,7 +85,8 @@ final class TrayIcon: DesktopObserver {
             content: { [unowned indicator] in
                 TrayMenuModel.make(enabled: indicator.isEnabled, clients: indicator.clientRows, tasks: tasks())
             },
-            toggle: { [unowned indicator] in indicator.setEnabled(!indicator.isEnabled) })
+            toggle: { [unowned indicator] in indicator.setEnabled(!indicator.isEnabled) }, request: request,
+            mayAct: mayAct)
     }
 
     /// Active while the indicator is visible, and while it is paused from the menu: hosts hide a

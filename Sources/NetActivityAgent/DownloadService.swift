@@ -98,7 +98,11 @@ public final class DownloadService: ImageDownloader.Observer {
         maxBodyBytes: { [unowned self] in maxBodyBytes },
         prefetchStarted: { [unowned self] in core.prefetchStarted(ofTransfer: $0) })
     private lazy var transferTasks = TransferTasks(
-        context: context, tasks: tasks, activity: activity, announceAfter: announceAfter)
+        context: context, tasks: tasks, activity: activity, announceAfter: announceAfter,
+        cancel: { [unowned self] transfer in
+            let n = core.cancel(transfer: transfer)
+            context.logger.info("Transfer \(transfer) cancelled from a panel (\(n) receipts)")
+        })
     private lazy var slowWatch = SlowTransferWatch(
         context: context, core: core, received: { [unowned self] in transferTasks.received($0) })
     /// Metered, power-saver, offline and sleep (the agent tells it what the system says).

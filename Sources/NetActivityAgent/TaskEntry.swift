@@ -26,13 +26,36 @@ public final class TaskEntry {
     var readers: Set<String> = []
     /// Peers that read it directly (Properties): its own signals reach them.
     var followers: [String] = []
+    /// What panels may ask of its owner (BeginTask's `cancellable` and `suspendable`).
+    let offers: TaskOffers
+    /// When each request was last passed to the owner: the same one again within
+    /// `TaskOffers.repeatAfter` is not passed on (a panel's double click, or a flood, reaches the
+    /// owner once a second at most).
+    var passed: [TaskRequest: Instant] = [:]
+    /// For the agent's own tasks: what a cancel request does (a download's: cancel the transfer).
+    var onCancelRequest: (() -> Void)?
 
-    init(path: String, record: TaskRecord, desktopID: String? = nil, app: String?) {
+    init(path: String, record: TaskRecord, desktopID: String? = nil, app: String?, offers: TaskOffers = TaskOffers()) {
         self.path = path
         self.record = record
         self.desktopID = desktopID
         self.app = app
+        self.offers = offers
         announced = record.progress
         announcedFraction = record.fractionCompleted
     }
+}
+
+/// What panels may ask of a task's owner.
+struct TaskOffers: Equatable {
+    var cancellable = false
+    var suspendable = false
+    /// How long the same request is not passed on again.
+    static let repeatAfter: Duration = .seconds(1)
+}
+
+/// A panel's request to a task's owner.
+enum TaskRequest: Hashable {
+    case cancel
+    case suspend(Bool)
 }

@@ -5,7 +5,7 @@ import NetActivityContract
 import NetActivityCore
 
 /// `org.example.NetActivity.Task` (dbus/org.example.NetActivity.Task.xml): the table every task
-/// object serves, and its handlers, which only the task's owner may call.
+/// object serves, and its handlers: the owner's, and the requests panels pass to the owner.
 extension TaskService {
     // MARK: the Task interface table
 
@@ -32,10 +32,16 @@ extension TaskService {
                 DBusMethod(M.setFraction.rawValue, in: [DBusArgument("fraction", "d")]) { [unowned self] in
                     try self.setFraction(&$0)
                 },
+                DBusMethod(M.requestCancel.rawValue) { [unowned self] in try self.requestCancel(&$0) },
+                DBusMethod(M.requestSuspend.rawValue, in: [DBusArgument("suspended", "b")]) { [unowned self] in
+                    try self.requestSuspend(&$0)
+                },
             ],
             properties: [
                 .contractVersion,
                 taskProperty(.state, "s") { w, t in w.append(t.record.state.rawValue) },
+                taskProperty(.cancellable, "b", emitsChanged: .const) { w, t in w.append(t.offers.cancellable) },
+                taskProperty(.suspendable, "b", emitsChanged: .const) { w, t in w.append(t.offers.suspendable) },
                 taskProperty(.description, "s", emitsChanged: .const) { w, t in w.append(t.record.description) },
                 taskProperty(.owner, "s", emitsChanged: .const) { w, t in w.append(t.record.owner) },
                 taskProperty(.countOfBytesSent, "t") { w, t in w.append(t.record.progress.sent) },
@@ -46,6 +52,10 @@ extension TaskService {
                 },
                 taskProperty(.fractionCompleted, "d") { w, t in w.append(t.record.fractionCompleted) },
                 taskProperty(.error, "s") { w, t in w.append(t.record.error) },
+            ],
+            signals: [
+                DBusSignal(TaskMember.Signal.cancelRequested.rawValue, []),
+                DBusSignal(TaskMember.Signal.suspendRequested.rawValue, [DBusArgument("suspended", "b")]),
             ]
         )
     }
@@ -100,6 +110,55 @@ extension TaskService {
             if try entry.record.setFraction(fraction) { progressChanged(entry) }
         } catch {
             throw NetActivityError.invalidArgs(error.message)
+        }
+    }
+
+    // MARK: requests from panels
+
+    func requestCancel(_ call: inout MethodCall) throws {
+        try request(.cancel, task: call.path, by: call.sender)
+    }
+
+    func requestSuspend(_ call: inout MethodCall) throws {
+        try request(.suspend(try call.args.read(Bool.self)), task: call.path, by: call.sender)
+    }
+
+    /// Passes a panel's request for the task at `path` to its owner alone, if `caller` may ask it
+    /// (host callers for any task, a sandboxed app for its own app's, a caller not known for its
+    /// connection's) and the task offers it. Asking for the state the task is in, asking of a
+    /// completed task, or the same request again within `TaskOffers.repeatAfter`, tells nobody.
+    func request(_ request: TaskRequest, task path: String, by caller: String) throws {
+        let entry = try task(at: path)
+        let member: TaskMember.Method = request == .cancel ? .requestCancel : .requestSuspend
+        let identity = context.peers.identity(of: caller)
+        if identity.isSandboxed, entry.app.map({ ClientIdentity.scope(ofLeaf: $0) }) != identity.scope {
+            let who = identity.isUnknown ? "a caller whose app is not known" : "a sandboxed app (\(identity.app))"
+            throw NetActivityError.accessDenied(
+                "\(path) is not \(identity.isUnknown ? "this connection's" : "this app's"); \(who) may call \(member.rawValue) only on its own tasks"
+            )
+        }
+        let offered = request == .cancel ? entry.offers.cancellable : entry.offers.suspendable
+        guard offered else {
+            let option = request == .cancel ? "cancellable" : "suspendable"
+            throw NetActivityError(
+                .notSupported, "\(path) was not begun \(option): its owner does not take \(member.rawValue)")
+        }
+        if case .suspend(let suspended) = request, suspended == (entry.record.state == .suspended) { return }
+        guard entry.record.state != .completed else { return }
+        let now = context.now
+        if let last = entry.passed[request], now < last + TaskOffers.repeatAfter { return }
+        entry.passed[request] = now
+        if entry.record.owner == context.uniqueName {
+            if request == .cancel { entry.onCancelRequest?() }
+            return
+        }
+        context.logger.debug("\(member.rawValue) for \(path) from \(caller) to \(entry.record.owner)")
+        let signal: TaskMember.Signal = request == .cancel ? .cancelRequested : .suspendRequested
+        context.sink.emitSignal(
+            path: path, interface: NetActivityInterface.task.rawValue, member: signal.rawValue,
+            destination: entry.record.owner
+        ) { w in
+            if case .suspend(let suspended) = request { w.append(suspended) }
         }
     }
 }

@@ -75,8 +75,12 @@ struct TaskTable {
 /// Makes and drives tasks for another service (the downloader's transfers are the agent's own tasks).
 public protocol TaskFactory: AnyObject {
     /// A new task owned by the agent itself: suspended (a queued transfer), or running (one that
-    /// starts as it is asked for, announced so in one InterfacesAdded).
-    func makeAgentTask(description: String, running: Bool, progress: TaskProgress, readers: Set<String>) -> TaskEntry
+    /// starts as it is asked for, announced so in one InterfacesAdded). With `onCancelRequest`, it
+    /// is cancellable: a host panel's RequestCancel runs it.
+    func makeAgentTask(
+        description: String, running: Bool, progress: TaskProgress, readers: Set<String>,
+        onCancelRequest: (() -> Void)?
+    ) -> TaskEntry
     func resume(_ entry: TaskEntry)
     /// A download's transfer stopped and waits again (the system went to sleep).
     func suspend(_ entry: TaskEntry)
@@ -90,7 +94,7 @@ public protocol TaskFactory: AnyObject {
 /// completion, and dock progress. A running task adds 1 to its owner's activity through the
 /// `ActivitySink`.
 public final class TaskService: TaskBeginning, TaskFactory {
-    private let context: AgentContext
+    let context: AgentContext
     private unowned let activity: any ActivitySink
     var tasks = TaskTable()
     let taskLinger: Duration
@@ -119,7 +123,7 @@ public final class TaskService: TaskBeginning, TaskFactory {
                 "Description is \(description.utf8.count) bytes long; the limit is \(NetActivityLimits.maxDescriptionBytes)"
             )
         }
-        let (state, progress, desktopID) = try Self.taskOptions(options)
+        let (state, progress, desktopID, offers) = try Self.taskOptions(options)
         let caller = context.peers.identity(of: owner)
         if let desktopID, let refusal = Self.desktopIDRefusal(desktopID, for: caller) {
             throw NetActivityError.accessDenied(refusal)
@@ -131,7 +135,8 @@ public final class TaskService: TaskBeginning, TaskFactory {
         }
         if state == .running { try activity.acquire(.task, for: owner) }
         let entry = createTask(
-            owner: owner, description: description, state: state, progress: progress, desktopID: desktopID)
+            owner: owner, description: description, state: state, progress: progress, desktopID: desktopID,
+            offers: offers)
         context.logger.debug("Task \(entry.path) for \(owner): \(description)")
         return entry.path
     }
@@ -141,7 +146,8 @@ public final class TaskService: TaskBeginning, TaskFactory {
     /// A download's task: suspended while queued; a transfer that starts at once is announced
     /// running, and that announcement opens its progress window as `resume` does.
     public func makeAgentTask(
-        description: String, running: Bool, progress: TaskProgress = TaskProgress(), readers: Set<String> = []
+        description: String, running: Bool, progress: TaskProgress = TaskProgress(), readers: Set<String> = [],
+        onCancelRequest: (() -> Void)? = nil
     )
         -> TaskEntry
     {
@@ -150,7 +156,8 @@ public final class TaskService: TaskBeginning, TaskFactory {
         let entry = createTask(
             owner: context.uniqueName, description: description, state: running ? .running : .suspended,
             progress: progress,
-            readers: readers)
+            readers: readers, offers: TaskOffers(cancellable: onCancelRequest != nil))
+        entry.onCancelRequest = onCancelRequest
         if running { entry.coalescer.didEmit(now: context.now) }
         return entry
     }
@@ -180,12 +187,13 @@ public final class TaskService: TaskBeginning, TaskFactory {
     func createTask(
         owner: String, description: String, state: TaskState, progress: TaskProgress = TaskProgress(),
         desktopID: String? = nil,
-        readers: Set<String> = []
+        readers: Set<String> = [], offers: TaskOffers = TaskOffers()
     ) -> TaskEntry {
         let entry = TaskEntry(
             path: tasks.makePath(),
             record: TaskRecord(owner: owner, description: description, state: state, progress: progress),
-            desktopID: desktopID, app: owner == context.uniqueName ? nil : context.peers.app(of: owner))
+            desktopID: desktopID, app: owner == context.uniqueName ? nil : context.peers.app(of: owner),
+            offers: offers)
         entry.readers = readers
         tasks.byPath[entry.path] = entry
         audience.created(entry)
@@ -203,7 +211,7 @@ public final class TaskService: TaskBeginning, TaskFactory {
 
     /// BeginTask's options: unknown keys and wrong types are refused by name, so typos surface.
     static func taskOptions(_ options: [String: DBusValue]) throws(NetActivityError) -> (
-        TaskState, TaskProgress, String?
+        TaskState, TaskProgress, String?, TaskOffers
     ) {
         typealias Option = ActivityMember.BeginTaskOption
         try checkOptions(options, of: ActivityMember.Method.beginTask.rawValue, Option.self)
@@ -213,7 +221,10 @@ public final class TaskService: TaskBeginning, TaskFactory {
         progress.expectedToReceive = options[Option.expectedToReceive.rawValue]?.uint64Value ?? 0
         let desktopID = options[Option.desktopID.rawValue]?.stringValue
         if let desktopID, let problem = ActivityMember.desktopIDProblem(desktopID) { throw .invalidArgs(problem) }
-        return (state, progress, desktopID)
+        let offers = TaskOffers(
+            cancellable: options[Option.cancellable.rawValue]?.boolValue == true,
+            suspendable: options[Option.suspendable.rawValue]?.boolValue == true)
+        return (state, progress, desktopID, offers)
     }
 
     /// Why `caller` may not publish for `desktopID`, or nil when it may: a sandboxed app speaks
@@ -392,7 +403,11 @@ public final class TaskService: TaskBeginning, TaskFactory {
                 if oldest.count > limit { oldest.removeLast() }
             }
         }
-        return MenuRows(first: oldest.map(Self.menuRow), total: total)
+        let offers = oldest.map { entry -> MenuTaskOffers? in
+            guard entry.offers != TaskOffers() else { return nil }
+            return MenuTaskOffers(path: entry.path, offers: entry.offers, suspended: entry.record.state == .suspended)
+        }
+        return MenuRows(first: oldest.map(Self.menuRow), total: total, offers: offers)
     }
 
     private static func menuRow(_ entry: TaskEntry) -> String {

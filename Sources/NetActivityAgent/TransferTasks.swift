@@ -14,6 +14,8 @@ final class TransferTasks {
     private unowned let tasks: any TaskFactory
     private unowned let activity: any ActivitySink
     private let announceAfter: () -> Duration
+    /// Cancels a transfer for everyone who asked for it (a host panel cancelled its task).
+    private let cancel: (UInt64) -> Void
 
     /// What is known of each live transfer.
     private struct Transfer {
@@ -37,12 +39,13 @@ final class TransferTasks {
 
     init(
         context: AgentContext, tasks: any TaskFactory, activity: any ActivitySink,
-        announceAfter: @escaping () -> Duration
+        announceAfter: @escaping () -> Duration, cancel: @escaping (UInt64) -> Void
     ) {
         self.context = context
         self.tasks = tasks
         self.activity = activity
         self.announceAfter = announceAfter
+        self.cancel = cancel
     }
 
     /// Bytes `transfer` has received so far (0 when it is not known).
@@ -63,7 +66,7 @@ final class TransferTasks {
         // With its progress so far, in its one InterfacesAdded.
         let task = tasks.makeAgentTask(
             description: PublishedURL.downloadDescription(state.url), running: state.running, progress: state.progress,
-            readers: state.readers)
+            readers: state.readers, onCancelRequest: { [unowned self] in self.cancel(transfer) })
         // The task now holds the activity the transfer held without one.
         if state.running { activity.release(.task, for: context.uniqueName) }
         state.task = task

@@ -8,6 +8,8 @@ struct MenuItem: Equatable {
     var id: Int32
     var properties: [String: DBusValue]
     var children: [MenuItem] = []
+    /// What a click does (never sent to hosts).
+    var action: MenuAction? = nil
 
     /// dbusmenu's wire form, `(ia{sv}av)`, down `depth` levels (-1: all), with only `names`
     /// among the properties (empty: all).
@@ -40,15 +42,29 @@ struct MenuItem: Equatable {
     var all: [MenuItem] { [self] + children.flatMap(\.all) }
 }
 
+/// What a click on a menu item asks for: a task's owner to cancel, pause or resume it.
+enum MenuAction: Equatable {
+    case request(TaskRequest, task: String)
+}
+
+/// What may be asked of a task a menu row shows (its submenu).
+struct MenuTaskOffers: Equatable {
+    var path: String
+    var offers: TaskOffers
+    var suspended: Bool
+}
+
 /// The first rows of a list a menu shows and how long the list is, so a long list need not be
-/// built whole.
+/// built whole; for tasks, what each shown row's owner may be asked.
 struct MenuRows: Equatable, ExpressibleByArrayLiteral {
     var first: [String]
     var total: Int
+    var offers: [MenuTaskOffers?] = []
 
-    init(first: [String], total: Int) {
+    init(first: [String], total: Int, offers: [MenuTaskOffers?] = []) {
         self.first = first
         self.total = total
+        self.offers = offers
     }
 
     init(_ all: [String]) { self.init(first: all, total: all.count) }
@@ -61,6 +77,8 @@ enum TrayMenuModel {
     static let statusID: Int32 = 1
     static let toggleID: Int32 = 2
     static let maxRows = 8
+    /// A task row's submenu: Cancel at `firstActionID + 2 * row`, Pause or Resume after it.
+    static let firstActionID: Int32 = 1000
 
     /// dbusmenu reads `_` as a mnemonic mark: text from apps shows as it is.
     static func label(_ text: String) -> DBusValue { .string(text.replacing("_", with: "__")) }
@@ -78,8 +96,32 @@ enum TrayMenuModel {
             // TRANSLATORS: the last row of a long list; {1} is how many rows are not shown.
             if texts.total > shown.count { shown.append(tr("and {1} more", String(texts.total - shown.count))) }
             return shown.enumerated().map { i, text in
-                MenuItem(id: firstID + Int32(i), properties: ["label": label(text), "enabled": .bool(false)])
+                let offered = i < texts.offers.count ? texts.offers[i] : nil
+                guard let offered, offered.offers.cancellable || offered.offers.suspendable else {
+                    return MenuItem(id: firstID + Int32(i), properties: ["label": label(text), "enabled": .bool(false)])
+                }
+                return MenuItem(
+                    id: firstID + Int32(i), properties: ["label": label(text), "children-display": .string("submenu")],
+                    children: actions(offered, row: Int32(i)))
             }
+        }
+        // A task row whose owner takes requests opens a submenu of them.
+        func actions(_ offered: MenuTaskOffers, row: Int32) -> [MenuItem] {
+            var items: [MenuItem] = []
+            let id = firstActionID + 2 * row
+            if offered.offers.cancellable {
+                items.append(
+                    MenuItem(
+                        id: id, properties: ["label": label(tr("Cancel"))],
+                        action: .request(.cancel, task: offered.path)))
+            }
+            if offered.offers.suspendable {
+                items.append(
+                    MenuItem(
+                        id: id + 1, properties: ["label": label(offered.suspended ? tr("Resume") : tr("Pause"))],
+                        action: .request(.suspend(!offered.suspended), task: offered.path)))
+            }
+            return items
         }
         rows += capped(MenuRows(clients), firstID: 100)
         if tasks.total > 0 {
@@ -117,6 +159,11 @@ final class TrayMenu {
     private let scheduler: any Scheduler
     private let content: () -> MenuItem
     private let toggle: () -> Void
+    /// A click on a task's Cancel, Pause or Resume, by a caller (the tray host).
+    private let request: (MenuAction, String) -> Void
+    /// Whether a caller may act through the menu (host callers; a sandboxed app reading the menu
+    /// may not pause the indicator or ask for another app's task).
+    private let mayAct: (String) -> Bool
     private(set) var revision: UInt32 = 1
     private var announced: MenuItem?
     private var timer: TimerID?
@@ -126,13 +173,16 @@ final class TrayMenu {
 
     init(
         connection: Connection, server: ObjectServer, scheduler: any Scheduler,
-        content: @escaping () -> MenuItem, toggle: @escaping () -> Void
+        content: @escaping () -> MenuItem, toggle: @escaping () -> Void,
+        request: @escaping (MenuAction, String) -> Void = { _, _ in }, mayAct: @escaping (String) -> Bool = { _ in true }
     ) {
         self.connection = connection
         self.server = server
         self.scheduler = scheduler
         self.content = content
         self.toggle = toggle
+        self.request = request
+        self.mayAct = mayAct
     }
 
     func start() {
@@ -191,11 +241,15 @@ final class TrayMenu {
         return items.compactMap { if case .int32(let i) = $0 { i } else { nil } }
     }
 
-    /// A click on the check item toggles the indicator; other events change nothing.
-    private func event(id: Int32, name: String) {
-        if id == TrayMenuModel.toggleID, name == "clicked" {
+    /// A click on the check item toggles the indicator, one on a task's Cancel, Pause or Resume
+    /// asks its owner; other events, and any from a caller that may not act, change nothing.
+    private func event(id: Int32, name: String, in menu: MenuItem, from sender: String) {
+        guard name == "clicked", mayAct(sender) else { return }
+        if id == TrayMenuModel.toggleID {
             toggle()
             changed()
+        } else if id >= TrayMenuModel.firstActionID, let action = menu.find(id)?.action {
+            request(action, sender)
         }
     }
 
@@ -255,7 +309,7 @@ final class TrayMenu {
                 ) { [unowned self] call in
                     let id = try call.args.read(Int32.self)
                     let name = try call.args.read(String.self)
-                    self.event(id: id, name: name)
+                    self.event(id: id, name: name, in: self.content(), from: call.sender)
                 },
                 DBusMethod("EventGroup", in: [DBusArgument("events", "a(isvu)")], out: [DBusArgument("idErrors", "ai")])
                 {
@@ -266,7 +320,11 @@ final class TrayMenu {
                     for case .structure(let fields) in events {
                         guard fields.count == 4, case .int32(let id) = fields[0], case .string(let name) = fields[1]
                         else { continue }
-                        if menu.find(id) == nil { errors.append(.int32(id)) } else { self.event(id: id, name: name) }
+                        if menu.find(id) == nil {
+                            errors.append(.int32(id))
+                        } else {
+                            self.event(id: id, name: name, in: menu, from: call.sender)
+                        }
                     }
                     try call.reply.append(.array(elementSignature: "i", errors))
                 },

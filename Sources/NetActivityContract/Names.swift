@@ -66,10 +66,12 @@ public enum ActivityMember {
         case expectedToSend = "expected-to-send"
         case expectedToReceive = "expected-to-receive"
         case desktopID = "desktop-id"
+        case cancellable
+        case suspendable
 
         public var signature: String {
             switch self {
-            case .suspended: "b"
+            case .suspended, .cancellable, .suspendable: "b"
             case .expectedToSend, .expectedToReceive: "t"
             case .desktopID: "s"
             }
@@ -377,12 +379,16 @@ public enum TaskMember {
         case complete = "Complete"
         case setProgress = "SetProgress"
         case setFraction = "SetFraction"
+        case requestCancel = "RequestCancel"
+        case requestSuspend = "RequestSuspend"
     }
 
     /// Its properties.
     public enum Property: String, Sendable, CaseIterable {
         case version = "Version"
         case state = "State"
+        case cancellable = "Cancellable"
+        case suspendable = "Suspendable"
         case description = "Description"
         case owner = "Owner"
         case countOfBytesSent = "CountOfBytesSent"
@@ -391,6 +397,12 @@ public enum TaskMember {
         case countOfBytesExpectedToReceive = "CountOfBytesExpectedToReceive"
         case fractionCompleted = "FractionCompleted"
         case error = "Error"
+    }
+
+    /// Its signals.
+    public enum Signal: String, Sendable, CaseIterable {
+        case cancelRequested = "CancelRequested"
+        case suspendRequested = "SuspendRequested"
     }
 
     /// `State`'s values.
@@ -418,6 +430,7 @@ extension NetActivityError {
         case notFound = "org.example.NetActivity.Error.NotFound"
         case decode = "org.example.NetActivity.Error.Decode"
         case clientVanished = "org.example.NetActivity.Error.ClientVanished"
+        case notSupported = "org.example.NetActivity.Error.NotSupported"
         // org.freedesktop.DBus.Error.*
         case invalidArgs = "org.freedesktop.DBus.Error.InvalidArgs"
         case accessDenied = "org.freedesktop.DBus.Error.AccessDenied"

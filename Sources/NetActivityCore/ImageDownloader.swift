@@ -290,6 +290,17 @@ public final class ImageDownloader {
         return true
     }
 
+    /// Cancels every receipt of transfer `id` (someone cancelled its task from a panel): each
+    /// handler gets `.cancelled`, and the transfer stops or leaves the queue. Returns how many
+    /// receipts it had (0 when it is unknown or finished).
+    @discardableResult
+    public func cancel(transfer id: UInt64) -> Int {
+        guard let t = transfersByID[id] else { return 0 }
+        let held = t.waiters.map(\.receipt)
+        for receipt in held { cancel(receipt: receipt) }
+        return held.count
+    }
+
     private func forget(_ receipt: String, of owner: String) {
         guard receiptsByOwner[owner]?.remove(receipt) != nil, receiptsByOwner[owner]?.isEmpty == true else { return }
         receiptsByOwner[owner] = nil

@@ -25,6 +25,7 @@ class Error:
     NotFound = 'org.example.NetActivity.Error.NotFound'
     Decode = 'org.example.NetActivity.Error.Decode'
     ClientVanished = 'org.example.NetActivity.Error.ClientVanished'
+    NotSupported = 'org.example.NetActivity.Error.NotSupported'
 
 
 class DBusError:
@@ -80,7 +81,7 @@ class Activity:
     }
     # dictionaries and a{sv} arguments: key: type
     KEYS = {
-        'BeginTaskOption': {'suspended': 'b', 'expected-to-send': 't', 'expected-to-receive': 't', 'desktop-id': 's'},
+        'BeginTaskOption': {'suspended': 'b', 'expected-to-send': 't', 'expected-to-receive': 't', 'desktop-id': 's', 'cancellable': 'b', 'suspendable': 'b'},
     }
     ActivationDelay = 'ActivationDelay'
     ActivityCount = 'ActivityCount'
@@ -103,6 +104,8 @@ class Activity:
     BEGIN_TASK_OPTION_EXPECTED_TO_SEND = 'expected-to-send'
     BEGIN_TASK_OPTION_EXPECTED_TO_RECEIVE = 'expected-to-receive'
     BEGIN_TASK_OPTION_DESKTOP_ID = 'desktop-id'
+    BEGIN_TASK_OPTION_CANCELLABLE = 'cancellable'
+    BEGIN_TASK_OPTION_SUSPENDABLE = 'suspendable'
 
 
 class Downloader:
@@ -340,11 +343,15 @@ class Task:
         'Complete': ('s', ''),
         'SetProgress': ('tttt', ''),
         'SetFraction': ('d', ''),
+        'RequestCancel': ('', ''),
+        'RequestSuspend': ('b', ''),
     }
     # name: (type, access)
     PROPERTIES = {
         'Version': ('u', 'read'),
         'State': ('s', 'read'),
+        'Cancellable': ('b', 'read'),
+        'Suspendable': ('b', 'read'),
         'Description': ('s', 'read'),
         'Owner': ('s', 'read'),
         'CountOfBytesSent': ('t', 'read'),
@@ -354,13 +361,19 @@ class Task:
         'FractionCompleted': ('d', 'read'),
         'Error': ('s', 'read'),
     }
-    SIGNALS = {}
-    ERRORS = ('org.freedesktop.DBus.Error.AccessDenied', 'org.freedesktop.DBus.Error.InvalidArgs', 'org.freedesktop.DBus.Error.UnknownObject', 'org.example.NetActivity.Error.LimitsExceeded', 'org.example.NetActivity.Error.ClientVanished', 'org.example.NetActivity.Error.Cancelled')
+    # name: signature
+    SIGNALS = {
+        'CancelRequested': '',
+        'SuspendRequested': 'b',
+    }
+    ERRORS = ('org.freedesktop.DBus.Error.AccessDenied', 'org.freedesktop.DBus.Error.InvalidArgs', 'org.freedesktop.DBus.Error.UnknownObject', 'org.example.NetActivity.Error.LimitsExceeded', 'org.example.NetActivity.Error.ClientVanished', 'org.example.NetActivity.Error.Cancelled', 'org.example.NetActivity.Error.NotSupported')
     # enumerated strings: every value
     VALUES = {
         'State': ('running', 'suspended', 'completed'),
     }
     KEYS = {}
+    CancelRequested = 'CancelRequested'
+    Cancellable = 'Cancellable'
     Complete = 'Complete'
     CountOfBytesExpectedToReceive = 'CountOfBytesExpectedToReceive'
     CountOfBytesExpectedToSend = 'CountOfBytesExpectedToSend'
@@ -370,11 +383,15 @@ class Task:
     Error = 'Error'
     FractionCompleted = 'FractionCompleted'
     Owner = 'Owner'
+    RequestCancel = 'RequestCancel'
+    RequestSuspend = 'RequestSuspend'
     Resume = 'Resume'
     SetFraction = 'SetFraction'
     SetProgress = 'SetProgress'
     State = 'State'
     Suspend = 'Suspend'
+    SuspendRequested = 'SuspendRequested'
+    Suspendable = 'Suspendable'
     Version = 'Version'
     STATE_RUNNING = 'running'
     STATE_SUSPENDED = 'suspended'

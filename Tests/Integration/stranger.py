@@ -151,6 +151,9 @@ def run(cmd, *args):
         path = agent.BeginTask(args[0], options)
         held.append(path)
         return str(path)
+    if cmd == "request":
+        task = dbus.Interface(conn.get_object(NAME, args[0], introspect=False), contract.Task.INTERFACE)
+        return task.RequestCancel() if args[1] == "cancel" else task.RequestSuspend(dbus.Boolean(args[2]))
     if cmd == "managed":
         managed = obj.GetManagedObjects(dbus_interface=contract.OBJECT_MANAGER)
         return {str(p): str(i[contract.Task.INTERFACE][contract.Task.Description]) for p, i in managed.items()

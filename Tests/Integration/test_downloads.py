@@ -11,7 +11,7 @@ import time
 
 import dbus
 
-from harness import NAME, PATH, PROPS, Agent, PrivateBus, connect, iface, png, prop, wait_until
+from harness import NAME, PATH, PROPS, Agent, PrivateBus, busctl, connect, iface, png, prop, wait_until
 from test_agent import AgentTestCase
 import contract
 
@@ -661,6 +661,26 @@ class CancelTests(DownloadTestCase):
         self.assertTrue(self.downloader(other_conn).CancelDownload(theirs))
         wait_until(lambda: self.active() == 0, what="the transfer to stop")
         self.assertFalse(self.downloader().CancelDownload("no-such-receipt"))
+
+    def test_a_panel_cancels_a_download_for_everyone_waiting_for_it(self):
+        url = self.http.url("/gate/panel.png")
+        a, b = self.client(url), self.client(url)
+        task = wait_until(lambda: self.events(a, "requested"), what="the first request")[0]["task"]
+        wait_until(lambda: self.events(b, "requested") and self.active() == 1, what="one transfer for both")
+        self.assertEqual(self.events(b, "requested")[0]["task"], task)
+        obj = self.conn.get_object(NAME, task, introspect=False)
+        get = lambda name: obj.Get(contract.Task.INTERFACE, name, dbus_interface=PROPS)
+        self.assertEqual((get("Cancellable"), get("Suspendable")), (True, False))
+        r = busctl(self.bus, "call", NAME, task, contract.Task.INTERFACE, "RequestSuspend", "b", "true")
+        self.assertIn("not begun suspendable", r.stderr)
+        r = busctl(self.bus, "call", NAME, task, contract.Task.INTERFACE, "RequestCancel")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for c in (a, b):
+            done = self.finished(c, 1)[0]
+            self.assertEqual((done["ok"], done["error_name"]), (False, contract.ERROR_PREFIX + "Cancelled"))
+        wait_until(lambda: self.active() == 0, what="the transfer to stop")
+        wait_until(lambda: get("State") == contract.Task.STATE_COMPLETED, what="the task to complete")
+        self.assertEqual(get("Error"), contract.ERROR_PREFIX + "Cancelled")
 
     def test_a_client_leaving_cancels_its_receipts(self):
         c = self.client(self.http.url("/gate/left.png"))

@@ -222,6 +222,44 @@ class SandboxTests(StrangerTestCase):
         self.assertTrue(app("remove-all"))
         self.assertTrue(iface_cache.LookupImage("host-only", byte_arrays=True)[0])
 
+    def test_a_sandboxed_app_asks_only_for_its_own_apps_tasks(self):
+        import json
+        host = self.observe("task_owner.py", json.dumps({"cancellable": True, "suspendable": True}), "--obey")
+        host_task = wait_until(lambda: host.snapshot(), what="the host's task")[0]["path"]
+        app = self.stranger(flatpak="org.example.Sandboxed")
+        same_app = self.stranger(flatpak="org.example.Sandboxed")
+        other_app = self.stranger(flatpak="org.example.Other")
+        T = contract.Task
+        for request in (("cancel",), ("suspend", True)):
+            with self.assertRaises(dbus.exceptions.DBusException) as cm:
+                app("request", host_task, *request)
+            self.assertIn(cm.exception.get_dbus_name(), (contract.DBusError.AccessDenied, contract.DBusError.UnknownObject))
+        own = app("task", "sandboxed work", {contract.Activity.BEGIN_TASK_OPTION_CANCELLABLE: ["b", True]})
+        same_app("request", own, "cancel")  # its own app's task
+        with self.assertRaises(dbus.exceptions.DBusException) as cm:
+            other_app("request", own, "cancel")
+        self.assertIn(cm.exception.get_dbus_name(), (contract.DBusError.AccessDenied, contract.DBusError.UnknownObject))
+        # A host panel asks for any task; the host's owner heard nothing from the sandboxes.
+        busctl = subprocess.run(["busctl", "--address=" + self.bus.address, "call", NAME, own, T.INTERFACE, "RequestCancel"],
+                                capture_output=True, text=True)
+        self.assertEqual(busctl.returncode, 0, busctl.stderr)
+        busctl = subprocess.run(["busctl", "--address=" + self.bus.address, "call", NAME, host_task, T.INTERFACE,
+                                 "RequestCancel"], capture_output=True, text=True)
+        self.assertEqual(busctl.returncode, 0, busctl.stderr)
+        wait_until(lambda: [e for e in host.snapshot() if "signal" in e], what="the host's request")
+        self.assertEqual([e["signal"] for e in host.snapshot() if "signal" in e], [T.CancelRequested])
+        # The agent's own download task: a sandboxed app that asked for the transfer sees it, and
+        # may not cancel it for the others.
+        from test_downloads import ImageServer
+        http = ImageServer()
+        self.addCleanup(http.stop)
+        _, task, _ = app("download", http.url("/gate/shared.png"))
+        wait_until(lambda: http.count("/gate/shared") == 1, what="the transfer")
+        with self.assertRaises(dbus.exceptions.DBusException) as cm:
+            app("request", task, "cancel")
+        self.assertEqual(cm.exception.get_dbus_name(), contract.DBusError.AccessDenied)
+        self.assertIn("only on its own tasks", cm.exception.get_dbus_message())
+
     def test_a_cache_key_is_its_apps_own_and_another_apps_same_key_is_another_image(self):
         from test_downloads import ImageServer
         http = ImageServer()

@@ -285,3 +285,76 @@ class TaskInputTests(TaskTestCase):
         # A completed task no longer counts against the cap.
         dbus.Interface(self.conn.get_object(NAME, paths[0], introspect=False), TASK).Complete("")
         self.begin()
+
+
+class TaskRequestTests(TaskTestCase):
+    """Cancel and pause from a panel: RequestCancel and RequestSuspend reach the owner alone, as
+    CancelRequested and SuspendRequested; the task changes only when its owner acts."""
+
+    def owner(self, obey=True, **offers):
+        import json
+        o = self.observe("task_owner.py", json.dumps(offers), *(["--obey"] if obey else []))
+        first = wait_until(lambda: o.snapshot(), what="the owner's task")[0]
+        return o, first["path"]
+
+    def requests(self, owner):
+        return [(e["signal"], e["args"]) for e in owner.snapshot() if "signal" in e]
+
+    def test_a_panel_asks_and_the_owner_alone_decides(self):
+        owner, path = self.owner(cancellable=True, suspendable=True)
+        self.assertEqual((self.tprop(path, "Cancellable"), self.tprop(path, "Suspendable")), (True, True))
+        # A panel (busctl) asks to pause: the owner hears it and suspends the task.
+        r = busctl(self.bus, "call", NAME, path, TASK, "RequestSuspend", "b", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        wait_until(lambda: self.tprop(path, "State") == contract.Task.STATE_SUSPENDED, what="the owner to suspend")
+        self.assertEqual(self.requests(owner), [(contract.Task.SuspendRequested, [True])])
+        # Asking for the state it is in, and the same request within a second, reach nobody.
+        self.assertEqual(busctl(self.bus, "call", NAME, path, TASK, "RequestSuspend", "b", "true").returncode, 0)
+        r = gdbus(self.bus, "call", "--dest", NAME, "--object-path", path, "--method", TASK + ".RequestSuspend", "false")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        wait_until(lambda: self.tprop(path, "State") == contract.Task.STATE_RUNNING, what="the owner to resume")
+        self.assertEqual(busctl(self.bus, "call", NAME, path, TASK, "RequestSuspend", "b", "false").returncode, 0)
+        # dbus-python as a panel: two clicks on Cancel, one request.
+        panel = dbus.Interface(connect(self.bus).get_object(NAME, path, introspect=False), TASK)
+        panel.RequestCancel()
+        panel.RequestCancel()
+        wait_until(lambda: self.tprop(path, "State") == contract.Task.STATE_COMPLETED, what="the owner to cancel")
+        self.assertEqual(self.tprop(path, "Error"), contract.ERROR_PREFIX + "Cancelled")
+        self.assertEqual(self.requests(owner), [(contract.Task.SuspendRequested, [True]),
+                                                (contract.Task.SuspendRequested, [False]),
+                                                (contract.Task.CancelRequested, [])])
+        # A completed task takes requests as no-ops; no other connection overheard any.
+        panel.RequestCancel()
+        self.assertEqual([e for e in owner.snapshot() if "overheard" in e], [])
+
+    def test_a_request_changes_nothing_by_itself(self):
+        owner, path = self.owner(obey=False, cancellable=True, suspendable=True)
+        busctl(self.bus, "call", NAME, path, TASK, "RequestCancel", check=True)
+        wait_until(lambda: self.requests(owner), what="the request")
+        busctl(self.bus, "call", NAME, path, TASK, "RequestSuspend", "b", "true", check=True)
+        wait_until(lambda: len(self.requests(owner)) == 2, what="the second request")
+        self.assertEqual(self.tprop(path, "State"), contract.Task.STATE_RUNNING)
+        self.assertEqual(self.tprop(path, "Error"), "")
+        # The same request again within a second is not passed on: the next one heard is another
+        # (a resume, once the owner paused the task on its own).
+        busctl(self.bus, "call", NAME, path, TASK, "RequestCancel", check=True)
+        owner.send("suspend")
+        wait_until(lambda: self.tprop(path, "State") == contract.Task.STATE_SUSPENDED, what="the owner to suspend")
+        busctl(self.bus, "call", NAME, path, TASK, "RequestSuspend", "b", "false", check=True)
+        wait_until(lambda: len(self.requests(owner)) == 3, what="the third request")
+        self.assertEqual(self.requests(owner)[2], (contract.Task.SuspendRequested, [False]))
+
+    def test_what_the_task_does_not_offer_is_not_supported(self):
+        path, task = self.begin(cancellable=False)
+        self.assertEqual((self.tprop(path, "Cancellable"), self.tprop(path, "Suspendable")), (False, False))
+        msg = self.expect_error(contract.ERROR_PREFIX + "NotSupported", task.RequestCancel)
+        self.assertIn("cancellable", msg)
+        self.expect_error(contract.ERROR_PREFIX + "NotSupported", lambda: task.RequestSuspend(True))
+        path, task = self.begin(suspendable=True)
+        self.expect_error(contract.ERROR_PREFIX + "NotSupported", task.RequestCancel)
+        task.RequestSuspend(False)  # running already: a no-op
+        r = busctl(self.bus, "call", NAME, path, TASK, "RequestSuspend", "s", "yes")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("expected signature 'b'", r.stderr)
+        self.assertEqual(self.expect_error(contract.DBusError.InvalidArgs,
+                                           lambda: iface(self.conn).BeginTask("x", options(cancellable="yes"))).count("cancellable"), 1)
