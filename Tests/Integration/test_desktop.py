@@ -106,6 +106,48 @@ class TrayTests(AgentTestCase):
         menu.Event(toggle, "clicked", dbus.Int32(0, variant_level=1), dbus.UInt32(0))
         self.assertTrue(bool(prop(self.conn, "Enabled")))
 
+    def test_a_task_s_row_opens_cancel_and_pause_and_a_click_reaches_its_owner(self):
+        import json
+        watcher = self.observe("fake_desktop.py", "watcher")
+        reg = wait_until(lambda: events(watcher, "register"), what="the item to register")[0]
+        menu = dbus.Interface(self.conn.get_object(reg["service"], "/MenuBar", introspect=False), "com.canonical.dbusmenu")
+        owner = self.observe("task_owner.py", json.dumps({"cancellable": True, "suspendable": True}), "--obey")
+        path = wait_until(lambda: owner.snapshot(), what="the owner's task")[0]["path"]
+
+        def task_row():
+            _, (_, _, children) = menu.GetLayout(0, -1, dbus.Array([], signature="s"))
+            rows = [c for c in children if str(c[1].get("label", "")).startswith("owned task")]
+            if not rows:
+                return None
+            return (int(rows[0][0]), str(rows[0][1].get("children-display", "")),
+                    {str(k[1]["label"]): int(k[0]) for k in rows[0][2]})
+
+        row = wait_until(task_row, what="the task's row")
+        self.assertEqual((row[1], sorted(row[2])), ("submenu", ["Cancel", "Pause"]))
+        # A click on Cancel from a sandboxed app does nothing (the owner's first request heard is the
+        # host's Pause below); the tray host's (a host process) reaches the owner.
+        from test_strangers import can_fake_flatpak
+        if can_fake_flatpak():
+            root = tempfile.mkdtemp(prefix="netactivity-sandbox-")
+            self.addCleanup(shutil.rmtree, root, True)
+            # Its clicks on Cancel and on the check item that pauses the indicator.
+            clicks = " && ".join("busctl --address='%s' call %s /MenuBar com.canonical.dbusmenu Event isvu %d clicked i 0 0"
+                                 % (self.bus.address, reg["service"], i) for i in (row[2]["Cancel"], 2))
+            sandboxed = subprocess.run(
+                ["unshare", "-rm", "sh", os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox.sh"), root,
+                 "org.example.Clicker", "sh", "-c", clicks], capture_output=True, text=True, env=self.bus.env())
+            self.assertEqual(sandboxed.returncode, 0, sandboxed.stderr)
+            self.assertTrue(bool(prop(self.conn, "Enabled")), "a sandboxed app does not pause the indicator")
+        menu.Event(row[2]["Pause"], "clicked", dbus.Int32(0, variant_level=1), dbus.UInt32(0))
+        wait_until(lambda: self.conn.get_object(NAME, path, introspect=False).Get(
+            contract.Task.INTERFACE, "State", dbus_interface=PROPS) == contract.Task.STATE_SUSPENDED, what="the owner to pause")
+        row = wait_until(lambda: (lambda r: r if r and "Resume" in r[2] else None)(task_row()), what="Resume")
+        menu.Event(row[2]["Cancel"], "clicked", dbus.Int32(0, variant_level=1), dbus.UInt32(0))
+        wait_until(lambda: self.conn.get_object(NAME, path, introspect=False).Get(
+            contract.Task.INTERFACE, "State", dbus_interface=PROPS) == contract.Task.STATE_COMPLETED, what="the owner to cancel")
+        heard = [(e["signal"], e["args"]) for e in owner.snapshot() if "signal" in e]
+        self.assertEqual(heard, [(contract.Task.SuspendRequested, [True]), (contract.Task.CancelRequested, [])])
+
     def test_a_host_that_read_the_menu_between_two_announcements_gets_every_row_s_new_text(self):
         watcher = self.observe("fake_desktop.py", "watcher")
         reg = wait_until(lambda: events(watcher, "register"), what="the item to register")[0]

@@ -176,4 +176,66 @@ struct TaskServiceTests {
         }
         #expect(order == [path, NetActivityBus.objectPath])
     }
+
+    @Test("a panel's request reaches the owner alone, once a second at most; a task changes only when its owner acts")
+    func requests() throws {
+        let h = DriverHarness(activation: 0, completion: 0)
+        let reply = try h.call(":1.7", ActivityMember.Method.beginTask.rawValue) { w in
+            w.append("backup")
+            try w.appendVardict([
+                ActivityMember.BeginTaskOption.cancellable.rawValue: .bool(true),
+                ActivityMember.BeginTaskOption.suspendable.rawValue: .bool(true),
+            ])
+        }
+        var r = try #require(reply).reader()
+        let path = try r.readObjectPath()
+        func heard() -> [String] {
+            h.signals.compactMap { entry in
+                guard entry.message.interface == NetActivityInterface.task.rawValue else { return nil }
+                #expect(entry.message.destination == ":1.7", "the owner alone")
+                return "\(ms(entry.at)) \(entry.message.member ?? "")"
+            }
+        }
+        func ask(_ member: TaskMember.Method, _ suspended: Bool? = nil, from caller: String = DriverHarness.panel)
+            throws -> Message?
+        {
+            try h.call(caller, member.rawValue, path: path, interface: .task) { w in
+                if let suspended { w.append(suspended) }
+            }
+        }
+        try ask(.requestCancel)
+        h.at(0.5)
+        try ask(.requestCancel)
+        try ask(.requestSuspend, false)  // running already
+        try ask(.requestSuspend, true)
+        h.at(1.0)
+        try ask(.requestCancel)
+        #expect(heard() == ["0 CancelRequested", "500 SuspendRequested", "1000 CancelRequested"])
+        #expect(try h.property(path, .task, TaskMember.Property.state.rawValue) == .string("running"))
+        try h.call(":1.7", TaskMember.Method.complete.rawValue, path: path, interface: .task) { w in w.append("") }
+        h.at(3)
+        #expect(try ask(.requestCancel)?.kind == .methodReturn, "a completed task: a no-op")
+        #expect(heard().count == 3)
+        // A task that offers nothing.
+        let plain = try begin(h, ":1.7")
+        let refused = try h.call(DriverHarness.panel, TaskMember.Method.requestCancel.rawValue, path: plain, interface: .task)
+        #expect(refused?.errorName == NetActivityError.Name.notSupported.rawValue)
+    }
+
+    @Test("a download's task is cancellable: a host's request runs its cancel, a sandboxed caller's is refused")
+    func agentTaskCancel() throws {
+        let h = DriverHarness(activation: 0, completion: 0)
+        var cancelled = 0
+        let entry = h.tasks.makeAgentTask(
+            description: "Download x", running: true, progress: TaskProgress(), readers: ["flatpak:org.example.App"],
+            onCancelRequest: { cancelled += 1 })
+        #expect(entry.offers == TaskOffers(cancellable: true, suspendable: false))
+        h.peers.identities[":1.50"] = ClientIdentity(app: "flatpak:org.example.App", isSandboxed: true)
+        #expect(throws: NetActivityError.self) { try h.tasks.request(.cancel, task: entry.path, by: ":1.50") }
+        try h.tasks.request(.cancel, task: entry.path, by: DriverHarness.panel)
+        try h.tasks.request(.cancel, task: entry.path, by: DriverHarness.panel)
+        #expect(cancelled == 1)
+        #expect(throws: NetActivityError.self) { try h.tasks.request(.suspend(true), task: entry.path, by: DriverHarness.panel) }
+        #expect(h.signals.allSatisfy { $0.message.member != TaskMember.Signal.cancelRequested.rawValue })
+    }
 }

@@ -60,4 +60,24 @@ struct TrayMenuTests {
         #expect(props.map(\.0) == [.string("label")], "only the names asked for")
         #expect(menu.layout(depth: -1, names: []).signature == "(ia{sv}av)")
     }
+
+    @Test("a task whose owner takes requests opens a submenu: Cancel, and Pause or Resume as it stands")
+    func taskActions() throws {
+        let offers: [MenuTaskOffers?] = [
+            MenuTaskOffers(path: "/t/1", offers: TaskOffers(cancellable: true, suspendable: true), suspended: false),
+            nil,
+            MenuTaskOffers(path: "/t/3", offers: TaskOffers(cancellable: false, suspendable: true), suspended: true),
+        ]
+        let menu = TrayMenuModel.make(
+            enabled: true, clients: [], tasks: MenuRows(first: ["backup", "sync", "upload"], total: 3, offers: offers))
+        let backup = try #require(menu.find(200))
+        #expect(backup.properties["children-display"] == .string("submenu"))
+        #expect(labels(backup) == ["Cancel", "Pause"])
+        #expect(backup.children.map(\.action) == [.request(.cancel, task: "/t/1"), .request(.suspend(true), task: "/t/1")])
+        #expect(try #require(menu.find(201)).children.isEmpty, "a task that takes no request is a plain row")
+        #expect(try #require(menu.find(201)).properties["enabled"] == .bool(false))
+        #expect(labels(try #require(menu.find(202))) == ["Resume"])
+        #expect(try #require(menu.find(202)).children.map(\.action) == [.request(.suspend(false), task: "/t/3")])
+        #expect(Set(menu.all.map(\.id)).count == menu.all.count, "ids are unique")
+    }
 }
