@@ -74,7 +74,8 @@ final class TrayIcon: DesktopObserver {
     init(
         connection: Connection, server: ObjectServer, scheduler: any Scheduler, indicator: any IndicatorSource,
         tasks: @escaping () -> MenuRows, logger: Logger,
-        request: @escaping (MenuAction, String) -> Void = { _, _ in }, mayAct: @escaping (String) -> Bool = { _ in true }
+        request: @escaping (MenuAction, String) -> Void = { _, _ in },
+        mayAct: @escaping (String) -> Bool = { _ in true }
     ) {
         self.connection = connection
         self.server = server

@@ -98,7 +98,8 @@ enum TrayMenuModel {
             return shown.enumerated().map { i, text in
                 let offered = i < texts.offers.count ? texts.offers[i] : nil
                 guard let offered, offered.offers.cancellable || offered.offers.suspendable else {
-                    return MenuItem(id: firstID + Int32(i), properties: ["label": label(text), "enabled": .bool(false)])
+                    return MenuItem(
+                        id: firstID + Int32(i), properties: ["label": label(text), "enabled": .bool(false)])
                 }
                 return MenuItem(
                     id: firstID + Int32(i), properties: ["label": label(text), "children-display": .string("submenu")],
@@ -174,7 +175,8 @@ final class TrayMenu {
     init(
         connection: Connection, server: ObjectServer, scheduler: any Scheduler,
         content: @escaping () -> MenuItem, toggle: @escaping () -> Void,
-        request: @escaping (MenuAction, String) -> Void = { _, _ in }, mayAct: @escaping (String) -> Bool = { _ in true }
+        request: @escaping (MenuAction, String) -> Void = { _, _ in },
+        mayAct: @escaping (String) -> Bool = { _ in true }
     ) {
         self.connection = connection
         self.server = server

@@ -243,6 +243,20 @@ public final class BlockingNetActivity {
         ) { r throws(DBusError) in try r.readObjectPath() }
     }
 
+    /// Asks the owner of the task at `task` to cancel it (`RequestCancel`): a panel's Cancel.
+    /// `NetActivityError.Code.other` with the name `org.example.NetActivity.Error.NotSupported`
+    /// when the task does not offer it.
+    public func requestCancel(task: String) throws(NetActivityError) {
+        try call(TaskMember.Method.requestCancel.rawValue, interface: Self.taskInterface, path: task) { _ in }
+    }
+
+    /// Asks the owner of the task at `task` to pause (`suspended`) or resume it (`RequestSuspend`).
+    public func requestSuspend(task: String, suspended: Bool) throws(NetActivityError) {
+        try call(TaskMember.Method.requestSuspend.rawValue, interface: Self.taskInterface, path: task) { w in
+            w.append(suspended)
+        }
+    }
+
     /// Sets a task's byte counters (an expected size of 0 is unknown; counters only grow).
     public func setTaskProgress(
         _ task: String, sent: UInt64 = 0, expectedToSend: UInt64 = 0, received: UInt64, expectedToReceive: UInt64

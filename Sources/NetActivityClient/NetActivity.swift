@@ -131,20 +131,25 @@ public final class NetActivity: Sendable {
     /// as activity while running. Sizes of 0 mean unknown. `description`: at most 1024 bytes of
     /// UTF-8 (else `invalidArguments`). `desktopID`: the app's desktop file name
     /// (`org.example.App.desktop`), for docks to draw the task's progress on its icon; the agent
-    /// refuses a malformed one. Answers at once; the task's `path` comes when the agent has it.
+    /// refuses a malformed one. `cancellable`, `suspendable`: panels may ask the app to cancel, or
+    /// to pause and resume, the task; the requests arrive in the task's `requests`, and the app
+    /// decides (offer only what it does). Answers at once; the task's `path` comes when the agent
+    /// has it.
     public func beginTask(
         _ description: String, expectedToSend: UInt64 = 0, expectedToReceive: UInt64 = 0, suspended: Bool = false,
-        desktopID: String? = nil
+        desktopID: String? = nil, cancellable: Bool = false, suspendable: Bool = false
     ) async throws(NetActivityError) -> NetActivityTask {
         try ClientCore.checkText(description, "description", limit: NetActivityLimits.maxDescriptionBytes)
         if let desktopID, let problem = ActivityMember.desktopIDProblem(desktopID) { throw .invalidArguments(problem) }
         let progress = TaskProgress(expectedToSend: expectedToSend, expectedToReceive: expectedToReceive)
         let state: TaskState = suspended ? .suspended : .running
+        let offers = NetActivityTask.Offers(cancellable: cancellable, suspendable: suspendable)
         let id: Int = try await perform { core, done in
             done(
                 .success(
                     core.ownTasks.begin(
-                        description: description, state: state, progress: progress, desktopID: desktopID)))
+                        description: description, state: state, progress: progress, desktopID: desktopID,
+                        offers: offers)))
         }
         return NetActivityTask(core: core, id: id)
     }

@@ -92,6 +92,41 @@ public struct NetActivityTask: Sendable, Hashable {
         }
     }
 
+    /// What a panel asked of the task (its Cancel or Pause button); only for a task begun
+    /// `cancellable` or `suspendable`.
+    public enum Request: Sendable, Hashable {
+        case cancel
+        case suspend
+        case resume
+    }
+
+    /// What panels may ask of a task.
+    struct Offers: Sendable, Hashable {
+        var cancellable = false
+        var suspendable = false
+    }
+
+    /// What panels ask of this task, as they ask it: `cancel`, `suspend` or `resume`. Nothing
+    /// happens by itself: the app stops (and completes the task, by convention with the error
+    /// `org.example.NetActivity.Error.Cancelled`), suspends or resumes its work, or ignores the
+    /// request. Requests come only for what the task offered (`beginTask`'s `cancellable` and
+    /// `suspendable`), survive agent restarts, and the stream ends when the task completes.
+    ///
+    /// ```swift
+    /// for await request in task.requests {
+    ///     switch request {
+    ///     case .cancel: backup.stop()
+    ///     case .suspend: backup.pause()
+    ///     case .resume: backup.resume()
+    ///     }
+    /// }
+    /// ```
+    public var requests: AsyncStream<Request> {
+        let (stream, continuation) = AsyncStream<Request>.makeStream(bufferingPolicy: .bufferingNewest(16))
+        if !core.mailbox.post({ [core, id] in core.ownTasks.listen(id, continuation) }) { continuation.finish() }
+        return stream
+    }
+
     /// The task's states: the current one first, then one per change (including a new `path`
     /// after an agent restart); ends after `completed`.
     public var states: AsyncStream<TaskSnapshot> {

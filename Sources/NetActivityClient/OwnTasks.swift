@@ -22,9 +22,14 @@ final class OwnTasks: AgentParticipant {
         var watchers: [Int: TaskWatcher] = [:]
         /// The app's desktop file name, for docks (BeginTask's `desktop-id`).
         let desktopID: String?
-        init(record: TaskRecord, desktopID: String? = nil) {
+        /// What panels may ask (BeginTask's `cancellable` and `suspendable`).
+        let offers: NetActivityTask.Offers
+        /// Who hears panels' requests (`NetActivityTask.requests`).
+        var listeners: [Int: AsyncStream<NetActivityTask.Request>.Continuation] = [:]
+        init(record: TaskRecord, desktopID: String? = nil, offers: NetActivityTask.Offers = .init()) {
             self.record = record
             self.desktopID = desktopID
+            self.offers = offers
         }
 
         var snapshot: TaskSnapshot { TaskSnapshot(record: record, path: path) }
@@ -40,11 +45,14 @@ final class OwnTasks: AgentParticipant {
         tasks.values.contains { $0.path != nil && ($0.progressInFlight || $0.record.progress != $0.agentProgress) }
     }
 
-    func begin(description: String, state: TaskState, progress: TaskProgress, desktopID: String? = nil) -> Int {
+    func begin(
+        description: String, state: TaskState, progress: TaskProgress, desktopID: String? = nil,
+        offers: NetActivityTask.Offers = .init()
+    ) -> Int {
         let id = core.makeID()
         tasks[id] = TaskEntry(
             record: TaskRecord(owner: core.uniqueName, description: description, state: state, progress: progress),
-            desktopID: desktopID)
+            desktopID: desktopID, offers: offers)
         assert(id) { [unowned self] result in
             if case .failure = result { self.finish(id) }
         }
@@ -67,6 +75,8 @@ final class OwnTasks: AgentParticipant {
         if let desktopID = entry.desktopID {
             options[ActivityMember.BeginTaskOption.desktopID.rawValue] = .string(desktopID)
         }
+        if entry.offers.cancellable { options[ActivityMember.BeginTaskOption.cancellable.rawValue] = .bool(true) }
+        if entry.offers.suspendable { options[ActivityMember.BeginTaskOption.suspendable.rawValue] = .bool(true) }
         core.send(
             ActivityMember.Method.beginTask.rawValue,
             { w in
@@ -172,6 +182,15 @@ final class OwnTasks: AgentParticipant {
         }
     }
 
+    func listen(_ id: Int, _ continuation: AsyncStream<NetActivityTask.Request>.Continuation) {
+        guard !core.isClosed, let entry = tasks[id] else { return continuation.finish() }
+        let key = core.makeID()
+        entry.listeners[key] = continuation
+        continuation.onTermination = { [weak core, mailbox = core.mailbox] _ in
+            mailbox.post { [weak core] in core?.ownTasks.tasks[id]?.listeners[key] = nil }
+        }
+    }
+
     /// Follows task `id` for a binding (it survives agent restarts, unlike a path): the current
     /// snapshot, then each change; nil if the task is unknown.
     func watch(_ id: Int, _ watcher: @escaping TaskWatcher) -> Int {
@@ -204,10 +223,34 @@ final class OwnTasks: AgentParticipant {
     private func finish(_ id: Int) {
         guard let entry = tasks.removeValue(forKey: id) else { return }
         for s in entry.streams.values { s.finish() }
+        for l in entry.listeners.values { l.finish() }
         for key in entry.watchers.keys { watchIndex[key] = nil }
     }
 
     // MARK: the bus and the agent
+
+    /// Panels' requests (CancelRequested, SuspendRequested) come from the agent to this connection
+    /// alone (unicast: no match rule) and go to the task's listeners.
+    func connected(_ c: Connection) {
+        let task = ClientCore.taskInterface
+        for signal in [TaskMember.Signal.cancelRequested, .suspendRequested] {
+            c.onSignal(SignalMatch(interface: task, member: signal.rawValue)) { [unowned self] message in
+                guard message.sender == self.core.owner, let path = message.path,
+                    let entry = self.tasks.values.first(where: { $0.path == path })
+                else { return }
+                let request: NetActivityTask.Request
+                if signal == .cancelRequested {
+                    guard entry.offers.cancellable else { return }
+                    request = .cancel
+                } else {
+                    var r = message.reader()
+                    guard entry.offers.suspendable, let suspended = try? r.read(Bool.self) else { return }
+                    request = suspended ? .suspend : .resume
+                }
+                for l in entry.listeners.values { l.yield(request) }
+            }
+        }
+    }
 
     /// The app's tasks are this connection's (those begun offline, or before the bus answered,
     /// had none; those from before a reconnection, the old one).
@@ -243,6 +286,7 @@ final class OwnTasks: AgentParticipant {
     func shutDown() {
         for entry in tasks.values {
             for s in entry.streams.values { s.finish() }
+            for l in entry.listeners.values { l.finish() }
             for w in entry.watchers.values { w(nil) }
         }
         tasks = [:]

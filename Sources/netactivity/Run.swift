@@ -4,6 +4,8 @@ import Dispatch
 import Glibc
 import LinuxKit
 import NetActivityClient
+import NetActivityContract
+import Synchronization
 
 struct Run: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -27,6 +29,16 @@ struct Run: ParsableCommand {
     )
     var desktopID: String?
 
+    @Flag(
+        help: ArgumentHelp(
+            tr("Panels may cancel the task (with --task): the command gets SIGTERM, and the task ends cancelled.")))
+    var cancellable = false
+
+    @Flag(
+        help: ArgumentHelp(
+            tr("Panels may pause and resume the task (with --task): the command gets SIGSTOP, then SIGCONT.")))
+    var suspendable = false
+
     @Option(
         name: .customLong("progress-from"),
         help: ArgumentHelp(tr("Read the task's progress from the command's stdout or stderr (with --task).")))
@@ -42,8 +54,9 @@ struct Run: ParsableCommand {
         guard !command.drop(while: { $0 == "--" }).isEmpty else {
             throw ValidationError("Missing command: netactivity run -- CMD [ARGS...]")
         }
-        if task == nil, desktopID != nil || progressFrom != nil {
-            throw ValidationError("--desktop-id and --progress-from need --task DESCRIPTION")
+        if task == nil, desktopID != nil || progressFrom != nil || cancellable || suspendable {
+            throw ValidationError(
+                "--desktop-id, --progress-from, --cancellable and --suspendable need --task DESCRIPTION")
         }
     }
 
@@ -61,11 +74,12 @@ struct Run: ParsableCommand {
         defer { activity.close() }
         var lease: NetActivityLease?
         var published: NetActivityTask?
-        let desktopID = self.desktopID
+        let (desktopID, cancellable, suspendable) = (self.desktopID, self.cancellable, self.suspendable)
         do {
             if let task {
                 published = try blocking { () async throws(NetActivityError) in
-                    try await activity.beginTask(task, desktopID: desktopID)
+                    try await activity.beginTask(
+                        task, desktopID: desktopID, cancellable: cancellable, suspendable: suspendable)
                 }.get()
             } else {
                 let reason = argvStrings.joined(separator: " ")
@@ -92,13 +106,17 @@ struct Run: ParsableCommand {
                 printError(tr("warning: could not read progress: {1}", String(cString: strerror(errno))))
             }
         }
+        let requests = PanelRequests()
         let status = spawnAndWait(
-            argvStrings, signals: signals, progress: reader.map { ($0.writeEnd, progressFrom!.fd) })
+            argvStrings, signals: signals, progress: reader.map { ($0.writeEnd, progressFrom!.fd) },
+            spawned: { pid in if let published, cancellable || suspendable { requests.follow(published, command: pid) }
+            })
         reader?.finish()
         lease?.end()
         if let published {
             let error: String =
                 switch status {
+                case _ where requests.cancelled.load(ordering: .acquiring): NetActivityError.Name.cancelled.rawValue
                 case 0: ""
                 case 127: "command not found: \(argvStrings[0])"
                 case 129...: "killed by signal \(status - 128)"
@@ -113,8 +131,9 @@ struct Run: ParsableCommand {
 
     /// Spawns the command with default signal handling and waits for it. SIGINT goes to the whole
     /// foreground group from the terminal, so it is not forwarded; SIGTERM and SIGHUP are.
-    private func spawnAndWait(_ args: [String], signals: TerminationSignals, progress: (fd: Int32, as: Int32)?) -> Int32
-    {
+    private func spawnAndWait(
+        _ args: [String], signals: TerminationSignals, progress: (fd: Int32, as: Int32)?, spawned: (pid_t) -> Void
+    ) -> Int32 {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -146,6 +165,7 @@ struct Run: ParsableCommand {
             printError("\(args[0]): \(rc == ENOENT ? tr("command not found") : String(cString: strerror(rc)))")
             return rc == ENOENT ? 127 : 126
         }
+        spawned(pid)
         while true {
             var status: Int32 = 0
             let r = waitpid(pid, &status, WNOHANG)
@@ -156,6 +176,70 @@ struct Run: ParsableCommand {
             let sig = signals.wait()
             if sig == SIGTERM || sig == SIGHUP { kill(pid, sig) }
         }
+    }
+}
+
+/// What panels ask of `run --task`'s task, done to the command: a cancel is SIGTERM (and the task
+/// ends cancelled), a pause SIGSTOP and a resume SIGCONT, each to the command and everything it
+/// started (as a terminal's job control signals a whole job), and the task suspends and resumes
+/// with it.
+final class PanelRequests: Sendable {
+    let cancelled = Atomic<Bool>(false)
+
+    func follow(_ task: NetActivityTask, command pid: pid_t) {
+        Task.detached { [self] in
+            for await request in task.requests {
+                switch request {
+                case .cancel:
+                    cancelled.store(true, ordering: .releasing)
+                    Self.signal(pid, SIGTERM)
+                case .suspend:
+                    Self.signal(pid, SIGSTOP)
+                    try? await task.suspend()
+                case .resume:
+                    Self.signal(pid, SIGCONT)
+                    try? await task.resume()
+                }
+            }
+        }
+    }
+
+    /// `sig` to `pid` and its descendants, the command first (a stopped parent starts no more),
+    /// then each generation as /proc shows it.
+    static func signal(_ pid: pid_t, _ sig: Int32) {
+        var generation = [pid]
+        var seen: Set<pid_t> = [pid]
+        while !generation.isEmpty {
+            for p in generation { kill(p, sig) }
+            let parents = Set(generation)
+            generation = Self.processes().filter { parents.contains($0.parent) && seen.insert($0.pid).inserted }.map(
+                \.pid)
+        }
+    }
+
+    /// Every process's pid and parent, from /proc/PID/stat.
+    private static func processes() -> [(pid: pid_t, parent: pid_t)] {
+        guard let dir = opendir("/proc") else { return [] }
+        defer { closedir(dir) }
+        var out: [(pid_t, pid_t)] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard let pid = pid_t(name) else { continue }
+            let fd = open("/proc/\(name)/stat", O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { continue }
+            var buffer = [UInt8](repeating: 0, count: 512)
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            close(fd)
+            guard n > 0 else { continue }
+            // "PID (COMM) STATE PPID ...": the command name may hold spaces and ')', so after the last ')'.
+            let text = String(decoding: buffer[..<n], as: UTF8.self)
+            guard let close = text.lastIndex(of: ")") else { continue }
+            let fields = text[text.index(after: close)...].split(separator: " ")
+            if fields.count > 1, let parent = pid_t(fields[1]) { out.append((pid, parent)) }
+        }
+        return out
     }
 }
 

@@ -13,6 +13,24 @@ import contract
 from harness import BIN, NAME, PATH, Agent, PrivateBus, cli, connect, iface, prop, wait_until
 
 
+def _stat_fields(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def _parent_of(pid):
+    fields = _stat_fields(pid)
+    return int(fields[1]) if len(fields) > 1 else None
+
+
+def _state_of(pid):
+    fields = _stat_fields(pid)
+    return fields[0] if fields else None
+
+
 class CLITests(unittest.TestCase):
     def setUp(self):
         self.bus = PrivateBus()
@@ -81,6 +99,57 @@ class CLITests(unittest.TestCase):
         finally:
             observer.kill()
             observer.wait()
+
+    def test_a_panel_pauses_resumes_and_cancels_a_run_task(self):
+        self.start_agent()
+        p = subprocess.Popen([os.path.join(BIN, "netactivity"), "run", "--task", "backup", "--cancellable", "--suspendable",
+                              "--", "sh", "-c", "sleep 60; true"], env=self.bus.env())
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        om = self.conn.get_object(NAME, PATH, introspect=False)
+
+        def task():
+            for path, ifaces in om.GetManagedObjects(dbus_interface=contract.OBJECT_MANAGER).items():
+                t = ifaces.get(contract.Task.INTERFACE)
+                if t and t["Description"] == "backup" and t["Cancellable"] and t["Suspendable"]:
+                    return str(path), str(t["State"])
+            return None
+        path, _ = wait_until(task, what="the task with its offers")
+        number = path.rsplit("/", 1)[1]
+        sleeper = wait_until(lambda: [int(c) for c in os.listdir("/proc") if c.isdigit() and _parent_of(int(c)) in
+                                      [int(x) for x in os.listdir("/proc") if x.isdigit() and _parent_of(int(x)) == p.pid]],
+                             what="the command's sleep")[0]
+        r = cli(self.bus, "tasks", "pause", number)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        wait_until(lambda: task()[1] == contract.Task.STATE_SUSPENDED, what="the task suspended")
+        wait_until(lambda: _state_of(sleeper) == "T", what="the command's child stopped")
+        r = cli(self.bus, "tasks", "resume", path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        wait_until(lambda: task()[1] == contract.Task.STATE_RUNNING, what="the task running again")
+        wait_until(lambda: _state_of(sleeper) != "T", what="the command's child going on")
+        r = cli(self.bus, "tasks", "cancel", number)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(p.wait(10), 128 + 15)
+        self.assertEqual(
+            str(self.conn.get_object(NAME, path, introspect=False).Get(contract.Task.INTERFACE, "Error",
+                                                                       dbus_interface="org.freedesktop.DBus.Properties")),
+            contract.ERROR_PREFIX + "Cancelled")
+        # What cannot be asked: a task that offers nothing, no such task, not a task at all.
+        plain = subprocess.Popen([os.path.join(BIN, "netactivity"), "run", "--task", "plain", "--", "sleep", "30"],
+                                 env=self.bus.env())
+        self.addCleanup(lambda: plain.poll() is None and plain.kill())
+        plain_path = wait_until(lambda: [str(k) for k, v in om.GetManagedObjects(dbus_interface=contract.OBJECT_MANAGER).items()
+                                         if v.get(contract.Task.INTERFACE, {}).get("Description") == "plain"], what="plain")[0]
+        r = cli(self.bus, "tasks", "cancel", plain_path)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("not begun cancellable", r.stderr)
+        r = cli(self.bus, "tasks", "pause", "999999")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("No such object path", r.stderr)
+        r = cli(self.bus, "tasks", "resume", "/org/example/NetActivity")
+        self.assertEqual(r.returncode, 64, r.stderr)
+        r = cli(self.bus, "run", "--cancellable", "--", "true")
+        self.assertEqual(r.returncode, 64, r.stderr)
+        self.assertIsNone(plain.poll(), "the plain task's command runs on")
 
     def test_watch_follows_the_bus_coming_back(self):
         self.start_agent()

@@ -218,7 +218,8 @@ struct TaskServiceTests {
         #expect(heard().count == 3)
         // A task that offers nothing.
         let plain = try begin(h, ":1.7")
-        let refused = try h.call(DriverHarness.panel, TaskMember.Method.requestCancel.rawValue, path: plain, interface: .task)
+        let refused = try h.call(
+            DriverHarness.panel, TaskMember.Method.requestCancel.rawValue, path: plain, interface: .task)
         #expect(refused?.errorName == NetActivityError.Name.notSupported.rawValue)
     }
 
@@ -235,7 +236,9 @@ struct TaskServiceTests {
         try h.tasks.request(.cancel, task: entry.path, by: DriverHarness.panel)
         try h.tasks.request(.cancel, task: entry.path, by: DriverHarness.panel)
         #expect(cancelled == 1)
-        #expect(throws: NetActivityError.self) { try h.tasks.request(.suspend(true), task: entry.path, by: DriverHarness.panel) }
+        #expect(throws: NetActivityError.self) {
+            try h.tasks.request(.suspend(true), task: entry.path, by: DriverHarness.panel)
+        }
         #expect(h.signals.allSatisfy { $0.message.member != TaskMember.Signal.cancelRequested.rawValue })
     }
 }

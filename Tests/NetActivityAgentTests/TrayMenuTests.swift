@@ -73,7 +73,8 @@ struct TrayMenuTests {
         let backup = try #require(menu.find(200))
         #expect(backup.properties["children-display"] == .string("submenu"))
         #expect(labels(backup) == ["Cancel", "Pause"])
-        #expect(backup.children.map(\.action) == [.request(.cancel, task: "/t/1"), .request(.suspend(true), task: "/t/1")])
+        #expect(
+            backup.children.map(\.action) == [.request(.cancel, task: "/t/1"), .request(.suspend(true), task: "/t/1")])
         #expect(try #require(menu.find(201)).children.isEmpty, "a task that takes no request is a plain row")
         #expect(try #require(menu.find(201)).properties["enabled"] == .bool(false))
         #expect(labels(try #require(menu.find(202))) == ["Resume"])
