@@ -194,7 +194,7 @@ $(LIB_PC): libnetactivity/netactivity-1.pc.in $(LIB) $(LIB_HEADERS)
 	sed -e 's|@prefix@|$(CURDIR)/$(LIB_DIR)|' -e 's|@libdir@|$${prefix}|' -e 's|@includedir@|$${prefix}/include|' \
 	    -e 's|@version@|$(LIB_VERSION)|' $< > $@
 # The C examples of libnetactivity (Examples/libnetactivity), built as an app builds them.
-LIB_EXAMPLES = .build/examples/fetch-image .build/examples/follow-task
+LIB_EXAMPLES = .build/examples/fetch-image .build/examples/follow-task .build/examples/cancellable-task
 lib-examples: lib
 	@$(MAKE) --no-print-directory $(LIB_EXAMPLES)
 .build/examples/%: Examples/libnetactivity/%.c $(LIB_PC)

@@ -99,6 +99,24 @@ class LibraryTests(unittest.TestCase):
         self.assertEqual(out.wait_for("completed"), "completed ")
         self.assertEqual(out.proc.wait(30), 0)
 
+    def test_the_c_example_hears_a_panels_pause_and_cancel_as_gobject_signals(self):
+        out = self.start(os.path.join(EXAMPLES, "cancellable-task"))
+        path = out.wait_for("task").split()[1]
+        task = self.conn.get_object(contract.BUS_NAME, path)
+        state = lambda: str(task.Get(contract.Task.INTERFACE, "State", dbus_interface=contract.PROPERTIES))
+        panel = dbus.Interface(task, contract.Task.INTERFACE)
+        panel.RequestSuspend(True)
+        self.assertEqual(out.wait_for("suspend"), "suspend requested 1")
+        wait_until(lambda: state() == contract.Task.STATE_SUSPENDED, what="the app to pause its task")
+        panel.RequestSuspend(False)
+        self.assertEqual(out.wait_for("suspend requested 0"), "suspend requested 0")
+        panel.RequestCancel()
+        self.assertEqual(out.wait_for("cancel"), "cancel requested")
+        self.assertEqual(out.proc.wait(30), 0)
+        self.assertEqual(state(), contract.Task.STATE_COMPLETED)
+        self.assertEqual(str(task.Get(contract.Task.INTERFACE, "Error", dbus_interface=contract.PROPERTIES)),
+                         contract.ERROR_PREFIX + "Cancelled")
+
     def test_errors_come_in_the_libraries_domain_and_a_lease_ends_when_released(self):
         out = self.python(
             "d = NetActivity.downloader_get_sync(None)\n"

@@ -67,6 +67,38 @@ struct NetActivityTests {
         activity.close()
     }
 
+    @Test("a panel's cancel and pause reach the task's requests, from a restarted agent too; the stream ends with the task")
+    func panelRequests() async throws {
+        let bus = try TestBus()
+        try await bus.startAgent()
+        let activity = await NetActivity.connect(address: bus.address)
+        let task = try await activity.beginTask("backup", cancellable: true, suspendable: true)
+        let plain = try await activity.beginTask("plain")
+        var requests = task.requests.makeAsyncIterator()
+        #expect(try await bus.eventually(within: 2) { await task.path != nil })
+        #expect(try await bus.eventually(within: 2) { await plain.path != nil })
+        let panel = try BlockingNetActivity(address: bus.address)
+        try panel.requestSuspend(task: try #require(await task.path), suspended: true)
+        #expect(await requests.next() == .suspend)
+        try await task.suspend()
+        await activity.settled()
+        try panel.requestSuspend(task: try #require(await task.path), suspended: false)
+        #expect(await requests.next() == .resume)
+        #expect(throws: NetActivityError.self) { try panel.requestCancel(task: "/org/example/NetActivity/tasks/999") }
+        let plainPath = try #require(await plain.path)
+        let refused = #expect(throws: NetActivityError.self) { try panel.requestCancel(task: plainPath) }
+        #expect(refused?.name == "org.example.NetActivity.Error.NotSupported")
+        // A restarted agent knows the task offers it (the library begins it again with its offers).
+        bus.killAgent()
+        try await bus.startAgent()
+        #expect(try await bus.eventually(within: 2) { await task.path != nil })
+        try BlockingNetActivity(address: bus.address).requestCancel(task: try #require(await task.path))
+        #expect(await requests.next() == .cancel)
+        try await task.complete(error: "org.example.NetActivity.Error.Cancelled")
+        #expect(await requests.next() == nil, "the stream ends with the task")
+        activity.close()
+    }
+
     @Test("setFraction: a task measured in a fraction reaches the agent with no bytes, and again after it restarts")
     func fractionTask() async throws {
         let bus = try TestBus()

@@ -42,6 +42,19 @@ func docsBlock3() async throws {
     try await upload.complete()                           // or complete(error: "...")
     let path = await upload.path                          // its object path, nil until the agent has it
 
+    // A task panels may cancel or pause (GNOME Shell's menu, KDE Plasma's job tracker, the tray's menu,
+    // `netactivity tasks cancel N`): the app hears each request and decides.
+    let backup = try await activity.beginTask("backup", cancellable: true, suspendable: true)
+    Task {
+        for await request in backup.requests {
+            switch request {
+            case .cancel: try? await backup.complete(error: "org.example.NetActivity.Error.Cancelled")
+            case .suspend: try? await backup.suspend()                  // after pausing the work itself
+            case .resume: try? await backup.resume()
+            }
+        }
+    }
+
     // One shared downloader and cache for every app on the desktop (cancel the Swift task to stop it).
     let avatar = try await activity.downloadImage(url: "https://example.com/avatar.png")
 
