@@ -10,7 +10,7 @@ PYTHON ?= /usr/bin/python3
 DEBUG_BIN = .build/debug
 RELEASE_BIN = .build/release
 
-.PHONY: all setup decoder gtk-example lib lib-docs lib-examples build release run test unit format lint locale pot contract integration example readme-snippets bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
+.PHONY: extension extension-zip all setup decoder gtk-example lib lib-docs lib-examples build release run test unit format lint locale pot contract integration example readme-snippets bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
 
 all: build
 
@@ -254,6 +254,36 @@ bench: release
 	@echo; echo "## The table of docs/performance.md, rewritten there (bench/summary.py; the whole output is in .build/bench.md)"; echo
 	@$(PYTHON) bench/summary.py --write docs/performance.md < .build/bench.md
 
+# The GNOME Shell extension, written once as ES modules (GNOME Shell 45 to 50): `make extension`
+# puts that copy in .build/gnome-shell/45 and the one scripts/gnome-extension.py writes for 43 and
+# 44 in .build/gnome-shell/43, each with its icon and translations. `make extension-zip` packs both
+# as `gnome-extensions install` and extensions.gnome.org take them (dist/*.shell-extension.zip).
+EXTENSION_SRC = desktop/gnome-shell/netactivity@example.org
+EXTENSION_FILES = $(wildcard $(EXTENSION_SRC)/*)
+EXTENSION_BUILD = .build/gnome-shell
+extension: locale
+	@$(MAKE) --no-print-directory $(EXTENSION_BUILD)/45/.built $(EXTENSION_BUILD)/43/.built
+$(EXTENSION_BUILD)/%/.built: $(EXTENSION_FILES) scripts/gnome-extension.py desktop/icons/netactivity-symbolic.svg $(MO_FILES)
+	rm -rf $(EXTENSION_BUILD)/$*/src && mkdir -p $(EXTENSION_BUILD)/$*/src/icons
+	cp $(EXTENSION_FILES) $(EXTENSION_BUILD)/$*/src/
+	cp desktop/icons/netactivity-symbolic.svg $(EXTENSION_BUILD)/$*/src/icons/
+	for l in $(LOCALES); do mkdir -p $(EXTENSION_BUILD)/$*/src/locale/$$l/LC_MESSAGES && \
+	    cp $(LOCALE_BUILD)/$$l/LC_MESSAGES/netactivity.mo $(EXTENSION_BUILD)/$*/src/locale/$$l/LC_MESSAGES/; done
+	$(PYTHON) scripts/gnome-extension.py $(EXTENSION_BUILD)/$*/src $(EXTENSION_BUILD)/$*/netactivity@example.org \
+	    $(if $(filter 43,$*),--legacy) --zip $(EXTENSION_BUILD)/$*/netactivity@example.org.shell-extension.zip
+	rm -rf $(EXTENSION_BUILD)/$*/src
+	touch $@
+extension-zip: extension
+	@mkdir -p dist
+	cp $(EXTENSION_BUILD)/45/netactivity@example.org.shell-extension.zip dist/netactivity@example.org.shell-extension.zip
+	cp $(EXTENSION_BUILD)/43/netactivity@example.org.shell-extension.zip dist/netactivity@example.org.gnome-43-44.shell-extension.zip
+	@echo "dist/netactivity@example.org.shell-extension.zip: GNOME Shell 45 to 50 (gnome-extensions install FILE)"
+	@echo "dist/netactivity@example.org.gnome-43-44.shell-extension.zip: GNOME Shell 43 and 44"
+# Which copy `make install` puts in place: the one for the installed gnome-shell (45 without one),
+# or EXTENSION_SHELL=43 or 45.
+GNOME_SHELL_MAJOR := $(shell gnome-shell --version 2>/dev/null | sed -n 's/^GNOME Shell \([0-9]*\).*/\1/p')
+EXTENSION_SHELL ?= $(if $(filter 40 41 42 43 44,$(GNOME_SHELL_MAJOR)),43,45)
+
 # make install [PREFIX=/usr/local] [DESTDIR=] installs the binaries, the interface XML, the D-Bus
 # activation file, the systemd user unit, the XDG autostart entry, the panel recipes, the manual
 # pages, the symbolic icon and the GNOME Shell extension. INSTALL_BIN=DIR installs
@@ -288,7 +318,7 @@ EXTENSION = netactivity@example.org
 EXTENSIONDIR = $(DATADIR)/gnome-shell/extensions/$(EXTENSION)
 SUBST = sed -e 's|@bindir@|$(BINDIR)|g' -e 's|@docdir@|$(DOCDIR)|g'
 
-install: $(if $(INSTALL_BIN),,release) locale lib lib-docs
+install: $(if $(INSTALL_BIN),,release) locale lib lib-docs extension
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(GIRDIR) $(DESTDIR)$(TYPELIBDIR)
 	install -m 0644 $(LIB) $(DESTDIR)$(LIBDIR)/
 	ln -sf $(notdir $(LIB)) $(DESTDIR)$(LIBDIR)/$(LIB_SONAME)
@@ -303,9 +333,9 @@ install: $(if $(INSTALL_BIN),,release) locale lib lib-docs
 	find $(DESTDIR)$(LIBDOCDIR) -type d -exec chmod 0755 {} + && find $(DESTDIR)$(LIBDOCDIR) -type f -exec chmod 0644 {} +
 	install -d $(DESTDIR)$(DATADIR)/devhelp/books && ln -sfn ../../doc/libnetactivity-1 $(DESTDIR)$(DATADIR)/devhelp/books/libnetactivity-1
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/dbus-1/interfaces $(DESTDIR)$(DATADIR)/dbus-1/services \
-	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(AUTOSTARTDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(EXTENSIONDIR) $(DESTDIR)$(MANDIR) $(DESTDIR)$(MAN5DIR) \
+	    $(DESTDIR)$(UNITDIR) $(DESTDIR)$(AUTOSTARTDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(DATADIR)/gnome-shell/extensions $(DESTDIR)$(MANDIR) $(DESTDIR)$(MAN5DIR) \
 	    $(DESTDIR)$(LIBEXECDIR) \
-	    $(DESTDIR)$(ICONDIR) $(DESTDIR)$(EXTENSIONDIR)/icons
+	    $(DESTDIR)$(ICONDIR)
 	install -m 0755 $(or $(INSTALL_BIN),$(RELEASE_BIN))/netactivityd $(or $(INSTALL_BIN),$(RELEASE_BIN))/netactivity \
 	    $(DESTDIR)$(BINDIR)/
 	install -m 0755 $(or $(INSTALL_BIN),$(RELEASE_BIN))/netactivity-decoder $(DESTDIR)$(LIBEXECDIR)/
@@ -320,15 +350,13 @@ install: $(if $(INSTALL_BIN),,release) locale lib lib-docs
 	install -m 0644 man/netactivity.1 man/netactivityd.1 $(DESTDIR)$(MANDIR)/
 	install -m 0644 man/netactivityd.conf.5 $(DESTDIR)$(MAN5DIR)/
 	install -m 0644 desktop/icons/netactivity-symbolic.svg $(DESTDIR)$(ICONDIR)/
-	install -m 0644 desktop/icons/netactivity-symbolic.svg $(DESTDIR)$(EXTENSIONDIR)/icons/
 	for l in $(LOCALES); do \
-	    install -d $(DESTDIR)$(DATADIR)/locale/$$l/LC_MESSAGES $(DESTDIR)$(EXTENSIONDIR)/locale/$$l/LC_MESSAGES; \
-	    install -m 0644 $(LOCALE_BUILD)/$$l/LC_MESSAGES/netactivity.mo $(DESTDIR)$(DATADIR)/locale/$$l/LC_MESSAGES/; \
-	    install -m 0644 $(LOCALE_BUILD)/$$l/LC_MESSAGES/netactivity.mo $(DESTDIR)$(EXTENSIONDIR)/locale/$$l/LC_MESSAGES/; done
+	    install -d $(DESTDIR)$(DATADIR)/locale/$$l/LC_MESSAGES; \
+	    install -m 0644 $(LOCALE_BUILD)/$$l/LC_MESSAGES/netactivity.mo $(DESTDIR)$(DATADIR)/locale/$$l/LC_MESSAGES/; done
 	for f in waybar-netactivity.jsonc polybar-netactivity.ini; do \
 	    $(SUBST) desktop/$$f > $(DESTDIR)$(DOCDIR)/$$f && chmod 0644 $(DESTDIR)$(DOCDIR)/$$f; done
-	install -m 0644 desktop/gnome-shell/$(EXTENSION)/metadata.json desktop/gnome-shell/$(EXTENSION)/extension.js \
-	    desktop/gnome-shell/$(EXTENSION)/model.js $(DESTDIR)$(EXTENSIONDIR)/
+	rm -rf $(DESTDIR)$(EXTENSIONDIR) && cp -r $(EXTENSION_BUILD)/$(EXTENSION_SHELL)/$(EXTENSION) $(DESTDIR)$(EXTENSIONDIR)
+	find $(DESTDIR)$(EXTENSIONDIR) -type d -exec chmod 0755 {} + && find $(DESTDIR)$(EXTENSIONDIR) -type f -exec chmod 0644 {} +
 	@$(if $(or $(SYSTEM_PREFIX),$(IN_HOME)),,echo "note: systemd and the session do not read $(UNITDIR) or $(AUTOSTARTDIR);" \
 	    "link the unit into ~/.config/systemd/user and the entry into ~/.config/autostart, or use PREFIX=~/.local")
 

@@ -1,10 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-// The GNOME Shell extension's logic under bare gjs: gjs model_test.js EXTENSION_DIR
-// Prints "ok N" per check and exits 1 at the first failure.
-'use strict';
-const System = imports.system;
-imports.searchPath.unshift(ARGV[0]);
-const M = imports.model;
+// The GNOME Shell extension's logic under bare gjs, as an ES module (GNOME Shell 45 and later) or
+// as the legacy script written for 43 and 44:
+//   gjs -m model_test.js EXTENSION_DIR [legacy]
+// Prints "ok N" with the number of checks, and exits 1 at the first failure.
+import GLib from 'gi://GLib';
+import System from 'system';
+
+const [dir, form] = System.programArgs;
+let M;
+if (form === 'legacy') {
+    imports.searchPath.unshift(dir);
+    M = imports.model;
+} else {
+    M = await import(GLib.filename_to_uri(GLib.canonicalize_filename(`${dir}/model.js`, null), null));
+}
 
 let checks = 0;
 function eq(actual, expected, what) {
@@ -67,6 +76,18 @@ eq(v.sections[1].rows, [
     {text: 'sync — 50 % of 10 B — paused', fraction: 0.5},
     {text: 'render — 60 %', fraction: 0.6},
 ], 'task rows (a fraction-only task: a percentage, no sizes)');
+
+// A task whose owner takes panels' requests carries its buttons: Cancel, and Pause or Resume as it stands.
+M.applyTask(s, '/org/example/NetActivity/tasks/7', {State: 'running', Description: 'copy', Cancellable: true,
+    Suspendable: true});
+M.applyTask(s, '/org/example/NetActivity/tasks/8', {State: 'suspended', Description: 'sync2', Cancellable: 'yes',
+    Suspendable: true});
+eq(M.view(s).sections[1].rows.slice(4), [
+    {text: 'copy', fraction: -1, actions: {path: '/org/example/NetActivity/tasks/7', cancel: true, pause: 'pause'}},
+    {text: 'sync2 — paused', fraction: -1, actions: {path: '/org/example/NetActivity/tasks/8', cancel: false, pause: 'resume'}},
+], 'task rows with buttons (a flag of the wrong type ignored)');
+M.removeTask(s, '/org/example/NetActivity/tasks/7');
+M.removeTask(s, '/org/example/NetActivity/tasks/8');
 M.removeTask(s, '/org/example/NetActivity/tasks/1');
 eq(M.view(s).sections[1].rows.length, 3, 'removed task leaves');
 

@@ -2,18 +2,22 @@
 // netactivity: a top-bar indicator that follows the netactivity agent (org.example.NetActivity).
 // Shown while the agent's Visible is true; its menu lists the apps using the network and the
 // running tasks with their progress. Follows the agent across restarts; costs nothing while the
-// agent is away (a name watch only). GNOME Shell 43 and 44.
-'use strict';
-/* exported init */
+// agent is away (a name watch only). A task whose app takes panels' requests gets Cancel and
+// Pause/Resume buttons in its row. GNOME Shell 45 to 50, as ES modules; scripts/gnome-extension.py
+// writes the copy for 43 and 44 from this file (make builds both, make install puts the one that
+// fits the installed shell, make extension-zip packs them for users).
+import Clutter from 'gi://Clutter';
+import Gio from 'gi://Gio';
+import GLib from 'gi://GLib';
+import GObject from 'gi://GObject';
+import St from 'gi://St';
 
-const {Gio, GLib, GObject, St} = imports.gi;
-const Main = imports.ui.main;
-const PanelMenu = imports.ui.panelMenu;
-const PopupMenu = imports.ui.popupMenu;
-const ExtensionUtils = imports.misc.extensionUtils;
-const Me = ExtensionUtils.getCurrentExtension();
-const Model = Me.imports.model;
-const _ = ExtensionUtils.gettext;
+import * as Main from 'resource:///org/gnome/shell/ui/main.js';
+import * as PanelMenu from 'resource:///org/gnome/shell/ui/panelMenu.js';
+import * as PopupMenu from 'resource:///org/gnome/shell/ui/popupMenu.js';
+import {Extension} from 'resource:///org/gnome/shell/extensions/extension.js';
+
+import * as Model from './model.js';
 
 const PROPS_IFACE = 'org.freedesktop.DBus.Properties';
 const MANAGER_IFACE = 'org.freedesktop.DBus.ObjectManager';
@@ -24,12 +28,44 @@ const MENU_REFRESH_MS = 250;
 const BAR_WIDTH = 240;
 const BAR_HEIGHT = 4;
 
-/** A menu row: its text, and under it a progress bar when the row has a fraction (0 to 1). */
-function menuRow(row) {
-    if (!(row.fraction >= 0))
-        return [new PopupMenu.PopupMenuItem(row.text, {reactive: false}), null];
+/** A vertical St.BoxLayout: `orientation` where the shell has it (47 and later; `vertical` is
+ * deprecated from 48 and gone in 51), `vertical` before. */
+function verticalBox(params) {
+    const hasOrientation = GObject.Object.find_property.call(St.BoxLayout, 'orientation') !== null;
+    return new St.BoxLayout(hasOrientation
+        ? {...params, orientation: Clutter.Orientation.VERTICAL} : {...params, vertical: true});
+}
+
+/** A task row's buttons for its owner's offers: Pause or Resume, then Cancel. `ask(method, args)`
+ * sends the request; `_` translates the accessible names. */
+function actionButtons(actions, ask, _) {
+    const buttons = [];
+    const button = (icon, name, method, args) => {
+        const b = new St.Button({
+            style_class: 'icon-button', can_focus: true, accessible_name: name, y_align: Clutter.ActorAlign.CENTER,
+            child: new St.Icon({icon_name: icon, style_class: 'popup-menu-icon'}),
+        });
+        b.netactivityAction = method === 'RequestCancel' ? 'cancel' : actions.pause;
+        b.connect('clicked', () => ask(actions.path, method, args));
+        buttons.push(b);
+    };
+    if (actions.pause === 'pause')
+        button('media-playback-pause-symbolic', _('Pause'), 'RequestSuspend', new GLib.Variant('(b)', [true]));
+    else if (actions.pause === 'resume')
+        button('media-playback-start-symbolic', _('Resume'), 'RequestSuspend', new GLib.Variant('(b)', [false]));
+    if (actions.cancel)
+        button('process-stop-symbolic', _('Cancel'), 'RequestCancel', null);
+    return buttons;
+}
+
+/** A menu row: its text, under it a progress bar when the row has a fraction (0 to 1), and beside
+ * it the buttons of a task that takes panels' requests. */
+function menuRow(row, ask, _) {
+    const buttons = row.actions ? actionButtons(row.actions, ask, _) : [];
+    if (!(row.fraction >= 0) && buttons.length === 0)
+        return [new PopupMenu.PopupMenuItem(row.text, {reactive: false}), null, []];
     const item = new PopupMenu.PopupBaseMenuItem({reactive: false});
-    const box = new St.BoxLayout({vertical: true, x_expand: true});
+    const box = verticalBox({x_expand: true, y_align: Clutter.ActorAlign.CENTER});
     // As a PopupMenuItem has it: the label is the item's text, for screen readers too.
     item.label = new St.Label({text: row.text});
     item.label_actor = item.label;
@@ -38,30 +74,40 @@ function menuRow(row) {
         style: `width: ${BAR_WIDTH}px; height: ${BAR_HEIGHT}px; margin-top: 6px; border-radius: 2px; ` +
             'background-color: rgba(128, 128, 128, 0.4);',
     });
-    const filled = Math.round(BAR_WIDTH * Math.min(1, row.fraction));
+    const filled = Math.round(BAR_WIDTH * Math.min(1, Math.max(0, row.fraction)));
     bar.add_child(new St.Widget({
         style: `width: ${filled}px; height: ${BAR_HEIGHT}px; border-radius: 2px; background-color: #3584e4;`,
     }));
-    box.add_child(bar);
+    if (row.fraction >= 0)
+        box.add_child(bar);
     item.add_child(box);
-    return [item, {fraction: row.fraction, filled, width: BAR_WIDTH}];
+    for (const b of buttons)
+        item.add_child(b);
+    return [item, row.fraction >= 0 ? {fraction: row.fraction, filled, width: BAR_WIDTH} : null, buttons];
 }
 
 const Indicator = GObject.registerClass(
 class NetActivityIndicator extends PanelMenu.Button {
-    _init() {
+    /** `extension`: the extension (its folder, for the icon's fallback copy, and its gettext). */
+    _init(extension) {
+        const _ = text => extension.gettext(text);
         super._init(0.0, _('Network activity'));
+        this._gettext = _;
         // The project's symbolic icon from the icon theme (make install puts it in hicolor), else
         // the extension's own copy; the count lives in the menu, so the icon never changes width.
         this.add_child(new St.Icon({
             gicon: new Gio.ThemedIcon({name: 'netactivity-symbolic'}),
-            fallback_gicon: Gio.icon_new_for_string(Me.dir.get_child('icons').get_child('netactivity-symbolic.svg').get_path()),
+            fallback_gicon: Gio.icon_new_for_string(
+                extension.dir.get_child('icons').get_child('netactivity-symbolic.svg').get_path()),
             style_class: 'system-status-icon',
         }));
         this.visible = false;
 
         this._state = Model.emptyState();
         this._generation = 0;
+        this._connection = null;
+        this._owner = null;
+        this._buttons = [];
         this._subscriptions = [];
         this._cancellable = null;
         this._menuTimeout = 0;
@@ -79,6 +125,8 @@ class NetActivityIndicator extends PanelMenu.Button {
     // The agent's unique name is the only sender believed: no other client can fake its signals.
     _appeared(connection, owner) {
         this._vanished();
+        this._connection = connection;
+        this._owner = owner;
         const generation = this._generation;
         this._cancellable = new Gio.Cancellable();
         const subscribe = (iface, member, path, handler) => this._subscriptions.push(
@@ -144,6 +192,8 @@ class NetActivityIndicator extends PanelMenu.Button {
 
     _vanished() {
         this._generation++;
+        this._connection = null;
+        this._owner = null;
         this._cancellable?.cancel();
         this._cancellable = null;
         for (const id of this._subscriptions)
@@ -168,19 +218,46 @@ class NetActivityIndicator extends PanelMenu.Button {
         }
     }
 
+    /** A panel's request to a task's owner (RequestCancel, RequestSuspend), sent to the agent
+     * the indicator follows; the task changes when its app acts, and the menu follows. */
+    _ask(path, method, args) {
+        if (!this._connection || !path.startsWith(Model.TASK_PREFIX))
+            return;
+        this._connection.call(this._owner, path, Model.TASK_IFACE, method, args, null,
+            Gio.DBusCallFlags.NONE, 5000, this._cancellable, (c, result) => {
+                try {
+                    c.call_finish(result);
+                } catch (e) {
+                    if (!e.matches(Gio.IOErrorEnum, Gio.IOErrorEnum.CANCELLED))
+                        log(`netactivity: ${method}: ${e.message}`);
+                }
+            });
+    }
+
     _rebuildMenu() {
         this.menu.removeAll();
         this._bars = [];
+        this._buttons = [];
         Model.view(this._state).sections.forEach((section, index) => {
             if (section.title || index > 0)
                 this.menu.addMenuItem(new PopupMenu.PopupSeparatorMenuItem(section.title));
             for (const row of section.rows) {
-                const [item, bar] = menuRow(row);
+                const [item, bar, buttons] = menuRow(row, (...a) => this._ask(...a), this._gettext);
                 this.menu.addMenuItem(item);
                 if (bar)
                     this._bars.push(bar);
+                for (const b of buttons)
+                    this._buttons.push({path: row.actions.path, action: b.netactivityAction, button: b});
             }
         });
+    }
+
+    /** Clicks a task row's button as a person would (for tests): `action` is 'cancel', 'pause' or
+     * 'resume'. Answers whether the menu has that button. */
+    click(path, action) {
+        const found = this._buttons.find(b => b.path === path && b.action === action);
+        found?.button.emit('clicked', 1);
+        return !!found;
     }
 
     /** What the indicator shows, for tests and the curious (Looking Glass). */
@@ -189,8 +266,9 @@ class NetActivityIndicator extends PanelMenu.Button {
             visible: this.visible,
             online: this._state.online,
             menu: Model.view(this._state).sections,
-            // The progress bars the menu drew when it was last built.
+            // The progress bars and buttons the menu drew when it was last built.
             bars: this._bars,
+            buttons: this._buttons.map(b => ({path: b.path, action: b.action, name: b.button.accessible_name})),
         };
     }
 
@@ -204,22 +282,16 @@ class NetActivityIndicator extends PanelMenu.Button {
     }
 });
 
-class Extension {
+export default class NetActivityExtension extends Extension {
     enable() {
-        this._indicator = new Indicator();
-        Main.panel.addToStatusArea(Me.metadata.uuid, this._indicator);
+        // The menu's text in the agent's gettext domain (metadata.json's gettext-domain).
+        Model.setGettext(text => this.gettext(text));
+        this._indicator = new Indicator(this);
+        Main.panel.addToStatusArea(this.uuid, this._indicator);
     }
 
     disable() {
         this._indicator.destroy();
         this._indicator = null;
     }
-}
-
-function init() {
-    // The catalogs of the extension's own locale folder (make install puts them there), in the
-    // agent's domain ("netactivity", metadata.json's gettext-domain).
-    ExtensionUtils.initTranslations();
-    Model.setGettext(ExtensionUtils.gettext);
-    return new Extension();
 }

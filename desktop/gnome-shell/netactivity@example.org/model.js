@@ -1,37 +1,35 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // What the top-bar indicator shows, as plain functions of the agent's published state.
-// No GNOME imports: tests run it under bare gjs (Tests/Integration/gnome/model_test.js).
-'use strict';
-/* exported AGENT_NAME, AGENT_PATH, AGENT_IFACE, TASK_IFACE, TASK_PREFIX, MAX_ROWS, MAX_TASKS,
-   MAX_REASONS, emptyState, applyAgent, applyTask, removeTask, view, formatBytes, shorten, setGettext */
+// No GNOME imports: tests run it under bare gjs (Tests/Integration/gnome/model_test.js). An ES module
+// (GNOME Shell 45 and later); scripts/gnome-extension.py writes the copy for 43 and 44 from it.
 
 // The text people read goes through gettext (domain "netactivity", the agent's): the extension
 // hands its translator in; bare gjs (the tests) keeps English unless given one.
 let _ = text => text;
 
 /** `gettext`: the function that translates a message. */
-function setGettext(gettext) {
+export function setGettext(gettext) {
     _ = gettext;
 }
 
-var AGENT_NAME = 'org.example.NetActivity';
-var AGENT_PATH = '/org/example/NetActivity';
-var AGENT_IFACE = 'org.example.NetActivity';
-var TASK_IFACE = 'org.example.NetActivity.Task';
-var TASK_PREFIX = '/org/example/NetActivity/tasks/';
+export const AGENT_NAME = 'org.example.NetActivity';
+export const AGENT_PATH = '/org/example/NetActivity';
+export const AGENT_IFACE = 'org.example.NetActivity';
+export const TASK_IFACE = 'org.example.NetActivity.Task';
+export const TASK_PREFIX = '/org/example/NetActivity/tasks/';
 
 // Rows per menu section; the rest is summed up in one "and N more" row.
-var MAX_ROWS = 8;
+export const MAX_ROWS = 8;
 // Task objects followed at once (the agent caps live tasks too; this bounds the shell's memory
 // whatever the agent publishes).
-var MAX_TASKS = 1024;
+export const MAX_TASKS = 1024;
 // Characters of an app or task name shown in a row.
-var MAX_TEXT = 48;
+export const MAX_TEXT = 48;
 // Reasons kept per app (the agent sends at most 8).
-var MAX_REASONS = 8;
+export const MAX_REASONS = 8;
 
 /** The state before the agent is seen (and after it leaves): nothing shown. */
-function emptyState() {
+export function emptyState() {
     return {online: false, visible: false, count: 0, clients: [], reasons: new Map(), tasks: new Map()};
 }
 
@@ -41,7 +39,7 @@ function isCount(v) {
 
 /** Folds properties of org.example.NetActivity (from GetAll or PropertiesChanged, unpacked) in.
  * Values of an unexpected type are ignored, never trusted. */
-function applyAgent(state, props) {
+export function applyAgent(state, props) {
     if (typeof props.Visible === 'boolean')
         state.visible = props.Visible;
     if (isCount(props.ActivityCount))
@@ -63,12 +61,13 @@ function applyAgent(state, props) {
 }
 
 const TASK_STRINGS = ['State', 'Description', 'Owner', 'Error'];
+const TASK_FLAGS = ['Cancellable', 'Suspendable'];
 const TASK_COUNTS = ['CountOfBytesSent', 'CountOfBytesExpectedToSend', 'CountOfBytesReceived',
     'CountOfBytesExpectedToReceive', 'FractionCompleted'];
 
 /** Folds properties of one task object in (InterfacesAdded, GetManagedObjects, PropertiesChanged).
  * Paths outside the agent's task folder are ignored. */
-function applyTask(state, path, props) {
+export function applyTask(state, path, props) {
     if (typeof path !== 'string' || !path.startsWith(TASK_PREFIX))
         return;
     let task = state.tasks.get(path);
@@ -77,7 +76,7 @@ function applyTask(state, path, props) {
             return;
         task = {State: 'running', Description: '', Owner: '', Error: '', CountOfBytesSent: 0,
             CountOfBytesExpectedToSend: 0, CountOfBytesReceived: 0, CountOfBytesExpectedToReceive: 0,
-            FractionCompleted: 0};
+            FractionCompleted: 0, Cancellable: false, Suspendable: false};
         state.tasks.set(path, task);
     }
     for (const key of TASK_STRINGS) {
@@ -88,21 +87,25 @@ function applyTask(state, path, props) {
         if (isCount(props[key]))
             task[key] = props[key];
     }
+    for (const key of TASK_FLAGS) {
+        if (typeof props[key] === 'boolean')
+            task[key] = props[key];
+    }
 }
 
-function removeTask(state, path) {
+export function removeTask(state, path) {
     state.tasks.delete(path);
 }
 
 /** One line, at most MAX_TEXT characters (whole code points), control characters as spaces. */
-function shorten(text) {
+export function shorten(text) {
     // eslint-disable-next-line no-control-regex
     const chars = Array.from(String(text).replace(/[\u0000-\u001f\u007f]+/g, ' ').trim());
     return chars.length > MAX_TEXT ? `${chars.slice(0, MAX_TEXT - 1).join('')}…` : chars.join('');
 }
 
 /** Bytes as people read them: 512 B, 1.5 kB, 12 MB (SI units, as GNOME's file sizes). */
-function formatBytes(n) {
+export function formatBytes(n) {
     if (n < 1000)
         return `${n} B`;
     const units = ['kB', 'MB', 'GB', 'TB', 'PB'];
@@ -138,9 +141,10 @@ function capped(rows, more) {
 }
 
 /** What to draw: shown (the indicator is in the top bar) and the menu's rows: {title, rows:
- * [{text, fraction}]} sections (an empty title draws a plain separator). fraction is -1 when
- * unknown. No count is drawn beside the icon: the menu says who holds how much. */
-function view(state) {
+ * [{text, fraction, actions}]} sections (an empty title draws a plain separator). fraction is -1 when
+ * unknown; actions, on a task whose owner takes panels' requests only: {path, cancel (bool), pause
+ * ('pause', 'resume' or null)}. No count is drawn beside the icon: the menu says who holds how much. */
+export function view(state) {
     const shown = state.online && state.visible;
     const sections = [];
     const apps = state.clients.map(c => {
@@ -153,7 +157,7 @@ function view(state) {
     const more = n => _('and {1} more').replace('{1}', String(n));
     sections.push({title: _('Using the network'), rows: capped(apps, more)});
     const tasks = [];
-    for (const t of state.tasks.values()) {
+    for (const [path, t] of state.tasks) {
         if (t.State !== 'running' && t.State !== 'suspended')
             continue;
         const p = taskProgress(t);
@@ -162,7 +166,13 @@ function view(state) {
             parts.push(p.text);
         if (t.State === 'suspended')
             parts.push(_('paused'));
-        tasks.push({text: parts.join(' — '), fraction: p.fraction});
+        const row = {text: parts.join(' — '), fraction: p.fraction};
+        // What the task's owner takes from a panel: the row's buttons (Cancel, Pause or Resume).
+        if (t.Cancellable || t.Suspendable) {
+            row.actions = {path, cancel: t.Cancellable,
+                pause: t.Suspendable ? (t.State === 'suspended' ? 'resume' : 'pause') : null};
+        }
+        tasks.push(row);
     }
     if (tasks.length > 0)
         sections.push({title: _('Tasks'), rows: capped(tasks, more)});

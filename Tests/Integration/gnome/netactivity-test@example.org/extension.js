@@ -1,15 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // Test only (installed by test_gnome_shell.py into the test user's home): reads the netactivity
-// indicator's actors and answers over D-Bus, so the test needs no unsafe mode for Eval.
-'use strict';
-/* exported init */
-const {Gio} = imports.gi;
-const Main = imports.ui.main;
+// indicator's actors and answers over D-Bus, so the test needs no unsafe mode for Eval. Written as
+// ES modules, as the extension is; scripts/gnome-extension.py writes the copy for GNOME Shell 43.
+import Gio from 'gi://Gio';
+
+import * as Main from 'resource:///org/gnome/shell/ui/main.js';
+import {Extension} from 'resource:///org/gnome/shell/extensions/extension.js';
 
 const XML = `<node><interface name="org.example.NetActivityTest">
   <method name="Indicator"><arg type="s" direction="out"/></method>
   <method name="OpenMenu"><arg type="s" direction="out"/></method>
   <method name="CloseMenu"/>
+  <method name="Click"><arg type="s" direction="in"/><arg type="s" direction="in"/><arg type="b" direction="out"/></method>
   <method name="StatusArea"><arg type="s" direction="out"/></method>
   <method name="OpenStatusMenu"><arg type="s" direction="in"/><arg type="s" direction="out"/></method>
   <method name="CloseStatusMenu"><arg type="s" direction="in"/></method>
@@ -19,7 +21,7 @@ function indicator() {
     return Main.panel.statusArea['netactivity@example.org'] ?? null;
 }
 
-class Probe {
+export default class Probe extends Extension {
     enable() {
         this._object = Gio.DBusExportedObject.wrapJSObject(XML, this);
         this._object.export(Gio.DBus.session, '/org/example/NetActivityTest');
@@ -51,6 +53,11 @@ class Probe {
 
     CloseMenu() {
         indicator()?.menu.close(false);
+    }
+
+    // Clicks a task row's button in the open menu ('cancel', 'pause', 'resume'): whether it was there.
+    Click(path, action) {
+        return indicator()?.click(path, action) ?? false;
     }
 
     // Every top-bar button by its status-area key, as drawn (for other extensions' indicators,
@@ -89,8 +96,4 @@ class Probe {
     CloseStatusMenu(key) {
         Main.panel.statusArea[key]?.menu?.close(false);
     }
-}
-
-function init() {
-    return new Probe();
 }
