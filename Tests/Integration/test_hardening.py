@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unittest
 
 import dbus
 
@@ -327,3 +328,68 @@ class DescriptorLimitTests(AgentTestCase):
         for f in held:
             os.close(f)
         self.assertTrue(self.agent.alive())
+
+
+PR_SET_MDWE, PR_GET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN = 65, 66, 1
+
+
+def _mdwe():
+    """In the child before exec: no memory that is writable and executable, ever (what the unit's
+    MemoryDenyWriteExecute= asks of systemd's seccomp filter, as the kernel's own prctl, which it
+    keeps across execve and passes to children)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN, 0, 0, 0) != 0:
+        os._exit(97)
+
+
+def _mdwe_supported():
+    import ctypes
+    return ctypes.CDLL(None, use_errno=True).prctl(PR_GET_MDWE, 0, 0, 0, 0) >= 0
+
+
+class UnitHardeningTests(DownloadTestCase):
+    """The systemd unit's hardening holds for everything the agent does: a download (libcurl,
+    loaded at the first one) and a decode (the decoder and its bubblewrap) under
+    MemoryDenyWriteExecute's rule."""
+
+    @unittest.skipUnless(_mdwe_supported(), "the kernel has no PR_SET_MDWE (6.3 and later)")
+    def test_the_agent_and_the_decoder_need_no_writable_executable_memory(self):
+        # The rule is in force where it is set: a process under it cannot map memory both ways.
+        probe = subprocess.run([sys.executable, "-c", "import mmap; mmap.mmap(-1, 4096, prot=mmap.PROT_WRITE | mmap.PROT_EXEC)"],
+                               preexec_fn=_mdwe, capture_output=True, text=True)
+        self.assertNotEqual(probe.returncode, 0, "PR_SET_MDWE did not refuse a writable, executable mapping")
+        self.agent.stop()
+        self.agent = Agent(self.bus, preexec=_mdwe)
+        downloader = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), contract.Downloader.INTERFACE)
+        fd, size, info = downloader.FetchImage(self.http.url("/img/mdwe.png"), dbus.Dictionary({}, signature="sv"))
+        os.close(fd.take())
+        self.assertGreater(int(size), 0)
+        pixels, info = downloader.FetchPixels(self.http.url("/img/mdwe.png"), dbus.Dictionary({}, signature="sv"))
+        os.close(pixels.take())
+        self.assertGreater(int(info["width"]), 0)
+        self.assertTrue(self.agent.alive())
+        self.assertNotIn("did not start the decoder", self.agent.logtext())
+
+
+class UnitScoreTests(unittest.TestCase):
+    def test_the_units_exposure_score_is_the_one_security_md_gives(self):
+        import re
+        import shutil
+        if not shutil.which("systemd-analyze"):
+            self.skipTest("no systemd-analyze")
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        with tempfile.TemporaryDirectory() as tmp:
+            unit = os.path.join(tmp, "netactivityd.service")
+            with open(os.path.join(root, "desktop", "netactivityd.service")) as f:
+                text = f.read().replace("@bindir@", "/usr/bin")
+            with open(unit, "w") as f:
+                f.write(text)
+            r = subprocess.run(["systemd-analyze", "security", "--offline=true", unit], capture_output=True, text=True)
+        if "--offline" in r.stderr:
+            self.skipTest("systemd-analyze has no --offline (systemd 250 and later)")
+        score = re.search(r"Overall exposure level for netactivityd.service: ([0-9.]+ [A-Z]+)", r.stdout)
+        self.assertIsNotNone(score, r.stdout + r.stderr)
+        with open(os.path.join(root, "docs", "security.md")) as f:
+            self.assertIn("**%s**" % score.group(1), f.read(), "docs/security.md gives another score")
+        self.assertIn("Slice=session.slice", text)
