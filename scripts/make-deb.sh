@@ -56,6 +56,21 @@ part() {
     install -m 0644 "$DOC/changelog.gz" "$WORK/$name/usr/share/doc/$name/changelog.gz"
 }
 LIBDIR=usr/lib/$MULTIARCH
+# The GNOME Shell extension, in two packages with the same files, each for the shells its form
+# loads (Conflicts each other): ES modules for 45 to 50, the older form for 43 and 44 (make
+# extension writes both). apt installs the one the system's gnome-shell satisfies.
+EXT=usr/share/gnome-shell/extensions/netactivity@example.org
+part gnome-shell-extension-netactivity usr/share/gnome-shell
+rm -rf "$WORK/gnome-shell-extension-netactivity/$EXT"
+cp -r .build/gnome-shell/45/netactivity@example.org "$WORK/gnome-shell-extension-netactivity/$EXT"
+install -d "$WORK/gnome-shell-extension-netactivity-legacy/$(dirname "$EXT")" \
+    "$WORK/gnome-shell-extension-netactivity-legacy/usr/share/doc/gnome-shell-extension-netactivity-legacy"
+cp -r .build/gnome-shell/43/netactivity@example.org "$WORK/gnome-shell-extension-netactivity-legacy/$EXT"
+install -m 0644 packaging/copyright "$DOC/changelog.gz" \
+    "$WORK/gnome-shell-extension-netactivity-legacy/usr/share/doc/gnome-shell-extension-netactivity-legacy/"
+for e in gnome-shell-extension-netactivity gnome-shell-extension-netactivity-legacy; do
+    find "$WORK/$e/usr" -type d -exec chmod 0755 {} + && find "$WORK/$e/usr" -type f -exec chmod 0644 {} +
+done
 part libnetactivity-1-0 "$LIBDIR/libnetactivity-1.so.0.1.0" "$LIBDIR/libnetactivity-1.so.0"
 part gir1.2-netactivity-1.0 "$LIBDIR/girepository-1.0"
 part libnetactivity-1-dev usr/include "$LIBDIR/libnetactivity-1.so" "$LIBDIR/pkgconfig" usr/share/gir-1.0 \
@@ -74,14 +89,14 @@ DEPENDS=$(shlibdeps -e"$STAGE/usr/bin/netactivityd" -e"$STAGE/usr/bin/netactivit
 DEPENDS="$DEPENDS, libcurl4 (>= 7.85.0)"
 LIB_DEPENDS=$(shlibdeps -e"$LIBFILE")
 
-# control NAME: the common fields of package NAME's control file, and its md5sums.
+# control NAME [ARCH]: the common fields of package NAME's control file, and its md5sums.
 control() {
     local root=$WORK/$1
     [ "$1" = netactivity ] && root=$STAGE
     mkdir -p "$root/DEBIAN"
     (cd "$root" && find usr etc -type f -print0 2>/dev/null | sort -z | xargs -0 md5sum) > "$root/DEBIAN/md5sums"
     printf 'Package: %s\nVersion: %s\nArchitecture: %s\nMaintainer: %s\nInstalled-Size: %s\nPriority: optional\nHomepage: %s\n' \
-        "$1" "$VERSION" "$ARCH" "netactivity developers <netactivity@example.org>" \
+        "$1" "$VERSION" "${2:-$ARCH}" "netactivity developers <netactivity@example.org>" \
         "$(du -sk "$root/usr" | awk '{print $1}')" "https://example.org/netactivity" > "$root/DEBIAN/control"
 }
 
@@ -92,7 +107,7 @@ control netactivity
 cat >> "$STAGE/DEBIAN/control" <<CONTROL
 Depends: $DEPENDS
 Recommends: dbus-user-session | dbus-x11
-Suggests: libnotify-bin, libnetactivity-1-dev
+Suggests: libnotify-bin, libnetactivity-1-dev, gnome-shell-extension-netactivity | gnome-shell-extension-netactivity-legacy
 Section: net
 Description: one D-Bus place for network activity on the desktop
  netactivityd is a session agent that every app tells when it uses the network
@@ -143,11 +158,33 @@ Description: client library for the netactivity agent (development files)
  for GTK apps.
 CONTROL
 
+extension_control() {  # extension_control NAME SHELLS DEPENDS OTHER
+    control "$1" all
+    cat >> "$WORK/$1/DEBIAN/control" <<CONTROL
+Depends: netactivity (>= $VERSION), $3
+Conflicts: $4
+Replaces: $4
+Enhances: gnome-shell
+Section: gnome
+Description: GNOME Shell extension for the netactivity agent (GNOME Shell $2)
+ A top-bar indicator that shows while apps use the network, as the netactivity
+ agent decides. Its menu lists the apps and the tasks with their progress, and
+ cancels or pauses the tasks whose apps allow it. For GNOME Shell $2.
+CONTROL
+}
+extension_control gnome-shell-extension-netactivity "45 to 50" "gnome-shell (>= 45~), gnome-shell (<< 51~)" \
+    gnome-shell-extension-netactivity-legacy
+extension_control gnome-shell-extension-netactivity-legacy "43 and 44" "gnome-shell (>= 43~), gnome-shell (<< 45~)" \
+    gnome-shell-extension-netactivity
+
 mkdir -p dist
-for name in libnetactivity-1-0 gir1.2-netactivity-1.0 libnetactivity-1-dev netactivity; do
+for name in libnetactivity-1-0 gir1.2-netactivity-1.0 libnetactivity-1-dev gnome-shell-extension-netactivity \
+    gnome-shell-extension-netactivity-legacy netactivity; do
     root=$WORK/$name
     [ "$name" = netactivity ] && root=$STAGE
-    out=dist/${name}_${VERSION}_${ARCH}.deb
+    arch=$ARCH
+    case $name in gnome-shell-extension-*) arch=all ;; esac
+    out=dist/${name}_${VERSION}_${arch}.deb
     dpkg-deb --root-owner-group -Zxz --build "$root" "$out" >&2
     if command -v lintian >/dev/null 2>&1; then
         # Errors fail the build; warnings are shown.

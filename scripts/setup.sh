@@ -64,6 +64,9 @@ if [ "${1:-}" = "--gnome" ]; then
     [ -d /usr/share/gnome-shell/extensions/ubuntu-appindicators@ubuntu.com ] || need="$need gnome-shell-extension-appindicator"
     # ImageMagick's own convert (a machine may have a stand-in of that name that reads only PNGs).
     convert -version 2>/dev/null | grep -q ImageMagick || need="$need imagemagick"
+    # GNOME Shell 48 in a Debian 13 root (scripts/debian13-root.sh), run through bubblewrap.
+    command -v mmdebstrap >/dev/null 2>&1 || need="$need mmdebstrap"
+    command -v bwrap >/dev/null 2>&1 || need="$need bubblewrap"
 fi
 [ -z "$need" ] && exit 0
 echo "setup: installing$need" >&2

@@ -23,6 +23,8 @@ from harness import NAME, PATH, PrivateBus, busctl, wait_for_name
 from test_install import ActivationBus
 
 DEB = os.environ.get("NETACTIVITY_DEB")
+# A small Debian 13 root (scripts/debian13-root.sh --base) the packages are installed into with apt.
+DEBIAN13_BASE = os.environ.get("NETACTIVITY_DEBIAN13_BASE")
 INSTALL = os.environ.get("NETACTIVITY_DEB_INSTALL")
 FILES = [
     "/usr/bin/netactivityd", "/usr/bin/netactivity", "/usr/libexec/netactivity/netactivity-decoder",
@@ -39,7 +41,6 @@ FILES = [
     "/usr/share/doc/netactivity/docs/install.md.gz",
     "/usr/share/icons/hicolor/scalable/status/netactivity-symbolic.svg",
     "/usr/share/locale/de/LC_MESSAGES/netactivity.mo",
-    "/usr/share/gnome-shell/extensions/netactivity@example.org/extension.js",
 ]
 SERVICE = "/usr/share/dbus-1/services/%s.service" % NAME
 
@@ -254,3 +255,108 @@ class PackageInstallTests(unittest.TestCase, PackageChecks):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def sibling(name, arch=None):
+    """The package `name` built beside DEB (same version; `arch`: all for the extension's)."""
+    base = os.path.basename(DEB).replace("netactivity_", name + "_", 1)
+    if arch:
+        base = base.rsplit("_", 1)[0] + "_%s.deb" % arch
+    return os.path.join(os.path.dirname(DEB), base)
+
+
+@unittest.skipUnless(DEB, "make deb-test builds the package and runs this")
+class ExtensionPackageTests(unittest.TestCase):
+    """The GNOME Shell extension in two packages with the same files: ES modules for 45 to 50, the
+    older form for 43 and 44; each depends on the shells it fits, and they conflict."""
+
+    def test_each_package_holds_the_form_its_shells_load(self):
+        import json
+        main = sh("dpkg-deb", "-c", DEB).stdout
+        self.assertNotIn("gnome-shell/extensions", main, "the agent's package holds no extension")
+        for name, shells, form, other in (
+                ("gnome-shell-extension-netactivity", ["45", "46", "47", "48", "49", "50"], "export default class",
+                 "gnome-shell-extension-netactivity-legacy"),
+                ("gnome-shell-extension-netactivity-legacy", ["43", "44"], "function init(",
+                 "gnome-shell-extension-netactivity")):
+            deb = sibling(name, "all")
+            root = tempfile.mkdtemp(prefix="netactivity-ext-deb-")
+            self.addCleanup(shutil.rmtree, root, True)
+            self.assertEqual(sh("dpkg-deb", "-x", deb, root).returncode, 0, deb)
+            ext = os.path.join(root, "usr/share/gnome-shell/extensions/netactivity@example.org")
+            with open(os.path.join(ext, "metadata.json")) as f:
+                self.assertEqual(json.load(f)["shell-version"], shells, name)
+            with open(os.path.join(ext, "extension.js")) as f:
+                self.assertIn(form, f.read(), name)
+            for f in ("model.js", "icons/netactivity-symbolic.svg", "locale/de/LC_MESSAGES/netactivity.mo"):
+                self.assertTrue(os.path.isfile(os.path.join(ext, f)), (name, f))
+            self.assertTrue(os.path.isfile(os.path.join(root, "usr/share/doc", name, "copyright")), name)
+            fields = {k: sh("dpkg-deb", "-f", deb, k).stdout.strip() for k in ("Architecture", "Depends", "Conflicts")}
+            self.assertEqual(fields["Architecture"], "all")
+            self.assertIn("gnome-shell (>= %s~)" % shells[0], fields["Depends"])
+            self.assertIn("gnome-shell (<< %d~)" % (int(shells[-1]) + 1), fields["Depends"])
+            self.assertIn("netactivity (>= ", fields["Depends"])
+            self.assertEqual(fields["Conflicts"], other)
+
+
+@unittest.skipUnless(DEB and DEBIAN13_BASE and os.path.isfile(os.path.join(DEBIAN13_BASE or "/", ".complete"))
+                     and shutil.which("bwrap") and os.getuid() == 0,
+                     "make deb-test runs this as root with a Debian 13 root (NETACTIVITY_DEBIAN13_BASE)")
+class Debian13PackageTests(unittest.TestCase):
+    """The packages built here (on Debian 12) on Debian 13: apt resolves their dependencies there
+    (64-bit-time libraries such as libcurl4t64 provide the old names), they install, D-Bus
+    activation starts the agent, and the decoder runs in its bubblewrap sandbox. In a copy of the
+    root, through bubblewrap: nothing on this machine changes."""
+
+    def test_the_packages_install_with_apt_and_work_on_debian_13(self):
+        work = tempfile.mkdtemp(prefix="netactivity-debian13-")
+        self.addCleanup(shutil.rmtree, work, True)
+        root, dist = os.path.join(work, "root"), os.path.join(work, "dist")
+        self.assertEqual(sh("cp", "-a", DEBIAN13_BASE, root).returncode, 0)
+        os.makedirs(dist)
+        debs = [DEB, sibling("libnetactivity-1-0"), sibling("gir1.2-netactivity-1.0"),
+                sibling("gnome-shell-extension-netactivity", "all"), sibling("gnome-shell-extension-netactivity-legacy", "all")]
+        for deb in debs:
+            shutil.copy(deb, dist)
+        with open(os.path.join(dist, "image.png"), "wb") as f:
+            from harness import png
+            f.write(bytes(png(width=3, height=2)))
+        names = [os.path.basename(d) for d in debs]
+        script = """set -e
+export DEBIAN_FRONTEND=noninteractive
+apt-get install -y -q --no-install-recommends %(main)s >/dist/apt.log 2>&1 || { cat /dist/apt.log; exit 1; }
+dpkg-query -W -f='installed ${Package} ${Version} ${Status}\n' netactivity libnetactivity-1-0 gir1.2-netactivity-1.0
+# The extension's packages: the one for 45 to 50 fits trixie's gnome-shell 48, the other does not.
+apt-get install -s -q --no-install-recommends /dist/%(ext)s >/dev/null 2>&1 && echo "extension installable"
+apt-get install -s -q --no-install-recommends /dist/%(legacy)s >/dev/null 2>&1 || echo "legacy extension refused"
+export HOME=/tmp XDG_CACHE_HOME=/tmp/cache XDG_CONFIG_HOME=/tmp/config
+dbus-daemon --session --fork --address=unix:path=/tmp/bus --print-address=3 3>/tmp/address 2>/tmp/bus.log
+export DBUS_SESSION_BUS_ADDRESS=$(head -n1 /tmp/address)
+# The first call starts the agent from the package's activation file.
+gdbus call --session --dest org.example.NetActivity --object-path /org/example/NetActivity \
+    --method org.freedesktop.DBus.Properties.Get org.example.NetActivity Version
+netactivity status --json
+netactivity cache add picture /dist/image.png
+gdbus call --session --dest org.example.NetActivity --object-path /org/example/NetActivity \
+    --method org.example.NetActivity.ImageCache.OpenPixels picture '{}'
+echo "decoders in bubblewrap: $(for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c '^[^ ]*bwrap .*netactivity-decoder')" 
+cat /tmp/bus.log
+""" % {"main": " ".join("/dist/" + n for n in names[:3]), "ext": names[3], "legacy": names[4]}
+        r = subprocess.run(["bwrap", "--bind", root, "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+                            "--bind", dist, "/dist", "--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf",
+                            "--die-with-parent", "--", "/bin/sh", "-c", script],
+                           capture_output=True, text=True, timeout=600, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"})
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        out = r.stdout
+        if os.environ.get("NETACTIVITY_SHOW"):
+            print(out, r.stderr)
+        for package in ("netactivity", "libnetactivity-1-0", "gir1.2-netactivity-1.0"):
+            self.assertRegex(out, r"installed %s \S+ install ok installed" % package)
+        self.assertIn("extension installable", out)
+        self.assertIn("legacy extension refused", out)
+        self.assertIn("(<uint32 1>,)", out, "activation started the agent")
+        self.assertIn('"running":true', out)
+        self.assertRegex(out, r"'width': <uint32 3>, 'height': <uint32 2>|'height': <uint32 2>.*'width': <uint32 3>")
+        self.assertNotIn("did not start the decoder", out + r.stderr)
+        self.assertRegex(out, r"decoders in bubblewrap: [1-9]", "the decoder runs in its bubblewrap sandbox")
+
