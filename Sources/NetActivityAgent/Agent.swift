@@ -189,6 +189,12 @@ public final class Agent {
         startMemoryPressure()
         startSystemConditions()
         startDesktopObservers()
+        // KDE Plasma's job tracker, whenever one is on the bus.
+        let jobs = JobTracker(
+            connection: connection, tasks: tasks, scheduler: context.scheduler, logger: context.logger,
+            activationDelay: { [unowned activity] in activity.machine.activationDelay })
+        tasks.jobs = jobs
+        jobs.start()
         applyCacheLimits()
         downloads.sandboxReach = options.sandboxReach
         try peers.start()

@@ -34,6 +34,8 @@ public final class TaskEntry {
     var passed: [TaskRequest: Instant] = [:]
     /// For the agent's own tasks: what a cancel request does (a download's: cancel the transfer).
     var onCancelRequest: (() -> Void)?
+    /// When it began (KDE's job tracker shows tasks older than the activation delay).
+    var created = Instant.zero
 
     init(path: String, record: TaskRecord, desktopID: String? = nil, app: String?, offers: TaskOffers = TaskOffers()) {
         self.path = path

@@ -102,6 +102,10 @@ public final class TaskService: TaskBeginning, TaskFactory {
     private lazy var taskInterface = makeInterface()
     /// Told when a task comes, announces a change, or leaves (the tray's menu follows).
     public var onTasksChanged: (() -> Void)?
+    /// KDE Plasma's job tracker, while the agent follows one.
+    var jobs: JobTracker?
+    /// The desktop ids whose dock progress the agent shows now (LauncherEntry).
+    private var launcherShown: Set<String> = []
 
     /// Who sees which task, and which tasks are in the object tree.
     public private(set) lazy var audience = TaskAudience(context: context) { [unowned self] path in
@@ -195,6 +199,7 @@ public final class TaskService: TaskBeginning, TaskFactory {
             desktopID: desktopID, app: owner == context.uniqueName ? nil : context.peers.app(of: owner),
             offers: offers)
         entry.readers = readers
+        entry.created = context.now
         tasks.byPath[entry.path] = entry
         audience.created(entry)
         if tasks.liveByOwner[owner, default: []].insert(entry.path).inserted, let app = entry.app {
@@ -206,6 +211,7 @@ public final class TaskService: TaskBeginning, TaskFactory {
             tasks.liveByDesktopID[desktopID, default: []].insert(entry.path)
             updateLauncher(desktopID)
         }
+        jobs?.taskCreated(entry)
         return entry
     }
 
@@ -245,9 +251,16 @@ public final class TaskService: TaskBeginning, TaskFactory {
     static let launcherPath = "/com/canonical/unity/launcherentry/netactivity"
 
     /// Tells docks the combined progress and the number of live tasks of one app
-    /// (com.canonical.Unity.LauncherEntry.Update); hides both when its last task ends.
+    /// (com.canonical.Unity.LauncherEntry.Update); hides both when its last task ends. Tasks KDE
+    /// Plasma's job tracker shows are left to Plasma, which sends its own.
     func updateLauncher(_ desktopID: String) {
-        let live = (tasks.liveByDesktopID[desktopID] ?? []).compactMap { tasks.byPath[$0] }
+        let all = (tasks.liveByDesktopID[desktopID] ?? []).compactMap { tasks.byPath[$0] }
+        let live = jobs.map { jobs in all.filter { !jobs.tracks($0.path) } } ?? all
+        if live.isEmpty, all.count > live.count {
+            // Every live task is Plasma's: hide ours once, then say nothing.
+            guard launcherShown.contains(desktopID) else { return }
+        }
+        if live.isEmpty { launcherShown.remove(desktopID) } else { launcherShown.insert(desktopID) }
         // Tasks in bytes weigh by their sizes; once one task counts in a fraction only, the units
         // no longer add up, and each measured task weighs the same.
         let measured = live.map(\.record.progress).filter(\.isMeasured)
@@ -354,6 +367,7 @@ public final class TaskService: TaskBeginning, TaskFactory {
             entry.coalescer.didEmit(now: context.now)
         }
         context.emitPropertiesChanged(.task, at: entry.path, names)
+        jobs?.taskChanged(entry)
         if let desktopID = entry.desktopID { updateLauncher(desktopID) }
         onTasksChanged?()
     }

@@ -9,8 +9,8 @@ overhears as {"overheard": ...}: a request must reach the owner alone.
     task_owner.py ADDRESS OPTIONS_JSON [--obey]    (options: {"cancellable": true, ...})
 
 Prints "ready" once both connections are subscribed, then {"path": ..., "owner": ...}. A line
-"suspend", "resume" or "complete" on stdin does that to the task, as the app would on its own, and
-prints {"done": LINE}."""
+"suspend", "resume", "complete" or "progress RECEIVED EXPECTED" on stdin does that to the task, as
+the app would on its own, and prints {"done": LINE}."""
 import json
 import sys
 
@@ -26,7 +26,8 @@ bystander = dbus.bus.BusConnection(sys.argv[1])
 obey = "--obey" in sys.argv[3:]
 TASK = contract.Task.INTERFACE
 
-options = dbus.Dictionary({k: dbus.Boolean(v) for k, v in json.loads(sys.argv[2]).items()}, signature="sv")
+options = dbus.Dictionary({k: dbus.Boolean(v) if isinstance(v, bool) else dbus.String(v) if isinstance(v, str) else dbus.UInt64(v)
+                           for k, v in json.loads(sys.argv[2]).items()}, signature="sv")
 agent = dbus.Interface(bus.get_object(contract.BUS_NAME, contract.OBJECT_PATH, introspect=False),
                        contract.Activity.INTERFACE)
 path = str(agent.BeginTask("owned task", options))
@@ -59,7 +60,11 @@ def on_command(source, _condition):
     line = source.readline().strip()
     if not line:
         return False
-    {"suspend": task.Suspend, "resume": task.Resume, "complete": lambda: task.Complete("")}[line]()
+    words = line.split()
+    if words[0] == "progress":  # progress RECEIVED EXPECTED
+        task.SetProgress(dbus.UInt64(0), dbus.UInt64(0), dbus.UInt64(int(words[1])), dbus.UInt64(int(words[2])))
+    else:
+        {"suspend": task.Suspend, "resume": task.Resume, "complete": lambda: task.Complete("")}[line]()
     out({"done": line})
     return True
 

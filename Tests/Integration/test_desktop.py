@@ -9,6 +9,7 @@ import time
 import unittest
 
 import dbus
+import dbus.lowlevel
 
 import contract
 
@@ -192,6 +193,79 @@ class NoTrayTests(AgentTestCase):
         names = [str(n) for n in self.conn.list_names()]
         self.assertFalse([n for n in names if n.startswith("org.kde.StatusNotifierItem-")])
 
+
+class JobTrackerTests(AgentTestCase):
+    """KDE Plasma's job tracker, played by job_view_server.py with kjobwidgets' interfaces."""
+    agent_args = ("--activation-delay", "0.5", "--completion-delay", "0")
+
+    def calls(self, server, kind=None, view=None):
+        return [e for e in server.snapshot() if "call" in e and (kind is None or e["call"] == kind)
+                and (view is None or e["view"] == view)]
+
+    def test_a_task_with_a_desktop_id_becomes_a_plasma_job_with_cancel_and_pause(self):
+        import json
+        server = self.observe("job_view_server.py")
+        dock = self.observe("fake_desktop.py", "launcher")
+        app = "org.example.Backup.desktop"
+        # A task that ends before the activation delay never shows; one without a desktop-id neither.
+        quick = iface(self.conn).BeginTask("quick", dbus.Dictionary({"desktop-id": "org.example.Quick.desktop"}, signature="sv"))
+        self.conn.get_object(NAME, quick, introspect=False).Complete("", dbus_interface=contract.Task.INTERFACE)
+        iface(self.conn).BeginTask("no desktop id", dbus.Dictionary({}, signature="sv"))
+        owner = self.observe("task_owner.py", json.dumps({"desktop-id": app, "cancellable": True, "suspendable": True,
+                                                          "expected-to-receive": 1000}), "--obey")
+        path = wait_until(lambda: owner.snapshot(), what="the owner's task")[0]["path"]
+        wait_until(lambda: [e for e in events(dock, "Update") if e["app"] == "application://" + app and e["props"]["count-visible"]],
+                   what="the agent's dock progress before Plasma shows the job")
+        request = wait_until(lambda: self.calls(server, "requestView"), timeout=5, what="requestView")
+        self.assertEqual(len(request), 1, "only the task still live past the activation delay: %r" % request)
+        view = request[0]["view"]
+        entry, capabilities, hints = request[0]["args"]
+        self.assertEqual((entry, capabilities), ("org.example.Backup", 3))
+        self.assertEqual((hints["title"], hints["immediate"], hints["suspended"], hints["totalBytes"]),
+                         ("owned task", True, False, 1000))
+        # Plasma tracks it: the agent hides its own dock progress for it, once.
+        wait_until(lambda: [e for e in events(dock, "Update") if e["app"] == "application://" + app
+                            and not e["props"]["count-visible"]], what="the agent's dock progress hidden")
+        owner.send("progress 250 1000")
+        update = wait_until(lambda: [c for c in self.calls(server, "update", view) if "percent" in c["args"][0]],
+                            what="the progress")[-1]["args"][0]
+        self.assertEqual((update["percent"], update["processedBytes"]), (25, 250))
+        # Another client's signal of the same name and path is not Plasma's: ignored (the agent has
+        # handled it once the liar's next call, on the same connection, is answered).
+        liar = connect(self.bus)
+        self.addCleanup(liar.close)
+        fake = dbus.lowlevel.SignalMessage(view, "org.kde.JobViewV3", "cancelRequested")
+        fake.set_destination(self.conn.get_name_owner(NAME))  # unicast: no match rule stands in its way
+        liar.send_message(fake)
+        liar.get_object(NAME, PATH, introspect=False).Ping(dbus_interface="org.freedesktop.DBus.Peer")
+        # Plasma's Pause reaches the owner, which pauses: the view hears it.
+        server.send("suspendRequested " + view)
+        wait_until(lambda: [c for c in self.calls(server, "update", view) if c["args"][0].get("suspended") is True],
+                   what="the job suspended")
+        server.send("resumeRequested " + view)
+        wait_until(lambda: [c for c in self.calls(server, "update", view) if c["args"][0].get("suspended") is False],
+                   what="the job running again")
+        server.send("cancelRequested " + view)
+        done = wait_until(lambda: self.calls(server, "terminate", view), what="the job's end")[0]
+        self.assertEqual(done["args"][:2], [1, ""], "a cancelled job (KJob::KilledJobError)")
+        heard = [(e["signal"], e["args"]) for e in owner.snapshot() if "signal" in e]
+        self.assertEqual(heard, [(contract.Task.SuspendRequested, [True]), (contract.Task.SuspendRequested, [False]),
+                                 (contract.Task.CancelRequested, [])])
+        self.assertEqual(len(self.calls(server, "requestView")), 1)
+
+    def test_an_owner_that_leaves_ends_its_job_with_an_error_and_a_new_server_gets_live_tasks(self):
+        import json
+        app = "org.example.Sync.desktop"
+        owner = self.observe("task_owner.py", json.dumps({"desktop-id": app}))
+        path = wait_until(lambda: owner.snapshot(), what="the owner's task")[0]["path"]
+        time.sleep(0.6)  # past the activation delay, with no job tracker on the bus yet
+        server = self.observe("job_view_server.py")
+        request = wait_until(lambda: self.calls(server, "requestView"), what="the live task's view")[0]
+        self.assertEqual(request["args"][:2], ["org.example.Sync", 0], "no Cancel or Pause offered")
+        owner.close()
+        done = wait_until(lambda: self.calls(server, "terminate", request["view"]), what="the job's end")[0]
+        self.assertEqual(done["args"][0], 100)
+        self.assertIn("quit", done["args"][1])
 
 class DockTests(AgentTestCase):
     def begin(self, **opts):

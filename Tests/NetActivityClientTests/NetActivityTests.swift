@@ -67,7 +67,9 @@ struct NetActivityTests {
         activity.close()
     }
 
-    @Test("a panel's cancel and pause reach the task's requests, from a restarted agent too; the stream ends with the task")
+    @Test(
+        "a panel's cancel and pause reach the task's requests, from a restarted agent too; the stream ends with the task"
+    )
     func panelRequests() async throws {
         let bus = try TestBus()
         try await bus.startAgent()
