@@ -242,3 +242,30 @@ struct TaskServiceTests {
         #expect(h.signals.allSatisfy { $0.message.member != TaskMember.Signal.cancelRequested.rawValue })
     }
 }
+
+/// What KDE Plasma's job tracker is told of a task (JobViewV3.update's keys, terminate's codes).
+@Suite("KDE job views")
+struct JobViewTests {
+    @Test("a task's state as update's keys, and its end as terminate's code and message")
+    func stateAndEnding() throws {
+        let h = DriverHarness(activation: 0, completion: 0)
+        let entry = h.tasks.makeAgentTask(description: "Download a\nb", running: true)
+        #expect(JobTracker.state(entry) == ["title": .string("Download a b"), "suspended": .bool(false)])
+        h.tasks.setProgress(entry, TaskProgress(received: 300, expectedToReceive: 1200))
+        let measured = JobTracker.state(entry)
+        #expect(measured["percent"] == .uint32(25))
+        #expect(measured["processedBytes"] == .uint64(300) && measured["totalBytes"] == .uint64(1200))
+        h.tasks.suspend(entry)
+        #expect(JobTracker.state(entry)["suspended"] == .bool(true))
+        h.tasks.complete(entry, error: "")
+        #expect(JobTracker.ending(entry) == (0, ""))
+        for (error, code) in [
+            (NetActivityError.Name.cancelled.rawValue, JobTracker.killedError),
+            (NetActivityError.Name.clientVanished.rawValue, JobTracker.otherError), ("exit status 3", JobTracker.otherError),
+        ] {
+            let failed = h.tasks.makeAgentTask(description: "x", running: true)
+            h.tasks.complete(failed, error: error)
+            #expect(JobTracker.ending(failed).code == code, "\(error)")
+        }
+    }
+}
