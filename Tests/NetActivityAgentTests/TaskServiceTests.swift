@@ -261,7 +261,8 @@ struct JobViewTests {
         #expect(JobTracker.ending(entry) == (0, ""))
         for (error, code) in [
             (NetActivityError.Name.cancelled.rawValue, JobTracker.killedError),
-            (NetActivityError.Name.clientVanished.rawValue, JobTracker.otherError), ("exit status 3", JobTracker.otherError),
+            (NetActivityError.Name.clientVanished.rawValue, JobTracker.otherError),
+            ("exit status 3", JobTracker.otherError),
         ] {
             let failed = h.tasks.makeAgentTask(description: "x", running: true)
             h.tasks.complete(failed, error: error)
