@@ -66,6 +66,11 @@ median() {  # the median of the numbers given, or the first word that is not one
          for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
          m = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2; printf(m >= 1000 ? "%.0f\n" : "%.1f\n", m) }' <<<"$1"
 }
+echo "# D-Bus round-trip benchmark, $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo
+echo "- machine: $(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n1), kernel $(uname -r)"
+echo "- $(dbus-daemon --version | head -n1), libsystemd $(pkg-config --modversion libsystemd 2>/dev/null || echo '?')"
+echo
 echo "| service | rtt calls/s | p50 µs | p99 µs | pipelined calls/s | $CONC clients calls/s | idle RSS MiB | peak RSS MiB |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 for row in "${ROWS[@]}"; do
