@@ -9,7 +9,8 @@ Each block becomes a main-actor function named after its place among the blocks 
 level (a block that declares a type); its imports go to the top of the file. The Package.swift
 fragment (a block that starts with `.package(`) is not Swift of an app and is left out.
 
-Usage: readme-snippets.py [--check]   (--check: exit 1 if the file is not what the docs make)"""
+Usage: readme-snippets.py [--check]   (--check: exit 1 if the file is not what the docs make)
+Either way, a doc whose code fences do not pair up is an error."""
 import glob
 import os
 import re
@@ -63,7 +64,22 @@ def generate():
     return head + "".join("import %s\n" % m for m in sorted(imports)) + "\n" + "\n".join(parts)
 
 
+def unclosed_fences():
+    """Every doc whose code fences do not pair up (one left open swallows the page after it), with
+    the line of the last fence."""
+    problems = []
+    for doc in DOCS:
+        with open(os.path.join(ROOT, doc)) as f:
+            fences = [n for n, line in enumerate(f, 1) if line.lstrip().startswith("```")]
+        if len(fences) % 2:
+            problems.append("%s:%d: a code fence is not closed (or one too many)" % (doc, fences[-1]))
+    return problems
+
+
 def main():
+    problems = unclosed_fences()
+    if problems:
+        sys.exit("\n".join(problems))
     text = generate()
     if "--check" in sys.argv:
         with open(OUT) as f:
