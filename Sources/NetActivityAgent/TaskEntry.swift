@@ -30,7 +30,7 @@ public final class TaskEntry {
     let offers: TaskOffers
     /// When each request was last passed to the owner: the same one again within
     /// `TaskOffers.repeatAfter` is not passed on (a panel's double click, or a flood, reaches the
-    /// owner once a second at most).
+    /// owner once a second at most), unless the opposite (pause, resume) was passed in between.
     var passed: [TaskRequest: Instant] = [:]
     /// For the agent's own tasks: what a cancel request does (a download's: cancel the transfer).
     var onCancelRequest: (() -> Void)?

@@ -148,6 +148,8 @@ extension TaskService {
         let now = context.now
         if let last = entry.passed[request], now < last + TaskOffers.repeatAfter { return }
         entry.passed[request] = now
+        // A pause after a resume (or the other way) is a new request, however soon it comes.
+        if case .suspend(let suspended) = request { entry.passed[.suspend(!suspended)] = nil }
         if entry.record.owner == context.uniqueName {
             if request == .cancel { entry.onCancelRequest?() }
             return

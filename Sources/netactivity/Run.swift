@@ -179,8 +179,8 @@ struct Run: ParsableCommand {
     }
 }
 
-/// What panels ask of `run --task`'s task, done to the command: a cancel is SIGTERM (and the task
-/// ends cancelled), a pause SIGSTOP and a resume SIGCONT, each to the command and everything it
+/// What panels ask of `run --task`'s task, done to the command: a cancel is SIGTERM (then SIGCONT,
+/// for a paused command: the task ends cancelled), a pause SIGSTOP and a resume SIGCONT, each to the command and everything it
 /// started (as a terminal's job control signals a whole job), and the task suspends and resumes
 /// with it.
 final class PanelRequests: Sendable {
@@ -192,7 +192,8 @@ final class PanelRequests: Sendable {
                 switch request {
                 case .cancel:
                     cancelled.store(true, ordering: .releasing)
-                    Self.signal(pid, SIGTERM)
+                    // A paused command only takes its SIGTERM once it runs again.
+                    Self.signal(pid, SIGTERM, SIGCONT)
                 case .suspend:
                     Self.signal(pid, SIGSTOP)
                     try? await task.suspend()
@@ -204,16 +205,24 @@ final class PanelRequests: Sendable {
         }
     }
 
-    /// `sig` to `pid` and its descendants, the command first (a stopped parent starts no more),
-    /// then each generation as /proc shows it.
-    static func signal(_ pid: pid_t, _ sig: Int32) {
+    /// `signals` to `pid` and its descendants: the first as the tree is walked, the command first
+    /// and then each generation as /proc shows it (a stopped parent starts no more), the others
+    /// after it to the same processes (a SIGCONT after a SIGTERM reaches a paused child even once
+    /// its parent has died of the SIGTERM and it was handed to init).
+    static func signal(_ pid: pid_t, _ signals: Int32...) {
+        var tree = [pid]
         var generation = [pid]
         var seen: Set<pid_t> = [pid]
+        kill(pid, signals[0])
         while !generation.isEmpty {
-            for p in generation { kill(p, sig) }
             let parents = Set(generation)
             generation = Self.processes().filter { parents.contains($0.parent) && seen.insert($0.pid).inserted }.map(
                 \.pid)
+            for p in generation { kill(p, signals[0]) }
+            tree += generation
+        }
+        for sig in signals.dropFirst() {
+            for p in tree { kill(p, sig) }
         }
     }
 

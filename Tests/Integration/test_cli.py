@@ -104,7 +104,7 @@ class CLITests(unittest.TestCase):
         self.start_agent()
         p = subprocess.Popen([os.path.join(BIN, "netactivity"), "run", "--task", "backup", "--cancellable", "--suspendable",
                               "--", "sh", "-c", "sleep 60; true"], env=self.bus.env())
-        self.addCleanup(lambda: p.poll() is None and p.kill())
+        self.addCleanup(lambda: p.poll() is None and (p.terminate(), p.wait(10)))
         om = self.conn.get_object(NAME, PATH, introspect=False)
 
         def task():
@@ -126,9 +126,13 @@ class CLITests(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         wait_until(lambda: task()[1] == contract.Task.STATE_RUNNING, what="the task running again")
         wait_until(lambda: _state_of(sleeper) != "T", what="the command's child going on")
+        # Cancelled while paused (as Plasma's Cancel beside Resume does): it still ends.
+        self.assertEqual(cli(self.bus, "tasks", "pause", number).returncode, 0)
+        wait_until(lambda: _state_of(sleeper) == "T", what="the command's child stopped again")
         r = cli(self.bus, "tasks", "cancel", number)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(p.wait(10), 128 + 15)
+        wait_until(lambda: _state_of(sleeper) is None, what="the paused child gone too, not left stopped")
         self.assertEqual(
             str(self.conn.get_object(NAME, path, introspect=False).Get(contract.Task.INTERFACE, "Error",
                                                                        dbus_interface="org.freedesktop.DBus.Properties")),
@@ -136,7 +140,8 @@ class CLITests(unittest.TestCase):
         # What cannot be asked: a task that offers nothing, no such task, not a task at all.
         plain = subprocess.Popen([os.path.join(BIN, "netactivity"), "run", "--task", "plain", "--", "sleep", "30"],
                                  env=self.bus.env())
-        self.addCleanup(lambda: plain.poll() is None and plain.kill())
+        # SIGTERM, which run passes to its command: nothing is left running after the test.
+        self.addCleanup(lambda: plain.poll() is None and (plain.terminate(), plain.wait(10)))
         plain_path = wait_until(lambda: [str(k) for k, v in om.GetManagedObjects(dbus_interface=contract.OBJECT_MANAGER).items()
                                          if v.get(contract.Task.INTERFACE, {}).get("Description") == "plain"], what="plain")[0]
         r = cli(self.bus, "tasks", "cancel", plain_path)

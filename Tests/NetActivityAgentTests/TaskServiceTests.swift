@@ -212,10 +212,16 @@ struct TaskServiceTests {
         try ask(.requestCancel)
         #expect(heard() == ["0 CancelRequested", "500 SuspendRequested", "1000 CancelRequested"])
         #expect(try h.property(path, .task, TaskMember.Property.state.rawValue) == .string("running"))
+        // The owner pauses; a resume, then a pause again within a second of the first: both new.
+        try h.call(":1.7", TaskMember.Method.suspend.rawValue, path: path, interface: .task)
+        try ask(.requestSuspend, false)
+        try h.call(":1.7", TaskMember.Method.resume.rawValue, path: path, interface: .task)
+        try ask(.requestSuspend, true)
+        #expect(heard().suffix(2) == ["1000 SuspendRequested", "1000 SuspendRequested"])
         try h.call(":1.7", TaskMember.Method.complete.rawValue, path: path, interface: .task) { w in w.append("") }
         h.at(3)
         #expect(try ask(.requestCancel)?.kind == .methodReturn, "a completed task: a no-op")
-        #expect(heard().count == 3)
+        #expect(heard().count == 5)
         // A task that offers nothing.
         let plain = try begin(h, ":1.7")
         let refused = try h.call(
