@@ -342,7 +342,8 @@ gdbus call --session --dest org.example.NetActivity --object-path /org/example/N
 echo "decoders in bubblewrap: $(for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c '^[^ ]*bwrap .*netactivity-decoder')" 
 cat /tmp/bus.log
 """ % {"main": " ".join("/dist/" + n for n in names[:3]), "ext": names[3], "legacy": names[4]}
-        r = subprocess.run(["bwrap", "--bind", root, "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+        # A PID namespace of its own: the bus daemon (which forks) and the agent it starts end with it.
+        r = subprocess.run(["bwrap", "--unshare-pid", "--bind", root, "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
                             "--bind", dist, "/dist", "--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf",
                             "--die-with-parent", "--", "/bin/sh", "-c", script],
                            capture_output=True, text=True, timeout=600, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"})
