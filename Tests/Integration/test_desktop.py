@@ -253,6 +253,18 @@ class JobTrackerTests(AgentTestCase):
                                  (contract.Task.CancelRequested, [])])
         self.assertEqual(len(self.calls(server, "requestView")), 1)
 
+    def test_plasmas_cancel_ends_a_netactivity_run_command(self):
+        server = self.observe("job_view_server.py")
+        run = subprocess.Popen([os.path.join(BIN, "netactivity"), "run", "--task", "backup", "--desktop-id",
+                                "org.example.Backup.desktop", "--cancellable", "--", "sleep", "60"], env=self.bus.env())
+        self.addCleanup(lambda: run.poll() is None and (run.terminate(), run.wait(10)))
+        request = wait_until(lambda: self.calls(server, "requestView"), timeout=5, what="the job")[0]
+        self.assertEqual(request["args"][:2], ["org.example.Backup", 1])
+        server.send("cancelRequested " + request["view"])
+        self.assertEqual(run.wait(10), 128 + 15, "the command ended by Plasma's Cancel")
+        done = wait_until(lambda: self.calls(server, "terminate", request["view"]), what="the job's end")[0]
+        self.assertEqual(done["args"][0], 1)
+
     def test_an_owner_that_leaves_ends_its_job_with_an_error_and_a_new_server_gets_live_tasks(self):
         import json
         app = "org.example.Sync.desktop"
