@@ -172,6 +172,8 @@ final class JobTracker {
             guard let object = try? r?.readObjectPath() else {
                 if case .failure(let e) = result { self.logger.notice("The job tracker refused a view: \(e.message)") }
                 self.forget(path)
+                // Its dock progress is the agent's again.
+                if let desktopID = self.tasks.tasks.byPath[path]?.desktopID { self.tasks.updateLauncher(desktopID) }
                 return
             }
             view.object = object
