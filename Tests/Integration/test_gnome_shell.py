@@ -7,7 +7,8 @@ and only the extension's logic runs under gjs.
 The shell refuses to run as root, so as root the test runs the buses, the shell and the agent as a
 system user of its own (netactivity-gs), and talks to them through a bus policy that lets root in.
 The probe extension in gnome/netactivity-test@example.org reports the indicator's actors over D-Bus.
-NETACTIVITY_SCREENSHOTS=DIR keeps the screenshots (idle, active, menu)."""
+NETACTIVITY_SCREENSHOTS=DIR keeps the screenshots (idle, active, menu, menu-cancel; gnome48- for GNOME
+Shell 48), NETACTIVITY_KEEP_SHELL_DIR=1 the session's folder (the shell's and the agent's logs)."""
 import json
 import os
 import pwd

@@ -349,8 +349,6 @@ cat /tmp/bus.log
                            capture_output=True, text=True, timeout=600, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"})
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         out = r.stdout
-        if os.environ.get("NETACTIVITY_SHOW"):
-            print(out, r.stderr)
         for package in ("netactivity", "libnetactivity-1-0", "gir1.2-netactivity-1.0"):
             self.assertRegex(out, r"installed %s \S+ install ok installed" % package)
         self.assertIn("extension installable", out)
