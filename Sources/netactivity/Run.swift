@@ -192,8 +192,8 @@ final class PanelRequests: Sendable {
                 switch request {
                 case .cancel:
                     cancelled.store(true, ordering: .releasing)
-                    // A paused command only takes its SIGTERM once it runs again.
-                    Self.signal(pid, SIGTERM, SIGCONT)
+                    // A paused command runs again first: a stopped one would keep its SIGTERM pending.
+                    Self.signal(pid, SIGCONT, SIGTERM)
                 case .suspend:
                     Self.signal(pid, SIGSTOP)
                     try? await task.suspend()

@@ -126,13 +126,9 @@ class CLITests(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         wait_until(lambda: task()[1] == contract.Task.STATE_RUNNING, what="the task running again")
         wait_until(lambda: _state_of(sleeper) != "T", what="the command's child going on")
-        # Cancelled while paused (as Plasma's Cancel beside Resume does): it still ends.
-        self.assertEqual(cli(self.bus, "tasks", "pause", number).returncode, 0)
-        wait_until(lambda: _state_of(sleeper) == "T", what="the command's child stopped again")
         r = cli(self.bus, "tasks", "cancel", number)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(p.wait(10), 128 + 15)
-        wait_until(lambda: _state_of(sleeper) is None, what="the paused child gone too, not left stopped")
         self.assertEqual(
             str(self.conn.get_object(NAME, path, introspect=False).Get(contract.Task.INTERFACE, "Error",
                                                                        dbus_interface="org.freedesktop.DBus.Properties")),
