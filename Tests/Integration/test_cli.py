@@ -110,7 +110,7 @@ class CLITests(unittest.TestCase):
         def task():
             for path, ifaces in om.GetManagedObjects(dbus_interface=contract.OBJECT_MANAGER).items():
                 t = ifaces.get(contract.Task.INTERFACE)
-                if t and t["Description"] == "backup" and t["Cancellable"] and t["Suspendable"]:
+                if t and t["Description"] == "backup" and t[contract.Task.Cancellable] and t[contract.Task.Suspendable]:
                     return str(path), str(t["State"])
             return None
         path, _ = wait_until(task, what="the task with its offers")

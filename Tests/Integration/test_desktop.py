@@ -112,7 +112,7 @@ class TrayTests(AgentTestCase):
         watcher = self.observe("fake_desktop.py", "watcher")
         reg = wait_until(lambda: events(watcher, "register"), what="the item to register")[0]
         menu = dbus.Interface(self.conn.get_object(reg["service"], "/MenuBar", introspect=False), "com.canonical.dbusmenu")
-        owner = self.observe("task_owner.py", json.dumps({"cancellable": True, "suspendable": True}), "--obey")
+        owner = self.observe("task_owner.py", json.dumps({contract.Activity.BEGIN_TASK_OPTION_CANCELLABLE: True, contract.Activity.BEGIN_TASK_OPTION_SUSPENDABLE: True}), "--obey")
         path = wait_until(lambda: owner.snapshot(), what="the owner's task")[0]["path"]
 
         def task_row():
@@ -211,7 +211,8 @@ class JobTrackerTests(AgentTestCase):
         quick = iface(self.conn).BeginTask("quick", dbus.Dictionary({"desktop-id": "org.example.Quick.desktop"}, signature="sv"))
         self.conn.get_object(NAME, quick, introspect=False).Complete("", dbus_interface=contract.Task.INTERFACE)
         iface(self.conn).BeginTask("no desktop id", dbus.Dictionary({}, signature="sv"))
-        owner = self.observe("task_owner.py", json.dumps({"desktop-id": app, "cancellable": True, "suspendable": True,
+        owner = self.observe("task_owner.py", json.dumps({contract.Activity.BEGIN_TASK_OPTION_DESKTOP_ID: app, contract.Activity.BEGIN_TASK_OPTION_CANCELLABLE: True,
+                                                          contract.Activity.BEGIN_TASK_OPTION_SUSPENDABLE: True,
                                                           "expected-to-receive": 1000}), "--obey")
         path = wait_until(lambda: owner.snapshot(), what="the owner's task")[0]["path"]
         wait_until(lambda: [e for e in events(dock, "Update") if e["app"] == "application://" + app and e["props"]["count-visible"]],
@@ -268,7 +269,7 @@ class JobTrackerTests(AgentTestCase):
     def test_an_owner_that_leaves_ends_its_job_with_an_error_and_a_new_server_gets_live_tasks(self):
         import json
         app = "org.example.Sync.desktop"
-        owner = self.observe("task_owner.py", json.dumps({"desktop-id": app}))
+        owner = self.observe("task_owner.py", json.dumps({contract.Activity.BEGIN_TASK_OPTION_DESKTOP_ID: app}))
         path = wait_until(lambda: owner.snapshot(), what="the owner's task")[0]["path"]
         time.sleep(0.6)  # past the activation delay, with no job tracker on the bus yet
         server = self.observe("job_view_server.py")

@@ -670,7 +670,7 @@ class CancelTests(DownloadTestCase):
         self.assertEqual(self.events(b, "requested")[0]["task"], task)
         obj = self.conn.get_object(NAME, task, introspect=False)
         get = lambda name: obj.Get(contract.Task.INTERFACE, name, dbus_interface=PROPS)
-        self.assertEqual((get("Cancellable"), get("Suspendable")), (True, False))
+        self.assertEqual((get(contract.Task.Cancellable), get(contract.Task.Suspendable)), (True, False))
         r = busctl(self.bus, "call", NAME, task, contract.Task.INTERFACE, "RequestSuspend", "b", "true")
         self.assertIn("not begun suspendable", r.stderr)
         r = busctl(self.bus, "call", NAME, task, contract.Task.INTERFACE, "RequestCancel")

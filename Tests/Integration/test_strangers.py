@@ -224,7 +224,7 @@ class SandboxTests(StrangerTestCase):
 
     def test_a_sandboxed_app_asks_only_for_its_own_apps_tasks(self):
         import json
-        host = self.observe("task_owner.py", json.dumps({"cancellable": True, "suspendable": True}), "--obey")
+        host = self.observe("task_owner.py", json.dumps({contract.Activity.BEGIN_TASK_OPTION_CANCELLABLE: True, contract.Activity.BEGIN_TASK_OPTION_SUSPENDABLE: True}), "--obey")
         host_task = wait_until(lambda: host.snapshot(), what="the host's task")[0]["path"]
         app = self.stranger(flatpak="org.example.Sandboxed")
         same_app = self.stranger(flatpak="org.example.Sandboxed")

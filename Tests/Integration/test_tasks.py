@@ -302,7 +302,7 @@ class TaskRequestTests(TaskTestCase):
 
     def test_a_panel_asks_and_the_owner_alone_decides(self):
         owner, path = self.owner(cancellable=True, suspendable=True)
-        self.assertEqual((self.tprop(path, "Cancellable"), self.tprop(path, "Suspendable")), (True, True))
+        self.assertEqual((self.tprop(path, contract.Task.Cancellable), self.tprop(path, contract.Task.Suspendable)), (True, True))
         # A panel (busctl) asks to pause: the owner hears it and suspends the task.
         r = busctl(self.bus, "call", NAME, path, TASK, "RequestSuspend", "b", "true")
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -346,7 +346,7 @@ class TaskRequestTests(TaskTestCase):
 
     def test_what_the_task_does_not_offer_is_not_supported(self):
         path, task = self.begin(cancellable=False)
-        self.assertEqual((self.tprop(path, "Cancellable"), self.tprop(path, "Suspendable")), (False, False))
+        self.assertEqual((self.tprop(path, contract.Task.Cancellable), self.tprop(path, contract.Task.Suspendable)), (False, False))
         msg = self.expect_error(contract.ERROR_PREFIX + "NotSupported", task.RequestCancel)
         self.assertIn("cancellable", msg)
         self.expect_error(contract.ERROR_PREFIX + "NotSupported", lambda: task.RequestSuspend(True))
