@@ -10,7 +10,7 @@ PYTHON ?= /usr/bin/python3
 DEBUG_BIN = .build/debug
 RELEASE_BIN = .build/release
 
-.PHONY: extension extension-zip all setup decoder gtk-example lib lib-docs lib-examples build release run test unit format lint locale pot contract integration example readme-snippets bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
+.PHONY: print-lib-file extension extension-zip all setup decoder gtk-example lib lib-docs lib-examples build release run test unit format lint locale pot contract integration example readme-snippets bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
 
 all: build
 
@@ -153,9 +153,12 @@ readme-snippets:
 # proxies from dbus/*.xml (object manager and autocleanup included) and libnetactivity/netactivity.c
 # (proxies with the right timeouts, the GError domain, images and pixels as GBytes, leases).
 LIB_DIR = .build/libnetactivity
-LIB_VERSION = 0.1.0
+# Its version is the project's (packaging/changelog's newest entry). Its ABI is the soname's 0, raised
+# only by a break (see CHANGELOG.md); the file is named as GLib's: 0.(minor*100+micro).0.
+LIB_VERSION := $(shell head -1 packaging/changelog | tr -d '()' | cut -d' ' -f2)
 LIB_SONAME = libnetactivity-1.so.0
-LIB = $(LIB_DIR)/libnetactivity-1.so.$(LIB_VERSION)
+LIB_FILE = libnetactivity-1.so.0.$(shell echo $(LIB_VERSION) | awk -F. '{print $$2 * 100 + $$3}').0
+LIB = $(LIB_DIR)/$(LIB_FILE)
 GIR = $(LIB_DIR)/NetActivity-1.0.gir
 TYPELIB = $(LIB_DIR)/NetActivity-1.0.typelib
 LIB_XML = $(sort $(wildcard dbus/org.example.NetActivity*.xml))
@@ -163,24 +166,32 @@ LIB_HEADERS = libnetactivity/netactivity.h libnetactivity/netactivity-errors.h $
 GIO_FLAGS = $$(pkg-config --cflags gio-unix-2.0)
 GIO_LIBS = $$(pkg-config --libs gio-unix-2.0)
 lib: setup
-	@$(MAKE) --no-print-directory $(TYPELIB)
+	@$(MAKE) --no-print-directory $(TYPELIB) $(LIB_PC)
+print-lib-file:
+	@echo $(LIB_FILE)
 $(LIB_DIR)/netactivity-generated.c $(LIB_DIR)/netactivity-generated.h: $(LIB_XML)
 	@mkdir -p $(LIB_DIR)
 	cd $(LIB_DIR) && gdbus-codegen --interface-prefix org.example.NetActivity. --c-namespace NetActivity \
 	    --c-generate-object-manager --c-generate-autocleanup all --annotate org.example.NetActivity org.gtk.GDBus.C.Name Agent \
 	    --generate-c-code netactivity-generated $(addprefix $(CURDIR)/,$(LIB_XML))
-$(LIB): $(LIB_DIR)/netactivity-generated.c libnetactivity/netactivity.c $(LIB_HEADERS)
+	@# Every call's error goes through libnetactivity/netactivity-calls.h (no prefix; no agent is
+	@# NET_ACTIVITY_ERROR_AGENT_NOT_RUNNING): the generated calls are renamed, and none may be left.
+	sed -i -E 's/\<g_dbus_proxy_call(_with_unix_fd_list)?_(sync|finish) \(/_net_activity_proxy_call\1_\2 (/' \
+	    $(LIB_DIR)/netactivity-generated.c
+	! grep -nE '\<g_dbus_proxy_call(_with_unix_fd_list)?_(sync|finish)\>' $(LIB_DIR)/netactivity-generated.c
+$(LIB): $(LIB_DIR)/netactivity-generated.c libnetactivity/netactivity.c libnetactivity/netactivity-calls.h $(LIB_HEADERS)
 	$(DECODER_CC) -shared -fPIC -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror -D_FORTIFY_SOURCE=2 -fstack-protector-strong \
-	    -Ilibnetactivity -I$(LIB_DIR) $(GIO_FLAGS) -o $@ $(LIB_DIR)/netactivity-generated.c libnetactivity/netactivity.c \
+	    -Ilibnetactivity -I$(LIB_DIR) -include netactivity-calls.h $(GIO_FLAGS) -o $@ $(LIB_DIR)/netactivity-generated.c libnetactivity/netactivity.c \
 	    -Wl,-soname,$(LIB_SONAME) -Wl,-z,relro,-z,now -Wl,--as-needed $(GIO_LIBS)
 	ln -sf $(notdir $@) $(LIB_DIR)/$(LIB_SONAME)
 	ln -sf $(LIB_SONAME) $(LIB_DIR)/libnetactivity-1.so
-$(GIR): $(LIB)
+$(GIR): $(LIB) scripts/gir-docs.py
 	cd $(LIB_DIR) && LD_LIBRARY_PATH=. g-ir-scanner --quiet --warn-all --namespace=NetActivity --nsversion=1.0 \
-	    --identifier-prefix=NetActivity --symbol-prefix=net_activity --include=Gio-2.0 --pkg=gio-unix-2.0 \
+	    --identifier-prefix=NetActivity --symbol-prefix=net_activity --include=Gio-2.0 --pkg=gio-unix-2.0 --pkg-export=netactivity-1 \
 	    --library=netactivity-1 --library-path=. -L. --c-include=netactivity.h -I. -I$(CURDIR)/libnetactivity \
 	    --output=$(notdir $@) netactivity-generated.h netactivity-generated.c \
 	    $(CURDIR)/libnetactivity/netactivity.h $(CURDIR)/libnetactivity/netactivity-errors.h $(CURDIR)/libnetactivity/netactivity.c
+	scripts/gir-docs.py $@
 $(TYPELIB): $(GIR)
 	g-ir-compiler --output=$@ $<
 # Its API reference: gi-docgen's pages of the GIR (the C API and every language's names), with
@@ -191,10 +202,13 @@ lib-docs: lib
 $(LIB_DOCS)/index.html: $(GIR) libnetactivity/netactivity-1.toml docs/gobject.md scripts/xml-reference.py $(LIB_XML)
 	rm -rf $(LIB_DOCS) $(LIB_DIR)/doc-src
 	mkdir -p $(LIB_DIR)/doc-src
-	cp docs/gobject.md $(LIB_DIR)/doc-src/
+	@# gi-docgen titles a page from its Title: line (which docs/ leaves out: its heading says it).
+	{ echo "Title: $$(sed -n '1s/^# //p' docs/gobject.md)"; echo; sed 1d docs/gobject.md; } > $(LIB_DIR)/doc-src/gobject.md
 	scripts/xml-reference.py $(LIB_DIR)/doc-src/dbus.md
-	gi-docgen generate --quiet --fatal-warnings --config libnetactivity/netactivity-1.toml --content-dir $(LIB_DIR)/doc-src \
+	sed 's|@version@|$(LIB_VERSION)|' libnetactivity/netactivity-1.toml > $(LIB_DIR)/doc-src/netactivity-1.toml
+	gi-docgen generate --quiet --fatal-warnings --config $(LIB_DIR)/doc-src/netactivity-1.toml --content-dir $(LIB_DIR)/doc-src \
 	    --output-dir $(LIB_DOCS) --no-namespace-dir $(GIR)
+	@! grep -l "No description available" $(LIB_DOCS)/*.html || { echo "make: these pages describe nothing (above)"; exit 1; }
 
 # The build tree as an installed one looks to an app: headers under include/netactivity-1 and a
 # pkg-config file, so the examples build with `pkg-config netactivity-1` as apps do.
@@ -205,12 +219,12 @@ $(LIB_PC): libnetactivity/netactivity-1.pc.in $(LIB) $(LIB_HEADERS)
 	sed -e 's|@prefix@|$(CURDIR)/$(LIB_DIR)|' -e 's|@libdir@|$${prefix}|' -e 's|@includedir@|$${prefix}/include|' \
 	    -e 's|@version@|$(LIB_VERSION)|' $< > $@
 # The C examples of libnetactivity (Examples/libnetactivity), built as an app builds them.
-LIB_EXAMPLES = .build/examples/fetch-image .build/examples/follow-task .build/examples/cancellable-task
+LIB_EXAMPLES = .build/examples/fetch-image .build/examples/follow-task .build/examples/cancellable-task .build/examples/gallery
 lib-examples: lib
 	@$(MAKE) --no-print-directory $(LIB_EXAMPLES)
 .build/examples/%: Examples/libnetactivity/%.c $(LIB_PC)
 	@mkdir -p $(dir $@)
-	$(DECODER_CC) -O2 -Wall -Wextra -Werror $< $$(PKG_CONFIG_PATH=$(LIB_DIR)/pkgconfig pkg-config --cflags --libs netactivity-1) -o $@
+	$(DECODER_CC) -O2 -Wall -Wextra -Werror $< $$(PKG_CONFIG_PATH=$(LIB_DIR)/pkgconfig pkg-config --cflags --libs netactivity-1 $(if $(filter gallery,$*),gtk4)) -o $@
 
 # The GTK 4 example in C (Examples/gtk4: an image the agent decoded, in a window, no copy); the
 # Python one beside it needs no build. test_gtk.py shows both on Xvfb.

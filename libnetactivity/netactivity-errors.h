@@ -24,10 +24,15 @@ G_BEGIN_DECLS
  * @NET_ACTIVITY_ERROR_DECODE: `org.example.NetActivity.Error.Decode`
  * @NET_ACTIVITY_ERROR_CLIENT_VANISHED: `org.example.NetActivity.Error.ClientVanished`
  * @NET_ACTIVITY_ERROR_NOT_SUPPORTED: `org.example.NetActivity.Error.NotSupported`
+ * @NET_ACTIVITY_ERROR_AGENT_NOT_RUNNING: no agent on the session bus: the bus answered
+ *   `org.freedesktop.DBus.Error.ServiceUnknown` or `NameHasNoOwner`. The library's own code, never
+ *   sent by the agent, numbered apart so that the agent's codes can grow. Wait for the agent (a
+ *   proxy's `notify::g-name-owner`) and call again.
  *
  * The agent's own errors (`org.example.NetActivity.Error.*`), in the %NET_ACTIVITY_ERROR domain. The standard
  * D-Bus errors it answers with (`org.freedesktop.DBus.Error.InvalidArgs`, `AccessDenied`...) come
- * in the %G_DBUS_ERROR domain, as GDBus maps them.
+ * in the %G_DBUS_ERROR domain, as GDBus maps them. Either way the message is the agent's own,
+ * without GDBus's `GDBus.Error:NAME: ` prefix.
  */
 typedef enum {
     NET_ACTIVITY_ERROR_LIMITS_EXCEEDED = 0,
@@ -43,6 +48,7 @@ typedef enum {
     NET_ACTIVITY_ERROR_DECODE = 10,
     NET_ACTIVITY_ERROR_CLIENT_VANISHED = 11,
     NET_ACTIVITY_ERROR_NOT_SUPPORTED = 12,
+    NET_ACTIVITY_ERROR_AGENT_NOT_RUNNING = 1000,
 } NetActivityError;
 
 /**

@@ -2,6 +2,7 @@
 /* libnetactivity's hand-written part: what the code gdbus-codegen makes from dbus/ (its XML) cannot know.
  * See netactivity.h. */
 #include "netactivity.h"
+#include "netactivity-calls.h"
 
 #include <gio/gunixfdlist.h>
 #include <unistd.h>
@@ -30,6 +31,63 @@ GQuark net_activity_error_quark (void)
 /* Registered when the library is loaded (by a C program, or by a language through its typelib),
  * before any reply can come: GDBus makes errors of registered names in their domain. */
 __attribute__ ((constructor)) static void register_errors (void) { (void) net_activity_error_quark (); }
+
+/* ---- every call's error (netactivity-calls.h) -------------------------------------------------- */
+
+#define AGENT_NOT_RUNNING_MESSAGE                                                                       \
+    "The netactivity agent is not running on this session bus: start netactivityd (systemctl --user "  \
+    "start netactivityd, or netactivityd & in a shell), or install netactivity, whose D-Bus service file " \
+    "lets the bus start it on the first call"
+
+/* An error as an app wants it (see netactivity-calls.h). */
+static void plain (GError **error)
+{
+    if (!error || !*error) return;
+    if (g_error_matches (*error, G_DBUS_ERROR, G_DBUS_ERROR_SERVICE_UNKNOWN) ||
+        g_error_matches (*error, G_DBUS_ERROR, G_DBUS_ERROR_NAME_HAS_NO_OWNER)) {
+        g_clear_error (error);
+        g_set_error_literal (error, NET_ACTIVITY_ERROR, NET_ACTIVITY_ERROR_AGENT_NOT_RUNNING, AGENT_NOT_RUNNING_MESSAGE);
+    } else if ((*error)->domain == NET_ACTIVITY_ERROR || (*error)->domain == G_DBUS_ERROR) {
+        g_dbus_error_strip_remote_error (*error);
+    }
+}
+
+GVariant *_net_activity_proxy_call_sync (GDBusProxy *proxy, const gchar *method_name, GVariant *parameters,
+                                         GDBusCallFlags flags, gint timeout_msec, GCancellable *cancellable,
+                                         GError **error)
+{
+    GVariant *reply =
+        g_dbus_proxy_call_sync (proxy, method_name, parameters, flags, timeout_msec, cancellable, error);
+    if (!reply) plain (error);
+    return reply;
+}
+
+GVariant *_net_activity_proxy_call_finish (GDBusProxy *proxy, GAsyncResult *res, GError **error)
+{
+    GVariant *reply = g_dbus_proxy_call_finish (proxy, res, error);
+    if (!reply) plain (error);
+    return reply;
+}
+
+GVariant *_net_activity_proxy_call_with_unix_fd_list_sync (GDBusProxy *proxy, const gchar *method_name,
+                                                           GVariant *parameters, GDBusCallFlags flags,
+                                                           gint timeout_msec, GUnixFDList *fd_list,
+                                                           GUnixFDList **out_fd_list, GCancellable *cancellable,
+                                                           GError **error)
+{
+    GVariant *reply = g_dbus_proxy_call_with_unix_fd_list_sync (proxy, method_name, parameters, flags, timeout_msec,
+                                                                fd_list, out_fd_list, cancellable, error);
+    if (!reply) plain (error);
+    return reply;
+}
+
+GVariant *_net_activity_proxy_call_with_unix_fd_list_finish (GDBusProxy *proxy, GUnixFDList **out_fd_list,
+                                                             GAsyncResult *res, GError **error)
+{
+    GVariant *reply = g_dbus_proxy_call_with_unix_fd_list_finish (proxy, out_fd_list, res, error);
+    if (!reply) plain (error);
+    return reply;
+}
 
 /* ---- proxies --------------------------------------------------------------------------------- */
 
@@ -69,6 +127,8 @@ void net_activity_agent_get (GCancellable *cancellable, GAsyncReadyCallback call
  * net_activity_agent_get_finish:
  * @result: the #GAsyncResult given to the callback
  * @error: return location for a #GError
+ *
+ * Finishes net_activity_agent_get(): call it in the callback.
  *
  * Returns: (transfer full): the proxy, or %NULL with @error set
  */
@@ -139,6 +199,8 @@ void net_activity_downloader_get (GCancellable *cancellable, GAsyncReadyCallback
  * net_activity_downloader_get_finish:
  * @result: the #GAsyncResult given to the callback
  * @error: return location for a #GError
+ *
+ * Finishes net_activity_downloader_get(): call it in the callback.
  *
  * Returns: (transfer full): the proxy, or %NULL with @error set
  */
@@ -222,6 +284,8 @@ void net_activity_downloader_fetch_image_bytes (NetActivityDownloader *downloade
  *   http-status)
  * @error: return location for a #GError (#NET_ACTIVITY_ERROR for the agent's own errors)
  *
+ * Finishes net_activity_downloader_fetch_image_bytes(): call it in the callback.
+ *
  * Returns: (transfer full): the image's encoded bytes, mapped read-only from the agent's sealed
  *   memory (no copy), or %NULL with @error set
  */
@@ -292,6 +356,9 @@ void net_activity_downloader_fetch_pixels_bytes (NetActivityDownloader *download
  * @out_info: (out) (optional) (transfer full): FetchPixels' info (`a{sv}`: width, height,
  *   stride, format, original-width, original-height, source, content-type, http-status)
  * @error: return location for a #GError
+ *
+ * Finishes net_activity_downloader_fetch_pixels_bytes(): call it in the callback. The info's
+ * `width`, `height` and `stride` are `u` (guint32), what gdk_memory_texture_new() wants.
  *
  * Returns: (transfer full): stride x height bytes of pixels, mapped read-only from the agent's
  *   sealed memory (every app showing the image shares them), or %NULL with @error set
@@ -425,6 +492,8 @@ void net_activity_lease_begin (NetActivityAgent *agent, const gchar *reason, GCa
  * @result: the #GAsyncResult given to the callback
  * @error: return location for a #GError
  *
+ * Finishes net_activity_lease_begin(): call it in the callback.
+ *
  * Returns: (transfer full): the lease, or %NULL with @error set
  */
 NetActivityLease *net_activity_lease_begin_finish (GAsyncResult *result, GError **error)
@@ -449,6 +518,8 @@ void net_activity_lease_end (NetActivityLease *lease)
 /**
  * net_activity_lease_is_held:
  * @lease: a lease
+ *
+ * Whether the lease still holds activity: %FALSE once net_activity_lease_end() ended it.
  *
  * Returns: whether the lease still holds its activity
  */

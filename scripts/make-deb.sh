@@ -28,7 +28,8 @@ trap 'rm -rf "$WORK"' EXIT
 STAGE=$WORK/root
 make -s install PREFIX=/usr DESTDIR="$STAGE" INSTALL_BIN="$SCRATCH/release" >&2
 MULTIARCH=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
-LIBFILE=$STAGE/usr/lib/$MULTIARCH/libnetactivity-1.so.0.1.0
+LIBNAME=$(make -s --no-print-directory print-lib-file)
+LIBFILE=$STAGE/usr/lib/$MULTIARCH/$LIBNAME
 strip --strip-unneeded "$STAGE/usr/bin/netactivityd" "$STAGE/usr/bin/netactivity" \
     "$STAGE/usr/libexec/netactivity/netactivity-decoder" "$LIBFILE"
 DOC=$STAGE/usr/share/doc/netactivity
@@ -71,12 +72,12 @@ install -m 0644 packaging/copyright "$DOC/changelog.gz" \
 for e in gnome-shell-extension-netactivity gnome-shell-extension-netactivity-legacy; do
     find "$WORK/$e/usr" -type d -exec chmod 0755 {} + && find "$WORK/$e/usr" -type f -exec chmod 0644 {} +
 done
-part libnetactivity-1-0 "$LIBDIR/libnetactivity-1.so.0.1.0" "$LIBDIR/libnetactivity-1.so.0"
+part libnetactivity-1-0 "$LIBDIR/$LIBNAME" "$LIBDIR/libnetactivity-1.so.0"
 part gir1.2-netactivity-1.0 "$LIBDIR/girepository-1.0"
 part libnetactivity-1-dev usr/include "$LIBDIR/libnetactivity-1.so" "$LIBDIR/pkgconfig" usr/share/gir-1.0 \
     usr/share/doc/libnetactivity-1 usr/share/devhelp
 rmdir "$STAGE/$LIBDIR" 2>/dev/null || true
-LIBFILE=$WORK/libnetactivity-1-0/$LIBDIR/libnetactivity-1.so.0.1.0
+LIBFILE=$WORK/libnetactivity-1-0/$LIBDIR/$LIBNAME
 
 # dpkg-shlibdeps wants to run in a source tree: give it a minimal one.
 mkdir -p "$WORK/src/debian"

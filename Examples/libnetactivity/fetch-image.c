@@ -17,7 +17,6 @@ static int status;
 
 static void fail(GError *error) {
     // The agent's own errors are in NET_ACTIVITY_ERROR: compare codes, not strings.
-    g_dbus_error_strip_remote_error(error);
     g_print("error %s %d %s\n", g_quark_to_string(error->domain), error->code, error->message);
     if (g_error_matches(error, NET_ACTIVITY_ERROR, NET_ACTIVITY_ERROR_HTTP)) g_print("(an HTTP error status)\n");
     g_error_free(error);

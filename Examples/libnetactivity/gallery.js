@@ -8,7 +8,10 @@
 //
 // As gallery.py: each image is one FetchPixels, its pixels mapped from the agent's memory and
 // handed to Gdk.MemoryTexture as they are; the spinner's "spinning" is bound to the agent's
-// "visible". Prints "painted N", "spinning true|false" and "failed DOMAIN CODE MESSAGE".
+// "visible"; a call made while there is no agent fails with NetActivity.Error.AGENT_NOT_RUNNING,
+// and the gallery asks again for every image each time the downloader's "g-name-owner" says the
+// agent appeared (started late, or restarted). Prints "painted N" each time, "spinning
+// true|false", "waiting for the agent", "agent appeared" and "failed DOMAIN CODE MESSAGE".
 imports.gi.versions.Gdk = '4.0';
 imports.gi.versions.Gtk = '4.0';
 imports.gi.versions.NetActivity = '1.0';
@@ -46,32 +49,52 @@ app.connect('activate', () => {
         window._agent = agent;  // kept as long as the window
         print('agent');
     });
-    let shown = 0;
+    let shown = 0, generation = 0, painting = false;
+    const box = new GLib.Variant('a{sv}', {
+        'max-width': new GLib.Variant('u', 200), 'max-height': new GLib.Variant('u', 200),
+    });
+    const show = (i, round) => (source, res) => {
+        let pixels, info;
+        try {
+            [pixels, info] = source.fetch_pixels_bytes_finish(res);
+        } catch (e) {
+            if (e.matches(NetActivity.error_quark(), NetActivity.Error.AGENT_NOT_RUNNING))
+                print('waiting for the agent');  // asked again when it appears
+            else
+                print(`failed ${GLib.quark_to_string(e.domain)} ${e.code} ${e.message}`);
+            return;
+        }
+        if (round !== generation)
+            return;  // an answer to an older round
+        const u = key => info.lookup_value(key, null).get_uint32();
+        pictures[i].set_paintable(Gdk.MemoryTexture.new(u('width'), u('height'),
+            Gdk.MemoryFormat.B8G8R8A8_PREMULTIPLIED, pixels, u('stride')));
+        if (++shown === urls.length && !painting) {
+            painting = true;
+            const clock = window.get_frame_clock();
+            const id = clock.connect('after-paint', () => {
+                clock.disconnect(id);
+                painting = false;
+                print(`painted ${shown}`);
+            });
+        }
+    };
     NetActivity.downloader_get(null, (_, result) => {
         const downloader = NetActivity.downloader_get_finish(result);
-        const box = new GLib.Variant('a{sv}', {
-            'max-width': new GLib.Variant('u', 200), 'max-height': new GLib.Variant('u', 200),
+        window._downloader = downloader;
+        const fetchAll = () => {
+            generation++;
+            shown = 0;
+            urls.forEach((url, i) => downloader.fetch_pixels_bytes(url, box, null, show(i, generation)));
+        };
+        // Set when the agent appears (started late, or restarted), null while there is none.
+        downloader.connect('notify::g-name-owner', () => {
+            if (downloader.g_name_owner) {
+                print('agent appeared');
+                fetchAll();
+            }
         });
-        urls.forEach((url, i) => downloader.fetch_pixels_bytes(url, box, null, (source, res) => {
-            let pixels, info;
-            try {
-                [pixels, info] = source.fetch_pixels_bytes_finish(res);
-            } catch (e) {
-                Gio.DBusError.strip_remote_error(e);
-                print(`failed ${GLib.quark_to_string(e.domain)} ${e.code} ${e.message}`);
-                return;
-            }
-            const u = key => info.lookup_value(key, null).get_uint32();
-            pictures[i].set_paintable(Gdk.MemoryTexture.new(u('width'), u('height'),
-                Gdk.MemoryFormat.B8G8R8A8_PREMULTIPLIED, pixels, u('stride')));
-            if (++shown === urls.length) {
-                const clock = window.get_frame_clock();
-                const id = clock.connect('after-paint', () => {
-                    clock.disconnect(id);
-                    print(`painted ${shown}`);
-                });
-            }
-        }));
+        fetchAll();
     });
 });
 app.run([imports.system.programInvocationName]);

@@ -8,9 +8,15 @@ introspection (PyGObject): no D-Bus code here.
 
 Each image is one FetchPixels (the agent decodes it once for every app, in its sandbox); its
 pixels come mapped from the agent's memory as GLib.Bytes and go to Gdk.MemoryTexture as they are.
-The spinner's "spinning" is bound to the agent's "visible". Prints "painted N" once the N images
-are on screen, "spinning true|false" as the spinner follows the agent, and "failed DOMAIN CODE
-MESSAGE" for an image that could not be had."""
+The spinner's "spinning" is bound to the agent's "visible".
+
+The agent may start after the app, or restart under it: a call then fails with
+NetActivity.Error.AGENT_NOT_RUNNING, and the proxies say when the agent is back by their
+"g-name-owner" property. The gallery asks again for every image each time the agent appears (the
+pixels it shows stay mapped until new ones replace them), and the spinner's binding follows the
+new agent by itself. Prints "painted N" each time the N images are on screen, "spinning
+true|false" as the spinner follows the agent, "waiting for the agent" and "agent appeared", and
+"failed DOMAIN CODE MESSAGE" for an image that could not be had."""
 import sys
 
 import gi
@@ -34,7 +40,7 @@ class Gallery(Gtk.ApplicationWindow):
             self.pictures.append(picture)
             row.append(picture)
         self.set_child(row)
-        self.urls, self.shown = urls, 0
+        self.urls, self.shown, self.handler = urls, 0, None
         NetActivity.agent_get(None, self.got_agent)
         NetActivity.downloader_get(None, self.got_downloader)
 
@@ -44,28 +50,46 @@ class Gallery(Gtk.ApplicationWindow):
         print("agent", flush=True)
 
     def got_downloader(self, _, result):
-        downloader = NetActivity.downloader_get_finish(result)
+        self.downloader = NetActivity.downloader_get_finish(result)
+        # Set when the agent appears (started late, or restarted), None while there is none.
+        self.downloader.connect("notify::g-name-owner", self.owner_changed)
+        self.generation = 0
+        self.fetch_all()
+
+    def owner_changed(self, downloader, _):
+        if downloader.props.g_name_owner:
+            print("agent appeared", flush=True)
+            self.fetch_all()
+
+    def fetch_all(self):
+        self.generation += 1
+        self.shown = 0
         box = GLib.Variant("a{sv}", {"max-width": GLib.Variant("u", 200), "max-height": GLib.Variant("u", 200)})
         for picture, url in zip(self.pictures, self.urls):
-            downloader.fetch_pixels_bytes(url, box, None, self.got_pixels, picture)
+            self.downloader.fetch_pixels_bytes(url, box, None, self.got_pixels, (picture, self.generation))
 
-    def got_pixels(self, downloader, result, picture):
+    def got_pixels(self, downloader, result, data):
+        picture, generation = data
         try:
             pixels, info = downloader.fetch_pixels_bytes_finish(result)
         except GLib.Error as e:
-            Gio.DBusError.strip_remote_error(e)
-            print("failed", e.domain, e.code, e.message, flush=True)
+            if e.matches(NetActivity.error_quark(), NetActivity.Error.AGENT_NOT_RUNNING):
+                print("waiting for the agent", flush=True)  # owner_changed asks again
+            else:
+                print("failed", e.domain, e.code, e.message, flush=True)
             return
+        if generation != self.generation:
+            return  # an answer to an older round
         texture = Gdk.MemoryTexture.new(info["width"], info["height"], Gdk.MemoryFormat.B8G8R8A8_PREMULTIPLIED,
                                         pixels, info["stride"])
         picture.set_paintable(texture)
         self.shown += 1
-        if self.shown == len(self.urls):
-            clock = self.get_frame_clock()
-            self.handler = clock.connect("after-paint", self.painted)
+        if self.shown == len(self.urls) and self.handler is None:
+            self.handler = self.get_frame_clock().connect("after-paint", self.painted)
 
     def painted(self, clock):
         clock.disconnect(self.handler)
+        self.handler = None
         print("painted", self.shown, flush=True)
 
 

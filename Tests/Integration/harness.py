@@ -31,6 +31,10 @@ CHILD_PRELUDE = "import sys\nsys.path.insert(0, %r)\nimport contract\n" % os.pat
 # dbus-daemon: every PrivateBus with the default configuration is then a dbus-broker.
 BROKER = os.environ.get("NETACTIVITY_TEST_BUS") == "broker"
 
+# libnetactivity-1's file, as the Makefile names it (print-lib-file): the soname, then the version.
+LIB_FILE = subprocess.run(["make", "-s", "--no-print-directory", "-C", ROOT, "print-lib-file"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
 
 def broker_usable():
     return os.geteuid() == 0 and shutil.which("dbus-broker-launch") is not None and shutil.which("systemd-socket-activate") is not None

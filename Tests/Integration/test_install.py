@@ -10,7 +10,7 @@ import time
 import unittest
 
 import contract
-from harness import BIN, NAME, PATH, ROOT, PrivateBus, busctl, wait_until
+from harness import BIN, LIB_FILE, NAME, PATH, ROOT, PrivateBus, busctl, wait_until
 
 LIB = "lib/" + subprocess.run(["dpkg-architecture", "-qDEB_HOST_MULTIARCH"], capture_output=True, text=True).stdout.strip()
 FILES = {
@@ -37,7 +37,7 @@ FILES = {
     "share/gnome-shell/extensions/netactivity@example.org/extension.js": 0o644,
     "share/gnome-shell/extensions/netactivity@example.org/model.js": 0o644,
     # libnetactivity-1, where Debian keeps libraries (PREFIX=/usr: the multiarch folder).
-    **{LIB + "/" + f: 0o644 for f in ("libnetactivity-1.so.0.1.0", "pkgconfig/netactivity-1.pc",
+    **{LIB + "/" + f: 0o644 for f in (LIB_FILE, "pkgconfig/netactivity-1.pc",
                                      "girepository-1.0/NetActivity-1.0.typelib")},
     **{"include/netactivity-1/" + f: 0o644 for f in ("netactivity.h", "netactivity-errors.h", "netactivity-generated.h")},
     "share/gir-1.0/NetActivity-1.0.gir": 0o644,
@@ -46,7 +46,7 @@ FILES = {
                                                            "method.Downloader.fetch_image_bytes.html")},
 }
 LINKS = {"share/devhelp/books/libnetactivity-1": "../../doc/libnetactivity-1",
-         LIB + "/libnetactivity-1.so.0": "libnetactivity-1.so.0.1.0", LIB + "/libnetactivity-1.so": "libnetactivity-1.so.0"}
+         LIB + "/libnetactivity-1.so.0": LIB_FILE, LIB + "/libnetactivity-1.so": "libnetactivity-1.so.0"}
 
 
 def sh(cmd):

@@ -6,6 +6,7 @@ timeout of 25 s) reaching every client, and the gallery examples (Python, GJS) s
 pixels in a GTK 4 window on Xvfb with a spinner bound to Visible. `make test` builds the library
 into .build/libnetactivity and the C examples into .build/examples."""
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -38,9 +39,13 @@ class Lines:
         for line in self.proc.stdout:
             self.lines.append(line.rstrip("\n"))
 
-    def wait_for(self, prefix, timeout=30):
-        return wait_until(lambda: next((l for l in self.lines if l.startswith(prefix)), None), timeout=timeout,
-                          what="%r from %s (so far %r)" % (prefix, self.proc.args[0], self.lines))
+    def wait_for(self, prefix, timeout=30, nth=1):
+        """The `nth` line that starts with `prefix`, once it has come."""
+        def found():
+            lines = [l for l in self.lines if l.startswith(prefix)]
+            return lines[nth - 1] if len(lines) >= nth else None
+        return wait_until(found, timeout=timeout,
+                          what="%r (%d) from %s (so far %r)" % (prefix, nth, self.proc.args[0], self.lines))
 
 
 @unittest.skipUnless(os.path.exists(os.path.join(LIB, "NetActivity-1.0.typelib")), "libnetactivity is not built (make lib)")
@@ -116,6 +121,47 @@ class LibraryTests(unittest.TestCase):
         self.assertEqual(state(), contract.Task.STATE_COMPLETED)
         self.assertEqual(str(task.Get(contract.Task.INTERFACE, "Error", dbus_interface=contract.PROPERTIES)),
                          contract.ERROR_PREFIX + "Cancelled")
+
+    def test_messages_have_no_dbus_prefix_in_any_language_and_no_agent_is_agent_not_running(self):
+        bad = self.http.url("/text")
+        out = self.python(
+            "d = NetActivity.downloader_get_sync(None)\n"
+            "for call in (lambda: d.fetch_image_bytes_sync(%r, None, None),\n"
+            "             lambda: d.call_set_priority_sync('not a receipt', 'bogus', None)):\n"
+            "    try:\n"
+            "        call()\n"
+            "    except GLib.Error as e:\n"
+            "        print(e.domain, e.code, e.message)\n" % bad)
+        image, standard = out.splitlines()
+        self.assertRegex(image, r"^net-activity-error-quark 5 [^G]")
+        self.assertRegex(standard, r"^g-dbus-error-quark \d+ [^G]")
+        self.assertNotIn("GDBus.Error", out)
+        js = subprocess.run(["gjs", "-c", (
+            "imports.gi.versions.NetActivity = '1.0'; const {NetActivity} = imports.gi;"
+            "try { NetActivity.downloader_get_sync(null).fetch_image_bytes_sync('%s', null, null); }"
+            "catch (e) { print(e.code + ' ' + e.message); }") % bad], env=self.env(), capture_output=True, text=True,
+            timeout=60)
+        self.assertRegex(js.stdout, r"^5 [^G]", js.stderr)
+        self.assertNotIn("GDBus.Error", js.stdout)
+        c = self.start(os.path.join(EXAMPLES, "fetch-image"), bad)
+        self.assertNotIn("GDBus.Error", c.wait_for("error"))
+        # No agent: the library's own code, a message that says what to do, in C as in Python.
+        self.agent.stop()
+        out = self.python(
+            "d = NetActivity.downloader_get_sync(None)\n"
+            "try:\n"
+            "    d.fetch_image_bytes_sync(%r, None, None)\n"
+            "except GLib.Error as e:\n"
+            "    print(e.matches(NetActivity.error_quark(), NetActivity.Error.AGENT_NOT_RUNNING), e.message)\n"
+            "a = NetActivity.agent_get_sync(None)\n"
+            "try:\n"
+            "    a.call_increment_activity_count_sync(None)\n"
+            "except GLib.Error as e:\n"
+            "    print(e.code == NetActivity.Error.AGENT_NOT_RUNNING)\n" % bad)
+        self.assertRegex(out, r"^True The netactivity agent is not running on this session bus: start netactivityd")
+        self.assertEqual(out.splitlines()[1], "True")
+        c = self.start(os.path.join(EXAMPLES, "fetch-image"), bad)
+        self.assertRegex(c.wait_for("error"), r"^error net-activity-error-quark 1000 The netactivity agent is not running")
 
     def test_errors_come_in_the_libraries_domain_and_a_lease_ends_when_released(self):
         out = self.python(
@@ -205,31 +251,73 @@ class LibraryTests(unittest.TestCase):
         return self.start(sys.executable, "-u", "-c", prelude + code)
 
     def gallery(self, command):
-        x = Xvfb()
-        self.addCleanup(x.stop)
-        out = self.start(*command, self.http.url("/red.png"), self.http.url("/green.png"), DISPLAY=x.display,
-                         GDK_BACKEND="x11", GSK_RENDERER="cairo", GTK_A11Y="none", NO_AT_BRIDGE="1",
-                         XDG_RUNTIME_DIR=self.bus.dir)
-        self.assertEqual(out.wait_for("painted", timeout=60), "painted 2")
+        self.x = Xvfb()
+        self.addCleanup(self.x.stop)
+        return self.start(*command, self.http.url("/red.png"), self.http.url("/green.png"), DISPLAY=self.x.display,
+                          GDK_BACKEND="x11", GSK_RENDERER="cairo", GTK_A11Y="none", NO_AT_BRIDGE="1",
+                          XDG_RUNTIME_DIR=self.bus.dir)
+
+    def shows_both(self):
         counts = []
 
         def both():
-            raw = x.screenshot()
+            raw = self.x.screenshot()
             counts.append((count(raw, (255, 0, 0)), count(raw, (0, 255, 0))))
             return min(counts[-1]) > 4000
         wait_until(both, timeout=30, what="red and green on the screen (%r)" % counts)
-        out.wait_for("agent")
+
+    def spins_with(self, out, nth=1):
         agent = dbus.Interface(self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH), contract.Activity.INTERFACE)
         agent.IncrementActivityCount()
-        out.wait_for("spinning true")
+        out.wait_for("spinning true", nth=nth)
         agent.DecrementActivityCount()
-        out.wait_for("spinning false")
+        out.wait_for("spinning false", nth=nth)
+
+    def shows_pixels_and_spins(self, command):
+        out = self.gallery(command)
+        self.assertEqual(out.wait_for("painted", timeout=60), "painted 2")
+        self.shows_both()
+        out.wait_for("agent")
+        self.spins_with(out)
+
+    def survives_a_late_and_a_restarted_agent(self, command):
+        self.agent.stop()
+        out = self.gallery(command)
+        out.wait_for("waiting for the agent", timeout=60)
+        # The agent starts after the app: the gallery hears it come and asks again.
+        self.agent = Agent(self.bus, "--activation-delay", "0", "--completion-delay", "0")
+        self.addCleanup(self.agent.stop)
+        out.wait_for("agent appeared")
+        self.assertEqual(out.wait_for("painted", timeout=60), "painted 2")
+        self.shows_both()
+        self.spins_with(out)
+        # It dies and another takes its place: the pictures stay, and the new agent's come.
+        self.agent.stop(signal.SIGKILL)
+        self.agent = Agent(self.bus, "--activation-delay", "0", "--completion-delay", "0")
+        self.addCleanup(self.agent.stop)
+        out.wait_for("agent appeared", nth=2)
+        self.assertEqual(out.wait_for("painted", timeout=60, nth=2), "painted 2")
+        self.shows_both()
+        self.spins_with(out, nth=2)
+        self.assertFalse([l for l in out.lines if l.startswith("failed")], out.lines)
+
+    def test_the_c_gallery_shows_the_agents_pixels_and_a_spinner_bound_to_visible(self):
+        self.shows_pixels_and_spins([os.path.join(EXAMPLES, "gallery")])
 
     def test_the_python_gallery_shows_the_agents_pixels_and_a_spinner_bound_to_visible(self):
-        self.gallery([sys.executable, "-u", os.path.join(SOURCES, "gallery.py")])
+        self.shows_pixels_and_spins([sys.executable, "-u", os.path.join(SOURCES, "gallery.py")])
 
     def test_the_gjs_gallery_shows_the_agents_pixels_and_a_spinner_bound_to_visible(self):
-        self.gallery(["gjs", os.path.join(SOURCES, "gallery.js")])
+        self.shows_pixels_and_spins(["gjs", os.path.join(SOURCES, "gallery.js")])
+
+    def test_the_c_gallery_survives_a_late_and_a_restarted_agent(self):
+        self.survives_a_late_and_a_restarted_agent([os.path.join(EXAMPLES, "gallery")])
+
+    def test_the_python_gallery_survives_a_late_and_a_restarted_agent(self):
+        self.survives_a_late_and_a_restarted_agent([sys.executable, "-u", os.path.join(SOURCES, "gallery.py")])
+
+    def test_the_gjs_gallery_survives_a_late_and_a_restarted_agent(self):
+        self.survives_a_late_and_a_restarted_agent(["gjs", os.path.join(SOURCES, "gallery.js")])
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import tempfile
 import unittest
 
 import contract
-from harness import NAME, PATH, PrivateBus, busctl, wait_for_name
+from harness import LIB_FILE, NAME, PATH, PrivateBus, busctl, wait_for_name
 from test_install import ActivationBus
 
 DEB = os.environ.get("NETACTIVITY_DEB")
@@ -167,7 +167,7 @@ class PackageTests(unittest.TestCase, PackageChecks):
         arch = subprocess.run(["dpkg-architecture", "-qDEB_HOST_MULTIARCH"], capture_output=True, text=True).stdout.strip()
         lib = "/usr/lib/" + arch
         expected = {
-            "libnetactivity-1-0": [lib + "/libnetactivity-1.so.0.1.0", lib + "/libnetactivity-1.so.0"],
+            "libnetactivity-1-0": [lib + "/" + LIB_FILE, lib + "/libnetactivity-1.so.0"],
             "gir1.2-netactivity-1.0": [lib + "/girepository-1.0/NetActivity-1.0.typelib"],
             "libnetactivity-1-dev": ["/usr/include/netactivity-1/netactivity.h", lib + "/libnetactivity-1.so",
                                      lib + "/pkgconfig/netactivity-1.pc", "/usr/share/gir-1.0/NetActivity-1.0.gir",
