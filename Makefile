@@ -169,11 +169,14 @@ lib: setup
 	@$(MAKE) --no-print-directory $(TYPELIB) $(LIB_PC)
 print-lib-file:
 	@echo $(LIB_FILE)
-$(LIB_DIR)/netactivity-generated.c $(LIB_DIR)/netactivity-generated.h: $(LIB_XML)
+$(LIB_DIR)/netactivity-generated.c $(LIB_DIR)/netactivity-generated.h: $(LIB_XML) Makefile
 	@mkdir -p $(LIB_DIR)
 	cd $(LIB_DIR) && gdbus-codegen --interface-prefix org.example.NetActivity. --c-namespace NetActivity \
 	    --c-generate-object-manager --c-generate-autocleanup all --annotate org.example.NetActivity org.gtk.GDBus.C.Name Agent \
+	    $(foreach a,AddImage()[data] AddImageForRequest()[data] LookupImage()[data] LookupImageForRequest()[data],\
+	        --annotate 'org.example.NetActivity.ImageCache.$(a)' org.gtk.GDBus.C.ForceGVariant true) \
 	    --generate-c-code netactivity-generated $(addprefix $(CURDIR)/,$(LIB_XML))
+	@# Image bytes (ay) as GVariant, not as a string that ends at the first 0 byte (codegen's default).
 	@# Every call's error goes through libnetactivity/netactivity-calls.h (no prefix; no agent is
 	@# NET_ACTIVITY_ERROR_AGENT_NOT_RUNNING): the generated calls are renamed, and none may be left.
 	sed -i -E 's/\<g_dbus_proxy_call(_with_unix_fd_list)?_(sync|finish) \(/_net_activity_proxy_call\1_\2 (/' \

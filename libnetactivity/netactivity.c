@@ -251,9 +251,103 @@ static GBytes *taken (GVariant *handle, GUnixFDList *fds, gsize size, GVariant *
     return bytes;
 }
 
+/* A FetchPixels reply's pixels: stride x height bytes. */
+static GBytes *pixels_taken (GVariant *handle, GUnixFDList *fds, GVariant *info, GVariant **out_info, GError **error)
+{
+    guint32 stride = 0, height = 0;
+    g_variant_lookup (info, "stride", "u", &stride);
+    g_variant_lookup (info, "height", "u", &height);
+    return taken (handle, fds, (gsize) stride * height, info, out_info, error);
+}
+
 static GVariant *or_empty (GVariant *options)
 {
     return options ? options : g_variant_new ("a{sv}", NULL);
+}
+
+/* ---- cancelling a fetch --------------------------------------------------------------------------
+ * A GCancellable ends a GDBus call at the caller's end only: the agent would go on serving it (a
+ * transfer, a decode) until it answers. So a fetch made with a cancellable carries a receipt (the
+ * caller's own, or one of the library's), and cancelling sends CancelDownload(receipt): the agent
+ * then drops the caller's share, and the transfer when no one else waits for it. */
+
+typedef struct {
+    NetActivityDownloader *downloader;
+    gchar *receipt;
+} Share;
+
+static void share_free (gpointer data)
+{
+    Share *share = data;
+    g_object_unref (share->downloader);
+    g_free (share->receipt);
+    g_free (share);
+}
+
+/* Runs in the thread that cancels, at most once. */
+static void share_cancelled (GCancellable *cancellable, gpointer data)
+{
+    (void) cancellable;
+    Share *share = data;
+    net_activity_downloader_call_cancel_download (share->downloader, share->receipt, NULL, NULL, NULL);
+}
+
+/* `options` (floating or not, or NULL) as a reference of the caller's, with a receipt when a
+ * cancellable may end the call (`receipt`: its name, or NULL). */
+static GVariant *with_receipt (GVariant *options, GCancellable *cancellable, gchar **receipt)
+{
+    static gint counter;
+    options = g_variant_ref_sink (or_empty (options));
+    *receipt = NULL;
+    if (!cancellable || g_variant_lookup (options, "receipt", "s", receipt)) return options;
+    *receipt = g_strdup_printf ("libnetactivity-%d", g_atomic_int_add (&counter, 1));
+    GVariantDict dict;
+    g_variant_dict_init (&dict, options);
+    g_variant_dict_insert (&dict, "receipt", "s", *receipt);
+    g_variant_unref (options);
+    return g_variant_ref_sink (g_variant_dict_end (&dict));
+}
+
+/* The receipt's CancelDownload when `cancellable` is cancelled; 0 when there is nothing to send. */
+static gulong watch (NetActivityDownloader *downloader, GCancellable *cancellable, gchar *receipt)
+{
+    if (!receipt) return 0;
+    Share *share = g_new (Share, 1);
+    *share = (Share) {g_object_ref (downloader), receipt};
+    return g_cancellable_connect (cancellable, G_CALLBACK (share_cancelled), share, share_free);
+}
+
+typedef struct {
+    GAsyncReadyCallback callback;
+    gpointer user_data;
+    GCancellable *cancellable;
+    gulong handler;
+} Pending;
+
+/* The call's answer, to the app's callback, once the cancellable no longer needs watching. */
+static void answered (GObject *source, GAsyncResult *result, gpointer data)
+{
+    Pending *pending = data;
+    if (pending->handler) g_cancellable_disconnect (pending->cancellable, pending->handler);
+    g_clear_object (&pending->cancellable);
+    if (pending->callback) pending->callback (source, result, pending->user_data);
+    g_free (pending);
+}
+
+typedef void (*FetchCall) (NetActivityDownloader *, const gchar *, GVariant *, GUnixFDList *, GCancellable *,
+                           GAsyncReadyCallback, gpointer);
+
+static void fetch (FetchCall call, NetActivityDownloader *downloader, const gchar *url, GVariant *options,
+                   GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
+{
+    gchar *receipt;
+    options = with_receipt (options, cancellable, &receipt);
+    Pending *pending = g_new0 (Pending, 1);
+    *pending = (Pending) {callback, user_data, cancellable ? g_object_ref (cancellable) : NULL, 0};
+    call (downloader, url, options, NULL, cancellable, answered, pending);
+    g_variant_unref (options);
+    /* After the call is sent: a CancelDownload always comes after its FetchImage on the connection. */
+    pending->handler = watch (downloader, cancellable, receipt);
 }
 
 /**
@@ -272,8 +366,7 @@ void net_activity_downloader_fetch_image_bytes (NetActivityDownloader *downloade
                                                 GCancellable *cancellable, GAsyncReadyCallback callback,
                                                 gpointer user_data)
 {
-    net_activity_downloader_call_fetch_image (downloader, url, or_empty (options), NULL, cancellable, callback,
-                                              user_data);
+    fetch (net_activity_downloader_call_fetch_image, downloader, url, options, cancellable, callback, user_data);
 }
 
 /**
@@ -321,10 +414,14 @@ GBytes *net_activity_downloader_fetch_image_bytes_sync (NetActivityDownloader *d
     GVariant *handle = NULL, *info = NULL;
     GUnixFDList *fds = NULL;
     guint64 size = 0;
-    if (!net_activity_downloader_call_fetch_image_sync (downloader, url, or_empty (options), NULL, &handle, &size,
-                                                        &info, &fds, cancellable, error))
-        return NULL;
-    return taken (handle, fds, size, info, out_info, error);
+    gchar *receipt;
+    options = with_receipt (options, cancellable, &receipt);
+    gulong handler = watch (downloader, cancellable, receipt);
+    gboolean ok = net_activity_downloader_call_fetch_image_sync (downloader, url, options, NULL, &handle, &size, &info,
+                                                                 &fds, cancellable, error);
+    g_variant_unref (options);
+    if (handler) g_cancellable_disconnect (cancellable, handler);
+    return ok ? taken (handle, fds, size, info, out_info, error) : NULL;
 }
 
 /**
@@ -345,8 +442,7 @@ void net_activity_downloader_fetch_pixels_bytes (NetActivityDownloader *download
                                                  GCancellable *cancellable, GAsyncReadyCallback callback,
                                                  gpointer user_data)
 {
-    net_activity_downloader_call_fetch_pixels (downloader, url, or_empty (options), NULL, cancellable, callback,
-                                               user_data);
+    fetch (net_activity_downloader_call_fetch_pixels, downloader, url, options, cancellable, callback, user_data);
 }
 
 /**
@@ -370,10 +466,37 @@ GBytes *net_activity_downloader_fetch_pixels_bytes_finish (NetActivityDownloader
     GUnixFDList *fds = NULL;
     if (!net_activity_downloader_call_fetch_pixels_finish (downloader, &handle, &info, &fds, result, error))
         return NULL;
-    guint32 stride = 0, height = 0;
-    g_variant_lookup (info, "stride", "u", &stride);
-    g_variant_lookup (info, "height", "u", &height);
-    return taken (handle, fds, (gsize) stride * height, info, out_info, error);
+    return pixels_taken (handle, fds, info, out_info, error);
+}
+
+/**
+ * net_activity_downloader_fetch_pixels_bytes_sync:
+ * @downloader: the downloader
+ * @url: an http or https URL
+ * @options: (nullable): FetchPixels' options, or %NULL
+ * @out_info: (out) (optional) (transfer full): FetchPixels' info
+ * @cancellable: (nullable): a #GCancellable
+ * @error: return location for a #GError
+ *
+ * net_activity_downloader_fetch_pixels_bytes(), blocking until the pixels are there (not in a UI
+ * thread: a download may take minutes).
+ *
+ * Returns: (transfer full): the pixels, or %NULL with @error set
+ */
+GBytes *net_activity_downloader_fetch_pixels_bytes_sync (NetActivityDownloader *downloader, const gchar *url,
+                                                         GVariant *options, GVariant **out_info,
+                                                         GCancellable *cancellable, GError **error)
+{
+    GVariant *handle = NULL, *info = NULL;
+    GUnixFDList *fds = NULL;
+    gchar *receipt;
+    options = with_receipt (options, cancellable, &receipt);
+    gulong handler = watch (downloader, cancellable, receipt);
+    gboolean ok = net_activity_downloader_call_fetch_pixels_sync (downloader, url, options, NULL, &handle, &info,
+                                                                  &fds, cancellable, error);
+    g_variant_unref (options);
+    if (handler) g_cancellable_disconnect (cancellable, handler);
+    return ok ? pixels_taken (handle, fds, info, out_info, error) : NULL;
 }
 
 /* ---- leases ---------------------------------------------------------------------------------- */

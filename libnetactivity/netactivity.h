@@ -54,6 +54,9 @@ void net_activity_downloader_fetch_pixels_bytes (NetActivityDownloader *download
                                                  gpointer user_data);
 GBytes *net_activity_downloader_fetch_pixels_bytes_finish (NetActivityDownloader *downloader, GAsyncResult *result,
                                                            GVariant **out_info, GError **error);
+GBytes *net_activity_downloader_fetch_pixels_bytes_sync (NetActivityDownloader *downloader, const gchar *url,
+                                                         GVariant *options, GVariant **out_info,
+                                                         GCancellable *cancellable, GError **error);
 
 #define NET_ACTIVITY_TYPE_LEASE (net_activity_lease_get_type ())
 G_DECLARE_FINAL_TYPE (NetActivityLease, net_activity_lease, NET_ACTIVITY, LEASE, GObject)

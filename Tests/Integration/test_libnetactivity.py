@@ -64,8 +64,8 @@ class LibraryTests(unittest.TestCase):
         return self.bus.env(GI_TYPELIB_PATH=LIB, LD_LIBRARY_PATH=LIB, **extra)
 
     def start(self, *command, **env):
-        proc = subprocess.Popen(list(command), env=self.env(**env), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                text=True)
+        proc = subprocess.Popen(list(command), env=self.env(**env), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
         self.addCleanup(lambda: (proc.poll() is None and proc.kill(), proc.wait(10)))
         return Lines(proc)
 
@@ -162,6 +162,44 @@ class LibraryTests(unittest.TestCase):
         self.assertEqual(out.splitlines()[1], "True")
         c = self.start(os.path.join(EXAMPLES, "fetch-image"), bad)
         self.assertRegex(c.wait_for("error"), r"^error net-activity-error-quark 1000 The netactivity agent is not running")
+
+    def test_a_cancelled_fetch_releases_the_agents_transfer_while_the_app_lives(self):
+        # GDBus ends a cancelled call at the app's end only; the library tells the agent too.
+        gate = self.http.gates["/slow.png"] = threading.Event()
+        self.addCleanup(gate.set)
+        out = self.python_async(
+            "import sys, threading\n"
+            "d = NetActivity.downloader_get_sync(None)\n"
+            "loop, c = GLib.MainLoop(), Gio.Cancellable()\n"
+            "def done(d, res):\n"
+            "    try:\n"
+            "        d.fetch_pixels_bytes_finish(res)\n"
+            "    except GLib.Error as e:\n"
+            "        print('done', e.matches(Gio.io_error_quark(), Gio.IOErrorEnum.CANCELLED), flush=True)\n"
+            "d.fetch_pixels_bytes(%r, None, c, done)\n"
+            "threading.Thread(target=lambda: (sys.stdin.readline(), c.cancel()), daemon=True).start()\n"
+            "loop.run()\n" % self.http.url("/slow.png"))
+        downloader = self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH)
+        active = lambda: int(downloader.Get(contract.Downloader.INTERFACE, "ActiveDownloads",
+                                            dbus_interface=contract.PROPERTIES))
+        wait_until(lambda: self.http.count("/slow.png") == 1 and active() == 1, timeout=15, what="the transfer")
+        out.proc.stdin.write("\n")
+        out.proc.stdin.flush()
+        self.assertEqual(out.wait_for("done"), "done True")
+        wait_until(lambda: active() == 0, timeout=15, what="the agent to let the transfer go")
+        self.assertFalse(gate.is_set())
+        self.assertIsNone(out.proc.poll(), "the app still lives: the agent let go because it was told")
+
+    def test_image_bytes_with_zero_bytes_go_in_and_out_whole(self):
+        # `ay` is a GVariant in the generated calls: a PNG holds 0 bytes, which a C string would end at.
+        out = self.python(
+            "c = NetActivity.ImageCacheProxy.new_for_bus_sync(Gio.BusType.SESSION, 0, 'org.example.NetActivity',\n"
+            "                                                 '/org/example/NetActivity', None)\n"
+            "png = bytes.fromhex(%r)\n"
+            "c.call_add_image_sync('avatar', GLib.Variant('ay', png), None)\n"
+            "found, data = c.call_lookup_image_sync('avatar', None)\n"
+            "print(found, bytes(data.unpack()) == png, len(data.unpack()))\n" % RED.hex())
+        self.assertEqual(out.strip(), "True True %d" % len(RED))
 
     def test_errors_come_in_the_libraries_domain_and_a_lease_ends_when_released(self):
         out = self.python(
