@@ -10,7 +10,7 @@ PYTHON ?= /usr/bin/python3
 DEBUG_BIN = .build/debug
 RELEASE_BIN = .build/release
 
-.PHONY: print-lib-file extension extension-zip all setup decoder gtk-example lib lib-docs lib-examples build release run test unit format lint locale pot contract integration example readme-snippets bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
+.PHONY: print-lib-file gobject-calls install-lib extension extension-zip all setup decoder gtk-example lib lib-docs lib-examples build release run test unit format lint locale pot contract integration example readme-snippets bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
 
 all: build
 
@@ -169,6 +169,9 @@ lib: setup
 	@$(MAKE) --no-print-directory $(TYPELIB) $(LIB_PC)
 print-lib-file:
 	@echo $(LIB_FILE)
+# docs/gobject.md's list of every call, from what the library declares (make test checks it).
+gobject-calls: lib
+	scripts/gobject-calls.py $(LIB_DIR)/netactivity-generated.h
 $(LIB_DIR)/netactivity-generated.c $(LIB_DIR)/netactivity-generated.h: $(LIB_XML) Makefile
 	@mkdir -p $(LIB_DIR)
 	cd $(LIB_DIR) && gdbus-codegen --interface-prefix org.example.NetActivity. --c-namespace NetActivity \
@@ -344,9 +347,14 @@ LIBDOCDIR = $(DATADIR)/doc/libnetactivity-1
 # GNOME Shell looks in $XDG_DATA_DIRS/gnome-shell/extensions and ~/.local/share/gnome-shell/extensions.
 EXTENSION = netactivity@example.org
 EXTENSIONDIR = $(DATADIR)/gnome-shell/extensions/$(EXTENSION)
-SUBST = sed -e 's|@bindir@|$(BINDIR)|g' -e 's|@docdir@|$(DOCDIR)|g'
+# What the panels include (the waybar and polybar recipes): data, not documentation (Debian Policy
+# 12.3: nothing may need /usr/share/doc to work).
+PKGDATADIR = $(DATADIR)/netactivity
+SUBST = sed -e 's|@bindir@|$(BINDIR)|g' -e 's|@pkgdatadir@|$(PKGDATADIR)|g'
 
-install: $(if $(INSTALL_BIN),,release) locale lib lib-docs extension
+# libnetactivity-1 alone, built from its sources with no agent, no Swift and no apt-get: what an app
+# bundles (docs/flatpak.md's module runs `make install-lib PREFIX=/app`).
+install-lib: $(TYPELIB)
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(GIRDIR) $(DESTDIR)$(TYPELIBDIR)
 	install -m 0644 $(LIB) $(DESTDIR)$(LIBDIR)/
 	ln -sf $(notdir $(LIB)) $(DESTDIR)$(LIBDIR)/$(LIB_SONAME)
@@ -357,6 +365,9 @@ install: $(if $(INSTALL_BIN),,release) locale lib lib-docs extension
 	chmod 0644 $(DESTDIR)$(LIBDIR)/pkgconfig/netactivity-1.pc
 	install -m 0644 $(GIR) $(DESTDIR)$(GIRDIR)/
 	install -m 0644 $(TYPELIB) $(DESTDIR)$(TYPELIBDIR)/
+
+install: $(if $(INSTALL_BIN),,release) locale lib lib-docs extension
+	@$(MAKE) --no-print-directory install-lib
 	rm -rf $(DESTDIR)$(LIBDOCDIR) && install -d $(DESTDIR)$(LIBDOCDIR) && cp -r $(LIB_DOCS)/. $(DESTDIR)$(LIBDOCDIR)/
 	find $(DESTDIR)$(LIBDOCDIR) -type d -exec chmod 0755 {} + && find $(DESTDIR)$(LIBDOCDIR) -type f -exec chmod 0644 {} +
 	install -d $(DESTDIR)$(DATADIR)/devhelp/books && ln -sfn ../../doc/libnetactivity-1 $(DESTDIR)$(DATADIR)/devhelp/books/libnetactivity-1
@@ -381,8 +392,11 @@ install: $(if $(INSTALL_BIN),,release) locale lib lib-docs extension
 	for l in $(LOCALES); do \
 	    install -d $(DESTDIR)$(DATADIR)/locale/$$l/LC_MESSAGES; \
 	    install -m 0644 $(LOCALE_BUILD)/$$l/LC_MESSAGES/netactivity.mo $(DESTDIR)$(DATADIR)/locale/$$l/LC_MESSAGES/; done
+	install -d $(DESTDIR)$(PKGDATADIR)
 	for f in waybar-netactivity.jsonc polybar-netactivity.ini; do \
-	    $(SUBST) desktop/$$f > $(DESTDIR)$(DOCDIR)/$$f && chmod 0644 $(DESTDIR)$(DOCDIR)/$$f; done
+	    $(SUBST) desktop/$$f > $(DESTDIR)$(PKGDATADIR)/$$f && chmod 0644 $(DESTDIR)$(PKGDATADIR)/$$f; done
+	install -d $(DESTDIR)$(LIBDOCDIR)/examples
+	install -m 0644 $(wildcard Examples/libnetactivity/*) $(DESTDIR)$(LIBDOCDIR)/examples/
 	rm -rf $(DESTDIR)$(EXTENSIONDIR) && cp -r $(EXTENSION_BUILD)/$(EXTENSION_SHELL)/$(EXTENSION) $(DESTDIR)$(EXTENSIONDIR)
 	find $(DESTDIR)$(EXTENSIONDIR) -type d -exec chmod 0755 {} + && find $(DESTDIR)$(EXTENSIONDIR) -type f -exec chmod 0644 {} +
 	@$(if $(or $(SYSTEM_PREFIX),$(IN_HOME)),,echo "note: systemd and the session do not read $(UNITDIR) or $(AUTOSTARTDIR);" \
@@ -403,7 +417,7 @@ uninstall:
 	      $(DESTDIR)$(DATADIR)/dbus-1/interfaces/org.example.NetActivity.Downloader.xml
 	rm -f $(DESTDIR)$(DATADIR)/dbus-1/services/org.example.NetActivity.service
 	rm -f $(DESTDIR)$(UNITDIR)/netactivityd.service $(DESTDIR)$(AUTOSTARTDIR)/netactivityd.desktop
-	rm -rf $(DESTDIR)$(DATADIR)/doc/netactivity $(DESTDIR)$(EXTENSIONDIR)
+	rm -rf $(DESTDIR)$(DATADIR)/doc/netactivity $(DESTDIR)$(PKGDATADIR) $(DESTDIR)$(EXTENSIONDIR)
 
 clean:
 	rm -rf .build .build-deb dist Examples/netactivity-example/.build

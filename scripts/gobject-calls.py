@@ -36,7 +36,7 @@ def prototypes(path):
 
 
 def c_line(name, ret, params):
-    return "%s %s (%s);" % (ret, name, ", ".join(params))
+    return "%s%s%s (%s);" % (ret, "" if ret.endswith("*") else " ", name, ", ".join(params))
 
 
 def bound(name, params, obj):

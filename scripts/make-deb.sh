@@ -76,6 +76,8 @@ part libnetactivity-1-0 "$LIBDIR/$LIBNAME" "$LIBDIR/libnetactivity-1.so.0"
 part gir1.2-netactivity-1.0 "$LIBDIR/girepository-1.0"
 part libnetactivity-1-dev usr/include "$LIBDIR/libnetactivity-1.so" "$LIBDIR/pkgconfig" usr/share/gir-1.0 \
     usr/share/doc/libnetactivity-1 usr/share/devhelp
+# The examples, where Debian keeps a package's (its own doc folder).
+mv "$WORK/libnetactivity-1-dev/usr/share/doc/libnetactivity-1/examples" "$WORK/libnetactivity-1-dev/usr/share/doc/libnetactivity-1-dev/"
 rmdir "$STAGE/$LIBDIR" 2>/dev/null || true
 LIBFILE=$WORK/libnetactivity-1-0/$LIBDIR/$LIBNAME
 

@@ -21,8 +21,8 @@ FILES = {
     **{"share/dbus-1/interfaces/%s.xml" % c.INTERFACE: 0o644
        for c in (contract.Activity, contract.Task, contract.ImageCache, contract.Downloader)},
     "share/dbus-1/services/%s.service" % NAME: 0o644,
-    "share/doc/netactivity/waybar-netactivity.jsonc": 0o644,
-    "share/doc/netactivity/polybar-netactivity.ini": 0o644,
+    "share/netactivity/waybar-netactivity.jsonc": 0o644,
+    "share/netactivity/polybar-netactivity.ini": 0o644,
     "share/doc/netactivity/README.md": 0o644,
     **{"share/doc/netactivity/docs/" + f: 0o644 for f in os.listdir(os.path.join(ROOT, "docs"))},
     "share/man/man1/netactivity.1": 0o644,
@@ -44,6 +44,8 @@ FILES = {
     # its API reference (gi-docgen): the C API, docs/gobject.md, the D-Bus reference
     **{"share/doc/libnetactivity-1/" + f: 0o644 for f in ("index.html", "gobject.html", "dbus.html",
                                                            "method.Downloader.fetch_image_bytes.html")},
+    # the library's examples, beside its reference
+    **{"share/doc/libnetactivity-1/examples/" + f: 0o644 for f in os.listdir(os.path.join(ROOT, "Examples", "libnetactivity"))},
 }
 LINKS = {"share/devhelp/books/libnetactivity-1": "../../doc/libnetactivity-1",
          LIB + "/libnetactivity-1.so.0": LIB_FILE, LIB + "/libnetactivity-1.so": "libnetactivity-1.so.0"}
@@ -117,17 +119,17 @@ class InstallTests(unittest.TestCase):
             self.assertIn(line, unit)
         with open(autostart) as f:
             self.assertIn("X-systemd-skip=true", f.read())
-        doc = os.path.join(root, "share/doc/netactivity")
+        doc = os.path.join(root, "share/netactivity")  # what a bar includes is data, not documentation
         with open(os.path.join(doc, "waybar-netactivity.jsonc")) as f:
             text = f.read()
         self.assertNotIn("@", text.replace("@example", ""), "every placeholder filled in")
-        self.assertIn('"include": ["/usr/share/doc/netactivity/waybar-netactivity.jsonc"]', text)
+        self.assertIn('"include": ["/usr/share/netactivity/waybar-netactivity.jsonc"]', text)
         module = json.loads("\n".join(l for l in text.splitlines() if not l.lstrip().startswith("//")))["custom/netactivity"]
         self.assertEqual(module["exec"], "/usr/bin/netactivity watch --format waybar", "no reliance on the bar's PATH")
         self.assertTrue(module["on-click"].startswith("/usr/bin/netactivity status"))
         with open(os.path.join(doc, "polybar-netactivity.ini")) as f:
             text = f.read()
-        self.assertIn("include-file = /usr/share/doc/netactivity/polybar-netactivity.ini", text)
+        self.assertIn("include-file = /usr/share/netactivity/polybar-netactivity.ini", text)
         self.assertIn("\nexec = /usr/bin/netactivity watch --format polybar\n", text)
         self.assertIn("libnotify-bin", text)
         make("uninstall", "DESTDIR=" + self.dest, "PREFIX=/usr")

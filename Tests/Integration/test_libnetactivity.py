@@ -256,22 +256,26 @@ class LibraryTests(unittest.TestCase):
         self.assertEqual(self.http.count("/slow.png"), 1, "one transfer for the three")
 
     @staticmethod
-    def blocks(language):
-        """The code blocks of docs/gobject.md in `language`."""
+    def blocks(language, window=None):
+        """docs/gobject.md's programs in `language` (its blocks with a main, an import or an
+        `imports`), those with a GTK window or those without when `window` says; other blocks for
+        other languages."""
         import re
         with open(os.path.join(ROOT, "docs", "gobject.md")) as f:
-            return re.findall(r"```%s\n(.*?)```" % language, f.read(), re.S)
+            found = re.findall(r"```%s\n(.*?)```" % language, f.read(), re.S)
+        if window is None:
+            return found
+        programs = [b for b in found if re.search(r"int main|^import |^imports\.", b, re.M)]
+        return [b for b in programs if ("Gtk" in b) == window]
 
     def test_the_docs_c_python_and_javascript_blocks_work(self):
         import tempfile
         url, expected = self.http.url("/red.png"), "%d bytes" % len(RED)
-        (c,), (py,), (js,) = self.blocks("c"), self.blocks("python"), self.blocks("js")
+        (c,), (py,), (js,) = (self.blocks(lang, window=False) for lang in ("c", "python", "js"))
         with tempfile.TemporaryDirectory() as tmp:
             with open(os.path.join(tmp, "app.c"), "w") as f:
                 f.write(c.replace("https://example.com/avatar.png", url))
-            flags = subprocess.run(["pkg-config", "--cflags", "--libs", "netactivity-1"], capture_output=True, text=True,
-                                   env=dict(os.environ, PKG_CONFIG_PATH=os.path.join(LIB, "pkgconfig")), check=True)
-            subprocess.run(["cc", "-Wall", "-Wextra", "-Werror", os.path.join(tmp, "app.c"), *flags.stdout.split(), "-o",
+            subprocess.run(["cc", "-Wall", "-Wextra", "-Werror", os.path.join(tmp, "app.c"), *self.page_flags(), "-o",
                             os.path.join(tmp, "app")], check=True, timeout=60)
             r = subprocess.run([os.path.join(tmp, "app")], env=self.env(), capture_output=True, text=True, timeout=60)
             self.assertEqual((r.returncode, r.stdout.strip()), (0, expected), r.stderr)
@@ -282,6 +286,64 @@ class LibraryTests(unittest.TestCase):
         r = subprocess.run(["gjs", "-c", js.replace("https://example.com/avatar.png", url)], env=self.env(),
                            capture_output=True, text=True, timeout=60)
         self.assertEqual((r.returncode, r.stdout.strip()), (0, expected + " of image/png"), r.stderr)
+
+    def page_flags(self, *more):
+        """pkg-config's flags with the environment docs/gobject.md's uninstalled recipe sets."""
+        (recipe,) = [b for b in self.blocks("sh") if "make lib" in b]
+        exports = "\n".join(l for l in recipe.splitlines() if l.startswith("export "))
+        r = subprocess.run(["bash", "-c", exports + "\npkg-config --cflags --libs netactivity-1 %s\n"
+                            "echo \"$LD_LIBRARY_PATH $GI_TYPELIB_PATH\"" % " ".join(more)],
+                           cwd=ROOT, capture_output=True, text=True, check=True)
+        flags, paths = r.stdout.strip().rsplit("\n", 1)
+        self.assertEqual(paths.split(), [os.path.join(ROOT, ".build", "libnetactivity")] * 2)
+        return flags.split()
+
+    def test_the_docs_first_app_shows_an_image_and_spins_in_c_python_and_javascript(self):
+        import tempfile
+        (c,), (py,), (js,) = (self.blocks(lang, window=True) for lang in ("c", "python", "js"))
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", tmp]))
+        paths = {name: os.path.join(tmp, name) for name in ("app.c", "app.py", "app.js")}
+        for name, text in zip(paths, (c, py, js)):
+            with open(paths[name], "w") as f:
+                f.write(text)
+        subprocess.run(["cc", "-Wall", "-Wextra", "-Werror", paths["app.c"], *self.page_flags("gtk4"), "-o",
+                        os.path.join(tmp, "app")], check=True, timeout=120)
+        x = Xvfb()
+        self.addCleanup(x.stop)
+        for command in (["stdbuf", "-oL", os.path.join(tmp, "app")], [sys.executable, "-u", paths["app.py"]],
+                        ["gjs", paths["app.js"]]):
+            out = self.start(*command, self.http.url("/red.png"), DISPLAY=x.display, GDK_BACKEND="x11",
+                             GSK_RENDERER="cairo", GTK_A11Y="none", NO_AT_BRIDGE="1", XDG_RUNTIME_DIR=self.bus.dir)
+            self.assertEqual(out.wait_for("shown", timeout=60), "shown 40x40", command)
+            wait_until(lambda: count(x.screenshot(), (255, 0, 0)) > 1000, timeout=30, what="red on the screen")
+            out.proc.kill()
+            out.proc.wait(10)
+
+    def test_the_docs_tables_are_the_contracts(self):
+        import re
+        import xml.etree.ElementTree as ET
+        with open(os.path.join(ROOT, "docs", "gobject.md")) as f:
+            page = f.read()
+        method = ET.parse(os.path.join(ROOT, "dbus", "org.example.NetActivity.Downloader.xml")).getroot().find(
+            "interface/method[@name='FetchPixels']")
+        for arg, table in (("options", "FetchPixels options"), ("info", "FetchPixels info")):
+            note = method.find("arg[@name='%s']/annotation[@name='org.example.NetActivity.Keys']" % arg)
+            keys = dict(k.split(":") for k in note.get("value").split())
+            rows = [r for r in page.split("<!-- keys: %s -->" % table, 1)[1].split("\n\n", 1)[0].splitlines()
+                    if r.startswith("| `")]
+            documented = {}
+            for row in rows:
+                names, sig = re.findall(r"\| ([^|]+) \| `(\w+)` \|", row)[0]
+                documented.update({n: sig for n in re.findall(r"`([\w-]+)`", names)})
+            self.assertEqual(documented, keys, table)
+        with open(os.path.join(ROOT, "libnetactivity", "netactivity-errors.h")) as f:
+            codes = set(re.findall(r"^    (NET_ACTIVITY_ERROR_\w+) =", f.read(), re.M))
+        errors = page.split("### Errors", 1)[1].split("###", 1)[0]
+        self.assertEqual({c for c in codes if "`%s`" % c not in errors}, set(), "codes the errors table leaves out")
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gobject-calls.py"), "--check",
+                            os.path.join(LIB, "netactivity-generated.h")], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
 
     def python_async(self, code):
         prelude = ("import gi\ngi.require_version('NetActivity', '1.0')\n"

@@ -32,8 +32,8 @@ FILES = [
     "/usr/share/dbus-1/interfaces/%s.xml" % contract.Activity.INTERFACE,
     "/usr/lib/systemd/user/netactivityd.service",
     "/etc/xdg/autostart/netactivityd.desktop",
-    "/usr/share/doc/netactivity/waybar-netactivity.jsonc",
-    "/usr/share/doc/netactivity/polybar-netactivity.ini",
+    "/usr/share/netactivity/waybar-netactivity.jsonc",
+    "/usr/share/netactivity/polybar-netactivity.ini",
     "/usr/share/doc/netactivity/copyright",
     "/usr/share/man/man1/netactivity.1.gz",
     "/usr/share/man/man1/netactivityd.1.gz",
@@ -171,7 +171,9 @@ class PackageTests(unittest.TestCase, PackageChecks):
             "gir1.2-netactivity-1.0": [lib + "/girepository-1.0/NetActivity-1.0.typelib"],
             "libnetactivity-1-dev": ["/usr/include/netactivity-1/netactivity.h", lib + "/libnetactivity-1.so",
                                      lib + "/pkgconfig/netactivity-1.pc", "/usr/share/gir-1.0/NetActivity-1.0.gir",
-                                     "/usr/share/doc/libnetactivity-1/index.html", "/usr/share/doc/libnetactivity-1/dbus.html"],
+                                     "/usr/share/doc/libnetactivity-1/index.html", "/usr/share/doc/libnetactivity-1/dbus.html",
+                                     "/usr/share/doc/libnetactivity-1-dev/examples/gallery.c",
+                                     "/usr/share/doc/libnetactivity-1-dev/examples/gallery.py"],
         }
         main = [line.split()[-1].lstrip(".") for line in sh("dpkg-deb", "-c", DEB).stdout.splitlines()]
         self.assertFalse([f for f in main if "netactivity-1" in f], "the agent's package holds none of the library")
