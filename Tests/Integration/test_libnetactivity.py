@@ -61,7 +61,7 @@ class LibraryTests(unittest.TestCase):
         self.addCleanup(self.http.stop)
 
     def env(self, **extra):
-        return self.bus.env(GI_TYPELIB_PATH=LIB, LD_LIBRARY_PATH=LIB, **extra)
+        return self.bus.env(**{"GI_TYPELIB_PATH": LIB, "LD_LIBRARY_PATH": LIB, **extra})
 
     def start(self, *command, **env):
         proc = subprocess.Popen(list(command), env=self.env(**env), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -319,6 +319,45 @@ class LibraryTests(unittest.TestCase):
             wait_until(lambda: count(x.screenshot(), (255, 0, 0)) > 1000, timeout=30, what="red on the screen")
             out.proc.kill()
             out.proc.wait(10)
+
+    def test_the_flatpak_module_builds_the_library_alone_and_an_app_runs_against_it(self):
+        import re
+        import tempfile
+        with open(os.path.join(ROOT, "docs", "flatpak.md")) as f:
+            (module,) = [b for b in re.findall(r"```yaml\n(.*?)```", f.read(), re.S) if "name: libnetactivity-1" in b]
+        commands = re.findall(r"^      - (.+)$", module.split("build-commands:", 1)[1].split("sources:", 1)[0], re.M)
+        self.assertTrue(commands)
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", tmp]))
+        source, dest, trap = (os.path.join(tmp, d) for d in ("source", "app", "trap"))
+        # The source as a git checkout has it (tracked files only), and a PATH with no Swift, and an
+        # apt-get, sudo and swift that say they were called.
+        files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+        os.makedirs(source)
+        packed = subprocess.run(["tar", "--null", "-T", "-", "-cf", "-"], cwd=ROOT, input=files, capture_output=True,
+                                check=True).stdout
+        subprocess.run(["tar", "-xf", "-"], cwd=source, input=packed, check=True)
+        os.makedirs(trap)
+        for tool in ("apt-get", "sudo", "swift", "swiftc"):
+            with open(os.path.join(trap, tool), "w") as f:
+                f.write("#!/bin/sh\necho called >> %s/called\nexit 1\n" % tmp)
+            os.chmod(os.path.join(trap, tool), 0o755)
+        env = dict(os.environ, PATH=trap + ":/usr/bin:/bin", FLATPAK_DEST=dest)
+        for command in commands:
+            r = subprocess.run(["sh", "-c", command], cwd=source, env=env, capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stdout[-2000:] + r.stderr[-2000:])
+        self.assertFalse(os.path.exists(os.path.join(tmp, "called")), "the module needs no Swift and no apt-get")
+        for path in ("lib/libnetactivity-1.so.0", "lib/girepository-1.0/NetActivity-1.0.typelib",
+                     "lib/pkgconfig/netactivity-1.pc", "include/netactivity-1/netactivity.h"):
+            self.assertTrue(os.path.exists(os.path.join(dest, path)), path)
+        flags = subprocess.run(["pkg-config", "--cflags", "--libs", "netactivity-1"], capture_output=True, text=True,
+                               env=dict(os.environ, PKG_CONFIG_PATH=os.path.join(dest, "lib", "pkgconfig")), check=True)
+        app = os.path.join(tmp, "fetch-image")
+        subprocess.run(["cc", os.path.join(SOURCES, "fetch-image.c"), *flags.stdout.split(), "-o", app], check=True,
+                       timeout=60)
+        out = self.start(app, self.http.url("/red.png"), LD_LIBRARY_PATH=os.path.join(dest, "lib"))
+        self.assertEqual(out.wait_for("image"), "image %d image/png network" % len(RED))
+        self.assertEqual(out.proc.wait(30), 0)
 
     def test_the_docs_tables_are_the_contracts(self):
         import re
