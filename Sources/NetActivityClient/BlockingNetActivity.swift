@@ -199,6 +199,24 @@ public final class BlockingNetActivity {
     /// "ImageCount", and the "Statistics" counters by name.
     public func cacheStatus() throws(NetActivityError) -> (properties: [String: UInt64], statistics: [(String, UInt64)])
     {
+        let report = try cacheReport()
+        return (report.properties, report.statistics)
+    }
+
+    /// Both tiers of the cache, in one call: the encoded images' and the decoded pixels'.
+    public struct CacheReport: Sendable {
+        /// The numeric properties by name: "MemoryCapacity", "MemoryUsage", "ImageCount",
+        /// "DecodedMemoryCapacity", "DecodedMemoryUsage", and the others.
+        public var properties: [String: UInt64]
+        /// The "Statistics" counters (the encoded images), by name, in the agent's order.
+        public var statistics: [(String, UInt64)]
+        /// The "DecodedStatistics" counters (the decoded pixels: hits, decodes, shared decodes,
+        /// decoders started and replaced...), by name, in the agent's order.
+        public var decodedStatistics: [(String, UInt64)]
+    }
+
+    /// The cache's properties and both tiers' counters (see ``CacheReport``).
+    public func cacheReport() throws(NetActivityError) -> CacheReport {
         let all = try call(
             "GetAll", interface: "org.freedesktop.DBus.Properties", { w in w.append(Self.cacheInterface) }
         ) {
@@ -208,13 +226,12 @@ public final class BlockingNetActivity {
         for (k, v) in all {
             if let n = v.uint64Value { properties[k] = n } else if let n = v.uint32Value { properties[k] = UInt64(n) }
         }
-        var statistics: [(String, UInt64)] = []
-        if case .dict(_, _, let entries)? = all[ImageCacheMember.Property.statistics.rawValue] {
-            for (k, v) in entries {
-                if let name = k.stringValue, let n = v.uint64Value { statistics.append((name, n)) }
-            }
+        func counters(_ name: ImageCacheMember.Property) -> [(String, UInt64)] {
+            guard case .dict(_, _, let entries)? = all[name.rawValue] else { return [] }
+            return entries.compactMap { k, v in k.stringValue.flatMap { name in v.uint64Value.map { (name, $0) } } }
         }
-        return (properties, statistics)
+        return CacheReport(
+            properties: properties, statistics: counters(.statistics), decodedStatistics: counters(.decodedStatistics))
     }
 
     /// The cached image for (url, additional identifier) as bytes, or nil.

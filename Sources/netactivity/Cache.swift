@@ -85,16 +85,28 @@ struct Cache: ParsableCommand {
 
         func run() throws {
             let client = try bus.connect()
-            let status: (properties: [String: UInt64], statistics: [(String, UInt64)])
-            do { status = try client.cacheStatus() } catch { fail(error) }
-            let p = status.properties
+            let report: BlockingNetActivity.CacheReport
+            do { report = try client.cacheReport() } catch { fail(error) }
+            let p = report.properties
+            func usage(
+                _ used: ImageCacheMember.Property, _ capacity: ImageCacheMember.Property,
+                _ after: ImageCacheMember.Property
+            ) -> String {
+                "\(Render.bytes(p[used.rawValue] ?? 0)) of \(Render.bytes(p[capacity.rawValue] ?? 0))"
+                    + " (purges down to \(Render.bytes(p[after.rawValue] ?? 0)))"
+            }
             writeLine("images:      \(p[ImageCacheMember.Property.imageCount.rawValue] ?? 0)")
-            writeLine(
-                "usage:       \(Render.bytes(p[ImageCacheMember.Property.memoryUsage.rawValue] ?? 0)) of \(Render.bytes(p[ImageCacheMember.Property.memoryCapacity.rawValue] ?? 0))"
-                    + " (purges down to \(Render.bytes(p[ImageCacheMember.Property.preferredMemoryUsageAfterPurge.rawValue] ?? 0)))"
-            )
-            for (name, value) in status.statistics {
+            writeLine("usage:       " + usage(.memoryUsage, .memoryCapacity, .preferredMemoryUsageAfterPurge))
+            for (name, value) in report.statistics {
                 writeLine((name + ":").padded(to: 13) + String(value))
+            }
+            // The decoded pixels (FetchPixels, OpenPixels): a tier of its own, with its own counters.
+            writeLine(tr("decoded pixels:"))
+            writeLine(
+                "  usage:                 "
+                    + usage(.decodedMemoryUsage, .decodedMemoryCapacity, .decodedPreferredMemoryUsageAfterPurge))
+            for (name, value) in report.decodedStatistics {
+                writeLine("  " + (name + ":").padded(to: 23) + String(value))
             }
         }
     }

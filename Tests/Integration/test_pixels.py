@@ -17,7 +17,7 @@ import dbus.mainloop.glib
 from gi.repository import GLib
 
 import contract
-from harness import PROPS, connect, decoded_charge, descendants_named, png as harness_png, wait_until
+from harness import PROPS, cli, connect, decoded_charge, descendants_named, png as harness_png, wait_until
 from test_agent import AgentTestCase
 from test_decoder import png
 from test_strangers import Stranger, can_fake_flatpak
@@ -124,6 +124,13 @@ class PixelTests(AgentTestCase):
         again, info, _ = self.pixels("/a.png", conn=other)
         self.assertEqual((again, info[D.FETCH_PIXELS_INFO_SOURCE]), (data, D.FETCH_PIXELS_SOURCE_MEMORY))
         self.assertEqual(self.http.count("/a.png"), 1)
+        # `netactivity cache stats` shows the decoded tier: one decode, one hit, its charge.
+        r = cli(self.bus, "cache", "stats")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        decoded = r.stdout.split("decoded pixels:\n", 1)[1]
+        self.assertRegex(decoded, r"^  usage:                 \d+ KiB of 100 MiB \(purges down to 60 MiB\)\n")
+        self.assertIn("\n  decodes:               1\n", decoded)
+        self.assertIn("\n  hits:                  1\n", decoded)
 
     def test_a_box_is_its_own_entry_and_never_enlarges(self):
         _, info, _ = self.pixels("/wide.png", max_width=dbus.UInt32(16), max_height=dbus.UInt32(16))
