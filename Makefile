@@ -10,7 +10,7 @@ PYTHON ?= /usr/bin/python3
 DEBUG_BIN = .build/debug
 RELEASE_BIN = .build/release
 
-.PHONY: print-lib-file gobject-calls install-lib extension extension-zip all setup decoder gtk-example lib lib-docs lib-examples build release run test unit format lint locale pot contract integration example readme-snippets bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
+.PHONY: pictures print-lib-file gobject-calls install-lib extension extension-zip all setup decoder gtk-example lib lib-docs lib-examples build release run test unit format lint locale pot contract integration example readme-snippets bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
 
 all: build
 
@@ -110,7 +110,7 @@ DEBIAN13_BASE = .build/debian13-base
 # suites that start buses of their own (the GNOME Shell session, the package and install tests),
 # the decoder's, which uses no bus, and the GTK examples' and libnetactivity's (an X server each,
 # GDBus clients: what they test is not the bus, and its 26 s download would be paid twice).
-BROKER_SKIP = --skip test_gnome_shell --skip test_package --skip test_install --skip test_decoder --skip test_gtk --skip test_libnetactivity
+BROKER_SKIP = --skip test_gnome_shell --skip test_waybar --skip test_package --skip test_install --skip test_decoder --skip test_gtk --skip test_libnetactivity
 
 # dist/netactivity_VERSION_ARCH.deb: a release build with the Swift runtime linked statically, the
 # files where `make install PREFIX=/usr` puts them, dependencies from dpkg-shlibdeps; lintian must
@@ -169,6 +169,9 @@ lib: setup
 	@$(MAKE) --no-print-directory $(TYPELIB) $(LIB_PC)
 print-lib-file:
 	@echo $(LIB_FILE)
+# docs/pictures: the indicator on GNOME Shell, in its tray and on waybar, as the tests show it.
+pictures: setup build lib extension
+	scripts/pictures.sh
 # docs/gobject.md's list of every call, from what the library declares (make test checks it).
 gobject-calls: lib
 	scripts/gobject-calls.py $(LIB_DIR)/netactivity-generated.h
@@ -384,8 +387,9 @@ install: $(if $(INSTALL_BIN),,release) locale lib lib-docs extension
 	$(SUBST) desktop/netactivityd.desktop > $(DESTDIR)$(AUTOSTARTDIR)/netactivityd.desktop
 	chmod 0644 $(DESTDIR)$(DATADIR)/dbus-1/services/org.example.NetActivity.service \
 	    $(DESTDIR)$(UNITDIR)/netactivityd.service $(DESTDIR)$(AUTOSTARTDIR)/netactivityd.desktop
-	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/
+	install -m 0644 README.md CHANGELOG.md $(DESTDIR)$(DOCDIR)/
 	install -m 0644 docs/*.md $(DESTDIR)$(DOCDIR)/docs/
+	install -d $(DESTDIR)$(DOCDIR)/docs/pictures && install -m 0644 docs/pictures/*.png $(DESTDIR)$(DOCDIR)/docs/pictures/
 	install -m 0644 man/netactivity.1 man/netactivityd.1 $(DESTDIR)$(MANDIR)/
 	install -m 0644 man/netactivityd.conf.5 $(DESTDIR)$(MAN5DIR)/
 	install -m 0644 desktop/icons/netactivity-symbolic.svg $(DESTDIR)$(ICONDIR)/

@@ -35,10 +35,10 @@ strip --strip-unneeded "$STAGE/usr/bin/netactivityd" "$STAGE/usr/bin/netactivity
 DOC=$STAGE/usr/share/doc/netactivity
 install -m 0644 packaging/copyright "$DOC/copyright"
 gzip -9n < packaging/changelog > "$DOC/changelog.gz"  # a native package
-gzip -9n "$DOC/README.md" "$DOC"/docs/*.md
+gzip -9n "$DOC/README.md" "$DOC/CHANGELOG.md" "$DOC"/docs/*.md
 gzip -9n "$STAGE/usr/share/man/man1/netactivity.1" "$STAGE/usr/share/man/man1/netactivityd.1" \
     "$STAGE/usr/share/man/man5/netactivityd.conf.5"
-chmod 0644 "$DOC/changelog.gz" "$DOC/README.md.gz" "$DOC"/docs/*.md.gz "$STAGE"/usr/share/man/man1/*.gz \
+chmod 0644 "$DOC/changelog.gz" "$DOC/README.md.gz" "$DOC/CHANGELOG.md.gz" "$DOC"/docs/*.md.gz "$STAGE"/usr/share/man/man1/*.gz \
     "$STAGE"/usr/share/man/man5/*.gz
 
 # libnetactivity-1 goes into packages of its own, as Debian splits a library: the shared library

@@ -33,6 +33,10 @@ command -v cc >/dev/null 2>&1 || command -v clang >/dev/null 2>&1 || need="$need
 pkg-config --exists gtk4 2>/dev/null || need="$need libgtk-4-dev"
 /usr/bin/python3 -c 'import gi; gi.require_version("Gtk", "4.0")' 2>/dev/null || need="$need gir1.2-gtk-4.0"
 command -v Xvfb >/dev/null 2>&1 || need="$need xvfb"
+# The waybar recipe on a real waybar, in a headless sway, its pixels taken by grim.
+command -v sway >/dev/null 2>&1 || need="$need sway"
+command -v waybar >/dev/null 2>&1 || need="$need waybar"
+command -v grim >/dev/null 2>&1 || need="$need grim"
 # libnetactivity-1: its GIR and typelib, and its API reference.
 command -v g-ir-scanner >/dev/null 2>&1 || need="$need gobject-introspection libgirepository1.0-dev"
 command -v gi-docgen >/dev/null 2>&1 || need="$need gi-docgen"
