@@ -19,7 +19,7 @@ import tempfile
 import unittest
 
 import contract
-from harness import LIB_FILE, NAME, PATH, PrivateBus, busctl, wait_for_name
+from harness import LIB_FILE, NAME, PATH, ROOT, PrivateBus, busctl, wait_for_name
 from test_install import ActivationBus
 
 DEB = os.environ.get("NETACTIVITY_DEB")
@@ -159,6 +159,17 @@ class PackageTests(unittest.TestCase, PackageChecks):
             self.assertIn("/etc/xdg/autostart/netactivityd.desktop", f.read().split())
         with open(self.path(SERVICE)) as f:
             self.assertIn("Exec=/usr/bin/netactivityd --no-private-bus", f.read())
+        # The panel recipes: what docs/install.md tells a package's user to include is where the
+        # package puts it, and names the packaged CLI.
+        with open(os.path.join(ROOT, "docs", "install.md")) as f:
+            docs = f.read()
+        for recipe, line in (("waybar-netactivity.jsonc", '"include": ["/usr/share/netactivity/waybar-netactivity.jsonc"],'),
+                             ("polybar-netactivity.ini", "`include-file = /usr/share/netactivity/polybar-netactivity.ini`")):
+            self.assertIn(line, docs)
+            with open(self.path("/usr/share/netactivity/" + recipe)) as f:
+                text = f.read()
+            self.assertIn("/usr/share/netactivity/" + recipe, text)
+            self.assertIn("/usr/bin/netactivity watch --format", text)
 
     def test_the_packaged_agent_runs_without_the_toolchain(self):
         self.check_agent_runs_without_the_toolchain()
