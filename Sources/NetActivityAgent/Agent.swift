@@ -30,6 +30,13 @@ public struct AgentOptions: Sendable {
     /// downloads may still reach (the settings' `sandboxed-local-networks`; none by default).
     /// Texts `isNetworkRange` refuses are left out.
     public var sandboxedLocalNetworks: [String] = []
+    /// The settings' downloader numbers (nil: left where they are).
+    public var maximumActiveDownloads: UInt32?
+    public var downloadPrioritization: String?
+    public var diskCapacity: UInt64?
+    /// The properties an administrator locked, each with what locked it (a key and its file):
+    /// no caller may change them (`AccessDenied` naming the lock); the settings files may.
+    public var locks: [String: String] = [:]
     public init() {}
 
     /// Whether `text` is an address or a range `sandboxedLocalNetworks` takes.
@@ -196,6 +203,8 @@ public final class Agent {
         tasks.jobs = jobs
         jobs.start()
         applyCacheLimits()
+        applyDownloaderSettings()
+        context.locks = options.locks
         downloads.sandboxReach = options.sandboxReach
         try peers.start()
         peers.probeStats()
@@ -239,8 +248,25 @@ public final class Agent {
         options.decodedCacheLimits = new.decodedCacheLimits
         options.sandboxedLocalNetworks = new.sandboxedLocalNetworks
         downloads.sandboxReach = new.sandboxReach
+        options.maximumActiveDownloads = new.maximumActiveDownloads
+        options.downloadPrioritization = new.downloadPrioritization
+        options.diskCapacity = new.diskCapacity
+        options.locks = new.locks
+        context.locks = new.locks
         startDesktopObservers()
         applyCacheLimits()
+        applyDownloaderSettings()
+    }
+
+    /// The settings' downloader numbers, where they give them (at start and at each reload).
+    private func applyDownloaderSettings() {
+        do {
+            if let n = options.maximumActiveDownloads { try downloads.setMaximumActiveDownloads(n) }
+            if let order = options.downloadPrioritization { try downloads.setPrioritization(order) }
+            if let bytes = options.diskCapacity { try downloads.setDiskCapacity(bytes) }
+        } catch {
+            context.logger.warning("Downloader settings not applied: \(error.message)")
+        }
     }
 
     /// The settings file's cache limits (at start and at each reload, as the delays: what a host

@@ -25,9 +25,16 @@ public final class AgentContext {
         }
     }
 
+    /// The properties an administrator locked, each with what locked it (`AgentOptions.locks`).
+    var locks: [String: String] = [:]
+
     /// Settings that affect every app (Enabled, the delays, capacities, MaximumActiveDownloads)
-    /// are changed by host apps and the settings file only, never by a sandboxed app.
+    /// are changed by host apps and the settings files only, never by a sandboxed app; one an
+    /// administrator locked, by the settings files alone.
     func requireHost(_ sender: String, toSet name: String) throws(NetActivityError) {
+        if let lock = locks[name] {
+            throw .accessDenied("\(name) is locked by the administrator (\(lock))")
+        }
         let caller = peers.identity(of: sender)
         guard !caller.isSandboxed else {
             let who = caller.isUnknown ? "a caller whose app is not known" : "a sandboxed app (\(caller.app))"

@@ -65,7 +65,10 @@ struct NetActivityDaemon {
     }
 
     /// Applies the options given on the command line over `settings`; returns the first bad one.
-    private func commandLine(over settings: inout Settings) -> String? {
+    /// A key an administrator `locked` keeps the files' value (said in `ignored`).
+    private func commandLine(
+        over settings: inout Settings, locked: [String: String] = [:], ignored: inout [String]
+    ) -> String? {
         let o = options
         let given: [(String, String?)] = [
             ("activation-delay", o.activationDelay.map { "\($0)" }),
@@ -75,31 +78,51 @@ struct NetActivityDaemon {
             ("log-level", o.logLevel),
         ]
         for case let (key, value?) in given {
+            if let by = locked[key] {
+                ignored.append("--\(key) is locked by \(by); the file's value stays")
+                continue
+            }
             if let problem = settings.set(key, value) { return "--\(problem)" }
         }
         return nil
     }
 
-    /// The settings file (if any) with the command line over it, and what was wrong with the file;
-    /// nil settings when the file exists but cannot be used (the settings in force then stay).
-    private func loadSettings() -> (Settings?, path: String?, problems: [String]) {
-        var settings = Settings()
+    private func commandLine(over settings: inout Settings) -> String? {
+        var ignored: [String] = []
+        return commandLine(over: &settings, ignored: &ignored)
+    }
+
+    /// The system's files and the user's (if any), with the command line over them, and what was
+    /// wrong with them; nil settings when a file exists but cannot be used (the settings in force
+    /// then stay). `--config` names the user's file; the system's are read either way.
+    private func loadSettings() -> Settings.Loaded {
         let path = config.map { $0.isEmpty ? nil : $0 } ?? Settings.defaultPath()
-        var problems: [String] = []
-        switch path.map(Settings.readFile) ?? .none {
-        case .none: break
-        case .text(let text): problems = settings.apply(file: text)
-        case .unusable(let why): return (nil, path, ["\(why); the settings in force stay"])
+        var loaded = Settings.load(
+            system: Settings.systemPaths().map { ($0, Settings.readFile($0)) },
+            user: path.map { ($0, Settings.readFile($0)) })
+        if var settings = loaded.settings {
+            var ignored: [String] = []
+            _ = commandLine(over: &settings, locked: loaded.locks, ignored: &ignored)
+            loaded.problems += ignored.map { ("the command line", $0) }
+            loaded.settings = settings
         }
-        _ = commandLine(over: &settings)
-        return (settings, path, problems)
+        return loaded
+    }
+
+    /// The locked keys as the agent takes them: each property a key sets, with the lock's words.
+    private static func lockedProperties(_ locks: [String: String]) -> [String: String] {
+        var properties: [String: String] = [:]
+        for (key, path) in locks {
+            if let property = Settings.properties[key] { properties[property] = "\(key) in \(path)" }
+        }
+        return properties
     }
 
     func run() throws {
         Connection.makeLibdbusChecksNonFatal()
-        let (loaded, settingsPath, problems) = loadSettings()
+        let loaded = loadSettings()
         var settings =
-            loaded
+            loaded.settings
             ?? {
                 var s = Settings()
                 _ = commandLine(over: &s)
@@ -112,7 +135,7 @@ struct NetActivityDaemon {
             return handler
         }
         let logger = Logger(label: "netactivityd")
-        for problem in problems { logger.warning("\(settingsPath ?? ""): \(problem) (skipped)") }
+        for (path, problem) in loaded.problems { logger.warning("\(path): \(problem) (skipped)") }
         let fileLimit = ServiceProcess.raiseFileLimit()
 
         let loop = EventLoop()
@@ -145,6 +168,7 @@ struct NetActivityDaemon {
 
         var options = AgentOptions()
         settings.agentOptions(into: &options)
+        options.locks = Self.lockedProperties(loaded.locks)
         options.systemBusAddress = systemBusAddress
         options.fileLimit = fileLimit
         let agent = Agent(connection: connection, loop: loop, options: options, logger: logger)
@@ -175,9 +199,9 @@ struct NetActivityDaemon {
         }
         func reload() {
             nextReload = loop.nowNanoseconds + 100_000_000
-            let (loaded, path, problems) = loadSettings()
-            for problem in problems { logger.warning("\(path ?? ""): \(problem) (skipped)") }
-            guard let reloaded = loaded else { return }
+            let loaded = loadSettings()
+            for (path, problem) in loaded.problems { logger.warning("\(path): \(problem) (skipped)") }
+            guard let reloaded = loaded.settings else { return }
             if reloaded.logLevel != settings.logLevel { logger.notice("log-level takes effect at the next start") }
             if reloaded.completedTaskLinger != settings.completedTaskLinger {
                 logger.notice("completed-task-linger takes effect at the next start")
@@ -185,8 +209,9 @@ struct NetActivityDaemon {
             settings = reloaded
             var options = options
             reloaded.agentOptions(into: &options)
+            options.locks = Self.lockedProperties(loaded.locks)
             agent.reconfigure(options)
-            logger.notice("Reloaded the settings from \(path ?? "the command line")")
+            logger.notice("Reloaded the settings")
         }
         try agent.start()
 

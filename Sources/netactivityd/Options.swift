@@ -34,8 +34,8 @@ struct DaemonOptions {
         OPTIONS:
           --address <address>     Bus address to use instead of the session bus.
           --replace               Take the bus name over from a running agent.
-          --config <config>       The settings file (default: $XDG_CONFIG_HOME/netactivity/netactivityd.conf;
-                                  empty: none). Re-read on SIGHUP.
+          --config <config>       The user's settings file (default: $XDG_CONFIG_HOME/netactivity/netactivityd.conf;
+                                  empty: none), read after the system's. Re-read on SIGHUP.
           --activation-delay <seconds>
                                   Seconds of activity before the indicator shows (0...60; default 1).
           --completion-delay <seconds>

@@ -5,10 +5,13 @@ import Logging
 import NetActivityAgent
 import NetActivityContract
 
-/// The settings a user changes, from `$XDG_CONFIG_HOME/netactivity/netactivityd.conf`
-/// (`~/.config/netactivity/netactivityd.conf`), read at start and again on SIGHUP. One
-/// `key = value` per line, `#` starts a comment. A command-line option wins over the file; a key
-/// the file does not set has its default. A bad line is logged and skipped, never fatal.
+/// The settings, from the system's files (`$XDG_CONFIG_DIRS/netactivity/netactivityd.conf`, by
+/// default `/etc/xdg/netactivity/netactivityd.conf`: an administrator's defaults for every user)
+/// and then the user's (`$XDG_CONFIG_HOME/netactivity/netactivityd.conf`), read at start and again
+/// on SIGHUP. One `key = value` per line, `#` starts a comment; a system file may list keys under
+/// `[locks]`, one per line, which the user's file, the command line and the bus then cannot change.
+/// A command-line option wins over the files; a key no file sets has its default. A bad line is
+/// logged and skipped, never fatal.
 struct Settings: Equatable {
     var activationDelay = 1.0
     var completionDelay = 0.17
@@ -25,20 +28,44 @@ struct Settings: Equatable {
     /// Non-public ranges sandboxed apps' downloads may reach (`ADDRESS[/PREFIX]`, separated by
     /// commas or spaces).
     var sandboxedLocalNetworks: [String] = []
+    /// The downloader's numbers; nil leaves them as they are.
+    var maximumActiveDownloads: UInt32?
+    var downloadPrioritization: String?
+    var diskCapacity: UInt64?
 
     static let keys = [
         "activation-delay", "completion-delay", "completed-task-linger", "tray", "notify", "notify-after", "log-level",
         "defer-when-metered", "defer-in-power-saver", "image-memory-capacity",
         "image-preferred-memory-usage-after-purge",
         "decoded-memory-capacity", "decoded-preferred-memory-usage-after-purge", "sandboxed-local-networks",
+        "maximum-active-downloads", "download-prioritization", "disk-capacity",
     ]
 
+    /// The D-Bus property each key sets, where one does: a lock refuses writes of it.
+    static let properties: [String: String] = [
+        "activation-delay": "ActivationDelay", "completion-delay": "CompletionDelay",
+        "image-memory-capacity": "MemoryCapacity",
+        "image-preferred-memory-usage-after-purge": "PreferredMemoryUsageAfterPurge",
+        "decoded-memory-capacity": "DecodedMemoryCapacity",
+        "decoded-preferred-memory-usage-after-purge": "DecodedPreferredMemoryUsageAfterPurge",
+        "maximum-active-downloads": "MaximumActiveDownloads", "download-prioritization": "DownloadPrioritization",
+        "disk-capacity": "DiskCapacity",
+    ]
+
+    private static func env(_ name: String) -> String? {
+        getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
+    }
+
     static func defaultPath() -> String? {
-        let env = { (name: String) -> String? in
-            getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
-        }
         guard let base = env("XDG_CONFIG_HOME") ?? env("HOME").map({ $0 + "/.config" }) else { return nil }
         return base + "/netactivity/netactivityd.conf"
+    }
+
+    /// The system's files, most important first (`$XDG_CONFIG_DIRS`, else `/etc/xdg`).
+    static func systemPaths() -> [String] {
+        (env("XDG_CONFIG_DIRS") ?? "/etc/xdg").split(separator: ":").filter { $0.hasPrefix("/") }.map {
+            String($0) + "/netactivity/netactivityd.conf"
+        }
     }
 
     /// The largest settings file read: nine keys need a few hundred bytes; a larger file is
@@ -72,21 +99,50 @@ struct Settings: Equatable {
     }
 
     /// Applies the file's `key = value` lines over `self`; returns what was wrong with it, at most
-    /// `maxProblemsLogged` lines and a count of the rest (each cut to a readable length).
-    mutating func apply(file text: String) -> [String] {
+    /// `maxProblemsLogged` lines and a count of the rest (each cut to a readable length), and the
+    /// keys its `[locks]` section lists when it `mayLock` (a system file); `locked` names the keys
+    /// it may not set, with the file that locked each.
+    mutating func apply(file text: String, mayLock: Bool = false, locked: [String: String] = [:]) -> (
+        problems: [String], locks: [String]
+    ) {
         var problems: [String] = []
+        var locks: [String] = []
         var more = 0
+        var inLocks = false
         for (number, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            guard let problem = apply(line: raw, number: number + 1) else { continue }
+            let problem: String?
+            let line = Self.trimmed(
+                raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
+            if line.hasPrefix("[") {
+                inLocks = line == "[locks]"
+                problem =
+                    !inLocks
+                    ? "line \(number + 1): unknown section '\(line.prefix(80))' (known: [locks])"
+                    : !mayLock ? "line \(number + 1): only a system file may lock keys; its [locks] are skipped" : nil
+            } else if inLocks {
+                let key = String(line)
+                if line.isEmpty || !mayLock {
+                    problem = nil
+                } else if Self.keys.contains(key) {
+                    locks.append(key)
+                    problem = nil
+                } else {
+                    problem = "line \(number + 1): [locks] lists unknown key '\(key.prefix(80))'"
+                }
+            } else if let eq = line.firstIndex(of: "="), let by = locked[String(Self.trimmed(line[..<eq]))] {
+                problem = "line \(number + 1): \(Self.trimmed(line[..<eq])) is locked by \(by)"
+            } else {
+                problem = apply(line: line, number: number + 1)
+            }
+            guard let problem else { continue }
             if problems.count < Self.maxProblemsLogged { problems.append(problem) } else { more += 1 }
         }
         if more > 0 { problems.append("and \(more) more bad lines") }
-        return problems
+        return (problems, locks)
     }
 
-    /// Applies one line; what was wrong with it, if anything.
-    private mutating func apply(line raw: Substring, number: Int) -> String? {
-        let line = Self.trimmed(raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
+    /// Applies one line (its comment gone); what was wrong with it, if anything.
+    private mutating func apply(line: Substring, number: Int) -> String? {
         guard !line.isEmpty else { return nil }
         guard let eq = line.firstIndex(of: "=") else {
             return "line \(number): expected key = value, got '\(line.prefix(80))'"
@@ -94,6 +150,50 @@ struct Settings: Equatable {
         let key = String(Self.trimmed(line[..<eq]))
         let value = String(Self.trimmed(line[line.index(after: eq)...]))
         return set(key, value).map { "line \(number): \($0.prefix(200))" }
+    }
+
+    /// The files read in order, merged: `system` most important first (each applied over the
+    /// less important ones), then `user` over them but for the keys a system file locked.
+    struct Loaded {
+        /// nil when a file exists but cannot be used: the settings in force then stay.
+        var settings: Settings?
+        /// Each locked key, with the file that locked it.
+        var locks: [String: String] = [:]
+        /// What was wrong, by file.
+        var problems: [(path: String, problem: String)] = []
+    }
+
+    static func load(system: [(path: String, text: FileText)], user: (path: String, text: FileText)?) -> Loaded {
+        var settings = Settings()
+        var loaded = Loaded()
+        for (path, text) in system.reversed() {
+            switch text {
+            case .none: continue
+            case .unusable(let why):
+                loaded.problems.append((path, "\(why); the settings in force stay"))
+                loaded.settings = nil
+                return loaded
+            case .text(let text):
+                // A more important file's value wins, and so does its lock: it applies later.
+                let (problems, locks) = settings.apply(file: text, mayLock: true)
+                loaded.problems += problems.map { (path, $0) }
+                for key in locks { loaded.locks[key] = path }
+            }
+        }
+        if let (path, text) = user {
+            switch text {
+            case .none: break
+            case .unusable(let why):
+                loaded.problems.append((path, "\(why); the settings in force stay"))
+                loaded.settings = nil
+                return loaded
+            case .text(let text):
+                let (problems, _) = settings.apply(file: text, locked: loaded.locks)
+                loaded.problems += problems.map { (path, $0) }
+            }
+        }
+        loaded.settings = settings
+        return loaded
     }
 
     /// Sets one key from its text; returns the problem instead when it is unknown or out of range.
@@ -147,6 +247,23 @@ struct Settings: Equatable {
                 ranges.append(part)
             }
             sandboxedLocalNetworks = ranges
+        case "maximum-active-downloads":
+            let range = NetActivityLimits.activeDownloads
+            guard let v = UInt32(value), range.contains(v) else {
+                return "\(key) must be \(range.lowerBound)...\(range.upperBound), got '\(value.prefix(80))'"
+            }
+            maximumActiveDownloads = v
+        case "download-prioritization":
+            guard value == "fifo" || value == "lifo" else {
+                return "\(key) must be fifo or lifo, got '\(value.prefix(80))'"
+            }
+            downloadPrioritization = value
+        case "disk-capacity":
+            guard let v = Self.bytes(value) else {
+                return
+                    "\(key) must be a number of bytes up to 1T (a K, M, G or T after it counts in 1024s), got '\(value)'"
+            }
+            diskCapacity = v
         case "log-level":
             guard Logger.Level(rawValue: value) != nil else {
                 return "unknown log-level '\(value)'"
@@ -168,6 +285,9 @@ struct Settings: Equatable {
         options.imageCacheLimits = imageCache
         options.decodedCacheLimits = decodedCache
         options.sandboxedLocalNetworks = sandboxedLocalNetworks
+        options.maximumActiveDownloads = maximumActiveDownloads
+        options.downloadPrioritization = downloadPrioritization
+        options.diskCapacity = diskCapacity
     }
 
     /// `104857600`, `100M`, `100MiB`, `1G`: bytes, at most the caches' bound (1 TiB).

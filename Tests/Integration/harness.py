@@ -47,6 +47,7 @@ class PrivateBus:
         self.dir = tempfile.mkdtemp(prefix="netactivity-test-")
         self.cache_home = os.path.join(self.dir, "cache")
         self.config_home = os.path.join(self.dir, "config")
+        self.system_config = os.path.join(self.dir, "xdg")
         self.bus_args = bus_args = ["--config-file=" + config_file] if config_file else [
             "--session", "--nopidfile", "--address=unix:path=%s/bus" % self.dir]
         self.daemon_env = clean_env() if env is None else env
@@ -80,8 +81,10 @@ class PrivateBus:
         e["DBUS_SESSION_BUS_ADDRESS"] = self.address
         # Agents on this bus keep their disk cache here, never in the user's ~/.cache.
         e["XDG_CACHE_HOME"] = self.cache_home
-        # ... and read their settings file from here, never the user's ~/.config.
+        # ... and read their settings file from here, never the user's ~/.config, and the system's
+        # from here, never /etc/xdg.
         e["XDG_CONFIG_HOME"] = self.config_home
+        e["XDG_CONFIG_DIRS"] = self.system_config
         e.update(extra)
         return e
 
