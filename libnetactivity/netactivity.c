@@ -284,12 +284,28 @@ static void share_free (gpointer data)
     g_free (share);
 }
 
-/* Runs in the thread that cancels, at most once. */
+static gpointer send_cancel (gpointer data)
+{
+    Share *share = data;
+    net_activity_downloader_call_cancel_download (share->downloader, share->receipt, NULL, NULL, NULL);
+    share_free (share);
+    return NULL;
+}
+
+/* Runs in the thread that cancels, at most once. It must not call GDBus itself: GDBus may be
+ * disconnecting its own handler from the same cancellable in another thread, holding the
+ * connection's lock while it waits for this handler to return. So a thread of its own sends the
+ * CancelDownload, once the lock is free (a cancel is rare; the thread ends at once). */
 static void share_cancelled (GCancellable *cancellable, gpointer data)
 {
     (void) cancellable;
-    Share *share = data;
-    net_activity_downloader_call_cancel_download (share->downloader, share->receipt, NULL, NULL, NULL);
+    Share *share = data, *copy = g_new (Share, 1);
+    *copy = (Share) {g_object_ref (share->downloader), g_strdup (share->receipt)};
+    GThread *thread = g_thread_try_new ("netactivity-cancel", send_cancel, copy, NULL);
+    if (thread)
+        g_thread_unref (thread);
+    else
+        share_free (copy); /* no thread: the agent answers the call in its own time */
 }
 
 /* `options` (floating or not, or NULL) as a reference of the caller's, with a receipt when a

@@ -216,7 +216,7 @@ def wait_until(predicate, timeout=5.0, interval=0.01, what="condition"):
         if value:
             return value
         time.sleep(interval)
-    raise AssertionError("timed out waiting for " + what)
+    raise AssertionError("timed out waiting for " + (what() if callable(what) else what))
 
 
 def run(cmd, bus, check=False, timeout=20, **kw):

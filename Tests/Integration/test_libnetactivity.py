@@ -44,8 +44,15 @@ class Lines:
         def found():
             lines = [l for l in self.lines if l.startswith(prefix)]
             return lines[nth - 1] if len(lines) >= nth else None
-        return wait_until(found, timeout=timeout,
-                          what="%r (%d) from %s (so far %r)" % (prefix, nth, self.proc.args[0], self.lines))
+        return wait_until(found, timeout=timeout, what=lambda: "%r (%d) from %s (so far %r; stderr %r)" % (
+            prefix, nth, self.proc.args[0], self.lines, self.stderr()))
+
+    def stderr(self):
+        err = getattr(self.proc, "err", None)
+        if err is None:
+            return ""
+        err.seek(0)
+        return err.read()[-3000:]
 
 
 @unittest.skipUnless(os.path.exists(os.path.join(LIB, "NetActivity-1.0.typelib")), "libnetactivity is not built (make lib)")
@@ -64,8 +71,12 @@ class LibraryTests(unittest.TestCase):
         return self.bus.env(**{"GI_TYPELIB_PATH": LIB, "LD_LIBRARY_PATH": LIB, **extra})
 
     def start(self, *command, **env):
+        import tempfile
+        err = tempfile.TemporaryFile(mode="w+")
+        self.addCleanup(err.close)
         proc = subprocess.Popen(list(command), env=self.env(**env), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True)
+                                stderr=err, text=True)
+        proc.err = err  # what it said on stderr, for a failure's message
         self.addCleanup(lambda: (proc.poll() is None and proc.kill(), proc.wait(10)))
         return Lines(proc)
 
