@@ -166,30 +166,20 @@ struct Settings: Equatable {
     static func load(system: [(path: String, text: FileText)], user: (path: String, text: FileText)?) -> Loaded {
         var settings = Settings()
         var loaded = Loaded()
-        for (path, text) in system.reversed() {
+        // Least important first: a more important file's value wins, and the user's file last.
+        let files =
+            system.reversed().map { ($0.path, $0.text, true) } + (user.map { [($0.path, $0.text, false)] } ?? [])
+        for (path, text, isSystem) in files {
             switch text {
             case .none: continue
             case .unusable(let why):
                 loaded.problems.append((path, "\(why); the settings in force stay"))
-                loaded.settings = nil
                 return loaded
             case .text(let text):
-                // A more important file's value wins, and so does its lock: it applies later.
-                let (problems, locks) = settings.apply(file: text, mayLock: true)
+                let (problems, locks) = settings.apply(
+                    file: text, mayLock: isSystem, locked: isSystem ? [:] : loaded.locks)
                 loaded.problems += problems.map { (path, $0) }
                 for key in locks { loaded.locks[key] = path }
-            }
-        }
-        if let (path, text) = user {
-            switch text {
-            case .none: break
-            case .unusable(let why):
-                loaded.problems.append((path, "\(why); the settings in force stay"))
-                loaded.settings = nil
-                return loaded
-            case .text(let text):
-                let (problems, _) = settings.apply(file: text, locked: loaded.locks)
-                loaded.problems += problems.map { (path, $0) }
             }
         }
         loaded.settings = settings
