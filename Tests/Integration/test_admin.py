@@ -15,7 +15,8 @@ from harness import PROPS, Agent, PrivateBus, busctl, connect, gdbus, wait_until
 
 NAME, PATH = contract.BUS_NAME, contract.OBJECT_PATH
 ACTIVITY, DOWNLOADER = contract.Activity.INTERFACE, contract.Downloader.INTERFACE
-DENIED = "org.freedesktop.DBus.Error.AccessDenied"
+DENIED = contract.DBusError.AccessDenied
+A, D = contract.Activity, contract.Downloader
 
 
 def write(path, text):
@@ -52,41 +53,41 @@ class AdministeredSettingsTests(unittest.TestCase):
         return self.obj.Get(interface, name, dbus_interface=PROPS)
 
     def test_the_system_file_sets_every_users_defaults_and_locks_keys_against_file_command_line_and_bus(self):
-        self.assertEqual(float(self.get(ACTIVITY, "ActivationDelay")), 0.25, "the user's file wins where unlocked")
-        self.assertEqual(float(self.get(ACTIVITY, "CompletionDelay")), 0.3, "locked: not the user's 1.0, nor --completion-delay 2")
-        self.assertEqual(int(self.get(DOWNLOADER, "MaximumActiveDownloads")), 2)
-        self.assertEqual(int(self.get(DOWNLOADER, "DiskCapacity")), 10 << 20)
+        self.assertEqual(float(self.get(ACTIVITY, A.ActivationDelay)), 0.25, "the user's file wins where unlocked")
+        self.assertEqual(float(self.get(ACTIVITY, A.CompletionDelay)), 0.3, "locked: not the user's 1.0, nor --completion-delay 2")
+        self.assertEqual(int(self.get(DOWNLOADER, D.MaximumActiveDownloads)), 2)
+        self.assertEqual(int(self.get(DOWNLOADER, D.DiskCapacity)), 10 << 20)
         log = self.agent.logtext()
         self.assertIn("completion-delay is locked by %s" % self.system, log)
         self.assertIn("--completion-delay is locked by %s" % self.system, log)
         self.assertIn("only a system file may lock keys", log)
         # No app may change a locked property: not busctl, not gdbus, not python3-dbus (all host apps).
-        r = busctl(self.bus, "set-property", NAME, PATH, ACTIVITY, "CompletionDelay", "d", "0.1")
+        r = busctl(self.bus, "set-property", NAME, PATH, ACTIVITY, A.CompletionDelay, "d", "0.1")
         self.assertEqual((r.returncode, r.stderr.strip().rsplit(": ", 1)[-1]), (1, "Access denied"))
         r = gdbus(self.bus, "call", "--dest", NAME, "--object-path", PATH, "--method",
-                  "org.freedesktop.DBus.Properties.Set", ACTIVITY, "CompletionDelay", "<0.1>")
+                  "org.freedesktop.DBus.Properties.Set", ACTIVITY, A.CompletionDelay, "<0.1>")
         self.assertIn("AccessDenied: CompletionDelay is locked by the administrator (completion-delay in %s)"
                       % self.system, r.stderr)
         with self.assertRaises(dbus.exceptions.DBusException) as cm:
-            self.obj.Set(DOWNLOADER, "MaximumActiveDownloads", dbus.UInt32(16, variant_level=1), dbus_interface=PROPS)
+            self.obj.Set(DOWNLOADER, D.MaximumActiveDownloads, dbus.UInt32(16, variant_level=1), dbus_interface=PROPS)
         self.assertEqual(cm.exception.get_dbus_name(), DENIED)
         self.assertIn("maximum-active-downloads in %s" % self.system, cm.exception.get_dbus_message())
-        self.assertEqual(int(self.get(DOWNLOADER, "MaximumActiveDownloads")), 2)
+        self.assertEqual(int(self.get(DOWNLOADER, D.MaximumActiveDownloads)), 2)
         # An unlocked one a host app still changes.
-        self.obj.Set(ACTIVITY, "ActivationDelay", dbus.Double(0.75, variant_level=1), dbus_interface=PROPS)
-        self.assertEqual(float(self.get(ACTIVITY, "ActivationDelay")), 0.75)
+        self.obj.Set(ACTIVITY, A.ActivationDelay, dbus.Double(0.75, variant_level=1), dbus_interface=PROPS)
+        self.assertEqual(float(self.get(ACTIVITY, A.ActivationDelay)), 0.75)
 
     def test_a_reload_rereads_both_files(self):
         write(self.system, "activation-delay = 0.6\ncompletion-delay = 0.4\nmaximum-active-downloads = 3\n"
                            "[locks]\nactivation-delay\n")
         self.agent.proc.send_signal(signal.SIGHUP)
         wait_until(lambda: "Reloaded the settings" in self.agent.logtext(), what="the reload")
-        self.assertEqual(float(self.get(ACTIVITY, "CompletionDelay")), 2.0, "no longer locked: the command line's")
-        self.assertEqual(int(self.get(DOWNLOADER, "MaximumActiveDownloads")), 8, "the user's file")
-        self.assertEqual(float(self.get(ACTIVITY, "ActivationDelay")), 0.6, "now locked: the system's value")
-        self.obj.Set(DOWNLOADER, "MaximumActiveDownloads", dbus.UInt32(16, variant_level=1), dbus_interface=PROPS)
+        self.assertEqual(float(self.get(ACTIVITY, A.CompletionDelay)), 2.0, "no longer locked: the command line's")
+        self.assertEqual(int(self.get(DOWNLOADER, D.MaximumActiveDownloads)), 8, "the user's file")
+        self.assertEqual(float(self.get(ACTIVITY, A.ActivationDelay)), 0.6, "now locked: the system's value")
+        self.obj.Set(DOWNLOADER, D.MaximumActiveDownloads, dbus.UInt32(16, variant_level=1), dbus_interface=PROPS)
         with self.assertRaises(dbus.exceptions.DBusException) as cm:
-            self.obj.Set(ACTIVITY, "ActivationDelay", dbus.Double(0.1, variant_level=1), dbus_interface=PROPS)
+            self.obj.Set(ACTIVITY, A.ActivationDelay, dbus.Double(0.1, variant_level=1), dbus_interface=PROPS)
         self.assertEqual(cm.exception.get_dbus_name(), DENIED)
 
 
@@ -104,10 +105,10 @@ class SystemDirectoriesTests(unittest.TestCase):
         conn = connect(bus)
         self.addCleanup(conn.close)
         obj = conn.get_object(NAME, PATH, introspect=False)
-        self.assertEqual(float(obj.Get(ACTIVITY, "ActivationDelay", dbus_interface=PROPS)), 0.4)
-        self.assertEqual(str(obj.Get(DOWNLOADER, "DownloadPrioritization", dbus_interface=PROPS)), "lifo")
+        self.assertEqual(float(obj.Get(ACTIVITY, A.ActivationDelay, dbus_interface=PROPS)), 0.4)
+        self.assertEqual(str(obj.Get(DOWNLOADER, D.DownloadPrioritization, dbus_interface=PROPS)), "lifo")
         with self.assertRaises(dbus.exceptions.DBusException) as cm:
-            obj.Set(ACTIVITY, "ActivationDelay", dbus.Double(0.1, variant_level=1), dbus_interface=PROPS)
+            obj.Set(ACTIVITY, A.ActivationDelay, dbus.Double(0.1, variant_level=1), dbus_interface=PROPS)
         self.assertEqual(cm.exception.get_dbus_name(), DENIED, cm.exception.get_dbus_message())
         self.assertIn("[locks] lists unknown key 'no-such-key'", agent.logtext())
 

@@ -191,7 +191,7 @@ class LibraryTests(unittest.TestCase):
             "threading.Thread(target=lambda: (sys.stdin.readline(), c.cancel()), daemon=True).start()\n"
             "loop.run()\n" % self.http.url("/slow.png"))
         downloader = self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH)
-        active = lambda: int(downloader.Get(contract.Downloader.INTERFACE, "ActiveDownloads",
+        active = lambda: int(downloader.Get(contract.Downloader.INTERFACE, contract.Downloader.ActiveDownloads,
                                             dbus_interface=contract.PROPERTIES))
         wait_until(lambda: self.http.count("/slow.png") == 1 and active() == 1, timeout=15, what="the transfer")
         out.proc.stdin.write("\n")
@@ -204,8 +204,8 @@ class LibraryTests(unittest.TestCase):
     def test_image_bytes_with_zero_bytes_go_in_and_out_whole(self):
         # `ay` is a GVariant in the generated calls: a PNG holds 0 bytes, which a C string would end at.
         out = self.python(
-            "c = NetActivity.ImageCacheProxy.new_for_bus_sync(Gio.BusType.SESSION, 0, 'org.example.NetActivity',\n"
-            "                                                 '/org/example/NetActivity', None)\n"
+            "c = NetActivity.ImageCacheProxy.new_for_bus_sync(Gio.BusType.SESSION, 0, NetActivity.BUS_NAME,\n"
+            "                                                 NetActivity.OBJECT_PATH, None)\n"
             "png = bytes.fromhex(%r)\n"
             "c.call_add_image_sync('avatar', GLib.Variant('ay', png), None)\n"
             "found, data = c.call_lookup_image_sync('avatar', None)\n"
