@@ -41,6 +41,20 @@ command -v grim >/dev/null 2>&1 || need="$need grim"
 command -v g-ir-scanner >/dev/null 2>&1 || need="$need gobject-introspection libgirepository1.0-dev"
 command -v gi-docgen >/dev/null 2>&1 || need="$need gi-docgen"
 command -v gjs >/dev/null 2>&1 || need="$need gjs"
+# The desktop's proxy settings as GLib's apps read them (GIO's resolver, loaded by the agent at its
+# first download), and what the proxy tests change them with: GNOME's settings in dconf, PAC files
+# through the session's PAC runner, which Debian 12's libproxy evaluates with its WebKit plugin
+# (Debian 13's libproxy does so itself).
+gio_modules=$(pkg-config --variable=giomoduledir gio-2.0 2>/dev/null || true)
+[ -n "$gio_modules" ] && [ -f "$gio_modules/libgiognomeproxy.so" ] || need="$need glib-networking"
+[ -n "$gio_modules" ] && [ -f "$gio_modules/libdconfsettings.so" ] || need="$need dconf-gsettings-backend"
+[ -x /usr/libexec/dconf-service ] || need="$need dconf-service"
+[ -x /usr/libexec/glib-pacrunner ] || need="$need glib-networking-services"
+[ -f /usr/share/glib-2.0/schemas/org.gnome.system.proxy.gschema.xml ] || need="$need gsettings-desktop-schemas"
+if dpkg-query -W -f '${Version}' libproxy1v5 2>/dev/null | grep -q '^0\.4'; then
+    dpkg-query -W -f '${Status}' libproxy1-plugin-webkit 2>/dev/null | grep -q 'ok installed' \
+        || need="$need libproxy1-plugin-webkit"
+fi
 # C bindings from the contract (gdbus-codegen), compiled and run by the tests.
 pkg-config --exists gio-unix-2.0 2>/dev/null && command -v gdbus-codegen >/dev/null 2>&1 || need="$need libglib2.0-dev"
 if [ "${1:-}" = "--bench" ]; then

@@ -208,6 +208,7 @@ public final class Agent {
         downloads.sandboxReach = options.sandboxReach
         try peers.start()
         peers.probeStats()
+        followProxySettings()
         connection.onSignal(
             SignalMatch(sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameLost")
         ) {
@@ -219,6 +220,24 @@ public final class Agent {
                 self.onStop?()
             }
         }
+    }
+
+    /// Proxy answers are forgotten when the desktop's proxy settings change: dconf announces
+    /// every write under GNOME's `/system/proxy/` (and a reset of a folder above it), KDE a
+    /// change of its proxy settings. (Match rules only: the bus sends nothing until one changes.)
+    private func followProxySettings() {
+        let dconf = SignalMatch(interface: "ca.desrt.dconf.Writer", member: "Notify")
+        connection.addMatchWithoutWaiting(dconf.rule + ",arg0path='/system/proxy/'")
+        connection.onSignal(dconf) { [unowned self] message in
+            var r = message.reader()
+            guard let prefix = try? r.read(String.self),
+                prefix.hasPrefix("/system/proxy/") || "/system/proxy/".hasPrefix(prefix)
+            else { return }
+            self.downloads.proxySettingsChanged()
+        }
+        let kde = SignalMatch(interface: "org.kde.KIO.Scheduler", member: "reparseSlaveConfiguration")
+        connection.addMatchWithoutWaiting(kde.rule)
+        connection.onSignal(kde) { [unowned self] _ in self.downloads.proxySettingsChanged() }
     }
 
     deinit {
@@ -256,6 +275,7 @@ public final class Agent {
         startDesktopObservers()
         applyCacheLimits()
         applyDownloaderSettings()
+        downloads.proxySettingsChanged()
     }
 
     /// The settings' downloader numbers, where they give them (at start and at each reload).

@@ -88,6 +88,12 @@ public final class DownloadService: ImageDownloader.Observer {
     }
 
     /// Where a sandboxed or unknown caller's transfers may connect beyond public addresses.
+    /// The proxy the latest request went through ("" before any, "direct" for none).
+    var proxyInUse: String { pipeline.proxyInUse }
+
+    /// The desktop's proxy settings changed (or were reloaded): every origin is looked up again.
+    func proxySettingsChanged() { pipeline.proxySettingsChanged() }
+
     var sandboxReach: NetworkReach {
         get { pipeline.sandboxReach }
         set { pipeline.sandboxReach = newValue }

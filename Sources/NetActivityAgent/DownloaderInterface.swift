@@ -96,6 +96,9 @@ extension DownloadService {
                 DBusProperty(P.diskError.rawValue, "s", emitsChanged: .false) { [unowned self] w, _ in
                     w.append(self.diskError)
                 },
+                DBusProperty(P.proxy.rawValue, "s", emitsChanged: .false) { [unowned self] w, _ in
+                    w.append(self.proxyInUse)
+                },
                 DBusProperty(P.deferred.rawValue, "a{sv}", emitsChanged: .invalidates) { [unowned self] w, _ in
                     typealias Key = DownloaderMember.DeferredKey
                     let (metered, powerSaver) = self.conditions.holdReasons

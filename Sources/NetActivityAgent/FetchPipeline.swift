@@ -49,10 +49,30 @@ final class FetchPipeline {
         ?? {
             let fetcher = HTTPFetcher(
                 loop: loop, limits: .init(maxBytes: maxBodyBytes()),
-                library: getenv("NETACTIVITY_LIBCURL").map { String(cString: $0) })
+                library: getenv("NETACTIVITY_LIBCURL").map { String(cString: $0) }, routes: routes)
             fetcher.sumsBodies = disk != nil
+            transportMade = true
             return fetcher
         }()
+
+    /// Which proxy each request goes through (the environment's, or the desktop's settings).
+    private(set) lazy var routes: ProxyRoutes = {
+        let routes = ProxyRoutes(
+            loop: loop, logger: context.logger, environment: ProxyRoutes.processEnvironment(),
+            library: getenv("NETACTIVITY_LIBGIO").map { String(cString: $0) })
+        routes.onLatestChange = { [unowned self] in onProxyChange?() }
+        return routes
+    }()
+    /// Called when the proxy the latest request went through changed.
+    var onProxyChange: (() -> Void)?
+    /// The proxy the latest request went through ("" before any, "direct" for none).
+    var proxyInUse: String { givenTransport == nil && transportMade ? routes.latest : "" }
+    private var transportMade = false
+
+    /// The proxy settings changed: every origin is looked up again.
+    func proxySettingsChanged() {
+        if transportMade { routes.forget() }
+    }
 
     static func wallClock() -> Double { DiskCache.now() }
 

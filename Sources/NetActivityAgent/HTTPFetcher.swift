@@ -28,12 +28,16 @@ final class HTTPFetcher {
         let headers: HTTPCachePolicy.Headers
         /// Sealed: the bytes' final home (see `ImageBody`).
         let body: ImageBody
+        /// Where a redirect leads, for a transfer that does not follow its own (`ProxyRoutes`).
+        var redirect: String? = nil
     }
 
     typealias Completion = (Result<Response, ImageDownloader.Failure>) -> Void
 
     private final class Transfer {
         let url: String
+        /// The URL asked for, which led here (itself, but for a redirect the fetcher follows).
+        var first = ""
         let limit: Int
         /// The app the bytes are charged to, and the order the transfer started in.
         let app: String
@@ -113,6 +117,15 @@ final class HTTPFetcher {
         /// Where it may connect (nil: anywhere), and why a connection was refused, if one was.
         var reach: NetworkReach?
         var refused: String?
+        /// The proxy it goes through, as it may be shown (nil: straight to the server), and
+        /// libcurl's words for a failure there.
+        var proxy: String?
+        var errorBuffer: UnsafeMutablePointer<CChar>?
+        var proxyDetail: String?
+        /// Where the response redirects to, when the fetcher follows redirects.
+        var redirect: String?
+        /// Whether libcurl follows redirects itself (else the fetcher routes each one).
+        var followsRedirects = true
         var headerList: UnsafeMutablePointer<curl_slist>?
         let progress: (UInt64, UInt64) -> Void
         let completion: Completion
@@ -179,10 +192,15 @@ final class HTTPFetcher {
     /// when there is a disk tier.
     var sumsBodies = false
 
-    init(loop: EventLoop, limits: Limits, library: String? = nil) {
+    /// Which proxy each request goes through; nil: libcurl's own reading of the environment, and
+    /// libcurl follows redirects itself.
+    let routes: ProxyRoutes?
+
+    init(loop: EventLoop, limits: Limits, library: String? = nil, routes: ProxyRoutes? = nil) {
         self.loop = loop
         self.limits = limits
         self.library = library
+        self.routes = routes
     }
 
     /// Loads libcurl and makes the multi handle, once; else why not (each fetch fails with it).
@@ -233,7 +251,7 @@ final class HTTPFetcher {
             let status = first == nil ? ccurl_info_long(easy, CURLINFO_RESPONSE_CODE) : 200
             guard let validator = RangeResume.validator(status: status, headers: headers) else { continue }
             let total = first.map(\.total) ?? headers["Content-Length"].flatMap { Int($0) }
-            partials[t.url] = Partial(body: body, headers: headers, validator: validator, total: total)
+            partials[t.first] = Partial(body: body, headers: headers, validator: validator, total: total)
         }
         guard !partials.isEmpty else { return }
         if let expiry = partialsExpiry { loop.cancel(expiry) }
@@ -253,12 +271,98 @@ final class HTTPFetcher {
             completion(.failure(.failed(failure)))
             return {}
         }
+        guard let routes else {
+            return transfer(
+                url: url, first: url, proxy: .environment, app: app, headers: headers, reach: reach, progress: progress,
+                completion: completion)
+        }
+        let hops = Hops()
+        hops.reach = reach
+        hop(hops, url: url, first: url, number: 0, routes: routes) { [unowned self] url, proxy, completion in
+            transfer(
+                url: url, first: hops.first, proxy: proxy, app: app, headers: headers, reach: reach, progress: progress,
+                completion: completion)
+        } completion: { result in
+            guard !hops.cancelled else { return }
+            completion(result)
+        }
+        return {
+            hops.cancelled = true
+            hops.stop?()
+        }
+    }
+
+    /// One download's requests when the fetcher routes each (`ProxyRoutes`): the one under way.
+    private final class Hops {
+        var first = ""
+        /// Where a sandboxed app's download may lead (`NetworkReach`), nil for others.
+        var reach: NetworkReach?
+        var stop: (() -> Void)?
+        var cancelled = false
+    }
+
+    /// Where a transfer goes: as libcurl reads the environment, straight to the server, or
+    /// through a proxy (its URI).
+    private enum Way {
+        case environment
+        case direct
+        case proxy(String)
+    }
+
+    /// Routes `url` (the `number`th redirect of `first`), starts it, and follows where it
+    /// redirects to, each hop routed again, up to `Limits.maxRedirects`.
+    private func hop(
+        _ hops: Hops, url: String, first: String, number: Int, routes: ProxyRoutes,
+        start: @escaping (String, Way, @escaping Completion) -> (() -> Void),
+        completion: @escaping Completion
+    ) {
+        hops.first = first
+        var routed = false
+        let stopRouting = routes.route(url: url, reach: hops.reach) { [weak self, weak hops] result in
+            routed = true
+            guard let self, let hops, !hops.cancelled else { return }
+            switch result {
+            case .failure(let error):
+                completion(.failure(.failed(error)))
+            case .success(let route):
+                let way = route.proxy.map(Way.proxy) ?? .direct
+                hops.stop = start(url, way) { [weak self, weak hops] result in
+                    guard let self, let hops, !hops.cancelled else { return }
+                    guard case .success(let response) = result, let next = response.redirect else {
+                        return completion(result)
+                    }
+                    let shown = PublishedURL.redact(first)
+                    guard number < self.limits.maxRedirects else {
+                        return completion(.failure(.failed(NetActivityError(.http, "\(shown): too many redirects"))))
+                    }
+                    guard URLOrigin(next) != nil else {
+                        return completion(
+                            .failure(
+                                .failed(
+                                    NetActivityError(.invalidURL, "\(shown) led to a scheme other than http or https")))
+                        )
+                    }
+                    self.hop(
+                        hops, url: next, first: first, number: number + 1, routes: routes, start: start,
+                        completion: completion)
+                }
+            }
+        }
+        if !routed { hops.stop = stopRouting }
+    }
+
+    /// Starts one request of `url` (which `first` led to), going `way`.
+    private func transfer(
+        url: String, first: String, proxy way: Way, app: String, headers: [(String, String)], reach: NetworkReach?,
+        progress: @escaping (UInt64, UInt64) -> Void, completion: @escaping Completion
+    ) -> () -> Void {
         serials &+= 1
         let t = Transfer(
             url: url, limit: limits.maxBytes, app: app, serial: serials, fetcher: self, progress: progress,
             completion: completion)
+        t.first = first
         var headers = headers
-        if let partial = partials.removeValue(forKey: url), partial.body.count < t.limit {
+        if let partial = partials.removeValue(forKey: first), partial.body.count < t.limit {
             t.partial = partial
             headers += RangeResume.request(from: partial.body.count, validator: partial.validator)
         }
@@ -267,13 +371,30 @@ final class HTTPFetcher {
             return {}
         }
         t.easy = easy
-        t.reach = reach
         let user = Unmanaged.passUnretained(t).toOpaque()
-        if reach != nil { restrictConnections(of: easy, user) }
+        switch way {
+        case .environment:
+            break
+        case .direct:
+            _ = ccurl_set_str(easy, CURLOPT_PROXY, "")  // none: not the environment's either
+            t.followsRedirects = false
+        case .proxy(let uri):
+            _ = ccurl_set_str(easy, CURLOPT_PROXY, uri)
+            _ = ccurl_set_str(easy, CURLOPT_NOPROXY, "")  // the routes decided: no second opinion
+            t.followsRedirects = false
+            t.proxy = ProxyChoice.shown(uri)
+            t.errorBuffer = .allocate(capacity: Int(CCURL_ERROR_SIZE))
+            t.errorBuffer?.initialize(to: 0)
+            _ = ccurl_set_ptr(easy, CURLOPT_ERRORBUFFER, t.errorBuffer)
+        }
+        // A sandboxed app's connections are checked at the socket, but for one to a proxy: the
+        // desktop's choice, while the URL's host was checked as the routes resolved it.
+        t.reach = t.proxy == nil ? reach : nil
+        if t.reach != nil { restrictConnections(of: easy, user) }
         _ = ccurl_set_str(easy, CURLOPT_URL, url)
         _ = ccurl_set_str(easy, CURLOPT_PROTOCOLS_STR, "http,https")
         _ = ccurl_set_str(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
-        _ = ccurl_set_long(easy, CURLOPT_FOLLOWLOCATION, 1)
+        _ = ccurl_set_long(easy, CURLOPT_FOLLOWLOCATION, t.followsRedirects ? 1 : 0)
         _ = ccurl_set_long(easy, CURLOPT_MAXREDIRS, limits.maxRedirects)
         _ = ccurl_set_long(easy, CURLOPT_CONNECTTIMEOUT, limits.connectTimeout)
         _ = ccurl_set_long(easy, CURLOPT_TIMEOUT, limits.totalTimeout)
@@ -402,6 +523,8 @@ final class HTTPFetcher {
         }
         if let list = t.headerList { ccurl_slist_free_all(list) }
         t.headerList = nil
+        t.errorBuffer?.deallocate()
+        t.errorBuffer = nil
     }
 
     // MARK: turns
@@ -491,6 +614,10 @@ final class HTTPFetcher {
                 http2: ccurl_info_long(easy, CURLINFO_HTTP_VERSION) >= CCURL_HTTP_VERSION_2_0)
             guard live.removeValue(forKey: ObjectIdentifier(t)) != nil else { continue }
             _ = t.answered()  // a continuing transfer that ended before its first byte
+            if !t.followsRedirects {
+                t.redirect = ccurl_info_string(easy, CURLINFO_REDIRECT_URL).map { String(cString: $0) }
+            }
+            if let buffer = t.errorBuffer, buffer.pointee != 0 { t.proxyDetail = String(cString: buffer) }
             release(t)
             t.completion(Self.outcome(result, status: status, transfer: t))
         }
@@ -619,8 +746,9 @@ final class HTTPFetcher {
         Response, ImageDownloader.Failure
     > {
         // Errors are published (the task's Error, notifications): no userinfo, no query. Redacted
-        // only for an error: a success never names the URL.
-        let url = PublishedURL.redact(t.url)
+        // only for an error: a success never names the URL. It is the URL asked for, also when a
+        // redirect the fetcher followed failed.
+        let url = PublishedURL.redact(t.first)
         if code != CURLE_OK, let refused = t.refused {
             return .failure(
                 .failed(
@@ -646,12 +774,18 @@ final class HTTPFetcher {
             if t.continuing, let partial = t.partial {
                 return .success(Response(status: 200, headers: partial.headers, body: body))
             }
-            return .success(Response(status: status, headers: .init(t.headers), body: body))
+            if status == 407, let proxy = t.proxy {
+                return .failure(
+                    .failed(NetActivityError(.network, "\(url): the proxy \(proxy) asks for credentials (HTTP 407)")))
+            }
+            return .success(Response(status: status, headers: .init(t.headers), body: body, redirect: t.redirect))
         }
         let detail = String(cString: ccurl_easy_strerror(code))
+        // Through a proxy, libcurl's own words say more ("CONNECT tunnel failed, response 403").
+        let via = t.proxy.map { " through the proxy \($0)" } ?? ""
         switch code {
         case CURLE_OPERATION_TIMEDOUT:
-            return .failure(.failed(NetActivityError(.timeout, "\(url): \(detail)")))
+            return .failure(.failed(NetActivityError(.timeout, "\(url): \(t.proxyDetail ?? detail)\(via)")))
         case CURLE_FILESIZE_EXCEEDED:
             return .failure(.failed(NetActivityError(.tooLarge, "\(url) is larger than the limit of \(t.limit) bytes")))
         case CURLE_WRITE_ERROR where t.tooLarge:
@@ -672,7 +806,7 @@ final class HTTPFetcher {
         case CURLE_UNSUPPORTED_PROTOCOL:
             return .failure(.failed(NetActivityError(.invalidURL, "\(url) led to a scheme other than http or https")))
         default:
-            return .failure(.failed(NetActivityError(.network, "\(url): \(detail)")))
+            return .failure(.failed(NetActivityError(.network, "\(url): \(t.proxyDetail ?? detail)\(via)")))
         }
     }
 }

@@ -88,6 +88,18 @@ public final class BlockingNetActivity {
         try wait { core, done in core.statusMirror.current(destination: Self.busName, done) }
     }
 
+    /// The proxy the agent's latest download request went through: scheme://host:port,
+    /// "direct", or "" before the first (the Downloader's Proxy property).
+    public func proxy() throws(NetActivityError) -> String {
+        try call("Get", interface: "org.freedesktop.DBus.Properties") { w in
+            w.append(NetActivityInterface.downloader.rawValue)
+            w.append(DownloaderMember.Property.proxy.rawValue)
+        } decode: { r throws(DBusError) in
+            var (_, inner) = try r.enterVariant()
+            return (try? inner.read(String.self)) ?? ""
+        }
+    }
+
     public func setEnabled(_ enabled: Bool) throws(NetActivityError) {
         try setProperty(ActivityMember.Property.enabled.rawValue, .bool(enabled))
     }

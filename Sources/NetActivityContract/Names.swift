@@ -103,6 +103,7 @@ public enum DownloaderMember {
         case diskCapacity = "DiskCapacity"
         case diskUsage = "DiskUsage"
         case diskError = "DiskError"
+        case proxy = "Proxy"
         case deferred = "Deferred"
     }
 

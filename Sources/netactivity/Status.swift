@@ -31,6 +31,8 @@ struct Status: ParsableCommand {
         out(
             "delays:      activation \(formatSeconds(s.activationDelay)) s, completion \(formatSeconds(s.completionDelay)) s"
         )
+        // Where downloads go: the proxy the latest one went through (an older agent has no such property).
+        if let proxy = try? client.proxy(), !proxy.isEmpty { out("proxy:       \(proxy)") }
         if s.clients.isEmpty {
             out("clients:     none")
         } else {

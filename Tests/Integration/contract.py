@@ -132,6 +132,7 @@ class Downloader:
         'DiskCapacity': ('t', 'readwrite'),
         'DiskUsage': ('t', 'read'),
         'DiskError': ('s', 'read'),
+        'Proxy': ('s', 'read'),
         'Deferred': ('a{sv}', 'read'),
     }
     # name: signature
@@ -172,6 +173,7 @@ class Downloader:
     MaximumActiveDownloads = 'MaximumActiveDownloads'
     PrefetchFinished = 'PrefetchFinished'
     PrefetchImages = 'PrefetchImages'
+    Proxy = 'Proxy'
     QueuedDownloads = 'QueuedDownloads'
     RemoveImages = 'RemoveImages'
     SetPriority = 'SetPriority'

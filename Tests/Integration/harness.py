@@ -101,9 +101,13 @@ class PrivateBus:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+# The caller's proxy: the tests' servers are on loopback, and the proxy tests name their own.
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY")
+
+
 def clean_env():
-    """The environment without the caller's own bus addresses."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("DBUS_")}
+    """The environment without the caller's own bus addresses and proxy."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("DBUS_") and k not in PROXY_VARIABLES}
 
 
 # The agents' logs, read by tests after the agent stopped (failure messages quote them), removed

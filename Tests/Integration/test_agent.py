@@ -68,6 +68,8 @@ class AgentTestCase(unittest.TestCase):
     agent_args = ()
     # The agent's settings file (netactivityd.conf(5)), written before it starts; None: no file.
     settings = None
+    # Added to the agent's environment.
+    agent_env = None
 
     def setUp(self):
         self.bus = PrivateBus()
@@ -76,7 +78,7 @@ class AgentTestCase(unittest.TestCase):
             os.makedirs(folder, exist_ok=True)
             with open(os.path.join(folder, "netactivityd.conf"), "w") as f:
                 f.write(self.settings)
-        self.agent = Agent(self.bus, *self.agent_args)
+        self.agent = Agent(self.bus, *self.agent_args, env=self.agent_env)
         self.conn = connect(self.bus)
         self.observers = []
 

@@ -134,6 +134,13 @@ static inline void *ccurl_info_private(CURL *h) {
     ccurl.easy_getinfo(h, CURLINFO_PRIVATE, &v);
     return v;
 }
+/* A string libcurl keeps (valid until the handle goes), or NULL. */
+static inline const char *ccurl_info_string(CURL *h, CURLINFO i) {
+    char *v = NULL;
+    if (ccurl.easy_getinfo(h, i, &v) != CURLE_OK) return NULL;
+    return v;
+}
+static const int CCURL_ERROR_SIZE = CURL_ERROR_SIZE;
 static inline CURLcode ccurl_set_private(CURL *h, void *v) { return ccurl.easy_setopt(h, CURLOPT_PRIVATE, v); }
 
 /* The easy handle and result of a finished transfer from curl_multi_info_read, or NULL. */
