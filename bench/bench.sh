@@ -268,6 +268,9 @@ busctl --address="$DBUS_SESSION_BUS_ADDRESS" call org.example.NetActivity /org/e
 served_before=$(curl -s "$HTTP/count")
 disk_hits=$(taskset -c 0 "$LOAD" downloads-serial "${fresh_urls[@]}")
 served_after=$(curl -s "$HTTP/count")
+# The desktop's proxy resolver (GIO, loaded at the first download): start-up, the first download and
+# the memory after it, without a resolver, with GNOME's and with libproxy's; agents of their own.
+proxy_cost=$(taskset -c 0 "$PY" bench/proxy_cost.py "$BIN/netactivityd" "$HTTP" "${PROXY_ROUNDS:-5}")
 kill "$HTTP_PID" 2>/dev/null; wait "$HTTP_PID" 2>/dev/null || true; HTTP_PID=
 
 # Load: 100 clients (connections) churning counts, leases, tasks, cache adds and lookups, one call in
@@ -373,6 +376,10 @@ echo "| Peer.Ping from a separate client while 3 × 40 large images arrive, p99 
 [ -n "$ping_rt" ] && echo "| the same, the prober at real-time priority (chrt -f 10), p99 / max ms ($(pf count "$ping_rt" | cut -d. -f1) pings) | $(pf p99_ms "$ping_rt") / $(pf max_ms "$ping_rt") | | | p99 < 5 |"
 echo "| coalescing: 50 requests for one URL became HTTP requests | $(( after - before )) | |"
 echo "| disk-tier hit, request to DownloadFinished, p50 / p99 ms (HTTP requests made: $(( served_after - served_before )) of 200) | $(sed -n 's/.*p50_ms=\([0-9.]*\).*/\1/p' <<<"$disk_hits") / $(sed -n 's/.*p99_ms=\([0-9.]*\).*/\1/p' <<<"$disk_hits") | |"
+echo
+echo "## The desktop's proxy resolver (bench/proxy_cost.py: agents of their own, medians of ${PROXY_ROUNDS:-5} starts)"
+echo
+echo "$proxy_cost"
 echo
 echo "## Load: 100 clients at once (connections on one load process on CPU 1; agent and bus on CPU 0)"
 echo

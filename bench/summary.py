@@ -76,6 +76,16 @@ single("idle CPU over", "idle CPU over 10 s, clock ticks", "0", lambda v: v == 0
 single("idle wake-ups over", "idle wake-ups over 10 s", "0", lambda v: v == 0)
 single("idle RSS MiB", "idle RSS, `make run`'s build, MiB", "< 12", lambda v: v < 12)
 single("idle RSS MiB, the packaged build", "idle RSS, the installed package, MiB", "< 12", lambda v: v < 12)
+# The proxy resolver's table: no resolver | GNOME's (difference) | libproxy's (difference).
+for prefix, measure, target, limit in (
+        ("proxy resolver: start-up", "start-up, exec to the bus name, ms: no proxy resolver / GNOME's (GIO loads at the first download)", "≤ +3", 3),
+        ("proxy resolver: first download", "first download, ms: no proxy resolver / GNOME's", "≤ +10", 10),
+        ("proxy resolver: RSS", "RSS after the first download, MiB: no proxy resolver / GNOME's (shared libraries: GIO, dconf)", "≤ +5", 5),
+        ("proxy resolver: private", "private dirty memory after the first download, MiB: no proxy resolver / GNOME's", "≤ +1", 1)):
+    cells = find(prefix)
+    if cells:
+        none, gnome, other = num(cells[0]), num(cells[1]), num(cells[2])
+        row(measure, f"{cells[0]} / {gnome}", f"libproxy's {other}", f"{gnome - none:+.1f}", target, gnome - none <= limit)
 single("Visible signal lateness p99 ms", "Visible signal lateness p99, ms", "< 5", lambda v: v < 5)
 single("Visible signal lateness max ms", "Visible signal lateness max, ms")
 single("tasks begun+completed/s, one client, 64 in flight", "tasks begun and completed per second (64 in flight)")

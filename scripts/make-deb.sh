@@ -90,6 +90,8 @@ DEPENDS=$(shlibdeps -e"$STAGE/usr/bin/netactivityd" -e"$STAGE/usr/bin/netactivit
 # libcurl is loaded with dlopen at the first download, so dpkg-shlibdeps cannot see it:
 # CURLOPT_PROTOCOLS_STR, which the downloader sets, came in 7.85.
 DEPENDS="$DEPENDS, libcurl4 (>= 7.85.0)"
+# GIO, for the desktop's proxy settings, is loaded the same way; without it (or without
+# glib-networking's resolvers) downloads go straight to their servers: Recommends.
 LIB_DEPENDS=$(shlibdeps -e"$LIBFILE")
 
 # control NAME [ARCH]: the common fields of package NAME's control file, and its md5sums.
@@ -109,7 +111,7 @@ mkdir -p "$STAGE/DEBIAN"
 control netactivity
 cat >> "$STAGE/DEBIAN/control" <<CONTROL
 Depends: $DEPENDS
-Recommends: dbus-user-session | dbus-x11
+Recommends: dbus-user-session | dbus-x11, libglib2.0-0, glib-networking
 Suggests: libnotify-bin, libnetactivity-1-dev, gnome-shell-extension-netactivity | gnome-shell-extension-netactivity-legacy
 Section: net
 Description: one D-Bus place for network activity on the desktop

@@ -48,6 +48,8 @@ class PrivateBus:
         self.cache_home = os.path.join(self.dir, "cache")
         self.config_home = os.path.join(self.dir, "config")
         self.system_config = os.path.join(self.dir, "xdg")
+        self.runtime = os.path.join(self.dir, "runtime")
+        os.mkdir(self.runtime, 0o700)
         self.bus_args = bus_args = ["--config-file=" + config_file] if config_file else [
             "--session", "--nopidfile", "--address=unix:path=%s/bus" % self.dir]
         self.daemon_env = clean_env() if env is None else env
@@ -85,6 +87,8 @@ class PrivateBus:
         # from here, never /etc/xdg.
         e["XDG_CONFIG_HOME"] = self.config_home
         e["XDG_CONFIG_DIRS"] = self.system_config
+        # ... and their runtime files (dconf's, where GIO reads the desktop's proxy settings) here.
+        e["XDG_RUNTIME_DIR"] = self.runtime
         e.update(extra)
         return e
 

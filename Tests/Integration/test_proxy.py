@@ -314,3 +314,16 @@ class SandboxedThroughProxyTests(ProxyTestCase, StrangerTestCase):
         os.close(host.FetchImage("http://127.0.0.1:%d/host.png" % self.http.port,
                                  dbus.Dictionary({}, signature="sv"), timeout=60)[0].take())
         self.assertEqual(self.proxy.seen()[-1], "GET http://127.0.0.1:%d/host.png" % self.http.port)
+
+
+class NoResolverTests(ProxyTestCase, AgentTestCase):
+    """Without GIO, downloads go straight to their servers, and the log says why."""
+    agent_env = {"NETACTIVITY_LIBGIO": "libnetactivity-missing-gio.so.0", "XDG_CURRENT_DESKTOP": "GNOME"}
+
+    def test_downloads_go_direct_and_the_log_says_why(self):
+        http = ImageServer()
+        status, err = self.fetch(self.bus, http.url("/img/a.png"))
+        self.assertEqual(status, 0, err)
+        self.assertEqual(self.proxy_property(self.conn), "direct")
+        wait_until(lambda: "The desktop's proxy settings need GIO, which could not be loaded" in self.agent.logtext(),
+                   what="the log line")
