@@ -108,11 +108,16 @@ final class ProxyRoutes {
         }
     }
 
-    /// The settings changed: every origin is looked up again.
+    /// The settings changed: every origin is looked up again. GIO hears of the change on a thread of
+    /// its own, at about the time the agent does: answers of the next second are not kept, so one
+    /// looked up before GIO took the change in is not kept for a lifetime.
     func forget() {
         answers.removeAll()
         generation += 1
+        settlesAt = loop.nowNanoseconds + Self.settling
     }
+    private var settlesAt: UInt64 = 0
+    static let settling: UInt64 = 1_000_000_000
 
     /// The resolver's answer for one URL, and the host's addresses when a sandboxed app's request
     /// is to go through a proxy. Runs on a worker thread.
@@ -200,7 +205,7 @@ final class ProxyRoutes {
         }
         // No resolver, or it failed: straight to the server, as a GLib app would go.
         let route = known ?? Route(proxy: lookup.proxies.flatMap(ProxyChoice.first))
-        if known == nil, lookup.proxies != nil, generation == self.generation {
+        if known == nil, lookup.proxies != nil, generation == self.generation, loop.nowNanoseconds >= settlesAt {
             answers[origin] = (route, loop.nowNanoseconds + Self.lifetime)
         }
         // Through a proxy, the proxy connects: a sandboxed app's URL may not name this machine or
