@@ -58,6 +58,8 @@ final class HTTPFetcher {
         /// The bytes this transfer continues (`Partial`): until the answer is known, then kept
         /// (`continuing`) or dropped.
         var partial: Partial?
+        /// The kept body this request asked for the rest of, as it was taken (`partial` may drop it).
+        var resuming: Partial?
         /// The answer was a 206 with the rest of `partial`'s body (`RangeResume.continues`).
         var continuing = false
         /// The answer was a 206 that is not the rest asked for (why).
@@ -364,6 +366,7 @@ final class HTTPFetcher {
         var headers = headers
         if let partial = partials.removeValue(forKey: first), partial.body.count < t.limit {
             t.partial = partial
+            t.resuming = partial
             headers += RangeResume.request(from: partial.body.count, validator: partial.validator)
         }
         guard let easy = ccurl_easy_init() else {
@@ -616,6 +619,8 @@ final class HTTPFetcher {
             _ = t.answered()  // a continuing transfer that ended before its first byte
             if !t.followsRedirects {
                 t.redirect = ccurl_info_string(easy, CURLINFO_REDIRECT_URL).map { String(cString: $0) }
+                // The body kept for the URL is for the request the redirect leads to.
+                if t.redirect != nil, let kept = t.resuming { partials[t.first] = kept }
             }
             if let buffer = t.errorBuffer, buffer.pointee != 0 { t.proxyDetail = String(cString: buffer) }
             release(t)

@@ -26,7 +26,7 @@ class ImageServer:
     """Serves /img/NAME.png, /gate/NAME.png (held until released), /slow.png (dribbles), /fresh/NAME.png
     (cacheable; 256 KiB more when NAME starts with big; held until gate("/fresh/gate") is set when NAME
     starts with gate), /tagged/NAME.png (with an ETag; 3 MiB more when NAME starts with big; /img/ and /big.png have no validator, so the disk tier does not keep them),
-    /redirect, /loop, /text, /big.png, /ranged/NAME.png (see serve_ranged) and 404s; counts requests and concurrent
+    /redirect, /redirect-to/PATH (302 to PATH), /loop, /text, /big.png, /ranged/NAME.png (see serve_ranged) and 404s; counts requests and concurrent
     transfers."""
 
     def __init__(self):
@@ -132,6 +132,8 @@ class ImageServer:
             self.send(h, 200, body, extra=[("ETag", '"v1"'), ("Cache-Control", control)])
         elif path == "/redirect":
             self.send(h, 302, b"", "text/plain", [("Location", "/img/target.png")])
+        elif path.startswith("/redirect-to/"):
+            self.send(h, 302, b"", "text/plain", [("Location", path[len("/redirect-to"):])])
         elif path == "/loop":
             self.send(h, 302, b"", "text/plain", [("Location", "/loop")])
         elif path == "/text":
@@ -583,6 +585,15 @@ class SystemConditionsTests(DownloadTestCase):
         self.assertEqual(len(body), (16 << 20) + len(png()) + 12)
         self.assertTrue(4 << 20 <= start <= len(body) // 2, "it went on from the %d bytes it had, not from zero" % start)
         self.assertEqual(self.open_image(self.http.url(path))[0], body, "the bytes before and after the sleep are the body")
+        self.assertEqual(self.http.count(path), 2, "one whole request, one for the rest")
+
+    def test_a_redirected_body_continues_at_its_new_place(self):
+        path = "/ranged/moved.png"
+        c = self.sleep_mid_body("/redirect-to" + path, 4 << 20)
+        self.assertTrue(self.finished(c, 1, timeout=30)[0]["ok"])
+        [(asked, _, validator)] = self.http.ranges
+        self.assertEqual((asked, validator), (path, '"r1"'), "the rest is asked of where the redirect leads")
+        self.assertEqual(self.open_image(self.http.url("/redirect-to" + path))[0], self.http.bodies[path])
         self.assertEqual(self.http.count(path), 2, "one whole request, one for the rest")
 
     def test_a_body_changed_during_the_sleep_comes_whole_and_a_weak_etag_asks_for_no_range(self):
