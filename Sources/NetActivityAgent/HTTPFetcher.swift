@@ -10,9 +10,10 @@ import NetActivityCore
 /// idle agent still wakes zero times. libcurl gives redirects, TLS, compression, timeouts and a
 /// size limit that are proven in the field; only http and https are allowed, also on redirects.
 ///
-/// (One file for one libcurl multi handle: its socket and timer callbacks, the per-transfer
-/// state they reach through libcurl's private pointers, and the watch on idle connections share
-/// invariants that are easier to check side by side than across files.)
+/// This file holds the multi handle and its glue to the loop (socket and timer callbacks, turns,
+/// the watch on idle connections, whose rule is `IdleConnectionGuard`) and the routing of each
+/// request (`ProxyRoutes`); one transfer's easy handle, its callbacks and what its end means are
+/// `HTTPTransfer`.
 final class HTTPFetcher {
     struct Limits {
         var maxBytes: Int
@@ -34,118 +35,6 @@ final class HTTPFetcher {
 
     typealias Completion = (Result<Response, ImageDownloader.Failure>) -> Void
 
-    private final class Transfer {
-        let url: String
-        /// The URL asked for, which led here (itself, but for a redirect the fetcher follows).
-        var first = ""
-        let limit: Int
-        /// The app the bytes are charged to, and the order the transfer started in.
-        let app: String
-        let serial: UInt64
-        unowned let fetcher: HTTPFetcher
-        /// Made at the first byte (sized by Content-Length, when the server sent one).
-        var body: ImageBody?
-        var received: Int { body?.count ?? 0 }
-        /// Why the body could not take more bytes (errno), if it could not.
-        var storeError: Int32 = 0
-        /// Waiting for room among the bytes in flight (`TransferAdmission`).
-        var paused = false
-        /// Waiting for the next turn of the loop (`TransferAdmission`).
-        var yielded = false
-        var headers: [(String, String)] = []
-        /// What the progress callback last passed on (received, expected).
-        var lastProgress: (UInt64, UInt64) = (0, 0)
-        /// The bytes this transfer continues (`Partial`): until the answer is known, then kept
-        /// (`continuing`) or dropped.
-        var partial: Partial?
-        /// The kept body this request asked for the rest of, as it was taken (`partial` may drop it).
-        var resuming: Partial?
-        /// The answer was a 206 with the rest of `partial`'s body (`RangeResume.continues`).
-        var continuing = false
-        /// The answer was a 206 that is not the rest asked for (why).
-        var wrongRange: String?
-
-        /// One line of the response's head, as libcurl hands it over (with its CRLF): a status
-        /// line starts a new response (after a redirect or a 100); a field is kept with its
-        /// value trimmed. Read as bytes: this runs for every line of every response.
-        func noteHeaderLine(_ line: UnsafeRawBufferPointer) {
-            if line.starts(with: Self.statusPrefix) {
-                headers.removeAll()
-                return
-            }
-            guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
-            func isSpace(_ c: UInt8) -> Bool { c == 0x20 || c == 0x09 || c == 0x0D || c == 0x0A }
-            var start = colon + 1
-            var end = line.count
-            while start < end, line[start] == 0x20 || line[start] == 0x09 { start += 1 }
-            while end > start, isSpace(line[end - 1]) { end -= 1 }
-            headers.append(
-                (
-                    String(decoding: UnsafeRawBufferPointer(rebasing: line[..<colon]), as: UTF8.self),
-                    String(decoding: UnsafeRawBufferPointer(rebasing: line[start..<end]), as: UTF8.self)
-                ))
-        }
-
-        static let statusPrefix = Array("HTTP/".utf8)
-
-        /// Whether the body may take this answer's bytes. Decided once, at the first byte (or at
-        /// the end when none came), for a transfer that continues a `partial` body: the rest of
-        /// it continues the body; a whole body starts a new one; a wrong range is refused.
-        func answered() -> Bool {
-            if wrongRange != nil { return false }
-            guard let partial, !continuing, let easy else { return true }
-            let status = ccurl_info_long(easy, CURLINFO_RESPONSE_CODE)
-            switch RangeResume.answer(
-                status: status, headers: .init(headers), offset: partial.body.count, expectedTotal: partial.total)
-            {
-            case .continues:
-                continuing = true
-                body = partial.body
-            case .startsOver:
-                self.partial = nil
-            case .wrongRange(let why):
-                wrongRange = why
-                self.partial = nil
-                return false
-            }
-            return true
-        }
-
-        /// The Content-Length of the response under way (0 when not sent or not a number).
-        var announcedLength: Int {
-            HTTPCachePolicy.Headers(headers)["Content-Length"].flatMap { Int($0) }.map { max(0, $0) } ?? 0
-        }
-        var tooLarge = false
-        /// Where it may connect (nil: anywhere), and why a connection was refused, if one was.
-        var reach: NetworkReach?
-        var refused: String?
-        /// The proxy it goes through, as it may be shown (nil: straight to the server), and
-        /// libcurl's words for a failure there.
-        var proxy: String?
-        var errorBuffer: UnsafeMutablePointer<CChar>?
-        var proxyDetail: String?
-        /// Where the response redirects to, when the fetcher follows redirects.
-        var redirect: String?
-        /// Whether libcurl follows redirects itself (else the fetcher routes each one).
-        var followsRedirects = true
-        var headerList: UnsafeMutablePointer<curl_slist>?
-        let progress: (UInt64, UInt64) -> Void
-        let completion: Completion
-        var easy: UnsafeMutableRawPointer?
-        init(
-            url: String, limit: Int, app: String, serial: UInt64, fetcher: HTTPFetcher,
-            progress: @escaping (UInt64, UInt64) -> Void, completion: @escaping Completion
-        ) {
-            self.url = url
-            self.limit = limit
-            self.app = app
-            self.serial = serial
-            self.fetcher = fetcher
-            self.progress = progress
-            self.completion = completion
-        }
-    }
-
     /// libcurl's read buffer per transfer.
     static let readBuffer = 64 * 1024
     private var yieldedCount = 0
@@ -159,14 +48,11 @@ final class HTTPFetcher {
     private var multi: UnsafeMutableRawPointer!
     /// The libcurl to load (a test can name a missing one).
     private let library: String?
-    /// Sockets libcurl asked us to watch for a transfer now.
-    private var busySockets: Set<curl_socket_t> = []
-    /// HTTP/1 connections idle in libcurl's pool, watched by us: see `idleSocketReadable`.
-    private var idleSockets: Set<curl_socket_t> = []
-    /// The transfer (easy handle) libcurl last named for each socket in the socket callback.
-    private var socketOwners: [curl_socket_t: UnsafeMutableRawPointer] = [:]
+    /// Which connections sit idle in libcurl's pool (`IdleConnectionGuard`), keyed by socket and
+    /// by the transfer's easy handle.
+    private var connections = IdleConnectionGuard<curl_socket_t, UnsafeMutableRawPointer>()
     private var timer: EventLoop.TimerID?
-    private var live: [ObjectIdentifier: Transfer] = [:]
+    private var live: [ObjectIdentifier: HTTPTransfer] = [:]
 
     /// A body stopped part-way as the system went to sleep, kept for the next fetch of its URL to
     /// continue with Range and If-Range (`keepPartialBodies`).
@@ -187,7 +73,7 @@ final class HTTPFetcher {
     /// Which response bytes go in when (`TransferAdmission`: a quota per turn of the loop, so a
     /// Ping waits for at most one turn's copying; and the bytes in flight, `Limits.bodiesInFlight`
     /// in all, apps' shares past 40 % of that). Made at the first transfer, from the limits.
-    private lazy var admission = TransferAdmission(
+    lazy var admission = TransferAdmission(
         inFlightLimit: NetActivityLimits.bodiesInFlight(largestBody: limits.maxBytes))
     var limits: Limits
     /// Whether bodies the disk tier may keep get their checksum as they arrive (`ImageBody`): set
@@ -305,7 +191,7 @@ final class HTTPFetcher {
 
     /// Where a transfer goes: as libcurl reads the environment, straight to the server, or
     /// through a proxy (its URI).
-    private enum Way {
+    enum Way {
         case environment
         case direct
         case proxy(String)
@@ -359,7 +245,7 @@ final class HTTPFetcher {
         progress: @escaping (UInt64, UInt64) -> Void, completion: @escaping Completion
     ) -> () -> Void {
         serials &+= 1
-        let t = Transfer(
+        let t = HTTPTransfer(
             url: url, limit: limits.maxBytes, app: app, serial: serials, fetcher: self, progress: progress,
             completion: completion)
         t.first = first
@@ -374,138 +260,7 @@ final class HTTPFetcher {
             return {}
         }
         t.easy = easy
-        let user = Unmanaged.passUnretained(t).toOpaque()
-        switch way {
-        case .environment:
-            break
-        case .direct:
-            _ = ccurl_set_str(easy, CURLOPT_PROXY, "")  // none: not the environment's either
-            t.followsRedirects = false
-        case .proxy(let uri):
-            _ = ccurl_set_str(easy, CURLOPT_PROXY, uri)
-            _ = ccurl_set_str(easy, CURLOPT_NOPROXY, "")  // the routes decided: no second opinion
-            t.followsRedirects = false
-            t.proxy = ProxyChoice.shown(uri)
-            t.errorBuffer = .allocate(capacity: Int(CCURL_ERROR_SIZE))
-            t.errorBuffer?.initialize(to: 0)
-            _ = ccurl_set_ptr(easy, CURLOPT_ERRORBUFFER, t.errorBuffer)
-        }
-        // A sandboxed app's connections are checked at the socket, but for one to a proxy: the
-        // desktop's choice, while the URL's host was checked as the routes resolved it.
-        t.reach = t.proxy == nil ? reach : nil
-        if t.reach != nil { restrictConnections(of: easy, user) }
-        _ = ccurl_set_str(easy, CURLOPT_URL, url)
-        _ = ccurl_set_str(easy, CURLOPT_PROTOCOLS_STR, "http,https")
-        _ = ccurl_set_str(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
-        _ = ccurl_set_long(easy, CURLOPT_FOLLOWLOCATION, t.followsRedirects ? 1 : 0)
-        _ = ccurl_set_long(easy, CURLOPT_MAXREDIRS, limits.maxRedirects)
-        _ = ccurl_set_long(easy, CURLOPT_CONNECTTIMEOUT, limits.connectTimeout)
-        _ = ccurl_set_long(easy, CURLOPT_TIMEOUT, limits.totalTimeout)
-        _ = ccurl_set_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
-        _ = ccurl_set_long(easy, CURLOPT_LOW_SPEED_TIME, limits.stallSeconds)
-        _ = ccurl_set_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limits.maxBytes))
-        _ = ccurl_set_long(easy, CURLOPT_NOSIGNAL, 1)
-        // Bigger reads: a 4 MiB image in 64 reads, not 256 (each read also costs libcurl a poll).
-        _ = ccurl_set_long(easy, CURLOPT_BUFFERSIZE, Self.readBuffer)
-        // HTTP/2 where the server offers it (ALPN, libcurl's default for https), and a transfer
-        // to a host whose TLS connection is still being set up waits to learn whether it can
-        // share it (multiplexing) rather than opening another. Not for plain http: there
-        // libcurl would wait for a whole HTTP/1.1 response and run the transfers one by one.
-        if url.utf8.prefix(6).map({ $0 | 0x20 }) == Array("https:".utf8) {
-            _ = ccurl_set_long(easy, CURLOPT_PIPEWAIT, 1)
-        }
-        _ = ccurl_set_long(easy, CURLOPT_DNS_CACHE_TIMEOUT, Self.dnsCacheSeconds)
-        // Identity only, and no decoding at all: images are compressed already, and a gzip body
-        // would let a 92 KB response decode into 90 MiB on the loop (a decompression bomb). A
-        // server that encodes anyway delivers bytes that are not an image (NotAnImage), never more
-        // than maxBytes of them. (CURLOPT_ACCEPT_ENCODING stays unset: set, libcurl decodes.)
-        _ = ccurl_set_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 0)
-        _ = ccurl_set_str(easy, CURLOPT_USERAGENT, "netactivity/1 (+libcurl)")
-        _ = ccurl_set_private(easy, user)
-        _ = ccurl_set_prereq_fn(
-            easy,
-            { user, primaryIP, _, _, localPort in
-                let t = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
-                // A reused connection opened no socket: its address is checked here too.
-                if let reach = t.reach {
-                    let ip = primaryIP.map { String(cString: $0) } ?? ""
-                    let why = NetworkAddress(ip[...]).map { reach.refusal($0) } ?? "not an address"
-                    if let why {
-                        t.refused = "\(ip) (\(why))"
-                        return 1  // CURL_PREREQFUNC_ABORT
-                    }
-                }
-                t.fetcher.connectionChosen(localPort: localPort, by: t)
-                return 0  // CURL_PREREQFUNC_OK
-            }, user)
-        _ = ccurl_set_close_fn(
-            easy,
-            { user, fd in
-                Unmanaged<HTTPFetcher>.fromOpaque(user!).takeUnretainedValue().socketClosing(fd)
-                return close(fd)
-            }, Unmanaged.passUnretained(self).toOpaque())
-        _ = ccurl_set_write_fn(
-            easy,
-            { data, size, count, user in
-                let t = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
-                let n = size * count
-                guard t.answered() else { return 0 }  // a wrong range: its bytes are never used
-                guard t.received + n <= t.limit else {
-                    t.tooLarge = true
-                    return 0  // anything but n ends the transfer with CURLE_WRITE_ERROR
-                }
-                switch t.fetcher.admission.offer(t.serial, bytes: n) {
-                case .take: break
-                case .nextTurn:
-                    t.fetcher.yield(t)
-                    return CCURL_WRITEFUNC_PAUSE  // libcurl keeps this chunk for the next turn
-                case .waitForRoom:
-                    t.paused = true
-                    return CCURL_WRITEFUNC_PAUSE  // libcurl keeps this chunk and stops reading
-                }
-                // The one copy: from libcurl's buffer into the body's final home.
-                let body =
-                    t.body
-                    ?? ImageBody(
-                        expected: min(t.announcedLength, t.limit),
-                        summing: t.fetcher.sumsBodies
-                            && HTTPCachePolicy.store(status: 200, headers: .init(t.headers), now: 0) != nil)
-                t.body = body
-                guard body.append(UnsafeRawBufferPointer(start: data, count: n)) else {
-                    t.storeError = errno
-                    return 0
-                }
-                return n
-            })
-        _ = ccurl_set_ptr(easy, CURLOPT_WRITEDATA, user)
-        _ = ccurl_set_header_fn(
-            easy,
-            { data, size, count, user in
-                let t = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
-                let n = size * count
-                t.noteHeaderLine(UnsafeRawBufferPointer(start: data, count: n))
-                return n
-            })
-        _ = ccurl_set_ptr(easy, CURLOPT_HEADERDATA, user)
-        _ = ccurl_set_long(easy, CURLOPT_NOPROGRESS, 0)
-        _ = ccurl_set_progress_fn(
-            easy,
-            { user, total, now, _, _ in
-                let t = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
-                // libcurl calls this on every turn of its own, most often with nothing new.
-                let base = t.continuing ? UInt64(t.partial!.body.count) : 0
-                let progress = (base + UInt64(max(0, now)), total > 0 ? base + UInt64(total) : 0)
-                if progress != t.lastProgress {
-                    t.lastProgress = progress
-                    t.progress(progress.0, progress.1)
-                }
-                return 0
-            })
-        _ = ccurl_set_ptr(easy, CURLOPT_XFERINFODATA, user)
-        for (name, value) in [("Accept-Encoding", "identity")] + headers {
-            t.headerList = ccurl_slist_append(t.headerList, "\(name): \(value)")
-        }
-        _ = ccurl_set_slist(easy, CURLOPT_HTTPHEADER, t.headerList)
+        t.configure(easy: easy, url: url, way: way, reach: reach, headers: headers, limits: limits)
         live[ObjectIdentifier(t)] = t
         admission.started(t.serial, app: t.app, holding: t.partial?.body.count ?? 0)
         ccurl_multi_add_handle(multi, easy)
@@ -515,11 +270,10 @@ final class HTTPFetcher {
         }
     }
 
-    private func release(_ t: Transfer) {
+    private func release(_ t: HTTPTransfer) {
         if admission.ended(t.serial) { scheduleResume() }
         if let easy = t.easy {
-            // Its address may be a new transfer's soon: no socket names it any more.
-            for (fd, owner) in socketOwners where owner == easy { socketOwners[fd] = nil }
+            connections.released(easy)
             ccurl_multi_remove_handle(multi, easy)
             ccurl_easy_cleanup(easy)
             t.easy = nil
@@ -532,7 +286,7 @@ final class HTTPFetcher {
 
     // MARK: turns
 
-    private func yield(_ t: Transfer) {
+    func yield(_ t: HTTPTransfer) {
         t.yielded = true
         yieldedCount += 1
     }
@@ -553,7 +307,7 @@ final class HTTPFetcher {
     /// Lets the transfers waiting for `reason` go on, oldest first (outside libcurl's callbacks):
     /// each takes the chunk libcurl kept for it, and pauses again if it still may not. One that
     /// also waits for the other reason stays paused.
-    private func resume(_ reason: ReferenceWritableKeyPath<Transfer, Bool>) {
+    private func resume(_ reason: ReferenceWritableKeyPath<HTTPTransfer, Bool>) {
         for t in live.values.filter({ $0[keyPath: reason] }).sorted(by: { $0.serial < $1.serial }) {
             guard let easy = t.easy, t[keyPath: reason] else { continue }
             t[keyPath: reason] = false
@@ -573,15 +327,12 @@ final class HTTPFetcher {
     // MARK: libcurl <-> the event loop
 
     private func socketChanged(fd: curl_socket_t, what: Int32, easy: UnsafeMutableRawPointer?) {
-        // The transfer on the socket now (kept while it is paused: libcurl then removes its interest).
-        if what != CCURL_POLL_REMOVE, let easy { socketOwners[fd] = easy }
         if what == CCURL_POLL_REMOVE {
-            busySockets.remove(fd)
+            connections.unwanted(fd)
             loop.unwatch(fd: fd)
             return
         }
-        busySockets.insert(fd)
-        idleSockets.remove(fd)
+        connections.wanted(fd, by: easy)
         var events: UInt32 = 0
         if what & CCURL_POLL_IN != 0 { events |= EventLoop.readable }
         if what & CCURL_POLL_OUT != 0 { events |= EventLoop.writable }
@@ -610,7 +361,7 @@ final class HTTPFetcher {
         var result = CURLE_OK
         while let easy = ccurl_next_done(multi, &result) {
             guard let user = ccurl_info_private(easy) else { continue }
-            let t = Unmanaged<Transfer>.fromOpaque(user).takeUnretainedValue()
+            let t = Unmanaged<HTTPTransfer>.fromOpaque(user).takeUnretainedValue()
             let status = ccurl_info_long(easy, CURLINFO_RESPONSE_CODE)
             keepWatchingIdle(
                 socket: ccurl_info_socket(easy), finishedBy: easy,
@@ -624,55 +375,37 @@ final class HTTPFetcher {
             }
             if let buffer = t.errorBuffer, buffer.pointee != 0 { t.proxyDetail = String(cString: buffer) }
             release(t)
-            t.completion(Self.outcome(result, status: status, transfer: t))
+            t.completion(t.outcome(result, status: status))
         }
     }
 
-    // MARK: idle connections
+    // MARK: idle connections (the rule: `IdleConnectionGuard`)
 
-    /// An HTTP/1 connection back in libcurl's pool must stay silent until it is used again. A
-    /// server that sent more than its response's framing (bytes past Content-Length: a whole
-    /// forged response) would otherwise answer the next request to the same origin from them, as
-    /// libcurl checks an idle connection only after a second. So the fetcher watches idle HTTP/1
-    /// sockets itself, and one that turns readable (stray bytes, or the server's FIN) is made
-    /// dead: libcurl's next send on it fails and it reconnects, its own retry for a reused
-    /// connection that died. (HTTP/2 connections carry frames while idle and frame their own data.)
-    ///
-    /// A socket with no libcurl interest is not idle for that: a transfer that libcurl gave the
-    /// connection to in the same call as the one that finished, and that paused at once (the
-    /// bytes in flight are full, or it yielded its turn), has none either, and its response is on
-    /// the way. So each socket's last transfer is remembered (libcurl names it in the socket
-    /// callback, and PREREQFUNCTION when a pooled connection is taken), and a socket is idle only
-    /// when the transfer that finished is the last one on it.
+    /// A transfer finished on `fd`: an idle HTTP/1 connection is watched, and one that turns
+    /// readable (stray bytes, or the server's FIN) is made dead: libcurl's next send on it fails
+    /// and it reconnects, its own retry for a reused connection that died.
     private func keepWatchingIdle(socket fd: curl_socket_t, finishedBy easy: UnsafeMutableRawPointer, http2: Bool) {
-        guard fd >= 0 else { return }
-        if let owner = socketOwners[fd], owner != easy { return }  // another transfer has it now
-        socketOwners[fd] = nil
-        guard !busySockets.contains(fd), !http2 else { return }
+        guard fd >= 0, connections.finished(fd, by: easy, http2: http2) else { return }
         if hasStrayBytes(fd) { return neutralize(fd) }
-        idleSockets.insert(fd)
+        connections.becameIdle(fd)
         loop.watch(fd: fd, events: EventLoop.readable) { [unowned self] _ in
-            guard self.idleSockets.contains(fd) else { return }
+            guard self.connections.isIdle(fd) else { return }
             self.neutralize(fd)
         }
     }
 
-    /// A transfer has its connection and sends its request now. The connection's socket is this
-    /// transfer's, also when the transfer pauses at once and libcurl names the socket in no
-    /// callback (its interest never changed), and also when the transfer that had it has not been
-    /// told done yet (libcurl gave it over within one call). A pooled socket is no longer idle;
-    /// stray bytes on it (a forged answer that came after the watch last looked) make it dead
-    /// first, as the watch would.
-    private func connectionChosen(localPort: Int32, by t: Transfer) {
+    /// A transfer has its connection and sends its request now (libcurl names the connection by
+    /// its local port). A pooled socket is no longer idle; stray bytes on it (a forged answer that
+    /// came after the watch last looked) make it dead first, as the watch would.
+    func connectionChosen(localPort: Int32, by t: HTTPTransfer) {
         guard let easy = t.easy else { return }
-        let known = idleSockets.union(busySockets).union(socketOwners.keys)
-        guard let fd = known.first(where: { Self.localPort($0) == localPort }) else { return }
-        if idleSockets.contains(fd) {
+        guard let fd = connections.known.first(where: { Self.localPort($0) == localPort }) else { return }
+        if connections.isIdle(fd) {
             if hasStrayBytes(fd) { return neutralize(fd) }
-            idleSockets.remove(fd)
+            connections.leftIdle(fd)
             loop.unwatch(fd: fd)
         }
-        socketOwners[fd] = easy
+        connections.taken(fd, by: easy)
     }
 
     private static func localPort(_ fd: curl_socket_t) -> Int32? {
@@ -703,7 +436,7 @@ final class HTTPFetcher {
     /// Puts an unconnected socket in place of `fd` (same number, so libcurl's bookkeeping holds):
     /// whatever was queued on the old connection is dropped with it.
     private func neutralize(_ fd: curl_socket_t) {
-        idleSockets.remove(fd)
+        connections.dead(fd)
         loop.unwatch(fd: fd)
         let dead = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard dead >= 0 else { return shutdownBoth(fd) }
@@ -715,105 +448,11 @@ final class HTTPFetcher {
         shutdown(fd, Int32(SHUT_RDWR))
     }
 
-    private func socketClosing(_ fd: curl_socket_t) {
-        socketOwners[fd] = nil
-        idleSockets.remove(fd)
-        busySockets.remove(fd)
+    func socketClosing(_ fd: curl_socket_t) {
+        connections.closed(fd)
         loop.unwatch(fd: fd)
     }
 
-    /// A transfer for a sandboxed or unknown caller opens only sockets to addresses its `reach`
-    /// allows, checked on the address libcurl is about to connect to (after DNS, for every
-    /// redirect: a name that resolves to this machine is refused as its address is).
-    private func restrictConnections(of easy: UnsafeMutableRawPointer, _ user: UnsafeMutableRawPointer) {
-        _ = ccurl_set_opensocket_fn(
-            easy,
-            { user, _, address in
-                let t = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
-                guard let address, let reach = t.reach else { return CCURL_SOCKET_BAD }
-                var raw = [UInt8](repeating: 0, count: 16)
-                let n = Int(ccurl_sockaddr_bytes(address, &raw))
-                guard let ip = NetworkAddress(bytes: Array(raw.prefix(n))) else {
-                    t.refused = "an address of family \(address.pointee.family)"
-                    return CCURL_SOCKET_BAD
-                }
-                if let why = reach.refusal(ip) {
-                    t.refused = "\(ip) (\(why))"
-                    return CCURL_SOCKET_BAD
-                }
-                return socket(
-                    address.pointee.family, address.pointee.socktype | Int32(SOCK_CLOEXEC.rawValue),
-                    address.pointee.protocol)
-            }, user)
-    }
-
-    private static func outcome(_ code: CURLcode, status: Int, transfer t: Transfer) -> Result<
-        Response, ImageDownloader.Failure
-    > {
-        // Errors are published (the task's Error, notifications): no userinfo, no query. Redacted
-        // only for an error: a success never names the URL. It is the URL asked for, also when a
-        // redirect the fetcher followed failed.
-        let url = PublishedURL.redact(t.first)
-        if code != CURLE_OK, let refused = t.refused {
-            return .failure(
-                .failed(
-                    NetActivityError(
-                        .accessDenied,
-                        "\(url): a sandboxed app's download may reach public addresses only, and this one led to \(refused)"
-                    )))
-        }
-        if let why = t.wrongRange, code == CURLE_OK || code == CURLE_WRITE_ERROR {
-            return .failure(
-                .failed(
-                    NetActivityError(.http, "\(url): the server answered a range other than the rest asked for: \(why)")
-                ))
-        }
-        if code == CURLE_OK {
-            let body = t.body ?? ImageBody()
-            guard body.seal() else {
-                let reason = String(cString: strerror(errno))
-                return .failure(
-                    .failed(NetActivityError(.failed, "\(url): the agent could not keep the body (\(reason))")))
-            }
-            // The rest of a body: the answer is the whole one's, as its first 200 described it.
-            if t.continuing, let partial = t.partial {
-                return .success(Response(status: 200, headers: partial.headers, body: body))
-            }
-            if status == 407, let proxy = t.proxy {
-                return .failure(
-                    .failed(NetActivityError(.network, "\(url): the proxy \(proxy) asks for credentials (HTTP 407)")))
-            }
-            return .success(Response(status: status, headers: .init(t.headers), body: body, redirect: t.redirect))
-        }
-        let detail = String(cString: ccurl_easy_strerror(code))
-        // Through a proxy, libcurl's own words say more ("CONNECT tunnel failed, response 403").
-        let via = t.proxy.map { " through the proxy \($0)" } ?? ""
-        switch code {
-        case CURLE_OPERATION_TIMEDOUT:
-            return .failure(.failed(NetActivityError(.timeout, "\(url): \(t.proxyDetail ?? detail)\(via)")))
-        case CURLE_FILESIZE_EXCEEDED:
-            return .failure(.failed(NetActivityError(.tooLarge, "\(url) is larger than the limit of \(t.limit) bytes")))
-        case CURLE_WRITE_ERROR where t.tooLarge:
-            return .failure(.failed(NetActivityError(.tooLarge, "\(url) is larger than the limit of \(t.limit) bytes")))
-        case CURLE_WRITE_ERROR where t.storeError != 0:
-            return .failure(
-                .failed(
-                    NetActivityError(
-                        .failed,
-                        "\(url): the agent had no memory for the body (\(String(cString: strerror(t.storeError))))")))
-        case CURLE_TOO_MANY_REDIRECTS:
-            return .failure(.failed(NetActivityError(.http, "\(url): too many redirects")))
-        case CURLE_UNSUPPORTED_PROTOCOL where t.headers.isEmpty:
-            // libcurl refuses an answer with no status line (HTTP/0.9) with this code too; a
-            // redirect to another scheme comes after a response's headers.
-            return .failure(
-                .failed(NetActivityError(.http, "\(url): the server answered without an HTTP status line (HTTP/0.9)")))
-        case CURLE_UNSUPPORTED_PROTOCOL:
-            return .failure(.failed(NetActivityError(.invalidURL, "\(url) led to a scheme other than http or https")))
-        default:
-            return .failure(.failed(NetActivityError(.network, "\(url): \(t.proxyDetail ?? detail)\(via)")))
-        }
-    }
 }
 
 extension HTTPFetcher: HTTPTransport {
