@@ -25,6 +25,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        // Deque: the one first-in-first-out queue (SwiftNIO builds it anyway).
+        .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
     ],
     targets: [
         // The only place that sees <dbus/dbus.h>.
@@ -41,17 +43,23 @@ let package = Package(
         // The Linux calls Swift's Glibc module does not import (eventfd, signalfd, memfd, seals).
         .systemLibrary(name: "CLinux"),
         // The platform: epoll loop and mailbox, timers (Scheduler), sealed memory, pipes, processes.
-        .target(name: "LinuxKit", dependencies: ["CLinux"], swiftSettings: strict),
+        .target(
+            name: "LinuxKit", dependencies: ["CLinux", .product(name: "DequeModule", package: "swift-collections")],
+            swiftSettings: strict),
         // Small Swift wrapper over libdbus: names, messages, reader/writer, connection, object export.
         .target(name: "DBusKit", dependencies: ["CDBus", "LinuxKit"], swiftSettings: strict),
         // Pure logic: state machine, ledger, coalescing, caches, download queue. Imports only the contract.
-        .target(name: "NetActivityCore", dependencies: ["NetActivityContract"], swiftSettings: strict),
+        .target(
+            name: "NetActivityCore",
+            dependencies: ["NetActivityContract", .product(name: "DequeModule", package: "swift-collections")],
+            swiftSettings: strict),
         // The agent as services over the contract, bound to the bus.
         .target(
             name: "NetActivityAgent",
             dependencies: [
                 "NetActivityContract", "LinuxKit", "DBusKit", "NetActivityCore", "CCurl", "CDecoder",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "DequeModule", package: "swift-collections"),
             ],
             swiftSettings: strict
         ),

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 internal import CLinux
+import DequeModule
 import Glibc
 
 /// One background thread that runs jobs in the order they were given (the agent's disk work:
@@ -18,8 +19,7 @@ public final class SerialWorker: @unchecked Sendable {
     private let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let wake = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
     private let idle = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-    private var jobs: [@Sendable () -> Void] = []
-    private var head = 0
+    private var jobs: Deque<@Sendable () -> Void> = []
     private var running = false
     private var started = false
     private var failed = false
@@ -47,7 +47,7 @@ public final class SerialWorker: @unchecked Sendable {
     public var pending: Int {
         pthread_mutex_lock(lock)
         defer { pthread_mutex_unlock(lock) }
-        return jobs.count - head + (running ? 1 : 0)
+        return jobs.count + (running ? 1 : 0)
     }
 
     /// Queues `job`; false (and the job dropped) when the thread could not be started.
@@ -78,7 +78,7 @@ public final class SerialWorker: @unchecked Sendable {
         deadline.tv_nsec = ns % 1_000_000_000
         pthread_mutex_lock(lock)
         defer { pthread_mutex_unlock(lock) }
-        while jobs.count > head || running {
+        while !jobs.isEmpty || running {
             if pthread_cond_timedwait(idle, lock, &deadline) == ETIMEDOUT { return false }
         }
         return true
@@ -110,15 +110,12 @@ public final class SerialWorker: @unchecked Sendable {
         if background { _ = clinux_set_thread_nice(19) }
         pthread_mutex_lock(lock)
         while true {
-            while head == jobs.count {
-                jobs.removeAll(keepingCapacity: jobs.capacity <= 64)
-                head = 0
+            while jobs.isEmpty {
+                jobs = []  // what a burst of jobs took goes back
                 pthread_cond_broadcast(idle)
                 pthread_cond_wait(wake, lock)
             }
-            let job = jobs[head]
-            jobs[head] = {}
-            head += 1
+            let job = jobs.removeFirst()
             running = true
             pthread_mutex_unlock(lock)
             job()

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 public import DBusKit
+import DequeModule
 import NetActivityContract
 import NetActivityCore
 
@@ -46,20 +47,7 @@ public final class TaskAudience: ObjectAudience {
         perConnection: NetActivityLimits.listedTasksLimit)
     /// Live tasks not in the tree, per leaf, oldest first (paths that left or were listed are
     /// skipped when met).
-    private var waiting: [String: Queue] = [:]
-
-    private struct Queue {
-        var paths: [String] = []
-        var head = 0
-        var first: String? { head < paths.count ? paths[head] : nil }
-        mutating func removeFirst() {
-            head += 1
-            if head > 64, head * 2 > paths.count {
-                paths.removeFirst(head)
-                head = 0
-            }
-        }
-    }
+    private var waiting: [String: Deque<String>] = [:]
 
     init(context: AgentContext, entry: @escaping (String) -> TaskEntry?) {
         self.context = context
@@ -145,7 +133,7 @@ public final class TaskAudience: ObjectAudience {
         if listing.check(connection: task.record.owner, leaf: leaf) == nil {
             list(task, leaf: leaf)
         } else {
-            waiting[leaf, default: Queue()].paths.append(task.path)
+            waiting[leaf, default: []].append(task.path)
         }
     }
 
@@ -169,9 +157,7 @@ public final class TaskAudience: ObjectAudience {
         context.server.withdraw(path: path)
         task.listed = false
         listing.release(connection: task.record.owner, leaf: leaf)
-        var queue = waiting[leaf] ?? Queue()
-        queue.paths.insert(path, at: queue.head)
-        waiting[leaf] = queue
+        waiting[leaf, default: []].prepend(path)
     }
 
     /// A task left (after its InterfacesRemoved): its room in the tree goes to the oldest waiting

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 public import DBusKit
+import DequeModule
 import LinuxKit
 public import NetActivityContract
 import NetActivityCore
@@ -18,8 +19,7 @@ struct TaskTable {
         perConnection: NetActivityLimits.maxLiveTasksPerClient)
     var nextNumber: UInt64 = 1
     /// Completed tasks in completion order (they leave in this order, since the linger is fixed).
-    var lingering: [String] = []
-    var lingeringHead = 0
+    var lingering: Deque<String> = []
     var lingeringCount = 0
 
     mutating func makePath() -> String {
@@ -43,15 +43,9 @@ struct TaskTable {
 
     /// The oldest lingering path still present, taken off the queue.
     mutating func popOldestLingering() -> String? {
-        while lingeringHead < lingering.count {
-            let path = lingering[lingeringHead]
-            lingeringHead += 1
-            if byPath[path] != nil {
-                compact()
-                return path
-            }
+        while let path = lingering.popFirst() {
+            if byPath[path] != nil { return path }
         }
-        compact()
         return nil
     }
 
@@ -59,15 +53,7 @@ struct TaskTable {
         byPath[entry.path] = nil
         if entry.record.state == .completed {
             lingeringCount -= 1
-            if lingeringHead < lingering.count, lingering[lingeringHead] == entry.path { lingeringHead += 1 }
-            compact()
-        }
-    }
-
-    private mutating func compact() {
-        if lingeringHead > 256, lingeringHead * 2 > lingering.count {
-            lingering.removeFirst(lingeringHead)
-            lingeringHead = 0
+            if lingering.first == entry.path { lingering.removeFirst() }
         }
     }
 }

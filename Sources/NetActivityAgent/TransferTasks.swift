@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
+import DequeModule
 import LinuxKit
 import NetActivityContract
 import NetActivityCore
@@ -33,8 +34,7 @@ final class TransferTasks {
     /// Running transfers without a task object, in the order they started, with when each is due
     /// to be published; one timer, for the first (entries of transfers that ended or were
     /// published meanwhile are skipped).
-    private var unpublished: [(transfer: UInt64, due: Instant)] = []
-    private var unpublishedHead = 0
+    private var unpublished: Deque<(transfer: UInt64, due: Instant)> = []
     private var publishTimer: TimerID?
 
     init(
@@ -119,8 +119,8 @@ final class TransferTasks {
     }
 
     private func schedulePublishing() {
-        guard publishTimer == nil, unpublishedHead < unpublished.count else { return }
-        publishTimer = context.schedule(at: unpublished[unpublishedHead].due) { [weak self] in
+        guard publishTimer == nil, let next = unpublished.first else { return }
+        publishTimer = context.schedule(at: next.due) { [weak self] in
             guard let self else { return }
             publishTimer = nil
             publishDue()
@@ -130,18 +130,11 @@ final class TransferTasks {
     /// Publishes the task of every transfer that has run for the activation delay and still runs.
     private func publishDue() {
         let now = context.now
-        while unpublishedHead < unpublished.count, unpublished[unpublishedHead].due <= now {
-            let transfer = unpublished[unpublishedHead].transfer
-            unpublishedHead += 1
-            if let state = transfers[transfer], state.running, state.task == nil { _ = announce(transfer) }
+        while let next = unpublished.first, next.due <= now {
+            unpublished.removeFirst()
+            if let state = transfers[next.transfer], state.running, state.task == nil { _ = announce(next.transfer) }
         }
-        if unpublishedHead == unpublished.count {
-            unpublished.removeAll(keepingCapacity: unpublished.count <= 64)
-            unpublishedHead = 0
-        } else if unpublishedHead > 64, unpublishedHead * 2 > unpublished.count {
-            unpublished.removeFirst(unpublishedHead)
-            unpublishedHead = 0
-        }
+        if unpublished.isEmpty { unpublished = [] }  // what a burst of transfers took goes back
         schedulePublishing()
     }
 }

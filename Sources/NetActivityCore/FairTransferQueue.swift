@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
+import DequeModule
 public import NetActivityContract
 
 /// The transfers waiting for a download slot, and the rule that picks the next: one FIFO or LIFO
@@ -25,23 +26,15 @@ public struct FairTransferQueue: Sendable {
         }
     }
 
-    /// One queue's ids in arrival order, from `head` on.
+    /// One queue's ids in arrival order.
     private struct AppQueue: Sendable {
-        var ids: [UInt64] = []
-        var head = 0
-        var isEmpty: Bool { head >= ids.count }
+        var ids: Deque<UInt64> = []
+        var isEmpty: Bool { ids.isEmpty }
 
         /// `id` where the queue is taken from next (an older entry of it, if any, is skipped as
         /// dead once it has started).
         mutating func putFirst(_ id: UInt64, lifo: Bool) {
-            if lifo {
-                ids.append(id)
-            } else if head > 0 {
-                head -= 1
-                ids[head] = id
-            } else {
-                ids.insert(id, at: 0)
-            }
+            if lifo { ids.append(id) } else { ids.prepend(id) }
         }
     }
 
@@ -97,7 +90,7 @@ public struct FairTransferQueue: Sendable {
     public func waiting(at priority: Priority, isQueued: (UInt64, Key) -> Bool) -> Set<UInt64> {
         var ids = Set<UInt64>()
         for (key, q) in queues where key.priority == priority {
-            for id in q.ids[q.head...] where isQueued(id, key) { ids.insert(id) }
+            for id in q.ids where isQueued(id, key) { ids.insert(id) }
         }
         return ids
     }
@@ -141,17 +134,11 @@ public struct FairTransferQueue: Sendable {
         guard var q = queues[key] else { return nil }
         defer { queues[key] = q.isEmpty ? nil : q }
         while !q.isEmpty {
-            let id = prioritization == .fifo ? q.ids[q.head] : q.ids[q.ids.count - 1]
-            if isQueued(id, key) {
-                if q.head > 64, q.head * 2 > q.ids.count {
-                    q.ids.removeFirst(q.head)
-                    q.head = 0
-                }
-                return id
-            }
+            let id = prioritization == .fifo ? q.ids.first! : q.ids.last!
+            if isQueued(id, key) { return id }
             // A dead entry leaves: its transfer (if any) may enter this queue again later.
             entered[id]?.remove(key)
-            if prioritization == .fifo { q.head += 1 } else { q.ids.removeLast() }
+            if prioritization == .fifo { q.ids.removeFirst() } else { q.ids.removeLast() }
         }
         return nil
     }
