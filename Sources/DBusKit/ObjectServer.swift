@@ -416,7 +416,7 @@ public final class ObjectServer {
 
     /// Runs work on a later turn of the loop (set by the owner of the loop). With it, a large
     /// GetManagedObjects reply is built `managedSlice` objects per turn, so that no caller holds the
-    /// loop for the whole of it (20,000 task objects took 0.74 s in one go).
+    /// loop for the whole of a large tree.
     public var runLater: ((@escaping () -> Void) -> Void)?
     public static let managedSlice = 128
     /// Replies being built at once, at most; more wait (one per caller at a time).

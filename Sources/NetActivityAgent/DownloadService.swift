@@ -452,10 +452,10 @@ public final class DownloadService: ImageDownloader.Observer {
     }
 
     /// Departed owners' receipts leave in slices of `departureSlice` per turn of the loop, over all
-    /// departures: each queued transfer is a task object whose cancellation is announced, and
-    /// 5,000 of them at once held the loop for a third of a second (debug build). Slices of 128
-    /// still took 8–20 ms a turn with the other core busy, and the prober's Ping waited up to
-    /// 85 ms behind them and the bus daemon's routing of their signals; 32 keep it under 20 ms.
+    /// departures: each queued transfer is a task object whose cancellation is announced, and a
+    /// turn may hold the loop (and the bus daemon, routing their signals) only briefly: a slice is
+    /// sized so that a Ping waits less than the stall budget behind it (`make bench`, "receipts of
+    /// three apps leaving at once").
     public func ownerVanished(_ owner: String) {
         fetchReceipts[owner] = nil
         let prefetched = prefetching.ownerVanished(owner)

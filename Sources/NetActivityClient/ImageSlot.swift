@@ -34,7 +34,7 @@ public enum ImageSource: Sendable, Equatable {
 //   URL never overwrites a newer image or placeholder.
 //
 // Each request is one `FetchImage` call, whatever answers it (memory, disk or network). `decode`
-// runs off the UI, on Swift's global queue (a 39 MB PNG no longer holds the UI loop), and returns
+// runs off the UI, on Swift's global queue (no image, however large, holds the UI loop), and returns
 // a value the slot `sending`s to the UI: `Image` (a GdkPixbuf wrapper, a texture, plain bytes)
 // need not be Sendable. A slot made with `pixels:` asks `FetchPixels` instead: the agent decodes
 // (once for every app, in its sandboxed decoder), and the closure only wraps the mapped pixels

@@ -58,8 +58,7 @@ public enum NetActivityLimits {
     /// Tasks running or suspended over all clients, the hard limit. With the downloads' own cap and the lingering
     /// tasks, GetManagedObjects stays far below the bus's 64 MiB array limit: (8,192 + 8,192) live
     /// objects of at most ~1.5 KB and 4,096 completed ones of at most ~2.5 KB (a 1 KiB error) is
-    /// about 35 MB, where 64 connections of 1,024 tasks each used to pass 64 MiB and get the agent
-    /// dropped by the bus.
+    /// about 35 MB (a reply past 64 MiB would get the agent dropped by the bus).
     public static let maxLiveTasks = 8192
     /// Downloads waited for over all clients (each queued transfer is a task object too), the
     /// hard limit; shares apply past 40 % of it (`pendingDownloadsBudget`).

@@ -174,7 +174,7 @@ struct NetActivityDaemon {
         let agent = Agent(connection: connection, loop: loop, options: options, logger: logger)
         agent.onStop = { loop.stop() }
         // Signals are taken (blocked, read through a signalfd) before the name is owned: a SIGTERM
-        // that came between the two used to kill the agent by the default action.
+        // that comes between the two must not kill the agent by the default action.
         var nextReload: UInt64 = 0
         var reloadPending = false
         ServiceProcess.onTerminationSignal(loop: loop) { signal in

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 import Glibc
 
-/// netactivityd's command line, read by hand: the agent stays free of swift-argument-parser, whose
-/// FoundationEssentials was 2 MiB of every running agent's memory (the `netactivity` CLI keeps it).
+/// netactivityd's command line, read by hand: the agent stays free of swift-argument-parser and
+/// the FoundationEssentials it brings, which every running agent would carry in memory (the idle
+/// RSS rows of `make bench`; the `netactivity` CLI uses it).
 /// `--name value` and `--name=value`; flags have a `--no-` form where they default on or come
 /// from the settings file.
 struct DaemonOptions {
