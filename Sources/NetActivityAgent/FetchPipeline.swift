@@ -56,15 +56,9 @@ final class FetchPipeline {
         }()
 
     /// Which proxy each request goes through (the environment's, or the desktop's settings).
-    private(set) lazy var routes: ProxyRoutes = {
-        let routes = ProxyRoutes(
-            loop: loop, logger: context.logger, environment: ProxyRoutes.processEnvironment(),
-            library: getenv("NETACTIVITY_LIBGIO").map { String(cString: $0) })
-        routes.onLatestChange = { [unowned self] in onProxyChange?() }
-        return routes
-    }()
-    /// Called when the proxy the latest request went through changed.
-    var onProxyChange: (() -> Void)?
+    private(set) lazy var routes = ProxyRoutes(
+        loop: loop, logger: context.logger, environment: ProxyRoutes.processEnvironment(),
+        library: getenv("NETACTIVITY_LIBGIO").map { String(cString: $0) })
     /// The proxy the latest request went through ("" before any, "direct" for none).
     var proxyInUse: String { givenTransport == nil && transportMade ? routes.latest : "" }
     private var transportMade = false

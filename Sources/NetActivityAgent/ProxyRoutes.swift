@@ -19,7 +19,7 @@ import NetActivityCore
 final class ProxyRoutes {
     enum Source: Equatable {
         case environment
-        /// GIO's resolver, or why it could not be loaded (then every request goes direct).
+        /// GIO's resolver (every request goes direct when it cannot be loaded).
         case desktop
     }
 
@@ -29,6 +29,7 @@ final class ProxyRoutes {
     }
 
     static let lifetime: UInt64 = 30_000_000_000
+    static let maxAnswers = 512
     /// How long a lookup may take (a PAC runner that never answers) before the download fails.
     static let lookupTimeout: UInt64 = 10_000_000_000
 
@@ -44,8 +45,6 @@ final class ProxyRoutes {
         name: "netactivity-proxy", maxThreads: 4, stuckAfterNanoseconds: 250_000_000)
     /// The proxy the latest request went through, as it may be shown ("" before any, "direct").
     private(set) var latest = ""
-    /// Called when `latest` changes.
-    var onLatestChange: (() -> Void)?
 
     init(loop: EventLoop, logger: Logger, environment: [String: String], library: String? = nil) {
         self.loop = loop
@@ -124,6 +123,8 @@ final class ProxyRoutes {
     private struct Lookup {
         var proxies: [String]?
         var failure: String?
+        /// GIO could not be loaded (else `failure` is one lookup's).
+        var unavailable = false
         var resolver = ""
         var addresses: [NetworkAddress]?
 
@@ -132,6 +133,7 @@ final class ProxyRoutes {
             if known == nil {
                 if let failure = cproxy_load(library) {
                     lookup.failure = String(cString: failure)
+                    lookup.unavailable = true
                 } else {
                     lookup.resolver = String(cString: cproxy_resolver_name())
                     var error: UnsafeMutablePointer<CChar>?
@@ -191,22 +193,36 @@ final class ProxyRoutes {
     }
 
     private var announced = false
+    /// The last lookup failure logged (the same one is not logged again).
+    private var lastFailure = ""
 
     private func finish(
         _ lookup: Lookup, known: Route?, origin: URLOrigin, url: String, reach: NetworkReach?, generation: Int
     ) -> Result<Route, NetActivityError> {
-        if !announced, source == .desktop, lookup.proxies != nil || lookup.failure != nil {
+        if !announced, lookup.proxies != nil || lookup.unavailable {
             announced = true
             if let failure = lookup.failure {
                 logger.warning("Downloads go straight to their servers: \(failure)")
             } else {
                 logger.info("Downloads take the proxies the desktop's settings choose (\(lookup.resolver))")
             }
+        } else if let failure = lookup.failure, !lookup.unavailable, failure != lastFailure {
+            lastFailure = failure
+            logger.notice(
+                "The desktop's proxy settings gave no answer for \(origin.host) (\(failure)): straight to the server")
         }
-        // No resolver, or it failed: straight to the server, as a GLib app would go.
+        // No resolver, or it failed: straight to the server, as a GLib app would go. A missing GIO
+        // is kept as an answer too (not looked for again at every download); a failed lookup is not.
         let route = known ?? Route(proxy: lookup.proxies.flatMap(ProxyChoice.first))
-        if known == nil, lookup.proxies != nil, generation == self.generation, loop.nowNanoseconds >= settlesAt {
-            answers[origin] = (route, loop.nowNanoseconds + Self.lifetime)
+        if known == nil, lookup.proxies != nil || lookup.unavailable, generation == self.generation,
+            loop.nowNanoseconds >= settlesAt
+        {
+            let now = loop.nowNanoseconds
+            if answers.count >= Self.maxAnswers {  // a session of many origins keeps only live answers
+                answers = answers.filter { $0.value.expires > now }
+                if answers.count >= Self.maxAnswers { answers.removeAll() }
+            }
+            answers[origin] = (route, now + Self.lifetime)
         }
         // Through a proxy, the proxy connects: a sandboxed app's URL may not name this machine or
         // a network its reach excludes, by address or by a name this machine resolves to one. A
@@ -227,13 +243,13 @@ final class ProxyRoutes {
     }
 
     private func used(_ route: Route) -> Route {
-        let shown = route.proxy.map(ProxyChoice.shown) ?? "direct"
-        if shown != latest {
-            latest = shown
-            onLatestChange?()
+        if route.proxy != latestURI || latest.isEmpty {
+            latestURI = route.proxy
+            latest = route.proxy.map(ProxyChoice.shown) ?? "direct"
         }
         return route
     }
+    private var latestURI: String?
 }
 
 extension ProxyRoutes {

@@ -11,16 +11,17 @@ public struct URLOrigin: Hashable, Sendable {
 
     /// The origin of an http or https URL (one `DownloadURL.check` passed), else nil.
     public init?(_ url: String) {
-        let lower = url.lowercased()
+        let head = url.prefix(8).lowercased()
         let scheme: String
-        if lower.hasPrefix("https://") {
+        if head.hasPrefix("https://") {
             scheme = "https"
-        } else if lower.hasPrefix("http://") {
+        } else if head.hasPrefix("http://") {
             scheme = "http"
         } else {
             return nil
         }
-        var authority = lower.dropFirst(scheme.count + 3).prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        let lower = url.dropFirst(scheme.count + 3).prefix { $0 != "/" && $0 != "?" && $0 != "#" }.lowercased()
+        var authority = lower[...]
         if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
         var host: Substring
         var portText: Substring = ""
