@@ -162,6 +162,13 @@ final class ProxyRoutes {
                 addresses = [literal]
                 return
             }
+            // RFC 6761's special-use names, as it asks applications to take them, without asking a
+            // resolver: localhost names are this machine, .invalid ones resolve to nothing.
+            if host == "localhost" || host.hasSuffix(".localhost") {
+                addresses = [NetworkAddress("127.0.0.1"[...])!, NetworkAddress("::1"[...])!]
+                return
+            }
+            if host == "invalid" || host.hasSuffix(".invalid") { return }
             var hints = addrinfo()
             hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
             var list: UnsafeMutablePointer<addrinfo>?

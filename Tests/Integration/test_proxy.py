@@ -29,7 +29,9 @@ from test_untrusted import image_server
 
 NAME, PATH = contract.BUS_NAME, contract.OBJECT_PATH
 D = contract.Downloader
-HOST = "images.netactivity.test"  # resolves nowhere but in the proxy
+# Resolves nowhere but in the proxy: an RFC 6761 .invalid name, which the agent never asks a resolver
+# about (and which is only ever sent to the tests' proxy), so the tests send nothing off this machine.
+HOST = "images.netactivity.invalid"
 
 
 def have_desktop_proxy_modules():
@@ -249,11 +251,8 @@ class GnomeSettingsTests(ProxyTestCase):
         wait_until(lambda: self.fetch(self.bus, "http://%s/img/b.png" % HOST)[0] == 0 and second.seen(),
                    timeout=10, what="the new proxy to be used")
         self.assertEqual(second.seen()[-1], "GET http://%s/img/b.png" % HOST)
-        # Mode none: direct, where the name does not resolve.
-        self.gsettings("org.gnome.system.proxy", "mode", "none")
-        wait_until(lambda: self.fetch(self.bus, "http://%s/img/c.png" % HOST)[0] == 1, timeout=10,
-                   what="downloads to go direct")
-        self.assertEqual(self.proxy_property(conn), "direct")
+        # (Mode none is not tried: the one host it would send direct here is the proxy's .invalid
+        # name, which this machine would then ask its DNS server about.)
 
     def test_a_pac_file_chooses_the_proxy_per_host(self):
         proxy = ForwardProxy({HOST: self.http.port})

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 import Glibc
 import LinuxKit
+import Logging
 import NetActivityContract
 import NetActivityCore
 import Testing
@@ -130,10 +131,19 @@ struct HTTPFetcherTests {
         }
     }
 
-    /// Runs one fetch on a loop of its own until it completes.
-    func fetch(_ path: String, headers: [(String, String)] = [], maxBytes: Int = 1 << 20) -> Outcome {
+    /// Runs one fetch on a loop of its own until it completes. `routed`: each request routed by
+    /// `ProxyRoutes` (no proxy: the environment names none, GIO is missing), redirects followed by
+    /// the fetcher itself; else libcurl follows them.
+    func fetch(_ path: String, headers: [(String, String)] = [], maxBytes: Int = 1 << 20, routed: Bool = false)
+        -> Outcome
+    {
         let loop = EventLoop()
-        let fetcher = HTTPFetcher(loop: loop, limits: .init(maxBytes: maxBytes))
+        let routes =
+            routed
+            ? ProxyRoutes(
+                loop: loop, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), environment: [:],
+                library: "libnetactivity-missing-gio.so.0") : nil
+        let fetcher = HTTPFetcher(loop: loop, limits: .init(maxBytes: maxBytes), routes: routes)
         var outcome: Outcome?
         var progress: [(UInt64, UInt64)] = []
         _ = fetcher.fetch(url: server.url(path), headers: headers, progress: { progress.append(($0, $1)) }) { result in
@@ -164,16 +174,20 @@ struct HTTPFetcherTests {
         #expect(fetch("/etag").body == Array("fresh".utf8))
     }
 
-    @Test("redirects are followed up to five; a sixth is an HTTP error, and a redirect to another scheme InvalidURL")
-    func redirects() {
-        let five = fetch("/redirect/4")
+    @Test(
+        "redirects are followed up to five; a sixth is an HTTP error, and a redirect to another scheme InvalidURL",
+        arguments: [false, true])
+    func redirects(routed: Bool) {
+        let log = server.log().count
+        let five = fetch("/redirect/4", routed: routed)
         #expect(five.status == 200)
         #expect(five.body == Array("hello".utf8))
-        #expect(server.log().count == 6, "four redirects, then /redirect/0 to /ok")
-        let six = fetch("/redirect/5")
+        #expect(server.log().count - log == 6, "four redirects, then /redirect/0 to /ok")
+        let six = fetch("/redirect/5", routed: routed)
         #expect(six.error?.name == NetActivityError.Name.http.rawValue)
         #expect(six.error?.message.hasSuffix("too many redirects") == true)
-        let ftp = fetch("/to-ftp")
+        #expect(six.error?.message.contains("/redirect/5") == true, "named for the URL asked for")
+        let ftp = fetch("/to-ftp", routed: routed)
         #expect(ftp.error?.name == NetActivityError.Name.invalidURL.rawValue)
     }
 
