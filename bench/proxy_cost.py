@@ -19,9 +19,13 @@ import time
 
 import dbus
 
+# The contract's names, generated from dbus/*.xml (the tests' copy), and the tests' list of proxy variables.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "Integration"))
+import contract  # noqa: E402
+from harness import PROXY_VARIABLES  # noqa: E402
+
 AGENT, URL, ROUNDS = sys.argv[1], sys.argv[2], int(sys.argv[3])
-NAME, PATH = "org.example.NetActivity", "/org/example/NetActivity"
-PROXY_VARIABLES = ("http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY")
+NAME, PATH, D = contract.BUS_NAME, contract.OBJECT_PATH, contract.Downloader
 
 
 def memory(pid):
@@ -57,9 +61,9 @@ def round_(desktop, n):
             time.sleep(0.0005)
         start_ms = (time.monotonic() - started) * 1000
         time.sleep(0.5)
-        downloader = dbus.Interface(conn.get_object(NAME, PATH, introspect=False), "org.example.NetActivity.Downloader")
+        downloader = dbus.Interface(conn.get_object(NAME, PATH, introspect=False), D.INTERFACE)
         began = time.monotonic()
-        image = downloader.FetchImage("%s/small/proxy-%s-%d.png" % (URL, desktop, n),
+        image = downloader.get_dbus_method(D.FetchImage)("%s/small/proxy-%s-%d.png" % (URL, desktop, n),
                                       dbus.Dictionary({}, signature="sv"), timeout=60)[0]
         first_ms = (time.monotonic() - began) * 1000
         os.close(image.take())

@@ -180,13 +180,14 @@ class StallingProxyTests(ProxyTestCase, AgentTestCase):
     def test_the_loop_answers_other_downloads_go_on_and_cancel_ends_the_stalled_one(self):
         prober = Prober(self.bus)
         d = self.downloader(self.conn)
-        receipt = d.DownloadImage("http://%s/img/stalled.png" % HOST, dbus.Dictionary({}, signature="sv"))[0]
+        receipt = d.get_dbus_method(D.DownloadImage)("http://%s/img/stalled.png" % HOST,
+                                                     dbus.Dictionary({}, signature="sv"))[0]
         wait_until(lambda: self.proxy.seen(), what="the proxy to take the request")
         status, err = self.fetch(self.bus, self.http.url("/img/direct.png"))
         self.assertEqual(status, 0, err)
         report = prober.stop()
         self.assertLess(report["max_ms"], STALL_MS, "the loop never waited on the stalled proxy")
-        d.CancelDownload(receipt)
+        d.get_dbus_method(D.CancelDownload)(receipt)
         wait_until(lambda: int(self.conn.get_object(NAME, PATH, introspect=False).Get(
             D.INTERFACE, D.ActiveDownloads, dbus_interface=PROPS)) == 0, what="the stalled download to end")
 
@@ -310,8 +311,8 @@ class SandboxedThroughProxyTests(ProxyTestCase, StrangerTestCase):
                          "only the public name reached the proxy")
         # A host app's download of the same address goes through.
         host = self.downloader(self.conn)
-        os.close(host.FetchImage("http://127.0.0.1:%d/host.png" % self.http.port,
-                                 dbus.Dictionary({}, signature="sv"), timeout=60)[0].take())
+        os.close(host.get_dbus_method(D.FetchImage)("http://127.0.0.1:%d/host.png" % self.http.port,
+                                                    dbus.Dictionary({}, signature="sv"), timeout=60)[0].take())
         self.assertEqual(self.proxy.seen()[-1], "GET http://127.0.0.1:%d/host.png" % self.http.port)
 
 
