@@ -208,7 +208,7 @@ public final class Agent {
         downloads.sandboxReach = options.sandboxReach
         try peers.start()
         peers.probeStats()
-        followProxySettings()
+        downloads.onDesktopProxy = { [unowned self] in self.followProxySettings() }
         connection.onSignal(
             SignalMatch(sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameLost")
         ) {
@@ -224,7 +224,9 @@ public final class Agent {
 
     /// Proxy answers are forgotten when the desktop's proxy settings change: dconf announces
     /// every write under GNOME's `/system/proxy/` (and a reset of a folder above it), KDE a
-    /// change of its proxy settings. (Match rules only: the bus sends nothing until one changes.)
+    /// change of its proxy settings. Subscribed at the first download that takes the desktop's
+    /// settings (match rules only: the bus sends nothing until one changes). The prefix is checked
+    /// again here: a unicast signal reaches the agent whatever the match rule says.
     private func followProxySettings() {
         let dconf = SignalMatch(interface: "ca.desrt.dconf.Writer", member: "Notify")
         connection.addMatchWithoutWaiting(dconf.rule + ",arg0path='/system/proxy/'")

@@ -94,6 +94,12 @@ public final class DownloadService: ImageDownloader.Observer {
     /// The desktop's proxy settings changed (or were reloaded): every origin is looked up again.
     func proxySettingsChanged() { pipeline.proxySettingsChanged() }
 
+    /// Called once, when downloads start taking the desktop's proxy settings.
+    var onDesktopProxy: (() -> Void)? {
+        get { pipeline.onDesktopRoutes }
+        set { pipeline.onDesktopRoutes = newValue }
+    }
+
     var sandboxReach: NetworkReach {
         get { pipeline.sandboxReach }
         set { pipeline.sandboxReach = newValue }

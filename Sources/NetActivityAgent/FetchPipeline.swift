@@ -52,6 +52,7 @@ final class FetchPipeline {
                 library: getenv("NETACTIVITY_LIBCURL").map { String(cString: $0) }, routes: routes)
             fetcher.sumsBodies = disk != nil
             transportMade = true
+            if routes.source == .desktop { onDesktopRoutes?() }
             return fetcher
         }()
 
@@ -60,8 +61,12 @@ final class FetchPipeline {
         loop: loop, logger: context.logger, environment: ProxyRoutes.processEnvironment(),
         library: getenv("NETACTIVITY_LIBGIO").map { String(cString: $0) })
     /// The proxy the latest request went through ("" before any, "direct" for none).
-    var proxyInUse: String { givenTransport == nil && transportMade ? routes.latest : "" }
+    var proxyInUse: String { transportMade ? routes.latest : "" }
     private var transportMade = false
+
+    /// Called once, when downloads start taking the desktop's proxy settings (the settings' change
+    /// signals matter from then on).
+    var onDesktopRoutes: (() -> Void)?
 
     /// The proxy settings changed: every origin is looked up again.
     func proxySettingsChanged() {

@@ -165,11 +165,10 @@ final class HTTPFetcher {
                 completion: completion)
         }
         let hops = Hops()
-        hops.reach = reach
-        hop(hops, url: url, first: url, number: 0, routes: routes) { [unowned self] url, proxy, completion in
+        hop(hops, url: url, first: url, number: 0, routes: routes, reach: reach) { [unowned self] hopURL, way, done in
             transfer(
-                url: url, first: hops.first, proxy: proxy, app: app, headers: headers, reach: reach, progress: progress,
-                completion: completion)
+                url: hopURL, first: url, proxy: way, app: app, headers: headers, reach: reach, progress: progress,
+                completion: done)
         } completion: { result in
             guard !hops.cancelled else { return }
             completion(result)
@@ -182,9 +181,6 @@ final class HTTPFetcher {
 
     /// One download's requests when the fetcher routes each (`ProxyRoutes`): the one under way.
     private final class Hops {
-        var first = ""
-        /// Where a sandboxed app's download may lead (`NetworkReach`), nil for others.
-        var reach: NetworkReach?
         var stop: (() -> Void)?
         var cancelled = false
     }
@@ -197,16 +193,16 @@ final class HTTPFetcher {
         case proxy(String)
     }
 
-    /// Routes `url` (the `number`th redirect of `first`), starts it, and follows where it
-    /// redirects to, each hop routed again, up to `Limits.maxRedirects`.
+    /// Routes `url` (the `number`th redirect of `first`; `reach`: where a sandboxed app's
+    /// download may lead), starts it, and follows where it redirects to, each hop routed again,
+    /// up to `Limits.maxRedirects`.
     private func hop(
-        _ hops: Hops, url: String, first: String, number: Int, routes: ProxyRoutes,
+        _ hops: Hops, url: String, first: String, number: Int, routes: ProxyRoutes, reach: NetworkReach?,
         start: @escaping (String, Way, @escaping Completion) -> (() -> Void),
         completion: @escaping Completion
     ) {
-        hops.first = first
         var routed = false
-        let stopRouting = routes.route(url: url, reach: hops.reach) { [weak self, weak hops] result in
+        let stopRouting = routes.route(url: url, reach: reach) { [weak self, weak hops] result in
             routed = true
             guard let self, let hops, !hops.cancelled else { return }
             switch result {
@@ -231,7 +227,7 @@ final class HTTPFetcher {
                         )
                     }
                     self.hop(
-                        hops, url: next, first: first, number: number + 1, routes: routes, start: start,
+                        hops, url: next, first: first, number: number + 1, routes: routes, reach: reach, start: start,
                         completion: completion)
                 }
             }

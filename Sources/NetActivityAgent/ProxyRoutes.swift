@@ -39,8 +39,11 @@ final class ProxyRoutes {
     private let logger: Logger
     private let library: String?
     private var answers: [URLOrigin: (route: Route, expires: UInt64)] = [:]
-    /// Bumped when the settings change: a lookup that started before then is not kept.
-    private var generation = 0
+    /// When the settings last changed. GIO hears of a change on a thread of its own, at about the
+    /// time the agent does: an answer is kept only when its lookup started `settling` after that,
+    /// so that one looked up before GIO took the change in is not kept for a lifetime.
+    private var changedAt: UInt64?
+    static let settling: UInt64 = 1_000_000_000
     private let threads = StallTolerantWorker(
         name: "netactivity-proxy", maxThreads: 4, stuckAfterNanoseconds: 250_000_000)
     /// The proxy the latest request went through, as it may be shown ("" before any, "direct").
@@ -74,7 +77,7 @@ final class ProxyRoutes {
             return {}
         }
         var waiting = true
-        let generation = self.generation
+        let started = loop.nowNanoseconds
         let timer = loop.schedule(afterNanoseconds: Self.lookupTimeout) {
             guard waiting else { return }
             waiting = false
@@ -94,7 +97,7 @@ final class ProxyRoutes {
             waiting = false
             self?.loop.cancel(timer)
             guard let self else { return }
-            then(self.finish(lookup, known: known, origin: origin, url: url, reach: reach, generation: generation))
+            then(self.finish(lookup, known: known, origin: origin, url: url, reach: reach, started: started))
         }
         threads.run {
             let lookup = UncheckedSendable(job.value())
@@ -107,16 +110,11 @@ final class ProxyRoutes {
         }
     }
 
-    /// The settings changed: every origin is looked up again. GIO hears of the change on a thread of
-    /// its own, at about the time the agent does: answers of the next second are not kept, so one
-    /// looked up before GIO took the change in is not kept for a lifetime.
+    /// The settings changed: every origin is looked up again.
     func forget() {
         answers.removeAll()
-        generation += 1
-        settlesAt = loop.nowNanoseconds + Self.settling
+        changedAt = loop.nowNanoseconds
     }
-    private var settlesAt: UInt64 = 0
-    static let settling: UInt64 = 1_000_000_000
 
     /// The resolver's answer for one URL, and the host's addresses when a sandboxed app's request
     /// is to go through a proxy. Runs on a worker thread.
@@ -204,7 +202,7 @@ final class ProxyRoutes {
     private var lastFailure = ""
 
     private func finish(
-        _ lookup: Lookup, known: Route?, origin: URLOrigin, url: String, reach: NetworkReach?, generation: Int
+        _ lookup: Lookup, known: Route?, origin: URLOrigin, url: String, reach: NetworkReach?, started: UInt64
     ) -> Result<Route, NetActivityError> {
         if !announced, lookup.proxies != nil || lookup.unavailable {
             announced = true
@@ -221,8 +219,8 @@ final class ProxyRoutes {
         // No resolver, or it failed: straight to the server, as a GLib app would go. A missing GIO
         // is kept as an answer too (not looked for again at every download); a failed lookup is not.
         let route = known ?? Route(proxy: lookup.proxies.flatMap(ProxyChoice.first))
-        if known == nil, lookup.proxies != nil || lookup.unavailable, generation == self.generation,
-            loop.nowNanoseconds >= settlesAt
+        if known == nil, lookup.proxies != nil || lookup.unavailable,
+            changedAt.map({ started >= $0 + Self.settling }) ?? true
         {
             let now = loop.nowNanoseconds
             if answers.count >= Self.maxAnswers {  // a session of many origins keeps only live answers
