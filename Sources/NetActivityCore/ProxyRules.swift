@@ -11,36 +11,25 @@ public struct URLOrigin: Hashable, Sendable {
 
     /// The origin of an http or https URL (one `DownloadURL.check` passed), else nil.
     public init?(_ url: String) {
-        let head = url.prefix(8).lowercased()
-        let scheme: String
-        if head.hasPrefix("https://") {
-            scheme = "https"
-        } else if head.hasPrefix("http://") {
-            scheme = "http"
-        } else {
-            return nil
+        var url = url
+        let found: (https: Bool, host: String, port: String?)? = url.withUTF8 { b in
+            guard let parts = DownloadURL.parts(b) else { return nil }
+            func text(_ range: Range<Int>) -> String {
+                String(decoding: UnsafeBufferPointer(rebasing: b[range]), as: UTF8.self)
+            }
+            return (parts.https, text(parts.host).lowercased(), parts.port.map(text))
         }
-        let lower = url.dropFirst(scheme.count + 3).prefix { $0 != "/" && $0 != "?" && $0 != "#" }.lowercased()
-        var authority = lower[...]
-        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
-        var host: Substring
-        var portText: Substring = ""
-        if authority.hasPrefix("[") {
-            guard let close = authority.firstIndex(of: "]") else { return nil }
-            host = authority[authority.index(after: authority.startIndex)..<close]
-            let rest = authority[authority.index(after: close)...]
-            if rest.hasPrefix(":") { portText = rest.dropFirst() }
-        } else if let colon = authority.firstIndex(of: ":") {
-            host = authority[..<colon]
-            portText = authority[authority.index(after: colon)...]
-        } else {
-            host = authority
+        guard let found else { return nil }
+        var host = found.host[...]
+        if host.hasPrefix("[") {
+            guard host.hasSuffix("]") else { return nil }
+            host = host.dropFirst().dropLast()
         }
         if host.hasSuffix(".") { host = host.dropLast() }
         guard !host.isEmpty else { return nil }
-        let port = portText.isEmpty ? (scheme == "https" ? 443 : 80) : Int(portText)
+        let port = found.port.map { Int($0) } ?? (found.https ? 443 : 80)
         guard let port, (1...65535).contains(port) else { return nil }
-        self.scheme = scheme
+        self.scheme = found.https ? "https" : "http"
         self.host = String(host)
         self.port = port
     }
