@@ -295,6 +295,8 @@ class SandboxedThroughProxyTests(ProxyTestCase, StrangerTestCase):
         app = self.stranger(flatpak="org.example.Reader")
         data, _ = app("fetch", "http://%s/a.png" % HOST)
         self.assertEqual(bytes.fromhex(data), bytes(png(2, 2)))
+        # Refused before any request; and the test's proxy, the only place a request could go,
+        # forwards only to this machine's ports it was given: 10.1.2.3 is never connected to.
         for host in ("127.0.0.1", "localhost", "[::1]", "10.1.2.3"):
             with self.subTest(host):
                 with self.assertRaises(dbus.exceptions.DBusException) as cm:

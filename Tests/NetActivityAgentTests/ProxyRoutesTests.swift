@@ -8,6 +8,7 @@ import Testing
 @testable import NetActivityAgent
 
 /// Which proxy each request goes through, and what a sandboxed app's request through one may name.
+/// Routing only: the addresses below are decided on, never connected to (no socket is opened).
 @Suite("Proxy routes")
 struct ProxyRoutesTests {
     let loop = EventLoop()

@@ -2,7 +2,8 @@
 import NetActivityCore
 import Testing
 
-/// How the environment's proxy variables and a resolver's answers become the proxy a request takes.
+/// How the environment's proxy variables and a resolver's answers become the proxy a request takes
+/// (pure: the names and addresses below are only compared).
 @Suite("Proxy rules")
 struct ProxyRulesTests {
     @Test("an origin is scheme, lowercase host and port, with the scheme's port by default")
