@@ -261,7 +261,7 @@ extension ProxyRoutes {
     /// The proxy variables of this process's environment.
     static func processEnvironment() -> [String: String] {
         var found: [String: String] = [:]
-        for name in ["http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"] {
+        for name in ProxyEnvironment.variables {
             if let value = getenv(name) { found[name] = String(cString: value) }
         }
         return found

@@ -46,6 +46,11 @@ public struct ProxyEnvironment: Sendable {
     let all: String?
     let exceptions: [Substring]
 
+    /// Every variable it reads.
+    public static let variables = [
+        "http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY",
+    ]
+
     public init(_ environment: [String: String]) {
         func value(_ names: String...) -> String? {
             names.lazy.compactMap { environment[$0] }.first { !$0.isEmpty }
