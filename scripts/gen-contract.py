@@ -49,6 +49,8 @@ class Interface:
         self.methods = {}
         self.properties = {}
         self.signals = {}
+        self.arguments = {}  # member -> ([(name, type)] in, [(name, type)] out); a signal's are "in"
+        self.emits = {}      # property -> org.freedesktop.DBus.Property.EmitsChangedSignal ("true" unless said)
         self.values = {}   # enum name -> (doc, [values])
         self.keys = {}     # enum name -> (doc, {key: type}, is an option table)
         own = notes(element)
@@ -62,16 +64,21 @@ class Interface:
             args = m.findall("arg")
             self.methods[m.get("name")] = ("".join(a.get("type") for a in args if a.get("direction") != "out"),
                                            "".join(a.get("type") for a in args if a.get("direction") == "out"))
+            self.arguments[m.get("name")] = ([(a.get("name"), a.get("type")) for a in args if a.get("direction") != "out"],
+                                             [(a.get("name"), a.get("type")) for a in args if a.get("direction") == "out"])
             for a in args:
                 self.read_keys(notes(a), m.get("name"), a.get("name"), a.get("direction") != "out")
         for p in element.findall("property"):
             self.properties[p.get("name")] = (p.get("type"), p.get("access"))
+            self.emits[p.get("name")] = next((a.get("value") for a in p.findall("annotation")
+                                              if a.get("name") == "org.freedesktop.DBus.Property.EmitsChangedSignal"), "true")
             n = notes(p)
             if "Values" in n:
                 self.values[p.get("name")] = ("`%s`'s values." % p.get("name"), n["Values"].split())
             self.read_keys(n, None, p.get("name"), False)
         for s in element.findall("signal"):
             self.signals[s.get("name")] = "".join(a.get("type") for a in s.findall("arg"))
+            self.arguments[s.get("name")] = ([(a.get("name"), a.get("type")) for a in s.findall("arg")], [])
 
     def read_keys(self, n, method, name, is_input):
         if "Keys" not in n:
@@ -224,6 +231,47 @@ def swift_enum(doc, name, conformances, cases, extra=(), first=False):
     return lines + list(extra) + ["    }"]
 
 
+def swift_switch(name, type, by_value, single=None):
+    """`public var NAME: TYPE`, a switch over the cases grouped by value (`by_value`: {value: [case]});
+    one value for every case is the value alone."""
+    if single is not None:
+        return ["", "        public var %s: %s { %s }" % (name, type, single)]
+    out = ["", "        public var %s: %s {" % (name, type), "            switch self {"]
+    for value, cases in by_value.items():
+        head = "            case %s:" % ", ".join("." + lower_camel(c) for c in cases)
+        if len(head) + 1 + len(value) <= 120:
+            out.append("%s %s" % (head, value))
+        else:
+            out += [head, "                " + value]
+    return out + ["            }", "        }"]
+
+
+def swift_arguments(i, members, name, side):
+    """A member's arguments as the XML declares them."""
+    by_value = {}
+    for m in members:
+        args = i.arguments[m][side]
+        value = "[%s]" % ", ".join(".init(%s, %s)" % (swift_string(n), swift_string(t)) for n, t in args)
+        by_value.setdefault(value, []).append(m)
+    return swift_switch(name, "[ContractArgument]", by_value, "[]" if list(by_value) == ["[]"] else None)
+
+
+def swift_properties(i):
+    types, writable, emits = {}, [], {}
+    for p, (t, access) in i.properties.items():
+        types.setdefault(swift_string(t), []).append(p)
+        if access == "readwrite":
+            writable.append(p)
+        emits.setdefault("." + lower_camel(i.emits[p]), []).append(p)
+    out = swift_switch("signature", "String", types, next(iter(types)) if len(types) == 1 else None)
+    if not writable or len(writable) == len(i.properties):
+        out += swift_switch("isWritable", "Bool", {}, "true" if writable else "false")
+    else:
+        rest = [p for p in i.properties if p not in writable]
+        out += swift_switch("isWritable", "Bool", {"true": writable, "false": rest})
+    return out + swift_switch("emitsChanged", "ContractEmitsChanged", emits, next(iter(emits)) if len(emits) == 1 else None)
+
+
 def swift(bus, path, version, interfaces, own, standard):
     lines = [
         "// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later",
@@ -248,11 +296,19 @@ def swift(bus, path, version, interfaces, own, standard):
         "public enum NetActivityInterface: String, Sendable, CaseIterable {",
     ] + ["    case %s = %s" % (lower_camel(i.short), swift_string(i.name)) for i in interfaces] + ["}"]
     for i in interfaces:
-        lines += ["", "/// `%s`." % i.name, "public enum %sMember {" % i.short]
-        lines += swift_enum("Its methods.", "Method", "String, Sendable, CaseIterable", swift_cases(i.methods), first=True)
-        lines += swift_enum("Its properties.", "Property", "String, Sendable, CaseIterable", swift_cases(i.properties))
+        lines += ["", "/// `%s`." % i.name, "public enum %sMember: ContractInterface {" % i.short,
+                  "    public static let interface = NetActivityInterface.%s" % lower_camel(i.short), ""]
+        lines += swift_enum("Its methods.", "Method", "String, Sendable, CaseIterable, ContractMethod",
+                            swift_cases(i.methods), swift_arguments(i, i.methods, "inArguments", 0) +
+                            swift_arguments(i, i.methods, "outArguments", 1), first=True)
+        lines += swift_enum("Its properties.", "Property", "String, Sendable, CaseIterable, ContractProperty",
+                            swift_cases(i.properties), swift_properties(i))
         if i.signals:
-            lines += swift_enum("Its signals.", "Signal", "String, Sendable, CaseIterable", swift_cases(i.signals))
+            lines += swift_enum("Its signals.", "Signal", "String, Sendable, CaseIterable, ContractSignal",
+                                swift_cases(i.signals), swift_arguments(i, i.signals, "arguments", 0))
+            lines += ["", "    public static var signals: [any ContractSignal] { Signal.allCases }"]
+        else:
+            lines += ["", "    public static var signals: [any ContractSignal] { [] }"]
         for enum, (doc, values) in i.values.items():
             lines += swift_enum(doc, enum, "String, Sendable, CaseIterable", swift_cases(values))
         for enum, (doc, keys, is_option) in i.keys.items():

@@ -52,7 +52,7 @@ public protocol TaskBeginning: AnyObject {
 /// and the `Visible` signal. ActivityCount and Clients change on every call, so their signal is
 /// coalesced (docs/contract.md). Everything runs on the loop's thread; nothing is locked.
 public final class ActivityService: ActivitySink, IndicatorSource {
-    private let context: AgentContext
+    let context: AgentContext
     /// Lease fds are watched here (the production loop; tests pass one they never run).
     private let loop: EventLoop
     // Every activity call touches these, only on the loop's thread and never across a call back
@@ -114,96 +114,6 @@ public final class ActivityService: ActivitySink, IndicatorSource {
     public var state: IndicatorState { machine.state }
     public var total: UInt64 { ledger.total }
 
-    // MARK: the interface table
-
-    /// `org.example.NetActivity` (documented in dbus/org.example.NetActivity.xml).
-    public func makeInterface() -> DBusInterface {
-        typealias M = ActivityMember.Method
-        typealias P = ActivityMember.Property
-        return DBusInterface(
-            NetActivityInterface.activity.rawValue,
-            methods: [
-                // The two calls apps make most reach the service without counting a reference
-                // (`unowned` costs a runtime call each): the agent that owns the service owns the
-                // object server holding these closures, and both go together.
-                DBusMethod(M.incrementActivityCount.rawValue) { [unowned(unsafe) self] in
-                    try self.incrementActivityCount(&$0)
-                },
-                DBusMethod(M.decrementActivityCount.rawValue) { [unowned(unsafe) self] in
-                    self.decrementActivityCount(&$0)
-                },
-                DBusMethod(
-                    M.beginActivity.rawValue, in: [DBusArgument("reason", "s")], out: [DBusArgument("lease", "h")]
-                ) {
-                    [unowned self] in try self.beginActivity(&$0)
-                },
-                DBusMethod(
-                    M.beginTask.rawValue, in: [DBusArgument("description", "s"), DBusArgument("options", "a{sv}")],
-                    out: [DBusArgument("task", "o")]
-                ) { [unowned self] in try self.beginTask(&$0) },
-            ],
-            properties: [
-                .contractVersion,
-                DBusProperty(P.enabled.rawValue, "b", get: { [unowned self] w, _ in w.append(self.machine.isEnabled) })
-                {
-                    [unowned self] r, _, sender in
-                    try self.context.requireHost(sender, toSet: "Enabled")
-                    self.setEnabled(try r.read(Bool.self))
-                },
-                DBusProperty(P.visible.rawValue, "b") { [unowned self] w, _ in w.append(self.machine.isVisible) },
-                DBusProperty(P.state.rawValue, "s") { [unowned self] w, _ in w.append(self.machine.state.rawValue) },
-                DBusProperty(P.activityCount.rawValue, "u") { [unowned self] w, _ in
-                    w.append(UInt32(clamping: self.ledger.total))
-                },
-                delayProperty(.activationDelay, \.activationDelay),
-                delayProperty(.completionDelay, \.completionDelay),
-                DBusProperty(P.clients.rawValue, "a(ssu)") { [unowned self] w, _ in self.writeClients(&w) },
-                // Free text of the apps' own: announced as invalidated, never with the value, so
-                // that each reader's Get passes the trust rule (a sandboxed app reads its own rows).
-                DBusProperty(P.reasons.rawValue, "a{sas}", emitsChanged: .invalidates) { [unowned self] w, _ in
-                    self.writeReasons(&w, for: self.context.peers.identity(of: self.context.server.caller))
-                },
-            ],
-            signals: [DBusSignal(ActivityMember.Signal.visible.rawValue, [DBusArgument("visible", "b")])]
-        )
-    }
-
-    private func delayProperty(
-        _ property: ActivityMember.Property, _ keyPath: WritableKeyPath<ActivityIndicatorStateMachine, Duration>
-    ) -> DBusProperty {
-        DBusProperty(
-            property.rawValue, "d", get: { [unowned self] w, _ in w.append(self.machine[keyPath: keyPath].seconds) }
-        ) {
-            [unowned self] r, _, sender in
-            try self.context.requireHost(sender, toSet: property.rawValue)
-            try self.setDelay(property, keyPath, seconds: try r.read(Double.self))
-        }
-    }
-
-    // MARK: handlers
-
-    func incrementActivityCount(_ call: inout MethodCall) throws {
-        try acquire(.count, for: call.sender)
-    }
-
-    func decrementActivityCount(_ call: inout MethodCall) {
-        // Only the caller's own count; at zero this is a no-op, never an error.
-        release(.count, for: call.sender)
-    }
-
-    func beginActivity(_ call: inout MethodCall) throws {
-        let reason = try call.args.read(String.self)
-        try beginLease(for: call.sender, reason: reason, reply: &call.reply)
-    }
-
-    func beginTask(_ call: inout MethodCall) throws {
-        let description = try call.args.read(String.self)
-        let options = try call.args.readVardict()
-        guard let tasks else { throw NetActivityError.failed("Tasks are not served") }
-        let path = try tasks.beginTask(for: call.sender, description: description, options: options)
-        try call.reply.appendObjectPath(path)
-    }
-
     public func setEnabled(_ enabled: Bool) {
         guard enabled != machine.isEnabled else { return }
         let actions = machine.setEnabled(enabled, count: ledger.total, now: context.now)
@@ -231,32 +141,6 @@ public final class ActivityService: ActivitySink, IndicatorSource {
         guard value != machine[keyPath: keyPath] else { return }
         machine[keyPath: keyPath] = value
         emitChanged([property.rawValue])
-    }
-
-    private func writeClients(_ w: inout MessageWriter) {
-        w.appendArray(elementSignature: "(ssu)") { a in
-            for c in ledger.activeClients {
-                a.appendStruct { s in
-                    s.append(c.name)
-                    s.append(c.processName)
-                    s.append(c.count)
-                }
-            }
-        }
-    }
-
-    /// Each client's lease reasons, for `caller`: everyone's for a host app, only those of its
-    /// own app's clients for a sandboxed one.
-    private func writeReasons(_ w: inout MessageWriter, for caller: ClientIdentity) {
-        w.appendArray(elementSignature: "{sas}") { a in
-            for (client, reasons) in reasonsByClient().sorted(by: { $0.key < $1.key })
-            where !caller.isSandboxed || context.peers.identity(of: client).leaf == caller.leaf {
-                a.appendDictEntry { e in
-                    e.append(client)
-                    e.appendArray(elementSignature: "s") { list in for reason in reasons { list.append(reason) } }
-                }
-            }
-        }
     }
 
     /// The distinct non-empty reasons of each client's open leases, oldest first, at most
@@ -462,7 +346,7 @@ public final class ActivityService: ActivitySink, IndicatorSource {
 
     // MARK: leases
 
-    private func beginLease(for client: String, reason: String, reply: inout MessageWriter) throws {
+    func beginLease(for client: String, reason: String, reply: inout MessageWriter) throws {
         guard reason.utf8.count <= NetActivityLimits.maxReasonBytes else {
             throw NetActivityError.invalidArgs(
                 "Reason is \(reason.utf8.count) bytes long; the limit is \(NetActivityLimits.maxReasonBytes)")

@@ -87,13 +87,6 @@ func checkOptions<Option: MethodOption>(_ options: [String: DBusValue], of metho
     }
 }
 
-extension DBusProperty {
-    /// The `Version` property every interface of the contract has.
-    static var contractVersion: DBusProperty {
-        DBusProperty("Version", "u", emitsChanged: .const) { w, _ in w.append(NetActivityBus.version) }
-    }
-}
-
 extension AgentContext {
     /// What answers `message` later (a call whose reply waits for a download or a decoder): its
     /// reply, written by `write`, or the error.

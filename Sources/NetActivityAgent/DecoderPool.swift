@@ -191,10 +191,10 @@ final class DecoderPool {
             "--ro-bind", "/usr", "/usr", "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
         ]
         for top in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
-            var buffer = [CChar](repeating: 0, count: 4096)
+            var buffer = [UInt8](repeating: 0, count: 4096)
             let n = readlink(top, &buffer, buffer.count - 1)
             if n > 0 {
-                arguments += ["--symlink", String(cString: buffer), top]
+                arguments += ["--symlink", String(decoding: buffer[..<n], as: UTF8.self), top]
             } else if access(top, F_OK) == 0 {
                 arguments += ["--ro-bind", top, top]
             }

@@ -47,3 +47,55 @@ extension DownloaderMember.Priority: Comparable {
 
     public static func < (a: Self, b: Self) -> Bool { a.rank < b.rank }
 }
+
+// MARK: the members as the XML declares them
+
+/// One argument of a method or signal: its name and D-Bus type, as the XML gives them.
+public struct ContractArgument: Sendable, Equatable {
+    public let name: String
+    public let signature: String
+
+    public init(_ name: String, _ signature: String) {
+        self.name = name
+        self.signature = signature
+    }
+}
+
+/// A method of the contract, with its arguments.
+public protocol ContractMethod: RawRepresentable, CaseIterable, Sendable where RawValue == String {
+    var inArguments: [ContractArgument] { get }
+    var outArguments: [ContractArgument] { get }
+}
+
+/// How a property announces a change (`org.freedesktop.DBus.Property.EmitsChangedSignal`).
+public enum ContractEmitsChanged: String, Sendable {
+    /// PropertiesChanged with the new value.
+    case `true`
+    /// PropertiesChanged naming it, without the value: each reader gets its own.
+    case invalidates
+    /// It never changes.
+    case const
+    /// No signal: read it when needed.
+    case `false`
+}
+
+/// A property of the contract: its type, whether it can be set, how it announces a change.
+public protocol ContractProperty: RawRepresentable, CaseIterable, Sendable where RawValue == String {
+    var signature: String { get }
+    var isWritable: Bool { get }
+    var emitsChanged: ContractEmitsChanged { get }
+}
+
+/// A signal of the contract, with its arguments.
+public protocol ContractSignal: Sendable {
+    var rawValue: String { get }
+    var arguments: [ContractArgument] { get }
+}
+
+/// One interface of the contract: its name and its members.
+public protocol ContractInterface {
+    associatedtype Method: ContractMethod
+    associatedtype Property: ContractProperty
+    static var interface: NetActivityInterface { get }
+    static var signals: [any ContractSignal] { get }
+}

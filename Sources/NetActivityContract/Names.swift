@@ -25,17 +25,35 @@ public enum NetActivityInterface: String, Sendable, CaseIterable {
 }
 
 /// `org.example.NetActivity`.
-public enum ActivityMember {
+public enum ActivityMember: ContractInterface {
+    public static let interface = NetActivityInterface.activity
+
     /// Its methods.
-    public enum Method: String, Sendable, CaseIterable {
+    public enum Method: String, Sendable, CaseIterable, ContractMethod {
         case incrementActivityCount = "IncrementActivityCount"
         case decrementActivityCount = "DecrementActivityCount"
         case beginActivity = "BeginActivity"
         case beginTask = "BeginTask"
+
+        public var inArguments: [ContractArgument] {
+            switch self {
+            case .incrementActivityCount, .decrementActivityCount: []
+            case .beginActivity: [.init("reason", "s")]
+            case .beginTask: [.init("description", "s"), .init("options", "a{sv}")]
+            }
+        }
+
+        public var outArguments: [ContractArgument] {
+            switch self {
+            case .incrementActivityCount, .decrementActivityCount: []
+            case .beginActivity: [.init("lease", "h")]
+            case .beginTask: [.init("task", "o")]
+            }
+        }
     }
 
     /// Its properties.
-    public enum Property: String, Sendable, CaseIterable {
+    public enum Property: String, Sendable, CaseIterable, ContractProperty {
         case version = "Version"
         case enabled = "Enabled"
         case visible = "Visible"
@@ -45,12 +63,46 @@ public enum ActivityMember {
         case completionDelay = "CompletionDelay"
         case clients = "Clients"
         case reasons = "Reasons"
+
+        public var signature: String {
+            switch self {
+            case .version, .activityCount: "u"
+            case .enabled, .visible: "b"
+            case .state: "s"
+            case .activationDelay, .completionDelay: "d"
+            case .clients: "a(ssu)"
+            case .reasons: "a{sas}"
+            }
+        }
+
+        public var isWritable: Bool {
+            switch self {
+            case .enabled, .activationDelay, .completionDelay: true
+            case .version, .visible, .state, .activityCount, .clients, .reasons: false
+            }
+        }
+
+        public var emitsChanged: ContractEmitsChanged {
+            switch self {
+            case .version: .const
+            case .enabled, .visible, .state, .activityCount, .activationDelay, .completionDelay, .clients: .true
+            case .reasons: .invalidates
+            }
+        }
     }
 
     /// Its signals.
-    public enum Signal: String, Sendable, CaseIterable {
+    public enum Signal: String, Sendable, CaseIterable, ContractSignal {
         case visible = "Visible"
+
+        public var arguments: [ContractArgument] {
+            switch self {
+            case .visible: [.init("visible", "b")]
+            }
+        }
     }
+
+    public static var signals: [any ContractSignal] { Signal.allCases }
 
     /// `State`'s values.
     public enum State: String, Sendable, CaseIterable {
@@ -80,9 +132,11 @@ public enum ActivityMember {
 }
 
 /// `org.example.NetActivity.Downloader`.
-public enum DownloaderMember {
+public enum DownloaderMember: ContractInterface {
+    public static let interface = NetActivityInterface.downloader
+
     /// Its methods.
-    public enum Method: String, Sendable, CaseIterable {
+    public enum Method: String, Sendable, CaseIterable, ContractMethod {
         case downloadImage = "DownloadImage"
         case fetchImage = "FetchImage"
         case fetchPixels = "FetchPixels"
@@ -91,10 +145,34 @@ public enum DownloaderMember {
         case prefetchImages = "PrefetchImages"
         case cancelPrefetch = "CancelPrefetch"
         case removeImages = "RemoveImages"
+
+        public var inArguments: [ContractArgument] {
+            switch self {
+            case .downloadImage, .fetchImage, .fetchPixels: [.init("url", "s"), .init("options", "a{sv}")]
+            case .cancelDownload: [.init("receipt", "s")]
+            case .setPriority: [.init("receipt", "s"), .init("priority", "s")]
+            case .prefetchImages: [.init("urls", "as"), .init("options", "a{sv}")]
+            case .cancelPrefetch: [.init("receipt", "s"), .init("urls", "as")]
+            case .removeImages: [.init("prefix", "s")]
+            }
+        }
+
+        public var outArguments: [ContractArgument] {
+            switch self {
+            case .downloadImage: [.init("receipt", "s"), .init("task", "o"), .init("cached", "b")]
+            case .fetchImage: [.init("image", "h"), .init("size", "t"), .init("info", "a{sv}")]
+            case .fetchPixels: [.init("pixels", "h"), .init("info", "a{sv}")]
+            case .cancelDownload: [.init("cancelled", "b")]
+            case .setPriority: [.init("changed", "b")]
+            case .prefetchImages: [.init("receipt", "s")]
+            case .cancelPrefetch: [.init("cancelled", "u")]
+            case .removeImages: [.init("removed", "u")]
+            }
+        }
     }
 
     /// Its properties.
-    public enum Property: String, Sendable, CaseIterable {
+    public enum Property: String, Sendable, CaseIterable, ContractProperty {
         case version = "Version"
         case maximumActiveDownloads = "MaximumActiveDownloads"
         case downloadPrioritization = "DownloadPrioritization"
@@ -105,13 +183,48 @@ public enum DownloaderMember {
         case diskError = "DiskError"
         case proxy = "Proxy"
         case deferred = "Deferred"
+
+        public var signature: String {
+            switch self {
+            case .version, .maximumActiveDownloads, .activeDownloads, .queuedDownloads: "u"
+            case .downloadPrioritization, .diskError, .proxy: "s"
+            case .diskCapacity, .diskUsage: "t"
+            case .deferred: "a{sv}"
+            }
+        }
+
+        public var isWritable: Bool {
+            switch self {
+            case .maximumActiveDownloads, .downloadPrioritization, .diskCapacity: true
+            case .version, .activeDownloads, .queuedDownloads, .diskUsage, .diskError, .proxy, .deferred: false
+            }
+        }
+
+        public var emitsChanged: ContractEmitsChanged {
+            switch self {
+            case .version: .const
+            case .maximumActiveDownloads, .downloadPrioritization, .diskCapacity: .true
+            case .activeDownloads, .queuedDownloads, .diskUsage, .diskError, .proxy: .false
+            case .deferred: .invalidates
+            }
+        }
     }
 
     /// Its signals.
-    public enum Signal: String, Sendable, CaseIterable {
+    public enum Signal: String, Sendable, CaseIterable, ContractSignal {
         case prefetchFinished = "PrefetchFinished"
         case downloadFinished = "DownloadFinished"
+
+        public var arguments: [ContractArgument] {
+            switch self {
+            case .prefetchFinished: [.init("receipt", "s"), .init("stored", "u"), .init("failed", "u")]
+            case .downloadFinished:
+                [.init("receipt", "s"), .init("url", "s"), .init("ok", "b"), .init("error_name", "s"), .init("error_message", "s")]
+            }
+        }
     }
+
+    public static var signals: [any ContractSignal] { Signal.allCases }
 
     /// `Priority`: the values several members take.
     public enum Priority: String, Sendable, CaseIterable {
@@ -256,9 +369,11 @@ public enum DownloaderMember {
 }
 
 /// `org.example.NetActivity.ImageCache`.
-public enum ImageCacheMember {
+public enum ImageCacheMember: ContractInterface {
+    public static let interface = NetActivityInterface.imageCache
+
     /// Its methods.
-    public enum Method: String, Sendable, CaseIterable {
+    public enum Method: String, Sendable, CaseIterable, ContractMethod {
         case addImage = "AddImage"
         case addImageForRequest = "AddImageForRequest"
         case addImageFromFd = "AddImageFromFd"
@@ -271,10 +386,35 @@ public enum ImageCacheMember {
         case removeImage = "RemoveImage"
         case removeImageForRequest = "RemoveImageForRequest"
         case removeAllImages = "RemoveAllImages"
+
+        public var inArguments: [ContractArgument] {
+            switch self {
+            case .addImage: [.init("identifier", "s"), .init("data", "ay")]
+            case .addImageForRequest: [.init("url", "s"), .init("additional_identifier", "s"), .init("data", "ay")]
+            case .addImageFromFd: [.init("identifier", "s"), .init("image", "h")]
+            case .addImageFromFdForRequest:
+                [.init("url", "s"), .init("additional_identifier", "s"), .init("image", "h")]
+            case .lookupImage, .openImage, .removeImage: [.init("identifier", "s")]
+            case .lookupImageForRequest, .openImageForRequest, .removeImageForRequest:
+                [.init("url", "s"), .init("additional_identifier", "s")]
+            case .openPixels: [.init("identifier", "s"), .init("options", "a{sv}")]
+            case .removeAllImages: []
+            }
+        }
+
+        public var outArguments: [ContractArgument] {
+            switch self {
+            case .addImage, .addImageForRequest, .addImageFromFd, .addImageFromFdForRequest: []
+            case .lookupImage, .lookupImageForRequest: [.init("found", "b"), .init("data", "ay")]
+            case .openImage, .openImageForRequest: [.init("fd", "h"), .init("size", "t")]
+            case .openPixels: [.init("pixels", "h"), .init("info", "a{sv}")]
+            case .removeImage, .removeImageForRequest, .removeAllImages: [.init("removed", "b")]
+            }
+        }
     }
 
     /// Its properties.
-    public enum Property: String, Sendable, CaseIterable {
+    public enum Property: String, Sendable, CaseIterable, ContractProperty {
         case version = "Version"
         case memoryCapacity = "MemoryCapacity"
         case preferredMemoryUsageAfterPurge = "PreferredMemoryUsageAfterPurge"
@@ -286,7 +426,37 @@ public enum ImageCacheMember {
         case imageCount = "ImageCount"
         case memoryUsageByApp = "MemoryUsageByApp"
         case statistics = "Statistics"
+
+        public var signature: String {
+            switch self {
+            case .version, .imageCount: "u"
+            case .memoryCapacity, .preferredMemoryUsageAfterPurge, .memoryUsage, .decodedMemoryCapacity, .decodedPreferredMemoryUsageAfterPurge, .decodedMemoryUsage:
+                "t"
+            case .decodedStatistics, .memoryUsageByApp, .statistics: "a{st}"
+            }
+        }
+
+        public var isWritable: Bool {
+            switch self {
+            case .memoryCapacity, .preferredMemoryUsageAfterPurge, .decodedMemoryCapacity, .decodedPreferredMemoryUsageAfterPurge:
+                true
+            case .version, .memoryUsage, .decodedMemoryUsage, .decodedStatistics, .imageCount, .memoryUsageByApp, .statistics:
+                false
+            }
+        }
+
+        public var emitsChanged: ContractEmitsChanged {
+            switch self {
+            case .version: .const
+            case .memoryCapacity, .preferredMemoryUsageAfterPurge, .decodedMemoryCapacity, .decodedPreferredMemoryUsageAfterPurge:
+                .true
+            case .memoryUsage, .decodedMemoryUsage, .decodedStatistics, .imageCount, .memoryUsageByApp, .statistics:
+                .false
+            }
+        }
     }
+
+    public static var signals: [any ContractSignal] { [] }
 
     /// The values of `OpenPixels`'s `info` key `format`.
     public enum OpenPixelsFormat: String, Sendable, CaseIterable {
@@ -372,9 +542,11 @@ public enum ImageCacheMember {
 }
 
 /// `org.example.NetActivity.Task`.
-public enum TaskMember {
+public enum TaskMember: ContractInterface {
+    public static let interface = NetActivityInterface.task
+
     /// Its methods.
-    public enum Method: String, Sendable, CaseIterable {
+    public enum Method: String, Sendable, CaseIterable, ContractMethod {
         case suspend = "Suspend"
         case resume = "Resume"
         case complete = "Complete"
@@ -382,10 +554,23 @@ public enum TaskMember {
         case setFraction = "SetFraction"
         case requestCancel = "RequestCancel"
         case requestSuspend = "RequestSuspend"
+
+        public var inArguments: [ContractArgument] {
+            switch self {
+            case .suspend, .resume, .requestCancel: []
+            case .complete: [.init("error", "s")]
+            case .setProgress:
+                [.init("sent", "t"), .init("expected_to_send", "t"), .init("received", "t"), .init("expected_to_receive", "t")]
+            case .setFraction: [.init("fraction", "d")]
+            case .requestSuspend: [.init("suspended", "b")]
+            }
+        }
+
+        public var outArguments: [ContractArgument] { [] }
     }
 
     /// Its properties.
-    public enum Property: String, Sendable, CaseIterable {
+    public enum Property: String, Sendable, CaseIterable, ContractProperty {
         case version = "Version"
         case state = "State"
         case cancellable = "Cancellable"
@@ -398,13 +583,43 @@ public enum TaskMember {
         case countOfBytesExpectedToReceive = "CountOfBytesExpectedToReceive"
         case fractionCompleted = "FractionCompleted"
         case error = "Error"
+
+        public var signature: String {
+            switch self {
+            case .version: "u"
+            case .state, .description, .owner, .error: "s"
+            case .cancellable, .suspendable: "b"
+            case .countOfBytesSent, .countOfBytesExpectedToSend, .countOfBytesReceived, .countOfBytesExpectedToReceive:
+                "t"
+            case .fractionCompleted: "d"
+            }
+        }
+
+        public var isWritable: Bool { false }
+
+        public var emitsChanged: ContractEmitsChanged {
+            switch self {
+            case .version, .cancellable, .suspendable, .description, .owner: .const
+            case .state, .countOfBytesSent, .countOfBytesExpectedToSend, .countOfBytesReceived, .countOfBytesExpectedToReceive, .fractionCompleted, .error:
+                .true
+            }
+        }
     }
 
     /// Its signals.
-    public enum Signal: String, Sendable, CaseIterable {
+    public enum Signal: String, Sendable, CaseIterable, ContractSignal {
         case cancelRequested = "CancelRequested"
         case suspendRequested = "SuspendRequested"
+
+        public var arguments: [ContractArgument] {
+            switch self {
+            case .cancelRequested: []
+            case .suspendRequested: [.init("suspended", "b")]
+            }
+        }
     }
+
+    public static var signals: [any ContractSignal] { Signal.allCases }
 
     /// `State`'s values.
     public enum State: String, Sendable, CaseIterable {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
-public import NetActivityContract
+import NetActivityContract
 
 /// The origin of an http(s) URL: what proxy choices and their cache are keyed by.
 public struct URLOrigin: Hashable, Sendable {

@@ -2,10 +2,11 @@
 import DBusKit
 import LinuxKit
 import Logging
-import NetActivityAgent
 import NetActivityContract
 import NetActivityCore
 import NetActivityTesting
+
+@testable import NetActivityAgent
 
 /// Records every message the services send, with the manual time it was sent at.
 final class RecordingSink: MessageSink {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
-public import DBusKit
+import DBusKit
 import Glibc
 import LinuxKit
 import NetActivityContract
@@ -7,128 +7,79 @@ import NetActivityCore
 
 /// The Downloader's interface table (dbus/org.example.NetActivity.Downloader.xml) and its
 /// handlers: each reads its arguments, calls the service, and writes the reply.
-extension DownloadService {
+extension DownloadService: BusService {
+    typealias Member = DownloaderMember
+
     // MARK: the interface table
 
-    /// `org.example.NetActivity.Downloader` (dbus/org.example.NetActivity.Downloader.xml).
-    public func makeInterface() -> DBusInterface {
-        typealias M = DownloaderMember.Method
-        typealias P = DownloaderMember.Property
-        return DBusInterface(
-            NetActivityInterface.downloader.rawValue,
-            methods: [
-                DBusMethod(
-                    M.downloadImage.rawValue, in: [DBusArgument("url", "s"), DBusArgument("options", "a{sv}")],
-                    out: [DBusArgument("receipt", "s"), DBusArgument("task", "o"), DBusArgument("cached", "b")]
-                ) { [unowned self] in try self.downloadImage(&$0) },
-                DBusMethod(
-                    M.fetchImage.rawValue, in: [DBusArgument("url", "s"), DBusArgument("options", "a{sv}")],
-                    out: [DBusArgument("image", "h"), DBusArgument("size", "t"), DBusArgument("info", "a{sv}")]
-                ) { [unowned self] in try self.fetchImage(&$0) },
-                DBusMethod(
-                    M.fetchPixels.rawValue, in: [DBusArgument("url", "s"), DBusArgument("options", "a{sv}")],
-                    out: [DBusArgument("pixels", "h"), DBusArgument("info", "a{sv}")]
-                ) { [unowned self] in try self.fetchPixels(&$0) },
-                DBusMethod(
-                    M.cancelDownload.rawValue, in: [DBusArgument("receipt", "s")], out: [DBusArgument("cancelled", "b")]
-                ) {
-                    [unowned self] in try self.cancelDownload(&$0)
-                },
-                DBusMethod(
-                    M.setPriority.rawValue, in: [DBusArgument("receipt", "s"), DBusArgument("priority", "s")],
-                    out: [DBusArgument("changed", "b")]
-                ) { [unowned self] in try self.setPriority(&$0) },
-                DBusMethod(
-                    M.removeImages.rawValue, in: [DBusArgument("prefix", "s")], out: [DBusArgument("removed", "u")]
-                ) {
-                    [unowned self] in try self.removeImages(&$0)
-                },
-                DBusMethod(
-                    M.prefetchImages.rawValue, in: [DBusArgument("urls", "as"), DBusArgument("options", "a{sv}")],
-                    out: [DBusArgument("receipt", "s")]
-                ) { [unowned self] call in
-                    let urls = try call.args.readStrings()
-                    let options = try call.args.readVardict()
-                    call.reply.append(try self.prefetching.prefetch(urls: urls, options: options, owner: call.sender))
-                },
-                DBusMethod(
-                    M.cancelPrefetch.rawValue, in: [DBusArgument("receipt", "s"), DBusArgument("urls", "as")],
-                    out: [DBusArgument("cancelled", "u")]
-                ) { [unowned self] call in
-                    let receipt = try call.args.read(String.self)
-                    let urls = try call.args.readStrings()
-                    call.reply.append(try self.prefetching.cancel(receipt: receipt, urls: urls, by: call.sender))
-                },
-            ],
-            properties: [
-                .contractVersion,
-                DBusProperty(
-                    P.maximumActiveDownloads.rawValue, "u",
-                    get: { [unowned self] w, _ in w.append(UInt32(self.core.maximumActiveDownloads)) }
-                ) { [unowned self] r, _, sender in
-                    try self.context.requireHost(sender, toSet: "MaximumActiveDownloads")
-                    try self.setMaximumActiveDownloads(try r.read(UInt32.self))
-                },
-                DBusProperty(
-                    P.downloadPrioritization.rawValue, "s",
-                    get: { [unowned self] w, _ in w.append(self.core.prioritization.rawValue) }
-                ) { [unowned self] r, _, sender in
-                    try self.context.requireHost(sender, toSet: "DownloadPrioritization")
-                    try self.setPrioritization(try r.read(String.self))
-                },
-                DBusProperty(P.activeDownloads.rawValue, "u", emitsChanged: .false) { [unowned self] w, _ in
-                    w.append(UInt32(self.core.activeCount + self.core.yieldedCount))
-                },
-                DBusProperty(P.queuedDownloads.rawValue, "u", emitsChanged: .false) { [unowned self] w, _ in
-                    w.append(UInt32(self.core.queuedCount))
-                },
-                DBusProperty(
-                    P.diskCapacity.rawValue, "t",
-                    get: { [unowned self] w, _ in w.append(self.disk?.capacity ?? DiskCache.defaultCapacity) }
-                ) { [unowned self] r, _, sender in
-                    try self.context.requireHost(sender, toSet: "DiskCapacity")
-                    try self.setDiskCapacity(try r.read(UInt64.self))
-                },
-                DBusProperty(P.diskUsage.rawValue, "t", emitsChanged: .false) { [unowned self] w, _ in
-                    self.disk?.start()
-                    w.append(self.disk?.usage ?? 0)
-                },
-                DBusProperty(P.diskError.rawValue, "s", emitsChanged: .false) { [unowned self] w, _ in
-                    w.append(self.diskError)
-                },
-                DBusProperty(P.proxy.rawValue, "s", emitsChanged: .false) { [unowned self] w, _ in
-                    w.append(self.proxyInUse)
-                },
-                DBusProperty(P.deferred.rawValue, "a{sv}", emitsChanged: .invalidates) { [unowned self] w, _ in
-                    typealias Key = DownloaderMember.DeferredKey
-                    let (metered, powerSaver) = self.conditions.holdReasons
-                    var out: [String: DBusValue] = [:]
-                    if metered { out[Key.metered.rawValue] = .bool(true) }
-                    if powerSaver { out[Key.powerSaver.rawValue] = .bool(true) }
-                    if metered || powerSaver {
-                        out[Key.held.rawValue] = .uint32(UInt32(clamping: self.core.heldCount))
-                        out[Key.prefetch.rawValue] = .uint32(UInt32(clamping: self.prefetching.waitingCount))
-                    }
-                    try w.appendVardict(out)
-                },
-            ],
-            signals: [
-                DBusSignal(
-                    DownloaderMember.Signal.downloadFinished.rawValue,
-                    [
-                        DBusArgument("receipt", "s"), DBusArgument("url", "s"), DBusArgument("ok", "b"),
-                        DBusArgument("error_name", "s"), DBusArgument("error_message", "s"),
-                    ]),
-                DBusSignal(
-                    DownloaderMember.Signal.prefetchFinished.rawValue,
-                    [
-                        DBusArgument("receipt", "s"), DBusArgument("stored", "u"), DBusArgument("failed", "u"),
-                    ]),
-            ]
-        )
+    func handle(_ method: Member.Method, _ call: inout MethodCall) throws {
+        switch method {
+        case .downloadImage: try downloadImage(&call)
+        case .fetchImage: try fetchImage(&call)
+        case .fetchPixels: try fetchPixels(&call)
+        case .cancelDownload: try cancelDownload(&call)
+        case .setPriority: try setPriority(&call)
+        case .removeImages: try removeImages(&call)
+        case .prefetchImages: try prefetchImages(&call)
+        case .cancelPrefetch: try cancelPrefetch(&call)
+        }
+    }
+
+    static func property(_ property: Member.Property) -> BusProperty<DownloadService> {
+        switch property {
+        case .version: .version
+        case .maximumActiveDownloads:
+            .readwrite({ s, w in w.append(UInt32(s.core.maximumActiveDownloads)) }) { s, r in
+                try s.setMaximumActiveDownloads(try r.read(UInt32.self))
+            }
+        case .downloadPrioritization:
+            .readwrite({ s, w in w.append(s.core.prioritization.rawValue) }) { s, r in
+                try s.setPrioritization(try r.read(String.self))
+            }
+        case .activeDownloads: .read { s, w in w.append(UInt32(s.core.activeCount + s.core.yieldedCount)) }
+        case .queuedDownloads: .read { s, w in w.append(UInt32(s.core.queuedCount)) }
+        case .diskCapacity:
+            .readwrite({ s, w in w.append(s.disk?.capacity ?? DiskCache.defaultCapacity) }) { s, r in
+                try s.setDiskCapacity(try r.read(UInt64.self))
+            }
+        case .diskUsage:
+            .read { s, w in
+                s.disk?.start()
+                w.append(s.disk?.usage ?? 0)
+            }
+        case .diskError: .read { s, w in w.append(s.diskError) }
+        case .proxy: .read { s, w in w.append(s.proxyInUse) }
+        case .deferred: .read { s, w in try s.writeDeferred(&w) }
+        }
+    }
+
+    /// Deferred: why downloads wait, and how many do (empty when nothing holds them).
+    func writeDeferred(_ w: inout MessageWriter) throws {
+        typealias Key = DownloaderMember.DeferredKey
+        let (metered, powerSaver) = conditions.holdReasons
+        var out: [String: DBusValue] = [:]
+        if metered { out[Key.metered.rawValue] = .bool(true) }
+        if powerSaver { out[Key.powerSaver.rawValue] = .bool(true) }
+        if metered || powerSaver {
+            out[Key.held.rawValue] = .uint32(UInt32(clamping: core.heldCount))
+            out[Key.prefetch.rawValue] = .uint32(UInt32(clamping: prefetching.waitingCount))
+        }
+        try w.appendVardict(out)
     }
 
     // MARK: handlers
+
+    func prefetchImages(_ call: inout MethodCall) throws {
+        let urls = try call.args.readStrings()
+        let options = try call.args.readVardict()
+        call.reply.append(try prefetching.prefetch(urls: urls, options: options, owner: call.sender))
+    }
+
+    func cancelPrefetch(_ call: inout MethodCall) throws {
+        let receipt = try call.args.read(String.self)
+        let urls = try call.args.readStrings()
+        call.reply.append(try prefetching.cancel(receipt: receipt, urls: urls, by: call.sender))
+    }
 
     func downloadImage(_ call: inout MethodCall) throws {
         let url = try call.args.read(String.self)

@@ -6,67 +6,44 @@ import NetActivityCore
 
 /// `org.example.NetActivity.Task` (dbus/org.example.NetActivity.Task.xml): the table every task
 /// object serves, and its handlers: the owner's, and the requests panels pass to the owner.
-extension TaskService {
-    // MARK: the Task interface table
-
+extension TaskService: BusService {
+    typealias Member = TaskMember
     typealias P = TaskMember.Property
 
-    /// `org.example.NetActivity.Task` (documented in dbus/org.example.NetActivity.Task.xml).
-    func makeInterface() -> DBusInterface {
-        typealias M = TaskMember.Method
-        return DBusInterface(
-            NetActivityInterface.task.rawValue,
-            methods: [
-                DBusMethod(M.suspend.rawValue) { [unowned self] in try self.suspend(&$0) },
-                DBusMethod(M.resume.rawValue) { [unowned self] in try self.resume(&$0) },
-                DBusMethod(M.complete.rawValue, in: [DBusArgument("error", "s")]) { [unowned self] in
-                    try self.complete(&$0)
-                },
-                DBusMethod(
-                    M.setProgress.rawValue,
-                    in: [
-                        DBusArgument("sent", "t"), DBusArgument("expected_to_send", "t"),
-                        DBusArgument("received", "t"), DBusArgument("expected_to_receive", "t"),
-                    ]
-                ) { [unowned self] in try self.setProgress(&$0) },
-                DBusMethod(M.setFraction.rawValue, in: [DBusArgument("fraction", "d")]) { [unowned self] in
-                    try self.setFraction(&$0)
-                },
-                DBusMethod(M.requestCancel.rawValue) { [unowned self] in try self.requestCancel(&$0) },
-                DBusMethod(M.requestSuspend.rawValue, in: [DBusArgument("suspended", "b")]) { [unowned self] in
-                    try self.requestSuspend(&$0)
-                },
-            ],
-            properties: [
-                .contractVersion,
-                taskProperty(.state, "s") { w, t in w.append(t.record.state.rawValue) },
-                taskProperty(.cancellable, "b", emitsChanged: .const) { w, t in w.append(t.offers.cancellable) },
-                taskProperty(.suspendable, "b", emitsChanged: .const) { w, t in w.append(t.offers.suspendable) },
-                taskProperty(.description, "s", emitsChanged: .const) { w, t in w.append(t.record.description) },
-                taskProperty(.owner, "s", emitsChanged: .const) { w, t in w.append(t.record.owner) },
-                taskProperty(.countOfBytesSent, "t") { w, t in w.append(t.record.progress.sent) },
-                taskProperty(.countOfBytesExpectedToSend, "t") { w, t in w.append(t.record.progress.expectedToSend) },
-                taskProperty(.countOfBytesReceived, "t") { w, t in w.append(t.record.progress.received) },
-                taskProperty(.countOfBytesExpectedToReceive, "t") { w, t in
-                    w.append(t.record.progress.expectedToReceive)
-                },
-                taskProperty(.fractionCompleted, "d") { w, t in w.append(t.record.fractionCompleted) },
-                taskProperty(.error, "s") { w, t in w.append(t.record.error) },
-            ],
-            signals: [
-                DBusSignal(TaskMember.Signal.cancelRequested.rawValue, []),
-                DBusSignal(TaskMember.Signal.suspendRequested.rawValue, [DBusArgument("suspended", "b")]),
-            ]
-        )
+    // MARK: the Task interface table
+
+    func handle(_ method: Member.Method, _ call: inout MethodCall) throws {
+        switch method {
+        case .suspend: try suspend(&call)
+        case .resume: try resume(&call)
+        case .complete: try complete(&call)
+        case .setProgress: try setProgress(&call)
+        case .setFraction: try setFraction(&call)
+        case .requestCancel: try requestCancel(&call)
+        case .requestSuspend: try requestSuspend(&call)
+        }
     }
 
-    private func taskProperty(
-        _ property: TaskMember.Property, _ signature: String, emitsChanged: DBusProperty.EmitsChanged = .true,
-        _ get: @escaping (inout MessageWriter, TaskEntry) -> Void
-    ) -> DBusProperty {
-        DBusProperty(property.rawValue, signature, emitsChanged: emitsChanged) { [unowned self] w, path in
-            get(&w, try self.task(at: path))
+    static func property(_ property: Member.Property) -> BusProperty<TaskService> {
+        switch property {
+        case .version: .version
+        case .state: task { w, t in w.append(t.record.state.rawValue) }
+        case .cancellable: task { w, t in w.append(t.offers.cancellable) }
+        case .suspendable: task { w, t in w.append(t.offers.suspendable) }
+        case .description: task { w, t in w.append(t.record.description) }
+        case .owner: task { w, t in w.append(t.record.owner) }
+        case .countOfBytesSent: task { w, t in w.append(t.record.progress.sent) }
+        case .countOfBytesExpectedToSend: task { w, t in w.append(t.record.progress.expectedToSend) }
+        case .countOfBytesReceived: task { w, t in w.append(t.record.progress.received) }
+        case .countOfBytesExpectedToReceive: task { w, t in w.append(t.record.progress.expectedToReceive) }
+        case .fractionCompleted: task { w, t in w.append(t.record.fractionCompleted) }
+        case .error: task { w, t in w.append(t.record.error) }
         }
+    }
+
+    /// A property of the task at the object's path.
+    private static func task(_ get: @escaping (inout MessageWriter, TaskEntry) -> Void) -> BusProperty<TaskService> {
+        .read(atPath: { s, w, path in get(&w, try s.task(at: path)) })
     }
 
     // MARK: handlers
