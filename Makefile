@@ -10,6 +10,8 @@ PYTHON ?= /usr/bin/python3
 DEBUG_BIN = .build/debug
 RELEASE_BIN = .build/release
 
+# The parts of make test (see there).
+.PHONY: test-build debian13-roots test-desktop test-bus test-broker
 .PHONY: pictures print-lib-file gobject-calls install-lib extension extension-zip all setup decoder gtk-example lib lib-docs lib-examples build release run test unit format lint locale pot contract integration example readme-snippets bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
 
 all: build
@@ -87,18 +89,37 @@ lint:
 	@mkdir -p $(SWIFT_TMP) && $(SWIFT) format lint --strict $(SWIFT_SOURCES)
 	@echo "swift format: $(words $(SWIFT_SOURCES)) files as .swift-format has them"
 
+# make test: what it needs installed first (apt runs once, before anything runs beside it); then
+# the Swift build and the Debian 13 roots side by side; the unit tests; then the integration
+# suite in four parts at once (they mostly wait on buses, servers and X; each part's output is
+# printed whole when it ends): the desktop suites and the bus suites on dbus-daemon, the bus
+# suites on dbus-broker, and the Debian package (a release build on one core, then its tests).
 # The library's "never waits" tests time calls in 100 ms: they run on their own, after the rest,
 # so that other suites' blocking helpers cannot starve the Swift concurrency pool they share.
-test: setup check-layering lint example gtk-example lib-examples lib-docs locale decoder extension
+test: setup
 	@scripts/setup.sh --gnome
-	@scripts/debian13-root.sh $(DEBIAN13_ROOT) >/dev/null
-	$(SWIFT) build --build-tests
-	@install -m 0755 $(DECODER) $(DEBUG_BIN)/
+	@scripts/setup.sh --deb
+	@$(MAKE) --no-print-directory -j2 test-build debian13-roots
 	$(SWIFT) test --skip-build --skip NeverFailTests
 	$(SWIFT) test --skip-build --filter NeverFailTests
-	NETACTIVITY_EXAMPLE=$(EXAMPLE_BIN) NETACTIVITY_DEBIAN13=$(CURDIR)/$(DEBIAN13_ROOT) $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN)
+	@$(MAKE) --no-print-directory -j4 --output-sync=target test-desktop test-bus test-broker deb-test DEB_JOBS=1
+
+test-build:
+	@$(MAKE) --no-print-directory -j1 check-layering lint example gtk-example lib-examples lib-docs locale decoder extension
+	$(SWIFT) build --build-tests
+	@install -m 0755 $(DECODER) $(DEBUG_BIN)/
+
+debian13-roots:
+	@scripts/debian13-root.sh $(DEBIAN13_ROOT) >/dev/null
+	@scripts/debian13-root.sh --base $(DEBIAN13_BASE) >/dev/null
+
+# The suites that start desktops, X servers or buses of their own (BROKER_SKIP), and the rest.
+test-desktop:
+	NETACTIVITY_EXAMPLE=$(EXAMPLE_BIN) NETACTIVITY_DEBIAN13=$(CURDIR)/$(DEBIAN13_ROOT) $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) $(subst --skip,--only,$(BROKER_SKIP))
+test-bus:
+	NETACTIVITY_EXAMPLE=$(EXAMPLE_BIN) $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) $(BROKER_SKIP)
+test-broker:
 	$(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) --bus broker $(BROKER_SKIP)
-	$(MAKE) deb-test
 
 # A Debian 13 root with GNOME Shell 48 (mmdebstrap, about a minute and 1.1 GB, made once and kept in
 # the build tree): the GNOME Shell tests run the shell in it too, and the package tests install the
@@ -117,7 +138,7 @@ BROKER_SKIP = --skip test_gnome_shell --skip test_waybar --skip test_package --s
 # find no error.
 deb: setup
 	@scripts/setup.sh --deb
-	scripts/make-deb.sh
+	DEB_JOBS=$(DEB_JOBS) scripts/make-deb.sh
 
 # Builds the package and tests it extracted (dpkg-deb -x) into a temporary root: its agent runs
 # from there without the toolchain, and D-Bus activation starts it from the package's service file

@@ -9,10 +9,13 @@ cd "$(dirname "$0")/.."
 VERSION=$(sed -n '1s/^netactivity (\([^)]*\)).*/\1/p' packaging/changelog)
 ARCH=$(dpkg --print-architecture)
 SCRATCH=.build-deb
+# Run from make test beside other jobs: the make calls below are make runs of their own.
+unset MAKEFLAGS MFLAGS
 # SwiftPM's temporary folders stay in the build tree (see the Makefile).
 mkdir -p .build/tmp
 export TMPDIR="$PWD/.build/tmp"
-FLAGS="-c release --static-swift-stdlib --disable-local-rpath -Xlinker -z -Xlinker now --scratch-path $SCRATCH"
+# DEB_JOBS: how many compile jobs at once (make test builds on one core while its suites run).
+FLAGS="-c release --static-swift-stdlib --disable-local-rpath -Xlinker -z -Xlinker now --scratch-path $SCRATCH${DEB_JOBS:+ -j $DEB_JOBS}"
 # shellcheck disable=SC2086
 swift build $FLAGS --product netactivityd >&2
 # --agent-only: just the packaged agent, in $SCRATCH/release (make bench measures its idle RSS).

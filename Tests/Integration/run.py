@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """Runs the integration tests (Debian's /usr/bin/python3, which has python3-dbus and gi).
 
-Usage: run.py --bin .build/debug [--bus dbus-daemon|broker] [-k pattern] [--skip pattern]
+Usage: run.py --bin .build/debug [--bus dbus-daemon|broker] [-k pattern] [--skip module] [--only module]
 Ends with a line 'N passed, N failed'.
 """
 import argparse
@@ -15,6 +15,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--bin", default=".build/debug")
 parser.add_argument("-k", dest="pattern", action="append", default=[])
 parser.add_argument("--skip", action="append", default=[], help="leave out the tests of these modules")
+parser.add_argument("--only", action="append", default=[], help="run the tests of these modules alone")
 parser.add_argument("--bus", choices=["dbus-daemon", "broker"], default="dbus-daemon",
                     help="the private session bus each test starts (broker: dbus-broker)")
 args = parser.parse_args()
@@ -33,11 +34,16 @@ loader = unittest.TestLoader()
 if args.pattern:
     loader.testNamePatterns = ["*%s*" % p for p in args.pattern]
 suite = loader.discover(here, pattern="test_*.py", top_level_dir=here)
-if args.skip:
+if args.skip or args.only:
+    def wanted(t):
+        module = t.__class__.__module__
+        if module == "unittest.loader":  # a module that failed to import: always shown
+            return True
+        return module not in args.skip and (not args.only or module in args.only)
+
     def keep(s):
         if isinstance(s, unittest.TestSuite):
-            return unittest.TestSuite(keep(t) for t in s if not (isinstance(t, unittest.TestCase)
-                                                                  and t.__class__.__module__ in args.skip))
+            return unittest.TestSuite(keep(t) for t in s if not isinstance(t, unittest.TestCase) or wanted(t))
         return s
     suite = keep(suite)
 result = unittest.TextTestRunner(verbosity=2).run(suite)
