@@ -7,6 +7,7 @@ import atexit
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import struct
 import tempfile
@@ -36,6 +37,18 @@ LIB_FILE = subprocess.run(["make", "-s", "--no-print-directory", "-C", ROOT, "pr
                           text=True, check=True).stdout.strip()
 
 
+def listening(path):
+    """Whether a Unix stream socket at `path` accepts connections."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
 def broker_usable():
     return os.geteuid() == 0 and shutil.which("dbus-broker-launch") is not None and shutil.which("systemd-socket-activate") is not None
 
@@ -58,12 +71,13 @@ class PrivateBus:
 
     def start(self):
         if self.broker:
-            # socket activation: the socket is there, and answering, once the launcher has it
+            # socket activation: the bus answers once the launcher listens on the socket (the file
+            # is there from bind(), a moment before listen(): a connection then is refused)
             self.proc = subprocess.Popen([os.path.join(os.path.dirname(os.path.abspath(__file__)), "broker.sh"), self.dir],
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.daemon_env,
                                          start_new_session=True)
             self.address = "unix:path=%s/bus" % self.dir
-            wait_until(lambda: os.path.exists("%s/bus" % self.dir), what="dbus-broker's socket")
+            wait_until(lambda: listening("%s/bus" % self.dir), what="dbus-broker's socket")
             return
         self.proc = subprocess.Popen(
             ["dbus-daemon", *self.bus_args, "--nofork", "--print-address=1"],
