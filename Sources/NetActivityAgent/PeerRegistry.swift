@@ -68,7 +68,8 @@ public final class BusPeerRegistry: PeerRegistry {
     /// When each peer's unique name appeared on the bus (boot-time clock ticks), for peers that
     /// connected while the agent ran: the process that made the connection started before it.
     private var connectedAt: [String: UInt64] = [:]
-    /// How long a peer's identity may take to read before its calls run with the least rights.
+    /// How long a peer's identity may take to read, once the bus named its process, before its
+    /// calls run with the least rights.
     static let identityTimeout: UInt64 = 1_000_000_000
 
     public convenience init(connection: Connection, loop: EventLoop, logger: Logger) {
@@ -306,10 +307,8 @@ public final class BusPeerRegistry: PeerRegistry {
         // one older than the agent, before its first call reached us): a process that started
         // later holds a recycled pid, and is not the peer.
         let startedBy = connectedAt.removeValue(forKey: peer) ?? ProcessIdentity.bootTicks()
-        // Its identity is read off the loop and may never come: after the timeout, the least rights.
-        let timeout = scheduler.schedule(afterNanoseconds: Self.identityTimeout) { [weak self] in
-            self?.resolved(peer, pid: 0, identity: nil)
-        }
+        // The bus's answer comes behind whatever the peer sent before it (a flood of calls is
+        // read first), within the call's timeout.
         connection.busCallAsync("GetConnectionUnixProcessID", timeoutMilliseconds: 5000, { w in w.append(peer) }) {
             [self] result in
             // A strong capture: the call ends (answered or timed out) and lets go of it. A weak
@@ -320,9 +319,11 @@ public final class BusPeerRegistry: PeerRegistry {
                 var r = reply.reader()
                 pid = (try? r.read(UInt32.self)) ?? 0
             }
-            guard pid != 0 else {
-                self.scheduler.cancel(timeout)
-                return self.resolved(peer, pid: 0, identity: nil)
+            guard pid != 0 else { return self.resolved(peer, pid: 0, identity: nil) }
+            // Its identity is read off the loop and may never come (a stalled file system): after
+            // the timeout, the least rights.
+            let timeout = self.scheduler.schedule(afterNanoseconds: Self.identityTimeout) { [weak self] in
+                self?.resolved(peer, pid: 0, identity: nil)
             }
             self.readIdentity(pid, startedBy) { [weak self] identity in
                 self?.scheduler.cancel(timeout)
