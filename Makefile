@@ -11,7 +11,7 @@ DEBUG_BIN = .build/debug
 RELEASE_BIN = .build/release
 
 # The parts of make test (see there).
-.PHONY: test-build debian13-roots test-desktop test-bus test-broker
+.PHONY: test-build debian13-roots test-desktop test-bus test-broker test-timed
 .PHONY: pictures print-lib-file gobject-calls install-lib extension extension-zip all setup decoder gtk-example lib lib-docs lib-examples build release run test unit format lint locale pot contract integration example readme-snippets bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
 
 all: build
@@ -93,7 +93,8 @@ lint:
 # the Swift build and the Debian 13 roots side by side; the unit tests; then the integration
 # suite in four parts at once (they mostly wait on buses, servers and X; each part's output is
 # printed whole when it ends): the desktop suites and the bus suites on dbus-daemon, the bus
-# suites on dbus-broker, and the Debian package (a release build on one core, then its tests).
+# suites on dbus-broker, and the Debian package (a release build on one core, then its tests);
+# last, alone, the classes that time the agent's answers.
 # The library's "never waits" tests time calls in 100 ms: they run on their own, after the rest,
 # so that other suites' blocking helpers cannot starve the Swift concurrency pool they share.
 test: setup
@@ -102,7 +103,9 @@ test: setup
 	@$(MAKE) --no-print-directory -j2 test-build debian13-roots
 	$(SWIFT) test --skip-build --skip NeverFailTests
 	$(SWIFT) test --skip-build --filter NeverFailTests
-	@$(MAKE) --no-print-directory -j4 --output-sync=target test-desktop test-bus test-broker deb-test DEB_JOBS=1
+	@$(MAKE) --no-print-directory -j4 --output-sync=target test-desktop test-bus test-broker deb-test DEB_JOBS=1 \
+	    TEST_TIMED="--timed skip"
+	@$(MAKE) --no-print-directory test-timed
 
 test-build:
 	@$(MAKE) --no-print-directory -j1 check-layering lint example gtk-example lib-examples lib-docs locale decoder extension
@@ -117,9 +120,14 @@ debian13-roots:
 test-desktop:
 	NETACTIVITY_EXAMPLE=$(EXAMPLE_BIN) NETACTIVITY_DEBIAN13=$(CURDIR)/$(DEBIAN13_ROOT) $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) $(subst --skip,--only,$(BROKER_SKIP))
 test-bus:
-	NETACTIVITY_EXAMPLE=$(EXAMPLE_BIN) $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) $(BROKER_SKIP)
+	NETACTIVITY_EXAMPLE=$(EXAMPLE_BIN) $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) $(BROKER_SKIP) $(TEST_TIMED)
 test-broker:
-	$(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) --bus broker $(BROKER_SKIP)
+	$(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) --bus broker $(BROKER_SKIP) $(TEST_TIMED)
+# The classes that bound the agent's answer times (a Peer.Ping prober, deadlines in milliseconds),
+# on each bus, with nothing else running: make test leaves them out of the parts it runs at once.
+test-timed:
+	$(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) --timed only $(BROKER_SKIP)
+	$(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) --bus broker --timed only $(BROKER_SKIP)
 
 # A Debian 13 root with GNOME Shell 48 (mmdebstrap, about a minute and 1.1 GB, made once and kept in
 # the build tree): the GNOME Shell tests run the shell in it too, and the package tests install the

@@ -231,6 +231,14 @@ def wait_for_name(bus, name, proc=None, timeout=10):
         conn.close()
 
 
+def timed(cls):
+    """Marks a test class that bounds how long the agent takes to answer (a Peer.Ping prober, a
+    deadline in milliseconds): make test runs these alone, after its other parts, which run at
+    once and would otherwise be part of what they measure (`run.py --timed only|skip`)."""
+    cls.timed = True
+    return cls
+
+
 def wait_until(predicate, timeout=5.0, interval=0.01, what="condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

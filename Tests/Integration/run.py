@@ -3,6 +3,7 @@
 """Runs the integration tests (Debian's /usr/bin/python3, which has python3-dbus and gi).
 
 Usage: run.py --bin .build/debug [--bus dbus-daemon|broker] [-k pattern] [--skip module] [--only module]
+             [--timed only|skip]
 Ends with a line 'N passed, N failed'.
 """
 import argparse
@@ -16,6 +17,8 @@ parser.add_argument("--bin", default=".build/debug")
 parser.add_argument("-k", dest="pattern", action="append", default=[])
 parser.add_argument("--skip", action="append", default=[], help="leave out the tests of these modules")
 parser.add_argument("--only", action="append", default=[], help="run the tests of these modules alone")
+parser.add_argument("--timed", choices=["only", "skip"],
+                    help="run only, or leave out, the classes that bound the agent's answer times (harness.timed)")
 parser.add_argument("--bus", choices=["dbus-daemon", "broker"], default="dbus-daemon",
                     help="the private session bus each test starts (broker: dbus-broker)")
 args = parser.parse_args()
@@ -34,11 +37,13 @@ loader = unittest.TestLoader()
 if args.pattern:
     loader.testNamePatterns = ["*%s*" % p for p in args.pattern]
 suite = loader.discover(here, pattern="test_*.py", top_level_dir=here)
-if args.skip or args.only:
+if args.skip or args.only or args.timed:
     def wanted(t):
         module = t.__class__.__module__
         if module == "unittest.loader":  # a module that failed to import: always shown
             return True
+        if args.timed and getattr(t.__class__, "timed", False) != (args.timed == "only"):
+            return False
         return module not in args.skip and (not args.only or module in args.only)
 
     def keep(s):

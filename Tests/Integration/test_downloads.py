@@ -11,7 +11,7 @@ import time
 
 import dbus
 
-from harness import NAME, PATH, PROPS, Agent, PrivateBus, busctl, connect, iface, png, prop, wait_until
+from harness import NAME, PATH, PROPS, Agent, PrivateBus, busctl, connect, iface, png, prop, timed, wait_until
 from test_agent import AgentTestCase
 import contract
 
@@ -445,6 +445,7 @@ class PriorityTests(DownloadTestCase):
         self.assertFalse(self.downloader().SetPriority(blocker, D.PRIORITY_HIGH), "finished")
 
 
+@timed
 class SystemConditionsTests(DownloadTestCase):
     """Stand-in NetworkManager and power-profiles-daemon (fake_system.py) on a second private bus
     that plays the system bus: on a metered connection or in power-saver, very-low work waits."""

@@ -15,7 +15,7 @@ import time
 import dbus
 
 import contract
-from harness import CHILD_PRELUDE, BIN, IFACE, NAME, PATH, PROPS, Agent, PrivateBus, cli, connect, image_adder, png, wait_until
+from harness import BIN, CHILD_PRELUDE, IFACE, NAME, PATH, PROPS, Agent, PrivateBus, cli, connect, image_adder, png, timed, wait_until
 from test_agent import AgentTestCase, Observer
 from test_downloads import DownloadTestCase
 
@@ -117,6 +117,7 @@ class HostileServer:
         return cls._bomb
 
 
+@timed
 class LeaseWriterTests(AgentTestCase):
     agent_args = ("--activation-delay", "0", "--completion-delay", "0")
 
@@ -153,6 +154,7 @@ class LeaseWriterTests(AgentTestCase):
         wait_until(lambda: self.count() == 0, what="the lease ended with its last fd")
 
 
+@timed
 class HostileDownloadTests(DownloadTestCase):
     def setUp(self):
         super().setUp()

@@ -20,7 +20,7 @@ import dbus
 
 import contract
 from forward_proxy import ForwardProxy
-from harness import BROKER, PROPS, Agent, PrivateBus, cli, connect, png, wait_until
+from harness import BROKER, PROPS, Agent, PrivateBus, cli, connect, png, timed, wait_until
 from test_agent import AgentTestCase
 from test_downloads import ImageServer
 from test_hostile import STALL_MS, Prober
@@ -167,6 +167,7 @@ class EnvironmentProxyTests(ProxyTestCase):
         self.assertIn("certificate", err)
 
 
+@timed
 class StallingProxyTests(ProxyTestCase, AgentTestCase):
     """A proxy that takes the request and never answers holds that download only."""
 

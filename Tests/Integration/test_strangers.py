@@ -20,7 +20,7 @@ import unittest
 import dbus
 
 import contract
-from harness import BROKER, CHILD_PRELUDE, BIN, IFACE, NAME, PATH, PROPS, Agent, cli, connect, image_adder, png, wait_until
+from harness import BIN, BROKER, CHILD_PRELUDE, IFACE, NAME, PATH, PROPS, Agent, cli, connect, image_adder, png, timed, wait_until
 from rawbus import RawClient, body_strings
 from test_agent import AgentTestCase
 from test_downloads import DownloadTestCase
@@ -70,6 +70,7 @@ def orphaned_connection(address):
     return raw, pid
 
 
+@timed
 @unittest.skipIf(BROKER, "dbus-broker answers no Debug.Stats: the guard is off there (HonestReaderTests)")
 class NeverReaderTests(AgentTestCase):
     def cache(self, conn=None):
@@ -417,6 +418,7 @@ class CgroupIdentityTests(StrangerTestCase):
         self.assertLessEqual(int(obj.Get(CACHE, "MemoryUsage", dbus_interface=PROPS)), 2 << 20)
 
 
+@timed
 class ManagedObjectsLoadTests(AgentTestCase):
     def test_callers_of_get_managed_objects_at_the_maximum_stall_no_one(self):
         """3,276 task objects (the budget); three apps asking for all of them in a loop used to hold
@@ -453,6 +455,7 @@ print(n)
         self.assertLess(report["max_ms"], 1000, report)
 
 
+@timed
 class HugeFirstCallTests(AgentTestCase):
     def test_a_first_call_of_64_mib_is_refused_at_once_and_holds_nobody_up(self):
         """Held while the registry learned its app, a 64 MiB call kept libdbus's incoming queue
@@ -609,6 +612,7 @@ class SmallLeaksTests(DownloadTestCase):
         self.assertEqual(os.listdir(target), [])
 
 
+@timed
 class SettingsReloadTests(unittest.TestCase):
     """A settings file no one should write, and a storm of SIGHUPs: each reload stays cheap, the log
     stays short, and an unusable file never reverts the settings in force."""
@@ -966,6 +970,7 @@ def can_mount_fuse():
     return os.path.exists("/dev/fuse") and can_fake_flatpak()
 
 
+@timed
 @unittest.skipUnless(can_mount_fuse(), "no /dev/fuse or no user namespaces")
 class FuseTests(StrangerTestCase):
     """A FUSE server of the client's own that stops answering: nothing the agent does for that
@@ -1008,6 +1013,7 @@ class FuseTests(StrangerTestCase):
         self.assertTrue(cache.LookupImage("after", byte_arrays=True)[0])
 
 
+@timed
 class SniffTests(AgentTestCase):
     def test_huge_bodies_are_sniffed_by_a_bounded_prefix(self):
         """64 MiB of spaces before '<svg/>', or a JPEG padded with 48 MiB of fill bytes, cost the
@@ -1107,6 +1113,7 @@ class PrefetchPoolTests(PrefetchTestCase):
         self.http.gate("/fresh/gate").set()
 
 
+@timed
 class ManyAnswersTests(DownloadTestCase):
     def test_thousands_of_callers_of_one_image_are_answered_without_holding_the_loop(self):
         """3,200 FetchImage calls (one app's share of pending downloads) wait for one transfer;

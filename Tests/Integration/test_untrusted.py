@@ -20,7 +20,7 @@ import unittest
 import dbus
 
 import contract
-from harness import PrivateBus, Agent, connect, decoded_charge, fd_kinds, png, wait_until
+from harness import Agent, PrivateBus, connect, decoded_charge, fd_kinds, png, timed, wait_until
 from test_agent import AgentTestCase
 from test_hostile import Prober
 from test_strangers import Cgroups, StrangerTestCase, can_fake_flatpak, can_mount_fuse
@@ -131,6 +131,7 @@ class HandedOutDescriptorTests(AgentTestCase):
         self.assertEqual(int(info[C.OPEN_PIXELS_INFO_SOURCE] == C.OPEN_PIXELS_SOURCE_MEMORY), 1, "the same decoded entry")
 
 
+@timed
 class RemovalTests(AgentTestCase):
     def cache(self):
         return dbus.Interface(self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH), C.INTERFACE)
@@ -188,6 +189,7 @@ class UnknownCallerTests(AgentTestCase):
         self.assertEqual(bytes(data), host)
 
 
+@timed
 @unittest.skipUnless(Cgroups.usable() and can_mount_fuse(), "needs root (cgroups), /dev/fuse and user namespaces")
 class DesktopFileOnFuseTests(StrangerTestCase):
     """An app's desktop file, looked up for its name, is a link into a FUSE mount whose server never
