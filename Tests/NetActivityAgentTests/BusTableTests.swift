@@ -57,22 +57,6 @@ struct BusTableTests {
         }
     }
 
-    func set(
-        _ h: DriverHarness, _ caller: String, _ path: String, _ interface: NetActivityInterface, _ name: String,
-        _ value: DBusValue
-    ) throws -> Message? {
-        let message = try Message.methodCall(
-            destination: NetActivityBus.name, path: path, interface: "org.freedesktop.DBus.Properties", member: "Set")
-        message.setSender(caller)
-        var w = message.writer()
-        w.append(interface.rawValue)
-        w.append(name)
-        try w.appendVariant(signature: value.signature) { v in try v.append(value) }
-        let before = h.sink.sent.count
-        h.server.handle(message)
-        return h.sink.sent[before...].last { $0.message.kind == .methodReturn || $0.message.kind == .error }?.message
-    }
-
     @Test("a writable property is the host's to set; a sandboxed app is denied and the value stays")
     func writablePropertiesAreTheHosts() throws {
         let h = harness()
@@ -82,16 +66,16 @@ struct BusTableTests {
                 let name = "\(interface.rawValue).\(property.rawValue)"
                 let value = try #require(try h.property(path, interface, property.rawValue, caller: Self.host))
                 guard property.isWritable else {
-                    let refused = try set(h, Self.host, path, interface, property.rawValue, value)
+                    let refused = try h.setProperty(path, interface, property.rawValue, value, caller: Self.host)
                     #expect(refused?.errorName == "org.freedesktop.DBus.Error.PropertyReadOnly", "\(name)")
                     continue
                 }
                 writable += 1
-                let denied = try set(h, Self.sandboxed, path, interface, property.rawValue, value)
+                let denied = try h.setProperty(path, interface, property.rawValue, value, caller: Self.sandboxed)
                 #expect(denied?.errorName == NetActivityError.Name.accessDenied.rawValue, "\(name)")
                 // The host reaches the setter (this harness decodes nothing: the decoded tier's
                 // limits answer that).
-                let same = try set(h, Self.host, path, interface, property.rawValue, value)
+                let same = try h.setProperty(path, interface, property.rawValue, value, caller: Self.host)
                 let reached = same?.kind == .methodReturn || same?.errorName == NetActivityError.Name.decode.rawValue
                 #expect(reached, "\(name): \(same?.errorName ?? "")")
                 #expect(try h.property(path, interface, property.rawValue, caller: Self.host) == value, "\(name)")

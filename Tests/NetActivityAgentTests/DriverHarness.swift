@@ -111,20 +111,36 @@ final class DriverHarness {
     func property(_ path: String, _ interface: NetActivityInterface, _ name: String, caller: String = ":1.99") throws
         -> DBusValue?
     {
+        let answer = try properties("Get", path, interface, name, caller: caller) { _ in }
+        guard let reply = answer, reply.kind == .methodReturn else { return nil }
+        var r = reply.reader()
+        guard case .variant(let value) = try r.readValue() else { return nil }
+        return value
+    }
+
+    /// Sets a property through org.freedesktop.DBus.Properties.Set as a client would; the reply.
+    func setProperty(
+        _ path: String, _ interface: NetActivityInterface, _ name: String, _ value: DBusValue, caller: String
+    ) throws -> Message? {
+        try properties("Set", path, interface, name, caller: caller) { w in
+            try w.appendVariant(signature: value.signature) { v in try v.append(value) }
+        }
+    }
+
+    private func properties(
+        _ member: String, _ path: String, _ interface: NetActivityInterface, _ name: String, caller: String,
+        _ rest: (inout MessageWriter) throws -> Void
+    ) throws -> Message? {
         let message = try Message.methodCall(
-            destination: NetActivityBus.name, path: path, interface: "org.freedesktop.DBus.Properties", member: "Get")
+            destination: NetActivityBus.name, path: path, interface: "org.freedesktop.DBus.Properties", member: member)
         message.setSender(caller)
         var w = message.writer()
         w.append(interface.rawValue)
         w.append(name)
+        try rest(&w)
         let before = sink.sent.count
         server.handle(message)
-        guard let reply = sink.sent[before...].last(where: { $0.message.kind == .methodReturn })?.message else {
-            return nil
-        }
-        var r = reply.reader()
-        guard case .variant(let value) = try r.readValue() else { return nil }
-        return value
+        return sink.sent[before...].last { $0.message.kind == .methodReturn || $0.message.kind == .error }?.message
     }
 
     func increment(_ sender: String) throws { try call(sender, ActivityMember.Method.incrementActivityCount.rawValue) }
