@@ -173,27 +173,16 @@ final class ProxyRoutes {
             guard getaddrinfo(host, nil, &hints, &list) == 0 else { return }  // not known here
             defer { freeaddrinfo(list) }
             var found: [NetworkAddress] = []
+            var raw = [UInt8](repeating: 0, count: 16)
             var p = list
             while let info = p {
-                if let a = Self.address(info.pointee.ai_addr) { found.append(a) }
+                if let sa = info.pointee.ai_addr {
+                    let n = Int(ccurl_address_bytes(sa, Int(info.pointee.ai_addrlen), &raw))
+                    if let a = NetworkAddress(bytes: Array(raw.prefix(n))) { found.append(a) }
+                }
                 p = info.pointee.ai_next
             }
             addresses = found
-        }
-
-        static func address(_ sa: UnsafeMutablePointer<sockaddr>?) -> NetworkAddress? {
-            guard let sa else { return nil }
-            switch Int32(sa.pointee.sa_family) {
-            case AF_INET:
-                return sa.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
-                    withUnsafeBytes(of: $0.pointee.sin_addr) { NetworkAddress(bytes: Array($0)) }
-                }
-            case AF_INET6:
-                return sa.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) {
-                    withUnsafeBytes(of: $0.pointee.sin6_addr) { NetworkAddress(bytes: Array($0)) }
-                }
-            default: return nil
-            }
         }
     }
 

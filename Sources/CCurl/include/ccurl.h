@@ -81,18 +81,23 @@ static inline CURLcode ccurl_set_opensocket_fn(CURL *h, ccurl_opensocket_fn f, v
 }
 static const curl_socket_t CCURL_SOCKET_BAD = CURL_SOCKET_BAD;
 
-/* The address of a curl_sockaddr in network order: 4 bytes (IPv4) or 16 (IPv6) into `out`, and
- * their count; 0 for any other family. */
-static inline int ccurl_sockaddr_bytes(const struct curl_sockaddr *a, unsigned char out[16]) {
-    if (a->family == AF_INET && a->addrlen >= sizeof(struct sockaddr_in)) {
-        memcpy(out, &((const struct sockaddr_in *)&a->addr)->sin_addr, 4);
+/* The address of a socket address `length` bytes long, in network order: 4 bytes (IPv4) or 16
+ * (IPv6) into `out`, and their count; 0 for any other family. */
+static inline int ccurl_address_bytes(const struct sockaddr *a, size_t length, unsigned char out[16]) {
+    if (a->sa_family == AF_INET && length >= sizeof(struct sockaddr_in)) {
+        memcpy(out, &((const struct sockaddr_in *)a)->sin_addr, 4);
         return 4;
     }
-    if (a->family == AF_INET6 && a->addrlen >= sizeof(struct sockaddr_in6)) {
-        memcpy(out, &((const struct sockaddr_in6 *)&a->addr)->sin6_addr, 16);
+    if (a->sa_family == AF_INET6 && length >= sizeof(struct sockaddr_in6)) {
+        memcpy(out, &((const struct sockaddr_in6 *)a)->sin6_addr, 16);
         return 16;
     }
     return 0;
+}
+
+/* The same for the address libcurl is about to connect to. */
+static inline int ccurl_sockaddr_bytes(const struct curl_sockaddr *a, unsigned char out[16]) {
+    return ccurl_address_bytes(&a->addr, a->addrlen, out);
 }
 
 /* The socket of the connection a finished transfer used, if libcurl still keeps it, else -1. */
