@@ -34,8 +34,8 @@ class GDBusCodegenTests(AgentTestCase):
         out = tempfile.mkdtemp(prefix="netactivity-codegen-")
         self.addCleanup(shutil.rmtree, out, True)
         # The command docs/bus-api.md gives.
-        xml = sorted(glob.glob(os.path.join(ROOT, "dbus", "org.example.NetActivity*.xml")))
-        subprocess.run(["gdbus-codegen", "--interface-prefix", "org.example.NetActivity.", "--c-namespace", "NetActivity",
+        xml = sorted(glob.glob(os.path.join(ROOT, "dbus", contract.BUS_NAME + "*.xml")))
+        subprocess.run(["gdbus-codegen", "--interface-prefix", contract.BUS_NAME + ".", "--c-namespace", "NetActivity",
                         "--c-generate-object-manager", "--c-generate-autocleanup", "all",
                         "--annotate", contract.Activity.INTERFACE, "org.gtk.GDBus.C.Name", "Agent",
                         "--generate-c-code", os.path.join(out, "netactivity-generated"), *xml], check=True, timeout=60)

@@ -146,7 +146,7 @@ class CLITests(unittest.TestCase):
         r = cli(self.bus, "tasks", "pause", "999999")
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("No such object path", r.stderr)
-        r = cli(self.bus, "tasks", "resume", "/org/example/NetActivity")
+        r = cli(self.bus, "tasks", "resume", contract.OBJECT_PATH)
         self.assertEqual(r.returncode, 64, r.stderr)
         r = cli(self.bus, "run", "--cancellable", "--", "true")
         self.assertEqual(r.returncode, 64, r.stderr)

@@ -375,10 +375,10 @@ class LibraryTests(unittest.TestCase):
         import xml.etree.ElementTree as ET
         with open(os.path.join(ROOT, "docs", "gobject.md")) as f:
             page = f.read()
-        method = ET.parse(os.path.join(ROOT, "dbus", "org.example.NetActivity.Downloader.xml")).getroot().find(
-            "interface/method[@name='FetchPixels']")
+        method = ET.parse(os.path.join(ROOT, "dbus", contract.Downloader.INTERFACE + ".xml")).getroot().find(
+            "interface/method[@name='%s']" % contract.Downloader.FetchPixels)
         for arg, table in (("options", "FetchPixels options"), ("info", "FetchPixels info")):
-            note = method.find("arg[@name='%s']/annotation[@name='org.example.NetActivity.Keys']" % arg)
+            note = method.find("arg[@name='%s']/annotation[@name='%s.Keys']" % (arg, contract.BUS_NAME))
             keys = dict(k.split(":") for k in note.get("value").split())
             rows = [r for r in page.split("<!-- keys: %s -->" % table, 1)[1].split("\n\n", 1)[0].splitlines()
                     if r.startswith("| `")]
