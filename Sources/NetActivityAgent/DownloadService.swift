@@ -87,7 +87,6 @@ public final class DownloadService: ImageDownloader.Observer {
         DiskTier(directory: $0, mailbox: loop.mailbox, logger: context.logger)
     }
 
-    /// Where a sandboxed or unknown caller's transfers may connect beyond public addresses.
     /// The proxy the latest request went through ("" before any, "direct" for none).
     var proxyInUse: String { pipeline.proxyInUse }
 
@@ -100,6 +99,7 @@ public final class DownloadService: ImageDownloader.Observer {
         set { pipeline.onDesktopRoutes = newValue }
     }
 
+    /// Where a sandboxed or unknown caller's transfers may connect beyond public addresses.
     var sandboxReach: NetworkReach {
         get { pipeline.sandboxReach }
         set { pipeline.sandboxReach = newValue }
