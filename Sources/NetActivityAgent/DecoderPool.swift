@@ -88,12 +88,12 @@ final class DecoderPool {
     let timeout: Duration
     let idleTimeout: Duration
 
-    /// Images that may wait for a decoder: of one owner (an app's leaf), and of all
+    /// Images that may wait for a decoder: of one owner (an app's leaf,
+    /// `NetActivityLimits.maxDecoderWaitingPerApp`), and of all
     /// (`NetActivityLimits.decoderWaiting`). Each holds a descriptor while it waits, so a client
     /// that asks for thousands cannot run the agent out. Past two fifths of `maxWaiting`, an owner
     /// is admitted only under its fair share (`FairQuota`: the apps waiting, and the processes of
     /// the unscoped pool within it), so forked processes never fill the queue for everyone.
-    static let maxWaitingPerOwner = 16
     let maxWaiting: Int
     private var waitingQuota: FairQuota
 
@@ -162,7 +162,8 @@ final class DecoderPool {
     ) {
         self.maxWaiting = maxWaiting
         waitingQuota = FairQuota(
-            budget: max(1, maxWaiting * 2 / 5), limit: maxWaiting, perConnection: Self.maxWaitingPerOwner,
+            budget: max(1, maxWaiting * 2 / 5), limit: maxWaiting,
+            perConnection: NetActivityLimits.maxDecoderWaitingPerApp,
             holdsAppsToShare: true)
         self.executable = executable
         self.bubblewrap = bubblewrap

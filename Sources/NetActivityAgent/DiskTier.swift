@@ -2,6 +2,7 @@
 import Glibc
 import LinuxKit
 import Logging
+import NetActivityContract
 import NetActivityCore
 
 /// The disk tier as the loop sees it. Every file operation (the directory scan, reads, writes
@@ -27,8 +28,6 @@ final class DiskTier: @unchecked Sendable {
     /// skipped (the disk is a cache; the image is in memory and the next download writes it).
     private var queuedWrites = 0
     private var queuedBytes = 0
-    static let maxQueuedWrites = 1024
-    static let maxQueuedBytes = 128 << 20
     private(set) var skippedWrites = 0
 
     struct Hit {
@@ -91,7 +90,9 @@ final class DiskTier: @unchecked Sendable {
         key: String, info: CachedResponseInfo, body: any FetchedBody, owner: String, prefetchStarted: Double? = nil
     ) {
         guard !broken else { return }
-        guard queuedWrites < Self.maxQueuedWrites, queuedBytes + body.count <= Self.maxQueuedBytes else {
+        guard queuedWrites < NetActivityLimits.maxQueuedDiskWrites,
+            queuedBytes + body.count <= NetActivityLimits.maxQueuedDiskBytes
+        else {
             if skippedWrites == 0 {
                 logger.notice("Disk cache: the disk is behind the downloads; skipping writes until it catches up")
             }

@@ -30,12 +30,10 @@ public final class TaskAudience: ObjectAudience {
     /// view from a panel that comes later.
     private var treeReaders: [String: ClientIdentity] = [:]
     private var readerQuota = FairQuota(
-        budget: TaskAudience.treeReadersBudget, limit: TaskAudience.maxTreeReaders, perConnection: 1,
+        budget: NetActivityLimits.treeReadersBudget, limit: NetActivityLimits.maxTreeReaders, perConnection: 1,
         holdsAppsToShare: true)
     /// Tasks each peer follows directly.
     private var followed: [String: Set<String>] = [:]
-    static let treeReadersBudget = 128
-    static let maxTreeReaders = 320
     static let followersPerTask = 16
     private var refusedReaderLogged = false
     /// The listed tasks of each leaf, in the order they were listed.

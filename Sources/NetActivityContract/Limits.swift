@@ -103,6 +103,20 @@ public enum NetActivityLimits {
     public static func decoderWaiting(fileLimit: UInt64) -> Int {
         Int(max(16, min(256, fileLimit / 32)))
     }
+    /// Images one app may have waiting for a decoder (each process of the unscoped pool counts as
+    /// an app of its own here).
+    public static let maxDecoderWaitingPerApp = 16
+
+    /// Connections that follow the whole task tree (signals of every task they may see): past the
+    /// budget only an app under its share is admitted (the unscoped pool as one app), up to the
+    /// limit; one per connection.
+    public static let treeReadersBudget = 128
+    public static let maxTreeReaders = 320
+
+    /// Disk-cache writes handed to the disk worker and not yet done, and their bytes: past either,
+    /// a write is skipped (the image is in memory; the next download writes it).
+    public static let maxQueuedDiskWrites = 1024
+    public static let maxQueuedDiskBytes = 128 << 20
     // Leases (a half), images and pixels (an eighth each) and waiting decodes (a thirty-second)
     // leave the agent at least 7/32 of its open-file limit for its own work: the bus connection and
     // the descriptors messages carry, identity reads, the decoders' sockets, HTTP, the disk.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 import Glibc
 import LinuxKit
+import NetActivityContract
 import NetActivityTesting
 import Testing
 
@@ -188,7 +189,7 @@ struct DecoderPoolTests {
         let decoder = try #require(pool.pids.first)
         kill(decoder, SIGSTOP)  // what is sent to it waits; the rest waits in the pool
         var results: [String: [Result<DecodedPixels, DecoderPool.Failure>]] = [:]
-        for _ in 0...DecoderPool.maxWaitingPerOwner + 1 {
+        for _ in 0...NetActivityLimits.maxDecoderWaitingPerApp + 1 {
             _ = pool.decode(image: image(png), box: .init(), owner: "app:a") {
                 results["app:a", default: []].append($0)
             }
@@ -201,8 +202,9 @@ struct DecoderPoolTests {
         }
         #expect(why.contains("app:a has 16 images waiting"), "\(why)")
         kill(decoder, SIGCONT)
-        run { results["app:a"]?.count == DecoderPool.maxWaitingPerOwner + 2 && results["app:b"]?.count == 1 }
-        #expect(results["app:a"]?.filter { (try? $0.get()) != nil }.count == DecoderPool.maxWaitingPerOwner + 1)
+        run { results["app:a"]?.count == NetActivityLimits.maxDecoderWaitingPerApp + 2 && results["app:b"]?.count == 1 }
+        #expect(
+            results["app:a"]?.filter { (try? $0.get()) != nil }.count == NetActivityLimits.maxDecoderWaitingPerApp + 1)
         #expect((try? results["app:b"]?.first?.get())?.width == 2, "another owner's image was decoded")
     }
 
@@ -234,7 +236,7 @@ struct DecoderPoolTests {
         kill(decoder, SIGSTOP)
         var busy = 0
         for process in 0..<17 {
-            for _ in 0..<DecoderPool.maxWaitingPerOwner {
+            for _ in 0..<NetActivityLimits.maxDecoderWaitingPerApp {
                 _ = pool.decode(image: image(png), box: .init(), owner: "unscoped/pid:\(process)") {
                     if case .failure(.busy) = $0 { busy += 1 }
                 }
