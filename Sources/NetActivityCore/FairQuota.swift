@@ -65,8 +65,16 @@ public struct FairQuota: Sendable {
         let holder = byApp[app]
         let apps = byApp.count + (holder == nil ? 1 : 0)
         let leaves = (holder?.leaves ?? 0) + (byLeaf[leaf] == nil ? 1 : 0)
-        return max(1, budget / apps / leaves)
+        return max(1, Int(FairShare.of(UInt64(budget), apps: apps, leaves: leaves)))
     }
+
+    /// `app`'s share of the budget as a whole if it held one more: budget ÷ the apps holding any.
+    public func share(ofApp app: String) -> Int {
+        max(1, Int(FairShare.of(UInt64(budget), apps: byApp.count + (byApp[app] == nil ? 1 : 0), leaves: 1)))
+    }
+
+    /// The apps holding any.
+    public var apps: [String] { Array(byApp.keys) }
 
     /// Whether `connection` (charged as `leaf`) may take `cost` more; nil when it may.
     public func check(connection: String, leaf: String, cost: Int = 1) -> Refusal? {
@@ -75,9 +83,10 @@ public struct FairQuota: Sendable {
         if total + cost > limit { return .total(held: total) }
         if total + cost <= budget { return nil }
         if holdsAppsToShare {
-            let app = byApp[String(ClientIdentity.app(ofLeaf: leaf))]?.held ?? 0
-            let appShare = max(1, budget / (byApp.count + (app == 0 ? 1 : 0)))
-            if app + cost > appShare { return .share(held: app, share: appShare) }
+            let app = String(ClientIdentity.app(ofLeaf: leaf))
+            let held = byApp[app]?.held ?? 0
+            let appShare = share(ofApp: app)
+            if held + cost > appShare { return .share(held: held, share: appShare) }
         }
         let held = byLeaf[leaf] ?? 0
         let share = share(of: leaf)
@@ -133,5 +142,14 @@ extension FairQuota.Refusal {
         case .total(let held):
             "The agent already holds \(held) \(noun), the most it holds for all clients"
         }
+    }
+}
+
+/// The one share rule of every budget and cache the agent keeps for apps (`FairQuota`,
+/// `OwnerLedger`): `budget` ÷ the apps holding any ÷ the leaves of the asker's app holding any,
+/// each count taking the asker in. Max-min fairness with a floor, as dbus-broker's user quotas.
+public enum FairShare {
+    @inlinable public static func of(_ budget: UInt64, apps: Int, leaves: Int) -> UInt64 {
+        budget / UInt64(max(1, apps)) / UInt64(max(1, leaves))
     }
 }

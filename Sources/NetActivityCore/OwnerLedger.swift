@@ -32,7 +32,7 @@ public struct OwnerLedger<Key: Hashable> {
         let holds = byOwner[owner] != nil
         let leaves = (leavesByApp[app] ?? 0) + (holds ? 0 : 1)
         let apps = leavesByApp.count + (leavesByApp[app] == nil ? 1 : 0)
-        return capacity / UInt64(apps) / UInt64(max(1, leaves))
+        return FairShare.of(capacity, apps: apps, leaves: leaves)
     }
 
     /// Whether `owner`'s newest entry (`cost`, noted already) can stay within `capacity` by taking
