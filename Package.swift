@@ -47,7 +47,10 @@ let package = Package(
             name: "LinuxKit", dependencies: ["CLinux", .product(name: "DequeModule", package: "swift-collections")],
             swiftSettings: strict),
         // Small Swift wrapper over libdbus: names, messages, reader/writer, connection, object export.
-        .target(name: "DBusKit", dependencies: ["CDBus", "LinuxKit"], swiftSettings: strict),
+        .target(
+            name: "DBusKit",
+            dependencies: ["CDBus", "LinuxKit", .product(name: "DequeModule", package: "swift-collections")],
+            swiftSettings: strict),
         // Pure logic: state machine, ledger, coalescing, caches, download queue. Imports only the contract.
         .target(
             name: "NetActivityCore",

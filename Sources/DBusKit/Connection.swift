@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 internal import CDBus
+import DequeModule
 import Glibc
 public import LinuxKit
 
@@ -377,15 +378,9 @@ public final class Connection: MessageSink {
             }
         }
         while !closed, hasQueued, outgoingBelowLimit() {
-            if redeliveredHead < redelivered.count {
-                let message = redelivered[redeliveredHead]
-                redeliveredHead += 1
+            if let message = redelivered.popFirst() {
                 methodCallHandler?(message)
                 continue
-            }
-            if !redelivered.isEmpty {
-                redelivered.removeAll(keepingCapacity: true)
-                redeliveredHead = 0
             }
             guard dispatchPending else { break }
             outgoingBound &+= Self.dispatchAllowance
@@ -397,8 +392,7 @@ public final class Connection: MessageSink {
     /// Method calls a handler held back (the agent's, until it knows the caller's app), handed
     /// back to be dispatched again, in order, under the same limit on the outgoing queue as
     /// everything else: a burst of held calls cannot queue more replies than fresh ones could.
-    @exclusivity(unchecked) private var redelivered: [Message] = []
-    @exclusivity(unchecked) private var redeliveredHead = 0
+    @exclusivity(unchecked) private var redelivered: Deque<Message> = []
 
     /// Hands a held method call back to `methodCallHandler`, after the ones handed back before
     /// it and before any message not yet dispatched.
