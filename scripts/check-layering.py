@@ -4,7 +4,9 @@
 
 Its block between `<!-- layering:begin -->` and `<!-- layering:end -->` lists, for every
 module under Sources/, the modules of ours it may import. Every `import` of one of our modules in
-a module's Swift files must be listed there, and every module must be listed. Exit 1 on a breach.
+a module's Swift files must be listed there, and every module must be listed. The map of the
+agent's rooms in the same document must name every source file of NetActivityAgent (`Name.swift`
+and `Name+Bus.swift` as Name). Exit 1 on a breach.
 """
 import pathlib
 import re
@@ -46,6 +48,12 @@ for name, path in modules.items():
 for name in allowed:
     if name not in modules:
         problems.append(f"docs/architecture.md draws {name}, which is not a module under Sources/ or Examples/*/Sources/")
+
+for source in sorted((root / "Sources" / "NetActivityAgent").glob("*.swift")):
+    # A service's `+Bus` file is the service's; an extension of another module's type is its own.
+    room = source.stem.removesuffix("+Bus")
+    if not re.search(r"\b" + re.escape(room) + r"\b", doc):
+        problems.append(f"{source.relative_to(root)}: the room {room} is not in docs/architecture.md's map of the agent")
 
 if problems:
     print("\n".join(problems))
