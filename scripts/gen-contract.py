@@ -136,7 +136,7 @@ def words(name):
     return out
 
 
-ACRONYMS = {"id": "ID", "url": "URL", "http": "HTTP", "uri": "URI"}
+ACRONYMS = {"id": "ID", "url": "URL", "urls": "URLs", "http": "HTTP", "uri": "URI"}
 
 
 def upper_camel(name):

@@ -15,6 +15,7 @@ extension ActivityService: BusService {
         case .decrementActivityCount: decrementActivityCount(&call)
         case .beginActivity: try beginActivity(&call)
         case .beginTask: try beginTask(&call)
+        case .accounts: try accounts(&call)
         }
     }
 
@@ -64,6 +65,33 @@ extension ActivityService: BusService {
         guard let tasks else { throw NetActivityError.failed("Tasks are not served") }
         let path = try tasks.beginTask(for: call.sender, description: description, options: options)
         try call.reply.appendObjectPath(path)
+    }
+
+    /// What apps hold of each budget: the host's to read (what an app holds is its own business).
+    func accounts(_ call: inout MethodCall) throws {
+        let app = try call.args.read(String.self)
+        guard app.utf8.count <= NetActivityLimits.maxAppNameBytes else {
+            throw NetActivityError.invalidArgs(
+                "App name is \(app.utf8.count) bytes long; the limit is \(NetActivityLimits.maxAppNameBytes)")
+        }
+        let caller = context.peers.identity(of: call.sender)
+        guard !caller.isSandboxed else {
+            let who = caller.isUnknown ? "a caller whose app is not known" : "a sandboxed app (\(caller.app))"
+            throw NetActivityError.accessDenied("What apps hold is for host apps to read; \(who) may not")
+        }
+        let rows = context.accounts.holdings(of: app.isEmpty ? nil : app)
+        call.reply.appendArray(elementSignature: "(sstttt)") { a in
+            for row in rows {
+                a.appendStruct { s in
+                    s.append(row.app)
+                    s.append(row.resource.rawValue)
+                    s.append(row.held)
+                    s.append(row.share)
+                    s.append(row.budget)
+                    s.append(row.limit)
+                }
+            }
+        }
     }
 
     func writeClients(_ w: inout MessageWriter) {

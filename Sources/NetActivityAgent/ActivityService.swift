@@ -74,11 +74,10 @@ public final class ActivityService: ActivitySink, IndicatorSource {
     /// Bumped when a lease with a reason begins or ends; `Reasons` is invalidated when it moved.
     private var reasonsGeneration: UInt64 = 0
     private var emittedReasonsGeneration: UInt64 = 0
+    /// Leases by holder. Each is charged to the holder's app in the accounts (`.leases`); an app
+    /// is known from its first call until its departure has been handled, so charging and
+    /// releasing always agree on it.
     private var leasesByClient: [String: Set<Int32>] = [:]
-    /// Leases: the budget (40 % of `leasesInAll`), the apps' shares past it, the hard limit and the
-    /// per-client cap. A holder's app is known from its first call until its departure has been
-    /// handled, so acquiring and releasing always agree on it.
-    private var leaseQuota: FairQuota
 
     @exclusivity(unchecked) private var countCoalescer = ChangeCoalescer(interval: .milliseconds(50))
     private var emittedCount: UInt32 = 0
@@ -96,16 +95,10 @@ public final class ActivityService: ActivitySink, IndicatorSource {
     }
 
     public init(
-        context: AgentContext, loop: EventLoop, activationDelay: Double, completionDelay: Double, fileLimit: UInt64
+        context: AgentContext, loop: EventLoop, activationDelay: Double, completionDelay: Double
     ) {
         self.context = context
         self.loop = loop
-        ledger.limits[.task] = UInt32(NetActivityLimits.maxLiveTasksPerClient)
-        ledger.limits[.lease] = NetActivityLimits.leasesPerClient(fileLimit: fileLimit)
-        let leasesInAll = NetActivityLimits.leasesInAll(fileLimit: fileLimit)
-        leaseQuota = FairQuota(
-            budget: max(1, leasesInAll * 2 / 5), limit: leasesInAll,
-            perConnection: Int(NetActivityLimits.leasesPerClient(fileLimit: fileLimit)))
         machine = ActivityIndicatorStateMachine(
             activationDelay: .seconds(double: activationDelay), completionDelay: .seconds(double: completionDelay))
     }
@@ -208,7 +201,7 @@ public final class ActivityService: ActivitySink, IndicatorSource {
     public func clientVanished(_ client: String) {
         for fd in leasesByClient.removeValue(forKey: client) ?? [] {
             if leases.removeValue(forKey: fd)?.reason.isEmpty == false { reasonsGeneration &+= 1 }
-            leaseQuota.release(connection: client, leaf: context.peers.app(of: client))
+            context.accounts.release(.leases, connection: client, leaf: context.peers.app(of: client))
             loop.unwatch(fd: fd)
             close(fd)
         }
@@ -352,9 +345,9 @@ public final class ActivityService: ActivitySink, IndicatorSource {
                 "Reason is \(reason.utf8.count) bytes long; the limit is \(NetActivityLimits.maxReasonBytes)")
         }
         let app = context.peers.app(of: client)
-        if let refusal = leaseQuota.check(connection: client, leaf: app) {
+        if let refusal = context.accounts.check(.leases, connection: client, leaf: app) {
             throw NetActivityError.limitsExceeded(
-                refusal.message("leases", client: client, leaf: app, quota: leaseQuota))
+                context.accounts.refusalMessage(refusal, .leases, connection: client, leaf: app))
         }
         guard let (readEnd, writeEnd) = makeLeasePipe() else {
             throw NetActivityError.limitsExceeded("Could not create a lease: \(String(cString: strerror(errno)))")
@@ -372,7 +365,7 @@ public final class ActivityService: ActivitySink, IndicatorSource {
         nextLeaseSerial += 1
         if !reason.isEmpty { reasonsGeneration &+= 1 }
         leasesByClient[client, default: []].insert(readEnd)
-        leaseQuota.charge(connection: client, leaf: app)
+        context.accounts.charge(.leases, connection: client, leaf: app)
         // Watched for the hang-up alone (epoll always reports it): the agent never reads a lease,
         // so a holder that writes into it only fills its own pipe and never wakes the loop.
         loop.watch(fd: readEnd, events: 0) { [unowned self] _ in self.endLease(fd: readEnd) }
@@ -383,7 +376,7 @@ public final class ActivityService: ActivitySink, IndicatorSource {
         guard let lease = leases.removeValue(forKey: fd) else { return }
         let client = lease.client
         if !lease.reason.isEmpty { reasonsGeneration &+= 1 }
-        leaseQuota.release(connection: client, leaf: context.peers.app(of: client))
+        context.accounts.release(.leases, connection: client, leaf: context.peers.app(of: client))
         leasesByClient[client]?.remove(fd)
         if leasesByClient[client]?.isEmpty == true { leasesByClient[client] = nil }
         loop.unwatch(fd: fd)

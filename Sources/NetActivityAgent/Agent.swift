@@ -101,7 +101,8 @@ public final class Agent {
         let server = ObjectServer(sink: connection)
         // Large GetManagedObjects replies are built a slice per turn of the loop.
         server.runLater = { [loop] work in _ = loop.schedule(afterNanoseconds: 0, work) }
-        context = AgentContext(scheduler: loop, server: server, peers: peers, logger: logger)
+        context = AgentContext(
+            scheduler: loop, server: server, peers: peers, logger: logger, fileLimit: options.fileLimit)
         // A new peer's calls wait, in order, until the registry knows its app (one bus round trip),
         // so that every handler charges what it grants to the right app. They are then handed back
         // to the connection, which dispatches them like any other call (under its limit on queued
@@ -151,13 +152,12 @@ public final class Agent {
         }
         activity = ActivityService(
             context: context, loop: loop, activationDelay: options.activationDelay,
-            completionDelay: options.completionDelay,
-            fileLimit: options.fileLimit)
+            completionDelay: options.completionDelay)
         tasks = TaskService(context: context, activity: activity, linger: options.completedTaskLinger)
-        images = ImageCacheService(context: context, fileLimit: options.fileLimit)
+        images = ImageCacheService(context: context)
         downloads = DownloadService(
             context: context, loop: loop, images: images, tasks: tasks, activity: activity,
-            announceAfter: { [unowned activity] in activity.machine.activationDelay }, fileLimit: options.fileLimit)
+            announceAfter: { [unowned activity] in activity.machine.activationDelay })
         activity.tasks = tasks
         images.pixels = downloads.pixels
         downloads.onFailure.append { [unowned self] url, message in

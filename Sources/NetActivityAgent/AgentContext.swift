@@ -6,15 +6,21 @@ import NetActivityContract
 import NetActivityCore
 
 /// What every service of the agent shares: time (a `Scheduler`: the event loop, or a manual one in
-/// tests), the object server and the sink its replies and signals go to, the peer registry, and
-/// the log. Services meet here and through narrow protocols, never through each other's state.
+/// tests), the object server and the sink its replies and signals go to, the peer registry, the
+/// accounts of what apps hold, and the log. Services meet here and through narrow protocols, never through each other's state.
 public final class AgentContext {
     public let scheduler: any Scheduler
     public let server: ObjectServer
     public let peers: any PeerRegistry
     public let logger: Logger
+    public let accounts: AgentAccounts
 
-    public init(scheduler: any Scheduler, server: ObjectServer, peers: any PeerRegistry, logger: Logger) {
+    /// `fileLimit`: the open-file limit the descriptor budgets are cut from.
+    public init(
+        scheduler: any Scheduler, server: ObjectServer, peers: any PeerRegistry, logger: Logger,
+        fileLimit: UInt64 = 1024
+    ) {
+        accounts = AgentAccounts(fileLimit: fileLimit)
         self.scheduler = scheduler
         self.server = server
         self.peers = peers

@@ -88,14 +88,12 @@ final class DecoderPool {
     let timeout: Duration
     let idleTimeout: Duration
 
-    /// Images that may wait for a decoder: of one owner (an app's leaf,
-    /// `NetActivityLimits.maxDecoderWaitingPerApp`), and of all
-    /// (`NetActivityLimits.decoderWaiting`). Each holds a descriptor while it waits, so a client
-    /// that asks for thousands cannot run the agent out. Past two fifths of `maxWaiting`, an owner
-    /// is admitted only under its fair share (`FairQuota`: the apps waiting, and the processes of
-    /// the unscoped pool within it), so forked processes never fill the queue for everyone.
-    let maxWaiting: Int
-    private var waitingQuota: FairQuota
+    /// Images that may wait for a decoder (the accounts' `.decoderQueue`, charged to the owner,
+    /// an app's leaf): each holds a descriptor while it waits, so a client that asks for thousands
+    /// cannot run the agent out. Past the budget, an owner is admitted only under its fair share
+    /// (the apps waiting, and the processes of the unscoped pool within it), so forked processes
+    /// never fill the queue for everyone.
+    private let accounts: AgentAccounts
 
     private final class Job {
         let id: UInt64
@@ -158,13 +156,9 @@ final class DecoderPool {
     init(
         executable: String, loop: EventLoop, bubblewrap: String? = DecoderPool.installedBubblewrap(),
         maxDecoders: Int = 2, timeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(30),
-        maxWaiting: Int = 256
+        accounts: AgentAccounts = AgentAccounts()
     ) {
-        self.maxWaiting = maxWaiting
-        waitingQuota = FairQuota(
-            budget: max(1, maxWaiting * 2 / 5), limit: maxWaiting,
-            perConnection: NetActivityLimits.maxDecoderWaitingPerApp,
-            holdsAppsToShare: true)
+        self.accounts = accounts
         self.executable = executable
         self.bubblewrap = bubblewrap
         self.loop = loop
@@ -218,7 +212,7 @@ final class DecoderPool {
     func decode(
         image: Int32, box: Box, owner: String = "", _ completion: @escaping (Result<DecodedPixels, Failure>) -> Void
     ) -> () -> Void {
-        if let refusal = waitingQuota.check(connection: owner, leaf: owner) {
+        if let refusal = accounts.check(.decoderQueue, connection: owner, leaf: owner) {
             Closer.close(image)
             let why =
                 switch refusal {
@@ -235,7 +229,7 @@ final class DecoderPool {
         nextID &+= 1
         waiting[owner, default: []].append(job)
         waitingCount += 1
-        waitingQuota.charge(connection: owner, leaf: owner)
+        accounts.charge(.decoderQueue, connection: owner, leaf: owner)
         dispatch()
         return { job.completion = nil }
     }
@@ -251,7 +245,7 @@ final class DecoderPool {
     /// `job` no longer waits (sent, dropped or failed).
     private func leftQueue(_ job: Job) {
         waitingCount -= 1
-        waitingQuota.release(connection: job.owner, leaf: job.owner)
+        accounts.release(.decoderQueue, connection: job.owner, leaf: job.owner)
     }
 
     /// The owner whose first waiting job goes next (see `waiting`); cancelled jobs at the heads
@@ -295,7 +289,7 @@ final class DecoderPool {
             serviceCount += 1
             served[String(ClientIdentity.app(ofLeaf: owner))] = serviceCount
             served[owner] = serviceCount
-            if served.count > 4 * maxWaiting { served = served.filter { waiting[$0.key] != nil } }
+            if served.count > 4 * accounts[.decoderQueue].limit { served = served.filter { waiting[$0.key] != nil } }
             send(job, to: decoder)
         }
     }
@@ -491,7 +485,7 @@ final class DecoderPool {
         if let job, job.completion != nil {
             waiting[job.owner, default: []].insert(job, at: 0)
             waitingCount += 1
-            waitingQuota.charge(connection: job.owner, leaf: job.owner)
+            accounts.charge(.decoderQueue, connection: job.owner, leaf: job.owner)
         }
         replace(decoder, failing: nil, why)
     }

@@ -20,6 +20,8 @@ final class DiskTier: @unchecked Sendable {
     private let logger: Logger
     private(set) var capacity: UInt64
     private(set) var usage: UInt64 = 0
+    /// What each app holds on disk, as the worker last reported.
+    private(set) var usageByApp: [String: UInt64] = [:]
     private(set) var lastError = ""
     /// Entry file names, once the worker has scanned the directory (nil before).
     private var names: Set<String>?
@@ -160,7 +162,9 @@ final class DiskTier: @unchecked Sendable {
         let then = UncheckedSendable(then)
         let task = UncheckedSendable { [mailbox] in
             let result = UncheckedSendable(job(cache))
-            let report = Report(journal: cache.takeJournal(), usage: cache.usage, lastError: cache.lastError)
+            let report = Report(
+                journal: cache.takeJournal(), usage: cache.usage, usageByApp: cache.usageByApp,
+                lastError: cache.lastError)
             mailbox.post { [self] in
                 self.apply(report)
                 then.value(result.value)
@@ -177,6 +181,7 @@ final class DiskTier: @unchecked Sendable {
     private struct Report: @unchecked Sendable {
         let journal: [(name: String, present: Bool)]
         let usage: UInt64
+        let usageByApp: [String: UInt64]
         let lastError: String
     }
 
@@ -186,6 +191,7 @@ final class DiskTier: @unchecked Sendable {
             if present { names?.insert(name) } else { names?.remove(name) }
         }
         usage = report.usage
+        usageByApp = report.usageByApp
         lastError = report.lastError
     }
 

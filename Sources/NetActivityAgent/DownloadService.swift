@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 import DBusKit
+import DequeModule
 import Glibc
 public import LinuxKit
 import NetActivityContract
 public import NetActivityCore
 
 /// `org.example.NetActivity.Downloader`, the shared image downloader. The service owns the
-/// interface table, the requests (their options, receipts, the pending quota and the answers)
+/// interface table, the requests (their options, receipts, their charge in the accounts and the answers)
 /// and `ImageDownloader`, the pure queue that coalesces them into transfers; its participants
 /// each do one job with a narrow interface:
 ///
@@ -29,27 +30,18 @@ public final class DownloadService: ImageDownloader.Observer {
     private let announceAfter: () -> Duration
     private let givenTransport: (any HTTPTransport)?
     private let useDiskTier: Bool
-    /// Pending receipts: the budget, the shares of apps and the per-client cap. An owner's app is
-    /// known from its first call until its departure has been handled, so counting and releasing
-    /// agree on it.
-    private var pending = FairQuota(
-        budget: NetActivityLimits.pendingDownloadsBudget, limit: NetActivityLimits.maxPendingDownloads,
-        perConnection: NetActivityLimits.maxPendingDownloadsPerClient)
     /// Told of every failed download but cancellations (the notifier posts them).
     public var onFailure: [(_ url: String, _ message: String) -> Void] = []
 
     /// `transport`: HTTP for the downloader (nil: libcurl's, made at the first download).
     /// `diskTier`: whether to keep a disk tier in the user's cache directory.
     /// `announceAfter`: how long a transfer runs before its task object is published (the
-    /// indicator's ActivationDelay: what ends sooner, no person could have seen). `fileLimit`:
-    /// the agent's open-file limit, which bounds the decoded tier's descriptors.
+    /// indicator's ActivationDelay: what ends sooner, no person could have seen).
     public init(
         context: AgentContext, loop: EventLoop, images: any ImageStore, tasks: any TaskFactory,
         activity: any ActivitySink,
-        announceAfter: @escaping () -> Duration, transport: (any HTTPTransport)? = nil, diskTier: Bool = true,
-        fileLimit: UInt64 = 1024
+        announceAfter: @escaping () -> Duration, transport: (any HTTPTransport)? = nil, diskTier: Bool = true
     ) {
-        self.fileLimit = fileLimit
         givenTransport = transport
         useDiskTier = diskTier
         self.context = context
@@ -58,9 +50,8 @@ public final class DownloadService: ImageDownloader.Observer {
         self.tasks = tasks
         self.activity = activity
         self.announceAfter = announceAfter
+        context.accounts.show([.bytesInFlight, .disk], from: self)
     }
-
-    private let fileLimit: UInt64
 
     /// An image must fit in the cache, and a bus message in any case.
     private var maxBodyBytes: Int { Int(min(images.memoryCapacity, UInt64(NetActivityLimits.maxDownloadBytes))) }
@@ -123,7 +114,7 @@ public final class DownloadService: ImageDownloader.Observer {
     /// PrefetchImages and CancelPrefetch.
     lazy var prefetching = Prefetching(context: context, downloads: self)
     /// FetchPixels: decoding (in netactivity-decoder) and the decoded pixels' tier.
-    lazy var pixels = PixelPipeline(context: context, loop: loop, images: images, fileLimit: fileLimit)
+    lazy var pixels = PixelPipeline(context: context, loop: loop, images: images)
 
     /// At exit: waits up to `milliseconds` for the disk writes under way.
     public func finishDiskWrites(milliseconds: Int) {
@@ -199,18 +190,14 @@ public final class DownloadService: ImageDownloader.Observer {
     /// Counts one more waiting download for `owner`, or says which limit it would break.
     private func chargePending(_ owner: String) throws(NetActivityError) {
         let app = context.peers.app(of: owner)
-        if let refusal = pending.check(connection: owner, leaf: app) {
-            throw .limitsExceeded(refusal.message("downloads waited for", client: owner, leaf: app, quota: pending))
-        }
-        pending.charge(connection: owner, leaf: app)
+        try context.accounts.take(.downloads, connection: owner, leaf: app)
     }
 
     /// Answers to deliver (FetchImage replies, DownloadFinished signals): always on a later turn
     /// of the loop (never inside the call that started a download, whatever fails first), at most
     /// `answerSlice` per turn, so that the thousands of callers one image (or one failure) may
     /// have never hold the loop at once.
-    private var answers: [() -> Void] = []
-    private var answersHead = 0
+    private var answers: Deque<() -> Void> = []
     static let answerSlice = 128
     private lazy var answerTurn = NextTurn(context.scheduler) { [unowned self] in deliverAnswers() }
 
@@ -220,18 +207,8 @@ public final class DownloadService: ImageDownloader.Observer {
     }
 
     private func deliverAnswers() {
-        let end = min(answers.count, answersHead + Self.answerSlice)
-        while answersHead < end {
-            let work = answers[answersHead]
-            answersHead += 1
-            work()
-        }
-        if answersHead == answers.count {
-            answers.removeAll(keepingCapacity: answers.count <= 256)
-            answersHead = 0
-        } else {
-            answerTurn.request()
-        }
+        for _ in 0..<min(answers.count, Self.answerSlice) { answers.removeFirst()() }
+        if !answers.isEmpty { answerTurn.request() }
     }
 
     /// `core.download` for `owner`, noting which app may read the transfer's task.
@@ -427,7 +404,7 @@ public final class DownloadService: ImageDownloader.Observer {
     }
 
     private func release(_ owner: String, count: Int = 1) {
-        pending.release(connection: owner, leaf: context.peers.app(of: owner), cost: count)
+        context.accounts.release(.downloads, connection: owner, leaf: context.peers.app(of: owner), cost: count)
     }
 
     /// The downloader's receipt for `receipt` as `caller` names it: one it named in `FetchImage`,
@@ -465,7 +442,7 @@ public final class DownloadService: ImageDownloader.Observer {
     public func ownerVanished(_ owner: String) {
         fetchReceipts[owner] = nil
         let prefetched = prefetching.ownerVanished(owner)
-        let n = pending.held(byConnection: owner)
+        let n = context.accounts[.downloads].held(byConnection: owner)
         guard n > 0 || prefetched else { return }
         release(owner, count: n)
         departing.append(owner)
@@ -546,5 +523,19 @@ extension DownloadService: PrefetchDownloader {
 
     func touchOnDisk(_ key: String) {
         disk?.touch(key: key)
+    }
+}
+
+extension DownloadService: AccountBook {
+    func holdings(_ resource: AgentAccounts.Resource, of app: String?) -> [AgentAccounts.Holding] {
+        if resource == .disk {
+            // Without a disk tier, nothing and no room.
+            return AgentAccounts.holdings(of: app, .disk, usage: disk?.usageByApp ?? [:], capacity: disk?.capacity ?? 0)
+        }
+        // Before the first transfer, the figures it will be held to.
+        let quota =
+            pipeline.bytesInFlight
+            ?? TransferAdmission(inFlightLimit: NetActivityLimits.bodiesInFlight(largestBody: maxBodyBytes)).inFlight
+        return AgentAccounts.holdings(of: app, .bytesInFlight, quota)
     }
 }

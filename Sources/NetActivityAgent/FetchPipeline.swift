@@ -64,6 +64,9 @@ final class FetchPipeline {
     var proxyInUse: String { transportMade ? routes.latest : "" }
     private var transportMade = false
 
+    /// The response bytes running transfers hold, by app (libcurl's transport; nil before it).
+    var bytesInFlight: FairQuota? { transportMade ? (transport as? HTTPFetcher)?.admission.inFlight : nil }
+
     /// Called once, when downloads start taking the desktop's proxy settings (the settings' change
     /// signals matter from then on).
     var onDesktopRoutes: (() -> Void)?

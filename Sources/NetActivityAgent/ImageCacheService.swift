@@ -53,9 +53,10 @@ public final class ImageCacheService: ImageStore {
     /// image meet there).
     weak var pixels: PixelPipeline?
 
-    public init(context: AgentContext, fileLimit: UInt64) {
+    public init(context: AgentContext) {
         self.context = context
-        ImageBody.maxMemfds = NetActivityLimits.memfdImages(fileLimit: fileLimit)
+        ImageBody.maxMemfds = NetActivityLimits.memfdImages(fileLimit: context.accounts.fileLimit)
+        context.accounts.show([.images, .pixels], from: self)
     }
 
     // MARK: namespaces
@@ -372,5 +373,17 @@ extension ImageCacheService {
             return .success(
                 (body as? ImageBody).map { CachedImage(info: info, body: $0) } ?? CachedImage(info: info, data: data))
         }
+    }
+}
+
+extension ImageCacheService: AccountBook {
+    func holdings(_ resource: AgentAccounts.Resource, of app: String?) -> [AgentAccounts.Holding] {
+        if resource == .pixels {
+            return AgentAccounts.holdings(
+                of: app, .pixels, usage: pixels?.usageByOwner ?? [:],
+                capacity: pixels?.memoryCapacity ?? PixelPipeline.defaultCapacity)
+        }
+        return AgentAccounts.holdings(
+            of: app, .images, usage: imageCache.usageByOwner, capacity: imageCache.memoryCapacity)
     }
 }

@@ -74,24 +74,21 @@ final class PixelPipeline {
     }
 
     /// Started at the first FetchPixels that misses the tier.
-    private lazy var pool: DecoderPool? = Self.decoderPath().map { [context, maxWaiting] in
+    private lazy var pool: DecoderPool? = Self.decoderPath().map { [context] in
         let pool = DecoderPool(
-            executable: $0, loop: loop, bubblewrap: Self.bubblewrapPath(), maxWaiting: maxWaiting)
+            executable: $0, loop: loop, bubblewrap: Self.bubblewrapPath(), accounts: context.accounts)
         pool.warn = { context.logger.warning("\($0)") }
         return pool
     }
 
     /// The most entries (memfds) the tier keeps: `NetActivityLimits.memfdPixels`.
     private let maxEntries: Int
-    /// The most images waiting for a decoder: `NetActivityLimits.decoderWaiting`.
-    private let maxWaiting: Int
 
-    init(context: AgentContext, loop: EventLoop, images: any ImageStore, fileLimit: UInt64) {
+    init(context: AgentContext, loop: EventLoop, images: any ImageStore) {
         self.context = context
         self.loop = loop
         self.images = images
-        maxEntries = NetActivityLimits.memfdPixels(fileLimit: fileLimit)
-        maxWaiting = NetActivityLimits.decoderWaiting(fileLimit: fileLimit)
+        maxEntries = NetActivityLimits.memfdPixels(fileLimit: context.accounts.fileLimit)
     }
 
     /// What an entry of `bytes` pixel bytes is charged: its bytes in whole pages (what the kernel
@@ -130,6 +127,8 @@ final class PixelPipeline {
     var memoryUsage: UInt64 { tier.memoryUsage }
     var count: Int { tier.count }
     var memoryCapacity: UInt64 { tier.memoryCapacity }
+    /// The bytes each owner's decoded entries are charged.
+    var usageByOwner: [String: UInt64] { tier.usageByOwner }
     var preferredMemoryUsageAfterPurge: UInt64 { tier.preferredMemoryUsageAfterPurge }
 
     /// New limits for the tier (a capacity below the usage purges at once); InvalidArgs as the

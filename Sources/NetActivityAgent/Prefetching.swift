@@ -31,11 +31,9 @@ protocol PrefetchDownloader: AnyObject {
 final class Prefetching {
     private let context: AgentContext
     private unowned let downloads: any PrefetchDownloader
+    /// Prefetched URLs waiting or under way, each charged to its owner and app in the accounts
+    /// (`.prefetchURLs`).
     private var queue = PrefetchQueue()
-    /// Prefetched URLs waiting or under way, per connection and app.
-    private var quota = FairQuota(
-        budget: NetActivityLimits.prefetchURLsBudget, limit: NetActivityLimits.maxPrefetchURLs,
-        perConnection: NetActivityLimits.maxPrefetchURLsPerApp)
     /// Prefetched URLs under way in the downloader.
     private var running = 0
     /// Whether the downloader may be fed now (not asleep, not held by metered or power-saver).
@@ -71,16 +69,13 @@ final class Prefetching {
         // The cap is an app's, and in the unscoped pool each live process's (its leaf): one
         // process of the pool never takes every other's first URL.
         let app = context.peers.app(of: owner)
-        let held = quota.held(byLeaf: app)
+        let held = context.accounts[.prefetchURLs].held(byLeaf: app)
         guard held + list.count <= NetActivityLimits.maxPrefetchURLsPerApp else {
             throw .limitsExceeded(
                 "\(app) has \(held) prefetched URLs waiting; \(list.count) more would pass its limit of \(NetActivityLimits.maxPrefetchURLsPerApp)"
             )
         }
-        if let refusal = quota.check(connection: owner, leaf: app, cost: list.count) {
-            throw .limitsExceeded(refusal.message("prefetched URLs waiting", client: owner, leaf: app, quota: quota))
-        }
-        quota.charge(connection: owner, leaf: app, cost: list.count)
+        try context.accounts.take(.prefetchURLs, connection: owner, leaf: app, cost: list.count)
         let receipt = queue.add(urls: list, owner: owner, app: app, started: DiskCache.now())
         if list.isEmpty, let job = queue.remove(receipt)?.job { finished(job) }  // nothing to try
         pumpSoon()
@@ -101,7 +96,7 @@ final class Prefetching {
             return UInt32(clamping: waiting.count + job.running.count)
         }
         let (waiting, running, finished) = queue.remove(Set(urls), from: receipt)
-        quota.release(connection: owner, leaf: app, cost: waiting)
+        context.accounts.release(.prefetchURLs, connection: owner, leaf: app, cost: waiting)
         for (_, handle) in running { downloads.cancelPrefetch(handle) }
         if let finished { self.finished(finished) }
         return UInt32(clamping: waiting + running.count)
@@ -123,7 +118,7 @@ final class Prefetching {
     /// A job taken out of the queue: what it held is released (its URLs under way no longer
     /// count, whether or not the downloader tells of their end).
     private func forget(_ job: PrefetchQueue.Job, waiting: Int) {
-        quota.release(connection: job.owner, leaf: job.app, cost: waiting + job.running.count)
+        context.accounts.release(.prefetchURLs, connection: job.owner, leaf: job.app, cost: waiting + job.running.count)
         running -= job.running.count
         if queue.isEmpty { touched = [] }
     }
@@ -189,7 +184,7 @@ final class Prefetching {
     private func ended(_ receipt: String, url: String, _ result: Result<Void, ImageDownloader.Failure>) {
         guard let job = queue.job(receipt) else { return }
         running -= 1
-        quota.release(connection: job.owner, leaf: job.app)
+        context.accounts.release(.prefetchURLs, connection: job.owner, leaf: job.app)
         let stored: Bool? =
             switch result {
             case .success: true

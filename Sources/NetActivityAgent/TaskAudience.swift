@@ -25,13 +25,10 @@ public final class TaskAudience: ObjectAudience {
     private let entry: (String) -> TaskEntry?
 
     /// Peers that read the tree, with who they are. A reader keeps hearing while it is connected;
-    /// a new one is admitted as every budget admits (`FairQuota`: past `treeReadersBudget`, only
-    /// an app under its share, and the unscoped pool as one app), so no crowd of readers takes the
-    /// view from a panel that comes later.
+    /// a new one is admitted as every budget admits (the accounts' `.treeReaders`: past the
+    /// budget, only an app under its share, and the unscoped pool as one app), so no crowd of
+    /// readers takes the view from a panel that comes later.
     private var treeReaders: [String: ClientIdentity] = [:]
-    private var readerQuota = FairQuota(
-        budget: NetActivityLimits.treeReadersBudget, limit: NetActivityLimits.maxTreeReaders, perConnection: 1,
-        holdsAppsToShare: true)
     /// Tasks each peer follows directly.
     private var followed: [String: Set<String>] = [:]
     static let followersPerTask = 16
@@ -39,10 +36,8 @@ public final class TaskAudience: ObjectAudience {
     /// The listed tasks of each leaf, in the order they were listed.
     private var listedByLeaf: [String: [String]] = [:]
 
-    /// Tasks in the tree, charged to their leaf (the agent's own to the agent).
-    private var listing = FairQuota(
-        budget: NetActivityLimits.listedTasksBudget, limit: NetActivityLimits.listedTasksLimit,
-        perConnection: NetActivityLimits.listedTasksLimit)
+    /// Tasks in the tree, charged to their leaf (the agent's own to the agent) in the accounts.
+    private var listing: FairQuota { context.accounts[.listedTasks] }
     /// Live tasks not in the tree, per leaf, oldest first (paths that left or were listed are
     /// skipped when met).
     private var waiting: [String: Deque<String>] = [:]
@@ -103,16 +98,16 @@ public final class TaskAudience: ObjectAudience {
     /// if its app (the unscoped pool whole) is within its share of the readers.
     private func addTreeReader(_ peer: String) {
         let identity = context.peers.identity(of: peer)
-        if let refusal = readerQuota.check(connection: peer, leaf: identity.leaf) {
+        if let refusal = context.accounts.check(.treeReaders, connection: peer, leaf: identity.leaf) {
             if !refusedReaderLogged {
                 refusedReaderLogged = true
                 context.logger.warning(
-                    "\(peer) (\(identity.app)) gets no task signals: \(refusal.message("peers following the task list", client: peer, leaf: identity.leaf, quota: readerQuota))"
+                    "\(peer) (\(identity.app)) gets no task signals: \(context.accounts.refusalMessage(refusal, .treeReaders, connection: peer, leaf: identity.leaf))"
                 )
             }
             return
         }
-        readerQuota.charge(connection: peer, leaf: identity.leaf)
+        context.accounts.charge(.treeReaders, connection: peer, leaf: identity.leaf)
         treeReaders[peer] = identity
     }
 
@@ -136,7 +131,7 @@ public final class TaskAudience: ObjectAudience {
     }
 
     private func list(_ task: TaskEntry, leaf: String) {
-        listing.charge(connection: task.record.owner, leaf: leaf)
+        context.accounts.charge(.listedTasks, connection: task.record.owner, leaf: leaf)
         task.listed = true
         listedByLeaf[leaf, default: []].append(task.path)
     }
@@ -154,7 +149,7 @@ public final class TaskAudience: ObjectAudience {
         }
         context.server.withdraw(path: path)
         task.listed = false
-        listing.release(connection: task.record.owner, leaf: leaf)
+        context.accounts.release(.listedTasks, connection: task.record.owner, leaf: leaf)
         waiting[leaf, default: []].prepend(path)
     }
 
@@ -164,7 +159,7 @@ public final class TaskAudience: ObjectAudience {
         for peer in task.followers { followed[peer]?.remove(task.path) }
         guard task.listed else { return }
         let leaf = task.app ?? Self.agentLeaf
-        listing.release(connection: task.record.owner, leaf: leaf)
+        context.accounts.release(.listedTasks, connection: task.record.owner, leaf: leaf)
         if let i = listedByLeaf[leaf]?.lastIndex(of: task.path) { listedByLeaf[leaf]!.remove(at: i) }
         if listedByLeaf[leaf]?.isEmpty == true { listedByLeaf[leaf] = nil }
         listNextWaiting()
@@ -197,7 +192,7 @@ public final class TaskAudience: ObjectAudience {
     /// A peer left: it reads nothing more.
     func peerLeft(_ peer: String) {
         if let identity = treeReaders.removeValue(forKey: peer) {
-            readerQuota.release(connection: peer, leaf: identity.leaf)
+            context.accounts.release(.treeReaders, connection: peer, leaf: identity.leaf)
         }
         for path in followed.removeValue(forKey: peer) ?? [] {
             entry(path)?.followers.removeAll { $0 == peer }

@@ -8,15 +8,12 @@ import NetActivityCore
 /// Every task object the agent serves, live and lingering.
 struct TaskTable {
     var byPath: [String: TaskEntry] = [:]
-    /// Live (running or suspended) task paths per owner, for the per-client cap and departures.
+    /// Live (running or suspended) task paths per owner, for departures. Each app's are charged
+    /// to it in the accounts (`.tasks`); the agent's own download tasks are bounded by the
+    /// downloads' budget instead.
     var liveByOwner: [String: Set<String>] = [:]
     /// Live task paths per desktop id (dock progress).
     var liveByDesktopID: [String: Set<String>] = [:]
-    /// Tasks running or suspended that apps hold: the budget, shares and caps (the agent's own
-    /// download tasks are bounded by the downloads' budget instead).
-    var quota = FairQuota(
-        budget: NetActivityLimits.liveTasksBudget, limit: NetActivityLimits.maxLiveTasks,
-        perConnection: NetActivityLimits.maxLiveTasksPerClient)
     var nextNumber: UInt64 = 1
     /// Completed tasks in completion order (they leave in this order, since the linger is fixed).
     var lingering: Deque<String> = []
@@ -27,10 +24,10 @@ struct TaskTable {
         return NetActivityBus.taskPathPrefix + String(nextNumber)
     }
 
-    mutating func noteCompleted(_ entry: TaskEntry) {
+    mutating func noteCompleted(_ entry: TaskEntry, accounts: AgentAccounts) {
         let owner = entry.record.owner
         if liveByOwner[owner]?.remove(entry.path) != nil, let app = entry.app {
-            quota.release(connection: owner, leaf: app)
+            accounts.release(.tasks, connection: owner, leaf: app)
         }
         if liveByOwner[owner]?.isEmpty == true { liveByOwner[owner] = nil }
         if let id = entry.desktopID {
@@ -119,9 +116,9 @@ public final class TaskService: TaskBeginning, TaskFactory {
             throw NetActivityError.accessDenied(refusal)
         }
         let app = caller.leaf
-        if let refusal = tasks.quota.check(connection: owner, leaf: app) {
+        if let refusal = context.accounts.check(.tasks, connection: owner, leaf: app) {
             throw NetActivityError.limitsExceeded(
-                refusal.message("tasks running or suspended", client: owner, leaf: app, quota: tasks.quota))
+                context.accounts.refusalMessage(refusal, .tasks, connection: owner, leaf: app))
         }
         if state == .running { try activity.acquire(.task, for: owner) }
         let entry = createTask(
@@ -189,7 +186,7 @@ public final class TaskService: TaskBeginning, TaskFactory {
         tasks.byPath[entry.path] = entry
         audience.created(entry)
         if tasks.liveByOwner[owner, default: []].insert(entry.path).inserted, let app = entry.app {
-            tasks.quota.charge(connection: owner, leaf: app)
+            context.accounts.charge(.tasks, connection: owner, leaf: app)
         }
         context.server.export(path: entry.path, interfaces: [taskInterface])
         onTasksChanged?()
@@ -360,7 +357,7 @@ public final class TaskService: TaskBeginning, TaskFactory {
 
     /// A completed task stays for `taskLinger`, then leaves (InterfacesRemoved).
     private func completed(_ entry: TaskEntry) {
-        tasks.noteCompleted(entry)
+        tasks.noteCompleted(entry, accounts: context.accounts)
         entry.lingerTimer = context.schedule(after: taskLinger) { [unowned self, unowned entry] in
             entry.lingerTimer = nil
             self.removeTask(entry)

@@ -88,6 +88,37 @@ public final class BlockingNetActivity {
         try wait { core, done in core.statusMirror.current(destination: Self.busName, done) }
     }
 
+    /// What an app holds of one of the agent's budgets (the `Accounts` method).
+    public struct AccountRow: Equatable, Sendable {
+        public var app: String
+        /// The budget (`ActivityMember.Resource`: leases, tasks, downloads, images...).
+        public var resource: String
+        public var held: UInt64
+        /// The app's share now: the budget divided by the apps holding any.
+        public var share: UInt64
+        /// Past this total, apps are held to their shares.
+        public var budget: UInt64
+        /// What no total passes.
+        public var limit: UInt64
+    }
+
+    /// What `app` holds of every budget the agent keeps for apps, or ("") what every app holding
+    /// anything holds; a host app's to read (a sandboxed one gets AccessDenied).
+    public func accounts(of app: String = "") throws(NetActivityError) -> [AccountRow] {
+        try call(ActivityMember.Method.accounts.rawValue, { w in w.append(app) }) { r throws(DBusError) in
+            var array = try r.enterArray()
+            var rows: [AccountRow] = []
+            while !array.isAtEnd() {
+                var s = try array.enterStruct()
+                rows.append(
+                    AccountRow(
+                        app: try s.read(), resource: try s.read(), held: try s.read(), share: try s.read(),
+                        budget: try s.read(), limit: try s.read()))
+            }
+            return rows
+        }
+    }
+
     /// The proxy the agent's latest download request went through: scheme://host:port,
     /// "direct", or "" before the first (the Downloader's Proxy property).
     public func proxy() throws(NetActivityError) -> String {

@@ -19,6 +19,8 @@ public enum NetActivityLimits {
     public static let maxRequestMaxAge = 365 * 24 * 3600
     /// The longest receipt a caller may choose for `FetchImage` (bytes).
     public static let maxReceiptBytes = 255
+    /// The longest app name `Accounts` takes (bytes): a Flatpak id or a unit name is at most 255.
+    public static let maxAppNameBytes = 512
     /// Downloads one client may wait for at once.
     public static let maxPendingDownloadsPerClient = 1024
     /// The most image bytes `AddImage`/`LookupImage` carry inline (`ay`); larger images go by

@@ -34,12 +34,14 @@ public enum ActivityMember: ContractInterface {
         case decrementActivityCount = "DecrementActivityCount"
         case beginActivity = "BeginActivity"
         case beginTask = "BeginTask"
+        case accounts = "Accounts"
 
         public var inArguments: [ContractArgument] {
             switch self {
             case .incrementActivityCount, .decrementActivityCount: []
             case .beginActivity: [.init("reason", "s")]
             case .beginTask: [.init("description", "s"), .init("options", "a{sv}")]
+            case .accounts: [.init("app", "s")]
             }
         }
 
@@ -48,6 +50,7 @@ public enum ActivityMember: ContractInterface {
             case .incrementActivityCount, .decrementActivityCount: []
             case .beginActivity: [.init("lease", "h")]
             case .beginTask: [.init("task", "o")]
+            case .accounts: [.init("accounts", "a(sstttt)")]
             }
         }
     }
@@ -103,6 +106,21 @@ public enum ActivityMember: ContractInterface {
     }
 
     public static var signals: [any ContractSignal] { Signal.allCases }
+
+    /// `Resource`: the values several members take.
+    public enum Resource: String, Sendable, CaseIterable {
+        case leases
+        case tasks
+        case listedTasks = "listed-tasks"
+        case treeReaders = "tree-readers"
+        case downloads
+        case prefetchURLs = "prefetch-urls"
+        case decoderQueue = "decoder-queue"
+        case bytesInFlight = "bytes-in-flight"
+        case images
+        case pixels
+        case disk
+    }
 
     /// `State`'s values.
     public enum State: String, Sendable, CaseIterable {

@@ -24,11 +24,13 @@ public struct ActivityLedger: Sendable {
         }
     }
 
-    /// The most of each source one client may hold.
+    /// The most of each source one client may hold. Counts cost the agent nothing but a number,
+    /// so the ledger caps them; leases and tasks are unlimited here, since the agent's accounts
+    /// keep their budgets with the shares of apps (a ledger used alone may cap them too).
     public struct Limits: Sendable {
         public var count: UInt32 = 1_000_000
-        public var lease: UInt32 = 256
-        public var task: UInt32 = 1024
+        public var lease: UInt32 = .max
+        public var task: UInt32 = .max
 
         public subscript(source: Source) -> UInt32 {
             get {

@@ -13,7 +13,9 @@ struct Netactivity: ParsableCommand {
             "Exit status: 0 on success, 64 for usage errors, 69 when the agent is not running (except `run`, which still runs the command, and `watch`, which waits for the agent)."
         ),
         version: NetActivityRelease.version,
-        subcommands: [Status.self, Watch.self, Tasks.self, Inc.self, Dec.self, Run.self, Cache.self, Fetch.self])
+        subcommands: [
+            Status.self, Watch.self, Tasks.self, Inc.self, Dec.self, Run.self, Cache.self, Fetch.self, Accounts.self,
+        ])
 
     /// Messages in the user's language (gettext), then ArgumentParser's own `main`.
     static func main() {

@@ -57,6 +57,7 @@ class Activity:
         'DecrementActivityCount': ('', ''),
         'BeginActivity': ('s', 'h'),
         'BeginTask': ('sa{sv}', 'o'),
+        'Accounts': ('s', 'a(sstttt)'),
     }
     # name: (type, access)
     PROPERTIES = {
@@ -77,12 +78,14 @@ class Activity:
     ERRORS = ('org.freedesktop.DBus.Error.InvalidArgs', 'org.freedesktop.DBus.Error.AccessDenied', 'org.example.NetActivity.Error.LimitsExceeded', 'org.example.NetActivity.Error.TooLarge', 'org.freedesktop.DBus.Error.Failed')
     # enumerated strings: every value
     VALUES = {
+        'Resource': ('leases', 'tasks', 'listed-tasks', 'tree-readers', 'downloads', 'prefetch-urls', 'decoder-queue', 'bytes-in-flight', 'images', 'pixels', 'disk'),
         'State': ('not-active', 'delaying-start', 'active', 'delaying-end'),
     }
     # dictionaries and a{sv} arguments: key: type
     KEYS = {
         'BeginTaskOption': {'suspended': 'b', 'expected-to-send': 't', 'expected-to-receive': 't', 'desktop-id': 's', 'cancellable': 'b', 'suspendable': 'b'},
     }
+    Accounts = 'Accounts'
     ActivationDelay = 'ActivationDelay'
     ActivityCount = 'ActivityCount'
     BeginActivity = 'BeginActivity'
@@ -96,6 +99,17 @@ class Activity:
     State = 'State'
     Version = 'Version'
     Visible = 'Visible'
+    RESOURCE_LEASES = 'leases'
+    RESOURCE_TASKS = 'tasks'
+    RESOURCE_LISTED_TASKS = 'listed-tasks'
+    RESOURCE_TREE_READERS = 'tree-readers'
+    RESOURCE_DOWNLOADS = 'downloads'
+    RESOURCE_PREFETCH_URLS = 'prefetch-urls'
+    RESOURCE_DECODER_QUEUE = 'decoder-queue'
+    RESOURCE_BYTES_IN_FLIGHT = 'bytes-in-flight'
+    RESOURCE_IMAGES = 'images'
+    RESOURCE_PIXELS = 'pixels'
+    RESOURCE_DISK = 'disk'
     STATE_NOT_ACTIVE = 'not-active'
     STATE_DELAYING_START = 'delaying-start'
     STATE_ACTIVE = 'active'

@@ -142,6 +142,7 @@ class Stranger:
             self.proc.wait(10)
         if self.root:
             os.rmdir(self.root)
+            self.root = None
 
 
 class Cgroups:
@@ -368,6 +369,49 @@ class ReasonTests(StrangerTestCase):
         seen = json.dumps(watcher.snapshot())
         self.assertNotIn("secret project", seen)
         self.assertNotIn("alice", seen)
+
+
+@unittest.skipUnless(can_fake_flatpak(), "unshare -rm (user namespaces) is not available")
+class AccountsTests(StrangerTestCase):
+    """One place answers what an app holds of every budget (the Accounts method, netactivity accounts)."""
+    agent_args = ("--completed-task-linger", "0.5")
+
+    def test_the_accounts_show_what_an_app_holds_of_every_budget_until_it_leaves(self):
+        app = self.stranger(flatpak="org.example.Holder")
+        self.assertEqual(app("leases", 3)["granted"], 3)
+        self.assertEqual(app("tasks", 2)["granted"], 2)
+        flatpak = "flatpak:org.example.Holder"
+        accounts = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), IFACE)
+
+        def held(app_name):
+            return {str(r[1]): (int(r[2]), int(r[3]), int(r[4]), int(r[5])) for r in accounts.Accounts(app_name)}
+
+        rows = held(flatpak)
+        self.assertEqual(sorted(rows), sorted(contract.Activity.VALUES["Resource"]), "every budget, held or not")
+        self.assertEqual(rows[contract.Activity.RESOURCE_LEASES][0], 3)
+        self.assertEqual(rows[contract.Activity.RESOURCE_TASKS][0], 2)
+        self.assertEqual(rows[contract.Activity.RESOURCE_DOWNLOADS][0], 0)
+        for name, (holding, share, budget, limit) in rows.items():
+            self.assertTrue(0 < share <= budget <= limit, (name, share, budget, limit))
+        everyone = {(str(r[0]), str(r[1])): int(r[2]) for r in accounts.Accounts("")}
+        self.assertEqual(everyone[(flatpak, contract.Activity.RESOURCE_LEASES)], 3, "listed among the apps holding any")
+        self.assertNotIn((flatpak, contract.Activity.RESOURCE_DOWNLOADS), everyone, "only what is held")
+        # Text for people, from the same method.
+        table = cli(self.bus, "accounts", flatpak).stdout
+        self.assertRegex(table, r"(?m)^flatpak:org\.example\.Holder +leases +3 ")
+        self.assertEqual(len(cli(self.bus, "accounts", "--json", flatpak).stdout.splitlines()), len(rows))
+        # What others hold is not a sandboxed app's to read, its own neither.
+        with self.assertRaises(dbus.exceptions.DBusException) as cm:
+            app("accounts", flatpak)
+        self.assertEqual(cm.exception.get_dbus_name(), contract.DBusError.AccessDenied)
+        with self.assertRaises(dbus.exceptions.DBusException) as cm:
+            accounts.Accounts("x" * 513)
+        self.assertEqual(cm.exception.get_dbus_name(), contract.DBusError.InvalidArgs)
+        app.close()
+        # Its tasks end with it; they stay listed (completed) for the linger.
+        wait_until(lambda: all(v[0] == 0 for v in held(flatpak).values()) or None,
+                   what=lambda: "everything released: %s" % held(flatpak))
+        self.assertFalse([k for k in accounts.Accounts("") if str(k[0]) == flatpak])
 
 
 class CgroupIdentityTests(StrangerTestCase):

@@ -183,7 +183,9 @@ struct DecoderPoolTests {
     @Test("one owner may have 16 images waiting for a decoder; the next is refused as busy, another owner's waits")
     func waitingCap() throws {
         let path = try #require(Self.decoder)
-        let pool = DecoderPool(executable: path, loop: loop, bubblewrap: nil, maxDecoders: 1)
+        // An agent's budget with the usual open-file limit: one app's 17 asks stay under it.
+        let pool = DecoderPool(
+            executable: path, loop: loop, bubblewrap: nil, maxDecoders: 1, accounts: AgentAccounts(fileLimit: 8192))
         let png = TestImages.decodablePNG(width: 2, height: 2, rgba: (1, 2, 3, 255))
         _ = try decode(pool, png).get()
         let decoder = try #require(pool.pids.first)
@@ -229,7 +231,8 @@ struct DecoderPoolTests {
     @Test("forked processes of the unscoped pool cannot fill the queue: past two fifths, each waits within its share")
     func forkedProcesses() throws {
         let path = try #require(Self.decoder)
-        let pool = DecoderPool(executable: path, loop: loop, bubblewrap: nil, maxDecoders: 1, maxWaiting: 64)
+        let pool = DecoderPool(
+            executable: path, loop: loop, bubblewrap: nil, maxDecoders: 1, accounts: AgentAccounts(fileLimit: 64 * 32))
         let png = TestImages.decodablePNG(width: 2, height: 2, rgba: (1, 2, 3, 255))
         _ = try decode(pool, png).get()
         let decoder = try #require(pool.pids.first)

@@ -68,10 +68,10 @@ final class DriverHarness {
         logger.logLevel = .critical
         context = AgentContext(scheduler: scheduler, server: server, peers: peers, logger: logger)
         activity = ActivityService(
-            context: context, loop: loop, activationDelay: activation, completionDelay: completion, fileLimit: 1024)
+            context: context, loop: loop, activationDelay: activation, completionDelay: completion)
         tasks = TaskService(context: context, activity: activity, linger: linger)
         activity.tasks = tasks
-        images = ImageCacheService(context: context, fileLimit: 1024)
+        images = ImageCacheService(context: context)
         downloads = DownloadService(
             context: context, loop: loop, images: images, tasks: tasks, activity: activity,
             announceAfter: { .seconds(double: activation) }, transport: transport, diskTier: false)
