@@ -136,7 +136,7 @@ public final class Agent {
             }
             // Held calls count in libdbus's incoming queue too: all of them together stay far below
             // its limit, so the bus's answers the registry waits for can always be read.
-            guard peers.heldBytes + size <= BusPeerRegistry.maxHeldBytes else {
+            guard peers.heldBytes + size <= NetActivityLimits.maxHeldCallBytes else {
                 return server.replyError(
                     message,
                     DBusError(

@@ -123,57 +123,13 @@ public final class DownloadService: ImageDownloader.Observer {
 
     // MARK: requests
 
-    /// A priority named on the bus, or InvalidArgs naming the values.
-    static func priority(_ value: String?) throws(NetActivityError) -> ImageDownloader.Priority {
-        guard let value else { return .normal }
-        guard let priority = ImageDownloader.Priority(rawValue: value) else {
-            let known = ImageDownloader.Priority.allCases.map(\.rawValue).joined(separator: ", ")
-            throw .invalidArgs("A priority must be one of \(known), got '\(value.prefix(100))'")
-        }
-        return priority
-    }
-
-    /// What a request asks for, from its options.
-    private struct RequestOptions {
-        let key: String
-        let reload: Bool
-        let priority: ImageDownloader.Priority
-        /// Seconds a cached copy may be old for this request (the `max-age` option).
-        let maxAge: Double?
-    }
-
-    /// The checks both methods make; the request key (the URL's, or the caller's app's
-    /// `cache-key`), reload, priority and max-age.
+    /// The checks every download method makes on its request (`DownloadRequest`), for `owner`.
     private func requestOptions<Option: MethodOption>(
         url: String, options: [String: DBusValue], owner: String, method: DownloaderMember.Method, _: Option.Type
-    ) throws(NetActivityError) -> RequestOptions {
-        typealias Common = DownloaderMember.DownloadImageOption
+    ) throws(NetActivityError) -> DownloadRequest {
         try mayDownload(owner)
-        try DownloadURL.check(url)
-        try checkOptions(options, of: method.rawValue, Option.self)
-        let priority = try Self.priority(options[Common.priority.rawValue]?.stringValue)
-        let additional = options[Common.additionalIdentifier.rawValue]?.stringValue ?? ""
-        guard additional.utf8.count <= NetActivityLimits.maxImageKeyBytes else {
-            throw .invalidArgs(
-                "additional-identifier is \(additional.utf8.count) bytes long; the limit is \(NetActivityLimits.maxImageKeyBytes)"
-            )
-        }
-        var key = ImageRequestKey.make(url: url, additional: additional)
-        if let cacheKey = options[Common.cacheKey.rawValue]?.stringValue {
-            guard !cacheKey.isEmpty, cacheKey.utf8.count <= NetActivityLimits.maxImageKeyBytes else {
-                throw .invalidArgs(
-                    "cache-key must be 1 to \(NetActivityLimits.maxImageKeyBytes) bytes long, got \(cacheKey.utf8.count)"
-                )
-            }
-            key = ImageRequestKey.scoped(
-                app: context.peers.identity(of: owner).scope, cacheKey: cacheKey, additional: additional)
-        }
-        let maxAge = options[Common.maxAge.rawValue]?.doubleValue
-        if let maxAge, !(0...Double(NetActivityLimits.maxRequestMaxAge)).contains(maxAge) {
-            throw .invalidArgs("max-age must be 0 to \(NetActivityLimits.maxRequestMaxAge) seconds, got \(maxAge)")
-        }
-        return RequestOptions(
-            key: key, reload: options[Common.reload.rawValue]?.boolValue ?? false, priority: priority, maxAge: maxAge)
+        return try DownloadRequest(
+            url: url, options: options, scope: context.peers.identity(of: owner).scope, method: method, Option.self)
     }
 
     /// A sandboxed app whose sandbox denies it the network (a Flatpak without `shared=network`)
@@ -213,7 +169,7 @@ public final class DownloadService: ImageDownloader.Observer {
 
     /// `core.download` for `owner`, noting which app may read the transfer's task.
     private func start(
-        url: String, _ request: RequestOptions, owner: String,
+        url: String, _ request: DownloadRequest, owner: String,
         _ handler: @escaping (Result<ImageDownloader.Fetched, ImageDownloader.Failure>) -> Void
     ) -> ImageDownloader.Ticket {
         prefetching.requested()
@@ -429,7 +385,7 @@ public final class DownloadService: ImageDownloader.Observer {
 
     /// A new priority for a pending receipt of `caller`'s, named as `cancel` names it.
     func setPriority(receipt: String, priority: String, by caller: String) throws(NetActivityError) -> Bool {
-        let priority = try Self.priority(priority)
+        let priority = try DownloadRequest.priority(priority)
         guard let ours = try ownReceipt(receipt, by: caller, toDo: "change the priority of") else { return false }
         return core.setPriority(priority, receipt: ours)
     }

@@ -42,10 +42,8 @@ public final class BusPeerRegistry: PeerRegistry {
     private var resolving: [String: [(_ leaving: Bool) -> Void]] = [:]
 
     /// Bytes of calls held (waiting for their peer's identity, or for the bus to say whether the
-    /// peer reads), and the most that may be: libdbus stops reading at 63 MiB of messages it holds,
-    /// and the answers the registry waits for must still get through.
+    /// peer reads): at most `NetActivityLimits.maxHeldCallBytes`.
     public private(set) var heldBytes = 0
-    public static let maxHeldBytes = 24 << 20
 
     public func hold(_ bytes: Int) { heldBytes += bytes }
 

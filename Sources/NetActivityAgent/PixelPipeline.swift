@@ -40,8 +40,6 @@ final class PixelPipeline {
         let httpStatus: UInt32
     }
 
-    /// The most pixels decoded for one image (128 MiB of BGRA): beyond it TooLarge, from the header.
-    static let maxPixels: UInt64 = 32 << 20
     static let defaultCapacity: UInt64 = 100 << 20
     static let defaultPreferred: UInt64 = 60 << 20
 
@@ -278,7 +276,8 @@ final class PixelPipeline {
         let contentType = info.format.mediaType
         _ = pool.decode(
             image: fd,
-            box: DecoderPool.Box(maxWidth: box.maxWidth, maxHeight: box.maxHeight, maxPixels: Self.maxPixels),
+            box: DecoderPool.Box(
+                maxWidth: box.maxWidth, maxHeight: box.maxHeight, maxPixels: NetActivityLimits.maxDecodedPixels),
             owner: leaf
         ) { [weak self] result in
             guard let self else { return }

@@ -31,7 +31,6 @@ public final class TaskAudience: ObjectAudience {
     private var treeReaders: [String: ClientIdentity] = [:]
     /// Tasks each peer follows directly.
     private var followed: [String: Set<String>] = [:]
-    static let followersPerTask = 16
     private var refusedReaderLogged = false
     /// The listed tasks of each leaf, in the order they were listed.
     private var listedByLeaf: [String: [String]] = [:]
@@ -87,7 +86,7 @@ public final class TaskAudience: ObjectAudience {
         } else if Self.isTask(path), let task = entry(path), !task.followers.contains(caller) {
             task.followers.append(caller)
             followed[caller, default: []].insert(path)
-            if task.followers.count > Self.followersPerTask {
+            if task.followers.count > NetActivityLimits.maxFollowersPerTask {
                 let oldest = task.followers.removeFirst()
                 followed[oldest]?.remove(path)
             }

@@ -115,6 +115,21 @@ public enum NetActivityLimits {
     public static let treeReadersBudget = 128
     public static let maxTreeReaders = 320
 
+    /// Peers that follow one task directly (they read its properties) and hear its signals; past
+    /// it the one that began to follow first stops hearing.
+    public static let maxFollowersPerTask = 16
+
+    /// The most pixels decoded for one image (128 MiB of BGRA): beyond it TooLarge, from the header.
+    public static let maxDecodedPixels: UInt64 = 32 << 20
+
+    /// Transfers running at once (each holding a slot or yielded), over all apps: each is a socket.
+    public static let maxRunningTransfers = 256
+
+    /// Bytes of calls the agent holds for peers it does not know yet (or that do not read their
+    /// replies), over all of them: libdbus stops reading at 63 MiB of messages it holds, and the
+    /// answers the agent waits for must still get through. Past it a call is refused (TooLarge).
+    public static let maxHeldCallBytes = 24 << 20
+
     /// Disk-cache writes handed to the disk worker and not yet done, and their bytes: past either,
     /// a write is skipped (the image is in memory; the next download writes it).
     public static let maxQueuedDiskWrites = 1024

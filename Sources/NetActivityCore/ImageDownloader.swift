@@ -113,8 +113,6 @@ public final class ImageDownloader {
     /// half the slots, rounded up. Past that, its raised work competes as normal, so that no app
     /// can take every slot by marking all its requests very-high.
     public var raisedShare: Int { (maximumActiveDownloads + 1) / 2 }
-    /// Transfers (holding a slot or yielded) running in all: each is a socket.
-    public static let maximumRunning = 256
 
     public var maximumActiveDownloads: Int {
         didSet { startQueued() }
@@ -334,7 +332,7 @@ public final class ImageDownloader {
     /// goes on (nothing already received is lost) but no longer counts against
     /// `maximumActiveDownloads`, so a slow or stalled server cannot hold the queue hostage. It
     /// still counts among its apps' running transfers, of which each app may have at most
-    /// `maximumRunningPerApp` (and all apps `maximumRunning`): an app whose transfers all stall
+    /// `maximumRunningPerApp` (and all apps `NetActivityLimits.maxRunningTransfers`): an app whose transfers all stall
     /// stops starting new ones while others wait, and its stalled ones cannot take every slot.
     /// Returns whether the slot was given up (a queued transfer that may start does, in it).
     @discardableResult
@@ -430,12 +428,12 @@ public final class ImageDownloader {
     /// The next transfer to start: of the highest priority waiting, from the app with the fewest
     /// running transfers, then by order;
     /// none from an app at `maximumRunningPerApp` (a merged transfer counts for each of its
-    /// apps) unless its leaf runs none, nor past `maximumRunning` in all.
+    /// apps) unless its leaf runs none, nor past `NetActivityLimits.maxRunningTransfers` in all.
     ///
     /// "App" here is a leaf (`ClientIdentity.leaf`): the processes of the unscoped pool are compared
     /// as one app first, then among themselves, so that forking never wins more slots.
     private func popQueued() -> Transfer? {
-        guard !paused, runningByID.count < Self.maximumRunning else { return nil }
+        guard !paused, runningByID.count < NetActivityLimits.maxRunningTransfers else { return nil }
         var running: [String: Int] = [:]
         var runningApps: [Substring: Int] = [:]
         for t in runningByID.values {

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
+import LinuxKit
+
+// What a decode asks for and what it answers: the box, the pixels, the failures.
+
+extension DecoderPool {
+    /// Why an image was not decoded.
+    enum Failure: Error, Equatable {
+        /// Not a format the decoder reads.
+        case notAnImage(String)
+        /// More pixels than allowed, known from the header.
+        case tooLarge(String)
+        /// Damaged bytes, a decoder that failed, crashed or ran out of time, or no decoder at all.
+        case failed(String)
+        /// Too many images of this owner, or of all, wait for a decoder already.
+        case busy(String)
+    }
+
+    /// What the pixels must fit: a width and a height (0: no bound) and the most pixels the image
+    /// may have, known from its header.
+    struct Box: Equatable {
+        var maxWidth: UInt32 = 0
+        var maxHeight: UInt32 = 0
+        var maxPixels: UInt64 = 64 << 20
+    }
+}
+
+/// Pixels a decoder made: a memfd sealed against every change, of `stride` x `height` bytes of
+/// premultiplied B8G8R8A8. Closed when the last reference goes.
+final class DecodedPixels {
+    let fd: Int32
+    let width: UInt32
+    let height: UInt32
+    let stride: UInt32
+    /// The image's own size, as shown (after its EXIF orientation).
+    let originalWidth: UInt32
+    let originalHeight: UInt32
+
+    init(fd: Int32, width: UInt32, height: UInt32, stride: UInt32, originalWidth: UInt32, originalHeight: UInt32) {
+        self.fd = fd
+        self.width = width
+        self.height = height
+        self.stride = stride
+        self.originalWidth = originalWidth
+        self.originalHeight = originalHeight
+    }
+
+    /// Checked at receipt (`PixelGeometry`): at most `NetActivityLimits`' pixel limit's bytes.
+    var byteCount: Int { Int(stride) * Int(height) }
+
+    deinit { Closer.close(fd) }
+}
+
+/// The sizes of a block of 4-byte pixels as an untrusted process states them, accepted only when
+/// they make sense: a width and height of at least one, rows of at least `width` x 4 bytes, 4-byte
+/// aligned, and at most `maxPixels` pixels (rows included) in all. Every product is computed with
+/// overflow checks, so no value can trap or wrap.
+struct PixelGeometry: Equatable {
+    let byteCount: UInt64
+
+    init?(width: UInt32, height: UInt32, stride: UInt32, maxPixels: UInt64) {
+        guard width > 0, height > 0, stride % 4 == 0 else { return nil }
+        let (row, rowOverflow) = UInt64(width).multipliedReportingOverflow(by: 4)
+        guard !rowOverflow, UInt64(stride) >= row else { return nil }
+        let (bytes, overflow) = UInt64(stride).multipliedReportingOverflow(by: UInt64(height))
+        let (limit, limitOverflow) = maxPixels.multipliedReportingOverflow(by: 4)
+        guard !overflow, limitOverflow || bytes <= limit else { return nil }
+        byteCount = bytes
+    }
+}
