@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 /* libnetactivity's hand-written part: what the code gdbus-codegen makes from dbus/ (its XML) cannot know.
- * See netactivity.h. */
+ * See netactivity.h. One file, as GLib libraries keep a class's methods: the proxies' timeouts, the
+ * error domain, sealed memory and leases are each a section below, and the library is built from
+ * it and the generated code alone. */
 #include "netactivity.h"
 #include "netactivity-calls.h"
 

@@ -483,31 +483,4 @@ final class ClientCore: @unchecked Sendable {
         whenAgentAppears { answer(true) }
         activationWaiters.append { answer(false) }
     }
-
-    /// The app's own input, checked here so that it fails the same with or without an agent.
-    static func checkText(_ text: String, _ what: String, limit: Int) throws(NetActivityError) {
-        let bytes = text.utf8.count
-        if bytes > limit { throw .invalidArgs("The \(what) is \(bytes) bytes; at most \(limit) are allowed") }
-    }
-
-    // MARK: plain requests (the image cache, the CLI)
-
-    /// One call whose reply is decoded by `decode`; the agent's absence is an error here.
-    func request<T>(
-        _ member: String, path: String = ClientCore.path, interface: String, destination: String? = nil,
-        _ body: @escaping (inout MessageWriter) throws -> Void = { _ in },
-        decode: @escaping (inout MessageReader) throws(DBusError) -> T, _ done: @escaping Completion<T>
-    ) {
-        query(
-            member, path: path, interface: interface, destination: destination, body,
-            reply: { result in
-                done(
-                    result.flatMap { reply in
-                        var r = reply.reader()
-                        do throws(DBusError) { return .success(try decode(&r)) } catch {
-                            return .failure(NetActivityError(error))
-                        }
-                    })
-            })
-    }
 }

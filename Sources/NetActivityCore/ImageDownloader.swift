@@ -17,6 +17,10 @@ public import NetActivityContract
 /// Beyond it, priorities shared across apps: each receipt has one, a transfer runs at the highest
 /// of its live receipts', and the queue takes the highest priority first, then the fairness rule,
 /// then FIFO/LIFO.
+///
+/// Longer than 500 lines on purpose: one state (transfers by key and id, receipts, slots, the
+/// queue) whose invariants every method keeps together, as AFImageDownloader's one class does;
+/// the fair choice of the next transfer is its own type already (`FairTransferQueue`).
 public final class ImageDownloader {
     public typealias Prioritization = DownloaderMember.DownloadPrioritization
     public typealias Priority = DownloaderMember.Priority

@@ -19,6 +19,9 @@
 // The agent runs it inside bubblewrap where bwrap works (a root of /usr alone, every namespace its
 // own, no environment); the lock below holds in any case.
 //
+// One file on purpose, read top to bottom: the lock comes before any input, and the seccomp
+// allow-list must name exactly the calls the decoders below it make, so they are read together.
+//
 // netactivity-decoder              serve requests on standard input (a SOCK_SEQPACKET socket)
 // netactivity-decoder --test-sandbox   lock in, then try what the sandbox forbids and print each result
 #define _GNU_SOURCE
