@@ -3,7 +3,8 @@
 #define NETACTIVITY_CLINUX_SHIM_H
 
 /* The Linux calls LinuxKit needs that Swift's Glibc module does not import: eventfd, signalfd
-   with a blocked signal set, memfd_create and file seals. The only C the platform module sees. */
+   with a blocked signal set, memfd_create and file seals, malloc_trim. The only C the platform module
+   sees. */
 
 #include <stdint.h>
 #include <sys/epoll.h>
@@ -26,6 +27,7 @@
 #include <locale.h>
 #include <sys/socket.h>
 #include <string.h>
+#include <malloc.h>
 
 /* gettext (libintl.h does not import into Swift's Glibc module): messages of `domain`, bound to
    `dir`, in UTF-8, for the locale the environment asks for (LC_MESSAGES and LC_CTYPE only). */

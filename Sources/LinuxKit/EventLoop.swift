@@ -46,6 +46,10 @@ public final class EventLoop: Scheduler {
     private var runningHooks = 0  // depth: a hook may run a turn of the loop itself
     private var clearedHooks = false
     @exclusivity(unchecked) private var stopRequested = false
+    /// Told once the loop has done nothing for a while after doing something (`onQuiet`).
+    private var quiet: (nanoseconds: UInt64, handler: () -> Void)?
+    /// Whether the loop handled an event or a timer since `quiet` was last told.
+    @exclusivity(unchecked) private var busySinceQuiet = true
     private let eventBuffer = UnsafeMutablePointer<epoll_event>.allocate(capacity: 64)
 
     public init() {
@@ -265,6 +269,14 @@ public final class EventLoop: Scheduler {
         }
     }
 
+    /// Calls `handler` when the loop has handled no event and fired no timer for `nanoseconds`
+    /// after handling some (and once after it starts): once per spell of work, so that a loop
+    /// with nothing to do still sleeps without a timeout, and wakes zero times per second.
+    public func onQuiet(after nanoseconds: UInt64, _ handler: @escaping () -> Void) {
+        quiet = (nanoseconds, handler)
+        busySinceQuiet = true
+    }
+
     /// Runs until `stop()`.
     public func run() {
         while !stopRequested {
@@ -287,8 +299,19 @@ public final class EventLoop: Scheduler {
             return deadline > now ? deadline - now : 0
         }
         if let cap = maxWaitNanoseconds { wait = min(wait ?? cap, cap) }
+        // Waiting for quiet: the loop wakes when it has come, unless something happens first.
+        var waitsForQuiet = false
+        if busySinceQuiet, let quiet, wait.map({ $0 >= quiet.nanoseconds }) ?? true {
+            wait = quiet.nanoseconds
+            waitsForQuiet = true
+        }
         let n = waitForEvents(nanoseconds: wait)
+        if n == 0, waitsForQuiet, let quiet {
+            busySinceQuiet = false
+            quiet.handler()
+        }
         if n > 0 {
+            busySinceQuiet = true
             for i in 0..<Int(n) {
                 // A handler earlier in this batch may have removed this registration (and the
                 // fd number may already belong to a new one, with a new token).
@@ -332,7 +355,10 @@ public final class EventLoop: Scheduler {
         let now = EventLoop.now()
         while let top = heap.first, top.deadline <= now {
             heapPop()
-            if let callback = timerCallbacks.remove(top.id) { callback() }
+            if let callback = timerCallbacks.remove(top.id) {
+                busySinceQuiet = true
+                callback()
+            }
         }
     }
 

@@ -118,6 +118,14 @@ struct NetActivityDaemon {
         return properties
     }
 
+    /// How long the agent does nothing before it gives back what it does not need to wait:
+    /// 10 s, or NETACTIVITY_QUIET_SECONDS.
+    static var quietNanoseconds: UInt64 {
+        let given = getenv("NETACTIVITY_QUIET_SECONDS").flatMap { Double(String(cString: $0)) }
+        guard let given, given.isFinite, given > 0, given < 86400 else { return 10_000_000_000 }
+        return UInt64(given * 1e9)
+    }
+
     func run() throws {
         Connection.makeLibdbusChecksNonFatal()
         let loaded = loadSettings()
@@ -229,6 +237,9 @@ struct NetActivityDaemon {
             logger.notice("The bus went away; exiting")
             loop.stop()
         }
+        // After start-up, and after each spell of work, an agent with nothing to do for a while
+        // lets go of the code it ran and of malloc's free pages: idle, it maps what waiting takes.
+        loop.onQuiet(after: Self.quietNanoseconds) { IdleMemory.release() }
         loop.run()
         connection.close()
         // Disk writes under way finish (the image files are a cache: a cut one is never used).

@@ -475,6 +475,52 @@ class ErrorTests(AgentTestCase):
         self.assertEqual(r.returncode, 0)
 
 
+def code_kib(pid):
+    """KiB of code (read-and-execute mappings of files) the process maps now."""
+    total, code = 0, False
+    with open("/proc/%d/smaps" % pid) as f:
+        for line in f:
+            fields = line.split()
+            if "-" in fields[0] and not fields[0].endswith(":"):
+                code = len(fields) >= 6 and fields[1] == "r-xp" and fields[5].startswith("/")
+            elif code and fields[0] == "Rss:":
+                total += int(fields[1])
+    return total
+
+
+class IdleMemoryTests(AgentTestCase):
+    """With nothing to do for a while (here 1 s), the agent lets go of the code it ran, after
+    start-up and after each spell of work, and serves the next call as before."""
+    agent_env = {"NETACTIVITY_QUIET_SECONDS": "1"}
+
+    def switches(self):
+        with open("/proc/%d/status" % self.agent.proc.pid) as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt_switches:"))
+
+    def test_an_agent_with_nothing_to_do_maps_little_code_and_serves_the_next_call_as_before(self):
+        pid = self.agent.proc.pid
+        started = code_kib(pid)
+        quiet = wait_until(lambda: (lambda k: k if k < started / 2 else None)(code_kib(pid)), timeout=20,
+                           what=lambda: "the code let go after start-up: %d KiB of %d" % (code_kib(pid), started))
+        # It sleeps then: no wake-up without work.
+        before = self.switches()
+        time.sleep(1.5)
+        self.assertEqual(self.switches(), before, "an idle agent does not wake up")
+        # A spell of work: every answer as before.
+        agent = dbus.Interface(self.conn.get_object(NAME, PATH), IFACE)
+        agent.IncrementActivityCount()
+        self.assertEqual(prop(self.conn, contract.Activity.ActivityCount), 1)
+        task = agent.BeginTask("idle test", dbus.Dictionary({}, signature="sv"))
+        self.conn.get_object(NAME, task).Complete("", dbus_interface=contract.Task.INTERFACE)
+        agent.DecrementActivityCount()
+        self.assertEqual(prop(self.conn, contract.Activity.ActivityCount), 0)
+        worked = code_kib(pid)
+        self.assertGreater(worked, quiet, "the code that ran mapped back in")
+        wait_until(lambda: code_kib(pid) < worked, timeout=20,
+                   what=lambda: "the code let go after the work: %d KiB, %d after it" % (code_kib(pid), worked))
+        self.assertEqual(prop(self.conn, contract.Activity.State), contract.Activity.STATE_NOT_ACTIVE)
+
+
 class LifecycleTests(unittest.TestCase):
     def setUp(self):
         self.bus = PrivateBus()
