@@ -120,6 +120,9 @@ download("FetchImage, 1,000 small images", "FetchImage: 1,000 small images (1 Ki
 download("CPU per small image, µs (ratio", "... CPU per small image, µs (the agent's; curl's marginal)", "≤ 1.5x curl", 1.5)
 download("the bus daemon's CPU per small image", "... the bus daemon's CPU per small image, µs (2 messages)")
 download("CPU per small image with an ETag", "... CPU per small image kept on disk too (an ETag), µs")
+cells = find("instructions per small image with an ETag")
+if cells:
+    row("... instructions per small image kept on disk (callgrind: the loop / the disk worker)", cells[0], "", "", "", None)
 download("CPU per small image by DownloadImage", "DownloadImage (the older call): CPU per small image, µs (the agent / the bus daemon)")
 download("FetchImage, 20 large images", "FetchImage: 20 large images (4 MiB, kept on disk), MB/s")
 download("CPU per large image, ms: the agent with its disk tier, curl to /dev/null", "... CPU per large image, ms (curl to /dev/null)")
