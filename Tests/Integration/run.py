@@ -9,6 +9,7 @@ Ends with a line 'N passed, N failed'.
 import argparse
 import os
 import sys
+import time
 import unittest
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -51,7 +52,22 @@ if args.skip or args.only or args.timed:
             return unittest.TestSuite(keep(t) for t in s if not isinstance(t, unittest.TestCase) or wanted(t))
         return s
     suite = keep(suite)
-result = unittest.TextTestRunner(verbosity=2).run(suite)
+class TimedResult(unittest.TextTestResult):
+    """Keeps each test's time, for the slowest ones' list at the end (where `make test`'s minutes go)."""
+    times = []
+
+    def startTest(self, test):
+        self._started = time.monotonic()
+        super().startTest(test)
+
+    def stopTest(self, test):
+        super().stopTest(test)
+        TimedResult.times.append((time.monotonic() - self._started, test.id()))
+
+
+result = unittest.TextTestRunner(verbosity=2, resultclass=TimedResult).run(suite)
+for seconds, name in sorted(TimedResult.times, reverse=True)[:8]:
+    print("slowest: %5.1f s %s" % (seconds, name))
 failed = len(result.failures) + len(result.errors)
 # A class skipped or failed in setUpClass is one entry in `skipped` or `errors` but no test in
 # `testsRun`: the passed count counts tests only.
