@@ -142,7 +142,7 @@ def run(cmd, *args):
         return {str(k): int(v) for k, v in obj.Get(contract.ImageCache.INTERFACE, contract.ImageCache.MemoryUsageByApp,
                                                    dbus_interface=contract.PROPERTIES).items()}
     if cmd == "accounts":
-        return [[str(r[0]), str(r[1])] + [int(v) for v in r[2:]] for r in agent.Accounts(args[0])]
+        return [[str(r[0]), str(r[1])] + [int(v) for v in r[2:]] for r in agent.get_dbus_method(contract.Activity.Accounts)(args[0])]
     if cmd == "reasons":
         return {str(k): [str(r) for r in v] for k, v in obj.Get(contract.Activity.INTERFACE, contract.Activity.Reasons,
                                                                 dbus_interface=contract.PROPERTIES).items()}

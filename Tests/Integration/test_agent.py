@@ -271,7 +271,7 @@ class TimelineTests(AgentTestCase):
         agent = iface(self.conn)
         self.assertEqual(float(prop(self.conn, "ActivationDelay")), 1.0)
         t_inc = time.monotonic()
-        agent.IncrementActivityCount()
+        agent.get_dbus_method(A.IncrementActivityCount)()
         self.assertEqual(str(prop(self.conn, "State")), contract.Activity.STATE_DELAYING_START)
         wait_until(lambda: obs.visible(), timeout=3, what="Visible true")
         t_on = obs.visible()[0][1]
@@ -507,12 +507,13 @@ class IdleMemoryTests(AgentTestCase):
         time.sleep(1.5)
         self.assertEqual(self.switches(), before, "an idle agent does not wake up")
         # A spell of work: every answer as before.
-        agent = dbus.Interface(self.conn.get_object(NAME, PATH), IFACE)
+        A = contract.Activity
+        agent = dbus.Interface(self.conn.get_object(NAME, PATH), A.INTERFACE)
         agent.IncrementActivityCount()
         self.assertEqual(prop(self.conn, contract.Activity.ActivityCount), 1)
-        task = agent.BeginTask("idle test", dbus.Dictionary({}, signature="sv"))
-        self.conn.get_object(NAME, task).Complete("", dbus_interface=contract.Task.INTERFACE)
-        agent.DecrementActivityCount()
+        task = agent.get_dbus_method(A.BeginTask)("idle test", dbus.Dictionary({}, signature="sv"))
+        self.conn.get_object(NAME, task).get_dbus_method(contract.Task.Complete, contract.Task.INTERFACE)("")
+        agent.get_dbus_method(A.DecrementActivityCount)()
         self.assertEqual(prop(self.conn, contract.Activity.ActivityCount), 0)
         worked = code_kib(pid)
         self.assertGreater(worked, quiet, "the code that ran mapped back in")

@@ -381,10 +381,11 @@ class AccountsTests(StrangerTestCase):
         self.assertEqual(app("leases", 3)["granted"], 3)
         self.assertEqual(app("tasks", 2)["granted"], 2)
         flatpak = "flatpak:org.example.Holder"
-        accounts = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), IFACE)
+        accounts = dbus.Interface(self.conn.get_object(NAME, PATH, introspect=False), IFACE).get_dbus_method(
+            contract.Activity.Accounts)
 
         def held(app_name):
-            return {str(r[1]): (int(r[2]), int(r[3]), int(r[4]), int(r[5])) for r in accounts.Accounts(app_name)}
+            return {str(r[1]): (int(r[2]), int(r[3]), int(r[4]), int(r[5])) for r in accounts(app_name)}
 
         rows = held(flatpak)
         self.assertEqual(sorted(rows), sorted(contract.Activity.VALUES["Resource"]), "every budget, held or not")
@@ -393,7 +394,7 @@ class AccountsTests(StrangerTestCase):
         self.assertEqual(rows[contract.Activity.RESOURCE_DOWNLOADS][0], 0)
         for name, (holding, share, budget, limit) in rows.items():
             self.assertTrue(0 < share <= budget <= limit, (name, share, budget, limit))
-        everyone = {(str(r[0]), str(r[1])): int(r[2]) for r in accounts.Accounts("")}
+        everyone = {(str(r[0]), str(r[1])): int(r[2]) for r in accounts("")}
         self.assertEqual(everyone[(flatpak, contract.Activity.RESOURCE_LEASES)], 3, "listed among the apps holding any")
         self.assertNotIn((flatpak, contract.Activity.RESOURCE_DOWNLOADS), everyone, "only what is held")
         # Text for people, from the same method.
@@ -405,13 +406,13 @@ class AccountsTests(StrangerTestCase):
             app("accounts", flatpak)
         self.assertEqual(cm.exception.get_dbus_name(), contract.DBusError.AccessDenied)
         with self.assertRaises(dbus.exceptions.DBusException) as cm:
-            accounts.Accounts("x" * 513)
+            accounts("x" * 513)
         self.assertEqual(cm.exception.get_dbus_name(), contract.DBusError.InvalidArgs)
         app.close()
         # Its tasks end with it; they stay listed (completed) for the linger.
         wait_until(lambda: all(v[0] == 0 for v in held(flatpak).values()) or None,
                    what=lambda: "everything released: %s" % held(flatpak))
-        self.assertFalse([k for k in accounts.Accounts("") if str(k[0]) == flatpak])
+        self.assertFalse([k for k in accounts("") if str(k[0]) == flatpak])
 
 
 class CgroupIdentityTests(StrangerTestCase):
