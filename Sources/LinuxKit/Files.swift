@@ -63,6 +63,21 @@ public enum Files {
         clinux_is_on_fuse(fd) != 0
     }
 
+    /// The bytes of `fd` from its position to its end, read 4 KiB at a time (procfs files, whose
+    /// size says nothing: a large buffer for each would stay in the reading thread's heap); nil
+    /// past `limit` bytes. A read that fails ends it with what came before.
+    public static func readToEnd(_ fd: Int32, limit: Int) -> [UInt8]? {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while bytes.count <= limit {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { break }
+            bytes.append(contentsOf: chunk[..<n])
+        }
+        return bytes.count <= limit ? bytes : nil
+    }
+
     public static func readPrefix(_ fd: Int32, count: Int) -> [UInt8]? {
         var bytes = [UInt8](repeating: 0, count: count)
         var done = 0

@@ -19,7 +19,11 @@ public enum IdleMemory {
     @discardableResult
     public static func release() -> Int {
         _ = malloc_trim(0)
-        guard let smaps = readAll("/proc/self/smaps") else { return 0 }
+        let fd = open("/proc/self/smaps", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return 0 }
+        let smaps = Files.readToEnd(fd, limit: 64 << 20)
+        close(fd)
+        guard let smaps else { return 0 }
         var released = 0
         for range in cleanCode(String(decoding: smaps, as: UTF8.self)) {
             if madvise(UnsafeMutableRawPointer(bitPattern: range.lowerBound), range.count, MADV_DONTNEED) == 0 {
@@ -30,13 +34,15 @@ public enum IdleMemory {
     }
 
     /// The `r-xp` mappings of files (a path, not `[vdso]`) with no private page, from the text of
-    /// /proc/PID/smaps.
+    /// /proc/PID/smaps. A mapping counts once its block is whole (its last line, VmFlags, read), so
+    /// a read cut short never passes one whose private pages were not told yet.
     static func cleanCode(_ smaps: String) -> [Range<UInt>] {
         var out: [Range<UInt>] = []
         var candidate: Range<UInt>?
         var clean = true
+        var whole = false
         func close() {
-            if let c = candidate, clean { out.append(c) }
+            if let c = candidate, clean, whole { out.append(c) }
             candidate = nil
         }
         for line in smaps.split(separator: "\n") {
@@ -45,6 +51,7 @@ public enum IdleMemory {
                 // A mapping's header: start-end perms offset dev inode [path]
                 close()
                 clean = true
+                whole = false
                 let path = fields.count == 6 ? fields[5].drop(while: { $0 == " " }) : ""
                 let bounds = range.split(separator: "-")
                 guard fields[1] == "r-xp", path.hasPrefix("/"), bounds.count == 2,
@@ -55,23 +62,11 @@ public enum IdleMemory {
                 fields[0] == "Private_Dirty:" || fields[0] == "Anonymous:", fields[1] != "0"
             {
                 clean = false
+            } else if fields.first == "VmFlags:" {
+                whole = true
             }
         }
         close()
         return out
-    }
-
-    private static func readAll(_ path: String) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var out: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
-            let n = read(fd, &chunk, chunk.count)
-            if n < 0, errno == EINTR { continue }
-            guard n > 0 else { return n == 0 ? out : nil }
-            out += chunk[0..<n]
-        }
     }
 }

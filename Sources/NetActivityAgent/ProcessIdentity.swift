@@ -93,7 +93,7 @@ enum ProcessIdentity {
         let fd = open("/proc/self/fd/\(file)", O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
         guard fd >= 0 else { return .unsafe }
         defer { close(fd) }
-        return .read(readAll(fd, limit: 65536))
+        return .read(readText(fd, limit: 65536))
     }
 
     /// CLOCK_BOOTTIME in whole clock ticks, as the kernel counts /proc/PID/stat's start time (its
@@ -110,22 +110,12 @@ enum ProcessIdentity {
         let fd = openat(dir, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
-        return readAll(fd, limit: limit)
+        return readText(fd, limit: limit)
     }
 
-    /// The file's text, read 4 KiB at a time (procfs files are small; a large buffer for each would
-    /// stay in the reading thread's heap), or nil past `limit` bytes.
-    private static func readAll(_ fd: Int32, limit: Int) -> String? {
-        var text: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while text.count <= limit {
-            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
-            if n < 0, errno == EINTR { continue }
-            guard n > 0 else { break }
-            text.append(contentsOf: chunk[..<n])
-        }
-        guard text.count <= limit else { return nil }
-        return String(decoding: text, as: UTF8.self)
+    /// The file's text to its end, or nil past `limit` bytes (`Files.readToEnd`).
+    private static func readText(_ fd: Int32, limit: Int) -> String? {
+        Files.readToEnd(fd, limit: limit).map { String(decoding: $0, as: UTF8.self) }
     }
 }
 

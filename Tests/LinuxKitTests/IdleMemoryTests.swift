@@ -8,39 +8,52 @@ import Testing
 struct IdleMemoryTests {
     static let smaps = """
         55d0a0000000-55d0a0100000 r--p 00000000 fe:01 123 /usr/bin/netactivityd
-        Rss:                 200 kB
-        Private_Dirty:         0 kB
-        Anonymous:             0 kB
+        Rss:                  200 kB
+        Private_Dirty:           0 kB
+        Anonymous:               0 kB
+        VmFlags: rd mr mw me dw
         55d0a0100000-55d0a0800000 r-xp 00100000 fe:01 123 /usr/bin/netactivityd
-        Rss:                6000 kB
-        Private_Dirty:         0 kB
-        Anonymous:             0 kB
+        Rss:                 6000 kB
+        Private_Dirty:           0 kB
+        Anonymous:               0 kB
+        VmFlags: rd ex mr mw me dw
         55d0a0800000-55d0a0900000 rw-p 00800000 fe:01 123 /usr/bin/netactivityd
-        Rss:                 600 kB
-        Private_Dirty:       600 kB
-        Anonymous:           600 kB
+        Rss:                  600 kB
+        Private_Dirty:         600 kB
+        Anonymous:             600 kB
+        VmFlags: rd mr mw me dw
         7f0000000000-7f0000100000 r-xp 00028000 fe:01 456 /usr/lib/x86_64-linux-gnu/libc.so.6
-        Rss:                1000 kB
-        Private_Dirty:         0 kB
-        Anonymous:             0 kB
+        Rss:                 1000 kB
+        Private_Dirty:           0 kB
+        Anonymous:               0 kB
+        VmFlags: rd ex mr mw me dw
         7f0000200000-7f0000201000 r-xp 00001000 fe:01 789 /opt/patched/libtextrel.so
-        Rss:                   4 kB
-        Private_Dirty:         4 kB
-        Anonymous:             4 kB
+        Rss:                    4 kB
+        Private_Dirty:           4 kB
+        Anonymous:               4 kB
+        VmFlags: rd ex mr mw me dw
         7f0000300000-7f0000301000 r-xp 00000000 fe:01 790 /opt/with spaces/lib.so
-        Rss:                   4 kB
-        Private_Dirty:         0 kB
-        Anonymous:             0 kB
+        Rss:                    4 kB
+        Private_Dirty:           0 kB
+        Anonymous:               0 kB
+        VmFlags: rd ex mr mw me dw
         7ffd00000000-7ffd00002000 r-xp 00000000 00:00 0                          [vdso]
-        Rss:                   8 kB
-        Private_Dirty:         0 kB
-        Anonymous:             0 kB
+        Rss:                    8 kB
+        Private_Dirty:           0 kB
+        Anonymous:               0 kB
+        VmFlags: rd ex mr mw me dw
         7ffd00010000-7ffd00011000 r-xp 00000000 00:00 0
+        Rss:                    4 kB
+        Private_Dirty:           0 kB
+        Anonymous:               0 kB
+        VmFlags: rd ex mr mw me dw
+        7f0000400000-7f0000401000 r-xp 00000000 fe:01 791 /opt/cut/short.so
         Rss:                   4 kB
-        Private_Dirty:         0 kB
         """
 
-    @Test("only code from files with no private page is let go: never data, [vdso], or code patched in place")
+    @Test(
+        "only code from files with no private page is let go: never data, [vdso], code patched in place, or a block cut short"
+    )
     func whichMappings() {
         #expect(
             IdleMemory.cleanCode(Self.smaps) == [
