@@ -76,8 +76,7 @@ extension ActivityService: BusService {
         }
         let caller = context.peers.identity(of: call.sender)
         guard !caller.isSandboxed else {
-            let who = caller.isUnknown ? "a caller whose app is not known" : "a sandboxed app (\(caller.app))"
-            throw NetActivityError.accessDenied("What apps hold is for host apps to read; \(who) may not")
+            throw NetActivityError.accessDenied("What apps hold is for host apps to read; \(caller.refusedAs) may not")
         }
         let rows = context.accounts.holdings(of: app.isEmpty ? nil : app)
         call.reply.appendArray(elementSignature: "(sstttt)") { a in

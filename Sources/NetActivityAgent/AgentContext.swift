@@ -43,8 +43,7 @@ public final class AgentContext {
         }
         let caller = peers.identity(of: sender)
         guard !caller.isSandboxed else {
-            let who = caller.isUnknown ? "a caller whose app is not known" : "a sandboxed app (\(caller.app))"
-            throw .accessDenied("\(name) affects every app; \(who) may not change it")
+            throw .accessDenied("\(name) affects every app; \(caller.refusedAs) may not change it")
         }
     }
 
@@ -107,4 +106,9 @@ extension AgentContext {
             }
         }
     }
+}
+
+extension ClientIdentity {
+    /// How a refusal names a caller that is no host app: a sandboxed app, or one not known.
+    var refusedAs: String { isUnknown ? "a caller whose app is not known" : "a sandboxed app (\(app))" }
 }

@@ -109,9 +109,8 @@ extension TaskService: BusService {
         let member: TaskMember.Method = request == .cancel ? .requestCancel : .requestSuspend
         let identity = context.peers.identity(of: caller)
         if identity.isSandboxed, entry.app.map({ ClientIdentity.scope(ofLeaf: $0) }) != identity.scope {
-            let who = identity.isUnknown ? "a caller whose app is not known" : "a sandboxed app (\(identity.app))"
             throw NetActivityError.accessDenied(
-                "\(path) is not \(identity.isUnknown ? "this connection's" : "this app's"); \(who) may call \(member.rawValue) only on its own tasks"
+                "\(path) is not \(identity.isUnknown ? "this connection's" : "this app's"); \(identity.refusedAs) may call \(member.rawValue) only on its own tasks"
             )
         }
         let offered = request == .cancel ? entry.offers.cancellable : entry.offers.suspendable

@@ -224,8 +224,8 @@ public final class TaskService: TaskBeginning, TaskFactory {
         let file = desktopID.dropLast(".desktop".count)
         if caller.app.hasPrefix("flatpak:"), file == caller.app.dropFirst("flatpak:".count) { return nil }
         if caller.app.hasPrefix("snap:"), file.hasPrefix(caller.app.dropFirst("snap:".count) + "_") { return nil }
-        let who = caller.isUnknown ? "a caller whose app is not known" : "a sandboxed app (\(caller.app))"
-        return "desktop-id '\(desktopID)' names another app; \(who) may publish only for its own desktop file"
+        return
+            "desktop-id '\(desktopID)' names another app; \(caller.refusedAs) may publish only for its own desktop file"
     }
 
     // MARK: docks
