@@ -271,7 +271,7 @@ class TimelineTests(AgentTestCase):
         agent = iface(self.conn)
         self.assertEqual(float(prop(self.conn, "ActivationDelay")), 1.0)
         t_inc = time.monotonic()
-        agent.get_dbus_method(A.IncrementActivityCount)()
+        agent.IncrementActivityCount()
         self.assertEqual(str(prop(self.conn, "State")), contract.Activity.STATE_DELAYING_START)
         wait_until(lambda: obs.visible(), timeout=3, what="Visible true")
         t_on = obs.visible()[0][1]
@@ -509,7 +509,7 @@ class IdleMemoryTests(AgentTestCase):
         # A spell of work: every answer as before.
         A = contract.Activity
         agent = dbus.Interface(self.conn.get_object(NAME, PATH), A.INTERFACE)
-        agent.IncrementActivityCount()
+        agent.get_dbus_method(A.IncrementActivityCount)()
         self.assertEqual(prop(self.conn, contract.Activity.ActivityCount), 1)
         task = agent.get_dbus_method(A.BeginTask)("idle test", dbus.Dictionary({}, signature="sv"))
         self.conn.get_object(NAME, task).get_dbus_method(contract.Task.Complete, contract.Task.INTERFACE)("")
