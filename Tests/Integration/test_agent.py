@@ -53,6 +53,15 @@ class Observer:
         return [(e["changed"][name], e["t"]) for e in self.snapshot()
                 if e["signal"] == "PropertiesChanged" and name in e["changed"]]
 
+    def requests(self, count):
+        """The first `count` task requests task_owner.py heard, as (signal, args), once they are all
+        read: an obeying owner prints each before it acts, so the agent can show the act before
+        this process has read the line."""
+        def heard():
+            got = [(e["signal"], e["args"]) for e in self.snapshot() if "signal" in e]
+            return got if len(got) >= count else None
+        return wait_until(heard, what="%d requests heard" % count)
+
     def send(self, line):
         """A command line on the process's standard input (the scripts that take commands)."""
         self.proc.stdin.write(line + "\n")

@@ -297,9 +297,6 @@ class TaskRequestTests(TaskTestCase):
         first = wait_until(lambda: o.snapshot(), what="the owner's task")[0]
         return o, first["path"]
 
-    def requests(self, owner):
-        return [(e["signal"], e["args"]) for e in owner.snapshot() if "signal" in e]
-
     def test_a_panel_asks_and_the_owner_alone_decides(self):
         owner, path = self.owner(cancellable=True, suspendable=True)
         self.assertEqual((self.tprop(path, contract.Task.Cancellable), self.tprop(path, contract.Task.Suspendable)), (True, True))
@@ -307,7 +304,7 @@ class TaskRequestTests(TaskTestCase):
         r = busctl(self.bus, "call", NAME, path, TASK, "RequestSuspend", "b", "true")
         self.assertEqual(r.returncode, 0, r.stderr)
         wait_until(lambda: self.tprop(path, "State") == contract.Task.STATE_SUSPENDED, what="the owner to suspend")
-        self.assertEqual(self.requests(owner), [(contract.Task.SuspendRequested, [True])])
+        self.assertEqual(owner.requests(1), [(contract.Task.SuspendRequested, [True])])
         # Asking for the state it is in, and the same request within a second, reach nobody.
         self.assertEqual(busctl(self.bus, "call", NAME, path, TASK, "RequestSuspend", "b", "true").returncode, 0)
         r = gdbus(self.bus, "call", "--dest", NAME, "--object-path", path, "--method", TASK + ".RequestSuspend", "false")
@@ -320,9 +317,9 @@ class TaskRequestTests(TaskTestCase):
         panel.RequestCancel()
         wait_until(lambda: self.tprop(path, "State") == contract.Task.STATE_COMPLETED, what="the owner to cancel")
         self.assertEqual(self.tprop(path, "Error"), contract.ERROR_PREFIX + "Cancelled")
-        self.assertEqual(self.requests(owner), [(contract.Task.SuspendRequested, [True]),
-                                                (contract.Task.SuspendRequested, [False]),
-                                                (contract.Task.CancelRequested, [])])
+        self.assertEqual(owner.requests(3), [(contract.Task.SuspendRequested, [True]),
+                                             (contract.Task.SuspendRequested, [False]),
+                                             (contract.Task.CancelRequested, [])])
         # A completed task takes requests as no-ops; no other connection overheard any.
         panel.RequestCancel()
         self.assertEqual([e for e in owner.snapshot() if "overheard" in e], [])
@@ -330,9 +327,9 @@ class TaskRequestTests(TaskTestCase):
     def test_a_request_changes_nothing_by_itself(self):
         owner, path = self.owner(obey=False, cancellable=True, suspendable=True)
         busctl(self.bus, "call", NAME, path, TASK, "RequestCancel", check=True)
-        wait_until(lambda: self.requests(owner), what="the request")
+        owner.requests(1)
         busctl(self.bus, "call", NAME, path, TASK, "RequestSuspend", "b", "true", check=True)
-        wait_until(lambda: len(self.requests(owner)) == 2, what="the second request")
+        owner.requests(2)
         self.assertEqual(self.tprop(path, "State"), contract.Task.STATE_RUNNING)
         self.assertEqual(self.tprop(path, "Error"), "")
         # The same request again within a second is not passed on: the next one heard is another
@@ -341,8 +338,7 @@ class TaskRequestTests(TaskTestCase):
         owner.send("suspend")
         wait_until(lambda: self.tprop(path, "State") == contract.Task.STATE_SUSPENDED, what="the owner to suspend")
         busctl(self.bus, "call", NAME, path, TASK, "RequestSuspend", "b", "false", check=True)
-        wait_until(lambda: len(self.requests(owner)) == 3, what="the third request")
-        self.assertEqual(self.requests(owner)[2], (contract.Task.SuspendRequested, [False]))
+        self.assertEqual(owner.requests(3)[2], (contract.Task.SuspendRequested, [False]))
 
     def test_what_the_task_does_not_offer_is_not_supported(self):
         path, task = self.begin(cancellable=False)
