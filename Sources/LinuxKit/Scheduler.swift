@@ -26,8 +26,8 @@ extension Scheduler {
 }
 
 /// Work that runs once on the next turn of the loop however often it is asked for before then
-/// (a pump, a check, the next slice of a long job). The owner keeps it and makes `work` capture
-/// the owner unowned: a turn that comes after the owner (and so this) went runs nothing.
+/// (a pump, a check, the next slice of a long job). The owner keeps it and binds `work` to itself
+/// (`bound(self) { $0.pump() }`): a turn that comes after the owner (and so this) went runs nothing.
 public final class NextTurn {
     private let scheduler: any Scheduler
     private let work: () -> Void

@@ -51,15 +51,15 @@ final class ActivityNotifier: DesktopObserver {
     func start() throws {
         connection.addMatchWithoutWaiting(Self.closedRule)
         closedHandler = connection.onSignal(
-            SignalMatch(path: Self.path, interface: Self.name, member: "NotificationClosed")
-        ) {
-            [unowned self] message in self.closed(message)
-        }
-        unfollow = connection.followOwner(of: Self.name) { [unowned self] owner in
-            self.server = owner
-            self.bodyMarkup = false
-            if !owner.isEmpty { self.askCapabilities(of: owner) }
-        }
+            SignalMatch(path: Self.path, interface: Self.name, member: "NotificationClosed"),
+            bound(self) { $0.closed($1) })
+        unfollow = connection.followOwner(of: Self.name, bound(self) { $0.serverChanged($1) })
+    }
+
+    private func serverChanged(_ owner: String) {
+        server = owner
+        bodyMarkup = false
+        if !owner.isEmpty { askCapabilities(of: owner) }
     }
 
     /// Whether the server renders markup in bodies (`body-markup`): then apps' text in a body is
@@ -113,10 +113,12 @@ final class ActivityNotifier: DesktopObserver {
         timer = nil
         if !visible { dismissed = false }
         if visible {
-            timer = scheduler.schedule(afterNanoseconds: UInt64(after * 1e9)) { [unowned self] in
-                self.timer = nil
-                self.show()
-            }
+            timer = scheduler.schedule(
+                afterNanoseconds: UInt64(after * 1e9),
+                bound(self) { me in
+                    me.timer = nil
+                    me.show()
+                })
         } else if shownID != 0 {
             close(shownID)
             shownID = 0
@@ -138,11 +140,12 @@ final class ActivityNotifier: DesktopObserver {
             // TRANSLATORS: {1} lists the apps ("firefox (2), thunderbird (1)"), {2} is a number of seconds.
             body: tr("{1} for more than {2} s", indicator.clientsSummary, seconds), category: "network",
             quiet: shownID != 0
-        ) { [unowned self] id in
-            self.pending = false
+        ) { [weak self] id in
+            guard let self else { return }
+            pending = false
             // Activity may have ended (or the user dismissed it) while the call was out: then close
             // what was just shown.
-            if self.indicator.isVisible, !self.dismissed { self.shownID = id } else { self.close(id) }
+            if indicator.isVisible, !dismissed { shownID = id } else { close(id) }
         }
     }
 
@@ -150,9 +153,7 @@ final class ActivityNotifier: DesktopObserver {
     func downloadFailed(url: String, error: String) {
         notify(
             replacing: failureID, summary: tr("Download failed"), body: "\(url): \(error)", category: "transfer.error"
-        ) {
-            [unowned self] id in self.failureID = id
-        }
+        ) { [weak self] id in self?.failureID = id }
     }
 
     /// `quiet`: an update of what is on screen (low urgency, no sound: no new banner).

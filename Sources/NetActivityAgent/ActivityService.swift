@@ -228,12 +228,7 @@ public final class ActivityService: ActivitySink, IndicatorSource {
             switch action {
             case .scheduleTimer(let deadline, let generation):
                 if let t = indicatorTimer { context.scheduler.cancel(t) }
-                indicatorTimer = context.schedule(at: deadline) { [unowned self] in
-                    self.indicatorTimer = nil
-                    self.perform(
-                        self.machine.timerFired(generation: generation, count: self.ledger.total, now: self.context.now)
-                    )
-                }
+                indicatorTimer = context.schedule(at: deadline, bound(self) { $0.indicatorTimerFired(generation) })
             case .cancelTimer:
                 if let t = indicatorTimer { context.scheduler.cancel(t) }
                 indicatorTimer = nil
@@ -269,15 +264,22 @@ public final class ActivityService: ActivitySink, IndicatorSource {
         context.emitPropertiesChanged(.activity, names + coalesced.changed, invalidated: coalesced.invalidated)
     }
 
+    private func indicatorTimerFired(_ generation: UInt64) {
+        indicatorTimer = nil
+        perform(machine.timerFired(generation: generation, count: ledger.total, now: context.now))
+    }
+
     private func noteCountChange() {
         switch countCoalescer.noteChange(now: context.now) {
         case .emitNow:
             emitCountAndClients()
         case .schedule(let deadline):
-            context.schedule(at: deadline) { [unowned self] in
-                self.countCoalescer.timerFired()
-                self.emitCountAndClients()
-            }
+            context.schedule(
+                at: deadline,
+                bound(self) { me in
+                    me.countCoalescer.timerFired()
+                    me.emitCountAndClients()
+                })
         case .wait:
             break
         }
@@ -368,7 +370,7 @@ public final class ActivityService: ActivitySink, IndicatorSource {
         context.accounts.charge(.leases, connection: client, leaf: app)
         // Watched for the hang-up alone (epoll always reports it): the agent never reads a lease,
         // so a holder that writes into it only fills its own pipe and never wakes the loop.
-        loop.watch(fd: readEnd, events: 0) { [unowned self] _ in self.endLease(fd: readEnd) }
+        loop.watch(fd: readEnd, events: 0, handler: bound(self) { me, _ in me.endLease(fd: readEnd) })
         context.logger.debug("Lease \(readEnd) for \(client): \(reason)")
     }
 

@@ -108,9 +108,9 @@ public final class Agent {
         // to the connection, which dispatches them like any other call (under its limit on queued
         // replies); a peer that leaves meanwhile has them served at once, just before its
         // departure releases what they granted.
-        // Every call passes here: strong captures, which a call uses without counting (an
-        // `unowned` one costs a retain and a release per use). The cycle through the connection
-        // is broken in `deinit`, which takes the handler back.
+        // Every call passes here: strong captures, which a call uses without counting (a `bound`
+        // one costs a retain and a release per use). The cycle through the connection is broken
+        // in `deinit`, which takes the handler back.
         connection.methodCallHandler = { [peers, server, connection] message in
             let sender = connection.sender(of: message)
             // A peer that does not read gets no reply (see BusPeerRegistry): a call that only reads
@@ -157,19 +157,20 @@ public final class Agent {
         images = ImageCacheService(context: context)
         downloads = DownloadService(
             context: context, loop: loop, images: images, tasks: tasks, activity: activity,
-            announceAfter: { [unowned activity] in activity.machine.activationDelay })
+            announceAfter: bound(activity) { $0.machine.activationDelay })
         activity.tasks = tasks
         images.pixels = downloads.pixels
-        downloads.onFailure.append { [unowned self] url, message in
-            self.notifier?.downloadFailed(url: url, error: message)
-        }
+        downloads.onFailure.append(
+            bound(self) { me, url, message in me.notifier?.downloadFailed(url: url, error: message) })
         // A departing client's tasks complete (ClientVanished) and its receipts go before its
         // activity is dropped as a whole, so observers see the completions first.
-        peers.onDeparture { [unowned self] peer in
-            self.tasks.ownerVanished(peer)
-            self.downloads.ownerVanished(peer)
-            self.activity.clientVanished(peer)
-        }
+        peers.onDeparture(bound(self) { me, peer in me.departed(peer) })
+    }
+
+    private func departed(_ peer: String) {
+        tasks.ownerVanished(peer)
+        downloads.ownerVanished(peer)
+        activity.clientVanished(peer)
     }
 
     /// Whether a call only reads (its reply is all it does): image lookups, properties,
@@ -199,26 +200,27 @@ public final class Agent {
         // KDE Plasma's job tracker, whenever one is on the bus.
         let jobs = JobTracker(
             connection: connection, tasks: tasks, scheduler: context.scheduler, logger: context.logger,
-            activationDelay: { [unowned activity] in activity.machine.activationDelay })
+            activationDelay: bound(activity) { $0.machine.activationDelay })
         tasks.jobs = jobs
         jobs.start()
+        self.jobs = jobs
         applyCacheLimits()
         applyDownloaderSettings()
         context.locks = options.locks
         downloads.sandboxReach = options.sandboxReach
         try peers.start()
         peers.probeStats()
-        downloads.onDesktopProxy = { [unowned self] in self.followProxySettings() }
+        downloads.onDesktopProxy = bound(self) { $0.followProxySettings() }
         connection.onSignal(
-            SignalMatch(sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameLost")
-        ) {
-            [unowned self] message in
-            var r = message.reader()
-            if (try? r.read(String.self)) == NetActivityBus.name {
-                self.context.logger.notice(
-                    "Lost the name \(NetActivityBus.name) (replaced by another instance); exiting")
-                self.onStop?()
-            }
+            SignalMatch(sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus", member: "NameLost"),
+            bound(self) { me, message in me.nameLost(message) })
+    }
+
+    private func nameLost(_ message: Message) {
+        var r = message.reader()
+        if (try? r.read(String.self)) == NetActivityBus.name {
+            context.logger.notice("Lost the name \(NetActivityBus.name) (replaced by another instance); exiting")
+            onStop?()
         }
     }
 
@@ -230,16 +232,18 @@ public final class Agent {
     private func followProxySettings() {
         let dconf = SignalMatch(interface: "ca.desrt.dconf.Writer", member: "Notify")
         connection.addMatchWithoutWaiting(dconf.rule + ",arg0path='/system/proxy/'")
-        connection.onSignal(dconf) { [unowned self] message in
-            var r = message.reader()
-            guard let prefix = try? r.read(String.self),
-                prefix.hasPrefix("/system/proxy/") || "/system/proxy/".hasPrefix(prefix)
-            else { return }
-            self.downloads.proxySettingsChanged()
-        }
+        connection.onSignal(
+            dconf,
+            bound(self) { me, message in
+                var r = message.reader()
+                guard let prefix = try? r.read(String.self),
+                    prefix.hasPrefix("/system/proxy/") || "/system/proxy/".hasPrefix(prefix)
+                else { return }
+                me.downloads.proxySettingsChanged()
+            })
         let kde = SignalMatch(interface: "org.kde.KIO.Scheduler", member: "reparseSlaveConfiguration")
         connection.addMatchWithoutWaiting(kde.rule)
-        connection.onSignal(kde) { [unowned self] _ in self.downloads.proxySettingsChanged() }
+        connection.onSignal(kde, bound(self) { me, _ in me.downloads.proxySettingsChanged() })
     }
 
     deinit {
@@ -248,6 +252,7 @@ public final class Agent {
         systemBus?.close()
     }
 
+    private var jobs: JobTracker?
     private var tray: TrayIcon?
     private var notifier: ActivityNotifier?
 
@@ -315,8 +320,8 @@ public final class Agent {
         if options.tray, tray == nil {
             let icon = TrayIcon(
                 connection: connection, server: context.server, scheduler: context.scheduler, indicator: activity,
-                tasks: { [unowned tasks] in tasks.menuRows(limit: TrayMenuModel.maxRows) }, logger: context.logger,
-                request: { [unowned tasks] action, sender in
+                tasks: bound(tasks) { $0.menuRows(limit: TrayMenuModel.maxRows) }, logger: context.logger,
+                request: bound(tasks) { tasks, action, sender in
                     guard case .request(let request, let path) = action else { return }
                     try? tasks.request(request, task: path, by: sender)
                 },
@@ -328,7 +333,7 @@ public final class Agent {
             icon.stop()
             tray = nil
         }
-        tasks.onTasksChanged = tray.map { icon in { [unowned icon] in icon.tasksChanged() } }
+        tasks.onTasksChanged = tray.map { bound($0) { $0.tasksChanged() } }
         if notifier?.after != options.notifyAfter {
             notifier?.stop()
             notifier = nil
@@ -356,11 +361,9 @@ public final class Agent {
     }
 
     private func startMemoryPressure() {
-        let monitor = MemoryPressureMonitor(loop: loop, logger: context.logger) { [unowned self] critical, source in
-            self.images.memoryPressure(critical: critical, source: source)
-            let decoded = self.downloads.pixels.trim(critical: critical)
-            if decoded > 0 { self.context.logger.notice("Memory pressure: let go of \(decoded) decoded images") }
-        }
+        let monitor = MemoryPressureMonitor(
+            loop: loop, logger: context.logger,
+            onPressure: bound(self) { me, critical, source in me.memoryPressure(critical: critical, source: source) })
         let triggers = monitor.startPSI()
         var lowMemory = false
         if let bus = connectSystemBus() {
@@ -369,6 +372,12 @@ public final class Agent {
         context.logger.info(
             "Memory pressure: \(triggers) PSI triggers, LowMemoryMonitor \(lowMemory ? "followed" : "not available")")
         pressure = monitor
+    }
+
+    private func memoryPressure(critical: Bool, source: String) {
+        images.memoryPressure(critical: critical, source: source)
+        let decoded = downloads.pixels.trim(critical: critical)
+        if decoded > 0 { context.logger.notice("Memory pressure: let go of \(decoded) decoded images") }
     }
 
     /// The system bus (`options.systemBusAddress`, else the standard one), once; nil without one.
@@ -396,12 +405,11 @@ public final class Agent {
     private func startSystemConditions() {
         downloads.conditions.set(options.deferral)
         guard let bus = connectSystemBus() else { return }
-        let conditions = SystemConditions(bus: bus, logger: context.logger) { [unowned self] state in
-            self.downloads.conditions.set(state)
-        }
+        let conditions = SystemConditions(
+            bus: bus, logger: context.logger, onChange: bound(downloads) { $0.conditions.set($1) })
         // Transfers stop before sleep and go on after it; the inhibitor is held only while
         // they run (onRunning), so `sleep()` stopping them lets it go at once.
-        conditions.onSleep = { [unowned self] start in
+        conditions.onSleep = bound(downloads) { downloads, start in
             if start { downloads.conditions.sleep() } else { downloads.conditions.wake() }
         }
         downloads.conditions.onRunning = { [weak conditions] running in conditions?.holdSleep(running) }

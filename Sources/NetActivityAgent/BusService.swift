@@ -49,7 +49,7 @@ struct BusProperty<Service> {
 extension BusService {
     /// The interface the object server serves for this service.
     ///
-    /// Handlers reach the service without counting a reference (`unowned` costs a runtime call
+    /// Handlers reach the service without counting a reference (`bound`'s costs a runtime call
     /// per use, on the calls apps make most): the agent owns every service and the object server
     /// holding these closures, and lets them go together.
     func makeInterface() -> DBusInterface {

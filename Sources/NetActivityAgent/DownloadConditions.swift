@@ -21,9 +21,9 @@ public final class DownloadConditions {
     }
 
     private let context: AgentContext
-    private unowned let core: ImageDownloader
-    private unowned let pipeline: FetchPipeline
-    private unowned let prefetching: Prefetching
+    private let core: ImageDownloader
+    private let pipeline: FetchPipeline
+    private let prefetching: Prefetching
 
     /// What the system says (metered, power-saver, offline) and which of those the user lets hold
     /// work; a change of either may change what holds very-low work.
@@ -40,7 +40,7 @@ public final class DownloadConditions {
 
     /// `runningChanged` at the end of this turn: a transfer that ends as the next starts keeps
     /// the inhibitor rather than dropping and taking it again.
-    private lazy var runningCheck = NextTurn(context.scheduler) { [unowned self] in runningChanged() }
+    private lazy var runningCheck = NextTurn(context.scheduler, bound(self) { $0.runningChanged() })
 
     init(context: AgentContext, core: ImageDownloader, pipeline: FetchPipeline, prefetching: Prefetching) {
         self.context = context

@@ -186,11 +186,13 @@ extension DownloadService: BusService {
         guard let disk else { return call.reply.append(UInt32(clamping: fromMemory.count)) }
         let message = call.message
         removing.insert(app)
-        disk.removeImages(where: matches) { [unowned self] fromDisk in
-            removing.remove(app)
-            let count = Set(fromMemory).union(fromDisk).count
-            try? self.context.server.respond(to: message) { w in w.append(UInt32(clamping: count)) }
-        }
+        disk.removeImages(
+            where: matches,
+            bound(self) { me, fromDisk in
+                me.removing.remove(app)
+                let count = Set(fromMemory).union(fromDisk).count
+                try? me.context.server.respond(to: message) { w in w.append(UInt32(clamping: count)) }
+            })
         call.deferReply()
     }
 

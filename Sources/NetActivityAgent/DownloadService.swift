@@ -24,9 +24,9 @@ public final class DownloadService: ImageDownloader.Observer {
     let context: AgentContext
     /// libcurl's sockets are watched here.
     private let loop: EventLoop
-    unowned let images: any ImageStore
-    private unowned let tasks: any TaskFactory
-    private unowned let activity: any ActivitySink
+    let images: any ImageStore
+    private let tasks: any TaskFactory
+    private let activity: any ActivitySink
     private let announceAfter: () -> Duration
     private let givenTransport: (any HTTPTransport)?
     private let useDiskTier: Bool
@@ -58,19 +58,22 @@ public final class DownloadService: ImageDownloader.Observer {
 
     lazy var core: ImageDownloader = {
         let d = ImageDownloader(
-            isCached: { [unowned self] key, owner, maxAge in
-                self.images.contains(key, answeringFor: owner.map { self.context.peers.app(of: $0) }, maxAge: maxAge)
+            isCached: bound(self) { me, key, owner, maxAge in
+                me.images.contains(key, answeringFor: owner.map { me.context.peers.app(of: $0) }, maxAge: maxAge)
             },
-            store: { [unowned self] key, fetched, app, prefetchStarted in
-                // A prefetch's image takes only free room in memory (it is on disk anyway).
-                guard prefetchStarted == nil else { return self.images.storeIfRoom(fetched, for: key, app: app) }
-                return self.images.store(fetched, for: key, app: app)
-            },
-            fetch: { [unowned self] request, progress, completion in self.pipeline.fetch(request, progress, completion)
-            })
+            store: bound(self) { $0.store($1, fetched: $2, app: $3, prefetchStarted: $4) },
+            fetch: bound(self) { $0.pipeline.fetch($1, $2, $3) })
         d.observer = self
         return d
     }()
+
+    /// A prefetch's image takes only free room in memory (it is on disk anyway).
+    private func store(
+        _ key: String, fetched: ImageDownloader.Fetched, app: String, prefetchStarted: Double?
+    ) -> Result<Void, ImageDownloader.Failure> {
+        prefetchStarted == nil
+            ? images.store(fetched, for: key, app: app) : images.storeIfRoom(fetched, for: key, app: app)
+    }
 
     /// The disk tier (nil when there is no cache directory to use); its files are the disk
     /// worker's, never the loop's.
@@ -98,16 +101,16 @@ public final class DownloadService: ImageDownloader.Observer {
 
     private lazy var pipeline = FetchPipeline(
         context: context, loop: loop, disk: disk, transport: givenTransport,
-        maxBodyBytes: { [unowned self] in maxBodyBytes },
-        prefetchStarted: { [unowned self] in core.prefetchStarted(ofTransfer: $0) })
+        maxBodyBytes: bound(self) { $0.maxBodyBytes },
+        prefetchStarted: bound(self) { $0.core.prefetchStarted(ofTransfer: $1) })
     private lazy var transferTasks = TransferTasks(
         context: context, tasks: tasks, activity: activity, announceAfter: announceAfter,
-        cancel: { [unowned self] transfer in
-            let n = core.cancel(transfer: transfer)
-            context.logger.info("Transfer \(transfer) cancelled from a panel (\(n) receipts)")
+        cancel: bound(self) { me, transfer in
+            let n = me.core.cancel(transfer: transfer)
+            me.context.logger.info("Transfer \(transfer) cancelled from a panel (\(n) receipts)")
         })
     private lazy var slowWatch = SlowTransferWatch(
-        context: context, core: core, received: { [unowned self] in transferTasks.received($0) })
+        context: context, core: core, received: bound(self) { $0.transferTasks.received($1) })
     /// Metered, power-saver, offline and sleep (the agent tells it what the system says).
     public private(set) lazy var conditions = DownloadConditions(
         context: context, core: core, pipeline: pipeline, prefetching: prefetching)
@@ -155,7 +158,7 @@ public final class DownloadService: ImageDownloader.Observer {
     /// have never hold the loop at once.
     private var answers: Deque<() -> Void> = []
     static let answerSlice = 128
-    private lazy var answerTurn = NextTurn(context.scheduler) { [unowned self] in deliverAnswers() }
+    private lazy var answerTurn = NextTurn(context.scheduler, bound(self) { $0.deliverAnswers() })
 
     private func answerLater(_ work: @escaping () -> Void) {
         answers.append(work)
@@ -190,11 +193,13 @@ public final class DownloadService: ImageDownloader.Observer {
         // Counted before the call: a transport that fails at once answers inside it.
         try chargePending(owner)
         var receipt = ""
-        let ticket = start(url: url, request, owner: owner) { [unowned self] result in
-            self.release(owner)
-            // `receipt` is read when the signal goes: after this call has returned it.
-            self.answerLater { self.finished(receipt: receipt, url: url, owner: owner, result.map { _ in }) }
-        }
+        let ticket = start(
+            url: url, request, owner: owner,
+            bound(self) { me, result in
+                me.release(owner)
+                // `receipt` is read when the signal goes: after this call has returned it.
+                me.answerLater { me.finished(receipt: receipt, url: url, owner: owner, result.map { _ in }) }
+            })
         switch ticket {
         case .cached:
             release(owner)
@@ -285,22 +290,26 @@ public final class DownloadService: ImageDownloader.Observer {
         }
         try chargePending(owner)
         var receiptName: String?
-        let ticket = start(url: url, request, owner: owner) { [unowned self] result in
-            self.release(owner)
-            if let receiptName { self.forgetFetch(receiptName, of: owner) }
-            let answer = result.mapError(Self.error).flatMap { fetched -> Result<Answer, NetActivityError> in
-                fetched.info.map {
-                    .success(
-                        Answer(
-                            body: fetched.body, info: $0, source: fetched.httpStatus == 0 ? .disk : .network,
-                            httpStatus: fetched.httpStatus))
-                } ?? .failure(NetActivityError(.notAnImage, "The bytes received are not an image of a known format"))
-            }
-            if case .failure(let error) = answer, error.name != NetActivityError.Name.cancelled.rawValue {
-                for observer in self.onFailure { observer(PublishedURL.redact(url), error.message) }
-            }
-            self.answerLater { reply(answer) }
-        }
+        let ticket = start(
+            url: url, request, owner: owner,
+            bound(self) { me, result in
+                me.release(owner)
+                if let receiptName { me.forgetFetch(receiptName, of: owner) }
+                let answer = result.mapError(Self.error).flatMap { fetched -> Result<Answer, NetActivityError> in
+                    fetched.info.map {
+                        .success(
+                            Answer(
+                                body: fetched.body, info: $0, source: fetched.httpStatus == 0 ? .disk : .network,
+                                httpStatus: fetched.httpStatus))
+                    }
+                        ?? .failure(
+                            NetActivityError(.notAnImage, "The bytes received are not an image of a known format"))
+                }
+                if case .failure(let error) = answer, error.name != NetActivityError.Name.cancelled.rawValue {
+                    for observer in me.onFailure { observer(PublishedURL.redact(url), error.message) }
+                }
+                me.answerLater { reply(answer) }
+            })
         switch ticket {
         case .cached:
             // Not held in memory a moment ago, yet the downloader's check found it: served as a hit.
@@ -337,10 +346,10 @@ public final class DownloadService: ImageDownloader.Observer {
         if !request.reload, let hit = pixels.cached(request.key, box: box, reader: leaf, maxAge: request.maxAge) {
             return hit
         }
-        let decode = { [unowned self] (image: Answer) in
+        let decode = bound(self) { (me, image: Answer) in
             // An image answered from memory may be the caller's own entry: its pixels are its own too.
-            let own = image.source == .memory && images.hasOwnEntry(request.key, leaf: leaf)
-            pixels.decode(image, imageKey: request.key, box: box, reader: leaf, own: own, reply: reply)
+            let own = image.source == .memory && me.images.hasOwnEntry(request.key, leaf: leaf)
+            me.pixels.decode(image, imageKey: request.key, box: box, reader: leaf, own: own, reply: reply)
         }
         let image = try fetch(url: url, options: options, owner: owner, method: .fetchPixels, Option.self) { result in
             switch result {

@@ -97,7 +97,7 @@ final class HTTPFetcher {
         if let failure = ccurl_load(library) { return NetActivityError(.failed, String(cString: failure)) }
         guard let made = ccurl_multi_init() else { return NetActivityError(.failed, "libcurl could not start") }
         multi = made
-        loop.addPrepareHook { [unowned self] in self.newTurn() }
+        loop.addPrepareHook(bound(self) { $0.newTurn() })
         // Connections stay open for the next transfer to the same host (libcurl's pool, and
         // its DNS cache, belong to the multi handle): room for every transfer that may run.
         _ = ccurl_multi_set_long(multi, CURLMOPT_MAXCONNECTS, Self.pooledConnections)
@@ -165,11 +165,14 @@ final class HTTPFetcher {
                 completion: completion)
         }
         let hops = Hops()
-        hop(hops, url: url, first: url, number: 0, routes: routes, reach: reach) { [unowned self] hopURL, way, done in
-            transfer(
-                url: hopURL, first: url, proxy: way, app: app, headers: headers, reach: reach, progress: progress,
-                completion: done)
-        } completion: { result in
+        hop(
+            hops, url: url, first: url, number: 0, routes: routes, reach: reach,
+            start: bound(self) { me, hopURL, way, done in
+                me.transfer(
+                    url: hopURL, first: url, proxy: way, app: app, headers: headers, reach: reach, progress: progress,
+                    completion: done)
+            }
+        ) { result in
             guard !hops.cancelled else { return }
             completion(result)
         }
@@ -318,7 +321,7 @@ final class HTTPFetcher {
         resumeNextTurn.request()
     }
 
-    private lazy var resumeNextTurn = NextTurn(loop) { [unowned self] in resume(\.paused) }
+    private lazy var resumeNextTurn = NextTurn(loop, bound(self) { $0.resume(\.paused) })
 
     // MARK: libcurl <-> the event loop
 
@@ -332,23 +335,27 @@ final class HTTPFetcher {
         var events: UInt32 = 0
         if what & CCURL_POLL_IN != 0 { events |= EventLoop.readable }
         if what & CCURL_POLL_OUT != 0 { events |= EventLoop.writable }
-        loop.watch(fd: fd, events: events) { [unowned self] revents in
-            var flags: Int32 = 0
-            if revents & EventLoop.readable != 0 { flags |= CCURL_CSELECT_IN }
-            if revents & EventLoop.writable != 0 { flags |= CCURL_CSELECT_OUT }
-            if revents & (EventLoop.error | EventLoop.hangup) != 0 { flags |= CCURL_CSELECT_ERR }
-            self.act(fd: fd, flags: flags)
-        }
+        loop.watch(
+            fd: fd, events: events,
+            handler: bound(self) { me, revents in
+                var flags: Int32 = 0
+                if revents & EventLoop.readable != 0 { flags |= CCURL_CSELECT_IN }
+                if revents & EventLoop.writable != 0 { flags |= CCURL_CSELECT_OUT }
+                if revents & (EventLoop.error | EventLoop.hangup) != 0 { flags |= CCURL_CSELECT_ERR }
+                me.act(fd: fd, flags: flags)
+            })
     }
 
     private func timerChanged(milliseconds: Int) {
         if let t = timer { loop.cancel(t) }
         timer = nil
         guard milliseconds >= 0 else { return }
-        timer = loop.schedule(afterNanoseconds: UInt64(milliseconds) * 1_000_000) { [unowned self] in
-            self.timer = nil
-            self.act(fd: CCURL_SOCKET_TIMEOUT, flags: 0)
-        }
+        timer = loop.schedule(
+            afterNanoseconds: UInt64(milliseconds) * 1_000_000,
+            bound(self) { me in
+                me.timer = nil
+                me.act(fd: CCURL_SOCKET_TIMEOUT, flags: 0)
+            })
     }
 
     private func act(fd: curl_socket_t, flags: Int32) {
@@ -384,10 +391,12 @@ final class HTTPFetcher {
         guard fd >= 0, connections.finished(fd, by: easy, http2: http2) else { return }
         if hasStrayBytes(fd) { return neutralize(fd) }
         connections.becameIdle(fd)
-        loop.watch(fd: fd, events: EventLoop.readable) { [unowned self] _ in
-            guard self.connections.isIdle(fd) else { return }
-            self.neutralize(fd)
-        }
+        loop.watch(
+            fd: fd, events: EventLoop.readable,
+            handler: bound(self) { me, _ in
+                guard me.connections.isIdle(fd) else { return }
+                me.neutralize(fd)
+            })
     }
 
     /// A transfer has its connection and sends its request now (libcurl names the connection by

@@ -271,10 +271,12 @@ public final class ImageCacheService: ImageStore {
 
     /// A purge that stopped at `AutoPurgingImageCache.purgeSlice` evictions goes on a turn later,
     /// until done: no call holds the loop for a million tiny images.
-    private lazy var purgeSlice = NextTurn(context.scheduler) { [unowned self] in
-        _ = imageCache.continuePurge()
-        continuePurgeLater()
-    }
+    private lazy var purgeSlice = NextTurn(
+        context.scheduler,
+        bound(self) { me in
+            _ = me.imageCache.continuePurge()
+            me.continuePurgeLater()
+        })
 
     func continuePurgeLater() {
         guard imageCache.purgePending else { return }

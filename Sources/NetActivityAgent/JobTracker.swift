@@ -26,7 +26,7 @@ final class JobTracker {
     static let otherError: UInt32 = 100
 
     private let connection: Connection
-    private unowned let tasks: TaskService
+    private let tasks: TaskService
     private let scheduler: any Scheduler
     private let logger: Logger
     private let activationDelay: () -> Duration
@@ -62,12 +62,12 @@ final class JobTracker {
     }
 
     func start() {
-        unfollow = connection.followOwner(of: Self.serverName) { [unowned self] owner in self.serverChanged(owner) }
+        unfollow = connection.followOwner(of: Self.serverName, bound(self) { $0.serverChanged($1) })
         for member in ["cancelRequested", "suspendRequested", "resumeRequested"] {
             signalHandlers.append(
-                connection.onSignal(SignalMatch(interface: Self.viewInterface, member: member)) { [unowned self] m in
-                    self.viewSignal(m, member)
-                })
+                connection.onSignal(
+                    SignalMatch(interface: Self.viewInterface, member: member),
+                    bound(self) { $0.viewSignal($1, member) }))
         }
     }
 
@@ -118,10 +118,12 @@ final class JobTracker {
         if at <= Instant(nanoseconds: scheduler.nowNanoseconds) {
             requestView(path)
         } else {
-            due[path] = scheduler.schedule(atNanoseconds: at.nanoseconds) { [unowned self] in
-                self.due[path] = nil
-                self.requestView(path)
-            }
+            due[path] = scheduler.schedule(
+                atNanoseconds: at.nanoseconds,
+                bound(self) { me in
+                    me.due[path] = nil
+                    me.requestView(path)
+                })
         }
     }
 
@@ -166,8 +168,9 @@ final class JobTracker {
         guard (try? w.appendVardict(hints)) != nil else { return }
         views[path] = View(sent: Self.state(entry))
         let server = self.server
-        connection.callAsync(m, timeoutMilliseconds: 5000) { [unowned self] result in
-            guard server == self.server, var view = self.views[path] else { return }
+        // A reply may come after the tracker stopped (a reload): weak.
+        connection.callAsync(m, timeoutMilliseconds: 5000) { [weak self] result in
+            guard let self, server == self.server, var view = self.views[path] else { return }
             var r = (try? result.get())?.reader()
             guard let object = try? r?.readObjectPath() else {
                 if case .failure(let e) = result { self.logger.notice("The job tracker refused a view: \(e.message)") }

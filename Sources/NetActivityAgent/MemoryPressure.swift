@@ -46,14 +46,16 @@ final class MemoryPressureMonitor {
                 continue
             }
             psiFDs.append(fd)
-            loop.watch(fd: fd, events: EventLoop.priority) { [unowned self] events in
-                if events & EventLoop.error != 0 {
-                    // The monitor is gone (cgroup removed): stop watching rather than spin.
-                    self.loop.unwatch(fd: fd)
-                    return
-                }
-                self.onPressure(critical, "PSI")
-            }
+            loop.watch(
+                fd: fd, events: EventLoop.priority,
+                handler: bound(self) { me, events in
+                    if events & EventLoop.error != 0 {
+                        // The monitor is gone (cgroup removed): stop watching rather than spin.
+                        me.loop.unwatch(fd: fd)
+                        return
+                    }
+                    me.onPressure(critical, "PSI")
+                })
         }
         return psiFDs.count
     }
@@ -73,12 +75,13 @@ final class MemoryPressureMonitor {
                 interface: "org.freedesktop.LowMemoryMonitor", member: "LowMemoryWarning")
             try bus.addMatch(warning.rule)
             // The match's sender is the well-known name; messages carry the owner's unique name.
-            bus.onSignal(SignalMatch(path: warning.path, interface: warning.interface, member: warning.member)) {
-                [unowned self] message in
-                var r = message.reader()
-                guard let level = try? r.read(UInt8.self), level > 0 else { return }
-                self.onPressure(level == 255, "LowMemoryMonitor level \(level)")
-            }
+            bus.onSignal(
+                SignalMatch(path: warning.path, interface: warning.interface, member: warning.member),
+                bound(self) { me, message in
+                    var r = message.reader()
+                    guard let level = try? r.read(UInt8.self), level > 0 else { return }
+                    me.onPressure(level == 255, "LowMemoryMonitor level \(level)")
+                })
             return true
         } catch {
             logger.debug("No LowMemoryMonitor: \(error.message)")

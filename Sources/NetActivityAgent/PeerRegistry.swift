@@ -91,19 +91,21 @@ public final class BusPeerRegistry: PeerRegistry {
 
     /// Subscribes to departures; call before serving.
     public func start() throws(DBusError) {
-        connection.onVolume = { [unowned self] in self.inspectBacklog() }
-        connection.onLargeMessage = { [unowned self] peer, bytes in self.sentLarge(to: peer, bytes: bytes) }
+        connection.onVolume = bound(self) { $0.inspectBacklog() }
+        connection.onLargeMessage = bound(self) { $0.sentLarge(to: $1, bytes: $2) }
         // Departures, and arrivals of unique names: the moment a connection appeared pins which
         // process made it (the bus sends the arrival before anything the peer sends after Hello).
         try connection.addMatch(SignalMatch.nameOwnerChanged.rule + ",arg2=''")
         try connection.addMatch(SignalMatch.nameOwnerChanged.rule + ",arg1=''")
-        connection.onSignal(SignalMatch.nameOwnerChanged) { [unowned self] message in
-            guard let change = SignalMatch.nameOwnerChange(message), change.name.hasPrefix(":") else { return }
-            if change.newOwner.isEmpty {
-                self.departed(change.name)
-            } else if change.oldOwner.isEmpty, self.peers[change.name] == nil {
-                self.connectedAt[change.name] = ProcessIdentity.bootTicks()
-            }
+        connection.onSignal(SignalMatch.nameOwnerChanged, bound(self) { $0.nameOwnerChanged($1) })
+    }
+
+    private func nameOwnerChanged(_ message: Message) {
+        guard let change = SignalMatch.nameOwnerChange(message), change.name.hasPrefix(":") else { return }
+        if change.newOwner.isEmpty {
+            departed(change.name)
+        } else if change.oldOwner.isEmpty, peers[change.name] == nil {
+            connectedAt[change.name] = ProcessIdentity.bootTicks()
         }
     }
 

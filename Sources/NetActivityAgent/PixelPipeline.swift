@@ -45,7 +45,7 @@ final class PixelPipeline {
 
     private let context: AgentContext
     private let loop: EventLoop
-    private unowned let images: any ImageStore
+    private let images: any ImageStore
     private var tier = AutoPurgingImageCache<CachedPixels>(
         memoryCapacity: PixelPipeline.defaultCapacity, preferredMemoryUsageAfterPurge: PixelPipeline.defaultPreferred)
     /// Replies waiting for the decode of a tier key under way: one decode answers them all.

@@ -125,7 +125,7 @@ final class Prefetching {
 
     // MARK: feeding the downloader
 
-    private lazy var pumpNextTurn = NextTurn(context.scheduler) { [unowned self] in pump() }
+    private lazy var pumpNextTurn = NextTurn(context.scheduler, bound(self) { $0.pump() })
 
     /// `pump` at the end of this turn: after a transfer ended, a prefetch came, or what held
     /// prefetch let go (never inside the downloader's own calls).

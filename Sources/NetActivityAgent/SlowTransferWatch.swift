@@ -12,7 +12,7 @@ final class SlowTransferWatch {
     static let tick: Duration = .milliseconds(250)
 
     private let context: AgentContext
-    private unowned let core: ImageDownloader
+    private let core: ImageDownloader
     /// Bytes a transfer has received so far.
     private let received: (UInt64) -> UInt64
     private var rule = SlowTransferRule(stallTicks: 2, windowTicks: 8, floorBytes: 16 * 1024)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 import DBusKit
 import Glibc
+import LinuxKit
 import Logging
 
 /// What the system says about the cost of downloading now, from the system bus; each source is
@@ -132,45 +133,53 @@ final class SystemConditions {
             member: "PrepareForSleep")
         bus.addMatchWithoutWaiting(sleep.rule)
         // The match names logind; messages carry its unique name.
-        bus.onSignal(SignalMatch(path: sleep.path, interface: sleep.interface, member: sleep.member)) {
-            [unowned self] message in
-            var r = message.reader()
-            guard let start = try? r.read(Bool.self), start != sleeping else { return }
-            sleeping = start
-            logger.info(start ? "The system is about to sleep" : "The system woke up")
-            onSleep?(start)
-        }
+        bus.onSignal(
+            SignalMatch(path: sleep.path, interface: sleep.interface, member: sleep.member),
+            bound(self) { $0.prepareForSleep($1) })
         // A logind that leaves while the system "sleeps" would never say it woke: its leaving does.
-        _ = bus.followOwner(of: Self.logind) { [unowned self] owner in
-            guard owner.isEmpty, sleeping else { return }
-            sleeping = false
-            logger.info("logind left while the system was to sleep; transfers go on")
-            onSleep?(false)
-        }
+        _ = bus.followOwner(of: Self.logind, bound(self) { $0.logindOwnerChanged($1) })
         for source in Self.sources {
             let changed = SignalMatch(
                 sender: source.name, path: source.path, interface: "org.freedesktop.DBus.Properties",
                 member: "PropertiesChanged")
             bus.addMatchWithoutWaiting(changed.rule + ",arg0='\(source.interface)'")
             // Messages carry the owner's unique name, not the well-known one.
-            bus.onSignal(SignalMatch(path: source.path, interface: changed.interface, member: changed.member)) {
-                [unowned self] message in
-                var r = message.reader()
-                guard let interface = try? r.read(String.self), interface == source.interface,
-                    let changed = try? r.readVardict()
-                else { return }
-                if let value = changed[source.property] {
-                    update { source.read(value, &$0) }
-                } else if case .array(_, let invalidated)? = try? r.readValue(),
-                    invalidated.contains(where: { $0.stringValue == source.property })
-                {
-                    ask(source)
-                }
-            }
+            bus.onSignal(
+                SignalMatch(path: source.path, interface: changed.interface, member: changed.member),
+                bound(self) { $0.propertiesChanged($1, of: source) })
             // Read when the service is there now, and whenever it comes back.
-            _ = bus.followOwner(of: source.name) { [unowned self] owner in
-                if owner.isEmpty { update(source.absent) } else { ask(source) }
-            }
+            _ = bus.followOwner(
+                of: source.name,
+                bound(self) { me, owner in if owner.isEmpty { me.update(source.absent) } else { me.ask(source) } })
+        }
+    }
+
+    private func prepareForSleep(_ message: Message) {
+        var r = message.reader()
+        guard let start = try? r.read(Bool.self), start != sleeping else { return }
+        sleeping = start
+        logger.info(start ? "The system is about to sleep" : "The system woke up")
+        onSleep?(start)
+    }
+
+    private func logindOwnerChanged(_ owner: String) {
+        guard owner.isEmpty, sleeping else { return }
+        sleeping = false
+        logger.info("logind left while the system was to sleep; transfers go on")
+        onSleep?(false)
+    }
+
+    private func propertiesChanged(_ message: Message, of source: Source) {
+        var r = message.reader()
+        guard let interface = try? r.read(String.self), interface == source.interface,
+            let changed = try? r.readVardict()
+        else { return }
+        if let value = changed[source.property] {
+            update { source.read(value, &$0) }
+        } else if case .array(_, let invalidated)? = try? r.readValue(),
+            invalidated.contains(where: { $0.stringValue == source.property })
+        {
+            ask(source)
         }
     }
 

@@ -78,22 +78,20 @@ public protocol TaskFactory: AnyObject {
 /// `ActivitySink`.
 public final class TaskService: TaskBeginning, TaskFactory {
     let context: AgentContext
-    private unowned let activity: any ActivitySink
+    private let activity: any ActivitySink
     var tasks = TaskTable()
     let taskLinger: Duration
     /// One table serves every task object; handlers find the task by the call's path.
     private lazy var taskInterface = makeInterface()
     /// Told when a task comes, announces a change, or leaves (the tray's menu follows).
     public var onTasksChanged: (() -> Void)?
-    /// KDE Plasma's job tracker, while the agent follows one.
-    var jobs: JobTracker?
+    /// KDE Plasma's job tracker, while the agent (which owns it) follows one.
+    weak var jobs: JobTracker?
     /// The desktop ids whose dock progress the agent shows now (LauncherEntry).
     private var launcherShown: Set<String> = []
 
     /// Who sees which task, and which tasks are in the object tree.
-    public private(set) lazy var audience = TaskAudience(context: context) { [unowned self] path in
-        self.tasks.byPath[path]
-    }
+    public private(set) lazy var audience = TaskAudience(context: context, entry: bound(self) { $0.tasks.byPath[$1] })
 
     public init(context: AgentContext, activity: any ActivitySink, linger: Double) {
         self.context = context
@@ -316,11 +314,14 @@ public final class TaskService: TaskBeginning, TaskFactory {
         case .emitNow:
             announce(entry, with: [])
         case .schedule(let deadline):
-            entry.progressTimer = context.schedule(at: deadline) { [unowned self, unowned entry] in
-                entry.progressTimer = nil
-                entry.coalescer.timerFired()
-                self.announce(entry, with: [])
-            }
+            // The timer holds the entry until it fires or `removeTask` cancels it.
+            entry.progressTimer = context.schedule(
+                at: deadline,
+                bound(self) { me in
+                    entry.progressTimer = nil
+                    entry.coalescer.timerFired()
+                    me.announce(entry, with: [])
+                })
         case .wait:
             break
         }
@@ -358,10 +359,12 @@ public final class TaskService: TaskBeginning, TaskFactory {
     /// A completed task stays for `taskLinger`, then leaves (InterfacesRemoved).
     private func completed(_ entry: TaskEntry) {
         tasks.noteCompleted(entry, accounts: context.accounts)
-        entry.lingerTimer = context.schedule(after: taskLinger) { [unowned self, unowned entry] in
-            entry.lingerTimer = nil
-            self.removeTask(entry)
-        }
+        entry.lingerTimer = context.schedule(
+            after: taskLinger,
+            bound(self) { me in
+                entry.lingerTimer = nil
+                me.removeTask(entry)
+            })
         while tasks.lingeringCount > NetActivityLimits.maxLingeringTasks, let oldest = tasks.popOldestLingering(),
             let victim = tasks.byPath[oldest]
         {

@@ -12,8 +12,8 @@ import NetActivityCore
 /// running while it downloads; only the apps that asked for the transfer may read it.
 final class TransferTasks {
     private let context: AgentContext
-    private unowned let tasks: any TaskFactory
-    private unowned let activity: any ActivitySink
+    private let tasks: any TaskFactory
+    private let activity: any ActivitySink
     private let announceAfter: () -> Duration
     /// Cancels a transfer for everyone who asked for it (a host panel cancelled its task).
     private let cancel: (UInt64) -> Void
@@ -66,7 +66,7 @@ final class TransferTasks {
         // With its progress so far, in its one InterfacesAdded.
         let task = tasks.makeAgentTask(
             description: PublishedURL.downloadDescription(state.url), running: state.running, progress: state.progress,
-            readers: state.readers, onCancelRequest: { [unowned self] in self.cancel(transfer) })
+            readers: state.readers, onCancelRequest: bound(self) { $0.cancel(transfer) })
         // The task now holds the activity the transfer held without one.
         if state.running { activity.release(.task, for: context.uniqueName) }
         state.task = task

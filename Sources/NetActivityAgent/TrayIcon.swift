@@ -36,10 +36,10 @@ final class TrayIcon: DesktopObserver {
         self.logger = logger
         menu = TrayMenu(
             connection: connection, server: server, scheduler: scheduler,
-            content: { [unowned indicator] in
+            content: bound(indicator) { indicator in
                 TrayMenuModel.make(enabled: indicator.isEnabled, clients: indicator.clientRows, tasks: tasks())
             },
-            toggle: { [unowned indicator] in indicator.setEnabled(!indicator.isEnabled) }, request: request,
+            toggle: bound(indicator) { $0.setEnabled(!$0.isEnabled) }, request: request,
             mayAct: mayAct)
     }
 
@@ -57,9 +57,8 @@ final class TrayIcon: DesktopObserver {
                 logger.notice("The tray item's name \(itemName) was refused: \(e.message)")
             }
         }
-        unfollow = connection.followOwner(of: Self.watcher) { [unowned self] owner in
-            if !owner.isEmpty { self.register() }
-        }
+        unfollow = connection.followOwner(
+            of: Self.watcher, bound(self) { me, owner in if !owner.isEmpty { me.register() } })
     }
 
     /// Takes the item off the bus (the tray turned off by a reload): hosts drop an item whose
@@ -81,12 +80,23 @@ final class TrayIcon: DesktopObserver {
         else { return }
         var w = m.writer()
         w.append(itemName)
-        connection.callAsync(m, timeoutMilliseconds: 5000) { [unowned self] result in
+        // The reply may come after the item was taken off (a reload): it names what it needs.
+        connection.callAsync(m, timeoutMilliseconds: 5000) { [logger, itemName] result in
             if case .failure(let e) = result {
-                self.logger.notice("The tray (StatusNotifierWatcher) refused our item: \(e.message)")
+                logger.notice("The tray (StatusNotifierWatcher) refused our item: \(e.message)")
             } else {
-                self.logger.debug("Registered the tray item \(self.itemName)")
+                logger.debug("Registered the tray item \(itemName)")
             }
+        }
+    }
+
+    private func toolTip(_ w: inout MessageWriter) {
+        let text = indicator.clientsSummary
+        w.appendStruct { s in
+            s.append(DesktopIcon.name)
+            Self.noPixmaps(&s)
+            s.append(tr("Network activity"))
+            s.append(text)
         }
     }
 
@@ -112,10 +122,13 @@ final class TrayIcon: DesktopObserver {
     /// A task came, changed or left.
     func tasksChanged() { menu.changed() }
 
+    /// An empty `a(iiay)`: the item names its icons, it sends no pixels.
+    private static func noPixmaps(_ w: inout MessageWriter) {
+        w.appendArray(elementSignature: "(iiay)") { _ in }
+    }
+
     private func makeInterface() -> DBusInterface {
-        let noPixmaps: (inout MessageWriter) -> Void = { w in
-            w.appendArray(elementSignature: "(iiay)") { _ in }
-        }
+        let noPixmaps = Self.noPixmaps
         let click = [DBusArgument("x", "i"), DBusArgument("y", "i")]
         return DBusInterface(
             Self.interface,
@@ -130,7 +143,7 @@ final class TrayIcon: DesktopObserver {
                 DBusProperty("Category", "s", emitsChanged: .const) { w, _ in w.append("SystemServices") },
                 DBusProperty("Id", "s", emitsChanged: .const) { w, _ in w.append("netactivity") },
                 DBusProperty("Title", "s", emitsChanged: .const) { w, _ in w.append(tr("Network activity")) },
-                DBusProperty("Status", "s", emitsChanged: .false) { [unowned self] w, _ in w.append(self.status) },
+                DBusProperty("Status", "s", emitsChanged: .false, get: bound(self) { me, w, _ in w.append(me.status) }),
                 DBusProperty("WindowId", "i", emitsChanged: .const) { w, _ in w.append(Int32(0)) },
                 DBusProperty("IconName", "s", emitsChanged: .const) { w, _ in w.append(DesktopIcon.name) },
                 // Where hosts that do not read XDG_DATA_DIRS find it (a KDE extension of the spec).
@@ -142,15 +155,8 @@ final class TrayIcon: DesktopObserver {
                 DBusProperty("AttentionIconName", "s", emitsChanged: .const) { w, _ in w.append(DesktopIcon.name) },
                 DBusProperty("AttentionIconPixmap", "a(iiay)", emitsChanged: .const) { w, _ in noPixmaps(&w) },
                 DBusProperty("AttentionMovieName", "s", emitsChanged: .const) { w, _ in w.append("") },
-                DBusProperty("ToolTip", "(sa(iiay)ss)", emitsChanged: .false) { [unowned self] w, _ in
-                    let text = self.indicator.clientsSummary
-                    w.appendStruct { s in
-                        s.append(DesktopIcon.name)
-                        noPixmaps(&s)
-                        s.append(tr("Network activity"))
-                        s.append(text)
-                    }
-                },
+                DBusProperty(
+                    "ToolTip", "(sa(iiay)ss)", emitsChanged: .false, get: bound(self) { me, w, _ in me.toolTip(&w) }),
                 DBusProperty("ItemIsMenu", "b", emitsChanged: .const) { w, _ in w.append(true) },
                 DBusProperty("Menu", "o", emitsChanged: .const) { w, _ in try w.appendObjectPath(TrayMenu.path) },
             ],

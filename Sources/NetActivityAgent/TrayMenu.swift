@@ -201,16 +201,19 @@ final class TrayMenu {
     /// Something the menu shows may have changed.
     func changed() {
         guard timer == nil else { return }
-        timer = scheduler.schedule(afterNanoseconds: 250_000_000) { [unowned self] in
-            self.timer = nil
-            let now = self.content()
-            guard let before = self.announced, now != before else { return }
-            self.announced = now
-            self.revision &+= 1
-            // Nobody holds the menu: nobody needs telling (the first read gets this one).
-            guard self.read else { return }
-            self.announce(from: before, to: now)
-        }
+        timer = scheduler.schedule(afterNanoseconds: 250_000_000, bound(self) { $0.settled() })
+    }
+
+    /// A quarter of a second after the first change: one announcement for all of them.
+    private func settled() {
+        timer = nil
+        let now = content()
+        guard let before = announced, now != before else { return }
+        announced = now
+        revision &+= 1
+        // Nobody holds the menu: nobody needs telling (the first read gets this one).
+        guard read else { return }
+        announce(from: before, to: now)
     }
 
     private func announce(from before: MenuItem, to now: MenuItem) {
@@ -255,6 +258,60 @@ final class TrayMenu {
         }
     }
 
+    private func getLayout(_ call: inout MethodCall) throws {
+        let parent = try call.args.read(Int32.self)
+        let depth = try call.args.read(Int32.self)
+        let names = Self.strings(try call.args.readValue())
+        guard let item = content().find(parent) else {
+            throw DBusError.invalidArgs("No menu item \(parent)")
+        }
+        read = true
+        call.reply.append(revision)
+        try call.reply.append(item.layout(depth: depth, names: names))
+    }
+
+    private func getGroupProperties(_ call: inout MethodCall) throws {
+        let ids = Self.ints(try call.args.readValue())
+        let names = Self.strings(try call.args.readValue())
+        let menu = content()
+        read = true
+        let items = ids.isEmpty ? menu.all : ids.compactMap { menu.find($0) }
+        try call.reply.append(
+            .array(elementSignature: "(ia{sv})", items.map { $0.idAndProperties(names: names) }))
+    }
+
+    private func getProperty(_ call: inout MethodCall) throws {
+        let id = try call.args.read(Int32.self)
+        let name = try call.args.read(String.self)
+        read = true
+        guard let value = content().find(id)?.properties[name] else {
+            throw DBusError.invalidArgs("Menu item \(id) has no property '\(name.prefix(64))'")
+        }
+        try call.reply.append(.variant(value))
+    }
+
+    private func eventCall(_ call: inout MethodCall) throws {
+        let id = try call.args.read(Int32.self)
+        let name = try call.args.read(String.self)
+        event(id: id, name: name, in: content(), from: call.sender)
+    }
+
+    private func eventGroup(_ call: inout MethodCall) throws {
+        guard case .array(_, let events) = try call.args.readValue() else { return }
+        let menu = content()
+        var errors: [DBusValue] = []
+        for case .structure(let fields) in events {
+            guard fields.count == 4, case .int32(let id) = fields[0], case .string(let name) = fields[1]
+            else { continue }
+            if menu.find(id) == nil {
+                errors.append(.int32(id))
+            } else {
+                event(id: id, name: name, in: menu, from: call.sender)
+            }
+        }
+        try call.reply.append(.array(elementSignature: "i", errors))
+    }
+
     private func makeInterface() -> DBusInterface {
         let itemProperties = DBusArgument("properties", "a(ia{sv})")
         return DBusInterface(
@@ -266,70 +323,23 @@ final class TrayMenu {
                         DBusArgument("parentId", "i"), DBusArgument("recursionDepth", "i"),
                         DBusArgument("propertyNames", "as"),
                     ],
-                    out: [DBusArgument("revision", "u"), DBusArgument("layout", "(ia{sv}av)")]
-                ) { [unowned self] call in
-                    let parent = try call.args.read(Int32.self)
-                    let depth = try call.args.read(Int32.self)
-                    let names = Self.strings(try call.args.readValue())
-                    guard let item = self.content().find(parent) else {
-                        throw DBusError.invalidArgs("No menu item \(parent)")
-                    }
-                    self.read = true
-                    call.reply.append(self.revision)
-                    try call.reply.append(item.layout(depth: depth, names: names))
-                },
+                    out: [DBusArgument("revision", "u"), DBusArgument("layout", "(ia{sv}av)")],
+                    bound(self) { try $0.getLayout(&$1) }),
                 DBusMethod(
                     "GetGroupProperties", in: [DBusArgument("ids", "ai"), DBusArgument("propertyNames", "as")],
-                    out: [itemProperties]
-                ) { [unowned self] call in
-                    let ids = Self.ints(try call.args.readValue())
-                    let names = Self.strings(try call.args.readValue())
-                    let menu = self.content()
-                    self.read = true
-                    let items = ids.isEmpty ? menu.all : ids.compactMap { menu.find($0) }
-                    try call.reply.append(
-                        .array(elementSignature: "(ia{sv})", items.map { $0.idAndProperties(names: names) }))
-                },
+                    out: [itemProperties], bound(self) { try $0.getGroupProperties(&$1) }),
                 DBusMethod(
                     "GetProperty", in: [DBusArgument("id", "i"), DBusArgument("name", "s")],
-                    out: [DBusArgument("value", "v")]
-                ) { [unowned self] call in
-                    let id = try call.args.read(Int32.self)
-                    let name = try call.args.read(String.self)
-                    self.read = true
-                    guard let value = self.content().find(id)?.properties[name] else {
-                        throw DBusError.invalidArgs("Menu item \(id) has no property '\(name.prefix(64))'")
-                    }
-                    try call.reply.append(.variant(value))
-                },
+                    out: [DBusArgument("value", "v")], bound(self) { try $0.getProperty(&$1) }),
                 DBusMethod(
                     "Event",
                     in: [
                         DBusArgument("id", "i"), DBusArgument("eventId", "s"), DBusArgument("data", "v"),
                         DBusArgument("timestamp", "u"),
-                    ]
-                ) { [unowned self] call in
-                    let id = try call.args.read(Int32.self)
-                    let name = try call.args.read(String.self)
-                    self.event(id: id, name: name, in: self.content(), from: call.sender)
-                },
-                DBusMethod("EventGroup", in: [DBusArgument("events", "a(isvu)")], out: [DBusArgument("idErrors", "ai")])
-                {
-                    [unowned self] call in
-                    guard case .array(_, let events) = try call.args.readValue() else { return }
-                    let menu = self.content()
-                    var errors: [DBusValue] = []
-                    for case .structure(let fields) in events {
-                        guard fields.count == 4, case .int32(let id) = fields[0], case .string(let name) = fields[1]
-                        else { continue }
-                        if menu.find(id) == nil {
-                            errors.append(.int32(id))
-                        } else {
-                            self.event(id: id, name: name, in: menu, from: call.sender)
-                        }
-                    }
-                    try call.reply.append(.array(elementSignature: "i", errors))
-                },
+                    ], bound(self) { try $0.eventCall(&$1) }),
+                DBusMethod(
+                    "EventGroup", in: [DBusArgument("events", "a(isvu)")], out: [DBusArgument("idErrors", "ai")],
+                    bound(self) { try $0.eventGroup(&$1) }),
                 DBusMethod("AboutToShow", in: [DBusArgument("id", "i")], out: [DBusArgument("needUpdate", "b")]) {
                     call in
                     call.reply.append(false)
