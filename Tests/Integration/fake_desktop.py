@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """Stand-ins for desktop services, printing what they see as JSON lines (with arrival times):
 
-fake_desktop.py ADDRESS watcher        org.kde.StatusNotifierWatcher; also prints items' NewStatus/NewToolTip
-                                       and their menus' LayoutUpdated and ItemsPropertiesUpdated
+fake_desktop.py ADDRESS watcher [--hold]
+                                       org.kde.StatusNotifierWatcher; also prints items' NewStatus/NewToolTip
+                                       and their menus' LayoutUpdated and ItemsPropertiesUpdated; with
+                                       --hold, a registration is answered when a line "answer" comes
 fake_desktop.py ADDRESS notifications [CAPABILITY...]
                                        org.freedesktop.Notifications (Notify, CloseNotification), with
                                        "body" and these capabilities; a line "dismiss ID" on stdin
@@ -25,10 +27,17 @@ mode = sys.argv[2]
 
 
 class Watcher(dbus.service.Object):
-    @dbus.service.method("org.kde.StatusNotifierWatcher", in_signature="s", out_signature="", sender_keyword="sender")
-    def RegisterStatusNotifierItem(self, service, sender=None):
+    held = []
+
+    @dbus.service.method("org.kde.StatusNotifierWatcher", in_signature="s", out_signature="", sender_keyword="sender",
+                         async_callbacks=("reply", "error"))
+    def RegisterStatusNotifierItem(self, service, sender=None, reply=None, error=None):
         out({"event": "register", "service": str(service), "sender": str(sender)})
         self.StatusNotifierItemRegistered(service)
+        if "--hold" in sys.argv[3:]:
+            self.held.append((reply, sender))
+        else:
+            reply()
 
     @dbus.service.signal("org.kde.StatusNotifierWatcher", signature="s")
     def StatusNotifierItemRegistered(self, service):
@@ -69,7 +78,18 @@ class Notifications(dbus.service.Object):
 
 if mode == "watcher":
     name = dbus.service.BusName("org.kde.StatusNotifierWatcher", bus)
-    Watcher(bus, "/StatusNotifierWatcher")
+    watcher = Watcher(bus, "/StatusNotifierWatcher")
+
+    def answer(_arg):
+        """Answers the held registrations, then pings each caller: once the ping is answered, the
+        caller has read the answer (one connection's messages reach it in order)."""
+        for reply, sender in watcher.held:
+            reply()
+            bus.call_blocking(sender, "/", "org.freedesktop.DBus.Peer", "Ping", "", ())
+        out({"event": "answered", "count": len(watcher.held)})
+        watcher.held.clear()
+
+    on_commands({"answer": answer})
     bus.add_signal_receiver(lambda status, sender=None: out({"event": "NewStatus", "status": str(status), "sender": sender}),
                             signal_name="NewStatus", dbus_interface="org.kde.StatusNotifierItem", sender_keyword="sender")
     bus.add_signal_receiver(lambda sender=None: out({"event": "NewToolTip", "sender": sender}),

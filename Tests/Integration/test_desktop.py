@@ -515,6 +515,25 @@ class SettingsFileTests(unittest.TestCase):
         wait_until(lambda: not names(), what="tray = off takes the item off the bus")
         self.assertEqual(float(prop(conn, "CompletionDelay")), 0.17, "a key the file no longer sets is back to its default")
 
+    def test_a_tray_turned_off_while_its_registration_is_unanswered_takes_the_late_answer_in_its_stride(self):
+        self.write("tray = yes\n")
+        watcher = Observer(self.bus, "fake_desktop.py", "watcher", "--hold")
+        self.addCleanup(watcher.close)
+        agent = Agent(self.bus)
+        self.addCleanup(agent.stop)
+        conn = connect(self.bus)
+        self.addCleanup(conn.close)
+        wait_until(lambda: events(watcher, "register"), what="the item to register")
+        names = lambda: [str(n) for n in conn.list_names() if str(n).startswith("org.kde.StatusNotifierItem-")]
+        self.write("tray = no\n")
+        agent.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: not names(), what="tray = no takes the item off the bus")
+        watcher.send("answer")
+        # Answered once the agent has read it (the watcher pings it after its answer).
+        self.assertEqual(wait_until(lambda: events(watcher, "answered"), what="the answer")[0]["count"], 1)
+        self.assertTrue(agent.alive(), "the late answer reached no freed item")
+        self.assertNotIn("refused our item", agent.logtext())
+
     def test_the_caches_numbers_come_from_the_file_in_bytes_or_binary_units(self):
         self.write("image-memory-capacity = 50M\nimage-preferred-memory-usage-after-purge = 30MiB\n"
                    "decoded-memory-capacity = 2G\ndecoded-preferred-memory-usage-after-purge = 1.5G\n"
