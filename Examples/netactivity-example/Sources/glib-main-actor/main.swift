@@ -8,6 +8,7 @@ import NetActivityClient
 
 typealias LoopNew = @convention(c) (OpaquePointer?, Int32) -> OpaquePointer?
 typealias LoopFunc = @convention(c) (OpaquePointer?) -> Void
+typealias LoopIsRunning = @convention(c) (OpaquePointer?) -> Int32
 
 // GLib as a GTK app has it: loaded in the process before the library looks for it.
 guard let glib = dlopen("libglib-2.0.so.0", RTLD_NOW | RTLD_GLOBAL) else {
@@ -17,15 +18,16 @@ guard let glib = dlopen("libglib-2.0.so.0", RTLD_NOW | RTLD_GLOBAL) else {
 let loopNew = unsafeBitCast(dlsym(glib, "g_main_loop_new"), to: LoopNew.self)
 let loopRun = unsafeBitCast(dlsym(glib, "g_main_loop_run"), to: LoopFunc.self)
 let loopQuit = unsafeBitCast(dlsym(glib, "g_main_loop_quit"), to: LoopFunc.self)
+let loopIsRunning = unsafeBitCast(dlsym(glib, "g_main_loop_is_running"), to: LoopIsRunning.self)
 
 guard NetActivity.runMainActorOnGLibMainContext() else {
     print("GLib was not found in the process")
     exit(1)
 }
 let mainThread = pthread_self()
-let loop = loopNew(nil, 0)
-/// Whether the GLib loop is running now (set by an idle job on it, read on the main actor).
-nonisolated(unsafe) var insideLoop = false
+nonisolated(unsafe) let loop = loopNew(nil, 0)
+/// Whether the GLib loop is running now (from the start of `g_main_loop_run` to its end).
+var insideLoop: Bool { loopIsRunning(loop) != 0 }
 
 @MainActor final class Window {
     var order: [Int] = []
@@ -55,7 +57,6 @@ nonisolated(unsafe) var insideLoop = false
 }
 
 let window = Window()
-CallbackExecutor.glibMainContext()! { insideLoop = true }
 // Main-actor work from other threads, before and while the loop runs.
 Task.detached {
     for i in 0..<100 { await window.note(i) }
