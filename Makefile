@@ -11,7 +11,7 @@ DEBUG_BIN = .build/debug
 RELEASE_BIN = .build/release
 
 # The parts of make test (see there).
-.PHONY: test-build debian13-roots test-desktop test-bus test-broker test-timed
+.PHONY: test-build test-unit debian13-root debian13-base test-desktop test-bus test-broker test-timed
 .PHONY: pictures print-lib-file gobject-calls install-lib extension extension-zip all setup decoder gtk-example lib lib-docs lib-examples build release run test unit format lint locale pot contract integration example readme-snippets bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
 
 all: build
@@ -90,36 +90,40 @@ lint:
 	@echo "swift format: $(words $(SWIFT_SOURCES)) files as .swift-format has them"
 
 # make test: what it needs installed first (apt runs once, before anything runs beside it); then
-# the Swift build and the Debian 13 roots side by side; the unit tests; then the integration
-# suite in four parts at once (they mostly wait on buses, servers and X; each part's output is
-# printed whole when it ends): the desktop suites and the bus suites on dbus-daemon, the bus
-# suites on dbus-broker, and the Debian package (a release build on one core, then its tests);
-# last, alone, the classes that time the agent's answers.
-# The library's "never waits" tests time calls in 100 ms: they run on their own, after the rest,
-# so that other suites' blocking helpers cannot starve the Swift concurrency pool they share.
+# the Swift build, which takes both cores; then, at once, the unit tests and the integration suite
+# in four parts (they mostly wait on buses, servers and X; each part's output is printed whole
+# when it ends): the desktop suites (once the Debian 13 root they run GNOME Shell 48 in is made)
+# and the bus suites on dbus-daemon, the bus suites on dbus-broker, and the Debian package (a
+# release build on one core beside the small Debian 13 root it is installed into, then its
+# tests); last, alone, what times answers: the library's "never waits" tests (calls timed in
+# 100 ms, in a Swift concurrency pool no other suite may starve) and the integration classes
+# that time the agent's.
 test: setup
 	@scripts/setup.sh --gnome
 	@scripts/setup.sh --deb
-	@$(MAKE) --no-print-directory -j2 test-build debian13-roots
-	$(SWIFT) test --skip-build --skip NeverFailTests
-	$(SWIFT) test --skip-build --filter NeverFailTests
-	@$(MAKE) --no-print-directory -j4 --output-sync=target test-desktop test-bus test-broker deb-test DEB_JOBS=1 \
-	    TEST_TIMED="--timed skip"
+	@$(MAKE) --no-print-directory test-build
+	@$(MAKE) --no-print-directory -j5 --output-sync=target test-unit test-desktop test-bus test-broker deb-test \
+	    DEB_JOBS=1 TEST_TIMED="--timed skip"
 	@$(MAKE) --no-print-directory test-timed
 
 # The C library, its docs and examples, the decoder and the checks build beside the example package's
 # Swift build (SwiftNIO's, most of this step), which takes both cores in bursts and one for long.
 test-build:
-	@$(MAKE) --no-print-directory -j3 --output-sync=target check-layering lint example gtk-example lib-examples lib-docs 	    locale decoder extension
+	@$(MAKE) --no-print-directory -j3 --output-sync=target check-layering lint example gtk-example lib-examples \
+	    lib-docs locale decoder extension
 	$(SWIFT) build --build-tests
 	@install -m 0755 $(DECODER) $(DEBUG_BIN)/
 
-debian13-roots:
+test-unit:
+	$(SWIFT) test --skip-build --skip NeverFailTests
+
+debian13-root:
 	@scripts/debian13-root.sh $(DEBIAN13_ROOT) >/dev/null
+debian13-base:
 	@scripts/debian13-root.sh --base $(DEBIAN13_BASE) >/dev/null
 
 # The suites that start desktops, X servers or buses of their own (BROKER_SKIP), and the rest.
-test-desktop:
+test-desktop: debian13-root
 	NETACTIVITY_EXAMPLE=$(EXAMPLE_BIN) NETACTIVITY_DEBIAN13=$(CURDIR)/$(DEBIAN13_ROOT) $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) $(subst --skip,--only,$(BROKER_SKIP))
 test-bus:
 	NETACTIVITY_EXAMPLE=$(EXAMPLE_BIN) $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) $(BROKER_SKIP) $(TEST_TIMED)
@@ -128,6 +132,7 @@ test-broker:
 # The classes that bound the agent's answer times (a Peer.Ping prober, deadlines in milliseconds),
 # on each bus, with nothing else running: make test leaves them out of the parts it runs at once.
 test-timed:
+	$(SWIFT) test --skip-build --filter NeverFailTests
 	$(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) --timed only $(BROKER_SKIP)
 	$(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) --bus broker --timed only $(BROKER_SKIP)
 
@@ -155,8 +160,7 @@ deb: setup
 # on a private bus; then the packages are installed with apt into a copy of a small Debian 13 root
 # (DEBIAN13_BASE), where their dependencies must resolve, activation start the agent and the
 # decoder run in bubblewrap. Nothing is installed on this machine (make test runs this).
-deb-test: deb
-	@scripts/debian13-root.sh --base $(DEBIAN13_BASE) >/dev/null
+deb-test: deb debian13-base
 	NETACTIVITY_DEB=$$(ls -t dist/netactivity_*.deb | head -n1) NETACTIVITY_DEBIAN13_BASE=$(CURDIR)/$(DEBIAN13_BASE) \
 	    $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) -k PackageTests
 
