@@ -183,6 +183,9 @@ for prefix, measure, check in (
         met = check(r, v) if v is not None and (r is not None or not cells[2]) else None
         row(measure, cells[0], f"in-process {cells[1]}" if cells[1] else "", cells[2], cells[3], met)
 
+single("make test from a clean clone", "`make test` from a clean clone (packages installed), s", "≤ 480",
+       lambda v: v <= 480)
+
 table = "\n".join([
     f"Measured {date.group(1) if date else '?'} by `make bench` on {machine.group(1) if machine else 'this machine'};",
     "`bench/summary.py` turns its output into this table (the whole output has more rows and their method).",
