@@ -108,7 +108,7 @@ test: setup
 	@scripts/setup.sh --deb
 	@$(MAKE) --no-print-directory test-build
 	@$(MAKE) --no-print-directory -j6 --output-sync=target test-timed-last deb-test \
-	    DEB_JOBS=1 IDLE="chrt --idle 0" TEST_TIMED="--timed skip" DEB_TEST_AFTER=test-timed-last
+	    DEB_JOBS=1 DEB_XZ_LEVEL=1 IDLE="chrt --idle 0" TEST_TIMED="--timed skip" DEB_TEST_AFTER=test-timed-last
 test-suites: test-unit test-desktop test-bus test-broker
 test-timed-last: test-suites
 	@$(MAKE) --no-print-directory test-timed
@@ -160,7 +160,7 @@ BROKER_SKIP = --skip test_gnome_shell --skip test_waybar --skip test_package --s
 # find no error.
 deb: setup
 	@scripts/setup.sh --deb
-	DEB_JOBS=$(DEB_JOBS) $(IDLE) scripts/make-deb.sh
+	DEB_JOBS=$(DEB_JOBS) DEB_XZ_LEVEL=$(DEB_XZ_LEVEL) $(IDLE) scripts/make-deb.sh
 
 # Builds the package and tests it extracted (dpkg-deb -x) into a temporary root: its agent runs
 # from there without the toolchain, and D-Bus activation starts it from the package's service file

@@ -15,6 +15,8 @@ unset MAKEFLAGS MFLAGS
 mkdir -p .build/tmp
 export TMPDIR="$PWD/.build/tmp"
 # DEB_JOBS: how many compile jobs at once (make test builds on one core while its suites run).
+# DEB_XZ_LEVEL: xz's level for the packages (dpkg-deb's default, 6, unless given; make test, which
+# unpacks and installs them and ships nothing, takes 1: the same files, a second instead of twelve).
 FLAGS="-c release --static-swift-stdlib --disable-local-rpath -Xlinker -z -Xlinker now --scratch-path $SCRATCH${DEB_JOBS:+ -j $DEB_JOBS}"
 # shellcheck disable=SC2086
 swift build $FLAGS --product netactivityd >&2
@@ -193,7 +195,7 @@ for name in libnetactivity-1-0 gir1.2-netactivity-1.0 libnetactivity-1-dev gnome
     arch=$ARCH
     case $name in gnome-shell-extension-*) arch=all ;; esac
     out=dist/${name}_${VERSION}_${arch}.deb
-    dpkg-deb --root-owner-group -Zxz --build "$root" "$out" >&2
+    dpkg-deb --root-owner-group -Zxz${DEB_XZ_LEVEL:+ -z$DEB_XZ_LEVEL} --build "$root" "$out" >&2
     if command -v lintian >/dev/null 2>&1; then
         # Errors fail the build; warnings are shown.
         lintian --fail-on error "$out" >&2
