@@ -99,10 +99,10 @@ lint:
 # when it ends): the desktop suites (once the Debian 13 root they run GNOME Shell 48 in is made),
 # the bus suites on dbus-daemon, and the bus suites on dbus-broker; then, alone, what times
 # answers: the library's "never waits" tests (calls timed in 100 ms, in a Swift concurrency pool
-# no other suite may starve) and the integration classes that time the agent's. The Debian 13
-# roots and the Debian package's release build run all along at idle priority (SCHED_IDLE): they
-# take only the CPU the suites leave, which preempt them the moment they wake; the package's
-# tests come last.
+# no other suite may starve) and the integration classes that time the agent's. The Debian
+# package's release build (and the small Debian 13 root it is installed into) runs all along at
+# idle priority (SCHED_IDLE): it takes only the CPU the suites leave, which preempt it the moment
+# they wake; its tests come last.
 test: setup
 	@scripts/setup.sh --gnome
 	@scripts/setup.sh --deb
@@ -125,7 +125,7 @@ test-unit:
 	$(SWIFT) test --skip-build --skip NeverFailTests
 
 debian13-root:
-	@$(IDLE) scripts/debian13-root.sh $(DEBIAN13_ROOT) >/dev/null
+	@scripts/debian13-root.sh $(DEBIAN13_ROOT) >/dev/null
 debian13-base:
 	@$(IDLE) scripts/debian13-root.sh --base $(DEBIAN13_BASE) >/dev/null
 
