@@ -8,8 +8,8 @@ SWIFT_TMP = $(CURDIR)/.build/tmp
 SWIFT ?= env TMPDIR=$(SWIFT_TMP) swift
 PYTHON ?= /usr/bin/python3
 DEBUG_BIN = .build/debug
-# Debug builds (make build, run, test) carry no DWARF: the build make test waits for takes about a
-# sixth less time, and a crash's backtrace still names its functions. `SWIFT_DEBUG=` puts it back
+# Debug builds (make build, run, test) carry no DWARF: a cold build takes a tenth to a sixth less
+# CPU, and a crash's backtrace still names its functions. `SWIFT_DEBUG=` puts it back
 # for lldb (every debug build must use the same flags, or each rebuilds the others' modules).
 SWIFT_DEBUG ?= -Xswiftc -gnone
 RELEASE_BIN = .build/release
