@@ -10,6 +10,7 @@ import tempfile
 import threading
 import unittest
 
+import contract
 from harness import ROOT, Agent, PrivateBus, wait_until
 from test_decoder import png
 from test_pixels import PixelServer
@@ -104,7 +105,7 @@ class GtkExampleTests(unittest.TestCase):
         proc, lines = self.run_example(command, "/text")
         self.assertEqual(proc.wait(60), 1)
         wait_until(lambda: lines, what="the example's line")
-        self.assertTrue(lines[0].startswith("failed org.example.NetActivity.Error.NotAnImage: "), lines)
+        self.assertTrue(lines[0].startswith("failed %s: " % contract.Error.NotAnImage), lines)
 
     @unittest.skipUnless(os.path.exists(C_EXAMPLE), "the C example is not built (make test builds it)")
     def test_the_c_example_shows_the_agents_pixels_in_a_window(self):

@@ -346,15 +346,18 @@ export HOME=/tmp XDG_CACHE_HOME=/tmp/cache XDG_CONFIG_HOME=/tmp/config
 dbus-daemon --session --fork --address=unix:path=/tmp/bus --print-address=3 3>/tmp/address 2>/tmp/bus.log
 export DBUS_SESSION_BUS_ADDRESS=$(head -n1 /tmp/address)
 # The first call starts the agent from the package's activation file.
-gdbus call --session --dest org.example.NetActivity --object-path /org/example/NetActivity \
-    --method org.freedesktop.DBus.Properties.Get org.example.NetActivity Version
+gdbus call --session --dest %(name)s --object-path %(path)s \
+    --method org.freedesktop.DBus.Properties.Get %(activity)s %(version)s
 netactivity status --json
 netactivity cache add picture /dist/image.png
-gdbus call --session --dest org.example.NetActivity --object-path /org/example/NetActivity \
-    --method org.example.NetActivity.ImageCache.OpenPixels picture '{}'
+gdbus call --session --dest %(name)s --object-path %(path)s \
+    --method %(cache)s.%(open_pixels)s picture '{}'
 echo "decoders in bubblewrap: $(for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c '^[^ ]*bwrap .*netactivity-decoder')" 
 cat /tmp/bus.log
-""" % {"main": " ".join("/dist/" + n for n in names[:3]), "ext": names[3], "legacy": names[4]}
+""" % {"main": " ".join("/dist/" + n for n in names[:3]), "ext": names[3], "legacy": names[4],
+       "name": contract.BUS_NAME, "path": contract.OBJECT_PATH, "activity": contract.Activity.INTERFACE,
+       "version": contract.Activity.Version, "cache": contract.ImageCache.INTERFACE,
+       "open_pixels": contract.ImageCache.OpenPixels}
         # A PID namespace of its own: the bus daemon (which forks) and the agent it starts end with it.
         r = subprocess.run(["bwrap", "--unshare-pid", "--bind", root, "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
                             "--bind", dist, "/dist", "--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf",
