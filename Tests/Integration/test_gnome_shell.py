@@ -146,10 +146,22 @@ class ShellSession(unittest.TestCase):
 
     @classmethod
     def _wrap(cls, argv):
+        """argv in the root, run as the test user. When this test is root, bwrap runs as root (the
+        root may be in a clone that only root may enter: a mode-700 home or mktemp folder) and the
+        root's setpriv becomes the test user inside, keeping no capability; `_spawn` then starts
+        it as root (`by_root`)."""
         if not cls.root:
             return argv
+        if cls._by_root():
+            argv = ["setpriv", "--reuid=%d" % cls.user.pw_uid, "--regid=%d" % cls.user.pw_gid, "--clear-groups",
+                    "--inh-caps=-all", "--bounding-set=-all", "--", *argv]
         return in_root(cls.root, argv, [(cls.dir, cls.dir)] + [(os.path.join(cls.dir, "etc", name), "/etc/" + name)
                                                                  for name in ("passwd", "group", "machine-id")])
+
+    @classmethod
+    def _by_root(cls):
+        """Whether a wrapped command starts as root and becomes the test user inside the root."""
+        return bool(cls.root) and os.getuid() == 0
 
     @classmethod
     def _root_identity(cls, home):
@@ -187,10 +199,11 @@ class ShellSession(unittest.TestCase):
         return path
 
     @classmethod
-    def _spawn(cls, name, argv, env):
+    def _spawn(cls, name, argv, env, by_root=False):
         log = open(os.path.join(cls.dir, name + ".log"), "w")
         cls.logs[name] = log.name
-        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=cls.dir, **cls._as_user())
+        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=cls.dir,
+                                **({} if by_root else cls._as_user()))
         cls.procs.append(proc)
         return proc
 
@@ -248,7 +261,7 @@ class ShellSession(unittest.TestCase):
         cls.agent = cls._start_agent()
         cls.shell = cls._spawn("gnome-shell", cls._wrap([
             "gnome-shell" if cls.root else SHELL, "--headless", "--wayland", "--no-x11", "--virtual-monitor", "1280x800"]),
-            dict(cls.env, LIBGL_ALWAYS_SOFTWARE="1", GNOME_SHELL_SESSION_MODE="user"))
+            dict(cls.env, LIBGL_ALWAYS_SOFTWARE="1", GNOME_SHELL_SESSION_MODE="user"), by_root=cls._by_root())
         def enabled():
             if cls.shell.poll() is not None:
                 raise AssertionError("gnome-shell exited: " + cls.log("gnome-shell"))
