@@ -704,11 +704,13 @@ class CancelTests(DownloadTestCase):
         indicator = self.observe()
         c = self.client(self.http.url("/slow.png"))
         wait_until(lambda: [v for v, _ in indicator.visible() if v], what="Visible true")
-        task = self.events(c, "requested")[0]["task"]
+        # The client's own line may be read after the observer's: waited for, not taken at once.
+        task = wait_until(lambda: self.events(c, "requested"), what="the client's receipt")[0]["task"]
         obj = self.conn.get_object(NAME, task, introspect=False)
-        wait_until(lambda: int(obj.Get(contract.Task.INTERFACE, "CountOfBytesReceived", dbus_interface=PROPS)) > 0,
+        T = contract.Task
+        wait_until(lambda: int(obj.Get(T.INTERFACE, T.CountOfBytesReceived, dbus_interface=PROPS)) > 0,
                    what="byte progress on the task")
-        self.assertEqual(obj.Get(contract.Task.INTERFACE, "State", dbus_interface=PROPS), contract.Task.STATE_RUNNING)
+        self.assertEqual(obj.Get(T.INTERFACE, T.State, dbus_interface=PROPS), T.STATE_RUNNING)
         self.finished(c, 1)
         wait_until(lambda: [v for v, _ in indicator.visible() if not v], what="Visible false")
 
