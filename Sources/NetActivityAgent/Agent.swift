@@ -154,12 +154,14 @@ public final class Agent {
             context: context, loop: loop, activationDelay: options.activationDelay,
             completionDelay: options.completionDelay)
         tasks = TaskService(context: context, activity: activity, linger: options.completedTaskLinger)
-        images = ImageCacheService(context: context)
+        let pixels = PixelTier(fileLimit: context.accounts.fileLimit)
+        let decoding = Decoding(tier: pixels, context: context, loop: loop)
+        images = ImageCacheService(context: context, pixels: pixels, decoding: decoding)
         downloads = DownloadService(
-            context: context, loop: loop, images: images, tasks: tasks, activity: activity,
+            context: context, loop: loop, images: images, pixels: pixels, decoding: decoding, tasks: tasks,
+            activity: activity,
             announceAfter: bound(activity) { $0.machine.activationDelay })
         activity.tasks = tasks
-        images.pixels = downloads.pixels
         downloads.onFailure.append(
             bound(self) { me, url, message in me.notifier?.downloadFailed(url: url, error: message) })
         // A departing client's tasks complete (ClientVanished) and its receipts go before its
@@ -307,7 +309,7 @@ public final class Agent {
             context.logger.warning("Image cache limits not changed: \(error)")
         }
         let decoded = options.decodedCacheLimits.over(
-            defaults: (PixelPipeline.defaultCapacity, PixelPipeline.defaultPreferred))
+            defaults: (PixelTier.defaultCapacity, PixelTier.defaultPreferred))
         do {
             try images.setDecodedLimits(capacity: decoded.capacity, preferred: decoded.preferred)
         } catch {
@@ -376,7 +378,7 @@ public final class Agent {
 
     private func memoryPressure(critical: Bool, source: String) {
         images.memoryPressure(critical: critical, source: source)
-        let decoded = downloads.pixels.trim(critical: critical)
+        let decoded = images.pixels.trim(critical: critical)
         if decoded > 0 { context.logger.notice("Memory pressure: let go of \(decoded) decoded images") }
     }
 

@@ -103,35 +103,11 @@ extension DownloadService: BusService {
     func fetchPixels(_ call: inout MethodCall) throws {
         let url = try call.args.read(String.self)
         let options = try call.args.readVardict()
-        let reply = context.replyLater(call.message) { (answer: PixelPipeline.Answer, w) in
-            try Self.write(answer, to: &w)
-        }
+        let reply = context.replyLater(call.message) { (answer: PixelsReply, w) in try answer.write(to: &w) }
         guard let answer = try fetchPixels(url: url, options: options, owner: call.sender, reply: reply) else {
             return call.deferReply()
         }
-        try Self.write(answer, to: &call.reply)
-    }
-
-    /// FetchPixels' (h pixels, a{sv} info): a read-only open of the decoded pixels' sealed memfd
-    /// for this caller (its own file offset; the same memory for every caller).
-    static func write(_ answer: PixelPipeline.Answer, to w: inout MessageWriter) throws {
-        guard let fd = SealedMemory.openForClient(answer.pixels.fd, count: answer.pixels.byteCount) else {
-            throw NetActivityError.failed("Could not share the pixels: \(String(cString: strerror(errno)))")
-        }
-        defer { close(fd) }
-        try w.appendFD(fd)
-        typealias Info = DownloaderMember.FetchPixelsInfo
-        var info: [String: DBusValue] = [
-            Info.width.rawValue: .uint32(answer.pixels.width), Info.height.rawValue: .uint32(answer.pixels.height),
-            Info.stride.rawValue: .uint32(answer.pixels.stride),
-            Info.format.rawValue: .string(DownloaderMember.FetchPixelsFormat.b8g8r8a8Premultiplied.rawValue),
-            Info.originalWidth.rawValue: .uint32(answer.pixels.originalWidth),
-            Info.originalHeight.rawValue: .uint32(answer.pixels.originalHeight),
-            Info.source.rawValue: .string(answer.source.rawValue),
-            Info.contentType.rawValue: .string(answer.contentType),
-        ]
-        if answer.httpStatus != 0 { info[Info.httpStatus.rawValue] = .uint32(answer.httpStatus) }
-        try w.appendVardict(info)
+        try answer.write(to: &call.reply)
     }
 
     /// FetchImage's (h image, t size, a{sv} info): the body's sealed memfd, opened read-only for

@@ -37,11 +37,14 @@ public final class DownloadService: ImageDownloader.Observer {
     /// `diskTier`: whether to keep a disk tier in the user's cache directory.
     /// `announceAfter`: how long a transfer runs before its task object is published (the
     /// indicator's ActivationDelay: what ends sooner, no person could have seen).
-    public init(
-        context: AgentContext, loop: EventLoop, images: any ImageStore, tasks: any TaskFactory,
-        activity: any ActivitySink,
+    /// `pixels` and `decoding`: the decoded tier and its decoders, shared with the image cache.
+    init(
+        context: AgentContext, loop: EventLoop, images: any ImageStore, pixels: PixelTier, decoding: Decoding,
+        tasks: any TaskFactory, activity: any ActivitySink,
         announceAfter: @escaping () -> Duration, transport: (any HTTPTransport)? = nil, diskTier: Bool = true
     ) {
+        self.pixels = pixels
+        self.decoding = decoding
         givenTransport = transport
         useDiskTier = diskTier
         self.context = context
@@ -116,8 +119,9 @@ public final class DownloadService: ImageDownloader.Observer {
         context: context, core: core, pipeline: pipeline, prefetching: prefetching)
     /// PrefetchImages and CancelPrefetch.
     lazy var prefetching = Prefetching(context: context, downloads: self)
-    /// FetchPixels: decoding (in netactivity-decoder) and the decoded pixels' tier.
-    lazy var pixels = PixelPipeline(context: context, loop: loop, images: images)
+    /// FetchPixels: the decoded pixels' tier, and decoding (in netactivity-decoder).
+    let pixels: PixelTier
+    let decoding: Decoding
 
     /// At exit: waits up to `milliseconds` for the disk writes under way.
     public func finishDiskWrites(milliseconds: Int) {
@@ -333,23 +337,37 @@ public final class DownloadService: ImageDownloader.Observer {
     /// Starts a `FetchPixels` for `owner`: decoded pixels held already are answered at once;
     /// otherwise the image comes as for `FetchImage` and `reply` hears its pixels (or the error)
     /// once, on a later turn than this call.
+    ///
+    /// Provenance is the image's: pixels decoded from what the downloader stored are everyone's;
+    /// pixels of an app's own `AddImage` for the URL answer that app alone (their key names it).
     func fetchPixels(
         url: String, options: [String: DBusValue], owner: String,
-        reply: @escaping (Result<PixelPipeline.Answer, NetActivityError>) -> Void
-    ) throws(NetActivityError) -> PixelPipeline.Answer? {
+        reply: @escaping (Result<PixelsReply, NetActivityError>) -> Void
+    ) throws(NetActivityError) -> PixelsReply? {
         typealias Option = DownloaderMember.FetchPixelsOption
-        let box = PixelPipeline.Box(
-            maxWidth: options[Option.maxWidth.rawValue]?.uint32Value ?? 0,
-            maxHeight: options[Option.maxHeight.rawValue]?.uint32Value ?? 0)
+        let box = PixelBox(options: options)
         let request = try requestOptions(url: url, options: options, owner: owner, method: .fetchPixels, Option.self)
         let leaf = context.peers.app(of: owner)
-        if !request.reload, let hit = pixels.cached(request.key, box: box, reader: leaf, maxAge: request.maxAge) {
-            return hit
+        // The caller's own entry for the URL, if it has one, is what it reads: asked once.
+        let own = images.hasOwnEntry(request.key, leaf: leaf)
+        let ownKey = PixelKey(storage: own ? ImageCacheService.ownKey(request.key, leaf) : request.key, box: box)
+        if !request.reload, let hit = pixels.entry(ownKey),
+            request.maxAge.map({ Double(context.scheduler.nowNanoseconds &- hit.storedAt) / 1e9 < $0 }) ?? true
+        {
+            return PixelsReply(hit, source: .memory)
         }
         let decode = bound(self) { (me, image: Answer) in
-            // An image answered from memory may be the caller's own entry: its pixels are its own too.
-            let own = image.source == .memory && me.images.hasOwnEntry(request.key, leaf: leaf)
-            me.pixels.decode(image, imageKey: request.key, box: box, reader: leaf, own: own, reply: reply)
+            // An image answered from memory is the caller's own entry when it has one.
+            let key = own && image.source == .memory ? ownKey : PixelKey(storage: request.key, box: box)
+            let source: DownloaderMember.FetchPixelsSource =
+                switch image.source {
+                case .memory: .memory
+                case .disk: .disk
+                case .network: .network
+                }
+            me.decoding.decode(
+                image.body, contentType: image.info.format.mediaType, key: key, owner: leaf, reader: leaf
+            ) { result in reply(result.map { PixelsReply($0, source: source, httpStatus: image.httpStatus) }) }
         }
         let image = try fetch(url: url, options: options, owner: owner, method: .fetchPixels, Option.self) { result in
             switch result {

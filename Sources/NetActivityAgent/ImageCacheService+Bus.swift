@@ -42,14 +42,14 @@ extension ImageCacheService: BusService {
                 try s.setCacheLimits(capacity: s.imageCache.memoryCapacity, preferred: try r.read(UInt64.self))
             }
         case .decodedMemoryCapacity:
-            .readwrite({ s, w in w.append(s.pixels?.memoryCapacity ?? 0) }) { s, r in
+            .readwrite({ s, w in w.append(s.pixels.memoryCapacity) }) { s, r in
                 try s.setDecodedLimits(capacity: try r.read(UInt64.self), preferred: nil)
             }
         case .decodedPreferredMemoryUsageAfterPurge:
-            .readwrite({ s, w in w.append(s.pixels?.preferredMemoryUsageAfterPurge ?? 0) }) { s, r in
+            .readwrite({ s, w in w.append(s.pixels.preferredMemoryUsageAfterPurge) }) { s, r in
                 try s.setDecodedLimits(capacity: nil, preferred: try r.read(UInt64.self))
             }
-        case .decodedMemoryUsage: .read { s, w in w.append(s.pixels?.memoryUsage ?? 0) }
+        case .decodedMemoryUsage: .read { s, w in w.append(s.pixels.memoryUsage) }
         case .memoryUsage: .read { s, w in w.append(s.imageCache.memoryUsage) }
         case .imageCount: .read { s, w in w.append(UInt32(clamping: s.imageCache.count)) }
         case .memoryUsageByApp: .read { s, w in s.writeMemoryUsageByApp(&w) }
@@ -80,7 +80,7 @@ extension ImageCacheService: BusService {
     /// DecodedStatistics: the decoded tier's counters (those it shares with Statistics, and the
     /// decoders').
     func writeDecodedStatistics(_ w: inout MessageWriter) {
-        let s = pixels?.statistics ?? .init()
+        let s = decoding.statistics
         Self.appendCounters(
             &w,
             ImageCacheMember.DecodedStatisticsKey.allCases.map { key in
@@ -102,9 +102,7 @@ extension ImageCacheService: BusService {
     }
 
     /// A tier's counter by its Statistics key (the image cache's, or the decoded tier's).
-    private static func count<Image>(
-        _ key: ImageCacheMember.StatisticsKey, _ s: AutoPurgingImageCache<Image>.Statistics
-    ) -> UInt64 {
+    private static func count(_ key: ImageCacheMember.StatisticsKey, _ s: CacheStatistics) -> UInt64 {
         switch key {
         case .hits: s.hits
         case .misses: s.misses
@@ -184,36 +182,30 @@ extension ImageCacheService: BusService {
         reply.append(UInt64(image.size))
     }
 
-    /// OpenPixels: what OpenImage would hand out, decoded (see `PixelPipeline`). The decoded
+    /// OpenPixels: what OpenImage would hand out, decoded (see `Decoding`). The decoded
     /// entry's key names the entry it came from, so it answers exactly those who may read that one.
     func openPixels(_ call: inout MethodCall) throws {
         typealias Option = ImageCacheMember.OpenPixelsOption
         let key = try Self.identifier(try call.args.read(String.self))
         let options = try call.args.readVardict()
         try checkOptions(options, of: ImageCacheMember.Method.openPixels.rawValue, Option.self)
-        let box = PixelPipeline.Box(
-            maxWidth: options[Option.maxWidth.rawValue]?.uint32Value ?? 0,
-            maxHeight: options[Option.maxHeight.rawValue]?.uint32Value ?? 0)
         let reader = context.peers.identity(of: call.sender)
         let storage = readKey(key, reader: reader)
-        guard let pixels else { throw NetActivityError(.decode, "The agent decodes no images") }
         guard let image = imageCache.image(for: storage) else {
             throw NetActivityError(.notFound, "No image '\(key)' in the cache")
         }
-        let pixelKey = PixelPipeline.key(storage, box)
-        if let hit = pixels.cached(key: pixelKey) { return try DownloadService.write(hit, to: &call.reply) }
-        pixels.decode(
-            image.body, info: image.info, source: .memory, httpStatus: 0, key: pixelKey,
-            owner: imageCache.owner(of: storage) ?? "", box: box, reader: reader.leaf,
-            reply: context.replyLater(call.message) { (answer: PixelPipeline.Answer, w) in
-                try DownloadService.write(answer, to: &w)
-            })
+        let pixelKey = PixelKey(storage: storage, box: PixelBox(options: options))
+        if let hit = pixels.entry(pixelKey) { return try PixelsReply(hit, source: .memory).write(to: &call.reply) }
+        let reply = context.replyLater(call.message) { (answer: PixelsReply, w) in try answer.write(to: &w) }
+        decoding.decode(
+            image.body, contentType: image.info.format.mediaType, key: pixelKey,
+            owner: imageCache.owner(of: storage) ?? "", reader: reader.leaf
+        ) { result in reply(result.map { PixelsReply($0, source: .memory) }) }
         call.deferReply()
     }
 
     /// DecodedMemoryCapacity or DecodedPreferredMemoryUsageAfterPurge set (nil: kept as it is).
     func setDecodedLimits(capacity: UInt64?, preferred: UInt64?) throws {
-        guard let pixels else { throw NetActivityError(.decode, "The agent decodes no images") }
         let old = (pixels.memoryCapacity, pixels.preferredMemoryUsageAfterPurge)
         try pixels.setLimits(capacity: capacity ?? old.0, preferred: preferred ?? old.1)
         typealias P = ImageCacheMember.Property
@@ -240,7 +232,7 @@ extension ImageCacheService: BusService {
     func removeAllImages(_ call: inout MethodCall) {
         let caller = context.peers.identity(of: call.sender)
         guard caller.isSandboxed else {
-            pixels?.forgetAll()
+            pixels.forgetAll()
             return call.reply.append(!imageCache.removeAll().isEmpty)
         }
         call.reply.append(!removeImages(where: { _, owner in owner == caller.leaf }).isEmpty)

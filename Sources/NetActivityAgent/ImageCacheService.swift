@@ -49,12 +49,15 @@ public protocol ImageStore: AnyObject {
 public final class ImageCacheService: ImageStore {
     let context: AgentContext
     var imageCache = AutoPurgingImageCache<CachedImage>()
-    /// Decoding and the decoded tier (the downloader's, shared: OpenPixels and FetchPixels of one
-    /// image meet there).
-    weak var pixels: PixelPipeline?
+    /// The decoded tier and its decoders (shared with the downloader: OpenPixels and FetchPixels of
+    /// one image meet there).
+    let pixels: PixelTier
+    let decoding: Decoding
 
-    public init(context: AgentContext) {
+    init(context: AgentContext, pixels: PixelTier, decoding: Decoding) {
         self.context = context
+        self.pixels = pixels
+        self.decoding = decoding
         ImageBody.maxMemfds = NetActivityLimits.memfdImages(fileLimit: context.accounts.fileLimit)
         context.accounts.show([.images, .pixels], from: self)
     }
@@ -102,14 +105,14 @@ public final class ImageCacheService: ImageStore {
     func remove(_ key: String, by caller: ClientIdentity) -> Bool {
         let own = Self.storageKey(key, addedBy: caller)
         if imageCache.remove(own) != nil {
-            pixels?.forget(storageKeys: [own])
+            pixels.forget(storageKeys: [own])
             return true
         }
         guard own != key, Self.isURLKey(key), !caller.isSandboxed || imageCache.owner(of: key) == caller.leaf else {
             return false
         }
         guard imageCache.remove(key) != nil else { return false }
-        pixels?.forget(storageKeys: [key])
+        pixels.forget(storageKeys: [key])
         return true
     }
 
@@ -251,8 +254,8 @@ public final class ImageCacheService: ImageStore {
 
     /// New limits for a cache (of images, or of decoded pixels), or InvalidArgs naming its two
     /// properties: a capacity over 2^40, or a preferred usage above the capacity.
-    static func setLimits<Image>(
-        of cache: inout AutoPurgingImageCache<Image>, capacity: UInt64, preferred: UInt64,
+    static func setLimits<Key, Image>(
+        of cache: inout AutoPurgingCache<Key, Image>, capacity: UInt64, preferred: UInt64,
         names: (capacity: ImageCacheMember.Property, preferred: ImageCacheMember.Property)
     ) throws(NetActivityError) {
         guard capacity <= NetActivityLimits.maxCacheCapacity else {
@@ -315,7 +318,7 @@ extension ImageCacheService {
     public func removeImages(where matches: (_ key: String, _ owner: String) -> Bool) -> [String] {
         let removed = imageCache.keysByRecency.filter { matches($0, imageCache.owner(of: $0) ?? "") }
         for key in removed { _ = imageCache.remove(key) }
-        pixels?.forget(storageKeys: removed)
+        pixels.forget(storageKeys: removed)
         return removed
     }
 
@@ -382,8 +385,7 @@ extension ImageCacheService: AccountBook {
     func holdings(_ resource: AgentAccounts.Resource, of app: String?) -> [AgentAccounts.Holding] {
         if resource == .pixels {
             return AgentAccounts.holdings(
-                of: app, .pixels, usage: pixels?.usageByOwner ?? [:],
-                capacity: pixels?.memoryCapacity ?? PixelPipeline.defaultCapacity)
+                of: app, .pixels, usage: pixels.usageByOwner, capacity: pixels.memoryCapacity)
         }
         return AgentAccounts.holdings(
             of: app, .images, usage: imageCache.usageByOwner, capacity: imageCache.memoryCapacity)

@@ -107,14 +107,14 @@ final class ClientDownloads: AgentParticipant {
 
     /// One FetchPixels: FetchImage's options and a box; the reply carries the decoded pixels.
     func fetchPixels(
-        url: String, maxWidth: UInt32, maxHeight: UInt32, additionalIdentifier: String, reload: Bool,
+        url: String, box: PixelBox, additionalIdentifier: String, reload: Bool,
         priority: ImagePriority, receipt: String?, _ done: @escaping ClientCore.Completion<DecodedImage>
     ) {
         typealias Option = DownloaderMember.FetchPixelsOption
         typealias Info = DownloaderMember.FetchPixelsInfo
         var options = Self.options(additionalIdentifier, reload, priority, receipt)
-        if maxWidth > 0 { options[Option.maxWidth.rawValue] = .uint32(maxWidth) }
-        if maxHeight > 0 { options[Option.maxHeight.rawValue] = .uint32(maxHeight) }
+        if box.maxWidth > 0 { options[Option.maxWidth.rawValue] = .uint32(box.maxWidth) }
+        if box.maxHeight > 0 { options[Option.maxHeight.rawValue] = .uint32(box.maxHeight) }
         downloadCall(.fetchPixels, url: url, options: options, done) { r throws(DBusError) in
             let fd = try r.readFD()
             guard let info = try? r.readVardict() else {

@@ -36,7 +36,7 @@ public final class ExecutorImageSlot<Image>: Sendable {
     ) {
         self.init(
             activity, callbacks: callbacks, placeholderDelay: placeholderDelay, decodeQueue: decodeQueue,
-            maker: .decode(decode), box: (0, 0), apply: apply)
+            maker: .decode(decode), box: .unbounded, apply: apply)
     }
 
     /// A slot whose images the agent decodes (as `ImageSlot`'s `pixels:` face): `pixels` makes the
@@ -48,12 +48,12 @@ public final class ExecutorImageSlot<Image>: Sendable {
     ) {
         self.init(
             activity, callbacks: callbacks, placeholderDelay: placeholderDelay, decodeQueue: decodeQueue,
-            maker: .wrap(pixels), box: (maxWidth, maxHeight), apply: apply)
+            maker: .wrap(pixels), box: PixelBox(maxWidth: maxWidth, maxHeight: maxHeight), apply: apply)
     }
 
     private init(
         _ activity: NetActivity, callbacks: CallbackExecutor, placeholderDelay: Duration, decodeQueue: DispatchQueue,
-        maker: SlotImageMaker<Image>, box: (UInt32, UInt32), apply: @escaping @Sendable (Image?) -> Void
+        maker: SlotImageMaker<Image>, box: PixelBox, apply: @escaping @Sendable (Image?) -> Void
     ) {
         loader = SlotLoader(
             core: activity.core, placeholderDelay: placeholderDelay.nanoseconds, asking: maker.asking(box))

@@ -170,9 +170,9 @@ final class SlotLoader: @unchecked Sendable {
                 url: request.url, additionalIdentifier: request.additionalIdentifier, reload: false, priority: priority,
                 receipt: receipt
             ) { result in answered(result.map { (.file($0.file), $0.source == .memory ? .cache : .download) }) }
-        case .pixels(let maxWidth, let maxHeight):
+        case .pixels(let box):
             core.downloads.fetchPixels(
-                url: request.url, maxWidth: maxWidth, maxHeight: maxHeight,
+                url: request.url, box: box,
                 additionalIdentifier: request.additionalIdentifier, reload: false, priority: priority, receipt: receipt
             ) { result in answered(result.map { (.pixels($0), $0.source) }) }
         }
@@ -212,14 +212,14 @@ enum SlotAsking: Sendable, Equatable {
     /// The encoded image (FetchImage): the app decodes.
     case image
     /// The agent's decoded pixels fit to a box (FetchPixels).
-    case pixels(maxWidth: UInt32, maxHeight: UInt32)
+    case pixels(PixelBox)
 
     /// Told apart in the app's memory tier: the same URL asked as bytes and as pixels of a box are
     /// different images.
     func memoryKey(_ additionalIdentifier: String) -> String {
         switch self {
         case .image: additionalIdentifier
-        case .pixels(let w, let h): additionalIdentifier + "\u{0}pixels \(w)x\(h)"
+        case .pixels(let box): additionalIdentifier + "\u{0}pixels \(box)"
         }
     }
 }
@@ -235,11 +235,11 @@ enum SlotImageMaker<Image>: Sendable {
     case decode(@Sendable ([UInt8]) -> sending Image?)
     case wrap(@Sendable (DecodedImage) -> sending Image?)
 
-    /// What a slot with this maker and `box` (max width, max height) asks for.
-    func asking(_ box: (UInt32, UInt32)) -> SlotAsking {
+    /// What a slot with this maker and `box` asks for.
+    func asking(_ box: PixelBox) -> SlotAsking {
         switch self {
         case .decode: .image
-        case .wrap: .pixels(maxWidth: box.0, maxHeight: box.1)
+        case .wrap: .pixels(box)
         }
     }
 }
@@ -291,7 +291,7 @@ public final class ImageSlot<Image>: Sendable {
         _ activity: NetActivity, decode: @escaping @Sendable ([UInt8]) -> sending Image?,
         apply: @escaping @MainActor (Image?) -> Void
     ) {
-        self.init(activity, maker: .decode(decode), box: (0, 0), apply: apply)
+        self.init(activity, maker: .decode(decode), box: .unbounded, apply: apply)
     }
 
     /// A slot whose images the agent decodes (`fetchPixels`: once for every app, in its sandboxed
@@ -301,11 +301,11 @@ public final class ImageSlot<Image>: Sendable {
         _ activity: NetActivity, maxWidth: UInt32 = 0, maxHeight: UInt32 = 0,
         pixels: @escaping @Sendable (DecodedImage) -> sending Image?, apply: @escaping @MainActor (Image?) -> Void
     ) {
-        self.init(activity, maker: .wrap(pixels), box: (maxWidth, maxHeight), apply: apply)
+        self.init(activity, maker: .wrap(pixels), box: PixelBox(maxWidth: maxWidth, maxHeight: maxHeight), apply: apply)
     }
 
     private init(
-        _ activity: NetActivity, maker: SlotImageMaker<Image>, box: (UInt32, UInt32),
+        _ activity: NetActivity, maker: SlotImageMaker<Image>, box: PixelBox,
         apply: @escaping @MainActor (Image?) -> Void
     ) {
         self.maker = maker

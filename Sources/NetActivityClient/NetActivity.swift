@@ -283,7 +283,8 @@ public final class NetActivity: Sendable {
     ) async throws(NetActivityError) -> DecodedImage {
         try await cancellableFetch { core, receipt, done in
             core.downloads.fetchPixels(
-                url: url, maxWidth: maxWidth, maxHeight: maxHeight, additionalIdentifier: additionalIdentifier,
+                url: url, box: PixelBox(maxWidth: maxWidth, maxHeight: maxHeight),
+                additionalIdentifier: additionalIdentifier,
                 reload: reload, priority: priority, receipt: receipt, done)
         }.get()
     }

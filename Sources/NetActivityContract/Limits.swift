@@ -119,8 +119,13 @@ public enum NetActivityLimits {
     /// it the one that began to follow first stops hearing.
     public static let maxFollowersPerTask = 16
 
-    /// The most pixels decoded for one image (128 MiB of BGRA): beyond it TooLarge, from the header.
+    /// The most pixels the agent takes for one decoded image (128 MiB of BGRA): a request whose
+    /// pixels, fit to its box, would be more is TooLarge, known from the image's header.
     public static let maxDecodedPixels: UInt64 = 32 << 20
+    /// The most pixels a decoder reads for one image, whatever its box (a JPEG scaled in its IDCT,
+    /// or a progressive one, holds the whole source's coefficients): beyond it TooLarge, from the
+    /// header.
+    public static let maxSourcePixels: UInt64 = 128 << 20
 
     /// Transfers running at once (each holding a slot or yielded), over all apps: each is a socket.
     public static let maxRunningTransfers = 256

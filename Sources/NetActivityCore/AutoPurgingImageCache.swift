@@ -10,7 +10,7 @@
 /// recently used within it, and stops when nobody is above its share: an owner within its share is
 /// never evicted for another (the preferred usage is a wish, the capacity a bound). An image whose
 /// own owner is above its share and that cannot fit otherwise is refused (`overShare`).
-public struct AutoPurgingImageCache<Image> {
+public struct AutoPurgingCache<Key: Hashable, Image> {
     public static var defaultCapacity: UInt64 { 100 * 1024 * 1024 }
     public static var defaultPreferred: UInt64 { 60 * 1024 * 1024 }
 
@@ -18,7 +18,7 @@ public struct AutoPurgingImageCache<Image> {
     @inlinable public var memoryCapacity: UInt64 { _memoryCapacity }
     @usableFromInline var _preferredMemoryUsageAfterPurge: UInt64
     @inlinable public var preferredMemoryUsageAfterPurge: UInt64 { _preferredMemoryUsageAfterPurge }
-    @usableFromInline var entries = LRUCache<String, Entry>()
+    @usableFromInline var entries = LRUCache<Key, Entry>()
 
     @usableFromInline struct Entry {
         @usableFromInline var image: Image
@@ -31,22 +31,11 @@ public struct AutoPurgingImageCache<Image> {
     /// Each entry's owner and each owner's keys in recency order, for fair eviction. Kept only while
     /// the cache holds entries of more than one owner: with one (the common case), the purge is the
     /// plain LRU walk with no hashing at all, and adds and lookups pay nothing for fairness.
-    @usableFromInline var owners: OwnerLedger<String>?
+    @usableFromInline var owners: OwnerLedger<Key>?
     @usableFromInline var _statistics = Statistics()
     @inlinable public var statistics: Statistics { _statistics }
 
-    public struct Statistics: Equatable, Sendable {
-        public var hits: UInt64 = 0
-        public var misses: UInt64 = 0
-        public var insertions: UInt64 = 0
-        public var evictions: UInt64 = 0
-        /// Memory-pressure events acted on, and what they freed.
-        public var pressureModerate: UInt64 = 0
-        public var pressureCritical: UInt64 = 0
-        public var pressureEvictions: UInt64 = 0
-        public var pressureBytesFreed: UInt64 = 0
-        public init() {}
-    }
+    public typealias Statistics = CacheStatistics
 
     public enum Refusal: Error, Equatable, Sendable {
         /// The image alone is larger than the capacity.
@@ -78,7 +67,7 @@ public struct AutoPurgingImageCache<Image> {
 
     /// Records `owner` for `key`: the ledger starts, from the entries as they are, when a second
     /// owner appears.
-    @inlinable mutating func noteOwner(_ owner: String, of key: String, cost: UInt64, asOldest: Bool = false) {
+    @inlinable mutating func noteOwner(_ owner: String, of key: Key, cost: UInt64, asOldest: Bool = false) {
         if owners == nil {
             // `key` is already in, as the most recent (or the least): the entry at the other end
             // is another one when there are two or more, and without a ledger it has the owner of
@@ -86,7 +75,7 @@ public struct AutoPurgingImageCache<Image> {
             guard entries.count > 1, let other = (asOldest ? entries.newestValue : entries.oldestValue)?.owner,
                 other != owner
             else { return }
-            var ledger = OwnerLedger<String>()
+            var ledger = OwnerLedger<Key>()
             for k in entries.keysByRecency.reversed() where k != key {
                 if let e = entries.peekEntry(k) { ledger.note(k, cost: e.cost, owner: e.value.owner) }
             }
@@ -104,7 +93,7 @@ public struct AutoPurgingImageCache<Image> {
     /// caller can release resources the images hold. The image just added is never evicted by its
     /// own insertion (it is the most recent, and it fits within the capacity).
     @discardableResult
-    @inlinable public mutating func add(_ image: Image, cost: UInt64, for key: String, owner: String = "")
+    @inlinable public mutating func add(_ image: Image, cost: UInt64, for key: Key, owner: String = "")
         throws(Refusal) -> [Image]
     {
         guard cost <= memoryCapacity else { throw .tooLarge(cost: cost, capacity: memoryCapacity) }
@@ -131,8 +120,7 @@ public struct AutoPurgingImageCache<Image> {
     /// as the least recently used entry of the cache and of its owner: when room is needed, it goes
     /// first, until someone uses it. A key already held is left as it is. Returns whether it was added.
     @discardableResult
-    @inlinable public mutating func addIfRoom(_ image: Image, cost: UInt64, for key: String, owner: String = "") -> Bool
-    {
+    @inlinable public mutating func addIfRoom(_ image: Image, cost: UInt64, for key: Key, owner: String = "") -> Bool {
         guard !entries.contains(key), memoryUsage + cost <= memoryCapacity else { return false }
         entries.set(Entry(image: image, owner: owner), cost: cost, for: key, asOldest: true)
         noteOwner(owner, of: key, cost: cost, asOldest: true)
@@ -141,7 +129,7 @@ public struct AutoPurgingImageCache<Image> {
     }
 
     /// Removes the image just added for `key`, uncounted, and says why (`overShare`).
-    @inlinable mutating func takeBack(_ key: String, owner: String, ledger: OwnerLedger<String>) -> Refusal {
+    @inlinable mutating func takeBack(_ key: Key, owner: String, ledger: OwnerLedger<Key>) -> Refusal {
         let refusal = Refusal.overShare(
             owner: owner, usage: ledger.usage(of: owner), share: ledger.share(of: owner, capacity: memoryCapacity))
         _ = remove(key)
@@ -150,7 +138,7 @@ public struct AutoPurgingImageCache<Image> {
     }
 
     /// The image for `key`, refreshed as the most recently used; counts a hit or a miss.
-    @inlinable public mutating func image(for key: String) -> Image? {
+    @inlinable public mutating func image(for key: Key) -> Image? {
         if let entry = entries.value(for: key) {
             _statistics.hits += 1
             owners?.touch(key)
@@ -161,13 +149,13 @@ public struct AutoPurgingImageCache<Image> {
     }
 
     /// The image for `key` without counting or refreshing it.
-    @inlinable public func peek(_ key: String) -> Image? { entries.peek(key)?.image }
+    @inlinable public func peek(_ key: Key) -> Image? { entries.peek(key)?.image }
 
     /// The owner of the entry for `key`, if there is one.
-    @inlinable public func owner(of key: String) -> String? { entries.peek(key)?.owner }
+    @inlinable public func owner(of key: Key) -> String? { entries.peek(key)?.owner }
 
     /// Removes the image for `key`; nil when there was none.
-    @inlinable public mutating func remove(_ key: String) -> Image? {
+    @inlinable public mutating func remove(_ key: Key) -> Image? {
         owners?.forget(key)
         defer { settleOwners() }
         return entries.remove(key)?.value.image
@@ -207,7 +195,7 @@ public struct AutoPurgingImageCache<Image> {
     }
 
     /// Keys from the most to the least recently used.
-    @inlinable public var keysByRecency: [String] { entries.keysByRecency }
+    @inlinable public var keysByRecency: [Key] { entries.keysByRecency }
 
     /// Evictions one purge makes at most; a purge that needs more goes on with `continuePurge()`
     /// (on a later turn of the owner's loop), so that no add holds the loop for a million tiny
@@ -216,7 +204,7 @@ public struct AutoPurgingImageCache<Image> {
 
     /// The purge under way that stopped at `purgeSlice` evictions: its target, what it keeps, and
     /// whether it must reach the target (nil: none).
-    @usableFromInline var pendingPurge: (target: UInt64, kept: String?, force: Bool)?
+    @usableFromInline var pendingPurge: (target: UInt64, kept: Key?, force: Bool)?
 
     /// Whether a purge waits for `continuePurge()`.
     @inlinable public var purgePending: Bool { pendingPurge != nil }
@@ -231,7 +219,7 @@ public struct AutoPurgingImageCache<Image> {
     /// Evicts down to `target`: fairly (see the type's comment), then, when `force` (memory
     /// pressure, a smaller capacity: the cache itself must shrink), least recently used first;
     /// `purgeSlice` entries at most, the rest left to `continuePurge()`.
-    @inlinable mutating func purge(to target: UInt64, keeping kept: String?, force: Bool = false) -> [Image] {
+    @inlinable mutating func purge(to target: UInt64, keeping kept: Key?, force: Bool = false) -> [Image] {
         var evicted: [Image] = []
         pendingPurge = nil
         let slice = Self.purgeSlice
@@ -272,8 +260,25 @@ public struct AutoPurgingImageCache<Image> {
     }
 }
 
-extension AutoPurgingImageCache: Sendable where Image: Sendable {}
-extension AutoPurgingImageCache.Entry: Sendable where Image: Sendable {}
+extension AutoPurgingCache: Sendable where Key: Sendable, Image: Sendable {}
+extension AutoPurgingCache.Entry: Sendable where Image: Sendable {}
+
+/// What a cache did (hits, misses, insertions, evictions, memory pressure).
+public struct CacheStatistics: Equatable, Sendable {
+    public var hits: UInt64 = 0
+    public var misses: UInt64 = 0
+    public var insertions: UInt64 = 0
+    public var evictions: UInt64 = 0
+    /// Memory-pressure events acted on, and what they freed.
+    public var pressureModerate: UInt64 = 0
+    public var pressureCritical: UInt64 = 0
+    public var pressureEvictions: UInt64 = 0
+    public var pressureBytesFreed: UInt64 = 0
+    public init() {}
+}
+
+/// The cache of images by their string keys (URLs and identifiers).
+public typealias AutoPurgingImageCache<Image> = AutoPurgingCache<String, Image>
 
 /// The cache key of an image request, without AFNetworking's ambiguity (it joined URL and
 /// identifier with nothing between, so "u"+"rl" and "ur"+"l" collided).

@@ -50,10 +50,6 @@
 
 #include "decoder_protocol.h"
 
-// Pixels the decoder may hold for the source of one image (a progressive JPEG keeps coefficients for
-// all of them, whatever the box): beyond it, TooLarge from the header alone.
-#define MAX_SOURCE_PIXELS (128ull << 20)
-
 typedef struct {
     uint32_t status;
     char message[sizeof(((struct decoder_reply *)0)->message)];
@@ -251,7 +247,7 @@ static outcome decode_png(const uint8_t *data, size_t size, const struct decoder
     }
     *ow = ihdr.width, *oh = ihdr.height;
     uint64_t pixels = (uint64_t)ihdr.width * ihdr.height;
-    if (pixels > rq->max_pixels || pixels > MAX_SOURCE_PIXELS) {
+    if (pixels > rq->max_pixels || pixels > rq->max_source_pixels) {
         result = fail(DECODER_TOO_LARGE, "PNG of %u x %u pixels is over the limit of %llu", ihdr.width, ihdr.height,
                       (unsigned long long)rq->max_pixels);
         goto done;
@@ -422,7 +418,7 @@ static outcome decode_jpeg(const uint8_t *data, size_t size, const struct decode
         if (m->marker == JPEG_APP0 + 1 && (orientation = exif_orientation(m->data, m->data_length)) != 1) break;
     uint32_t sw = info.image_width, sh = info.image_height;
     *ow = swaps(orientation) ? sh : sw, *oh = swaps(orientation) ? sw : sh;
-    if ((uint64_t)sw * sh > MAX_SOURCE_PIXELS) {
+    if ((uint64_t)sw * sh > rq->max_source_pixels) {
         jpeg_destroy_decompress(&info);
         return fail(DECODER_TOO_LARGE, "JPEG of %u x %u pixels is over the limit", sw, sh);
     }
@@ -502,7 +498,7 @@ static outcome decode_webp(const uint8_t *data, size_t size, const struct decode
         return fail(DECODER_FAILED, "WebP: not a WebP image this decoder reads");
     if (config.input.has_animation) return fail(DECODER_FAILED, "WebP: animations are not decoded");
     *ow = (uint32_t)config.input.width, *oh = (uint32_t)config.input.height;
-    if ((uint64_t)*ow * *oh > MAX_SOURCE_PIXELS)
+    if ((uint64_t)*ow * *oh > rq->max_source_pixels)
         return fail(DECODER_TOO_LARGE, "WebP of %u x %u pixels is over the limit", *ow, *oh);
     uint32_t tw, th;
     fit(*ow, *oh, rq->max_width, rq->max_height, &tw, &th);
@@ -566,7 +562,7 @@ static outcome decode_gif(const uint8_t *data, size_t size, const struct decoder
         result = fail(DECODER_FAILED, "GIF: an empty logical screen");
         goto done;
     }
-    if (pixels > rq->max_pixels || pixels > MAX_SOURCE_PIXELS) {
+    if (pixels > rq->max_pixels || pixels > rq->max_source_pixels) {
         result = fail(DECODER_TOO_LARGE, "GIF of %u x %u pixels is over the limit of %llu", *ow, *oh,
                       (unsigned long long)rq->max_pixels);
         goto done;

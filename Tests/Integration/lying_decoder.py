@@ -11,7 +11,7 @@ import socket
 import struct
 import sys
 
-REQUEST = struct.Struct("=IIQIIQ")           # magic, version, id, max_width, max_height, max_pixels
+REQUEST = struct.Struct("=IIQIIQQ")           # magic, version, id, max_width, max_height, max_pixels, max_source_pixels
 REPLY = struct.Struct("=IIQIIIIII200s")     # magic, status, id, width, height, stride, ow, oh, format, message
 REQUEST_MAGIC, REPLY_MAGIC = 0x5144414E, 0x5244414E
 OK, READY, FORMAT = 0, 5, 1
@@ -26,7 +26,7 @@ while True:
         break
     for fd in fds:
         os.close(fd)
-    _, _, request_id, _, _, _ = REQUEST.unpack(data)
+    _, _, request_id, _, _, _, _ = REQUEST.unpack(data)
     memfd = os.memfd_create("lie", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     os.ftruncate(memfd, size)
     if seals == "all":

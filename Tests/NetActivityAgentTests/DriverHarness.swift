@@ -71,9 +71,12 @@ final class DriverHarness {
             context: context, loop: loop, activationDelay: activation, completionDelay: completion)
         tasks = TaskService(context: context, activity: activity, linger: linger)
         activity.tasks = tasks
-        images = ImageCacheService(context: context)
+        let pixels = PixelTier(fileLimit: context.accounts.fileLimit)
+        let decoding = Decoding(tier: pixels, context: context, loop: loop)
+        images = ImageCacheService(context: context, pixels: pixels, decoding: decoding)
         downloads = DownloadService(
-            context: context, loop: loop, images: images, tasks: tasks, activity: activity,
+            context: context, loop: loop, images: images, pixels: pixels, decoding: decoding, tasks: tasks,
+            activity: activity,
             announceAfter: { .seconds(double: activation) }, transport: transport, diskTier: false)
         peers.onDeparture { [unowned self] peer in
             self.tasks.ownerVanished(peer)

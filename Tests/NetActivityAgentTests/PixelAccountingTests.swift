@@ -31,11 +31,11 @@ struct PixelAccountingTests {
 
     @Test("an entry is charged its pages, and at least a page and a descriptor's share of the capacity")
     func charge() {
-        #expect(PixelPipeline.charge(4, capacity: 100 << 20, maxEntries: 1 << 20) == 4096)
-        #expect(PixelPipeline.charge(4097, capacity: 100 << 20, maxEntries: 1 << 20) == 8192)
-        #expect(PixelPipeline.charge(4, capacity: 100 << 20, maxEntries: 2500) == (100 << 20) / 2500)
-        #expect(PixelPipeline.charge(12 << 20, capacity: 100 << 20, maxEntries: 2500) == 12 << 20)
+        #expect(PixelTier.charge(4, capacity: 100 << 20, maxEntries: 1 << 20) == 4096)
+        #expect(PixelTier.charge(4097, capacity: 100 << 20, maxEntries: 1 << 20) == 8192)
+        #expect(PixelTier.charge(4, capacity: 100 << 20, maxEntries: 2500) == (100 << 20) / 2500)
+        #expect(PixelTier.charge(12 << 20, capacity: 100 << 20, maxEntries: 2500) == 12 << 20)
         // However small the entries, the capacity holds at most `maxEntries` of them.
-        #expect((100 << 20) / PixelPipeline.charge(0, capacity: 100 << 20, maxEntries: 128) == 128)
+        #expect((100 << 20) / PixelTier.charge(0, capacity: 100 << 20, maxEntries: 128) == 128)
     }
 }

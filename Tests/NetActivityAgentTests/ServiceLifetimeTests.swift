@@ -18,16 +18,17 @@ struct ServiceLifetimeTests {
         weak var tasks: TaskService?
         weak var images: ImageCacheService?
         weak var downloads: DownloadService?
-        weak var pixels: PixelPipeline?
+        weak var pixels: PixelTier?
+        weak var decoding: Decoding?
         weak var context: AgentContext?
         do {
             let h = DriverHarness()
-            h.images.pixels = h.downloads.pixels  // as the agent wires them
             activity = h.activity
             tasks = h.tasks
             images = h.images
             downloads = h.downloads
             pixels = h.downloads.pixels
+            decoding = h.images.decoding
             context = h.context
             // Work that leaves timers, task objects and a transfer behind.
             try h.call(":1.5", ActivityMember.Method.incrementActivityCount.rawValue)
@@ -52,6 +53,7 @@ struct ServiceLifetimeTests {
         #expect(images == nil)
         #expect(downloads == nil)
         #expect(pixels == nil)
+        #expect(decoding == nil)
         #expect(context == nil)
     }
 }

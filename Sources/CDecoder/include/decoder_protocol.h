@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DECODER_PROTOCOL_VERSION 2u
+#define DECODER_PROTOCOL_VERSION 3u
 #define DECODER_REQUEST_MAGIC 0x5144414Eu  // "NADQ"
 #define DECODER_REPLY_MAGIC 0x5244414Eu    // "NADR"
 
@@ -16,8 +16,11 @@ struct decoder_request {
     uint64_t id;
     // The box the pixels must fit in, aspect kept, never enlarged (0: no limit on that side).
     uint32_t max_width, max_height;
-    // The most pixels the decoder may hold for this image (TooLarge beyond, from its header).
+    // The most pixels the reply may hold (TooLarge beyond, from the header).
     uint64_t max_pixels;
+    // The most pixels the decoder may read for the image, whatever the box (TooLarge beyond, from
+    // the header): a JPEG scaled in its IDCT still holds the whole source's coefficients.
+    uint64_t max_source_pixels;
 };
 
 enum decoder_status {

@@ -7,11 +7,12 @@ import Testing
 
 @testable import NetActivityAgent
 
-/// The agent's side of the image decoder: `DecoderPool` with real `netactivity-decoder` processes
-/// (built beside the tests), on an event loop of its own: what it answers, and what it does with a
-/// decoder that dies, stops, or has nothing to do.
-@Suite("Decoder pool", .serialized, .timeLimit(.minutes(1)))
-struct DecoderPoolTests {
+/// The agent's side of the image decoder: `DecoderRunner` with real `netactivity-decoder` processes
+/// (built beside the tests), their sockets on an event loop of its own and their timers on a manual
+/// scheduler: what it answers, and what it does with a decoder that dies, stops, or has nothing to
+/// do. (The pool's decisions alone are `DecoderPoolTests`' tables.)
+@Suite("Decoder runner", .serialized, .timeLimit(.minutes(1)))
+struct DecoderRunnerTests {
     /// The decoder built beside this test binary.
     static let decoder: String? = {
         guard let exe = ServiceProcess.executablePath else { return nil }
@@ -25,22 +26,38 @@ struct DecoderPoolTests {
     }()
 
     let loop = EventLoop()
+    let scheduler = ManualScheduler()
+
+    func runner(
+        _ path: String, bubblewrap: String? = nil, maxDecoders: Int = 2, timeout: Duration = .seconds(10),
+        idleTimeout: Duration = .seconds(30), limits: DecodeLimits = .init(), accounts: AgentAccounts = AgentAccounts()
+    ) -> DecoderRunner {
+        DecoderRunner(
+            sandbox: DecoderSandbox(executable: path, bubblewrap: bubblewrap), loop: loop, scheduler: scheduler,
+            configuration: .init(maxDecoders: maxDecoders, timeout: timeout, idleTimeout: idleTimeout),
+            limits: limits, accounts: accounts)
+    }
 
     func image(_ bytes: [UInt8]) -> Int32 {
         let fd = bytes.withUnsafeBytes { SealedMemory.make(name: "test-image", bytes: $0) }
         return fd ?? -1
     }
 
-    /// Runs the loop until `done` says so (or 20 s).
+    /// Runs the loop, and the scheduler's turns due now (its time stands still), until `done` says
+    /// so (or 20 s).
     func run(until done: () -> Bool) {
         let deadline = EventLoop.now() + 20_000_000_000
-        while !done(), EventLoop.now() < deadline { loop.runOnce(maxWaitNanoseconds: 50_000_000) }
+        scheduler.advance(by: .zero)
+        while !done(), EventLoop.now() < deadline {
+            loop.runOnce(maxWaitNanoseconds: 50_000_000)
+            scheduler.advance(by: .zero)
+        }
     }
 
     func decode(
-        _ pool: DecoderPool, _ bytes: [UInt8], box: DecoderPool.Box = .init()
-    ) -> Result<DecodedPixels, DecoderPool.Failure> {
-        var result: Result<DecodedPixels, DecoderPool.Failure>?
+        _ pool: DecoderRunner, _ bytes: [UInt8], box: PixelBox = .unbounded
+    ) -> Result<DecodedPixels, DecodeFailure> {
+        var result: Result<DecodedPixels, DecodeFailure>?
         _ = pool.decode(image: image(bytes), box: box) { result = $0 }
         run { result != nil }
         return result!
@@ -57,7 +74,7 @@ struct DecoderPoolTests {
     @Test("an image comes back as sealed premultiplied BGRA in its box; errors come back as what they are")
     func decodes() throws {
         let path = try #require(Self.decoder, "netactivity-decoder is built beside the tests")
-        let pool = DecoderPool(executable: path, loop: loop)
+        let pool = runner(path, bubblewrap: DecoderSandbox.installedBubblewrap())
         let pixels = try decode(
             pool, TestImages.decodablePNG(width: 40, height: 20, rgba: (255, 0, 0, 255)), box: .init(maxWidth: 10)
         ).get()
@@ -71,8 +88,8 @@ struct DecoderPoolTests {
         }
         guard
             case .failure(.tooLarge) = decode(
-                pool, TestImages.decodablePNG(width: 40, height: 40, rgba: (255, 0, 0, 255)), box: .init(maxPixels: 100)
-            )
+                runner(path, limits: DecodeLimits(maxPixels: 100)),
+                TestImages.decodablePNG(width: 40, height: 40, rgba: (255, 0, 0, 255)))
         else {
             Issue.record("over the pixel limit")
             return
@@ -84,18 +101,20 @@ struct DecoderPoolTests {
     func bubblewrap() throws {
         let path = try #require(Self.decoder)
         let png = TestImages.decodablePNG(width: 4, height: 2, rgba: (0, 0, 255, 255))
-        if let bwrap = DecoderPool.installedBubblewrap() {
-            let wrapped = DecoderPool(executable: path, loop: loop, bubblewrap: bwrap)
+        if let bwrap = DecoderSandbox.installedBubblewrap() {
+            let wrapped = runner(path, bubblewrap: bwrap)
             #expect(try decode(wrapped, png).get().width == 4)
-            #expect(wrapped.bubblewrap == bwrap && wrapped.bubblewrapFailure == nil, "it worked: it stays")
+            #expect(wrapped.usesBubblewrap && wrapped.bubblewrapFailure == nil, "it worked: it stays")
         }
         // A bwrap that cannot start anything (as where user namespaces are off): it exits at once.
-        let broken = DecoderPool(executable: path, loop: loop, bubblewrap: "/bin/false")
+        let broken = runner(path, bubblewrap: "/bin/false")
         var warned: [String] = []
         broken.warn = { warned.append($0) }
         #expect(try decode(broken, png).get().width == 4, "the request waited for a decoder without it")
-        #expect(broken.bubblewrap == nil)
-        #expect(warned.count == 1 && warned[0].contains("/bin/false"), "\(warned)")
+        #expect(!broken.usesBubblewrap)
+        #expect(
+            warned.count == 1 && warned[0].contains("bubblewrap did not start") && warned[0].contains("/bin/false"),
+            "\(warned)")
         #expect(try decode(broken, png).get().width == 4)
         #expect(warned.count == 1, "given up once")
     }
@@ -103,13 +122,13 @@ struct DecoderPoolTests {
     @Test("a decoder killed mid-request fails that request alone; the next one gets a new decoder")
     func killed() throws {
         let path = try #require(Self.decoder)
-        let pool = DecoderPool(executable: path, loop: loop, bubblewrap: nil)
+        let pool = runner(path)
         _ = try decode(pool, TestImages.decodablePNG(width: 4, height: 4, rgba: (255, 0, 0, 255))).get()
         let first = try #require(pool.pids.first)
         kill(first, SIGSTOP)  // it cannot answer before it is killed
-        var result: Result<DecodedPixels, DecoderPool.Failure>?
+        var result: Result<DecodedPixels, DecodeFailure>?
         _ = pool.decode(
-            image: image(TestImages.decodablePNG(width: 4, height: 4, rgba: (255, 0, 0, 255))), box: .init()
+            image: image(TestImages.decodablePNG(width: 4, height: 4, rgba: (255, 0, 0, 255))), box: .unbounded
         ) { result = $0 }
         kill(first, SIGKILL)
         run { result != nil }
@@ -125,36 +144,27 @@ struct DecoderPoolTests {
         #expect(!alive(first), "the killed decoder was reaped")
     }
 
-    @Test("a decoder that stops answering is killed at the deadline; the loop never waited for it")
+    @Test("a decoder that stops answering is killed at its deadline, on the scheduler's clock")
     func stopped() throws {
         let path = try #require(Self.decoder)
-        let pool = DecoderPool(executable: path, loop: loop, bubblewrap: nil, timeout: .milliseconds(300))
+        let pool = runner(path, timeout: .seconds(10))
         _ = try decode(pool, TestImages.decodablePNG(width: 2, height: 2, rgba: (255, 0, 0, 255))).get()
         let stuck = try #require(pool.pids.first)
         kill(stuck, SIGSTOP)
-        var result: Result<DecodedPixels, DecoderPool.Failure>?
-        var ticks = 0
-        let start = EventLoop.now()
+        var result: Result<DecodedPixels, DecodeFailure>?
         _ = pool.decode(
-            image: image(TestImages.decodablePNG(width: 2, height: 2, rgba: (255, 0, 0, 255))), box: .init()
+            image: image(TestImages.decodablePNG(width: 2, height: 2, rgba: (255, 0, 0, 255))), box: .unbounded
         ) { result = $0 }
-        // A timer beside it keeps ticking: the loop is never held by the stopped decoder.
-        func tick() {
-            _ = loop.schedule(afterNanoseconds: 10_000_000) {
-                ticks += 1
-                if result == nil { tick() }
-            }
-        }
-        tick()
+        scheduler.advance(by: .milliseconds(9999))
+        loop.runOnce(maxWaitNanoseconds: 0)
+        #expect(result == nil && alive(stuck), "not before its deadline")
+        scheduler.advance(by: .milliseconds(1))
         run { result != nil }
-        let took = Double(EventLoop.now() - start) / 1e9
         guard case .failure(.failed(let why)) = result else {
             Issue.record("the stopped decoder's request fails")
             return
         }
         #expect(why.contains("took longer"), "\(why)")
-        #expect(took >= 0.29 && took < 5, "\(took) s")
-        #expect(ticks >= 10, "the loop ran its timers meanwhile (\(ticks))")
         run { !alive(stuck) }
         #expect(!alive(stuck), "killed and reaped")
         #expect(try decode(pool, TestImages.decodablePNG(width: 2, height: 2, rgba: (255, 0, 0, 255))).get().width == 2)
@@ -163,18 +173,21 @@ struct DecoderPoolTests {
     @Test("up to two decoders run at once; with nothing to do they leave")
     func poolAndIdle() throws {
         let path = try #require(Self.decoder)
-        let pool = DecoderPool(executable: path, loop: loop, maxDecoders: 2, idleTimeout: .milliseconds(200))
-        var results: [Result<DecodedPixels, DecoderPool.Failure>] = []
+        let pool = runner(path, maxDecoders: 2, idleTimeout: .seconds(30))
+        var results: [Result<DecodedPixels, DecodeFailure>] = []
         for size in 1...5 {
             _ = pool.decode(
                 image: image(TestImages.decodablePNG(width: UInt32(size), height: 1, rgba: (255, 0, 0, 255))),
-                box: .init()
+                box: .unbounded
             ) { results.append($0) }
         }
         #expect(pool.processCount == 2)
         run { results.count == 5 }
         #expect(Set(results.compactMap { try? $0.get().width }) == [1, 2, 3, 4, 5])
         let pids = pool.pids
+        scheduler.advance(by: .seconds(29))
+        #expect(pool.processCount == 2, "they stay while the idle timeout runs")
+        scheduler.advance(by: .seconds(1))
         run { pool.processCount == 0 && pids.allSatisfy { !alive($0) } }
         #expect(pool.processCount == 0, "idle decoders were let go")
         #expect(pids.allSatisfy { !alive($0) }, "and reaped")
@@ -184,19 +197,18 @@ struct DecoderPoolTests {
     func waitingCap() throws {
         let path = try #require(Self.decoder)
         // An agent's budget with the usual open-file limit: one app's 17 asks stay under it.
-        let pool = DecoderPool(
-            executable: path, loop: loop, bubblewrap: nil, maxDecoders: 1, accounts: AgentAccounts(fileLimit: 8192))
+        let pool = runner(path, maxDecoders: 1, accounts: AgentAccounts(fileLimit: 8192))
         let png = TestImages.decodablePNG(width: 2, height: 2, rgba: (1, 2, 3, 255))
         _ = try decode(pool, png).get()
         let decoder = try #require(pool.pids.first)
         kill(decoder, SIGSTOP)  // what is sent to it waits; the rest waits in the pool
-        var results: [String: [Result<DecodedPixels, DecoderPool.Failure>]] = [:]
+        var results: [String: [Result<DecodedPixels, DecodeFailure>]] = [:]
         for _ in 0...NetActivityLimits.maxDecoderWaitingPerApp + 1 {
-            _ = pool.decode(image: image(png), box: .init(), owner: "app:a") {
+            _ = pool.decode(image: image(png), box: .unbounded, owner: "app:a") {
                 results["app:a", default: []].append($0)
             }
         }
-        _ = pool.decode(image: image(png), box: .init(), owner: "app:b") { results["app:b", default: []].append($0) }
+        _ = pool.decode(image: image(png), box: .unbounded, owner: "app:b") { results["app:b", default: []].append($0) }
         run { results["app:a"]?.count == 1 }
         guard case .failure(.busy(let why))? = results["app:a"]?.first else {
             Issue.record("the 17th waiting image of one owner is refused: \(String(describing: results))")
@@ -213,16 +225,16 @@ struct DecoderPoolTests {
     @Test("the next image is the one of the app running the fewest decodes: one app's queue never holds another's")
     func fairOrder() throws {
         let path = try #require(Self.decoder)
-        let pool = DecoderPool(executable: path, loop: loop, bubblewrap: nil, maxDecoders: 1)
+        let pool = runner(path, maxDecoders: 1)
         let png = TestImages.decodablePNG(width: 2, height: 2, rgba: (1, 2, 3, 255))
         _ = try decode(pool, png).get()
         let decoder = try #require(pool.pids.first)
         kill(decoder, SIGSTOP)
         var order: [String] = []
         for _ in 0..<8 {
-            _ = pool.decode(image: image(png), box: .init(), owner: "flatpak:a") { _ in order.append("a") }
+            _ = pool.decode(image: image(png), box: .unbounded, owner: "flatpak:a") { _ in order.append("a") }
         }
-        _ = pool.decode(image: image(png), box: .init(), owner: "app:b") { _ in order.append("b") }
+        _ = pool.decode(image: image(png), box: .unbounded, owner: "app:b") { _ in order.append("b") }
         kill(decoder, SIGCONT)
         run { order.count == 9 }
         #expect(order.firstIndex(of: "b") == 1, "b's one image comes right after the one a had running: \(order)")
@@ -231,8 +243,7 @@ struct DecoderPoolTests {
     @Test("forked processes of the unscoped pool cannot fill the queue: past two fifths, each waits within its share")
     func forkedProcesses() throws {
         let path = try #require(Self.decoder)
-        let pool = DecoderPool(
-            executable: path, loop: loop, bubblewrap: nil, maxDecoders: 1, accounts: AgentAccounts(fileLimit: 64 * 32))
+        let pool = runner(path, maxDecoders: 1, accounts: AgentAccounts(fileLimit: 64 * 32))
         let png = TestImages.decodablePNG(width: 2, height: 2, rgba: (1, 2, 3, 255))
         _ = try decode(pool, png).get()
         let decoder = try #require(pool.pids.first)
@@ -240,13 +251,13 @@ struct DecoderPoolTests {
         var busy = 0
         for process in 0..<17 {
             for _ in 0..<NetActivityLimits.maxDecoderWaitingPerApp {
-                _ = pool.decode(image: image(png), box: .init(), owner: "unscoped/pid:\(process)") {
+                _ = pool.decode(image: image(png), box: .unbounded, owner: "unscoped/pid:\(process)") {
                     if case .failure(.busy) = $0 { busy += 1 }
                 }
             }
         }
-        var newcomer: Result<DecodedPixels, DecoderPool.Failure>?
-        _ = pool.decode(image: image(png), box: .init(), owner: "app:newcomer") { newcomer = $0 }
+        var newcomer: Result<DecodedPixels, DecodeFailure>?
+        _ = pool.decode(image: image(png), box: .unbounded, owner: "app:newcomer") { newcomer = $0 }
         #expect(pool.waitingImages < 64, "the pool's processes hold less than the whole queue")
         kill(decoder, SIGCONT)
         run { newcomer != nil }
@@ -257,17 +268,17 @@ struct DecoderPoolTests {
     @Test("a cancelled request hears nothing; a missing decoder fails each request, saying so")
     func cancelAndMissing() throws {
         let path = try #require(Self.decoder)
-        let pool = DecoderPool(executable: path, loop: loop)
+        let pool = runner(path)
         var heard = false
         let cancel = pool.decode(
-            image: image(TestImages.decodablePNG(width: 2, height: 2, rgba: (255, 0, 0, 255))), box: .init()
+            image: image(TestImages.decodablePNG(width: 2, height: 2, rgba: (255, 0, 0, 255))), box: .unbounded
         ) { _ in heard = true }
         cancel()
         // A request after it comes back: the cancelled one had its turn before it.
         _ = try decode(pool, TestImages.decodablePNG(width: 2, height: 2, rgba: (255, 0, 0, 255))).get()
         #expect(!heard)
 
-        let none = DecoderPool(executable: "/nonexistent/netactivity-decoder", loop: loop)
+        let none = runner("/nonexistent/netactivity-decoder")
         guard
             case .failure(.failed(let why)) = decode(
                 none, TestImages.decodablePNG(width: 2, height: 2, rgba: (255, 0, 0, 255)))

@@ -12,8 +12,8 @@ import Testing
 /// FetchPixels through the real DownloadService, its fake transport and real decoders (built
 /// beside the tests): one decode for every request of an image and box, the tier's hits, a box
 /// of its own.
-@Suite("PixelPipeline: one decode per image and box, then the tier", .serialized, .timeLimit(.minutes(1)))
-struct PixelPipelineTests {
+@Suite("Decoding: one decode per image and box, then the tier", .serialized, .timeLimit(.minutes(1)))
+struct DecodingTests {
     typealias O = DownloaderMember.FetchPixelsOption
     static let url = "https://img.example.org/photo.png"
     let h = DriverHarness()
@@ -52,37 +52,37 @@ struct PixelPipelineTests {
 
     @Test("three callers of one image and box: one transfer, one decode; later callers hit the tier; a new box decodes")
     func oneDecode() throws {
-        try #require(DecoderPoolTests.decoder != nil, "the decoder is built beside the tests")
+        try #require(DecoderRunnerTests.decoder != nil, "the decoder is built beside the tests")
         for caller in [":1.7", ":1.8", ":1.9"] { try fetchPixels(caller, width: 16) }
         #expect(h.transport.requested == [Self.url], "one transfer for all")
         h.transport.respond(Self.url, bytes: TestImages.decodablePNG(width: 64, height: 64, rgba: (9, 8, 7, 255)))
         run(until: 3)
         #expect(answers() == ["width 16", "width 16", "width 16"])
-        let pixels = try #require(h.downloads.pixels.statistics as PixelPipeline.Statistics?)
+        let pixels = h.downloads.decoding.statistics
         #expect(pixels.decodes == 1, "one decode answered all three")
         #expect(pixels.sharedDecodes == 2)
         // The same image and box again: the tier's, no decode.
         try fetchPixels(":1.10", width: 16)
         run(until: 4)
-        #expect(h.downloads.pixels.statistics.decodes == 1)
-        #expect(h.downloads.pixels.statistics.tier.hits == 1)
+        #expect(h.downloads.decoding.statistics.decodes == 1)
+        #expect(h.downloads.decoding.statistics.tier.hits == 1)
         // Another box: a decode of its own, of the image kept in the cache (no transfer).
         try fetchPixels(":1.10", width: 32)
         run(until: 5)
         #expect(answers().last == "width 32")
-        #expect(h.downloads.pixels.statistics.decodes == 2)
+        #expect(h.downloads.decoding.statistics.decodes == 2)
         #expect(h.transport.requested.count == 1)
     }
 
     @Test("bytes that are no image: every caller hears NotAnImage, and nothing is kept")
     func notAnImage() throws {
-        try #require(DecoderPoolTests.decoder != nil)
+        try #require(DecoderRunnerTests.decoder != nil)
         try fetchPixels(":1.7", width: 16)
         try fetchPixels(":1.8", width: 16)
         h.transport.respond(Self.url, bytes: Array("<html>not an image</html>".utf8))
         run(until: 2)
         #expect(answers().count == 2)
         #expect(answers() == Array(repeating: NetActivityError.Name.notAnImage.rawValue, count: 2))
-        #expect(h.downloads.pixels.statistics.tier.insertions == 0)
+        #expect(h.downloads.decoding.statistics.tier.insertions == 0)
     }
 }

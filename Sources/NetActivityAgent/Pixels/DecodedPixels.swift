@@ -1,28 +1,16 @@
 // SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 import LinuxKit
 
-// What a decode asks for and what it answers: the box, the pixels, the failures.
-
-extension DecoderPool {
-    /// Why an image was not decoded.
-    enum Failure: Error, Equatable {
-        /// Not a format the decoder reads.
-        case notAnImage(String)
-        /// More pixels than allowed, known from the header.
-        case tooLarge(String)
-        /// Damaged bytes, a decoder that failed, crashed or ran out of time, or no decoder at all.
-        case failed(String)
-        /// Too many images of this owner, or of all, wait for a decoder already.
-        case busy(String)
-    }
-
-    /// What the pixels must fit: a width and a height (0: no bound) and the most pixels the image
-    /// may have, known from its header.
-    struct Box: Equatable {
-        var maxWidth: UInt32 = 0
-        var maxHeight: UInt32 = 0
-        var maxPixels: UInt64 = 64 << 20
-    }
+/// Why an image was not decoded.
+enum DecodeFailure: Error, Equatable {
+    /// Not a format the decoder reads.
+    case notAnImage(String)
+    /// More pixels than allowed, known from the header.
+    case tooLarge(String)
+    /// Damaged bytes, a decoder that failed, crashed or ran out of time, or no decoder at all.
+    case failed(String)
+    /// Too many images of this owner, or of all, wait for a decoder already.
+    case busy(String)
 }
 
 /// Pixels a decoder made: a memfd sealed against every change, of `stride` x `height` bytes of
