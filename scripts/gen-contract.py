@@ -309,7 +309,13 @@ def swift(bus, path, version, interfaces, own, standard):
             lines += ["", "    public static var signals: [any ContractSignal] { Signal.allCases }"]
         else:
             lines += ["", "    public static var signals: [any ContractSignal] { [] }"]
+        first_with = {}  # values -> the first enum that has them: a later one is that type
         for enum, (doc, values) in i.values.items():
+            same = first_with.setdefault(tuple(values), enum)
+            if same != enum:
+                lines += ["", "    /// " + doc + " The same as `%s`'s." % same,
+                          "    public typealias %s = %s" % (enum, same)]
+                continue
             lines += swift_enum(doc, enum, "String, Sendable, CaseIterable", swift_cases(values))
         for enum, (doc, keys, is_option) in i.keys.items():
             by_type = {}

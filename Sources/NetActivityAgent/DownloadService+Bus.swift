@@ -113,11 +113,7 @@ extension DownloadService: BusService {
     /// FetchImage's (h image, t size, a{sv} info): the body's sealed memfd, opened read-only for
     /// the caller (the same memory as the cache's when it is one, else a new one).
     static func write(_ answer: Answer, to w: inout MessageWriter) throws {
-        let fd: Int32? =
-            if let body = answer.body as? ImageBody { body.openReadOnly() } else {
-                answer.body.withUnsafeBytes { SealedMemory.make(name: "netactivity-image", bytes: $0) }
-            }
-        guard let fd else {
+        guard let fd = answer.body.sealedReadOnly() else {
             throw NetActivityError.failed("Could not share the image: \(String(cString: strerror(errno)))")
         }
         defer { close(fd) }

@@ -359,15 +359,9 @@ public final class DownloadService: ImageDownloader.Observer {
         let decode = bound(self) { (me, image: Answer) in
             // An image answered from memory is the caller's own entry when it has one.
             let key = own && image.source == .memory ? ownKey : PixelKey(storage: request.key, box: box)
-            let source: DownloaderMember.FetchPixelsSource =
-                switch image.source {
-                case .memory: .memory
-                case .disk: .disk
-                case .network: .network
-                }
             me.decoding.decode(
                 image.body, contentType: image.info.format.mediaType, key: key, owner: leaf, reader: leaf
-            ) { result in reply(result.map { PixelsReply($0, source: source, httpStatus: image.httpStatus) }) }
+            ) { result in reply(result.map { PixelsReply($0, source: image.source, httpStatus: image.httpStatus) }) }
         }
         let image = try fetch(url: url, options: options, owner: owner, method: .fetchPixels, Option.self) { result in
             switch result {

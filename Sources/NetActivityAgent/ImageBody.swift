@@ -273,3 +273,12 @@ final class ImageBody: FetchedBody, @unchecked Sendable {
         return small.withUnsafeBytes { SealedMemory.make(name: "netactivity-image", bytes: $0) }
     }
 }
+
+extension FetchedBody {
+    /// The bytes as a sealed memfd for one reader (a client, a decoder), for the caller to close:
+    /// a cache body's own memory opened read-only again, else a new sealed memfd of its own.
+    func sealedReadOnly() -> Int32? {
+        if let body = self as? ImageBody { return body.openReadOnly() }
+        return withUnsafeBytes { SealedMemory.make(name: "netactivity-image", bytes: $0) }
+    }
+}

@@ -265,12 +265,8 @@ public enum DownloaderMember: ContractInterface {
         case b8g8r8a8Premultiplied = "B8G8R8A8_PREMULTIPLIED"
     }
 
-    /// The values of `FetchPixels`'s `info` key `source`.
-    public enum FetchPixelsSource: String, Sendable, CaseIterable {
-        case memory
-        case disk
-        case network
-    }
+    /// The values of `FetchPixels`'s `info` key `source`. The same as `FetchImageSource`'s.
+    public typealias FetchPixelsSource = FetchImageSource
 
     /// `DownloadPrioritization`'s values.
     public enum DownloadPrioritization: String, Sendable, CaseIterable {

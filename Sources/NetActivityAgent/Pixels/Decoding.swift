@@ -62,10 +62,7 @@ final class Decoding {
             return
         }
         underWay[key] = [reply]
-        let fd: Int32? =
-            if let body = body as? ImageBody { body.openReadOnly() } else {
-                body.withUnsafeBytes { SealedMemory.make(name: "netactivity-encoded", bytes: $0) }
-            }
+        let fd = body.sealedReadOnly()
         let finish = bound(self) { (me, result: Result<CachedPixels, NetActivityError>) in
             for reply in me.underWay.removeValue(forKey: key) ?? [] { reply(result) }
         }
