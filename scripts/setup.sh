@@ -28,6 +28,15 @@ pkg-config --exists libjpeg 2>/dev/null || need="$need libjpeg62-turbo-dev"
 pkg-config --exists libwebp 2>/dev/null || need="$need libwebp-dev"
 pkg-config --exists libseccomp 2>/dev/null || need="$need libseccomp-dev"
 [ -f /usr/include/gif_lib.h ] || need="$need libgif-dev"  # giflib ships no pkg-config file
+pkg-config --exists libavif 2>/dev/null || need="$need libavif-dev"
+pkg-config --exists libheif 2>/dev/null || need="$need libheif-dev"
+pkg-config --exists libjxl 2>/dev/null || need="$need libjxl-dev"
+pkg-config --exists lcms2 2>/dev/null || need="$need liblcms2-dev"
+pkg-config --exists libwebpdemux 2>/dev/null || need="$need libwebp-dev"
+# Their tests make each format's images with its own encoder.
+command -v avifenc >/dev/null 2>&1 || need="$need libavif-bin"
+command -v heif-enc >/dev/null 2>&1 || need="$need libheif-examples"
+command -v cjxl >/dev/null 2>&1 || need="$need libjxl-tools"
 command -v cc >/dev/null 2>&1 || command -v clang >/dev/null 2>&1 || need="$need gcc"  # it is built with it
 # The GTK 4 examples (C and PyGObject), shown in a window on Xvfb by the tests.
 pkg-config --exists gtk4 2>/dev/null || need="$need libgtk-4-dev"

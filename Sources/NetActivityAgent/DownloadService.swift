@@ -345,12 +345,12 @@ public final class DownloadService: ImageDownloader.Observer {
         reply: @escaping (Result<PixelsReply, NetActivityError>) -> Void
     ) throws(NetActivityError) -> PixelsReply? {
         typealias Option = DownloaderMember.FetchPixelsOption
-        let box = PixelBox(options: options)
+        let ask = try PixelAsk(options: options)
         let request = try requestOptions(url: url, options: options, owner: owner, method: .fetchPixels, Option.self)
         let leaf = context.peers.app(of: owner)
         // The caller's own entry for the URL, if it has one, is what it reads: asked once.
         let own = images.hasOwnEntry(request.key, leaf: leaf)
-        let ownKey = PixelKey(storage: own ? ImageCacheService.ownKey(request.key, leaf) : request.key, box: box)
+        let ownKey = ask.key(own ? ImageCacheService.ownKey(request.key, leaf) : request.key)
         if !request.reload, let hit = pixels.entry(ownKey),
             request.maxAge.map({ Double(context.scheduler.nowNanoseconds &- hit.storedAt) / 1e9 < $0 }) ?? true
         {
@@ -358,7 +358,7 @@ public final class DownloadService: ImageDownloader.Observer {
         }
         let decode = bound(self) { (me, image: Answer) in
             // An image answered from memory is the caller's own entry when it has one.
-            let key = own && image.source == .memory ? ownKey : PixelKey(storage: request.key, box: box)
+            let key = own && image.source == .memory ? ownKey : ask.key(request.key)
             me.decoding.decode(
                 image.body, contentType: image.info.format.mediaType, key: key, owner: leaf, reader: leaf
             ) { result in reply(result.map { PixelsReply($0, source: image.source, httpStatus: image.httpStatus) }) }

@@ -194,7 +194,7 @@ extension ImageCacheService: BusService {
         guard let image = imageCache.image(for: storage) else {
             throw NetActivityError(.notFound, "No image '\(key)' in the cache")
         }
-        let pixelKey = PixelKey(storage: storage, box: PixelBox(options: options))
+        let pixelKey = try PixelAsk(options: options).key(storage)
         if let hit = pixels.entry(pixelKey) { return try PixelsReply(hit, source: .memory).write(to: &call.reply) }
         let reply = context.replyLater(call.message) { (answer: PixelsReply, w) in try answer.write(to: &w) }
         decoding.decode(

@@ -260,9 +260,26 @@ public enum DownloaderMember: ContractInterface {
         case network
     }
 
+    /// The values of `FetchPixels`'s `options` key `color`.
+    public enum FetchPixelsColor: String, Sendable, CaseIterable {
+        case srgb
+        case asIs = "as-is"
+    }
+
     /// The values of `FetchPixels`'s `info` key `format`.
     public enum FetchPixelsFormat: String, Sendable, CaseIterable {
         case b8g8r8a8Premultiplied = "B8G8R8A8_PREMULTIPLIED"
+    }
+
+    /// The values of `FetchPixels`'s `info` key `color-space`. The same as `FetchPixelsColor`'s.
+    public typealias FetchPixelsColorSpace = FetchPixelsColor
+
+    /// The values of `FetchPixels`'s `info` key `color-profile`.
+    public enum FetchPixelsColorProfile: String, Sendable, CaseIterable {
+        case none
+        case icc
+        case cicp
+        case invalid
     }
 
     /// The values of `FetchPixels`'s `info` key `source`. The same as `FetchImageSource`'s.
@@ -335,10 +352,11 @@ public enum DownloaderMember: ContractInterface {
         case announce
         case maxWidth = "max-width"
         case maxHeight = "max-height"
+        case color
 
         public var signature: String {
             switch self {
-            case .additionalIdentifier, .priority, .cacheKey, .receipt: "s"
+            case .additionalIdentifier, .priority, .cacheKey, .receipt, .color: "s"
             case .reload, .announce: "b"
             case .maxAge: "d"
             case .maxWidth, .maxHeight: "u"
@@ -354,14 +372,17 @@ public enum DownloaderMember: ContractInterface {
         case format
         case originalWidth = "original-width"
         case originalHeight = "original-height"
+        case frames
+        case colorSpace = "color-space"
+        case colorProfile = "color-profile"
         case source
         case contentType = "content-type"
         case httpStatus = "http-status"
 
         public var signature: String {
             switch self {
-            case .width, .height, .stride, .originalWidth, .originalHeight, .httpStatus: "u"
-            case .format, .source, .contentType: "s"
+            case .width, .height, .stride, .originalWidth, .originalHeight, .frames, .httpStatus: "u"
+            case .format, .colorSpace, .colorProfile, .source, .contentType: "s"
             }
         }
     }
@@ -472,9 +493,26 @@ public enum ImageCacheMember: ContractInterface {
 
     public static var signals: [any ContractSignal] { [] }
 
+    /// The values of `OpenPixels`'s `options` key `color`.
+    public enum OpenPixelsColor: String, Sendable, CaseIterable {
+        case srgb
+        case asIs = "as-is"
+    }
+
     /// The values of `OpenPixels`'s `info` key `format`.
     public enum OpenPixelsFormat: String, Sendable, CaseIterable {
         case b8g8r8a8Premultiplied = "B8G8R8A8_PREMULTIPLIED"
+    }
+
+    /// The values of `OpenPixels`'s `info` key `color-space`. The same as `OpenPixelsColor`'s.
+    public typealias OpenPixelsColorSpace = OpenPixelsColor
+
+    /// The values of `OpenPixels`'s `info` key `color-profile`.
+    public enum OpenPixelsColorProfile: String, Sendable, CaseIterable {
+        case none
+        case icc
+        case cicp
+        case invalid
     }
 
     /// The values of `OpenPixels`'s `info` key `source`.
@@ -486,10 +524,12 @@ public enum ImageCacheMember: ContractInterface {
     public enum OpenPixelsOption: String, Sendable, MethodOption {
         case maxWidth = "max-width"
         case maxHeight = "max-height"
+        case color
 
         public var signature: String {
             switch self {
             case .maxWidth, .maxHeight: "u"
+            case .color: "s"
             }
         }
     }
@@ -502,13 +542,16 @@ public enum ImageCacheMember: ContractInterface {
         case format
         case originalWidth = "original-width"
         case originalHeight = "original-height"
+        case frames
+        case colorSpace = "color-space"
+        case colorProfile = "color-profile"
         case source
         case contentType = "content-type"
 
         public var signature: String {
             switch self {
-            case .width, .height, .stride, .originalWidth, .originalHeight: "u"
-            case .format, .source, .contentType: "s"
+            case .width, .height, .stride, .originalWidth, .originalHeight, .frames: "u"
+            case .format, .colorSpace, .colorProfile, .source, .contentType: "s"
             }
         }
     }

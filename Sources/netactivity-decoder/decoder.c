@@ -6,15 +6,22 @@
 // one SOCK_SEQPACKET socket as its standard input, loads its libraries, and then locks itself in
 // before it reads anything: no new privileges, a network namespace of its own where the kernel lets
 // it make one, an address-space and a CPU-time limit, and a seccomp allow-list with no open, socket,
-// connect or execve. Each request is one message with a sealed memfd of encoded bytes; each reply
+// connect, execve or new process (a thread of its own is allowed: libheif's HEVC decoder starts one). Each request is one message with a sealed memfd of encoded bytes; each reply
 // one message with a sealed memfd of pixels (B8G8R8A8, premultiplied, rows 4-byte aligned: what
 // GTK 4, cairo and Qt take as they are on little-endian), or a status saying why not.
 //
 // Formats: PNG (libspng), JPEG (libjpeg-turbo, with its scaled IDCT when a smaller box is asked, and
 // the EXIF orientation applied; CMYK and YCCK converted; at most 100 scans, and CPU and memory in
-// proportion to its pixels; 12-bit JPEGs are refused as a format it does not read), WebP (libwebp, scaled by the decoder itself; animations are
-// refused), GIF (giflib: the first frame on its logical screen). Colour profiles are not applied:
-// the pixels are the file's own values, which desktops take as sRGB.
+// proportion to its pixels; 12-bit JPEGs are refused as a format it does not read), WebP (libwebp,
+// scaled by the decoder itself; an animation's first frame), GIF (giflib: the first frame on its
+// logical screen), AVIF (libavif with dav1d, in this thread), HEIF/HEIC (libheif) and JPEG XL
+// (libjxl, no thread pool): 10- and 12-bit images go through 16 bits to the colour conversion, and
+// HDR (PQ, HLG) is mapped into SDR. The reply says how many frames the file has.
+//
+// Colours: an ICC profile (PNG's iCCP, JPEG's APP2 pieces, WebP's ICCP, AVIF's and HEIF's colr,
+// JPEG XL's own) or CICP code points other than sRGB's are converted to sRGB with lcms2, unless the
+// request asks for the file's own values; a profile that cannot be read or does not fit the pixels
+// is ignored, and the reply says so.
 //
 // The agent runs it inside bubblewrap where bwrap works (a root of /usr alone, every namespace its
 // own, no environment); the lock below holds in any case.
@@ -25,12 +32,18 @@
 // netactivity-decoder              serve requests on standard input (a SOCK_SEQPACKET socket)
 // netactivity-decoder --test-sandbox   lock in, then try what the sandbox forbids and print each result
 #define _GNU_SOURCE
+#include <avif/avif.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gif_lib.h>
+#include <jxl/decode.h>
+#include <lcms2.h>
+#include <libheif/heif.h>
+#include <math.h>
 #include <stdio.h>  // before jpeglib.h, which uses FILE
 #include <jpeglib.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <seccomp.h>
 #include <setjmp.h>
@@ -47,6 +60,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <webp/decode.h>
+#include <webp/demux.h>
 
 #include "decoder_protocol.h"
 
@@ -225,6 +239,416 @@ static int resample(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstride
     return 0;
 }
 
+// ---- colour ---------------------------------------------------------------------------------------
+
+// What the reply says of the colours and the frames of the image it answers (set by each decode).
+static struct {
+    uint32_t profile, space, frames;
+} report;
+
+// sRGB, the space every reply's pixels are in unless the request asks for the file's own values.
+// Made before the lock (lcms2 only allocates).
+static cmsHPROFILE srgb;
+
+// A file's colour description: an ICC profile, else CICP code points (ITU-T H.273; 0 when none).
+typedef struct {
+    const uint8_t *icc;
+    size_t icc_size;
+    int primaries, transfer;
+} colour_tag;
+
+// CICP code points that are sRGB already (BT.709 primaries, the sRGB or BT.709 curve, or unspecified).
+static int cicp_is_srgb(int primaries, int transfer) {
+    return (primaries == 0 || primaries == 1 || primaries == 2) &&
+           (transfer == 0 || transfer == 1 || transfer == 2 || transfer == 6 || transfer == 13);
+}
+
+// SDR white in the HDR curves: 203 cd/m2 (ITU-R BT.2408) is 1.0; brighter highlights roll off
+// smoothly into what 8-bit sRGB can show instead of clipping.
+static double roll_off(double x) {
+    const double knee = 0.75;
+    if (x <= knee) return x;
+    double over = x - knee;
+    return knee + over / (1 + over / (1 - knee));
+}
+
+static double pq_to_linear(double v) {  // SMPTE ST 2084, in cd/m2
+    const double m1 = 2610.0 / 16384, m2 = 2523.0 / 4096 * 128, c1 = 3424.0 / 4096, c2 = 2413.0 / 4096 * 32,
+                 c3 = 2392.0 / 4096 * 32;
+    double p = pow(v, 1 / m2), n = p - c1 > 0 ? p - c1 : 0;
+    return 10000 * pow(n / (c2 - c3 * p), 1 / m1);
+}
+
+static double hlg_to_linear(double v) {  // ARIB STD-B67, shown on a 1000 cd/m2 display (system gamma 1.2)
+    const double a = 0.17883277, b = 1 - 4 * a, c = 0.5 - a * log(4 * a);
+    double scene = v <= 0.5 ? v * v / 3 : (exp((v - c) / a) + b) / 12;
+    return 1000 * pow(scene, 1.2);
+}
+
+// H.273 transfer characteristics as a tone curve (encoded value to linear light, SDR white 1.0).
+static cmsToneCurve *transfer_curve(int transfer) {
+    switch (transfer) {
+    case 1: case 6: case 14: case 15: {  // BT.709, BT.601, BT.2020
+        double p[5] = {1 / 0.45, 1 / 1.099, 0.099 / 1.099, 1 / 4.5, 0.081};
+        return cmsBuildParametricToneCurve(NULL, 4, p);
+    }
+    case 4: return cmsBuildGamma(NULL, 2.2);
+    case 5: return cmsBuildGamma(NULL, 2.8);
+    case 8: return cmsBuildGamma(NULL, 1.0);
+    case 16: case 18: {  // PQ and HLG: high dynamic range, mapped into SDR
+        enum { N = 4096 };
+        static float table[N];
+        for (int i = 0; i < N; i++) {
+            double v = (double)i / (N - 1);
+            table[i] = (float)roll_off((transfer == 16 ? pq_to_linear(v) : hlg_to_linear(v)) / 203);
+        }
+        return cmsBuildTabulatedToneCurveFloat(NULL, N, table);
+    }
+    default: {  // sRGB (13), and what is unspecified
+        double p[5] = {2.4, 1 / 1.055, 0.055 / 1.055, 1 / 12.92, 0.04045};
+        return cmsBuildParametricToneCurve(NULL, 4, p);
+    }
+    }
+}
+
+// An RGB profile for CICP code points, or NULL for primaries this decoder does not know.
+static cmsHPROFILE cicp_profile(int primaries, int transfer) {
+    static const struct { int code; double r[2], g[2], b[2], w[2]; } known[] = {
+        {1, {0.64, 0.33}, {0.30, 0.60}, {0.15, 0.06}, {0.3127, 0.3290}},      // BT.709, sRGB
+        {2, {0.64, 0.33}, {0.30, 0.60}, {0.15, 0.06}, {0.3127, 0.3290}},      // unspecified: as BT.709
+        {5, {0.64, 0.33}, {0.29, 0.60}, {0.15, 0.06}, {0.3127, 0.3290}},      // BT.601 625
+        {6, {0.630, 0.340}, {0.310, 0.595}, {0.155, 0.070}, {0.3127, 0.3290}},  // BT.601 525
+        {9, {0.708, 0.292}, {0.170, 0.797}, {0.131, 0.046}, {0.3127, 0.3290}},  // BT.2020
+        {11, {0.680, 0.320}, {0.265, 0.690}, {0.150, 0.060}, {0.314, 0.351}},   // DCI-P3
+        {12, {0.680, 0.320}, {0.265, 0.690}, {0.150, 0.060}, {0.3127, 0.3290}}, // Display P3
+    };
+    for (size_t i = 0; i < sizeof known / sizeof *known; i++) {
+        if (known[i].code != primaries) continue;
+        cmsCIExyY white = {known[i].w[0], known[i].w[1], 1};
+        cmsCIExyYTRIPLE rgb = {{known[i].r[0], known[i].r[1], 1}, {known[i].g[0], known[i].g[1], 1},
+                               {known[i].b[0], known[i].b[1], 1}};
+        cmsToneCurve *curve = transfer_curve(transfer);
+        if (!curve) return NULL;
+        cmsToneCurve *curves[3] = {curve, curve, curve};
+        cmsHPROFILE profile = cmsCreateRGBProfile(&white, &rgb, curves);
+        cmsFreeToneCurve(curve);
+        return profile;
+    }
+    return NULL;
+}
+
+// The transform from what `tag` describes to sRGB for pixels of `format` (lcms2's TYPE_...: RGB
+// layouts, or CMYK for a CMYK JPEG), or NULL when the values are to be kept as they are: no
+// profile, an sRGB one, the request asked for them as-is, or a profile that does not fit (said
+// in `report`).
+static cmsHTRANSFORM colour_transform(const colour_tag *tag, cmsUInt32Number format, cmsUInt32Number to,
+                                      const struct decoder_request *rq) {
+    report.profile = DECODER_PROFILE_NONE, report.space = DECODER_SPACE_SRGB;
+    cmsHPROFILE from = NULL;
+    if (tag->icc && tag->icc_size) {
+        from = cmsOpenProfileFromMem(tag->icc, (cmsUInt32Number)tag->icc_size);
+        cmsColorSpaceSignature wanted = T_COLORSPACE(format) == PT_CMYK ? cmsSigCmykData : cmsSigRgbData;
+        if (!from || cmsGetColorSpace(from) != wanted) {
+            if (from) cmsCloseProfile(from);
+            report.profile = DECODER_PROFILE_INVALID;
+            return NULL;
+        }
+        report.profile = DECODER_PROFILE_ICC;
+    } else if (tag->primaries || tag->transfer) {
+        if (cicp_is_srgb(tag->primaries, tag->transfer)) return NULL;
+        if (!(from = cicp_profile(tag->primaries, tag->transfer))) {
+            report.profile = DECODER_PROFILE_INVALID;
+            return NULL;
+        }
+        report.profile = DECODER_PROFILE_CICP;
+    } else {
+        return NULL;
+    }
+    if (rq->flags & DECODER_COLOR_AS_IS) {
+        cmsCloseProfile(from);
+        report.space = DECODER_SPACE_AS_IS;
+        return NULL;
+    }
+    cmsUInt32Number flags = T_EXTRA(format) ? cmsFLAGS_COPY_ALPHA : 0;
+    cmsHTRANSFORM t = cmsCreateTransform(from, format, srgb, to, INTENT_RELATIVE_COLORIMETRIC, flags);
+    cmsCloseProfile(from);
+    if (!t) report.profile = DECODER_PROFILE_INVALID;
+    return t;
+}
+
+// A decoded image on its way to the reply: straight-alpha RGBA of 8 or 16 bits a sample (host
+// order), as stored; `orientation` (EXIF's 1-8) turns it as shown.
+typedef struct {
+    uint8_t *pixels;
+    uint32_t width, height;
+    int sixteen;
+    int orientation;
+    colour_tag tag;
+} rgba_image;
+
+// Its colours to sRGB (unless asked as-is), 8 bits, premultiplied BGRA, fit to the box and turned:
+// the reply's pixels. Takes `image->pixels` (freed).
+static outcome finish(rgba_image *image, const struct decoder_request *rq, canvas *out) {
+    uint32_t w = image->width, h = image->height;
+    size_t count = (size_t)w * h;
+    uint8_t *rgba = image->pixels;
+    cmsHTRANSFORM t = colour_transform(&image->tag, image->sixteen ? TYPE_RGBA_16 : TYPE_RGBA_8, TYPE_RGBA_8, rq);
+    if (image->sixteen) {
+        // Into the first half of its own buffer: each 8-bit row ends before the 16-bit one it comes from.
+        const uint16_t *wide = (const uint16_t *)image->pixels;
+        if (t) {
+            for (uint32_t y = 0; y < h; y++) cmsDoTransform(t, wide + (size_t)y * w * 4, rgba + (size_t)y * w * 4, w);
+        } else {
+            for (size_t i = 0; i < count * 4; i++) rgba[i] = (uint8_t)((wide[i] * 255u + 32767u) / 65535u);
+        }
+    } else if (t) {
+        for (uint32_t y = 0; y < h; y++) cmsDoTransform(t, rgba + (size_t)y * w * 4, rgba + (size_t)y * w * 4, w);
+    }
+    if (t) cmsDeleteTransform(t);
+    // RGBA, straight alpha -> BGRA, premultiplied, in place.
+    for (size_t i = 0; i < count * 4; i += 4) {
+        uint8_t r = rgba[i], g = rgba[i + 1], b = rgba[i + 2], a = rgba[i + 3];
+        rgba[i] = (uint8_t)((b * a + 127) / 255);
+        rgba[i + 1] = (uint8_t)((g * a + 127) / 255);
+        rgba[i + 2] = (uint8_t)((r * a + 127) / 255);
+    }
+    uint32_t dw = swaps(image->orientation) ? h : w, dh = swaps(image->orientation) ? w : h, tw, th;
+    fit(dw, dh, rq->max_width, rq->max_height, &tw, &th);
+    outcome result = {.status = DECODER_OK};
+    if (canvas_make(out, tw, th) != 0 || resample(rgba, w, h, (size_t)w * 4, image->orientation, out) != 0) {
+        canvas_drop(out);
+        result = fail(DECODER_FAILED, "no room for the pixels: %s", strerror(errno));
+    }
+    free(image->pixels);
+    image->pixels = NULL;
+    return result;
+}
+
+// Whether an image of `w` x `h` may be decoded (the source limit, and the reply's once fit to the
+// box); else why not, from its header.
+static int too_large(const char *format, uint32_t w, uint32_t h, const struct decoder_request *rq, outcome *why) {
+    uint32_t tw, th;
+    fit(w, h, rq->max_width, rq->max_height, &tw, &th);
+    if ((uint64_t)w * h <= rq->max_source_pixels && (uint64_t)tw * th <= rq->max_pixels) return 0;
+    *why = fail(DECODER_TOO_LARGE, "%s of %u x %u pixels is over the limit", format, w, h);
+    return 1;
+}
+
+// The reply's 16-bit buffer for an image of `w` x `h`, or NULL.
+static uint8_t *rgba_buffer(uint32_t w, uint32_t h, int sixteen) {
+    return malloc((size_t)w * h * 4 * (sixteen ? 2 : 1));
+}
+
+// ---- AVIF -----------------------------------------------------------------------------------------
+
+// HEIF's rotation (anticlockwise quarter turns) and mirror (0: top and bottom, 1: left and right,
+// after the rotation) as the EXIF orientation that shows the same.
+static int heif_orientation(int quarter_turns, int mirror) {
+    static const int plain[4] = {1, 8, 3, 6}, left_right[4] = {2, 7, 4, 5}, top_bottom[4] = {4, 5, 2, 7};
+    quarter_turns &= 3;
+    return mirror == 1 ? left_right[quarter_turns] : mirror == 0 ? top_bottom[quarter_turns] : plain[quarter_turns];
+}
+
+static outcome decode_avif(const uint8_t *data, size_t size, const struct decoder_request *rq, canvas *out,
+                           uint32_t *ow, uint32_t *oh) {
+    avifDecoder *decoder = avifDecoderCreate();
+    if (!decoder) return fail(DECODER_FAILED, "no memory for an AVIF decoder");
+    outcome result = {.status = DECODER_OK};
+    rgba_image image = {0};
+    decoder->maxThreads = 1;  // dav1d in this thread: the sandbox starts none
+    decoder->imageSizeLimit = (uint32_t)(rq->max_source_pixels < UINT32_MAX ? rq->max_source_pixels : UINT32_MAX);
+    decoder->strictFlags = AVIF_STRICT_DISABLED;  // files as browsers take them
+    decoder->ignoreExif = decoder->ignoreXMP = AVIF_TRUE;
+    avifResult status = avifDecoderSetIOMemory(decoder, data, size);
+    if (status == AVIF_RESULT_OK) status = avifDecoderParse(decoder);
+    if (status != AVIF_RESULT_OK) {
+        result = fail(status == AVIF_RESULT_NOT_IMPLEMENTED ? DECODER_NOT_AN_IMAGE : DECODER_FAILED, "AVIF: %s",
+                      avifResultToString(status));
+        goto done;
+    }
+    avifImage *header = decoder->image;
+    int turns = header->transformFlags & AVIF_TRANSFORM_IROT ? header->irot.angle : 0;
+    image.orientation = heif_orientation(turns, header->transformFlags & AVIF_TRANSFORM_IMIR ? header->imir.mode : -1);
+    *ow = swaps(image.orientation) ? header->height : header->width;
+    *oh = swaps(image.orientation) ? header->width : header->height;
+    report.frames = decoder->imageCount > 0 ? (uint32_t)decoder->imageCount : 1;
+    if (too_large("AVIF", *ow, *oh, rq, &result)) goto done;
+    if ((status = avifDecoderNextImage(decoder)) != AVIF_RESULT_OK) {
+        result = fail(DECODER_FAILED, "AVIF: %s", avifResultToString(status));
+        goto done;
+    }
+    avifImage *frame = decoder->image;
+    avifRGBImage rgb;
+    avifRGBImageSetDefaults(&rgb, frame);
+    rgb.format = AVIF_RGB_FORMAT_RGBA;
+    rgb.depth = frame->depth > 8 ? 16 : 8;  // 10 and 12 bits kept to the colour conversion
+    rgb.rowBytes = frame->width * 4 * (rgb.depth > 8 ? 2 : 1);
+    image.sixteen = rgb.depth > 8;
+    image.width = frame->width, image.height = frame->height;
+    if (!(image.pixels = rgba_buffer(frame->width, frame->height, image.sixteen))) {
+        result = fail(DECODER_TOO_LARGE, "no memory for the AVIF's pixels");
+        goto done;
+    }
+    rgb.pixels = image.pixels;
+    if ((status = avifImageYUVToRGB(frame, &rgb)) != AVIF_RESULT_OK) {
+        result = fail(DECODER_FAILED, "AVIF: %s", avifResultToString(status));
+        goto done;
+    }
+    image.tag = (colour_tag){.icc = frame->icc.data, .icc_size = frame->icc.size,
+                             .primaries = frame->colorPrimaries, .transfer = frame->transferCharacteristics};
+    result = finish(&image, rq, out);
+done:
+    free(image.pixels);
+    avifDecoderDestroy(decoder);
+    return result;
+}
+
+// ---- HEIF (HEIC) ----------------------------------------------------------------------------------
+
+static outcome decode_heif(const uint8_t *data, size_t size, const struct decoder_request *rq, canvas *out,
+                           uint32_t *ow, uint32_t *oh) {
+    struct heif_context *context = heif_context_alloc();
+    if (!context) return fail(DECODER_FAILED, "no memory for a HEIF decoder");
+    outcome result = {.status = DECODER_OK};
+    struct heif_image_handle *handle = NULL;
+    struct heif_image *decoded = NULL;
+    struct heif_decoding_options *options = NULL;
+    struct heif_color_profile_nclx *nclx = NULL;
+    uint8_t *icc = NULL;
+    rgba_image image = {0};
+    heif_context_set_max_decoding_threads(context, 0);  // tiles one after another: no threads here
+    heif_context_set_maximum_image_size_limit(context, 1 << 16);
+    struct heif_error error = heif_context_read_from_memory_without_copy(context, data, size, NULL);
+    if (error.code == heif_error_Ok) error = heif_context_get_primary_image_handle(context, &handle);
+    if (error.code != heif_error_Ok) {
+        result = fail(error.code == heif_error_Unsupported_filetype || error.code == heif_error_Unsupported_feature
+                          ? DECODER_NOT_AN_IMAGE : DECODER_FAILED,
+                      "HEIF: %s", error.message);
+        goto done;
+    }
+    // The handle's size is the image as shown (its rotation and mirror applied by the decode).
+    *ow = (uint32_t)heif_image_handle_get_width(handle), *oh = (uint32_t)heif_image_handle_get_height(handle);
+    report.frames = 1;
+    if (*ow == 0 || *oh == 0) {
+        result = fail(DECODER_FAILED, "HEIF: an image without a size");
+        goto done;
+    }
+    if (too_large("HEIF", *ow, *oh, rq, &result)) goto done;
+    int sixteen = heif_image_handle_get_luma_bits_per_pixel(handle) > 8;
+    options = heif_decoding_options_alloc();
+    error = heif_decode_image(handle, &decoded, heif_colorspace_RGB,
+                              sixteen ? heif_chroma_interleaved_RRGGBBAA_LE : heif_chroma_interleaved_RGBA, options);
+    if (error.code != heif_error_Ok) {
+        result = fail(DECODER_FAILED, "HEIF: %s", error.message);
+        goto done;
+    }
+    int stride = 0;
+    const uint8_t *plane = heif_image_get_plane_readonly(decoded, heif_channel_interleaved, &stride);
+    uint32_t w = (uint32_t)heif_image_get_width(decoded, heif_channel_interleaved);
+    uint32_t h = (uint32_t)heif_image_get_height(decoded, heif_channel_interleaved);
+    int depth = heif_image_get_bits_per_pixel_range(decoded, heif_channel_interleaved);
+    size_t row = (size_t)w * 4 * (sixteen ? 2 : 1);
+    if (!plane || w != *ow || h != *oh || stride < 0 || (size_t)stride < row) {
+        result = fail(DECODER_FAILED, "HEIF: the decoded image is not as its header said");
+        goto done;
+    }
+    if (!(image.pixels = rgba_buffer(w, h, sixteen))) {
+        result = fail(DECODER_TOO_LARGE, "no memory for the HEIF's pixels");
+        goto done;
+    }
+    for (uint32_t y = 0; y < h; y++) memcpy(image.pixels + y * row, plane + (size_t)y * (size_t)stride, row);
+    if (sixteen && depth > 8 && depth < 16) {
+        // 10 or 12 bits in 16, to the full range (values past the range clamped); an image without
+        // alpha opaque, whatever the library put there.
+        uint16_t *p = (uint16_t *)image.pixels;
+        uint32_t top = (1u << depth) - 1;
+        int alpha = heif_image_handle_has_alpha_channel(handle);
+        for (size_t i = 0; i < (size_t)w * h * 4; i++) {
+            uint32_t v = p[i] < top ? p[i] : top;
+            p[i] = (i & 3) == 3 && !alpha ? 65535 : (uint16_t)((v * 65535u + top / 2) / top);
+        }
+    }
+    image.width = w, image.height = h, image.sixteen = sixteen, image.orientation = 1;
+    enum heif_color_profile_type type = heif_image_handle_get_color_profile_type(handle);
+    if (type == heif_color_profile_type_prof || type == heif_color_profile_type_rICC) {
+        size_t n = heif_image_handle_get_raw_color_profile_size(handle);
+        if (n > 0 && (icc = malloc(n)) && heif_image_handle_get_raw_color_profile(handle, icc).code == heif_error_Ok)
+            image.tag.icc = icc, image.tag.icc_size = n;
+    } else if (heif_image_handle_get_nclx_color_profile(handle, &nclx).code == heif_error_Ok && nclx) {
+        image.tag.primaries = nclx->color_primaries, image.tag.transfer = nclx->transfer_characteristics;
+    }
+    result = finish(&image, rq, out);
+done:
+    free(image.pixels);
+    free(icc);
+    if (nclx) heif_nclx_color_profile_free(nclx);
+    if (options) heif_decoding_options_free(options);
+    if (decoded) heif_image_release(decoded);
+    if (handle) heif_image_handle_release(handle);
+    heif_context_free(context);
+    return result;
+}
+
+// ---- JPEG XL --------------------------------------------------------------------------------------
+
+static outcome decode_jxl(const uint8_t *data, size_t size, const struct decoder_request *rq, canvas *out,
+                          uint32_t *ow, uint32_t *oh) {
+    JxlDecoder *decoder = JxlDecoderCreate(NULL);  // no parallel runner: this thread alone
+    if (!decoder) return fail(DECODER_FAILED, "no memory for a JPEG XL decoder");
+    outcome result = {.status = DECODER_OK};
+    rgba_image image = {0};
+    uint8_t *icc = NULL;
+    JxlBasicInfo info;
+    JxlPixelFormat format = {4, JXL_TYPE_UINT8, JXL_NATIVE_ENDIAN, 0};
+    if (JxlDecoderSubscribeEvents(decoder, JXL_DEC_BASIC_INFO | JXL_DEC_COLOR_ENCODING | JXL_DEC_FULL_IMAGE) !=
+            JXL_DEC_SUCCESS ||
+        JxlDecoderSetInput(decoder, data, size) != JXL_DEC_SUCCESS) {
+        result = fail(DECODER_FAILED, "JPEG XL: the decoder could not be set up");
+        goto done;
+    }
+    JxlDecoderCloseInput(decoder);
+    for (;;) {
+        JxlDecoderStatus status = JxlDecoderProcessInput(decoder);
+        if (status == JXL_DEC_BASIC_INFO) {
+            if (JxlDecoderGetBasicInfo(decoder, &info) != JXL_DEC_SUCCESS) break;
+            // Shown with its orientation applied (the decoder turns it).
+            int turned = info.orientation >= 5;
+            *ow = turned ? info.ysize : info.xsize, *oh = turned ? info.xsize : info.ysize;
+            report.frames = 1;
+            if (too_large("JPEG XL", *ow, *oh, rq, &result)) goto done;
+            if (info.bits_per_sample > 8) format.data_type = JXL_TYPE_UINT16, image.sixteen = 1;
+        } else if (status == JXL_DEC_COLOR_ENCODING) {
+            size_t n = 0;
+            if (JxlDecoderGetICCProfileSize(decoder, &format, JXL_COLOR_PROFILE_TARGET_DATA, &n) == JXL_DEC_SUCCESS &&
+                n > 0 && (icc = malloc(n)) &&
+                JxlDecoderGetColorAsICCProfile(decoder, &format, JXL_COLOR_PROFILE_TARGET_DATA, icc, n) ==
+                    JXL_DEC_SUCCESS)
+                image.tag.icc = icc, image.tag.icc_size = n;
+        } else if (status == JXL_DEC_NEED_IMAGE_OUT_BUFFER) {
+            size_t n = 0;
+            if (JxlDecoderImageOutBufferSize(decoder, &format, &n) != JXL_DEC_SUCCESS ||
+                n != (size_t)*ow * *oh * 4 * (image.sixteen ? 2 : 1) ||
+                !(image.pixels = rgba_buffer(*ow, *oh, image.sixteen)) ||
+                JxlDecoderSetImageOutBuffer(decoder, &format, image.pixels, n) != JXL_DEC_SUCCESS) {
+                result = fail(DECODER_FAILED, "JPEG XL: no room for the pixels");
+                goto done;
+            }
+        } else if (status == JXL_DEC_FULL_IMAGE) {  // the first frame: enough
+            image.width = *ow, image.height = *oh, image.orientation = 1;
+            result = finish(&image, rq, out);
+            goto done;
+        } else {
+            break;  // an error, or the input ended before an image
+        }
+    }
+    result = fail(DECODER_FAILED, "JPEG XL: damaged or cut short");
+done:
+    free(image.pixels);
+    free(icc);
+    JxlDecoderDestroy(decoder);
+    return result;
+}
+
 // ---- PNG ------------------------------------------------------------------------------------------
 
 static outcome decode_png(const uint8_t *data, size_t size, const struct decoder_request *rq, canvas *out,
@@ -265,19 +689,12 @@ static outcome decode_png(const uint8_t *data, size_t size, const struct decoder
         result = fail(DECODER_FAILED, "PNG: %s", spng_strerror(err));
         goto done;
     }
-    // RGBA, straight alpha -> BGRA, premultiplied, in place.
-    for (size_t i = 0; i < length; i += 4) {
-        uint8_t r = rgba[i], g = rgba[i + 1], b = rgba[i + 2], a = rgba[i + 3];
-        rgba[i] = (uint8_t)((b * a + 127) / 255);
-        rgba[i + 1] = (uint8_t)((g * a + 127) / 255);
-        rgba[i + 2] = (uint8_t)((r * a + 127) / 255);
-    }
-    uint32_t tw, th;
-    fit(ihdr.width, ihdr.height, rq->max_width, rq->max_height, &tw, &th);
-    if (canvas_make(out, tw, th) != 0 || resample(rgba, ihdr.width, ihdr.height, (size_t)ihdr.width * 4, 1, out) != 0) {
-        result = fail(DECODER_FAILED, "no room for the pixels: %s", strerror(errno));
-        goto done;
-    }
+    report.frames = 1;
+    rgba_image image = {.pixels = rgba, .width = ihdr.width, .height = ihdr.height, .orientation = 1};
+    struct spng_iccp iccp;
+    if (spng_get_iccp(ctx, &iccp) == 0) image.tag.icc = (const uint8_t *)iccp.profile, image.tag.icc_size = iccp.profile_len;
+    rgba = NULL;  // finish takes it
+    result = finish(&image, rq, out);
 done:
     free(rgba);
     spng_ctx_free(ctx);
@@ -395,12 +812,14 @@ static outcome decode_jpeg(const uint8_t *data, size_t size, const struct decode
     struct jpeg_decompress_struct info;
     struct jpeg_failure failure = {0};
     uint8_t *volatile buffer = NULL;
+    JOCTET *volatile icc = NULL;
+    cmsHTRANSFORM volatile colours = NULL;  // the file's profile to sRGB, when it has one
     info.err = jpeg_std_error(&failure.manager);
     failure.manager.error_exit = jpeg_failed;
     failure.manager.emit_message = jpeg_quiet;
+#define JPEG_LET_GO() (jpeg_destroy_decompress(&info), free(buffer), free(icc), colours ? cmsDeleteTransform(colours) : (void)0)
     if (setjmp(failure.back)) {
-        jpeg_destroy_decompress(&info);
-        free(buffer);
+        JPEG_LET_GO();
         canvas_drop(out);
         return fail(DECODER_FAILED, "JPEG: %s", failure.message);
     }
@@ -412,6 +831,7 @@ static outcome decode_jpeg(const uint8_t *data, size_t size, const struct decode
     info.progress = &failure.progress;
     jpeg_mem_src(&info, data, (unsigned long)size);
     jpeg_save_markers(&info, JPEG_APP0 + 1, 0xFFFF);
+    jpeg_save_markers(&info, JPEG_APP0 + 2, 0xFFFF);  // ICC_PROFILE, in pieces
     jpeg_read_header(&info, TRUE);
     int orientation = 1;
     for (jpeg_saved_marker_ptr m = info.marker_list; m; m = m->next)
@@ -444,12 +864,20 @@ static outcome decode_jpeg(const uint8_t *data, size_t size, const struct decode
         return fail(DECODER_TOO_LARGE, "JPEG of %u x %u pixels (decoded at 1/%u) is over the limit of %llu", sw, sh,
                     denom, (unsigned long long)rq->max_pixels);
     }
+    report.frames = 1;
+    JOCTET *profile = NULL;
+    unsigned int profile_size = 0;
+    if (jpeg_read_icc_profile(&info, &profile, &profile_size)) icc = profile;
+    colour_tag tag = {.icc = profile, .icc_size = profile_size};
+    // CMYK profiles convert CMYK (Adobe's inverted form as written) to sRGB; RGB ones, in place.
+    colours = colour_transform(&tag, cmyk ? (info.saw_Adobe_marker ? TYPE_CMYK_8_REV : TYPE_CMYK_8) : TYPE_BGRA_8,
+                               TYPE_BGRA_8, rq);
     jpeg_start_decompress(&info);
     if (!cmyk && orientation == 1 && info.output_width == tw && info.output_height == th) {
         // The IDCT gave the size asked for, upright: strips of rows straight into the reply's pixels.
         uint8_t *rows = canvas_make(out, tw, th) == 0 ? canvas_strip(out) : NULL;
         if (!rows) {
-            jpeg_destroy_decompress(&info);
+            JPEG_LET_GO();
             canvas_drop(out);
             return fail(DECODER_FAILED, "no room for the pixels: %s", strerror(errno));
         }
@@ -460,11 +888,12 @@ static outcome decode_jpeg(const uint8_t *data, size_t size, const struct decode
                 JSAMPROW row = rows + (size_t)count * out->stride;
                 count += jpeg_read_scanlines(&info, &row, 1);
             }
+            if (colours) cmsDoTransform(colours, rows, rows, count * tw);
             if (canvas_write(out, first, count, rows, out->stride) != 0)
                 longjmp(failure.back, (snprintf(failure.message, sizeof failure.message, "%s", strerror(errno)), 1));
         }
         jpeg_finish_decompress(&info);
-        jpeg_destroy_decompress(&info);
+        JPEG_LET_GO();
         return (outcome){.status = DECODER_OK};  // opaque: premultiplied BGRA is the same bytes
     }
     size_t stride = (size_t)info.output_width * 4;
@@ -472,31 +901,88 @@ static outcome decode_jpeg(const uint8_t *data, size_t size, const struct decode
     if (!buffer) longjmp(failure.back, (snprintf(failure.message, sizeof failure.message, "no memory"), 1));
     while (info.output_scanline < info.output_height) {
         JSAMPROW row = buffer + info.output_scanline * stride;
-        if (jpeg_read_scanlines(&info, &row, 1) == 1 && cmyk) cmyk_to_bgra(row, info.output_width, info.saw_Adobe_marker);
+        if (jpeg_read_scanlines(&info, &row, 1) != 1) continue;
+        if (colours) {
+            cmsDoTransform(colours, row, row, info.output_width);
+            if (cmyk)  // the fourth byte was K: opaque now
+                for (uint32_t x = 0; x < info.output_width; x++) row[(size_t)x * 4 + 3] = 255;
+        } else if (cmyk) {
+            cmyk_to_bgra(row, info.output_width, info.saw_Adobe_marker);
+        }
     }
     jpeg_finish_decompress(&info);
     // Opaque: premultiplied BGRA is the same bytes.
     if (canvas_make(out, tw, th) != 0 ||
         resample(buffer, info.output_width, info.output_height, stride, orientation, out) != 0) {
-        jpeg_destroy_decompress(&info);
-        free(buffer);
+        JPEG_LET_GO();
         canvas_drop(out);
         return fail(DECODER_FAILED, "no room for the pixels: %s", strerror(errno));
     }
-    jpeg_destroy_decompress(&info);
-    free(buffer);
+    JPEG_LET_GO();
     return (outcome){.status = DECODER_OK};
+#undef JPEG_LET_GO
 }
 
 // ---- WebP -----------------------------------------------------------------------------------------
 
+// An animation's first frame, or a still image with a colour profile: straight RGBA of the whole
+// canvas, then as every other format (`finish`).
+static outcome decode_webp_rgba(const uint8_t *data, size_t size, WebPDemuxer *demux, int animated,
+                                const colour_tag *tag, const struct decoder_request *rq, canvas *out, uint32_t *ow,
+                                uint32_t *oh) {
+    *ow = WebPDemuxGetI(demux, WEBP_FF_CANVAS_WIDTH), *oh = WebPDemuxGetI(demux, WEBP_FF_CANVAS_HEIGHT);
+    outcome result = {.status = DECODER_OK};
+    if (*ow == 0 || *oh == 0) return fail(DECODER_FAILED, "WebP: an empty canvas");
+    if (too_large("WebP", *ow, *oh, rq, &result)) return result;
+    rgba_image image = {.width = *ow, .height = *oh, .orientation = 1, .tag = *tag};
+    size_t bytes = (size_t)*ow * *oh * 4;
+    if (!(image.pixels = rgba_buffer(*ow, *oh, 0))) return fail(DECODER_TOO_LARGE, "no memory for the WebP's pixels");
+    if (animated) {
+        WebPData whole = {data, size};
+        WebPAnimDecoderOptions options;
+        WebPAnimDecoderOptionsInit(&options);
+        options.color_mode = MODE_RGBA, options.use_threads = 0;
+        WebPAnimDecoder *frames = WebPAnimDecoderNew(&whole, &options);
+        uint8_t *frame = NULL;
+        int timestamp;
+        if (!frames || !WebPAnimDecoderGetNext(frames, &frame, &timestamp)) {
+            result = fail(DECODER_FAILED, "WebP: the animation's first frame could not be decoded");
+        } else {
+            memcpy(image.pixels, frame, bytes);
+        }
+        WebPAnimDecoderDelete(frames);
+    } else if (!WebPDecodeRGBAInto(data, size, image.pixels, bytes, (int)*ow * 4)) {
+        result = fail(DECODER_FAILED, "WebP: decoding stopped");
+    }
+    if (result.status == DECODER_OK) return finish(&image, rq, out);
+    free(image.pixels);
+    return result;
+}
+
 static outcome decode_webp(const uint8_t *data, size_t size, const struct decoder_request *rq, canvas *out,
                            uint32_t *ow, uint32_t *oh) {
+    WebPData whole = {data, size};
+    WebPDemuxer *demux = WebPDemux(&whole);
+    if (!demux) return fail(DECODER_FAILED, "WebP: not a WebP image this decoder reads");
+    uint32_t flags = WebPDemuxGetI(demux, WEBP_FF_FORMAT_FLAGS);
+    uint32_t frames = WebPDemuxGetI(demux, WEBP_FF_FRAME_COUNT);
+    report.frames = frames ? frames : 1;
+    WebPChunkIterator profile;
+    colour_tag tag = {0};
+    int has_profile = (flags & ICCP_FLAG) && WebPDemuxGetChunk(demux, "ICCP", 1, &profile);
+    if (has_profile) tag.icc = profile.chunk.bytes, tag.icc_size = profile.chunk.size;
+    if ((flags & ANIMATION_FLAG) || has_profile) {
+        outcome result = decode_webp_rgba(data, size, demux, flags & ANIMATION_FLAG, &tag, rq, out, ow, oh);
+        if (has_profile) WebPDemuxReleaseChunkIterator(&profile);
+        WebPDemuxDelete(demux);
+        return result;
+    }
+    WebPDemuxDelete(demux);
+    // A still image without a profile: scaled by the decoder itself, straight into the reply.
     WebPDecoderConfig config;
     if (!WebPInitDecoderConfig(&config)) return fail(DECODER_FAILED, "WebP: a library of another version");
     if (WebPGetFeatures(data, size, &config.input) != VP8_STATUS_OK)
         return fail(DECODER_FAILED, "WebP: not a WebP image this decoder reads");
-    if (config.input.has_animation) return fail(DECODER_FAILED, "WebP: animations are not decoded");
     *ow = (uint32_t)config.input.width, *oh = (uint32_t)config.input.height;
     if ((uint64_t)*ow * *oh > rq->max_source_pixels)
         return fail(DECODER_TOO_LARGE, "WebP of %u x %u pixels is over the limit", *ow, *oh);
@@ -535,6 +1021,28 @@ struct gif_input {
     const uint8_t *data;
     size_t size, at;
 };
+
+// The frames after the one just read, their compressed data skipped, not decoded (a damaged rest
+// ends the count).
+static uint32_t gif_frames_after(GifFileType *gif) {
+    uint32_t frames = 0;
+    GifRecordType type;
+    while (frames < (1u << 20) && DGifGetRecordType(gif, &type) != GIF_ERROR && type != TERMINATE_RECORD_TYPE) {
+        int code;
+        GifByteType *block;
+        if (type == EXTENSION_RECORD_TYPE) {
+            if (DGifGetExtension(gif, &code, &block) == GIF_ERROR) break;
+            while (block && DGifGetExtensionNext(gif, &block) != GIF_ERROR) {}
+            if (block) break;
+        } else if (type == IMAGE_DESC_RECORD_TYPE) {
+            if (DGifGetImageDesc(gif) == GIF_ERROR || DGifGetCode(gif, &code, &block) == GIF_ERROR) break;
+            while (block && DGifGetCodeNext(gif, &block) != GIF_ERROR) {}
+            if (block) break;
+            frames++;
+        }
+    }
+    return frames;
+}
 
 static int gif_read(GifFileType *gif, GifByteType *into, int wanted) {
     struct gif_input *in = gif->UserData;
@@ -635,6 +1143,7 @@ static outcome decode_gif(const uint8_t *data, size_t size, const struct decoder
             }
         }
     }
+    report.frames = gif_frames_after(gif) + 1;
     uint32_t tw, th;
     fit(*ow, *oh, rq->max_width, rq->max_height, &tw, &th);
     if (canvas_make(out, tw, th) != 0 || resample(screen, *ow, *oh, (size_t)*ow * 4, 1, out) != 0) {
@@ -659,7 +1168,17 @@ static outcome decode(const uint8_t *data, size_t size, const struct decoder_req
         return decode_webp(data, size, rq, out, ow, oh);
     if (size >= 6 && (memcmp(data, "GIF87a", 6) == 0 || memcmp(data, "GIF89a", 6) == 0))
         return decode_gif(data, size, rq, out, ow, oh);
-    return fail(DECODER_NOT_AN_IMAGE, "not a PNG, JPEG, WebP or GIF image");
+    // ISO base media files name their brand in the "ftyp" box: AVIF's, or HEIF's (HEIC and the rest).
+    if (size >= 12 && memcmp(data + 4, "ftyp", 4) == 0) {
+        if (memcmp(data + 8, "avif", 4) == 0 || memcmp(data + 8, "avis", 4) == 0)
+            return decode_avif(data, size, rq, out, ow, oh);
+        enum heif_filetype_result type = heif_check_filetype(data, (int)(size < 64 ? size : 64));
+        if (type == heif_filetype_yes_supported) return decode_heif(data, size, rq, out, ow, oh);
+    }
+    static const uint8_t jxl_box[12] = {0, 0, 0, 0x0C, 'J', 'X', 'L', ' ', 0x0D, 0x0A, 0x87, 0x0A};
+    if ((size >= 2 && data[0] == 0xFF && data[1] == 0x0A) || (size >= 12 && memcmp(data, jxl_box, 12) == 0))
+        return decode_jxl(data, size, rq, out, ow, oh);
+    return fail(DECODER_NOT_AN_IMAGE, "not a PNG, JPEG, WebP, GIF, AVIF, HEIF or JPEG XL image");
 }
 
 static void reply(int sock, struct decoder_reply *r, int fd) {
@@ -689,6 +1208,7 @@ static void serve(int sock) {
             o = fail(DECODER_FAILED, "the image file cannot be mapped: %s", strerror(errno));
         } else {
             uint32_t ow = 0, oh = 0;
+            report.profile = DECODER_PROFILE_NONE, report.space = DECODER_SPACE_SRGB, report.frames = 1;
             o = decode(data, (size_t)st.st_size, &rq, &out, &ow, &oh);
             r.original_width = ow, r.original_height = oh;
             if (o.status == DECODER_OK && canvas_seal(&out) != 0)
@@ -701,6 +1221,7 @@ static void serve(int sock) {
         if (o.status == DECODER_OK) {
             r.width = out.width, r.height = out.height, r.stride = out.stride;
             r.format = DECODER_FORMAT_B8G8R8A8_PREMULTIPLIED;
+            r.color_profile = report.profile, r.color_space = report.space, r.frames = report.frames;
         }
         reply(sock, &r, o.status == DECODER_OK ? out.fd : -1);
         canvas_drop(&out);
@@ -717,6 +1238,8 @@ static const int allowed[] = {
     SCMP_SYS(mremap), SCMP_SYS(mprotect), SCMP_SYS(brk), SCMP_SYS(madvise), SCMP_SYS(memfd_create),
     SCMP_SYS(ftruncate), SCMP_SYS(fcntl), SCMP_SYS(futex), SCMP_SYS(clock_gettime), SCMP_SYS(getrandom),
     SCMP_SYS(rt_sigreturn), SCMP_SYS(rt_sigprocmask), SCMP_SYS(exit), SCMP_SYS(exit_group),
+    // A thread's own set-up: libheif's HEVC decoder (libde265) always starts one worker thread.
+    SCMP_SYS(set_robust_list), SCMP_SYS(rseq), SCMP_SYS(sched_yield),
 };
 
 struct sandbox { int no_new_privs, network_namespace, seccomp; };
@@ -725,10 +1248,11 @@ static struct sandbox lock_in(void) {
     struct sandbox s = {0};
     // Memory for one large image and its decoder, and CPU for many: a request that would take more
     // ends the process (the agent times each request out long before, and starts another decoder).
-    struct rlimit as = {2ul << 30, 2ul << 30}, cpu = {120, 120}, nproc = {0, 0};
+    // (No process limit: a new process is the filter's to refuse, and RLIMIT_NPROC would refuse
+    // the one thread HEIF needs as well.)
+    struct rlimit as = {2ul << 30, 2ul << 30}, cpu = {120, 120};
     setrlimit(RLIMIT_AS, &as);
     setrlimit(RLIMIT_CPU, &cpu);
-    setrlimit(RLIMIT_NPROC, &nproc);
     s.no_new_privs = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1;
     // No network where the kernel lets an unprivileged process have a namespace of its own.
     s.network_namespace = unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0 || unshare(CLONE_NEWNET) == 0;
@@ -737,6 +1261,12 @@ static struct sandbox lock_in(void) {
         int ok = 1;
         for (size_t i = 0; i < sizeof allowed / sizeof *allowed; i++)
             ok = ok && seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allowed[i], 0) == 0;
+        // Threads, never processes: clone only with CLONE_THREAD (its flags are an argument the
+        // filter can read); clone3, whose flags it cannot, says it does not exist, so libc falls
+        // back to clone.
+        ok = ok && seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
+                                    SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD)) == 0;
+        ok = ok && seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0) == 0;
         s.seccomp = ok && seccomp_load(ctx) == 0;
         seccomp_release(ctx);
     }
@@ -760,7 +1290,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: netactivity-decoder [--test-sandbox | --version]\n");
         return 64;
     }
-    // The libraries are linked in and resolved at start; nothing is loaded after the lock.
+    // The libraries are linked in and resolved at start, and set up before the lock: libheif loads
+    // its codec plugins now (nothing is loaded after), lcms2 makes the sRGB profile.
+    heif_init(NULL);
+    srgb = cmsCreate_sRGBProfile();
     struct sandbox s = lock_in();
     if (!s.no_new_privs || !s.seccomp) {
         fprintf(stderr, "netactivity-decoder: the sandbox could not be set up (no_new_privs %d, seccomp %d)\n",
@@ -776,6 +1309,8 @@ int main(int argc, char **argv) {
         printf("connect %s\n", outcome_of(syscall(SYS_connect, 0, NULL, 0)));
         char *args[] = {"/bin/true", NULL};
         printf("execve %s\n", outcome_of(syscall(SYS_execve, "/bin/true", args, NULL)));
+        // A new process (fork's clone, without CLONE_THREAD): refused, so it never runs.
+        printf("fork %s\n", outcome_of(syscall(SYS_clone, SIGCHLD, NULL, NULL, NULL, 0)));
         printf("memfd_create %s\n", outcome_of(syscall(SYS_memfd_create, "probe", 0)));
         fflush(stdout);
         return 0;

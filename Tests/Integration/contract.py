@@ -159,7 +159,10 @@ class Downloader:
     VALUES = {
         'Priority': ('very-low', 'low', 'normal', 'high', 'very-high'),
         'FetchImageSource': ('memory', 'disk', 'network'),
+        'FetchPixelsColor': ('srgb', 'as-is'),
         'FetchPixelsFormat': ('B8G8R8A8_PREMULTIPLIED',),
+        'FetchPixelsColorSpace': ('srgb', 'as-is'),
+        'FetchPixelsColorProfile': ('none', 'icc', 'cicp', 'invalid'),
         'FetchPixelsSource': ('memory', 'disk', 'network'),
         'DownloadPrioritization': ('fifo', 'lifo'),
     }
@@ -168,8 +171,8 @@ class Downloader:
         'DownloadImageOption': {'additional-identifier': 's', 'reload': 'b', 'priority': 's', 'cache-key': 's', 'max-age': 'd'},
         'FetchImageOption': {'additional-identifier': 's', 'reload': 'b', 'priority': 's', 'cache-key': 's', 'max-age': 'd', 'receipt': 's', 'announce': 'b'},
         'FetchImageInfo': {'source': 's', 'content-type': 's', 'http-status': 'u'},
-        'FetchPixelsOption': {'additional-identifier': 's', 'reload': 'b', 'priority': 's', 'cache-key': 's', 'max-age': 'd', 'receipt': 's', 'announce': 'b', 'max-width': 'u', 'max-height': 'u'},
-        'FetchPixelsInfo': {'width': 'u', 'height': 'u', 'stride': 'u', 'format': 's', 'original-width': 'u', 'original-height': 'u', 'source': 's', 'content-type': 's', 'http-status': 'u'},
+        'FetchPixelsOption': {'additional-identifier': 's', 'reload': 'b', 'priority': 's', 'cache-key': 's', 'max-age': 'd', 'receipt': 's', 'announce': 'b', 'max-width': 'u', 'max-height': 'u', 'color': 's'},
+        'FetchPixelsInfo': {'width': 'u', 'height': 'u', 'stride': 'u', 'format': 's', 'original-width': 'u', 'original-height': 'u', 'frames': 'u', 'color-space': 's', 'color-profile': 's', 'source': 's', 'content-type': 's', 'http-status': 'u'},
         'DeferredKey': {'metered': 'b', 'power-saver': 'b', 'held': 'u', 'prefetch': 'u'},
     }
     ActiveDownloads = 'ActiveDownloads'
@@ -200,7 +203,15 @@ class Downloader:
     FETCH_IMAGE_SOURCE_MEMORY = 'memory'
     FETCH_IMAGE_SOURCE_DISK = 'disk'
     FETCH_IMAGE_SOURCE_NETWORK = 'network'
+    FETCH_PIXELS_COLOR_SRGB = 'srgb'
+    FETCH_PIXELS_COLOR_AS_IS = 'as-is'
     FETCH_PIXELS_FORMAT_B8G8R8A8_PREMULTIPLIED = 'B8G8R8A8_PREMULTIPLIED'
+    FETCH_PIXELS_COLOR_SPACE_SRGB = 'srgb'
+    FETCH_PIXELS_COLOR_SPACE_AS_IS = 'as-is'
+    FETCH_PIXELS_COLOR_PROFILE_NONE = 'none'
+    FETCH_PIXELS_COLOR_PROFILE_ICC = 'icc'
+    FETCH_PIXELS_COLOR_PROFILE_CICP = 'cicp'
+    FETCH_PIXELS_COLOR_PROFILE_INVALID = 'invalid'
     FETCH_PIXELS_SOURCE_MEMORY = 'memory'
     FETCH_PIXELS_SOURCE_DISK = 'disk'
     FETCH_PIXELS_SOURCE_NETWORK = 'network'
@@ -230,12 +241,16 @@ class Downloader:
     FETCH_PIXELS_OPTION_ANNOUNCE = 'announce'
     FETCH_PIXELS_OPTION_MAX_WIDTH = 'max-width'
     FETCH_PIXELS_OPTION_MAX_HEIGHT = 'max-height'
+    FETCH_PIXELS_OPTION_COLOR = 'color'
     FETCH_PIXELS_INFO_WIDTH = 'width'
     FETCH_PIXELS_INFO_HEIGHT = 'height'
     FETCH_PIXELS_INFO_STRIDE = 'stride'
     FETCH_PIXELS_INFO_FORMAT = 'format'
     FETCH_PIXELS_INFO_ORIGINAL_WIDTH = 'original-width'
     FETCH_PIXELS_INFO_ORIGINAL_HEIGHT = 'original-height'
+    FETCH_PIXELS_INFO_FRAMES = 'frames'
+    FETCH_PIXELS_INFO_COLOR_SPACE = 'color-space'
+    FETCH_PIXELS_INFO_COLOR_PROFILE = 'color-profile'
     FETCH_PIXELS_INFO_SOURCE = 'source'
     FETCH_PIXELS_INFO_CONTENT_TYPE = 'content-type'
     FETCH_PIXELS_INFO_HTTP_STATUS = 'http-status'
@@ -281,13 +296,16 @@ class ImageCache:
     ERRORS = ('org.freedesktop.DBus.Error.InvalidArgs', 'org.freedesktop.DBus.Error.AccessDenied', 'org.example.NetActivity.Error.NotAnImage', 'org.example.NetActivity.Error.TooLarge', 'org.example.NetActivity.Error.NotFound', 'org.example.NetActivity.Error.LimitsExceeded', 'org.example.NetActivity.Error.Decode', 'org.freedesktop.DBus.Error.Failed')
     # enumerated strings: every value
     VALUES = {
+        'OpenPixelsColor': ('srgb', 'as-is'),
         'OpenPixelsFormat': ('B8G8R8A8_PREMULTIPLIED',),
+        'OpenPixelsColorSpace': ('srgb', 'as-is'),
+        'OpenPixelsColorProfile': ('none', 'icc', 'cicp', 'invalid'),
         'OpenPixelsSource': ('memory',),
     }
     # dictionaries and a{sv} arguments: key: type
     KEYS = {
-        'OpenPixelsOption': {'max-width': 'u', 'max-height': 'u'},
-        'OpenPixelsInfo': {'width': 'u', 'height': 'u', 'stride': 'u', 'format': 's', 'original-width': 'u', 'original-height': 'u', 'source': 's', 'content-type': 's'},
+        'OpenPixelsOption': {'max-width': 'u', 'max-height': 'u', 'color': 's'},
+        'OpenPixelsInfo': {'width': 'u', 'height': 'u', 'stride': 'u', 'format': 's', 'original-width': 'u', 'original-height': 'u', 'frames': 'u', 'color-space': 's', 'color-profile': 's', 'source': 's', 'content-type': 's'},
         'DecodedStatisticsKey': {'hits': 't', 'misses': 't', 'insertions': 't', 'evictions': 't', 'pressure-moderate': 't', 'pressure-critical': 't', 'pressure-evictions': 't', 'pressure-bytes-freed': 't', 'decodes': 't', 'decode-failures': 't', 'shared-decodes': 't', 'decoders-started': 't', 'decoders-replaced': 't'},
         'StatisticsKey': {'hits': 't', 'misses': 't', 'insertions': 't', 'evictions': 't', 'pressure-moderate': 't', 'pressure-critical': 't', 'pressure-evictions': 't', 'pressure-bytes-freed': 't'},
     }
@@ -314,16 +332,28 @@ class ImageCache:
     RemoveImageForRequest = 'RemoveImageForRequest'
     Statistics = 'Statistics'
     Version = 'Version'
+    OPEN_PIXELS_COLOR_SRGB = 'srgb'
+    OPEN_PIXELS_COLOR_AS_IS = 'as-is'
     OPEN_PIXELS_FORMAT_B8G8R8A8_PREMULTIPLIED = 'B8G8R8A8_PREMULTIPLIED'
+    OPEN_PIXELS_COLOR_SPACE_SRGB = 'srgb'
+    OPEN_PIXELS_COLOR_SPACE_AS_IS = 'as-is'
+    OPEN_PIXELS_COLOR_PROFILE_NONE = 'none'
+    OPEN_PIXELS_COLOR_PROFILE_ICC = 'icc'
+    OPEN_PIXELS_COLOR_PROFILE_CICP = 'cicp'
+    OPEN_PIXELS_COLOR_PROFILE_INVALID = 'invalid'
     OPEN_PIXELS_SOURCE_MEMORY = 'memory'
     OPEN_PIXELS_OPTION_MAX_WIDTH = 'max-width'
     OPEN_PIXELS_OPTION_MAX_HEIGHT = 'max-height'
+    OPEN_PIXELS_OPTION_COLOR = 'color'
     OPEN_PIXELS_INFO_WIDTH = 'width'
     OPEN_PIXELS_INFO_HEIGHT = 'height'
     OPEN_PIXELS_INFO_STRIDE = 'stride'
     OPEN_PIXELS_INFO_FORMAT = 'format'
     OPEN_PIXELS_INFO_ORIGINAL_WIDTH = 'original-width'
     OPEN_PIXELS_INFO_ORIGINAL_HEIGHT = 'original-height'
+    OPEN_PIXELS_INFO_FRAMES = 'frames'
+    OPEN_PIXELS_INFO_COLOR_SPACE = 'color-space'
+    OPEN_PIXELS_INFO_COLOR_PROFILE = 'color-profile'
     OPEN_PIXELS_INFO_SOURCE = 'source'
     OPEN_PIXELS_INFO_CONTENT_TYPE = 'content-type'
     DECODED_STATISTICS_KEY_HITS = 'hits'

@@ -11,27 +11,27 @@ import socket
 import struct
 import sys
 
-REQUEST = struct.Struct("=IIQIIQQ")           # magic, version, id, max_width, max_height, max_pixels, max_source_pixels
-REPLY = struct.Struct("=IIQIIIIII200s")     # magic, status, id, width, height, stride, ow, oh, format, message
+REQUEST = struct.Struct("=IIQIIQQII")         # magic, version, id, max_width, max_height, max_pixels, max_source_pixels, flags, reserved
+REPLY = struct.Struct("=IIQIIIIIIIIII200s")  # magic, status, id, width, height, stride, ow, oh, format, colour profile, colour space, frames, reserved, message
 REQUEST_MAGIC, REPLY_MAGIC = 0x5144414E, 0x5244414E
 OK, READY, FORMAT = 0, 5, 1
 
 width, height, stride, size = (int(v, 0) for v in sys.argv[1:5])
 seals = sys.argv[5] if len(sys.argv) > 5 else "all"
 sock = socket.socket(fileno=0)
-sock.sendmsg([REPLY.pack(REPLY_MAGIC, READY, 0, 0, 0, 0, 0, 0, 0, b"a lying test decoder")])
+sock.sendmsg([REPLY.pack(REPLY_MAGIC, READY, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, b"a lying test decoder")])
 while True:
     data, fds, _, _ = socket.recv_fds(sock, REQUEST.size, 1)
     if not data:
         break
     for fd in fds:
         os.close(fd)
-    _, _, request_id, _, _, _, _ = REQUEST.unpack(data)
+    request_id = REQUEST.unpack(data)[2]
     memfd = os.memfd_create("lie", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     os.ftruncate(memfd, size)
     if seals == "all":
         fcntl.fcntl(memfd, fcntl.F_ADD_SEALS,
                     fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
-    socket.send_fds(sock, [REPLY.pack(REPLY_MAGIC, OK, request_id, width, height, stride, width, height, FORMAT,
+    socket.send_fds(sock, [REPLY.pack(REPLY_MAGIC, OK, request_id, width, height, stride, width, height, FORMAT, 0, 0, 1, 0,
                                       b"")], [memfd])
     os.close(memfd)

@@ -17,8 +17,8 @@ import zlib
 from harness import BIN
 
 DECODER = os.path.join(BIN, "netactivity-decoder")
-REQUEST = struct.Struct("=IIQIIQQ")  # magic, version, id, max_width, max_height, max_pixels, max_source_pixels
-REPLY = struct.Struct("=IIQIIIIII200s")  # magic, status, id, width, height, stride, original w/h, format, message
+REQUEST = struct.Struct("=IIQIIQQII")  # magic, version, id, max_width, max_height, max_pixels, max_source_pixels, flags, reserved
+REPLY = struct.Struct("=IIQIIIIIIIIII200s")  # magic, status, id, width, height, stride, original w/h, format, colour profile and space, frames, reserved, message
 REQUEST_MAGIC, REPLY_MAGIC, VERSION = 0x5144414E, 0x5244414E, 3
 OK, NOT_AN_IMAGE, TOO_LARGE, FAILED, BAD_REQUEST, READY = range(6)
 BGRA_PREMULTIPLIED = 1
@@ -103,11 +103,11 @@ class Decoder:
     @staticmethod
     def reply(msg):
         fields = dict(zip(("magic", "status", "id", "width", "height", "stride", "original_width", "original_height",
-                           "format", "message"), REPLY.unpack(msg)))
+                           "format", "color_profile", "color_space", "frames", "reserved", "message"), REPLY.unpack(msg)))
         fields["message"] = fields["message"].split(b"\0")[0].decode()
         return fields
 
-    def decode(self, data, max_width=0, max_height=0, max_pixels=32 << 20, max_source_pixels=128 << 20, timeout=20):
+    def decode(self, data, max_width=0, max_height=0, max_pixels=32 << 20, max_source_pixels=128 << 20, flags=0, timeout=20):
         """(reply fields as a dict, the pixels' bytes or None, the pixels' seals or None)."""
         fd = os.memfd_create("test-image", os.MFD_ALLOW_SEALING)
         try:
@@ -115,7 +115,7 @@ class Decoder:
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, ALL_SEALS)
             rid = self.next_id
             self.next_id += 1
-            socket.send_fds(self.sock, [REQUEST.pack(REQUEST_MAGIC, VERSION, rid, max_width, max_height, max_pixels, max_source_pixels)], [fd])
+            socket.send_fds(self.sock, [REQUEST.pack(REQUEST_MAGIC, VERSION, rid, max_width, max_height, max_pixels, max_source_pixels, flags, 0)], [fd])
         finally:
             os.close(fd)
         self.sock.settimeout(timeout)

@@ -21,6 +21,27 @@ struct decoder_request {
     // The most pixels the decoder may read for the image, whatever the box (TooLarge beyond, from
     // the header): a JPEG scaled in its IDCT still holds the whole source's coefficients.
     uint64_t max_source_pixels;
+    // DECODER_COLOR_AS_IS: the file's own colour values, its profile not applied.
+    uint32_t flags;
+    uint32_t reserved;
+};
+
+enum decoder_flags {
+    DECODER_COLOR_AS_IS = 1u << 0,
+};
+
+// What the file said of its colours.
+enum decoder_color_profile {
+    DECODER_PROFILE_NONE = 0,     // nothing: its values are taken as sRGB
+    DECODER_PROFILE_ICC = 1,      // an ICC profile
+    DECODER_PROFILE_CICP = 2,     // coding-independent code points (AVIF, HEIF's nclx), not sRGB's
+    DECODER_PROFILE_INVALID = 3,  // a profile that could not be read or does not fit the pixels: ignored
+};
+
+// What the pixels' values are.
+enum decoder_color_space {
+    DECODER_SPACE_SRGB = 0,   // sRGB: the file's own, or converted to it from its profile
+    DECODER_SPACE_AS_IS = 1,  // the file's values under a profile that was not applied (DECODER_COLOR_AS_IS)
 };
 
 enum decoder_status {
@@ -43,6 +64,8 @@ struct decoder_reply {
     uint32_t magic, status;
     uint64_t id;
     uint32_t width, height, stride, original_width, original_height, format;
+    uint32_t color_profile, color_space;  // enum decoder_color_profile, enum decoder_color_space
+    uint32_t frames, reserved;            // frames in the file (1 for a still image)
     char message[200];
 };
 

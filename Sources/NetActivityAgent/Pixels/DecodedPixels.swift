@@ -1,5 +1,9 @@
 // SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 import LinuxKit
+import NetActivityContract
+
+/// What a decode makes of a file's colours: sRGB (the default), or its own values.
+typealias PixelColor = DownloaderMember.FetchPixelsColor
 
 /// Why an image was not decoded.
 enum DecodeFailure: Error, Equatable {
@@ -23,14 +27,25 @@ final class DecodedPixels {
     /// The image's own size, as shown (after its EXIF orientation).
     let originalWidth: UInt32
     let originalHeight: UInt32
+    /// What the file said of its colours, what the pixels' values are, and the frames in the file.
+    let colorProfile: DownloaderMember.FetchPixelsColorProfile
+    let colorSpace: DownloaderMember.FetchPixelsColorSpace
+    let frames: UInt32
 
-    init(fd: Int32, width: UInt32, height: UInt32, stride: UInt32, originalWidth: UInt32, originalHeight: UInt32) {
+    init(
+        fd: Int32, width: UInt32, height: UInt32, stride: UInt32, originalWidth: UInt32, originalHeight: UInt32,
+        colorProfile: DownloaderMember.FetchPixelsColorProfile = .none, colorSpace: PixelColor = .srgb,
+        frames: UInt32 = 1
+    ) {
         self.fd = fd
         self.width = width
         self.height = height
         self.stride = stride
         self.originalWidth = originalWidth
         self.originalHeight = originalHeight
+        self.colorProfile = colorProfile
+        self.colorSpace = colorSpace
+        self.frames = frames
     }
 
     /// Checked at receipt (`PixelGeometry`): at most `NetActivityLimits`' pixel limit's bytes.

@@ -37,10 +37,11 @@ final class DecoderProcess {
 
     /// Hands it request `id`: `image` (a sealed memfd, kept by the caller), to fit `box`. Nil when
     /// sent, else why not (it has gone).
-    func send(_ id: UInt64, image: Int32, box: PixelBox, limits: DecodeLimits) -> String? {
+    func send(_ id: UInt64, image: Int32, box: PixelBox, color: PixelColor, limits: DecodeLimits) -> String? {
         var request = decoder_request(
             magic: DECODER_REQUEST_MAGIC, version: DECODER_PROTOCOL_VERSION, id: id, max_width: box.maxWidth,
-            max_height: box.maxHeight, max_pixels: limits.maxPixels, max_source_pixels: limits.maxSourcePixels)
+            max_height: box.maxHeight, max_pixels: limits.maxPixels, max_source_pixels: limits.maxSourcePixels,
+            flags: color == .asIs ? DECODER_COLOR_AS_IS.rawValue : 0, reserved: 0)
         let sent = withUnsafeBytes(of: &request) { decoder_send(socket, $0.baseAddress, $0.count, image, 1) }
         guard sent != MemoryLayout<decoder_request>.size else { return nil }
         return "the image decoder took no request: \(String(cString: strerror(errno)))"
@@ -112,8 +113,11 @@ final class DecoderProcess {
         // The decoder is the process an image may have taken over: every size it names is checked
         // with arithmetic that cannot overflow, and against the file itself, before anything is
         // mapped.
+        let profiles: [DownloaderMember.FetchPixelsColorProfile] = [.none, .icc, .cicp, .invalid]
+        let spaces: [PixelColor] = [.srgb, .asIs]
         guard SealedMemory.isSealedReadOnly(fd), fstat(fd, &st) == 0,
             reply.format == DECODER_FORMAT_B8G8R8A8_PREMULTIPLIED.rawValue,
+            reply.color_profile < profiles.count, reply.color_space < spaces.count, reply.frames >= 1,
             let geometry = PixelGeometry(
                 width: reply.width, height: reply.height, stride: reply.stride, maxPixels: limits.maxPixels),
             st.st_size >= 0, UInt64(st.st_size) == geometry.byteCount,
@@ -130,7 +134,9 @@ final class DecoderProcess {
         return .success(
             DecodedPixels(
                 fd: own, width: reply.width, height: reply.height, stride: reply.stride,
-                originalWidth: reply.original_width, originalHeight: reply.original_height))
+                originalWidth: reply.original_width, originalHeight: reply.original_height,
+                colorProfile: profiles[Int(reply.color_profile)], colorSpace: spaces[Int(reply.color_space)],
+                frames: reply.frames))
     }
 
     private func stoppedWhy() -> String {

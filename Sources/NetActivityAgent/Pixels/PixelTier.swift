@@ -5,20 +5,35 @@ import NetActivityContract
 import NetActivityCore
 
 /// What a decoded entry is kept under: the key its image is stored under in the image cache (an
-/// app's own entry's key names that app, so its pixels answer that app alone) and the box.
+/// app's own entry's key names that app, so its pixels answer that app alone), the box and the
+/// colours asked for.
 struct PixelKey: Hashable {
     let storage: String
     let box: PixelBox
+    var color: PixelColor = .srgb
 }
 
-extension PixelBox {
-    /// The box a FetchPixels or OpenPixels call asks for ("max-width", "max-height"; checked
-    /// as the method's options already).
-    init(options: [String: DBusValue]) {
-        self.init(
-            maxWidth: options[DownloaderMember.FetchPixelsOption.maxWidth.rawValue]?.uint32Value ?? 0,
-            maxHeight: options[DownloaderMember.FetchPixelsOption.maxHeight.rawValue]?.uint32Value ?? 0)
+/// What a FetchPixels or OpenPixels call asks of the pixels (its options, checked as the method's
+/// already): the box ("max-width", "max-height") and the colours ("color"; InvalidArgs for a value
+/// it does not take). The two methods' options have the same names.
+struct PixelAsk {
+    let box: PixelBox
+    let color: PixelColor
+
+    init(options: [String: DBusValue]) throws(NetActivityError) {
+        typealias Option = DownloaderMember.FetchPixelsOption
+        box = PixelBox(
+            maxWidth: options[Option.maxWidth.rawValue]?.uint32Value ?? 0,
+            maxHeight: options[Option.maxHeight.rawValue]?.uint32Value ?? 0)
+        let named = options[Option.color.rawValue]?.stringValue
+        guard let color = named.map(PixelColor.init(rawValue:)) ?? .srgb else {
+            let known = PixelColor.allCases.map { "'\($0.rawValue)'" }.joined(separator: " or ")
+            throw .invalidArgs("\(Option.color.rawValue) must be \(known), got '\(named ?? "")'")
+        }
+        self.color = color
     }
+
+    func key(_ storage: String) -> PixelKey { PixelKey(storage: storage, box: box, color: color) }
 }
 
 /// Decoded pixels as the tier keeps them.
@@ -43,10 +58,10 @@ final class PixelTier {
 
     private var tier = AutoPurgingCache<PixelKey, CachedPixels>(
         memoryCapacity: PixelTier.defaultCapacity, preferredMemoryUsageAfterPurge: PixelTier.defaultPreferred)
-    /// The boxes kept for each storage key, so that an image's removal finds its pixels without a
+    /// The entries kept for each storage key, so that an image's removal finds its pixels without a
     /// look at every entry. Entries the tier evicted on its own stay listed until their image goes
     /// or the index is rebuilt (when it lists twice what the tier holds).
-    private var boxes: [String: [PixelBox]] = [:]
+    private var boxes: [String: [PixelKey]] = [:]
     private var indexed = 0
     /// The most entries (memfds) the tier keeps: `NetActivityLimits.memfdPixels`.
     private let maxEntries: Int
@@ -97,7 +112,7 @@ final class PixelTier {
     }
 
     private func index(_ key: PixelKey) {
-        boxes[key.storage, default: []].append(key.box)
+        boxes[key.storage, default: []].append(key)
         indexed += 1
     }
 
@@ -110,7 +125,7 @@ final class PixelTier {
         for storage in storageKeys {
             guard let kept = boxes.removeValue(forKey: storage) else { continue }
             indexed -= kept.count
-            for box in kept { _ = tier.remove(PixelKey(storage: storage, box: box)) }
+            for key in kept { _ = tier.remove(key) }
         }
     }
 

@@ -32,6 +32,9 @@ struct PixelsReply {
             Info.format.rawValue: .string(DownloaderMember.FetchPixelsFormat.b8g8r8a8Premultiplied.rawValue),
             Info.originalWidth.rawValue: .uint32(pixels.originalWidth),
             Info.originalHeight.rawValue: .uint32(pixels.originalHeight),
+            Info.frames.rawValue: .uint32(pixels.frames),
+            Info.colorSpace.rawValue: .string(pixels.colorSpace.rawValue),
+            Info.colorProfile.rawValue: .string(pixels.colorProfile.rawValue),
             Info.source.rawValue: .string(source.rawValue),
             Info.contentType.rawValue: .string(entry.contentType),
         ]
