@@ -3,7 +3,7 @@
 /// is bounds-checked, so truncated or hostile headers give nil, never a crash.
 public struct ImageInfo: Equatable, Sendable {
     public enum Format: String, Sendable, CaseIterable {
-        case png, jpeg, gif, webp, bmp, ico, svg
+        case png, jpeg, gif, webp, bmp, ico, svg, avif, heif, jxl
 
         /// The media type of the format (what the bytes are, whatever a server claimed).
         public var mediaType: String {
@@ -15,6 +15,9 @@ public struct ImageInfo: Equatable, Sendable {
             case .bmp: "image/bmp"
             case .ico: "image/vnd.microsoft.icon"
             case .svg: "image/svg+xml"
+            case .avif: "image/avif"
+            case .heif: "image/heif"
+            case .jxl: "image/jxl"
             }
         }
     }
@@ -50,6 +53,9 @@ public struct ImageInfo: Equatable, Sendable {
         if b.matches(0, Array("RIFF".utf8)), b.matches(8, Array("WEBP".utf8)) { return webp(b) }
         if b.matches(0, Array("BM".utf8)) { return bmp(b) }
         if b.matches(0, [0, 0, 1, 0]) { return ico(b) }
+        if b.matches(4, Array("ftyp".utf8)) { return isoMedia(b) }
+        if b.matches(0, [0xFF, 0x0A]) { return jxlCodestream(b, at: 2) }
+        if b.matches(0, [0, 0, 0, 0x0C, 0x4A, 0x58, 0x4C, 0x20, 0x0D, 0x0A, 0x87, 0x0A]) { return jxlContainer(b) }
         return svg(b)
     }
 
@@ -122,6 +128,78 @@ public struct ImageInfo: Equatable, Sendable {
         // The first directory entry (16 bytes) must be there; 0 means 256 pixels.
         guard let count = b.le16(4), count > 0, b.count >= 22 else { return nil }
         return raster(.ico, b[6] == 0 ? 256 : UInt32(b[6]), b[7] == 0 ? 256 : UInt32(b[7]))
+    }
+
+    /// AVIF and HEIF (ISO base media files): the brands of the "ftyp" box say which; the size is
+    /// the first image spatial extent ("ispe", a box of 20 bytes) in the prefix, where the
+    /// metadata comes before the image data.
+    private static func isoMedia(_ b: Bytes) -> ImageInfo? {
+        guard let length = b.be32(0), length >= 16, length % 4 == 0 else { return nil }
+        let avif = ["avif", "avis"].map { Array($0.utf8) }
+        let heif = ["heic", "heix", "heim", "heis", "hevc", "hevx", "mif1", "msf1"].map { Array($0.utf8) }
+        var brands: [Int] = [8]  // the major brand, then the compatible ones after the minor version
+        brands += stride(from: 16, to: min(Int(length), b.count) - 3, by: 4)
+        let format: Format
+        if brands.contains(where: { at in avif.contains { b.matches(at, $0) } }) {
+            format = .avif
+        } else if brands.contains(where: { at in heif.contains { b.matches(at, $0) } }) {
+            format = .heif
+        } else {
+            return nil
+        }
+        let ispe = Array("ispe".utf8)
+        var i = Int(length)
+        while i + 16 <= b.count {
+            if b.matches(i, ispe), b.be32(i - 4) == 20 { return raster(format, b.be32(i + 8), b.be32(i + 12)) }
+            i += 1
+        }
+        return nil  // no size where every writer puts it: damaged or cut short
+    }
+
+    /// A JPEG XL codestream's SizeHeader at `at` (after its two signature bytes): bits read from the
+    /// least significant of each byte up.
+    private static func jxlCodestream(_ b: Bytes, at start: Int) -> ImageInfo? {
+        var bit = start * 8
+        func read(_ count: Int) -> UInt32? {
+            var value: UInt32 = 0
+            for k in 0..<count {
+                guard bit / 8 < b.count else { return nil }
+                value |= UInt32((b[bit / 8] >> (bit % 8)) & 1) << k
+                bit += 1
+            }
+            return value
+        }
+        func side(small: Bool) -> UInt32? {
+            if small { return read(5).map { ($0 + 1) * 8 } }
+            guard let selector = read(2), let value = read([9, 13, 18, 30][Int(selector)]) else { return nil }
+            return value + 1
+        }
+        guard let small = read(1), let height = side(small: small == 1), let ratio = read(3) else { return nil }
+        let ratios: [(UInt64, UInt64)] = [(1, 1), (12, 10), (4, 3), (3, 2), (16, 9), (5, 4), (2, 1)]
+        let width: UInt32?
+        if ratio == 0 {
+            width = side(small: small == 1)
+        } else {
+            let (n, d) = ratios[Int(ratio) - 1]
+            width = UInt32(exactly: UInt64(height) * n / d)
+        }
+        return raster(.jxl, width, height)
+    }
+
+    /// A JPEG XL container: the codestream in its "jxlc" box (or the first "jxlp", after its index).
+    private static func jxlContainer(_ b: Bytes) -> ImageInfo? {
+        var i = 12
+        while let size = b.be32(i), size >= 8 || size == 0 {
+            if b.matches(i + 4, Array("jxlc".utf8)), b.matches(i + 8, [0xFF, 0x0A]) {
+                return jxlCodestream(b, at: i + 10)
+            }
+            if b.matches(i + 4, Array("jxlp".utf8)), b.matches(i + 12, [0xFF, 0x0A]) {
+                return jxlCodestream(b, at: i + 14)
+            }
+            guard size != 0 else { break }
+            i += Int(size)
+        }
+        return nil
     }
 
     private static func svg(_ b: Bytes) -> ImageInfo? {

@@ -103,4 +103,35 @@ public enum TestImages {
     static func le32(_ v: UInt32) -> [UInt8] {
         [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 24)]
     }
+
+    /// An ISO base media file's start: its "ftyp" box of `brand` (AVIF's "avif", HEIF's "heic"),
+    /// and a "meta" box whose "ispe" says `width` x `height`.
+    public static func isoMedia(brand: String, width: UInt32, height: UInt32) -> [UInt8] {
+        func be32(_ v: UInt32) -> [UInt8] {
+            [UInt8(v >> 24), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)]
+        }
+        let ftyp = be32(24) + Array("ftyp".utf8) + Array(brand.utf8) + be32(0) + Array("mif1".utf8) + Array(brand.utf8)
+        let ispe = be32(20) + Array("ispe".utf8) + be32(0) + be32(width) + be32(height)
+        let meta = be32(UInt32(12 + ispe.count)) + Array("meta".utf8) + be32(0) + ispe
+        return ftyp + meta
+    }
+
+    /// A JPEG XL codestream's start: its signature and a SizeHeader of `width` x `height` (the
+    /// 30-bit form of each side), then default metadata.
+    public static func jxl(width: UInt32, height: UInt32) -> [UInt8] {
+        var bits: [UInt8] = []
+        func put(_ value: UInt32, _ count: Int) { for k in 0..<count { bits.append(UInt8((value >> k) & 1)) } }
+        put(0, 1)
+        put(3, 2)
+        put(height - 1, 30)
+        put(0, 3)
+        put(3, 2)
+        put(width - 1, 30)
+        put(1, 1)
+        while bits.count % 8 != 0 { bits.append(0) }
+        return [0xFF, 0x0A]
+            + stride(from: 0, to: bits.count, by: 8).map { at in
+                (0..<8).reduce(UInt8(0)) { $0 | bits[at + $1] << $1 }
+            }
+    }
 }

@@ -441,6 +441,24 @@ static uint8_t *rgba_buffer(uint32_t w, uint32_t h, int sixteen) {
 
 // ---- AVIF -----------------------------------------------------------------------------------------
 
+// The largest image an ISO base media file (AVIF, HEIF) says it holds: its "ispe" boxes (a box of
+// 20 bytes: size, type, version and flags, width, height) in its first MiB, where the metadata
+// is. TooLarge from them before any library allocates for it.
+static int ispe_too_large(const char *format, const uint8_t *data, size_t size, const struct decoder_request *rq,
+                          outcome *why) {
+    size_t end = size < (1u << 20) ? size : (1u << 20);
+    for (const uint8_t *at = data + 4; at + 16 <= data + end;) {
+        const uint8_t *box = memmem(at, (size_t)(data + end - at), "ispe", 4);
+        if (!box || box + 16 > data + end) break;
+        at = box + 4;
+        if (box - data < 4 || box[-4] != 0 || box[-3] != 0 || box[-2] != 0 || box[-1] != 20) continue;
+        uint32_t w = (uint32_t)box[8] << 24 | (uint32_t)box[9] << 16 | (uint32_t)box[10] << 8 | box[11];
+        uint32_t h = (uint32_t)box[12] << 24 | (uint32_t)box[13] << 16 | (uint32_t)box[14] << 8 | box[15];
+        if (too_large(format, w, h, rq, why)) return 1;
+    }
+    return 0;
+}
+
 // HEIF's rotation (anticlockwise quarter turns) and mirror (0: top and bottom, 1: left and right,
 // after the rotation) as the EXIF orientation that shows the same.
 static int heif_orientation(int quarter_turns, int mirror) {
@@ -451,9 +469,10 @@ static int heif_orientation(int quarter_turns, int mirror) {
 
 static outcome decode_avif(const uint8_t *data, size_t size, const struct decoder_request *rq, canvas *out,
                            uint32_t *ow, uint32_t *oh) {
+    outcome result = {.status = DECODER_OK};
+    if (ispe_too_large("AVIF", data, size, rq, &result)) return result;
     avifDecoder *decoder = avifDecoderCreate();
     if (!decoder) return fail(DECODER_FAILED, "no memory for an AVIF decoder");
-    outcome result = {.status = DECODER_OK};
     rgba_image image = {0};
     decoder->maxThreads = 1;  // dav1d in this thread: the sandbox starts none
     decoder->imageSizeLimit = (uint32_t)(rq->max_source_pixels < UINT32_MAX ? rq->max_source_pixels : UINT32_MAX);
@@ -507,9 +526,10 @@ done:
 
 static outcome decode_heif(const uint8_t *data, size_t size, const struct decoder_request *rq, canvas *out,
                            uint32_t *ow, uint32_t *oh) {
+    outcome result = {.status = DECODER_OK};
+    if (ispe_too_large("HEIF", data, size, rq, &result)) return result;
     struct heif_context *context = heif_context_alloc();
     if (!context) return fail(DECODER_FAILED, "no memory for a HEIF decoder");
-    outcome result = {.status = DECODER_OK};
     struct heif_image_handle *handle = NULL;
     struct heif_image *decoded = NULL;
     struct heif_decoding_options *options = NULL;
@@ -618,6 +638,15 @@ static outcome decode_jxl(const uint8_t *data, size_t size, const struct decoder
             if (too_large("JPEG XL", *ow, *oh, rq, &result)) goto done;
             if (info.bits_per_sample > 8) format.data_type = JXL_TYPE_UINT16, image.sixteen = 1;
         } else if (status == JXL_DEC_COLOR_ENCODING) {
+            // Every JPEG XL has a colour encoding: sRGB's is no profile to apply; any other, as ICC.
+            JxlColorEncoding encoding;
+            if (JxlDecoderGetColorAsEncodedProfile(decoder, &format, JXL_COLOR_PROFILE_TARGET_DATA, &encoding) ==
+                    JXL_DEC_SUCCESS &&
+                (encoding.color_space == JXL_COLOR_SPACE_RGB || encoding.color_space == JXL_COLOR_SPACE_GRAY) &&
+                encoding.white_point == JXL_WHITE_POINT_D65 &&
+                (encoding.color_space == JXL_COLOR_SPACE_GRAY || encoding.primaries == JXL_PRIMARIES_SRGB) &&
+                encoding.transfer_function == JXL_TRANSFER_FUNCTION_SRGB)
+                continue;
             size_t n = 0;
             if (JxlDecoderGetICCProfileSize(decoder, &format, JXL_COLOR_PROFILE_TARGET_DATA, &n) == JXL_DEC_SUCCESS &&
                 n > 0 && (icc = malloc(n)) &&

@@ -294,11 +294,11 @@ class DecoderSandboxTests(unittest.TestCase):
         finally:
             self.assertEqual(decoder.close(), 0)
 
-    def test_the_sandbox_refuses_open_socket_connect_and_execve(self):
+    def test_the_sandbox_refuses_open_socket_connect_execve_and_new_processes(self):
         r = subprocess.run([DECODER, "--test-sandbox"], capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 0, r.stderr)
         seen = dict(line.split(" ", 1) for line in r.stdout.splitlines())
-        for call in ("openat", "socket", "connect", "execve"):
+        for call in ("openat", "socket", "connect", "execve", "fork"):
             self.assertEqual(seen.get(call), "EPERM", "%s after the lock: %r" % (call, seen))
         self.assertEqual(seen.get("memfd_create"), "allowed", "what it needs still works")
         self.assertEqual(seen.get("no_new_privs"), "1")

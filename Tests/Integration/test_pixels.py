@@ -153,6 +153,32 @@ class PixelTests(AgentTestCase):
         self.expect_error(contract.DBusError.InvalidArgs, lambda: self.pixels("/a.png", size=dbus.UInt32(3)))
         self.assertEqual(len(self.pixels("/a.png")[0]), 128)
 
+    def test_the_webs_formats_and_their_colours_through_fetchpixels(self):
+        from test_formats import P3_PROFILE, encode, halves, p3_to_srgb, with_chunk
+        colour = (204, 102, 51)
+        p3 = with_chunk(png(4, 4, lambda x, y: colour + (255,)), b"iCCP", b"P3\0\0" + zlib.compress(P3_PROFILE))
+        self.http.bodies.update({"/a.avif": encode("avifenc", halves(), "avif", "--lossless"),
+                                 "/a.jxl": encode("cjxl", halves(), "jxl", "-d", "0"), "/p3.png": p3})
+        for path in ("/a.avif", "/a.jxl"):
+            data, info, _ = self.pixels(path, max_width=dbus.UInt32(32))
+            self.assertEqual((int(info[D.FETCH_PIXELS_INFO_WIDTH]), int(info[D.FETCH_PIXELS_INFO_HEIGHT]),
+                              int(info[D.FETCH_PIXELS_INFO_ORIGINAL_WIDTH]), int(info[D.FETCH_PIXELS_INFO_FRAMES])),
+                             (32, 16, 64, 1), path)
+            self.assertEqual(tuple(data[8:11]), (40, 30, 200), path + ": the left half's BGR")
+            self.assertEqual(str(info[D.FETCH_PIXELS_INFO_COLOR_PROFILE]), D.FETCH_PIXELS_COLOR_PROFILE_NONE, path)
+        data, info, _ = self.pixels("/p3.png")
+        self.assertEqual((str(info[D.FETCH_PIXELS_INFO_COLOR_PROFILE]), str(info[D.FETCH_PIXELS_INFO_COLOR_SPACE])),
+                         (D.FETCH_PIXELS_COLOR_PROFILE_ICC, D.FETCH_PIXELS_COLOR_SPACE_SRGB))
+        converted = tuple(data[2::-1][:3])
+        self.assertTrue(all(abs(a - b) <= 1 for a, b in zip(converted, p3_to_srgb(colour))), converted)
+        # The file's own values are another entry, decoded for it; the sRGB one stays beside it.
+        data, info, _ = self.pixels("/p3.png", color=D.FETCH_PIXELS_COLOR_AS_IS)
+        self.assertEqual(str(info[D.FETCH_PIXELS_INFO_COLOR_SPACE]), D.FETCH_PIXELS_COLOR_SPACE_AS_IS)
+        self.assertEqual(tuple(data[2::-1][:3]), colour)
+        self.assertEqual(tuple(self.pixels("/p3.png")[0][2::-1][:3]), converted)
+        message = self.expect_error(contract.DBusError.InvalidArgs, lambda: self.pixels("/p3.png", color="p3"))
+        self.assertIn("'srgb' or 'as-is'", message)
+
     def test_the_decoded_tier_has_afnetworkings_two_numbers_as_properties(self):
         obj = self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH)
 

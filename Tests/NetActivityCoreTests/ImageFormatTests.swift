@@ -16,6 +16,17 @@ struct ImageFormatTests {
         (TestImages.ico(width: 0, height: 48), ImageInfo(format: .ico, width: 256, height: 48)),
         (TestImages.svg(), ImageInfo(format: .svg, width: nil, height: nil)),
         (
+            TestImages.isoMedia(brand: "avif", width: 4032, height: 3024),
+            ImageInfo(format: .avif, width: 4032, height: 3024)
+        ),
+        (TestImages.isoMedia(brand: "heic", width: 512, height: 7), ImageInfo(format: .heif, width: 512, height: 7)),
+        (TestImages.jxl(width: 100_000, height: 3), ImageInfo(format: .jxl, width: 100_000, height: 3)),
+        (
+            [0, 0, 0, 0x0C] + Array("JXL \r\n".utf8) + [0x87, 0x0A] + [0, 0, 0, 29] + Array("jxlc".utf8)
+                + TestImages.jxl(width: 640, height: 480),
+            ImageInfo(format: .jxl, width: 640, height: 480)
+        ),
+        (
             TestImages.svg("\u{FEFF}<?xml version=\"1.0\"?>\n<!-- logo -->\n<svg viewBox=\"0 0 1 1\"></svg>"),
             ImageInfo(format: .svg, width: nil, height: nil)
         ),

@@ -21,6 +21,8 @@ struct ParserFuzzTests {
         TestImages.webpLossy(width: 300, height: 200), TestImages.webpLossless(width: 5000, height: 1),
         TestImages.webpExtended(width: 70000, height: 3), TestImages.bmp(width: 12, height: -34),
         TestImages.ico(width: 0, height: 48), TestImages.svg(),
+        TestImages.isoMedia(brand: "avif", width: 640, height: 480),
+        TestImages.isoMedia(brand: "heic", width: 4032, height: 3024), TestImages.jxl(width: 800, height: 600),
     ]
 
     /// One random edit: flip a bit, set a byte to an edge value, insert, delete, duplicate a run,

@@ -1,0 +1,246 @@
+# SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
+"""The web's formats and their colours in netactivity-decoder, spoken to as the agent speaks to it:
+AVIF, HEIF and JPEG XL made by their own encoders (avifenc, heif-enc, cjxl), colour profiles (ICC
+and CICP) converted to sRGB or kept as they are, HDR mapped into SDR, animations' frames counted,
+and each format's hostile files (a header that claims 100000 x 100000, cut and damaged bytes)."""
+import os
+import struct
+import subprocess
+import tempfile
+import unittest
+import zlib
+
+from test_decoder import DECODER, FAILED, NOT_AN_IMAGE, OK, TOO_LARGE, Decoder, magick, png
+
+COLOR_AS_IS = 1
+PROFILE_NONE, PROFILE_ICC, PROFILE_CICP, PROFILE_INVALID = range(4)
+SPACE_SRGB, SPACE_AS_IS = range(2)
+
+
+def encode(tool, data, suffix, *options):
+    """What an encoder makes of PNG `data`: avifenc, heif-enc or cjxl, with `options`."""
+    with tempfile.TemporaryDirectory() as d:
+        source, out = os.path.join(d, "in.png"), os.path.join(d, "out." + suffix)
+        with open(source, "wb") as f:
+            f.write(data)
+        command = {"avifenc": ["avifenc", "-j", "1", *options, source, out],
+                   "heif-enc": ["heif-enc", *options, source, "-o", out],
+                   "cjxl": ["cjxl", source, out, *options]}[tool]
+        subprocess.run(command, check=True, timeout=60, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(out, "rb") as f:
+            return f.read()
+
+
+def halves(width=64, height=32, left=(200, 30, 40, 255), right=(20, 60, 220, 255)):
+    """A PNG whose left half is one colour and right half another."""
+    return png(width, height, lambda x, y: left if x < width // 2 else right)
+
+
+def with_chunk(data, kind, payload):
+    """The PNG with a chunk put right after its IHDR."""
+    chunk = struct.pack(">I", len(payload)) + kind + payload + struct.pack(">I", zlib.crc32(kind + payload))
+    return data[:33] + chunk + data[33:]
+
+
+def s15(v):
+    return struct.pack(">i", round(v * 65536))
+
+
+def icc_profile(red, green, blue):
+    """A version 2 display profile of RGB colorants (their XYZ adapted to D50) and the sRGB curve:
+    what a Display P3 photo carries, written out tag by tag."""
+    srgb_curve = b"para" + bytes(4) + struct.pack(">HH", 3, 0) + b"".join(
+        s15(v) for v in (2.4, 1 / 1.055, 0.055 / 1.055, 1 / 12.92, 0.04045))
+    xyz = lambda v: b"XYZ " + bytes(4) + b"".join(s15(c) for c in v)
+    text = b"Display P3 test"
+    desc = b"desc" + bytes(4) + struct.pack(">I", len(text) + 1) + text + b"\0" + bytes(4) + bytes(4) + bytes(3 + 67)
+    tags = [(b"desc", desc), (b"wtpt", xyz((0.9642, 1.0, 0.8249))), (b"rXYZ", xyz(red)), (b"gXYZ", xyz(green)),
+            (b"bXYZ", xyz(blue)), (b"rTRC", srgb_curve), (b"gTRC", srgb_curve), (b"bTRC", srgb_curve)]
+    table, body = b"", b""
+    offset = 128 + 4 + 12 * len(tags)
+    for sig, data in tags:
+        data += bytes(-len(data) % 4)
+        table += sig + struct.pack(">II", offset + len(body), len(data))
+        body += data
+    size = offset + len(body)
+    header = struct.pack(">I", size) + b"lcms" + struct.pack(">I", 0x02100000) + b"mntrRGB XYZ " + bytes(12) + \
+        b"acsp" + bytes(4) + bytes(4) + bytes(8) + bytes(8) + bytes(4) + s15(0.9642) + s15(1.0) + s15(0.8249) + \
+        bytes(4) + bytes(16) + bytes(28)
+    assert len(header) == 128, len(header)
+    return header + struct.pack(">I", len(tags)) + table + body
+
+
+# Display P3's colorants, adapted to D50 (as Apple's profile gives them).
+P3_PROFILE = icc_profile((0.5151, 0.2412, -0.0011), (0.2920, 0.6922, 0.0419), (0.1571, 0.0666, 0.7841))
+
+
+def p3_to_srgb(rgb):
+    """A Display P3 colour (0-255, the sRGB curve) as sRGB (0-255): through linear light and XYZ."""
+    def linear(v):
+        v /= 255
+        return v / 12.92 if v <= 0.04045 else ((v + 0.055) / 1.055) ** 2.4
+
+    def encoded(v):
+        v = min(max(v, 0), 1)
+        return 255 * (12.92 * v if v <= 0.0031308 else 1.055 * v ** (1 / 2.4) - 0.055)
+    p3_to_xyz = ((0.48657, 0.26567, 0.19822), (0.22897, 0.69174, 0.07929), (0.0, 0.04511, 1.04394))
+    xyz_to_srgb = ((3.24097, -1.53738, -0.49861), (-0.96924, 1.87597, 0.04156), (0.05563, -0.20398, 1.05697))
+    lin = [linear(v) for v in rgb]
+    xyz = [sum(m * c for m, c in zip(row, lin)) for row in p3_to_xyz]
+    return tuple(round(encoded(sum(m * c for m, c in zip(row, xyz)))) for row in xyz_to_srgb)
+
+
+def jxl_header(width, height):
+    """The first bytes of a JPEG XL codestream that says it is `width` x `height` (SizeHeader with
+    30-bit sides, default metadata), and nothing after them."""
+    bits = []
+
+    def put(value, count):
+        bits.extend((value >> i) & 1 for i in range(count))
+    put(0, 1)                         # not a multiple of 8
+    put(3, 2), put(height - 1, 30)    # height: the 30-bit form
+    put(0, 3)                         # no ratio: the width follows
+    put(3, 2), put(width - 1, 30)
+    put(1, 1)                         # all_default metadata
+    bits += [0] * (-len(bits) % 8)
+    return b"\xff\x0a" + bytes(sum(bit << i for i, bit in enumerate(bits[at:at + 8])) for at in range(0, len(bits), 8))
+
+
+def with_ispe(data, width, height):
+    """The AVIF or HEIF file with every "ispe" box claiming `width` x `height`."""
+    out, at = bytearray(data), 0
+    while (at := data.find(b"ispe", at + 1)) > 0:
+        out[at + 8:at + 16] = struct.pack(">II", width, height)
+    return bytes(out)
+
+
+@unittest.skipUnless(os.path.exists(DECODER), "netactivity-decoder is not built")
+class FormatTests(unittest.TestCase):
+    """AVIF, HEIF and JPEG XL as their encoders make them."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.files = {
+            "avif": encode("avifenc", halves(), "avif", "--lossless"),
+            "heif": encode("heif-enc", halves(), "heic", "-L", "-p", "chroma=444"),
+            "jxl": encode("cjxl", halves(), "jxl", "-d", "0"),
+        }
+
+    def setUp(self):
+        self.decoder = Decoder()
+
+    def tearDown(self):
+        self.assertEqual(self.decoder.close(), 0, "the decoder left cleanly")
+
+    def pixel(self, reply, pixels, x, y):
+        """(r, g, b, a) of the premultiplied BGRA reply at (x, y)."""
+        at = y * reply["stride"] + x * 4
+        b, g, r, a = pixels[at:at + 4]
+        return r, g, b, a
+
+    def assertColour(self, got, expected, tolerance, what):
+        self.assertTrue(all(abs(g - e) <= tolerance for g, e in zip(got, expected)), "%s: %s, not %s" % (what, got, expected))
+
+    def test_each_format_decodes_to_its_colours_in_its_box(self):
+        tolerance = {"avif": 1, "heif": 4, "jxl": 0}
+        for name, data in self.files.items():
+            reply, pixels, _ = self.decoder.decode(data)
+            self.assertEqual(reply["status"], OK, (name, reply["message"]))
+            self.assertEqual((reply["width"], reply["height"], reply["frames"]), (64, 32, 1), name)
+            self.assertColour(self.pixel(reply, pixels, 5, 5), (200, 30, 40, 255), tolerance[name], name + " left")
+            self.assertColour(self.pixel(reply, pixels, 60, 20), (20, 60, 220, 255), tolerance[name], name + " right")
+            self.assertEqual((reply["color_profile"], reply["color_space"]), (PROFILE_NONE, SPACE_SRGB), name)
+            reply, pixels, _ = self.decoder.decode(data, max_width=16)
+            self.assertEqual((reply["status"], reply["width"], reply["height"]), (OK, 16, 8), name)
+            self.assertEqual((reply["original_width"], reply["original_height"]), (64, 32), name)
+            self.assertColour(self.pixel(reply, pixels, 1, 4), (200, 30, 40, 255), tolerance[name] + 1, name + " boxed")
+
+    def test_ten_bit_avif_comes_as_eight_bits(self):
+        data = encode("avifenc", halves(), "avif", "--lossless", "-d", "10")
+        reply, pixels, _ = self.decoder.decode(data)
+        self.assertEqual(reply["status"], OK, reply["message"])
+        self.assertColour(self.pixel(reply, pixels, 5, 5), (200, 30, 40, 255), 2, "10-bit")
+
+    def test_hdr_pq_is_mapped_into_sdr_and_kept_as_is_on_request(self):
+        # 148 of 255 in PQ is about 203 cd/m2, SDR's white: shown near white, not as a mid grey.
+        grey = png(8, 8, lambda x, y: (148, 148, 148, 255))
+        data = encode("avifenc", grey, "avif", "--lossless", "--cicp", "9/16/0")
+        reply, pixels, _ = self.decoder.decode(data)
+        self.assertEqual((reply["status"], reply["color_profile"], reply["color_space"]), (OK, PROFILE_CICP, SPACE_SRGB))
+        r, g, b, _ = self.pixel(reply, pixels, 4, 4)
+        self.assertTrue(225 <= g <= 252 and abs(r - g) <= 3 and abs(b - g) <= 3, (r, g, b))
+        reply, pixels, _ = self.decoder.decode(data, flags=COLOR_AS_IS)
+        self.assertEqual((reply["color_profile"], reply["color_space"]), (PROFILE_CICP, SPACE_AS_IS))
+        self.assertColour(self.pixel(reply, pixels, 4, 4), (148, 148, 148, 255), 1, "as-is")
+
+    def test_a_display_p3_photo_is_converted_to_srgb(self):
+        colour = (204, 102, 51)
+        expected = p3_to_srgb(colour)
+        self.assertNotEqual(expected, colour, "the test's colour differs between the spaces")
+        tagged_png = with_chunk(png(8, 8, lambda x, y: colour + (255,)), b"iCCP", b"P3\0\0" + zlib.compress(P3_PROFILE))
+        jpeg = magick("-size", "8x8", "xc:rgb(%d,%d,%d)" % colour, "-quality", "100", suffix="jpg")
+        payload = b"ICC_PROFILE\0\x01\x01" + P3_PROFILE
+        tagged_jpeg = jpeg[:2] + b"\xff\xe2" + struct.pack(">H", len(payload) + 2) + payload + jpeg[2:]
+        cicp_avif = encode("avifenc", png(8, 8, lambda x, y: colour + (255,)), "avif", "--lossless", "--cicp", "12/13/0")
+        for name, data, profile, tolerance in (("PNG", tagged_png, PROFILE_ICC, 1), ("JPEG", tagged_jpeg, PROFILE_ICC, 3),
+                                                ("AVIF", cicp_avif, PROFILE_CICP, 2),
+                                                ("JPEG XL", encode("cjxl", tagged_png, "jxl", "-d", "0"), PROFILE_ICC, 2)):
+            reply, pixels, _ = self.decoder.decode(data)
+            self.assertEqual((reply["status"], reply["color_profile"], reply["color_space"]), (OK, profile, SPACE_SRGB),
+                             (name, reply["message"]))
+            self.assertColour(self.pixel(reply, pixels, 4, 4)[:3], expected, tolerance, name)
+            reply, pixels, _ = self.decoder.decode(data, flags=COLOR_AS_IS)
+            self.assertEqual(reply["color_space"], SPACE_AS_IS, name)
+            self.assertColour(self.pixel(reply, pixels, 4, 4)[:3], colour, tolerance, name + " as-is")
+
+    def test_a_profile_that_is_garbage_is_ignored_and_said_so(self):
+        colour = (10, 200, 100)
+        data = with_chunk(png(4, 4, lambda x, y: colour + (255,)), b"iCCP", b"junk\0\0" + zlib.compress(os.urandom(300)))
+        reply, pixels, _ = self.decoder.decode(data)
+        self.assertEqual((reply["status"], reply["color_profile"], reply["color_space"]), (OK, PROFILE_INVALID, SPACE_SRGB))
+        self.assertColour(self.pixel(reply, pixels, 1, 1)[:3], colour, 0, "its own values")
+
+    def test_animations_say_their_frames_and_give_the_first(self):
+        frames = [png(20, 10, lambda x, y, c=c: c + (255,)) for c in ((255, 0, 0), (0, 255, 0), (0, 0, 255))]
+        with tempfile.TemporaryDirectory() as d:
+            names = []
+            for i, frame in enumerate(frames):
+                names.append(os.path.join(d, "%d.png" % i))
+                with open(names[-1], "wb") as f:
+                    f.write(frame)
+            gif = magick("-delay", "10", *names, "-loop", "0", suffix="gif")
+            subprocess.run(["img2webp", "-loop", "0", "-d", "100", *names, "-o", os.path.join(d, "a.webp")],
+                           check=True, timeout=60, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            with open(os.path.join(d, "a.webp"), "rb") as f:
+                webp = f.read()
+        for name, data in (("GIF", gif), ("WebP", webp)):
+            reply, pixels, _ = self.decoder.decode(data)
+            self.assertEqual((reply["status"], reply["frames"], reply["width"]), (OK, 3, 20), (name, reply["message"]))
+            self.assertColour(self.pixel(reply, pixels, 2, 2), (255, 0, 0, 255), 2, name + " first frame")
+
+    def test_a_header_of_100000_by_100000_is_too_large_for_each_format(self):
+        for name, data in (("AVIF", with_ispe(self.files["avif"], 100000, 100000)),
+                           ("HEIF", with_ispe(self.files["heif"], 100000, 100000)),
+                           ("JPEG XL", jxl_header(100000, 100000))):
+            reply, pixels, _ = self.decoder.decode(data, timeout=10)
+            self.assertEqual(reply["status"], TOO_LARGE, (name, reply["message"]))
+            self.assertIn("100000 x 100000", reply["message"], name)
+            self.assertIsNone(pixels)
+
+    def test_cut_and_damaged_files_fail_that_request_alone(self):
+        for name, data in self.files.items():
+            half = data[:len(data) // 2]
+            damaged = bytearray(data)
+            for at in range(len(data) // 3, len(data), 7):
+                damaged[at] ^= 0x5A
+            for kind, bad in (("cut", half), ("damaged", bytes(damaged)), ("header only", data[:40])):
+                reply, pixels, _ = self.decoder.decode(bad, timeout=10)
+                self.assertIn(reply["status"], (FAILED, NOT_AN_IMAGE, OK), (name, kind))
+                if reply["status"] == OK:  # damage a decoder can conceal: still its size
+                    self.assertEqual((reply["width"], reply["height"]), (64, 32), (name, kind))
+            reply, _, _ = self.decoder.decode(data)
+            self.assertEqual(reply["status"], OK, name + ": the next request is decoded as usual")
+
+
+if __name__ == "__main__":
+    unittest.main()
