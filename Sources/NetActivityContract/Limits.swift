@@ -126,6 +126,9 @@ public enum NetActivityLimits {
     /// or a progressive one, holds the whole source's coefficients): beyond it TooLarge, from the
     /// header.
     public static let maxSourcePixels: UInt64 = 128 << 20
+    /// The most frames of an animation one FetchPixels or OpenPixels answers with (its
+    /// "max-frames" when absent, and its ceiling); all of them are held to `maxDecodedPixels`.
+    public static let maxAnimationFrames: UInt32 = 1000
 
     /// Transfers running at once (each holding a slot or yielded), over all apps: each is a socket.
     public static let maxRunningTransfers = 256

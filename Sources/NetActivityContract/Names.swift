@@ -353,13 +353,15 @@ public enum DownloaderMember: ContractInterface {
         case maxWidth = "max-width"
         case maxHeight = "max-height"
         case color
+        case animation
+        case maxFrames = "max-frames"
 
         public var signature: String {
             switch self {
             case .additionalIdentifier, .priority, .cacheKey, .receipt, .color: "s"
-            case .reload, .announce: "b"
+            case .reload, .announce, .animation: "b"
             case .maxAge: "d"
-            case .maxWidth, .maxHeight: "u"
+            case .maxWidth, .maxHeight, .maxFrames: "u"
             }
         }
     }
@@ -373,6 +375,8 @@ public enum DownloaderMember: ContractInterface {
         case originalWidth = "original-width"
         case originalHeight = "original-height"
         case frames
+        case frameDurations = "frame-durations"
+        case loopCount = "loop-count"
         case colorSpace = "color-space"
         case colorProfile = "color-profile"
         case source
@@ -381,8 +385,9 @@ public enum DownloaderMember: ContractInterface {
 
         public var signature: String {
             switch self {
-            case .width, .height, .stride, .originalWidth, .originalHeight, .frames, .httpStatus: "u"
+            case .width, .height, .stride, .originalWidth, .originalHeight, .frames, .loopCount, .httpStatus: "u"
             case .format, .colorSpace, .colorProfile, .source, .contentType: "s"
+            case .frameDurations: "au"
             }
         }
     }
@@ -525,11 +530,14 @@ public enum ImageCacheMember: ContractInterface {
         case maxWidth = "max-width"
         case maxHeight = "max-height"
         case color
+        case animation
+        case maxFrames = "max-frames"
 
         public var signature: String {
             switch self {
-            case .maxWidth, .maxHeight: "u"
+            case .maxWidth, .maxHeight, .maxFrames: "u"
             case .color: "s"
+            case .animation: "b"
             }
         }
     }
@@ -543,6 +551,8 @@ public enum ImageCacheMember: ContractInterface {
         case originalWidth = "original-width"
         case originalHeight = "original-height"
         case frames
+        case frameDurations = "frame-durations"
+        case loopCount = "loop-count"
         case colorSpace = "color-space"
         case colorProfile = "color-profile"
         case source
@@ -550,8 +560,9 @@ public enum ImageCacheMember: ContractInterface {
 
         public var signature: String {
             switch self {
-            case .width, .height, .stride, .originalWidth, .originalHeight, .frames: "u"
+            case .width, .height, .stride, .originalWidth, .originalHeight, .frames, .loopCount: "u"
             case .format, .colorSpace, .colorProfile, .source, .contentType: "s"
+            case .frameDurations: "au"
             }
         }
     }

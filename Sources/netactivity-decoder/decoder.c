@@ -119,9 +119,11 @@ static void stored(int orientation, uint32_t x, uint32_t y, uint32_t dw, uint32_
 // once (WebP) gets a buffer of the process's own, kept for the next image up to 32 MiB.
 typedef struct {
     int fd;
-    uint32_t width, height, stride;
+    uint32_t width, height, stride;  // of one frame
     size_t size;
     uint8_t *whole;  // canvas_whole's buffer, written at the seal
+    uint32_t frames;  // frames written (an animation's), or 1
+    uint32_t row0;    // where the frame being written starts
 } canvas;
 
 #define STRIP_BYTES (256u << 10)
@@ -142,8 +144,16 @@ static int canvas_make(canvas *c, uint32_t w, uint32_t h) {
     c->width = w, c->height = h, c->stride = w * 4;  // 4 bytes a pixel: rows are 4-byte aligned
     c->size = (size_t)c->stride * h;
     c->whole = NULL;
+    c->frames = 1, c->row0 = 0;
     c->fd = memfd_create("netactivity-pixels", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     return c->fd < 0 ? -1 : 0;
+}
+
+// An animation's canvas: frames of `w` x `h` one after another, added by `canvas_add_frame`.
+static int canvas_make_frames(canvas *c, uint32_t w, uint32_t h) {
+    if (canvas_make(c, w, h) != 0) return -1;
+    c->frames = 0;
+    return 0;
 }
 
 // Rows per strip, and the strip buffer (NULL without memory).
@@ -162,7 +172,7 @@ static int canvas_write(canvas *c, uint32_t y, uint32_t rows, const uint8_t *dat
     }
     size_t length = (size_t)rows * c->stride, done = 0;
     while (done < length) {
-        ssize_t n = pwrite(c->fd, data + done, length - done, (off_t)((size_t)y * c->stride + done));
+        ssize_t n = pwrite(c->fd, data + done, length - done, (off_t)((size_t)(c->row0 + y) * c->stride + done));
         if (n <= 0) return -1;
         done += (size_t)n;
     }
@@ -181,6 +191,7 @@ static int canvas_seal(canvas *c) {
     if (c->whole && canvas_write(c, 0, c->height, c->whole, c->stride) != 0) return -1;
     c->whole = NULL;
     let_go_of_a_large_whole();
+    c->size = (size_t)c->stride * c->height * c->frames;
     if (ftruncate(c->fd, (off_t)c->size) != 0) return -1;  // the size it has once every row is in
     return fcntl(c->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
 }
@@ -237,6 +248,43 @@ static int resample(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstride
     }
     free(columns);
     return 0;
+}
+
+// Adds a frame of premultiplied BGRA (`w` x `h`, upright) to an animation's canvas, fit to its size.
+static int canvas_add_frame(canvas *c, const uint8_t *bgra, uint32_t w, uint32_t h, size_t stride) {
+    c->row0 = c->frames * c->height;
+    if (resample(bgra, w, h, stride, 1, c) != 0) return -1;
+    c->frames++;
+    return 0;
+}
+
+// ---- animations -----------------------------------------------------------------------------------
+
+// What an animation's reply says beside its pixels: each frame's duration and how often it plays.
+static struct {
+    uint32_t loops;
+    uint32_t durations[DECODER_MAX_FRAMES];
+} timing;
+
+// The frames a request wants of a file that has `frames` (1 unless it asks for the animation).
+static uint32_t frames_wanted(const struct decoder_request *rq, uint32_t frames) {
+    if (!(rq->flags & DECODER_ANIMATION) || frames <= 1) return 1;
+    uint32_t most = rq->max_frames && rq->max_frames < DECODER_MAX_FRAMES ? rq->max_frames : DECODER_MAX_FRAMES;
+    return frames < most ? frames : most;
+}
+
+// A frame's duration as browsers show it: what the file says, but 0 and 10 ms (common in old GIFs,
+// meant as "as fast as you can") play at 100 ms.
+static uint32_t shown_duration(uint32_t ms) { return ms <= 10 ? 100 : ms; }
+
+// Whether `frames` frames of the box's size are more than the reply may hold (said from the header).
+static int frames_too_large(const char *format, uint32_t w, uint32_t h, uint32_t frames,
+                            const struct decoder_request *rq, outcome *why) {
+    uint32_t tw, th;
+    fit(w, h, rq->max_width, rq->max_height, &tw, &th);
+    if ((uint64_t)tw * th * frames <= rq->max_pixels) return 0;
+    *why = fail(DECODER_TOO_LARGE, "%s of %u frames of %u x %u pixels is over the limit", format, frames, tw, th);
+    return 1;
 }
 
 // ---- colour ---------------------------------------------------------------------------------------
@@ -386,9 +434,9 @@ typedef struct {
     colour_tag tag;
 } rgba_image;
 
-// Its colours to sRGB (unless asked as-is), 8 bits, premultiplied BGRA, fit to the box and turned:
-// the reply's pixels. Takes `image->pixels` (freed).
-static outcome finish(rgba_image *image, const struct decoder_request *rq, canvas *out) {
+// Its colours to sRGB (unless asked as-is), 8 bits, premultiplied BGRA, in place (in the first
+// half of a 16-bit image's buffer).
+static void prepare(rgba_image *image, const struct decoder_request *rq) {
     uint32_t w = image->width, h = image->height;
     size_t count = (size_t)w * h;
     uint8_t *rgba = image->pixels;
@@ -412,6 +460,13 @@ static outcome finish(rgba_image *image, const struct decoder_request *rq, canva
         rgba[i + 1] = (uint8_t)((g * a + 127) / 255);
         rgba[i + 2] = (uint8_t)((r * a + 127) / 255);
     }
+}
+
+// `prepare`d, fit to the box and turned: the reply's pixels. Takes `image->pixels` (freed).
+static outcome finish(rgba_image *image, const struct decoder_request *rq, canvas *out) {
+    uint32_t w = image->width, h = image->height;
+    uint8_t *rgba = image->pixels;
+    prepare(image, rq);
     uint32_t dw = swaps(image->orientation) ? h : w, dh = swaps(image->orientation) ? w : h, tw, th;
     fit(dw, dh, rq->max_width, rq->max_height, &tw, &th);
     outcome result = {.status = DECODER_OK};
@@ -491,7 +546,8 @@ static outcome decode_avif(const uint8_t *data, size_t size, const struct decode
     *ow = swaps(image.orientation) ? header->height : header->width;
     *oh = swaps(image.orientation) ? header->width : header->height;
     report.frames = decoder->imageCount > 0 ? (uint32_t)decoder->imageCount : 1;
-    if (too_large("AVIF", *ow, *oh, rq, &result)) goto done;
+    uint32_t wanted = frames_wanted(rq, report.frames);
+    if (too_large("AVIF", *ow, *oh, rq, &result) || frames_too_large("AVIF", *ow, *oh, wanted, rq, &result)) goto done;
     if ((status = avifDecoderNextImage(decoder)) != AVIF_RESULT_OK) {
         result = fail(DECODER_FAILED, "AVIF: %s", avifResultToString(status));
         goto done;
@@ -515,7 +571,31 @@ static outcome decode_avif(const uint8_t *data, size_t size, const struct decode
     }
     image.tag = (colour_tag){.icc = frame->icc.data, .icc_size = frame->icc.size,
                              .primaries = frame->colorPrimaries, .transfer = frame->transferCharacteristics};
-    result = finish(&image, rq, out);
+    if (wanted == 1) {
+        result = finish(&image, rq, out);
+        goto done;
+    }
+    // A sequence: each frame whole (AV1 frames need no composing), one after another.
+    uint32_t tw, th;
+    fit(image.width, image.height, rq->max_width, rq->max_height, &tw, &th);
+    if (canvas_make_frames(out, tw, th) != 0) {
+        result = fail(DECODER_FAILED, "no room for the pixels: %s", strerror(errno));
+        goto done;
+    }
+    for (uint32_t k = 0; k < wanted; k++) {
+        if (k > 0) {
+            if (avifDecoderNextImage(decoder) != AVIF_RESULT_OK || decoder->image->width != image.width ||
+                decoder->image->height != image.height || avifImageYUVToRGB(decoder->image, &rgb) != AVIF_RESULT_OK)
+                break;  // a damaged tail: the frames before it
+        }
+        timing.durations[k] = shown_duration((uint32_t)(decoder->imageTiming.duration * 1000 + 0.5));
+        prepare(&image, rq);
+        if (canvas_add_frame(out, image.pixels, image.width, image.height, (size_t)image.width * 4) != 0) {
+            result = fail(DECODER_FAILED, "no room for the pixels: %s", strerror(errno));
+            canvas_drop(out);
+            goto done;
+        }
+    }
 done:
     free(image.pixels);
     avifDecoderDestroy(decoder);
@@ -966,18 +1046,44 @@ static outcome decode_webp_rgba(const uint8_t *data, size_t size, WebPDemuxer *d
     rgba_image image = {.width = *ow, .height = *oh, .orientation = 1, .tag = *tag};
     size_t bytes = (size_t)*ow * *oh * 4;
     if (!(image.pixels = rgba_buffer(*ow, *oh, 0))) return fail(DECODER_TOO_LARGE, "no memory for the WebP's pixels");
+    uint32_t wanted = frames_wanted(rq, report.frames);
+    if (animated && frames_too_large("WebP", *ow, *oh, wanted, rq, &result)) {
+        free(image.pixels);
+        return result;
+    }
     if (animated) {
         WebPData whole = {data, size};
         WebPAnimDecoderOptions options;
         WebPAnimDecoderOptionsInit(&options);
         options.color_mode = MODE_RGBA, options.use_threads = 0;
         WebPAnimDecoder *frames = WebPAnimDecoderNew(&whole, &options);
+        WebPAnimInfo about;
         uint8_t *frame = NULL;
-        int timestamp;
-        if (!frames || !WebPAnimDecoderGetNext(frames, &frame, &timestamp)) {
+        int timestamp = 0, before = 0;
+        if (!frames || !WebPAnimDecoderGetInfo(frames, &about) || !WebPAnimDecoderGetNext(frames, &frame, &timestamp)) {
             result = fail(DECODER_FAILED, "WebP: the animation's first frame could not be decoded");
-        } else {
+        } else if (wanted == 1) {
             memcpy(image.pixels, frame, bytes);
+        } else {
+            // Every frame (each a whole canvas, composed by libwebp) through `prepare`, into the reply.
+            uint32_t tw, th;
+            fit(*ow, *oh, rq->max_width, rq->max_height, &tw, &th);
+            timing.loops = about.loop_count;
+            if (canvas_make_frames(out, tw, th) != 0)
+                result = fail(DECODER_FAILED, "no room for the pixels: %s", strerror(errno));
+            for (uint32_t k = 0; result.status == DECODER_OK && k < wanted; k++) {
+                if (k > 0 && !WebPAnimDecoderGetNext(frames, &frame, &timestamp)) break;  // a damaged tail
+                memcpy(image.pixels, frame, bytes);
+                prepare(&image, rq);
+                if (canvas_add_frame(out, image.pixels, *ow, *oh, (size_t)*ow * 4) != 0)
+                    result = fail(DECODER_FAILED, "no room for the pixels: %s", strerror(errno));
+                timing.durations[k] = shown_duration((uint32_t)(timestamp - before));
+                before = timestamp;
+            }
+            WebPAnimDecoderDelete(frames);
+            free(image.pixels);
+            if (result.status != DECODER_OK) canvas_drop(out);
+            return result;
         }
         WebPAnimDecoderDelete(frames);
     } else if (!WebPDecodeRGBAInto(data, size, image.pixels, bytes, (int)*ow * 4)) {
@@ -1084,103 +1190,151 @@ static int gif_read(GifFileType *gif, GifByteType *into, int wanted) {
 
 // The first frame, on the logical screen (what is not covered is transparent), with the
 // transparent colour its Graphic Control Extension names; an animation's other frames are not read.
+// The frames a GIF holds, counted without decoding them (each frame's compressed data skipped).
+static uint32_t gif_frame_count(const uint8_t *data, size_t size) {
+    struct gif_input in = {data, size, 0};
+    int error = 0;
+    GifFileType *gif = DGifOpen(&in, gif_read, &error);
+    if (!gif) return 0;
+    uint32_t frames = gif_frames_after(gif);
+    DGifCloseFile(gif, &error);
+    return frames;
+}
+
 static outcome decode_gif(const uint8_t *data, size_t size, const struct decoder_request *rq, canvas *out,
                           uint32_t *ow, uint32_t *oh) {
+    uint32_t frames = gif_frame_count(data, size);
     struct gif_input in = {data, size, 0};
     int error = 0;
     GifFileType *gif = DGifOpen(&in, gif_read, &error);
     if (!gif) return fail(DECODER_FAILED, "GIF: %s", GifErrorString(error));
     outcome result = {.status = DECODER_OK};
-    uint8_t *screen = NULL;
+    uint8_t *screen = NULL, *previous = NULL;
     GifByteType *line = NULL;
     *ow = (uint32_t)gif->SWidth, *oh = (uint32_t)gif->SHeight;
-    uint64_t pixels = (uint64_t)*ow * *oh;
+    report.frames = frames ? frames : 1;
+    uint32_t wanted = frames_wanted(rq, frames), sent = 0;
     if (*ow == 0 || *oh == 0) {
         result = fail(DECODER_FAILED, "GIF: an empty logical screen");
         goto done;
     }
-    if (pixels > rq->max_pixels || pixels > rq->max_source_pixels) {
-        result = fail(DECODER_TOO_LARGE, "GIF of %u x %u pixels is over the limit of %llu", *ow, *oh,
-                      (unsigned long long)rq->max_pixels);
+    if (too_large("GIF", *ow, *oh, rq, &result) || frames_too_large("GIF", *ow, *oh, wanted, rq, &result)) goto done;
+    screen = calloc((size_t)*ow * *oh, 4);  // transparent where no frame reaches
+    if (!screen) {
+        result = fail(DECODER_TOO_LARGE, "no memory for the GIF's pixels");
         goto done;
     }
-    int transparent = -1;
+    uint32_t tw, th;
+    fit(*ow, *oh, rq->max_width, rq->max_height, &tw, &th);
+    if ((wanted > 1 ? canvas_make_frames(out, tw, th) : canvas_make(out, tw, th)) != 0) {
+        result = fail(DECODER_FAILED, "no room for the pixels: %s", strerror(errno));
+        goto done;
+    }
+    // Each frame is drawn over what the one before left (its disposal), and the screen is the
+    // frame shown: what browsers do.
+    int transparent = -1, disposal = 0;
+    uint32_t delay = 0;
+    timing.loops = 1;  // played once, unless the NETSCAPE2.0 extension says it repeats
     for (;;) {
         GifRecordType type;
-        if (DGifGetRecordType(gif, &type) == GIF_ERROR) {
-            result = fail(DECODER_FAILED, "GIF: %s", GifErrorString(gif->Error));
-            goto done;
-        }
-        if (type == TERMINATE_RECORD_TYPE) {
-            result = fail(DECODER_FAILED, "GIF: no image in it");
-            goto done;
-        }
+        if (DGifGetRecordType(gif, &type) == GIF_ERROR) break;
+        if (type == TERMINATE_RECORD_TYPE) break;
         if (type == EXTENSION_RECORD_TYPE) {
             int code;
             GifByteType *ext;
-            if (DGifGetExtension(gif, &code, &ext) == GIF_ERROR) {
-                result = fail(DECODER_FAILED, "GIF: %s", GifErrorString(gif->Error));
-                goto done;
-            }
+            if (DGifGetExtension(gif, &code, &ext) == GIF_ERROR) break;
             GraphicsControlBlock gcb;
             if (code == GRAPHICS_EXT_FUNC_CODE && ext && DGifExtensionToGCB(ext[0], ext + 1, &gcb) == GIF_OK)
-                transparent = gcb.TransparentColor;
+                transparent = gcb.TransparentColor, disposal = gcb.DisposalMode, delay = (uint32_t)gcb.DelayTime * 10;
+            int netscape = code == APPLICATION_EXT_FUNC_CODE && ext && ext[0] >= 11 && memcmp(ext + 1, "NETSCAPE2.0", 11) == 0;
             while (ext) {
-                if (DGifGetExtensionNext(gif, &ext) == GIF_ERROR) {
-                    result = fail(DECODER_FAILED, "GIF: %s", GifErrorString(gif->Error));
-                    goto done;
+                if (DGifGetExtensionNext(gif, &ext) == GIF_ERROR) goto decoded;
+                if (netscape && ext && ext[0] >= 3 && ext[1] == 1) {  // repetitions after the first play; 0: for ever
+                    uint32_t repeats = (uint32_t)ext[2] | (uint32_t)ext[3] << 8;
+                    timing.loops = repeats ? repeats + 1 : 0;
                 }
             }
             continue;
         }
         if (type != IMAGE_DESC_RECORD_TYPE) continue;
-        if (DGifGetImageDesc(gif) == GIF_ERROR) {
+        if (DGifGetImageDesc(gif) == GIF_ERROR) break;
+        const ColorMapObject *map = gif->Image.ColorMap ? gif->Image.ColorMap : gif->SColorMap;
+        int left = gif->Image.Left, top = gif->Image.Top, width = gif->Image.Width, height = gif->Image.Height;
+        if (!map || width <= 0 || height <= 0 || width > 65535 || height > 65535) {
+            if (sent == 0) result = fail(DECODER_FAILED, "GIF: a frame without colours or size");
+            break;
+        }
+        free(line);
+        if (!(line = malloc((size_t)width))) {
+            result = fail(DECODER_TOO_LARGE, "no memory for the GIF's pixels");
+            goto done;
+        }
+        if (disposal == DISPOSE_PREVIOUS && wanted > 1) {
+            if (!previous && !(previous = malloc((size_t)*ow * *oh * 4))) {
+                result = fail(DECODER_TOO_LARGE, "no memory for the GIF's pixels");
+                goto done;
+            }
+            memcpy(previous, screen, (size_t)*ow * *oh * 4);
+        }
+        // Interlaced frames come in four passes of rows.
+        static const int start[4] = {0, 4, 2, 1}, step[4] = {8, 8, 4, 2};
+        int passes = gif->Image.Interlace ? 4 : 1, cut = 0;
+        for (int pass = 0; pass < passes && !cut; pass++) {
+            for (int row = passes == 1 ? 0 : start[pass]; row < height; row += passes == 1 ? 1 : step[pass]) {
+                if (DGifGetLine(gif, line, width) == GIF_ERROR) {
+                    cut = 1;
+                    break;
+                }
+                int y = top + row;
+                if (y < 0 || (uint32_t)y >= *oh) continue;
+                for (int x = 0; x < width; x++) {
+                    int sx = left + x, index = line[x];
+                    if (sx < 0 || (uint32_t)sx >= *ow || index == transparent || index >= map->ColorCount) continue;
+                    uint8_t *p = screen + ((size_t)y * *ow + (size_t)sx) * 4;
+                    const GifColorType *c = &map->Colors[index];
+                    p[0] = c->Blue, p[1] = c->Green, p[2] = c->Red, p[3] = 255;
+                }
+            }
+        }
+        if (cut && sent == 0 && wanted == 1) {
             result = fail(DECODER_FAILED, "GIF: %s", GifErrorString(gif->Error));
             goto done;
         }
-        break;
-    }
-    const ColorMapObject *map = gif->Image.ColorMap ? gif->Image.ColorMap : gif->SColorMap;
-    int left = gif->Image.Left, top = gif->Image.Top, width = gif->Image.Width, height = gif->Image.Height;
-    if (!map || width <= 0 || height <= 0 || width > 65535 || height > 65535) {
-        result = fail(DECODER_FAILED, "GIF: a frame without colours or size");
-        goto done;
-    }
-    screen = calloc((size_t)*ow * *oh, 4);  // transparent where the frame does not reach
-    line = malloc((size_t)width);
-    if (!screen || !line) {
-        result = fail(DECODER_TOO_LARGE, "no memory for the GIF's pixels");
-        goto done;
-    }
-    // Interlaced frames come in four passes of rows.
-    static const int start[4] = {0, 4, 2, 1}, step[4] = {8, 8, 4, 2};
-    int passes = gif->Image.Interlace ? 4 : 1;
-    for (int pass = 0; pass < passes; pass++) {
-        for (int row = passes == 1 ? 0 : start[pass]; row < height; row += passes == 1 ? 1 : step[pass]) {
-            if (DGifGetLine(gif, line, width) == GIF_ERROR) {
-                result = fail(DECODER_FAILED, "GIF: %s", GifErrorString(gif->Error));
+        if (cut && sent > 0) break;  // a damaged tail: the frames before it
+        if (wanted == 1) {
+            if (resample(screen, *ow, *oh, (size_t)*ow * 4, 1, out) != 0) {
+                result = fail(DECODER_FAILED, "no room for the pixels: %s", strerror(errno));
                 goto done;
             }
-            int y = top + row;
-            if (y < 0 || (uint32_t)y >= *oh) continue;
-            for (int x = 0; x < width; x++) {
-                int sx = left + x, index = line[x];
-                if (sx < 0 || (uint32_t)sx >= *ow || index == transparent || index >= map->ColorCount) continue;
-                uint8_t *p = screen + ((size_t)y * *ow + (size_t)sx) * 4;
-                const GifColorType *c = &map->Colors[index];
-                p[0] = c->Blue, p[1] = c->Green, p[2] = c->Red, p[3] = 255;
-            }
+            sent = 1;
+            goto done;  // a still image, or the first frame asked
         }
+        if (canvas_add_frame(out, screen, *ow, *oh, (size_t)*ow * 4) != 0) {
+            result = fail(DECODER_FAILED, "no room for the pixels: %s", strerror(errno));
+            goto done;
+        }
+        timing.durations[sent++] = shown_duration(delay);
+        if (sent == wanted) break;
+        // What the frame leaves for the next: the background (transparent) where it was, or what
+        // was there before it.
+        if (disposal == DISPOSE_BACKGROUND) {
+            for (int row = 0; row < height; row++) {
+                int y = top + row;
+                if (y < 0 || (uint32_t)y >= *oh) continue;
+                int x0 = left < 0 ? 0 : left, x1 = left + width > (int)*ow ? (int)*ow : left + width;
+                if (x1 > x0) memset(screen + ((size_t)y * *ow + (size_t)x0) * 4, 0, (size_t)(x1 - x0) * 4);
+            }
+        } else if (disposal == DISPOSE_PREVIOUS && previous) {
+            memcpy(screen, previous, (size_t)*ow * *oh * 4);
+        }
+        transparent = -1, disposal = 0, delay = 0;
     }
-    report.frames = gif_frames_after(gif) + 1;
-    uint32_t tw, th;
-    fit(*ow, *oh, rq->max_width, rq->max_height, &tw, &th);
-    if (canvas_make(out, tw, th) != 0 || resample(screen, *ow, *oh, (size_t)*ow * 4, 1, out) != 0) {
-        result = fail(DECODER_FAILED, "no room for the pixels: %s", strerror(errno));
-        goto done;
-    }
+decoded:
+    if (sent == 0 && result.status == DECODER_OK) result = fail(DECODER_FAILED, "GIF: no image in it");
 done:
+    if (result.status != DECODER_OK) canvas_drop(out);
     free(screen);
+    free(previous);
     free(line);
     DGifCloseFile(gif, &error);
     return result;
@@ -1211,7 +1365,12 @@ static outcome decode(const uint8_t *data, size_t size, const struct decoder_req
 }
 
 static void reply(int sock, struct decoder_reply *r, int fd) {
-    if (decoder_send(sock, r, sizeof *r, fd, 0) < 0) _exit(0);  // the agent is gone
+    // An animation's durations follow the reply in the same message.
+    static uint8_t message[sizeof(struct decoder_reply) + sizeof timing.durations];
+    size_t extra = r->frames_sent > 1 ? (size_t)r->frames_sent * sizeof(uint32_t) : 0;
+    memcpy(message, r, sizeof *r);
+    memcpy(message + sizeof *r, timing.durations, extra);
+    if (decoder_send(sock, message, sizeof *r + extra, fd, 0) < 0) _exit(0);  // the agent is gone
 }
 
 static void serve(int sock) {
@@ -1238,6 +1397,7 @@ static void serve(int sock) {
         } else {
             uint32_t ow = 0, oh = 0;
             report.profile = DECODER_PROFILE_NONE, report.space = DECODER_SPACE_SRGB, report.frames = 1;
+            timing.loops = 0;
             o = decode(data, (size_t)st.st_size, &rq, &out, &ow, &oh);
             r.original_width = ow, r.original_height = oh;
             if (o.status == DECODER_OK && canvas_seal(&out) != 0)
@@ -1251,6 +1411,7 @@ static void serve(int sock) {
             r.width = out.width, r.height = out.height, r.stride = out.stride;
             r.format = DECODER_FORMAT_B8G8R8A8_PREMULTIPLIED;
             r.color_profile = report.profile, r.color_space = report.space, r.frames = report.frames;
+            r.frames_sent = out.frames, r.loop_count = out.frames > 1 ? timing.loops : 0;
         }
         reply(sock, &r, o.status == DECODER_OK ? out.fd : -1);
         canvas_drop(&out);

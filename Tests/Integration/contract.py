@@ -171,8 +171,8 @@ class Downloader:
         'DownloadImageOption': {'additional-identifier': 's', 'reload': 'b', 'priority': 's', 'cache-key': 's', 'max-age': 'd'},
         'FetchImageOption': {'additional-identifier': 's', 'reload': 'b', 'priority': 's', 'cache-key': 's', 'max-age': 'd', 'receipt': 's', 'announce': 'b'},
         'FetchImageInfo': {'source': 's', 'content-type': 's', 'http-status': 'u'},
-        'FetchPixelsOption': {'additional-identifier': 's', 'reload': 'b', 'priority': 's', 'cache-key': 's', 'max-age': 'd', 'receipt': 's', 'announce': 'b', 'max-width': 'u', 'max-height': 'u', 'color': 's'},
-        'FetchPixelsInfo': {'width': 'u', 'height': 'u', 'stride': 'u', 'format': 's', 'original-width': 'u', 'original-height': 'u', 'frames': 'u', 'color-space': 's', 'color-profile': 's', 'source': 's', 'content-type': 's', 'http-status': 'u'},
+        'FetchPixelsOption': {'additional-identifier': 's', 'reload': 'b', 'priority': 's', 'cache-key': 's', 'max-age': 'd', 'receipt': 's', 'announce': 'b', 'max-width': 'u', 'max-height': 'u', 'color': 's', 'animation': 'b', 'max-frames': 'u'},
+        'FetchPixelsInfo': {'width': 'u', 'height': 'u', 'stride': 'u', 'format': 's', 'original-width': 'u', 'original-height': 'u', 'frames': 'u', 'frame-durations': 'au', 'loop-count': 'u', 'color-space': 's', 'color-profile': 's', 'source': 's', 'content-type': 's', 'http-status': 'u'},
         'DeferredKey': {'metered': 'b', 'power-saver': 'b', 'held': 'u', 'prefetch': 'u'},
     }
     ActiveDownloads = 'ActiveDownloads'
@@ -242,6 +242,8 @@ class Downloader:
     FETCH_PIXELS_OPTION_MAX_WIDTH = 'max-width'
     FETCH_PIXELS_OPTION_MAX_HEIGHT = 'max-height'
     FETCH_PIXELS_OPTION_COLOR = 'color'
+    FETCH_PIXELS_OPTION_ANIMATION = 'animation'
+    FETCH_PIXELS_OPTION_MAX_FRAMES = 'max-frames'
     FETCH_PIXELS_INFO_WIDTH = 'width'
     FETCH_PIXELS_INFO_HEIGHT = 'height'
     FETCH_PIXELS_INFO_STRIDE = 'stride'
@@ -249,6 +251,8 @@ class Downloader:
     FETCH_PIXELS_INFO_ORIGINAL_WIDTH = 'original-width'
     FETCH_PIXELS_INFO_ORIGINAL_HEIGHT = 'original-height'
     FETCH_PIXELS_INFO_FRAMES = 'frames'
+    FETCH_PIXELS_INFO_FRAME_DURATIONS = 'frame-durations'
+    FETCH_PIXELS_INFO_LOOP_COUNT = 'loop-count'
     FETCH_PIXELS_INFO_COLOR_SPACE = 'color-space'
     FETCH_PIXELS_INFO_COLOR_PROFILE = 'color-profile'
     FETCH_PIXELS_INFO_SOURCE = 'source'
@@ -304,8 +308,8 @@ class ImageCache:
     }
     # dictionaries and a{sv} arguments: key: type
     KEYS = {
-        'OpenPixelsOption': {'max-width': 'u', 'max-height': 'u', 'color': 's'},
-        'OpenPixelsInfo': {'width': 'u', 'height': 'u', 'stride': 'u', 'format': 's', 'original-width': 'u', 'original-height': 'u', 'frames': 'u', 'color-space': 's', 'color-profile': 's', 'source': 's', 'content-type': 's'},
+        'OpenPixelsOption': {'max-width': 'u', 'max-height': 'u', 'color': 's', 'animation': 'b', 'max-frames': 'u'},
+        'OpenPixelsInfo': {'width': 'u', 'height': 'u', 'stride': 'u', 'format': 's', 'original-width': 'u', 'original-height': 'u', 'frames': 'u', 'frame-durations': 'au', 'loop-count': 'u', 'color-space': 's', 'color-profile': 's', 'source': 's', 'content-type': 's'},
         'DecodedStatisticsKey': {'hits': 't', 'misses': 't', 'insertions': 't', 'evictions': 't', 'pressure-moderate': 't', 'pressure-critical': 't', 'pressure-evictions': 't', 'pressure-bytes-freed': 't', 'decodes': 't', 'decode-failures': 't', 'shared-decodes': 't', 'decoders-started': 't', 'decoders-replaced': 't'},
         'StatisticsKey': {'hits': 't', 'misses': 't', 'insertions': 't', 'evictions': 't', 'pressure-moderate': 't', 'pressure-critical': 't', 'pressure-evictions': 't', 'pressure-bytes-freed': 't'},
     }
@@ -345,6 +349,8 @@ class ImageCache:
     OPEN_PIXELS_OPTION_MAX_WIDTH = 'max-width'
     OPEN_PIXELS_OPTION_MAX_HEIGHT = 'max-height'
     OPEN_PIXELS_OPTION_COLOR = 'color'
+    OPEN_PIXELS_OPTION_ANIMATION = 'animation'
+    OPEN_PIXELS_OPTION_MAX_FRAMES = 'max-frames'
     OPEN_PIXELS_INFO_WIDTH = 'width'
     OPEN_PIXELS_INFO_HEIGHT = 'height'
     OPEN_PIXELS_INFO_STRIDE = 'stride'
@@ -352,6 +358,8 @@ class ImageCache:
     OPEN_PIXELS_INFO_ORIGINAL_WIDTH = 'original-width'
     OPEN_PIXELS_INFO_ORIGINAL_HEIGHT = 'original-height'
     OPEN_PIXELS_INFO_FRAMES = 'frames'
+    OPEN_PIXELS_INFO_FRAME_DURATIONS = 'frame-durations'
+    OPEN_PIXELS_INFO_LOOP_COUNT = 'loop-count'
     OPEN_PIXELS_INFO_COLOR_SPACE = 'color-space'
     OPEN_PIXELS_INFO_COLOR_PROFILE = 'color-profile'
     OPEN_PIXELS_INFO_SOURCE = 'source'

@@ -12,14 +12,14 @@ import struct
 import sys
 
 REQUEST = struct.Struct("=IIQIIQQII")         # magic, version, id, max_width, max_height, max_pixels, max_source_pixels, flags, reserved
-REPLY = struct.Struct("=IIQIIIIIIIIII200s")  # magic, status, id, width, height, stride, ow, oh, format, colour profile, colour space, frames, reserved, message
+REPLY = struct.Struct("=IIQIIIIIIIIIIII200s")  # magic, status, id, width, height, stride, ow, oh, format, colour profile, colour space, frames, frames sent, loop count, reserved, message
 REQUEST_MAGIC, REPLY_MAGIC = 0x5144414E, 0x5244414E
 OK, READY, FORMAT = 0, 5, 1
 
 width, height, stride, size = (int(v, 0) for v in sys.argv[1:5])
 seals = sys.argv[5] if len(sys.argv) > 5 else "all"
 sock = socket.socket(fileno=0)
-sock.sendmsg([REPLY.pack(REPLY_MAGIC, READY, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, b"a lying test decoder")])
+sock.sendmsg([REPLY.pack(REPLY_MAGIC, READY, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, b"a lying test decoder")])
 while True:
     data, fds, _, _ = socket.recv_fds(sock, REQUEST.size, 1)
     if not data:
@@ -32,6 +32,6 @@ while True:
     if seals == "all":
         fcntl.fcntl(memfd, fcntl.F_ADD_SEALS,
                     fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
-    socket.send_fds(sock, [REPLY.pack(REPLY_MAGIC, OK, request_id, width, height, stride, width, height, FORMAT, 0, 0, 1, 0,
+    socket.send_fds(sock, [REPLY.pack(REPLY_MAGIC, OK, request_id, width, height, stride, width, height, FORMAT, 0, 0, 1, 1, 0, 0,
                                       b"")], [memfd])
     os.close(memfd)

@@ -18,7 +18,9 @@ from harness import BIN
 
 DECODER = os.path.join(BIN, "netactivity-decoder")
 REQUEST = struct.Struct("=IIQIIQQII")  # magic, version, id, max_width, max_height, max_pixels, max_source_pixels, flags, reserved
-REPLY = struct.Struct("=IIQIIIIIIIIII200s")  # magic, status, id, width, height, stride, original w/h, format, colour profile and space, frames, reserved, message
+# magic, status, id, width, height, stride, original w/h, format, colour profile and space, frames,
+# frames sent, loop count, reserved, message; an animation's durations (u32 ms) follow it
+REPLY = struct.Struct("=IIQIIIIIIIIIIII200s")
 REQUEST_MAGIC, REPLY_MAGIC, VERSION = 0x5144414E, 0x5244414E, 3
 OK, NOT_AN_IMAGE, TOO_LARGE, FAILED, BAD_REQUEST, READY = range(6)
 BGRA_PREMULTIPLIED = 1
@@ -103,11 +105,15 @@ class Decoder:
     @staticmethod
     def reply(msg):
         fields = dict(zip(("magic", "status", "id", "width", "height", "stride", "original_width", "original_height",
-                           "format", "color_profile", "color_space", "frames", "reserved", "message"), REPLY.unpack(msg)))
+                           "format", "color_profile", "color_space", "frames", "frames_sent", "loop_count", "reserved",
+                           "message"), REPLY.unpack(msg[:REPLY.size])))
+        tail = msg[REPLY.size:]
+        fields["durations"] = list(struct.unpack("=%dI" % (len(tail) // 4), tail))
         fields["message"] = fields["message"].split(b"\0")[0].decode()
         return fields
 
-    def decode(self, data, max_width=0, max_height=0, max_pixels=32 << 20, max_source_pixels=128 << 20, flags=0, timeout=20):
+    def decode(self, data, max_width=0, max_height=0, max_pixels=32 << 20, max_source_pixels=128 << 20, flags=0,
+               max_frames=0, timeout=20):
         """(reply fields as a dict, the pixels' bytes or None, the pixels' seals or None)."""
         fd = os.memfd_create("test-image", os.MFD_ALLOW_SEALING)
         try:
@@ -115,18 +121,18 @@ class Decoder:
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, ALL_SEALS)
             rid = self.next_id
             self.next_id += 1
-            socket.send_fds(self.sock, [REQUEST.pack(REQUEST_MAGIC, VERSION, rid, max_width, max_height, max_pixels, max_source_pixels, flags, 0)], [fd])
+            socket.send_fds(self.sock, [REQUEST.pack(REQUEST_MAGIC, VERSION, rid, max_width, max_height, max_pixels, max_source_pixels, flags, max_frames)], [fd])
         finally:
             os.close(fd)
         self.sock.settimeout(timeout)
-        msg, fds, _, _ = socket.recv_fds(self.sock, 4096, 4)
+        msg, fds, _, _ = socket.recv_fds(self.sock, 8192, 4)
         fields = self.reply(msg)
         assert fields["magic"] == REPLY_MAGIC and fields["id"] == rid, fields
         pixels = seals = None
         for got in fds:
             try:
                 seals = fcntl.fcntl(got, fcntl.F_GET_SEALS)
-                pixels = os.pread(got, fields["stride"] * fields["height"] + 1, 0)
+                pixels = os.pread(got, fields["stride"] * fields["height"] * max(1, fields["frames_sent"]) + 1, 0)
             finally:
                 os.close(got)
         return fields, pixels, seals

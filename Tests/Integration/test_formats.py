@@ -12,7 +12,7 @@ import zlib
 
 from test_decoder import DECODER, FAILED, NOT_AN_IMAGE, OK, TOO_LARGE, Decoder, magick, png
 
-COLOR_AS_IS = 1
+COLOR_AS_IS, ANIMATION = 1, 2
 PROFILE_NONE, PROFILE_ICC, PROFILE_CICP, PROFILE_INVALID = range(4)
 SPACE_SRGB, SPACE_AS_IS = range(2)
 
@@ -104,6 +104,35 @@ def jxl_header(width, height):
     put(1, 1)                         # all_default metadata
     bits += [0] * (-len(bits) % 8)
     return b"\xff\x0a" + bytes(sum(bit << i for i, bit in enumerate(bits[at:at + 8])) for at in range(0, len(bits), 8))
+
+
+def gif_bomb(frames, side):
+    """A GIF whose `side` x `side` screen has `frames` frames of one pixel each: a few bytes a frame."""
+    screen = b"GIF89a" + struct.pack("<HH", side, side) + b"\x80\x00\x00" + b"\xff\x00\x00\x00\x00\xff"
+    frame = b"\x2c" + struct.pack("<HHHH", 0, 0, 1, 1) + b"\x00" + b"\x02\x02\x44\x01\x00"
+    return screen + frame * frames + b"\x3b"
+
+
+def animations():
+    """The same three frames (red, green, blue) as an animated GIF (10, 20 and 30 ms, played twice),
+    WebP (100 ms each) and AVIF sequence (5 frames a second)."""
+    frames = [png(20, 10, lambda x, y, c=c: c + (255,)) for c in ((255, 0, 0), (0, 255, 0), (0, 0, 255))]
+    with tempfile.TemporaryDirectory() as d:
+        names = []
+        for i, frame in enumerate(frames):
+            names.append(os.path.join(d, "%d.png" % i))
+            with open(names[-1], "wb") as f:
+                f.write(frame)
+        gif = magick("-delay", "1", names[0], "-delay", "2", names[1], "-delay", "3", names[2], "-loop", "2",
+                     suffix="gif")
+        for command in (["img2webp", "-loop", "0", "-lossless", "-d", "100", *names, "-o", os.path.join(d, "a.webp")],
+                        ["avifenc", "-j", "1", "--lossless", "--fps", "5", *names, os.path.join(d, "a.avif")]):
+            subprocess.run(command, check=True, timeout=60, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(os.path.join(d, "a.webp"), "rb") as f:
+            webp = f.read()
+        with open(os.path.join(d, "a.avif"), "rb") as f:
+            avif = f.read()
+    return {"GIF": gif, "WebP": webp, "AVIF": avif}
 
 
 def with_ispe(data, width, height):
@@ -201,22 +230,42 @@ class FormatTests(unittest.TestCase):
         self.assertColour(self.pixel(reply, pixels, 1, 1)[:3], colour, 0, "its own values")
 
     def test_animations_say_their_frames_and_give_the_first(self):
-        frames = [png(20, 10, lambda x, y, c=c: c + (255,)) for c in ((255, 0, 0), (0, 255, 0), (0, 0, 255))]
-        with tempfile.TemporaryDirectory() as d:
-            names = []
-            for i, frame in enumerate(frames):
-                names.append(os.path.join(d, "%d.png" % i))
-                with open(names[-1], "wb") as f:
-                    f.write(frame)
-            gif = magick("-delay", "10", *names, "-loop", "0", suffix="gif")
-            subprocess.run(["img2webp", "-loop", "0", "-d", "100", *names, "-o", os.path.join(d, "a.webp")],
-                           check=True, timeout=60, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            with open(os.path.join(d, "a.webp"), "rb") as f:
-                webp = f.read()
-        for name, data in (("GIF", gif), ("WebP", webp)):
+        for name, data in animations().items():
             reply, pixels, _ = self.decoder.decode(data)
-            self.assertEqual((reply["status"], reply["frames"], reply["width"]), (OK, 3, 20), (name, reply["message"]))
+            self.assertEqual((reply["status"], reply["frames"], reply["frames_sent"], reply["width"]), (OK, 3, 1, 20),
+                             (name, reply["message"]))
+            self.assertEqual(len(pixels), 20 * 4 * 10, name + ": one frame")
+            self.assertEqual(reply["durations"], [], name)
             self.assertColour(self.pixel(reply, pixels, 2, 2), (255, 0, 0, 255), 2, name + " first frame")
+
+    def test_an_animation_comes_whole_frame_after_frame_with_its_timing(self):
+        # The GIF's 10 ms is played at 100 ms, as browsers do.
+        durations = {"GIF": [100, 20, 30], "WebP": [100, 100, 100], "AVIF": [200, 200, 200]}
+        for name, data in animations().items():
+            reply, pixels, _ = self.decoder.decode(data, max_width=10, flags=ANIMATION)
+            self.assertEqual((reply["status"], reply["frames"], reply["frames_sent"]), (OK, 3, 3), (name, reply["message"]))
+            self.assertEqual((reply["width"], reply["height"]), (10, 5), name)
+            self.assertEqual(len(pixels), 3 * 10 * 4 * 5, name + ": three whole frames")
+            self.assertEqual(reply["durations"], durations[name], name)
+            frame = 10 * 4 * 5
+            for k, colour in enumerate(((255, 0, 0, 255), (0, 255, 0, 255), (0, 0, 255, 255))):
+                b, g, r, a = pixels[k * frame + 44:k * frame + 48]
+                self.assertColour((r, g, b, a), colour, 2, "%s frame %d" % (name, k))
+        reply, _, _ = self.decoder.decode(animations()["GIF"], flags=ANIMATION)
+        self.assertEqual(reply["loop_count"], 2, "the GIF plays twice")
+        reply, pixels, _ = self.decoder.decode(animations()["WebP"], flags=ANIMATION, max_frames=2)
+        self.assertEqual((reply["frames"], reply["frames_sent"], len(reply["durations"])), (3, 2, 2), "capped")
+
+    def test_a_frame_count_bomb_is_too_large_from_its_header_or_capped(self):
+        bomb = gif_bomb(100000, 1000)
+        reply, pixels, _ = self.decoder.decode(bomb, flags=ANIMATION, timeout=20)
+        self.assertEqual(reply["status"], TOO_LARGE, reply["message"])
+        self.assertIn("frames", reply["message"])
+        reply, pixels, _ = self.decoder.decode(bomb, max_width=16, flags=ANIMATION, timeout=20)
+        self.assertEqual((reply["status"], reply["frames"], reply["frames_sent"]), (OK, 100000, 1000), reply["message"])
+        self.assertEqual(len(pixels), 1000 * 16 * 16 * 4)
+        reply, _, _ = self.decoder.decode(bomb, max_width=16, timeout=20)
+        self.assertEqual((reply["status"], reply["frames_sent"]), (OK, 1), "without the animation: its first frame")
 
     def test_a_header_of_100000_by_100000_is_too_large_for_each_format(self):
         for name, data in (("AVIF", with_ispe(self.files["avif"], 100000, 100000)),

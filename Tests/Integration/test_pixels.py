@@ -97,7 +97,9 @@ class PixelTests(AgentTestCase):
         fd = fd.take()
         try:
             info = {str(k): v for k, v in info.items()}
-            data = os.pread(fd, int(info[D.FETCH_PIXELS_INFO_STRIDE]) * int(info[D.FETCH_PIXELS_INFO_HEIGHT]) + 1, 0)
+            frames = max(1, len(info.get(D.FETCH_PIXELS_INFO_FRAME_DURATIONS, [])))
+            size = int(info[D.FETCH_PIXELS_INFO_STRIDE]) * int(info[D.FETCH_PIXELS_INFO_HEIGHT]) * frames
+            data = os.pread(fd, size + 1, 0)
             return data, info, fcntl.fcntl(fd, fcntl.F_GET_SEALS)
         finally:
             os.close(fd)
@@ -178,6 +180,24 @@ class PixelTests(AgentTestCase):
         self.assertEqual(tuple(self.pixels("/p3.png")[0][2::-1][:3]), converted)
         message = self.expect_error(contract.DBusError.InvalidArgs, lambda: self.pixels("/p3.png", color="p3"))
         self.assertIn("'srgb' or 'as-is'", message)
+
+    def test_an_animation_comes_frame_after_frame_when_asked(self):
+        from test_formats import animations
+        self.http.bodies["/a.gif"] = animations()["GIF"]
+        data, info, _ = self.pixels("/a.gif", max_width=dbus.UInt32(10))
+        self.assertEqual((int(info[D.FETCH_PIXELS_INFO_FRAMES]), len(data)), (3, 10 * 4 * 5), "the first frame")
+        self.assertNotIn(D.FETCH_PIXELS_INFO_FRAME_DURATIONS, info)
+        data, info, _ = self.pixels("/a.gif", max_width=dbus.UInt32(10), animation=True)
+        self.assertEqual([int(d) for d in info[D.FETCH_PIXELS_INFO_FRAME_DURATIONS]], [100, 20, 30])
+        self.assertEqual(int(info[D.FETCH_PIXELS_INFO_LOOP_COUNT]), 2)
+        self.assertEqual(len(data), 3 * 10 * 4 * 5, "three whole frames in the memfd")
+        self.assertEqual([tuple(data[k * 200 + 2::-1][:3]) for k in range(3)], [(255, 0, 0), (0, 255, 0), (0, 0, 255)])
+        data, info, _ = self.pixels("/a.gif", max_width=dbus.UInt32(10), animation=True, max_frames=dbus.UInt32(2))
+        self.assertEqual((len(info[D.FETCH_PIXELS_INFO_FRAME_DURATIONS]), len(data)), (2, 2 * 200), "capped at two")
+        for bad in (0, 1001):
+            message = self.expect_error(contract.DBusError.InvalidArgs, lambda: self.pixels(
+                "/a.gif", animation=True, max_frames=dbus.UInt32(bad)))
+            self.assertIn("max-frames must be 1 to 1000", message)
 
     def test_the_decoded_tier_has_afnetworkings_two_numbers_as_properties(self):
         obj = self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH)

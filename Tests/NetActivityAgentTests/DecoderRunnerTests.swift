@@ -58,7 +58,7 @@ struct DecoderRunnerTests {
         _ pool: DecoderRunner, _ bytes: [UInt8], box: PixelBox = .unbounded
     ) -> Result<DecodedPixels, DecodeFailure> {
         var result: Result<DecodedPixels, DecodeFailure>?
-        _ = pool.decode(image: image(bytes), box: box) { result = $0 }
+        _ = pool.decode(image: image(bytes), ask: PixelAsk(box: box)) { result = $0 }
         run { result != nil }
         return result!
     }
@@ -128,7 +128,7 @@ struct DecoderRunnerTests {
         kill(first, SIGSTOP)  // it cannot answer before it is killed
         var result: Result<DecodedPixels, DecodeFailure>?
         _ = pool.decode(
-            image: image(TestImages.decodablePNG(width: 4, height: 4, rgba: (255, 0, 0, 255))), box: .unbounded
+            image: image(TestImages.decodablePNG(width: 4, height: 4, rgba: (255, 0, 0, 255))), ask: PixelAsk()
         ) { result = $0 }
         kill(first, SIGKILL)
         run { result != nil }
@@ -153,7 +153,7 @@ struct DecoderRunnerTests {
         kill(stuck, SIGSTOP)
         var result: Result<DecodedPixels, DecodeFailure>?
         _ = pool.decode(
-            image: image(TestImages.decodablePNG(width: 2, height: 2, rgba: (255, 0, 0, 255))), box: .unbounded
+            image: image(TestImages.decodablePNG(width: 2, height: 2, rgba: (255, 0, 0, 255))), ask: PixelAsk()
         ) { result = $0 }
         scheduler.advance(by: .milliseconds(9999))
         loop.runOnce(maxWaitNanoseconds: 0)
@@ -178,7 +178,7 @@ struct DecoderRunnerTests {
         for size in 1...5 {
             _ = pool.decode(
                 image: image(TestImages.decodablePNG(width: UInt32(size), height: 1, rgba: (255, 0, 0, 255))),
-                box: .unbounded
+                ask: PixelAsk()
             ) { results.append($0) }
         }
         #expect(pool.processCount == 2)
@@ -204,11 +204,11 @@ struct DecoderRunnerTests {
         kill(decoder, SIGSTOP)  // what is sent to it waits; the rest waits in the pool
         var results: [String: [Result<DecodedPixels, DecodeFailure>]] = [:]
         for _ in 0...NetActivityLimits.maxDecoderWaitingPerApp + 1 {
-            _ = pool.decode(image: image(png), box: .unbounded, owner: "app:a") {
+            _ = pool.decode(image: image(png), ask: PixelAsk(), owner: "app:a") {
                 results["app:a", default: []].append($0)
             }
         }
-        _ = pool.decode(image: image(png), box: .unbounded, owner: "app:b") { results["app:b", default: []].append($0) }
+        _ = pool.decode(image: image(png), ask: PixelAsk(), owner: "app:b") { results["app:b", default: []].append($0) }
         run { results["app:a"]?.count == 1 }
         guard case .failure(.busy(let why))? = results["app:a"]?.first else {
             Issue.record("the 17th waiting image of one owner is refused: \(String(describing: results))")
@@ -232,9 +232,9 @@ struct DecoderRunnerTests {
         kill(decoder, SIGSTOP)
         var order: [String] = []
         for _ in 0..<8 {
-            _ = pool.decode(image: image(png), box: .unbounded, owner: "flatpak:a") { _ in order.append("a") }
+            _ = pool.decode(image: image(png), ask: PixelAsk(), owner: "flatpak:a") { _ in order.append("a") }
         }
-        _ = pool.decode(image: image(png), box: .unbounded, owner: "app:b") { _ in order.append("b") }
+        _ = pool.decode(image: image(png), ask: PixelAsk(), owner: "app:b") { _ in order.append("b") }
         kill(decoder, SIGCONT)
         run { order.count == 9 }
         #expect(order.firstIndex(of: "b") == 1, "b's one image comes right after the one a had running: \(order)")
@@ -251,13 +251,13 @@ struct DecoderRunnerTests {
         var busy = 0
         for process in 0..<17 {
             for _ in 0..<NetActivityLimits.maxDecoderWaitingPerApp {
-                _ = pool.decode(image: image(png), box: .unbounded, owner: "unscoped/pid:\(process)") {
+                _ = pool.decode(image: image(png), ask: PixelAsk(), owner: "unscoped/pid:\(process)") {
                     if case .failure(.busy) = $0 { busy += 1 }
                 }
             }
         }
         var newcomer: Result<DecodedPixels, DecodeFailure>?
-        _ = pool.decode(image: image(png), box: .unbounded, owner: "app:newcomer") { newcomer = $0 }
+        _ = pool.decode(image: image(png), ask: PixelAsk(), owner: "app:newcomer") { newcomer = $0 }
         #expect(pool.waitingImages < 64, "the pool's processes hold less than the whole queue")
         kill(decoder, SIGCONT)
         run { newcomer != nil }
@@ -271,7 +271,7 @@ struct DecoderRunnerTests {
         let pool = runner(path)
         var heard = false
         let cancel = pool.decode(
-            image: image(TestImages.decodablePNG(width: 2, height: 2, rgba: (255, 0, 0, 255))), box: .unbounded
+            image: image(TestImages.decodablePNG(width: 2, height: 2, rgba: (255, 0, 0, 255))), ask: PixelAsk()
         ) { _ in heard = true }
         cancel()
         // A request after it comes back: the cancelled one had its turn before it.

@@ -21,14 +21,20 @@ struct decoder_request {
     // The most pixels the decoder may read for the image, whatever the box (TooLarge beyond, from
     // the header): a JPEG scaled in its IDCT still holds the whole source's coefficients.
     uint64_t max_source_pixels;
-    // DECODER_COLOR_AS_IS: the file's own colour values, its profile not applied.
+    // DECODER_COLOR_AS_IS: the file's own colour values, its profile not applied. DECODER_ANIMATION:
+    // every frame of an animation (up to `max_frames`), each a whole canvas of the box's size, one
+    // after another; `max_pixels` bounds them all together.
     uint32_t flags;
-    uint32_t reserved;
+    uint32_t max_frames;
 };
 
 enum decoder_flags {
     DECODER_COLOR_AS_IS = 1u << 0,
+    DECODER_ANIMATION = 1u << 1,
 };
+
+// The most frames one reply carries (and durations after it).
+#define DECODER_MAX_FRAMES 1000u
 
 // What the file said of its colours.
 enum decoder_color_profile {
@@ -59,14 +65,18 @@ enum decoder_format {
 };
 
 // A reply with DECODER_OK carries a memfd sealed against write, grow, shrink and further seals, of
-// `stride` x `height` bytes; the others carry none, and say why in `message`.
+// `stride` x `height` x `frames_sent` bytes; the others carry none, and say why in `message`.
 struct decoder_reply {
     uint32_t magic, status;
     uint64_t id;
     uint32_t width, height, stride, original_width, original_height, format;
     uint32_t color_profile, color_space;  // enum decoder_color_profile, enum decoder_color_space
-    uint32_t frames, reserved;            // frames in the file (1 for a still image)
+    uint32_t frames;                      // frames in the file (1 for a still image)
+    uint32_t frames_sent;                 // frames in the memfd: 1, or an animation's (DECODER_ANIMATION)
+    uint32_t loop_count;                  // how often an animation plays (0: forever)
+    uint32_t reserved;
     char message[200];
+    // An animation's reply is followed, in the same message, by `frames_sent` durations: uint32 ms.
 };
 
 // Sends one message with `fd` attached (none when fd < 0), never raising SIGPIPE, without blocking

@@ -18,7 +18,8 @@ enum DecodeFailure: Error, Equatable {
 }
 
 /// Pixels a decoder made: a memfd sealed against every change, of `stride` x `height` bytes of
-/// premultiplied B8G8R8A8. Closed when the last reference goes.
+/// premultiplied B8G8R8A8 for each frame (one, or an animation's). Closed when the last reference
+/// goes.
 final class DecodedPixels {
     let fd: Int32
     let width: UInt32
@@ -31,11 +32,15 @@ final class DecodedPixels {
     let colorProfile: DownloaderMember.FetchPixelsColorProfile
     let colorSpace: DownloaderMember.FetchPixelsColorSpace
     let frames: UInt32
+    /// An animation's frames in the memfd: each one's time on screen (ms); empty for one frame.
+    let frameDurations: [UInt32]
+    /// How often the animation plays (0: for ever).
+    let loopCount: UInt32
 
     init(
         fd: Int32, width: UInt32, height: UInt32, stride: UInt32, originalWidth: UInt32, originalHeight: UInt32,
         colorProfile: DownloaderMember.FetchPixelsColorProfile = .none, colorSpace: PixelColor = .srgb,
-        frames: UInt32 = 1
+        frames: UInt32 = 1, frameDurations: [UInt32] = [], loopCount: UInt32 = 0
     ) {
         self.fd = fd
         self.width = width
@@ -46,26 +51,32 @@ final class DecodedPixels {
         self.colorProfile = colorProfile
         self.colorSpace = colorSpace
         self.frames = frames
+        self.frameDurations = frameDurations
+        self.loopCount = loopCount
     }
 
+    /// The frames in the memfd.
+    var frameCount: Int { max(1, frameDurations.count) }
     /// Checked at receipt (`PixelGeometry`): at most `NetActivityLimits`' pixel limit's bytes.
-    var byteCount: Int { Int(stride) * Int(height) }
+    var byteCount: Int { Int(stride) * Int(height) * frameCount }
 
     deinit { Closer.close(fd) }
 }
 
 /// The sizes of a block of 4-byte pixels as an untrusted process states them, accepted only when
 /// they make sense: a width and height of at least one, rows of at least `width` x 4 bytes, 4-byte
-/// aligned, and at most `maxPixels` pixels (rows included) in all. Every product is computed with
+/// aligned, and at most `maxPixels` pixels (rows included, over all frames). Every product is computed with
 /// overflow checks, so no value can trap or wrap.
 struct PixelGeometry: Equatable {
     let byteCount: UInt64
 
-    init?(width: UInt32, height: UInt32, stride: UInt32, maxPixels: UInt64) {
-        guard width > 0, height > 0, stride % 4 == 0 else { return nil }
+    init?(width: UInt32, height: UInt32, stride: UInt32, frames: UInt32 = 1, maxPixels: UInt64) {
+        guard width > 0, height > 0, frames > 0, stride % 4 == 0 else { return nil }
         let (row, rowOverflow) = UInt64(width).multipliedReportingOverflow(by: 4)
         guard !rowOverflow, UInt64(stride) >= row else { return nil }
-        let (bytes, overflow) = UInt64(stride).multipliedReportingOverflow(by: UInt64(height))
+        let (frame, frameOverflow) = UInt64(stride).multipliedReportingOverflow(by: UInt64(height))
+        let (bytes, overflow) = frame.multipliedReportingOverflow(by: UInt64(frames))
+        guard !frameOverflow else { return nil }
         let (limit, limitOverflow) = maxPixels.multipliedReportingOverflow(by: 4)
         guard !overflow, limitOverflow || bytes <= limit else { return nil }
         byteCount = bytes

@@ -37,11 +37,13 @@ final class DecoderProcess {
 
     /// Hands it request `id`: `image` (a sealed memfd, kept by the caller), to fit `box`. Nil when
     /// sent, else why not (it has gone).
-    func send(_ id: UInt64, image: Int32, box: PixelBox, color: PixelColor, limits: DecodeLimits) -> String? {
+    func send(_ id: UInt64, image: Int32, ask: PixelAsk, limits: DecodeLimits) -> String? {
+        var flags: UInt32 = ask.color == .asIs ? DECODER_COLOR_AS_IS.rawValue : 0
+        if ask.maxFrames > 1 { flags |= DECODER_ANIMATION.rawValue }
         var request = decoder_request(
-            magic: DECODER_REQUEST_MAGIC, version: DECODER_PROTOCOL_VERSION, id: id, max_width: box.maxWidth,
-            max_height: box.maxHeight, max_pixels: limits.maxPixels, max_source_pixels: limits.maxSourcePixels,
-            flags: color == .asIs ? DECODER_COLOR_AS_IS.rawValue : 0, reserved: 0)
+            magic: DECODER_REQUEST_MAGIC, version: DECODER_PROTOCOL_VERSION, id: id, max_width: ask.box.maxWidth,
+            max_height: ask.box.maxHeight, max_pixels: limits.maxPixels, max_source_pixels: limits.maxSourcePixels,
+            flags: flags, max_frames: ask.maxFrames)
         let sent = withUnsafeBytes(of: &request) { decoder_send(socket, $0.baseAddress, $0.count, image, 1) }
         guard sent != MemoryLayout<decoder_request>.size else { return nil }
         return "the image decoder took no request: \(String(cString: strerror(errno)))"
@@ -61,13 +63,23 @@ final class DecoderProcess {
         case misbehaved(String)
     }
 
-    /// Reads one message; `box` and `limits` are what its current request asked.
-    func receive(box: PixelBox, limits: DecodeLimits) -> Message {
+    /// The largest message a decoder sends: a reply and an animation's durations.
+    private static let maxMessage = MemoryLayout<decoder_reply>.size + 4 * Int(DECODER_MAX_FRAMES)
+    private var message = [UInt8](repeating: 0, count: DecoderProcess.maxMessage)
+
+    /// Reads one message; `ask` and `limits` are what its current request asked.
+    func receive(ask: PixelAsk, limits: DecodeLimits) -> Message {
         var reply = decoder_reply()
         var fd: Int32 = -1
-        let n = withUnsafeMutableBytes(of: &reply) { decoder_receive(socket, $0.baseAddress, $0.count, &fd, 1) }
+        let n = message.withUnsafeMutableBytes { decoder_receive(socket, $0.baseAddress, $0.count, &fd, 1) }
         if n < 0, errno == EAGAIN || errno == EINTR { return .nothing }
-        guard n == MemoryLayout<decoder_reply>.size else {
+        let header = MemoryLayout<decoder_reply>.size
+        if n >= header {
+            withUnsafeMutableBytes(of: &reply) {
+                $0.copyMemory(from: UnsafeRawBufferPointer(start: message, count: header))
+            }
+        }
+        guard n >= header else {
             if fd >= 0 { close(fd) }
             // The end of its socket (0), or a reset one: it died or was killed.
             return n <= 0 ? .ended(stoppedWhy()) : .misbehaved("the image decoder's answer was malformed")
@@ -84,7 +96,18 @@ final class DecoderProcess {
             if fd >= 0 { close(fd) }
             return .misbehaved("the image decoder's answer was malformed")
         }
-        let result = Self.result(reply, fd: fd, box: box, limits: limits)
+        // An animation's durations follow the reply: exactly as many as the frames it sent.
+        let sent = Int(reply.frames_sent)
+        guard reply.status != DECODER_OK.rawValue || (sent >= 1 && sent <= Int(ask.maxFrames)),
+            n == header + (sent > 1 && reply.status == DECODER_OK.rawValue ? 4 * sent : 0)
+        else {
+            if fd >= 0 { close(fd) }
+            return .misbehaved("the image decoder's answer was malformed")
+        }
+        let durations = (0..<(sent > 1 ? sent : 0)).map { k in
+            message.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: header + 4 * k, as: UInt32.self) }
+        }
+        let result = Self.result(reply, fd: fd, box: ask.box, durations: durations, limits: limits)
         if case .failure(.failed(let why)) = result, reply.status == DECODER_OK.rawValue {
             // It said yes and sent what we cannot take: it is not to be trusted with the next one.
             return .misbehaved(why)
@@ -94,7 +117,7 @@ final class DecoderProcess {
 
     /// What a reply means, its pixels checked as a stranger's would be: sealed against every change,
     /// exactly `stride` x `height` bytes, rows long enough, inside the box and the limit asked for.
-    static func result(_ reply: decoder_reply, fd: Int32, box: PixelBox, limits: DecodeLimits)
+    static func result(_ reply: decoder_reply, fd: Int32, box: PixelBox, durations: [UInt32], limits: DecodeLimits)
         -> Result<DecodedPixels, DecodeFailure>
     {
         let message = withUnsafeBytes(of: reply.message) { raw in
@@ -119,7 +142,9 @@ final class DecoderProcess {
             reply.format == DECODER_FORMAT_B8G8R8A8_PREMULTIPLIED.rawValue,
             reply.color_profile < profiles.count, reply.color_space < spaces.count, reply.frames >= 1,
             let geometry = PixelGeometry(
-                width: reply.width, height: reply.height, stride: reply.stride, maxPixels: limits.maxPixels),
+                width: reply.width, height: reply.height, stride: reply.stride, frames: reply.frames_sent,
+                maxPixels: limits.maxPixels),
+            reply.frames >= reply.frames_sent, durations.allSatisfy({ $0 > 0 }),
             st.st_size >= 0, UInt64(st.st_size) == geometry.byteCount,
             box.maxWidth == 0 || reply.width <= box.maxWidth, box.maxHeight == 0 || reply.height <= box.maxHeight
         else {
@@ -136,7 +161,7 @@ final class DecoderProcess {
                 fd: own, width: reply.width, height: reply.height, stride: reply.stride,
                 originalWidth: reply.original_width, originalHeight: reply.original_height,
                 colorProfile: profiles[Int(reply.color_profile)], colorSpace: spaces[Int(reply.color_space)],
-                frames: reply.frames))
+                frames: reply.frames, frameDurations: durations, loopCount: reply.loop_count))
     }
 
     private func stoppedWhy() -> String {

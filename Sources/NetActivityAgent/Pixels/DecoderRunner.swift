@@ -25,19 +25,17 @@ final class DecoderRunner {
 
     private final class Job {
         let image: Int32
-        let box: PixelBox
-        let color: PixelColor
+        let ask: PixelAsk
         let owner: String
         /// Charged to the owner while it waits.
         var charged = true
         var completion: ((Result<DecodedPixels, DecodeFailure>) -> Void)?
         init(
-            image: Int32, box: PixelBox, color: PixelColor, owner: String,
+            image: Int32, ask: PixelAsk, owner: String,
             completion: @escaping (Result<DecodedPixels, DecodeFailure>) -> Void
         ) {
             self.image = image
-            self.box = box
-            self.color = color
+            self.ask = ask
             self.owner = owner
             self.completion = completion
         }
@@ -81,11 +79,11 @@ final class DecoderRunner {
 
     private var now: Instant { Instant(nanoseconds: scheduler.nowNanoseconds) }
 
-    /// Decodes the image in `image` (a sealed memfd; taken, and closed when done) to fit `box`, its
-    /// colours as `color` asks, for `owner`. `completion` comes once, on a later turn, unless the
+    /// Decodes the image in `image` (a sealed memfd; taken, and closed when done) as `ask` says (its
+    /// box, colours and frames), for `owner`. `completion` comes once, on a later turn, unless the
     /// returned closure cancels it.
     func decode(
-        image: Int32, box: PixelBox, color: PixelColor = .srgb, owner: String = "",
+        image: Int32, ask: PixelAsk, owner: String = "",
         _ completion: @escaping (Result<DecodedPixels, DecodeFailure>) -> Void
     ) -> () -> Void {
         if let refusal = accounts.check(.decoderQueue, connection: owner, leaf: owner) {
@@ -102,7 +100,7 @@ final class DecoderRunner {
             return {}
         }
         accounts.charge(.decoderQueue, connection: owner, leaf: owner)
-        let job = Job(image: image, box: box, color: color, owner: owner, completion: completion)
+        let job = Job(image: image, ask: ask, owner: owner, completion: completion)
         let (id, actions) = pool.submit(owner: owner, now: now)
         jobs[id] = job
         perform(actions)
@@ -146,7 +144,7 @@ final class DecoderRunner {
                 release(job)
                 // A decoder that did not start fails this job (`spawnFailed`).
                 guard !unstarted.contains(id), let process = processes[id] else { continue }
-                if let why = process.send(jobID, image: job.image, box: job.box, color: job.color, limits: limits) {
+                if let why = process.send(jobID, image: job.image, ask: job.ask, limits: limits) {
                     next = pool.ended(id, why: why, now: now)
                 }
             case .stop(let id, let kill):
@@ -170,7 +168,7 @@ final class DecoderRunner {
     private func read(_ id: DecoderPool.ProcessID) {
         guard let process = processes[id], let state = pool.process(id) else { return }
         let job = state.job.flatMap { jobs[$0] }
-        switch process.receive(box: job?.box ?? .unbounded, limits: limits) {
+        switch process.receive(ask: job?.ask ?? PixelAsk(), limits: limits) {
         case .nothing: return
         case .ready: perform(pool.ready(id, now: now))
         case .ended(let why): perform(pool.ended(id, why: why, now: now))

@@ -74,7 +74,7 @@ final class Decoding {
             context.scheduler.schedule(afterNanoseconds: 0) { finish(.failure(NetActivityError(.decode, why))) }
             return
         }
-        _ = decoders.decode(image: fd, box: key.box, color: key.color, owner: reader) { [weak self] result in
+        _ = decoders.decode(image: fd, ask: key.ask, owner: reader) { [weak self] result in
             guard let self else { return }
             switch result {
             case .success(let pixels):

@@ -5,20 +5,29 @@ import NetActivityContract
 import NetActivityCore
 
 /// What a decoded entry is kept under: the key its image is stored under in the image cache (an
-/// app's own entry's key names that app, so its pixels answer that app alone), the box and the
-/// colours asked for.
+/// app's own entry's key names that app, so its pixels answer that app alone), and what was asked
+/// of the pixels.
 struct PixelKey: Hashable {
     let storage: String
-    let box: PixelBox
-    var color: PixelColor = .srgb
+    let ask: PixelAsk
+    var box: PixelBox { ask.box }
 }
 
 /// What a FetchPixels or OpenPixels call asks of the pixels (its options, checked as the method's
-/// already): the box ("max-width", "max-height") and the colours ("color"; InvalidArgs for a value
-/// it does not take). The two methods' options have the same names.
-struct PixelAsk {
-    let box: PixelBox
-    let color: PixelColor
+/// already): the box ("max-width", "max-height"), the colours ("color"; InvalidArgs for a value it
+/// does not take) and the frames ("animation", "max-frames"). The two methods' options have the
+/// same names.
+struct PixelAsk: Hashable {
+    var box = PixelBox.unbounded
+    var color = PixelColor.srgb
+    /// The most frames wanted: 1 for a still image or an animation's first frame.
+    var maxFrames: UInt32 = 1
+
+    init(box: PixelBox = .unbounded, color: PixelColor = .srgb, maxFrames: UInt32 = 1) {
+        self.box = box
+        self.color = color
+        self.maxFrames = maxFrames
+    }
 
     init(options: [String: DBusValue]) throws(NetActivityError) {
         typealias Option = DownloaderMember.FetchPixelsOption
@@ -31,9 +40,17 @@ struct PixelAsk {
             throw .invalidArgs("\(Option.color.rawValue) must be \(known), got '\(named ?? "")'")
         }
         self.color = color
+        if options[Option.animation.rawValue]?.boolValue == true {
+            let most = NetActivityLimits.maxAnimationFrames
+            let asked = options[Option.maxFrames.rawValue]?.uint32Value ?? most
+            guard (1...most).contains(asked) else {
+                throw .invalidArgs("\(Option.maxFrames.rawValue) must be 1 to \(most), got \(asked)")
+            }
+            maxFrames = asked
+        }
     }
 
-    func key(_ storage: String) -> PixelKey { PixelKey(storage: storage, box: box, color: color) }
+    func key(_ storage: String) -> PixelKey { PixelKey(storage: storage, ask: self) }
 }
 
 /// Decoded pixels as the tier keeps them.

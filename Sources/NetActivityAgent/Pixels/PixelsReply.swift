@@ -39,6 +39,11 @@ struct PixelsReply {
             Info.contentType.rawValue: .string(entry.contentType),
         ]
         if httpStatus != 0 { info[Info.httpStatus.rawValue] = .uint32(httpStatus) }
+        if !pixels.frameDurations.isEmpty {
+            info[Info.frameDurations.rawValue] = .array(
+                elementSignature: "u", pixels.frameDurations.map { .uint32($0) })
+            info[Info.loopCount.rawValue] = .uint32(pixels.loopCount)
+        }
         try w.appendVardict(info)
     }
 }
