@@ -105,16 +105,23 @@ final class ClientDownloads: AgentParticipant {
         }
     }
 
-    /// One FetchPixels: FetchImage's options and a box; the reply carries the decoded pixels.
+    /// One FetchPixels: FetchImage's options, a box, the colours and the frames (1: the first, or a
+    /// still image; more: an animation's, up to that many); the reply carries the decoded pixels.
     func fetchPixels(
-        url: String, box: PixelBox, additionalIdentifier: String, reload: Bool,
-        priority: ImagePriority, receipt: String?, _ done: @escaping ClientCore.Completion<DecodedImage>
+        url: String, box: PixelBox, color: DecodedImage.ColorSpace = .srgb, maxFrames: UInt32 = 1,
+        additionalIdentifier: String, reload: Bool, priority: ImagePriority, receipt: String?,
+        _ done: @escaping ClientCore.Completion<DecodedImage>
     ) {
         typealias Option = DownloaderMember.FetchPixelsOption
         typealias Info = DownloaderMember.FetchPixelsInfo
         var options = Self.options(additionalIdentifier, reload, priority, receipt)
         if box.maxWidth > 0 { options[Option.maxWidth.rawValue] = .uint32(box.maxWidth) }
         if box.maxHeight > 0 { options[Option.maxHeight.rawValue] = .uint32(box.maxHeight) }
+        if color != .srgb { options[Option.color.rawValue] = .string(color.rawValue) }
+        if maxFrames > 1 {
+            options[Option.animation.rawValue] = .bool(true)
+            options[Option.maxFrames.rawValue] = .uint32(min(maxFrames, NetActivityLimits.maxAnimationFrames))
+        }
         downloadCall(.fetchPixels, url: url, options: options, done) { r throws(DBusError) in
             let fd = try r.readFD()
             guard let info = try? r.readVardict() else {
@@ -129,7 +136,15 @@ final class ClientDownloads: AgentParticipant {
                     format: info[Info.format.rawValue]?.stringValue ?? "",
                     originalWidth: u32(.originalWidth), originalHeight: u32(.originalHeight),
                     source: source == DownloaderMember.FetchPixelsSource.memory.rawValue ? .cache : .download,
-                    contentType: info[Info.contentType.rawValue]?.stringValue ?? "")
+                    contentType: info[Info.contentType.rawValue]?.stringValue ?? "",
+                    framesInFile: max(1, u32(.frames)),
+                    frameDurations: info[Info.frameDurations.rawValue]?.arrayElements?.compactMap { $0.uint32Value }
+                        ?? [],
+                    loopCount: u32(.loopCount),
+                    colorSpace: info[Info.colorSpace.rawValue]?.stringValue.flatMap(DecodedImage.ColorSpace.init)
+                        ?? .srgb,
+                    colorProfile: info[Info.colorProfile.rawValue]?.stringValue.flatMap(DecodedImage.ColorProfile.init)
+                        ?? .none)
             else {
                 return .failure(NetActivityError(.invalidSignature, "The pixels could not be mapped"))
             }

@@ -274,17 +274,21 @@ public final class NetActivity: Sendable {
     /// Fetches an image through the shared downloader and has the agent decode it (`FetchPixels`):
     /// once for every app that asks for it with the same box, in a sandboxed decoder process, the
     /// pixels in sealed memory that this process maps read-only (`DecodedImage`). `maxWidth` and
-    /// `maxHeight` are the box to fit in (aspect kept, never enlarged; 0: no limit). Errors: those
-    /// of `fetchImage`, `.agent("TooLarge")` for more pixels than the agent decodes, and
-    /// `.agent("Decode")` for an image it could not decode. Cancelling the Swift task cancels it.
+    /// `maxHeight` are the box to fit in (aspect kept, never enlarged; 0: no limit). `color`: sRGB
+    /// (converted from the file's colour profile) or the file's own values (`.asIs`). `animation`:
+    /// every frame of an animated GIF, WebP or AVIF (up to `maxFrames`), with their durations;
+    /// otherwise the first frame. Errors: those of `fetchImage`, `.agent("TooLarge")` for more
+    /// pixels than the agent decodes (all frames together), and `.agent("Decode")` for an image it
+    /// could not decode. Cancelling the Swift task cancels it.
     public func fetchPixels(
-        url: String, maxWidth: UInt32 = 0, maxHeight: UInt32 = 0, additionalIdentifier: String = "",
-        reload: Bool = false, priority: ImagePriority = .normal
+        url: String, maxWidth: UInt32 = 0, maxHeight: UInt32 = 0, color: DecodedImage.ColorSpace = .srgb,
+        animation: Bool = false, maxFrames: UInt32 = NetActivityLimits.maxAnimationFrames,
+        additionalIdentifier: String = "", reload: Bool = false, priority: ImagePriority = .normal
     ) async throws(NetActivityError) -> DecodedImage {
         try await cancellableFetch { core, receipt, done in
             core.downloads.fetchPixels(
-                url: url, box: PixelBox(maxWidth: maxWidth, maxHeight: maxHeight),
-                additionalIdentifier: additionalIdentifier,
+                url: url, box: PixelBox(maxWidth: maxWidth, maxHeight: maxHeight), color: color,
+                maxFrames: animation ? max(1, maxFrames) : 1, additionalIdentifier: additionalIdentifier,
                 reload: reload, priority: priority, receipt: receipt, done)
         }.get()
     }

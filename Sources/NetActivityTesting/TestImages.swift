@@ -134,4 +134,25 @@ public enum TestImages {
                 (0..<8).reduce(UInt8(0)) { $0 | bits[at + $1] << $1 }
             }
     }
+
+    /// A decodable animated GIF: a `colors.count` x 1 screen on which frame k paints pixel k in
+    /// colour k (r, g, b) and stays `hundredths` of a second; played `repeats` more times after the
+    /// first (0: for ever).
+    public static func animatedGIF(colors: [(UInt8, UInt8, UInt8)], hundredths: UInt16, repeats: UInt16 = 0) -> [UInt8]
+    {
+        // A global table of the colours (2^(n+1) entries), then per frame a graphic control block
+        // and a one-pixel image of colour k: LZW with a minimum code size of 7 (clear 128, end 129).
+        var table: [UInt8] = []
+        for (r, g, b) in colors { table += [r, g, b] }
+        table += [UInt8](repeating: 0, count: 3 * 128 - table.count)
+        var out = Array("GIF89a".utf8) + le16(UInt16(colors.count)) + le16(1) + [0xF6, 0, 0] + table
+        out += [0x21, 0xFF, 11] + Array("NETSCAPE2.0".utf8) + [3, 1] + le16(repeats) + [0]
+        for k in 0..<colors.count {
+            out += [0x21, 0xF9, 4, 0x04] + le16(hundredths) + [0, 0]  // keep what was drawn
+            out += [0x2C] + le16(UInt16(k)) + le16(0) + le16(1) + le16(1) + [0]
+            // Codes of 8 bits: clear (128), the index, end (129).
+            out += [7, 3, 128, UInt8(k), 129, 0]
+        }
+        return out + [0x3B]
+    }
 }

@@ -18,6 +18,7 @@ struct PixelsTests {
             "teal.png": TestImages.decodablePNG(width: 40, height: 20, rgba: (0, 128, 128, 255)),
             "half.png": TestImages.decodablePNG(width: 2, height: 2, rgba: (255, 255, 255, 128)),
             "text.png": Array("not an image".utf8),
+            "dots.gif": TestImages.animatedGIF(colors: [(255, 0, 0), (0, 0, 255)], hundredths: 25, repeats: 2),
         ])
         activity = await NetActivity.connect(address: bus.address)
     }
@@ -41,6 +42,23 @@ struct PixelsTests {
         #expect(again.withUnsafeBytes { Array($0) } == image.withUnsafeBytes { Array($0) })
         #expect(server.count("/teal.png") == 1)
         other.close()
+    }
+
+    @Test("an animation comes frame after frame with its durations; without asking, its first frame")
+    func animation() async throws {
+        let still = try await activity.fetchPixels(url: server.url("dots.gif"))
+        #expect((still.frameCount, still.framesInFile, still.frameDurations) == (1, 2, []))
+        #expect(still.pixel(x: 0, y: 0) == (0, 0, 255, 255) && still.pixel(x: 1, y: 0).3 == 0)
+        let moving = try await activity.fetchPixels(url: server.url("dots.gif"), animation: true)
+        #expect(
+            (moving.frameCount, moving.frameDurations, moving.loopCount) == (
+                2, [.milliseconds(250), .milliseconds(250)], 3
+            ))
+        #expect(moving.pixel(x: 1, y: 0, frame: 0).3 == 0, "the first frame: its dot alone")
+        #expect(moving.pixel(x: 0, y: 0, frame: 1) == (0, 0, 255, 255), "the second keeps the first's dot")
+        #expect(moving.pixel(x: 1, y: 0, frame: 1) == (255, 0, 0, 255))
+        #expect(moving.withUnsafeBytes(frame: 1) { $0.count } == 8)
+        #expect(moving.colorSpace == .srgb && moving.colorProfile == DecodedImage.ColorProfile.none)
     }
 
     @Test("a box gives the fitted size; errors come by name")
