@@ -254,12 +254,21 @@ static GBytes *taken (GVariant *handle, GUnixFDList *fds, gsize size, GVariant *
 }
 
 /* A FetchPixels reply's pixels: stride x height bytes. */
+/* The pixels of every frame: one, or an animation's (as many as its "frame-durations"), each
+ * stride x height bytes, one after another. */
 static GBytes *pixels_taken (GVariant *handle, GUnixFDList *fds, GVariant *info, GVariant **out_info, GError **error)
 {
     guint32 stride = 0, height = 0;
+    gsize frames = 1, size = 0;
     g_variant_lookup (info, "stride", "u", &stride);
     g_variant_lookup (info, "height", "u", &height);
-    return taken (handle, fds, (gsize) stride * height, info, out_info, error);
+    GVariant *durations = g_variant_lookup_value (info, "frame-durations", G_VARIANT_TYPE ("au"));
+    if (durations) {
+        frames = MAX (1, g_variant_n_children (durations));
+        g_variant_unref (durations);
+    }
+    if (!g_size_checked_mul (&size, (gsize) stride * height, frames)) size = G_MAXSIZE;
+    return taken (handle, fds, size, info, out_info, error);
 }
 
 static GVariant *or_empty (GVariant *options)
@@ -447,7 +456,7 @@ GBytes *net_activity_downloader_fetch_image_bytes_sync (NetActivityDownloader *d
  * @downloader: the downloader
  * @url: an http or https URL
  * @options: (nullable): FetchPixels' options (FetchImage's, and `max-width`, `max-height`: a box
- *   to fit in), or %NULL
+ *   to fit in; `color`: "srgb" or "as-is"; `animation`, `max-frames`: every frame), or %NULL
  * @cancellable: (nullable): a #GCancellable
  * @callback: called with the result
  * @user_data: data for @callback
@@ -468,14 +477,18 @@ void net_activity_downloader_fetch_pixels_bytes (NetActivityDownloader *download
  * @downloader: the downloader
  * @result: the #GAsyncResult given to the callback
  * @out_info: (out) (optional) (transfer full): FetchPixels' info (`a{sv}`: width, height,
- *   stride, format, original-width, original-height, source, content-type, http-status)
+ *   stride, format, original-width, original-height, frames, frame-durations, loop-count,
+ *   color-space, color-profile, source, content-type, http-status)
  * @error: return location for a #GError
  *
  * Finishes net_activity_downloader_fetch_pixels_bytes(): call it in the callback. The info's
- * `width`, `height` and `stride` are `u` (guint32), what gdk_memory_texture_new() wants.
+ * `width`, `height` and `stride` are `u` (guint32), what gdk_memory_texture_new() wants. Asked
+ * with `animation` (an options key), an animated image comes whole: `frame-durations` (`au`, ms)
+ * lists its frames, each stride x height bytes, one after another (g_bytes_new_from_bytes() makes
+ * each frame's slice without a copy).
  *
- * Returns: (transfer full): stride x height bytes of pixels, mapped read-only from the agent's
- *   sealed memory (every app showing the image shares them), or %NULL with @error set
+ * Returns: (transfer full): stride x height bytes of pixels for each frame, mapped read-only from
+ *   the agent's sealed memory (every app showing the image shares them), or %NULL with @error set
  */
 GBytes *net_activity_downloader_fetch_pixels_bytes_finish (NetActivityDownloader *downloader, GAsyncResult *result,
                                                            GVariant **out_info, GError **error)

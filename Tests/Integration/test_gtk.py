@@ -12,13 +12,24 @@ import unittest
 
 import contract
 from harness import ROOT, Agent, PrivateBus, wait_until
-from test_decoder import png
+from test_decoder import magick, png
 from test_pixels import PixelServer
 
 C_EXAMPLE = os.path.join(ROOT, ".build", "examples", "netactivity-pixels")
 PY_EXAMPLE = os.path.join(ROOT, "Examples", "gtk4", "netactivity-pixels.py")
 # 64 x 32: red on the left half, blue on the right, opaque.
 HALVES = png(64, 32, lambda x, y: (255, 0, 0, 255) if x < 32 else (0, 0, 255, 255))
+
+
+def traffic_light():
+    """An animated GIF of 64 x 32: red, green, blue, half a second each, for ever."""
+    with tempfile.TemporaryDirectory() as d:
+        names = []
+        for i, colour in enumerate(((255, 0, 0), (0, 255, 0), (0, 0, 255))):
+            names.append(os.path.join(d, "%d.png" % i))
+            with open(names[-1], "wb") as f:
+                f.write(png(64, 32, lambda x, y, c=colour: c + (255,)))
+        return magick("-delay", "50", *names, "-loop", "0", suffix="gif")
 SCREEN = (640, 480)
 
 
@@ -59,7 +70,7 @@ class GtkExampleTests(unittest.TestCase):
         self.addCleanup(self.bus.stop)
         self.agent = Agent(self.bus)
         self.addCleanup(self.agent.stop)
-        self.http = PixelServer({"/halves.png": HALVES, "/text": b"not an image"})
+        self.http = PixelServer({"/halves.png": HALVES, "/text": b"not an image", "/light.gif": traffic_light()})
         self.addCleanup(self.http.stop)
         self.x = Xvfb()
         self.addCleanup(self.x.stop)
@@ -111,6 +122,20 @@ class GtkExampleTests(unittest.TestCase):
     def test_the_c_example_shows_the_agents_pixels_in_a_window(self):
         self.shows_the_image([C_EXAMPLE])
         self.an_error_comes_by_name([C_EXAMPLE])
+
+    @unittest.skipUnless(os.path.exists(C_EXAMPLE), "the C example is not built (make test builds it)")
+    def test_the_c_example_plays_an_animation_frame_after_frame(self):
+        proc, lines = self.run_example([C_EXAMPLE], "/light.gif", "200")
+        wait_until(lambda: lines or proc.poll() is not None, timeout=60, what="the example's first line")
+        self.assertEqual(lines[0], "painted 64x32", lines)
+        wait_until(lambda: "frame 2" in lines, timeout=30, what="the animation stepping to its third frame")
+        self.assertEqual(lines[1:3], ["frame 1", "frame 2"], lines)
+        # Each frame reaches the screen in turn: red, then green, then blue, and round again.
+        for colour in ((0, 255, 0), (0, 0, 255), (255, 0, 0)):
+            wait_until(lambda c=colour: count(self.x.screenshot(), c) > 5000, timeout=30,
+                       what="%r on the screen" % (colour,))
+        with open("/proc/%d/maps" % proc.pid) as f:
+            self.assertIn("memfd:netactivity-pixels", f.read(), "the frames are mapped, not copied")
 
     def test_the_python_example_shows_the_agents_pixels_in_a_window(self):
         self.shows_the_image(["/usr/bin/python3", PY_EXAMPLE])
