@@ -319,11 +319,23 @@ af() { "$PY" -c 'import json, sys; print(json.loads(sys.argv[1]).get(sys.argv[2]
 PX="$WORK/pixels"
 mkdir -p "$PX/img"
 cc -O2 -o "$PX/pixels_app" bench/pixels_app.c $(pkg-config --cflags --libs libsystemd)
-cc -O2 -o "$PX/pixels_reference" bench/pixels_reference.c $(pkg-config --cflags --libs libcurl spng libjpeg)
+cc -O2 -o "$PX/pixels_reference" bench/pixels_reference.c \
+    $(pkg-config --cflags --libs libcurl spng libjpeg libavif libjxl) -lgif
 convert -size 256x256 -seed 1 plasma:fractal "$PX/img/avatar.png"
 convert -size 256x256 -seed 2 plasma:fractal -quality 85 "$PX/img/avatar.jpg"
 convert -size 2000x1500 -seed 3 plasma:fractal -quality 85 "$PX/img/photo.jpg"
 convert "$PX/img/photo.jpg" -resize '6000x4000!' -quality 85 "$PX/img/big.jpg"
+# The web's formats of the same photo (their encoders' defaults), the photo tagged Display P3, and
+# an animated GIF of 100 frames of 500 x 375 (a plasma panned a few pixels a frame).
+convert "$PX/img/photo.jpg" "$PX/img/photo.png"
+avifenc -j 1 "$PX/img/photo.png" "$PX/img/photo.avif" >/dev/null
+cjxl "$PX/img/photo.png" "$PX/img/photo.jxl" >/dev/null 2>&1
+"$PY" -c 'import sys; sys.path.insert(0, "Tests/Integration"); import colour
+data = open(sys.argv[1], "rb").read(); open(sys.argv[2], "wb").write(colour.with_icc(data, colour.P3_PROFILE))' \
+    "$PX/img/photo.jpg" "$PX/img/photo-p3.jpg"
+convert -size 1000x375 -seed 4 plasma:fractal "$PX/img/pan.png"
+convert -delay 4 "$PX/img/pan.png" -loop 0 $(for k in $(seq 0 99); do echo "( -clone 0 -crop 500x375+$((k * 5))+0 +repage )"; done) \
+    -delete 0 "$PX/img/anim.gif"
 taskset -c 1 "$PY" bench/http_server.py "$PX/img" >"$PX/port" 2>/dev/null &
 HTTP_PID=$!
 for _ in $(seq 100); do [ -s "$PX/port" ] && break; sleep 0.05; done
@@ -454,6 +466,12 @@ echo "| ... CPU per image, ms | $(px box_cpu_ms) | $(px reference_box_cpu_ms) | 
 echo "| ... bytes the decoded entry holds (256 × 171 × 4 = 175,104; the original is 96,000,000) | $(px box_entry_bytes) | | | 175104 |"
 echo "| time to pixels for a memory hit (FetchPixels of a 256 px image, mapped and read), p50 / p99 ms | $(awk -v a="$(px hit_p50_us)" -v b="$(px hit_p99_us)" 'BEGIN { printf "%.2f / %.2f", a / 1e3, b / 1e3 }') | | | p50 < 1 |"
 echo "| worst Ping while three apps fetch 40 photos' pixels (2000 × 1500), ms | $(awk -v a="$(px ping_max_ms)" 'BEGIN { printf "%.1f", a }') | | | < 20 |"
+echo "| decoding a 2000 × 1500 AVIF, one at a time, images/s (in-process: libavif with dav1d, one thread) | $(px avif_per_s) | $(px reference_avif_per_s) | $(ratio "$(px avif_per_s)" "$(px reference_avif_per_s)")x | ≥ 0.9x |"
+echo "| decoding a 2000 × 1500 JPEG XL, one at a time, images/s (in-process: libjxl, one thread) | $(px jxl_per_s) | $(px reference_jxl_per_s) | $(ratio "$(px jxl_per_s)" "$(px reference_jxl_per_s)")x | ≥ 0.9x |"
+echo "| a Display P3 photo converted to sRGB, decoder CPU per image, ms (reference: the same photo untagged) | $(px p3_cpu_ms) | $(px untagged_cpu_ms) | $(ratio "$(px p3_cpu_ms)" "$(px untagged_cpu_ms)")x | ≤ 1.2x |"
+echo "| an animated GIF of 100 frames of 500 × 375 into a 256 px box: bytes held (in-process: giflib, every frame kept at its size) | $(px anim_bytes) | $(px reference_anim_bytes) | $(ratio "$(px anim_bytes)" "$(px reference_anim_bytes)")x | |"
+echo "| ... time to its first frame, ms (the still image; in-process: giflib's first frame) | $(px anim_first_ms) | $(px reference_anim_first_ms) | $(ratio "$(px anim_first_ms)" "$(px reference_anim_first_ms)")x | |"
+echo "| ... time to every frame, ms (the whole animation; in-process: every frame composed) | $(px anim_all_ms) | $(px reference_anim_all_ms) | $(ratio "$(px anim_all_ms)" "$(px reference_anim_all_ms)")x | |"
 
 # The README's test command as CI runs it: `make test` on a clean clone of the committed tree
 # (HEAD), on this machine with the packages installed, alone, with none of make bench's own make

@@ -143,6 +143,43 @@ def through_agent(*command):
     return out, spent / 1e6 + field(out, "cpu_ms")
 
 
+def decoders_cpu_ns():
+    return sum(cpu_ns(p) for p in descendants(AGENT))
+
+
+def web_formats(out):
+    """AVIF and JPEG XL against their libraries in-process; the P3 photo's conversion against the
+    same photo untagged (the decoders' CPU alone); an animation's bytes and times against giflib."""
+    set_decoded(256 << 20)
+    for name in ("avif", "jxl"):
+        image = os.path.join(IMAGES, "photo." + name)
+        through_agent("decode", "1", "0", image)  # a decoder ready
+        settle()
+        decoded, _ = through_agent("decode", "10", "0", image)
+        reference = run(REFERENCE, "decode", "10", "0", image, cpu=0)
+        out[name + "_per_s"] = "%.1f" % field(decoded, "images_per_s")
+        out["reference_%s_per_s" % name] = "%.1f" % field(reference, "images_per_s")
+        busctl("call", *OBJECT, "RemoveAllImages")
+    for key, name in (("untagged_cpu_ms", "photo.jpg"), ("p3_cpu_ms", "photo-p3.jpg")):
+        settle()
+        before = decoders_cpu_ns()
+        run(APP, "decode", "10", "0", os.path.join(IMAGES, name), cpu=1)
+        out[key] = "%.1f" % ((decoders_cpu_ns() - before) / 1e6 / 10)
+        busctl("call", *OBJECT, "RemoveAllImages")
+    animation = os.path.join(IMAGES, "anim.gif")
+    first = run(APP, "decode", "1", "256", animation, cpu=1)
+    busctl("call", *OBJECT, "RemoveAllImages")
+    settle()
+    whole = run(APP, "animation", "1", "256", animation, cpu=1)
+    reference = run(REFERENCE, "animation", animation, cpu=0)
+    out.update(anim_bytes="%d" % field(whole, "mapped_bytes"), reference_anim_bytes="%d" % field(reference, "bytes"),
+               anim_first_ms="%.1f" % (field(first, "seconds") * 1e3), anim_all_ms="%.1f" % (field(whole, "seconds") * 1e3),
+               reference_anim_first_ms="%.1f" % field(reference, "first_ms"),
+               reference_anim_all_ms="%.1f" % field(reference, "all_ms"))
+    busctl("call", *OBJECT, "RemoveAllImages")
+    set_decoded(100 << 20)
+
+
 def main():
     out = {}
     agent_pss, agent_cpu, bus_cpu = ten_apps_through_the_agent()
@@ -173,6 +210,7 @@ def main():
                reference_box_per_s="%.2f" % field(reference, "images_per_s"),
                reference_box_cpu_ms="%.1f" % (field(reference, "cpu_ms") / 5))
     busctl("call", *OBJECT, "RemoveAllImages")
+    web_formats(out)
     hits = run(APP, "hits", "2000", HTTP + "/files/avatar.png/hit", cpu=1)
     out.update(hit_p50_us="%.0f" % field(hits, "p50_us"), hit_p99_us="%.0f" % field(hits, "p99_us"))
     # The loop while three apps fetch 40 photos' pixels (40 decodes of 2000 x 1500 for all three).

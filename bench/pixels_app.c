@@ -12,6 +12,8 @@
 //                                         bytes), then N OpenPixels one at a time, each mapped (its
 //                                         rows are read when drawn, as a decoder's own output would
 //                                         be): "images_per_s=... cpu_ms=..." (this process's CPU)
+//   pixels_app animation N BOX FILE       as decode, each OpenPixels asking for every frame
+//                                         ("animation"): "images_per_s=... mapped_bytes=..."
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +34,7 @@
 
 static sd_bus *bus;
 static uint32_t box;
+static int whole_animation;
 static int pending, failures;
 static uint64_t mapped_bytes, page_sum;
 
@@ -45,6 +48,7 @@ static void die(const char *what, int r) {
 static int take(sd_bus_message *reply, int keep, int touch) {
     int fd, r;
     uint32_t stride = 0, height = 0;
+    size_t frames = 1;
     if ((r = sd_bus_message_read(reply, "h", &fd)) < 0) return r;
     if ((r = sd_bus_message_enter_container(reply, 'a', "{sv}")) < 0) return r;
     while ((r = sd_bus_message_enter_container(reply, 'e', "sv")) > 0) {
@@ -52,10 +56,18 @@ static int take(sd_bus_message *reply, int keep, int touch) {
         sd_bus_message_read(reply, "s", &key);
         if (strcmp(key, "stride") == 0) sd_bus_message_read(reply, "v", "u", &stride);
         else if (strcmp(key, "height") == 0) sd_bus_message_read(reply, "v", "u", &height);
+        else if (strcmp(key, "frame-durations") == 0) {  // an animation: as many frames
+            const void *durations;
+            size_t size = 0;
+            sd_bus_message_enter_container(reply, 'v', "au");
+            sd_bus_message_read_array(reply, 'u', &durations, &size);
+            sd_bus_message_exit_container(reply);
+            frames = size / 4 ? size / 4 : 1;
+        }
         else sd_bus_message_skip(reply, "v");
         sd_bus_message_exit_container(reply);
     }
-    size_t length = (size_t)stride * height;
+    size_t length = (size_t)stride * height * frames;
     const uint8_t *p = mmap(NULL, length, PROT_READ, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) return -1;
     for (size_t i = 0; touch && i < length; i += 4096) page_sum += p[i];
@@ -65,6 +77,8 @@ static int take(sd_bus_message *reply, int keep, int touch) {
 }
 
 static int append_box(sd_bus_message *m) {
+    if (whole_animation) return sd_bus_message_append(m, "a{sv}", 3, "max-width", "u", box, "max-height", "u", box,
+                                                      "animation", "b", 1);
     if (!box) return sd_bus_message_append(m, "a{sv}", 0);
     return sd_bus_message_append(m, "a{sv}", 2, "max-width", "u", box, "max-height", "u", box);
 }
@@ -123,7 +137,7 @@ static sd_bus_message *call(const char *interface, const char *member, const cha
 
 int main(int argc, char **argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: pixels_app show INFLIGHT BOX URL... | hits N URL | decode N BOX FILE\n");
+        fprintf(stderr, "usage: pixels_app show INFLIGHT BOX URL... | hits N URL | decode N BOX FILE | animation N BOX FILE\n");
         return 64;
     }
     int r = sd_bus_open_user(&bus);
@@ -158,7 +172,8 @@ int main(int argc, char **argv) {
         printf("p50_us=%.0f p99_us=%.0f max_us=%.0f\n", t[n / 2] * 1e6, t[n * 99 / 100] * 1e6, t[n - 1] * 1e6);
         return 0;
     }
-    if (strcmp(argv[1], "decode") == 0 && argc == 5) {
+    whole_animation = strcmp(argv[1], "animation") == 0;
+    if ((strcmp(argv[1], "decode") == 0 || whole_animation) && argc == 5) {
         int n = atoi(argv[2]);
         box = (uint32_t)atoi(argv[3]);
         int file = open(argv[4], O_RDONLY);

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 // The bench's reference for decoded pixels: an app that does it all itself, in-process, as apps do
-// today: libcurl downloads, libjpeg-turbo and libspng decode to premultiplied B8G8R8A8 (what GTK 4
-// takes), and the app keeps the pixels and reads every page of them, as pixels_app does with the
-// agent's.
+// today: libcurl downloads, libjpeg-turbo, libspng, libavif and libjxl decode to premultiplied
+// B8G8R8A8 (what GTK 4 takes; AVIF and JPEG XL in one thread, as the agent's decoder does), and the
+// app keeps the pixels and reads every page of them, as pixels_app does with the agent's.
 //
 //   pixels_reference show URL...        download and decode every URL, one after another (one curl
 //                                       handle: its connection reused), print "ready ...", then hold
@@ -10,7 +10,13 @@
 //   pixels_reference decode N BOX FILE  decode FILE N times, keeping each result as an app showing
 //                                       them does (BOX > 0: the whole image, then a box filter down
 //                                       to fit BOX x BOX, keeping that): "images_per_s=..."
+//   pixels_reference animation FILE     an animated GIF (giflib), every frame composed on its canvas
+//                                       at its full size and kept, as an app playing it does:
+//                                       "first_ms=... all_ms=... frames=... bytes=..."
+#include <avif/avif.h>
 #include <curl/curl.h>
+#include <gif_lib.h>
+#include <jxl/decode.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <jpeglib.h>
@@ -77,10 +83,137 @@ static int decode_png(const uint8_t *data, size_t size, image *out) {
     return 0;
 }
 
+static void straight_rgba_to_premultiplied_bgra(uint8_t *pixels, size_t length) {
+    for (size_t i = 0; i < length; i += 4) {
+        uint8_t *p = pixels + i, red = p[0], a = p[3];
+        p[0] = (uint8_t)((p[2] * a + 127) / 255);
+        p[1] = (uint8_t)((p[1] * a + 127) / 255);
+        p[2] = (uint8_t)((red * a + 127) / 255);
+    }
+}
+
+static int decode_avif(const uint8_t *data, size_t size, image *out) {
+    avifDecoder *d = avifDecoderCreate();
+    d->maxThreads = 1;
+    avifRGBImage rgb;
+    int ok = avifDecoderSetIOMemory(d, data, size) == AVIF_RESULT_OK && avifDecoderParse(d) == AVIF_RESULT_OK &&
+             avifDecoderNextImage(d) == AVIF_RESULT_OK;
+    if (ok) {
+        avifRGBImageSetDefaults(&rgb, d->image);
+        rgb.format = AVIF_RGB_FORMAT_BGRA, rgb.depth = 8, rgb.alphaPremultiplied = AVIF_TRUE;
+        rgb.rowBytes = d->image->width * 4;
+        out->width = d->image->width, out->height = d->image->height;
+        rgb.pixels = out->pixels = malloc((size_t)rgb.rowBytes * out->height);
+        ok = avifImageYUVToRGB(d->image, &rgb) == AVIF_RESULT_OK;
+    }
+    avifDecoderDestroy(d);
+    return ok ? 0 : -1;
+}
+
+static int decode_jxl(const uint8_t *data, size_t size, image *out) {
+    JxlDecoder *d = JxlDecoderCreate(NULL);  // one thread
+    JxlPixelFormat format = {4, JXL_TYPE_UINT8, JXL_NATIVE_ENDIAN, 0};
+    JxlBasicInfo info;
+    int ok = JxlDecoderSubscribeEvents(d, JXL_DEC_BASIC_INFO | JXL_DEC_FULL_IMAGE) == JXL_DEC_SUCCESS &&
+             JxlDecoderSetInput(d, data, size) == JXL_DEC_SUCCESS, done = 0;
+    JxlDecoderCloseInput(d);
+    while (ok && !done) {
+        switch (JxlDecoderProcessInput(d)) {
+        case JXL_DEC_BASIC_INFO:
+            JxlDecoderGetBasicInfo(d, &info);
+            out->width = info.xsize, out->height = info.ysize;
+            break;
+        case JXL_DEC_NEED_IMAGE_OUT_BUFFER: {
+            size_t n = (size_t)out->width * out->height * 4;
+            out->pixels = malloc(n);
+            ok = JxlDecoderSetImageOutBuffer(d, &format, out->pixels, n) == JXL_DEC_SUCCESS;
+            break;
+        }
+        case JXL_DEC_FULL_IMAGE: done = 1; break;
+        default: ok = 0;
+        }
+    }
+    JxlDecoderDestroy(d);
+    if (!ok) return -1;
+    straight_rgba_to_premultiplied_bgra(out->pixels, (size_t)out->width * out->height * 4);
+    return 0;
+}
+
 static int decode(const uint8_t *data, size_t size, image *out) {
     if (size > 3 && data[0] == 0xFF && data[1] == 0xD8) return decode_jpeg(data, size, out);
     if (size > 8 && data[0] == 0x89 && data[1] == 'P') return decode_png(data, size, out);
+    if (size > 12 && memcmp(data + 4, "ftyp", 4) == 0) return decode_avif(data, size, out);
+    if (size > 2 && data[0] == 0xFF && data[1] == 0x0A) return decode_jxl(data, size, out);
     return -1;
+}
+
+// A GIF's first frame alone, read as a stream (what a viewer shows first): its time, s.
+static double gif_first_frame(const char *path) {
+    int error = 0;
+    double t0 = now();
+    GifFileType *gif = DGifOpenFileName(path, &error);
+    GifRecordType type;
+    uint8_t *screen = gif ? calloc((size_t)gif->SWidth * gif->SHeight, 4) : NULL;
+    while (gif && DGifGetRecordType(gif, &type) == GIF_OK && type != TERMINATE_RECORD_TYPE) {
+        if (type == EXTENSION_RECORD_TYPE) {
+            int code;
+            GifByteType *ext;
+            DGifGetExtension(gif, &code, &ext);
+            while (ext) DGifGetExtensionNext(gif, &ext);
+            continue;
+        }
+        if (type != IMAGE_DESC_RECORD_TYPE || DGifGetImageDesc(gif) != GIF_OK) break;
+        const ColorMapObject *map = gif->Image.ColorMap ? gif->Image.ColorMap : gif->SColorMap;
+        GifPixelType *line = malloc((size_t)gif->Image.Width);
+        for (int y = 0; y < gif->Image.Height && DGifGetLine(gif, line, gif->Image.Width) == GIF_OK; y++)
+            for (int x = 0; x < gif->Image.Width; x++) {
+                uint8_t *p = screen + ((size_t)(gif->Image.Top + y) * gif->SWidth + gif->Image.Left + x) * 4;
+                p[0] = map->Colors[line[x]].Blue, p[1] = map->Colors[line[x]].Green, p[2] = map->Colors[line[x]].Red;
+                p[3] = 255;
+            }
+        free(line);
+        break;
+    }
+    double took = now() - t0;
+    free(screen);
+    if (gif) DGifCloseFile(gif, &error);
+    return took;
+}
+
+// An animated GIF as an app playing it holds it: each frame composed over the one before (its
+// disposal kept), at the canvas's full size, premultiplied BGRA, every frame kept.
+static int animation(const char *path) {
+    int error = 0;
+    double first = gif_first_frame(path), t0 = now();
+    GifFileType *gif = DGifOpenFileName(path, &error);
+    if (!gif || DGifSlurp(gif) != GIF_OK) return 1;
+    size_t canvas = (size_t)gif->SWidth * gif->SHeight * 4;
+    uint8_t *screen = calloc(1, canvas), **frames = calloc((size_t)gif->ImageCount, sizeof *frames);
+    for (int k = 0; k < gif->ImageCount; k++) {
+        SavedImage *frame = &gif->SavedImages[k];
+        GraphicsControlBlock gcb = {.TransparentColor = -1};
+        DGifSavedExtensionToGCB(gif, k, &gcb);
+        const ColorMapObject *map = frame->ImageDesc.ColorMap ? frame->ImageDesc.ColorMap : gif->SColorMap;
+        GifImageDesc *at = &frame->ImageDesc;
+        for (int y = 0; y < at->Height; y++)
+            for (int x = 0; x < at->Width; x++) {
+                int index = frame->RasterBits[(size_t)y * at->Width + x], sx = at->Left + x, sy = at->Top + y;
+                if (index == gcb.TransparentColor || sx >= gif->SWidth || sy >= gif->SHeight) continue;
+                uint8_t *p = screen + ((size_t)sy * gif->SWidth + sx) * 4;
+                p[0] = map->Colors[index].Blue, p[1] = map->Colors[index].Green, p[2] = map->Colors[index].Red, p[3] = 255;
+            }
+        frames[k] = malloc(canvas);
+        memcpy(frames[k], screen, canvas);
+        if (gcb.DisposalMode == DISPOSE_BACKGROUND) memset(screen, 0, canvas);
+    }
+    double all = now() - t0;
+    printf("first_ms=%.1f all_ms=%.1f frames=%d bytes=%zu\n", first * 1e3, all * 1e3, gif->ImageCount,
+           canvas * (size_t)gif->ImageCount);
+    for (int k = 0; k < gif->ImageCount; k++) free(frames[k]);
+    free(frames);
+    free(screen);
+    DGifCloseFile(gif, &error);
+    return 0;
 }
 
 // A box filter down to fit `box` x `box` (aspect kept): each target pixel the mean of its source area.
@@ -169,6 +302,7 @@ int main(int argc, char **argv) {
         printf("images_per_s=%.2f seconds=%.3f cpu_ms=%.1f\n", n / s, s, cpu * 1e3);
         return 0;
     }
-    fprintf(stderr, "usage: pixels_reference show URL... | decode N BOX FILE\n");
+    if (argc == 3 && strcmp(argv[1], "animation") == 0) return animation(argv[2]);
+    fprintf(stderr, "usage: pixels_reference show URL... | decode N BOX FILE | animation FILE\n");
     return 64;
 }

@@ -156,7 +156,8 @@ class PixelTests(AgentTestCase):
         self.assertEqual(len(self.pixels("/a.png")[0]), 128)
 
     def test_the_webs_formats_and_their_colours_through_fetchpixels(self):
-        from test_formats import P3_PROFILE, encode, halves, p3_to_srgb, with_chunk
+        from colour import P3_PROFILE, p3_to_srgb
+        from test_formats import encode, halves, with_chunk
         colour = (204, 102, 51)
         p3 = with_chunk(png(4, 4, lambda x, y: colour + (255,)), b"iCCP", b"P3\0\0" + zlib.compress(P3_PROFILE))
         self.http.bodies.update({"/a.avif": encode("avifenc", halves(), "avif", "--lossless"),
