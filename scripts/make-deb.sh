@@ -97,6 +97,11 @@ DEPENDS=$(shlibdeps -e"$STAGE/usr/bin/netactivityd" -e"$STAGE/usr/bin/netactivit
 DEPENDS="$DEPENDS, libcurl4 (>= 7.85.0)"
 # GIO, for the desktop's proxy settings, is loaded the same way; without it (or without
 # glib-networking's resolvers) downloads go straight to their servers: Recommends.
+# The decoder loads libavif and libjxl by the sonames it was built against (they change between
+# Debian releases); without them it reads no AVIF or JPEG XL: Recommends, so that a package built
+# here installs on the next release too.
+owner() { dpkg -S "*/$(scripts/soname.sh "$1")" 2>/dev/null | head -n1 | cut -d: -f1; }
+DECODER_RECOMMENDS=$(for lib in libavif libjxl; do owner $lib; done | paste -sd, | sed 's/,/, /g')
 LIB_DEPENDS=$(shlibdeps -e"$LIBFILE")
 
 # control NAME [ARCH]: the common fields of package NAME's control file, and its md5sums.
@@ -116,7 +121,7 @@ mkdir -p "$STAGE/DEBIAN"
 control netactivity
 cat >> "$STAGE/DEBIAN/control" <<CONTROL
 Depends: $DEPENDS
-Recommends: dbus-user-session | dbus-x11, libglib2.0-0, glib-networking
+Recommends: dbus-user-session | dbus-x11, libglib2.0-0, glib-networking${DECODER_RECOMMENDS:+, $DECODER_RECOMMENDS}
 Suggests: libnotify-bin, libnetactivity-1-dev, gnome-shell-extension-netactivity | gnome-shell-extension-netactivity-legacy
 Section: net
 Description: one D-Bus place for network activity on the desktop

@@ -33,6 +33,7 @@
 // netactivity-decoder --test-sandbox   lock in, then try what the sandbox forbids and print each result
 #define _GNU_SOURCE
 #include <avif/avif.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gif_lib.h>
@@ -63,6 +64,78 @@
 #include <webp/demux.h>
 
 #include "decoder_protocol.h"
+
+// ---- the libraries loaded by name -----------------------------------------------------------------
+
+// libavif and libjxl change their sonames between Debian releases (libavif15 and libjxl0.7 in
+// Debian 12, libavif16 and libjxl0.11 in 13), and a package built on one must install on the next:
+// they are loaded with dlopen, at start and before the lock, by the soname this decoder was built
+// against (AVIF_SONAME, JXL_SONAME: the Makefile reads them off the build's libraries), so that
+// the headers and the library agree. Where one is not installed, its format is not read, and the
+// reply says so. The other libraries keep their sonames across releases and are linked.
+#ifndef AVIF_SONAME
+#define AVIF_SONAME "libavif.so.15"
+#endif
+#ifndef JXL_SONAME
+#define JXL_SONAME "libjxl.so.0.7"
+#endif
+#define AVIF_FUNCTIONS(X) \
+    X(avifDecoderCreate) X(avifDecoderDestroy) X(avifDecoderNextImage) X(avifDecoderParse) \
+    X(avifDecoderSetIOMemory) X(avifImageYUVToRGB) X(avifRGBImageSetDefaults) X(avifResultToString)
+#define JXL_FUNCTIONS(X) \
+    X(JxlDecoderCloseInput) X(JxlDecoderCreate) X(JxlDecoderDestroy) X(JxlDecoderGetBasicInfo) \
+    X(JxlDecoderGetColorAsEncodedProfile) X(JxlDecoderGetColorAsICCProfile) X(JxlDecoderGetICCProfileSize) \
+    X(JxlDecoderImageOutBufferSize) X(JxlDecoderProcessInput) X(JxlDecoderSetImageOutBuffer) \
+    X(JxlDecoderSetInput) X(JxlDecoderSubscribeEvents)
+#define POINTER(name) static __typeof__(name) *loaded_##name;
+AVIF_FUNCTIONS(POINTER)
+JXL_FUNCTIONS(POINTER)
+#undef POINTER
+
+// Each library's functions, all found, or the library is not used.
+static int have_avif, have_jxl;
+
+static int load_library(const char *soname, void **handle) {
+    *handle = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+    return *handle != NULL;
+}
+
+static void load_optional_libraries(void) {
+    void *avif, *jxl;
+    have_avif = load_library(AVIF_SONAME, &avif);
+    have_jxl = load_library(JXL_SONAME, &jxl);
+#define FIND(library, name) \
+    if (have_##library && !(loaded_##name = (__typeof__(name) *)dlsym(library, #name))) have_##library = 0;
+#define FIND_AVIF(name) FIND(avif, name)
+#define FIND_JXL(name) FIND(jxl, name)
+    AVIF_FUNCTIONS(FIND_AVIF)
+    JXL_FUNCTIONS(FIND_JXL)
+#undef FIND_AVIF
+#undef FIND_JXL
+#undef FIND
+}
+
+// Calls below go through the loaded pointers.
+#define avifDecoderCreate (*loaded_avifDecoderCreate)
+#define avifDecoderDestroy (*loaded_avifDecoderDestroy)
+#define avifDecoderNextImage (*loaded_avifDecoderNextImage)
+#define avifDecoderParse (*loaded_avifDecoderParse)
+#define avifDecoderSetIOMemory (*loaded_avifDecoderSetIOMemory)
+#define avifImageYUVToRGB (*loaded_avifImageYUVToRGB)
+#define avifRGBImageSetDefaults (*loaded_avifRGBImageSetDefaults)
+#define avifResultToString (*loaded_avifResultToString)
+#define JxlDecoderCloseInput (*loaded_JxlDecoderCloseInput)
+#define JxlDecoderCreate (*loaded_JxlDecoderCreate)
+#define JxlDecoderDestroy (*loaded_JxlDecoderDestroy)
+#define JxlDecoderGetBasicInfo (*loaded_JxlDecoderGetBasicInfo)
+#define JxlDecoderGetColorAsEncodedProfile (*loaded_JxlDecoderGetColorAsEncodedProfile)
+#define JxlDecoderGetColorAsICCProfile (*loaded_JxlDecoderGetColorAsICCProfile)
+#define JxlDecoderGetICCProfileSize (*loaded_JxlDecoderGetICCProfileSize)
+#define JxlDecoderImageOutBufferSize (*loaded_JxlDecoderImageOutBufferSize)
+#define JxlDecoderProcessInput (*loaded_JxlDecoderProcessInput)
+#define JxlDecoderSetImageOutBuffer (*loaded_JxlDecoderSetImageOutBuffer)
+#define JxlDecoderSetInput (*loaded_JxlDecoderSetInput)
+#define JxlDecoderSubscribeEvents (*loaded_JxlDecoderSubscribeEvents)
 
 typedef struct {
     uint32_t status;
@@ -1353,14 +1426,18 @@ static outcome decode(const uint8_t *data, size_t size, const struct decoder_req
         return decode_gif(data, size, rq, out, ow, oh);
     // ISO base media files name their brand in the "ftyp" box: AVIF's, or HEIF's (HEIC and the rest).
     if (size >= 12 && memcmp(data + 4, "ftyp", 4) == 0) {
-        if (memcmp(data + 8, "avif", 4) == 0 || memcmp(data + 8, "avis", 4) == 0)
+        if (memcmp(data + 8, "avif", 4) == 0 || memcmp(data + 8, "avis", 4) == 0) {
+            if (!have_avif) return fail(DECODER_NOT_AN_IMAGE, "AVIF: not read here (%s is not installed)", AVIF_SONAME);
             return decode_avif(data, size, rq, out, ow, oh);
+        }
         enum heif_filetype_result type = heif_check_filetype(data, (int)(size < 64 ? size : 64));
         if (type == heif_filetype_yes_supported) return decode_heif(data, size, rq, out, ow, oh);
     }
     static const uint8_t jxl_box[12] = {0, 0, 0, 0x0C, 'J', 'X', 'L', ' ', 0x0D, 0x0A, 0x87, 0x0A};
-    if ((size >= 2 && data[0] == 0xFF && data[1] == 0x0A) || (size >= 12 && memcmp(data, jxl_box, 12) == 0))
+    if ((size >= 2 && data[0] == 0xFF && data[1] == 0x0A) || (size >= 12 && memcmp(data, jxl_box, 12) == 0)) {
+        if (!have_jxl) return fail(DECODER_NOT_AN_IMAGE, "JPEG XL: not read here (%s is not installed)", JXL_SONAME);
         return decode_jxl(data, size, rq, out, ow, oh);
+    }
     return fail(DECODER_NOT_AN_IMAGE, "not a PNG, JPEG, WebP, GIF, AVIF, HEIF or JPEG XL image");
 }
 
@@ -1484,6 +1561,7 @@ int main(int argc, char **argv) {
     // its codec plugins now (nothing is loaded after), lcms2 makes the sRGB profile.
     heif_init(NULL);
     srgb = cmsCreate_sRGBProfile();
+    load_optional_libraries();
     struct sandbox s = lock_in();
     if (!s.no_new_privs || !s.seccomp) {
         fprintf(stderr, "netactivity-decoder: the sandbox could not be set up (no_new_privs %d, seccomp %d)\n",
@@ -1508,8 +1586,8 @@ int main(int argc, char **argv) {
     // Locked in: the agent hears it before anything is asked (a decoder that ends before this line
     // never started, which tells the agent its bubblewrap does not work here).
     struct decoder_reply ready = {.magic = DECODER_REPLY_MAGIC, .status = DECODER_READY};
-    snprintf(ready.message, sizeof ready.message, "no_new_privs %d, network_namespace %d, seccomp %d",
-             s.no_new_privs, s.network_namespace, s.seccomp);
+    snprintf(ready.message, sizeof ready.message, "no_new_privs %d, network_namespace %d, seccomp %d, avif %d, jxl %d",
+             s.no_new_privs, s.network_namespace, s.seccomp, have_avif, have_jxl);
     reply(0, &ready, -1);
     serve(0);
     return 0;
