@@ -43,7 +43,7 @@ $(DECODER): $(DECODER_SOURCES) Sources/CDecoder/include/decoder_protocol.h
 	@mkdir -p $(dir $@)
 	$(DECODER_CC) $(DECODER_CFLAGS) $(DECODER_HARDENING) -ISources/CDecoder/include -o $@ $(DECODER_SOURCES) \
 	    -DAVIF_SONAME='"'$$(scripts/soname.sh libavif)'"' -DJXL_SONAME='"'$$(scripts/soname.sh libjxl)'"' \
-	    $$(pkg-config --cflags libavif libjxl) \
+	    $$(pkg-config --cflags libavif libjxl librsvg-2.0) \
 	    $$(pkg-config --cflags --libs spng libjpeg libwebp libseccomp libwebpdemux libheif lcms2) -lgif -lm
 
 # Translations (gettext, domain netactivity): po/LANG.po compiled into .build/share/locale, where

@@ -151,8 +151,8 @@ def web_formats(out):
     """AVIF and JPEG XL against their libraries in-process; the P3 photo's conversion against the
     same photo untagged (the decoders' CPU alone); an animation's bytes and times against giflib."""
     set_decoded(256 << 20)
-    for name in ("avif", "jxl"):
-        image = os.path.join(IMAGES, "photo." + name)
+    for name, file in (("avif", "photo.avif"), ("jxl", "photo.jxl"), ("svg", "chart.svg")):
+        image = os.path.join(IMAGES, file)
         through_agent("decode", "1", "0", image)  # a decoder ready
         settle()
         decoded, _ = through_agent("decode", "10", "0", image)

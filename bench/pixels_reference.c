@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 // The bench's reference for decoded pixels: an app that does it all itself, in-process, as apps do
-// today: libcurl downloads, libjpeg-turbo, libspng, libavif and libjxl decode to premultiplied
-// B8G8R8A8 (what GTK 4 takes; AVIF and JPEG XL in one thread, as the agent's decoder does), and the
+// today: libcurl downloads, libjpeg-turbo, libspng, libavif, libjxl and librsvg decode to
+// premultiplied B8G8R8A8 (what GTK 4 takes; AVIF and JPEG XL in one thread, as the agent's decoder
+// does), and the
 // app keeps the pixels and reads every page of them, as pixels_app does with the agent's.
 //
 //   pixels_reference show URL...        download and decode every URL, one after another (one curl
@@ -17,6 +18,8 @@
 #include <curl/curl.h>
 #include <gif_lib.h>
 #include <jxl/decode.h>
+#include <librsvg/rsvg.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <jpeglib.h>
@@ -139,7 +142,26 @@ static int decode_jxl(const uint8_t *data, size_t size, image *out) {
     return 0;
 }
 
+// An SVG drawn at its own size by librsvg into premultiplied ARGB32 (B, G, R, A in memory).
+static int decode_svg(const uint8_t *data, size_t size, image *out) {
+    RsvgHandle *handle = rsvg_handle_new_from_data(data, size, NULL);
+    double w = 0, h = 0;
+    if (!handle || !rsvg_handle_get_intrinsic_size_in_pixels(handle, &w, &h)) return -1;
+    out->width = (uint32_t)ceil(w), out->height = (uint32_t)ceil(h);
+    out->pixels = calloc((size_t)out->width * out->height, 4);
+    cairo_surface_t *surface = cairo_image_surface_create_for_data(out->pixels, CAIRO_FORMAT_ARGB32, (int)out->width,
+                                                                   (int)out->height, (int)out->width * 4);
+    cairo_t *cr = cairo_create(surface);
+    RsvgRectangle viewport = {0, 0, out->width, out->height};
+    int ok = rsvg_handle_render_document(handle, cr, &viewport, NULL);
+    cairo_destroy(cr);
+    cairo_surface_destroy(surface);
+    g_object_unref(handle);
+    return ok ? 0 : -1;
+}
+
 static int decode(const uint8_t *data, size_t size, image *out) {
+    if (size > 5 && (memcmp(data, "<svg", 4) == 0 || memcmp(data, "<?xml", 5) == 0)) return decode_svg(data, size, out);
     if (size > 3 && data[0] == 0xFF && data[1] == 0xD8) return decode_jpeg(data, size, out);
     if (size > 8 && data[0] == 0x89 && data[1] == 'P') return decode_png(data, size, out);
     if (size > 12 && memcmp(data + 4, "ftyp", 4) == 0) return decode_avif(data, size, out);

@@ -181,6 +181,8 @@ for prefix, measure, check in (
          lambda r, v: r >= 0.9),
         ("decoding a 2000 × 1500 JPEG XL", "decoding a 2000 × 1500 JPEG XL one at a time, images/s (in-process: libjxl)",
          lambda r, v: r >= 0.9),
+        ("drawing a 2000 × 1500 SVG", "drawing a 2000 × 1500 SVG one at a time, images/s (in-process: librsvg)",
+         lambda r, v: r >= 0.9),
         ("a Display P3 photo converted", "a Display P3 photo converted to sRGB, decoder CPU per image, ms (the same photo untagged)",
          lambda r, v: r <= 1.2),
         ("an animated GIF of 100 frames", "an animated GIF of 100 frames into a 256 px box: bytes held (in-process: giflib, full size)",

@@ -101,7 +101,8 @@ DEPENDS="$DEPENDS, libcurl4 (>= 7.85.0)"
 # Debian releases); without them it reads no AVIF or JPEG XL: Recommends, so that a package built
 # here installs on the next release too.
 owner() { dpkg -S "*/$(scripts/soname.sh "$1")" 2>/dev/null | head -n1 | cut -d: -f1; }
-DECODER_RECOMMENDS=$(for lib in libavif libjxl; do owner $lib; done | paste -sd, | sed 's/,/, /g')
+# librsvg, for SVG, is loaded the same way (its soname is the same in both releases).
+DECODER_RECOMMENDS=$( (for lib in libavif libjxl; do owner $lib; done; echo librsvg2-2) | paste -sd, | sed 's/,/, /g')
 LIB_DEPENDS=$(shlibdeps -e"$LIBFILE")
 
 # control NAME [ARCH]: the common fields of package NAME's control file, and its md5sums.

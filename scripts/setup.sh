@@ -38,6 +38,8 @@ command -v avifenc >/dev/null 2>&1 || need="$need libavif-bin"
 command -v heif-enc >/dev/null 2>&1 || need="$need libheif-examples"
 command -v cjxl >/dev/null 2>&1 || need="$need libjxl-tools"
 command -v img2webp >/dev/null 2>&1 || need="$need webp"
+pkg-config --exists librsvg-2.0 2>/dev/null || need="$need librsvg2-dev"  # its headers; loaded by name
+command -v rsvg-convert >/dev/null 2>&1 || need="$need librsvg2-bin"
 command -v cc >/dev/null 2>&1 || command -v clang >/dev/null 2>&1 || need="$need gcc"  # it is built with it
 # The GTK 4 examples (C and PyGObject), shown in a window on Xvfb by the tests.
 pkg-config --exists gtk4 2>/dev/null || need="$need libgtk-4-dev"

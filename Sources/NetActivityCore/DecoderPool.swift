@@ -6,8 +6,11 @@
 /// `DecoderRunner` carries out. So every decision (which image goes next, when a decoder is given up,
 /// when bubblewrap is) is tested as a table on a manual clock.
 ///
-/// Up to `maxDecoders` processes run at once, one request each. A request is sent to a decoder as
-/// soon as it is started (its socket holds it until the decoder has locked itself in) and must be
+/// Decoders are of a kind: `.images` (the raster formats: the lean process every image goes to) or
+/// `.svg` (a process of its own that loads librsvg, started only for SVG, so that no other decode
+/// pays for its libraries). Up to `maxDecoders` processes run at once, of either kind, one request
+/// each; a request whose kind has no decoder free, when the pool is full, lets an idle decoder of
+/// the other kind go to make room. A request is sent to a decoder as soon as it is started (its socket holds it until the decoder has locked itself in) and must be
 /// answered within `timeout`; a decoder that has had nothing to do for `idleTimeout` is let go.
 /// Where bubblewrap is used and a decoder ends before it said it is ready, no byte of an image was
 /// read yet: bubblewrap does not work here, so it is given up for good and the request waits
@@ -15,6 +18,11 @@
 public struct DecoderPool {
     public typealias JobID = UInt64
     public typealias ProcessID = UInt64
+
+    /// What a decoder process reads.
+    public enum Kind: Hashable, Sendable {
+        case images, svg
+    }
 
     public struct Configuration: Sendable {
         public var maxDecoders: Int
@@ -47,6 +55,7 @@ public struct DecoderPool {
 
     public struct Process: Equatable, Sendable {
         public let id: ProcessID
+        public let kind: Kind
         /// Started inside bubblewrap.
         public let wrapped: Bool
         public internal(set) var state: ProcessState
@@ -56,9 +65,9 @@ public struct DecoderPool {
     }
 
     public enum Action: Equatable, Sendable {
-        /// Start decoder process `id` (inside bubblewrap when `bubblewrap`); a start that fails is
-        /// told back with `spawnFailed`, and the actions after it for this process are moot.
-        case spawn(ProcessID, bubblewrap: Bool)
+        /// Start decoder process `id` of `kind` (inside bubblewrap when `bubblewrap`); a start that
+        /// fails is told back with `spawnFailed`, and the actions after it for this process are moot.
+        case spawn(ProcessID, Kind, bubblewrap: Bool)
         /// Hand request `job` to process `to` (the job leaves the queue).
         case send(JobID, to: ProcessID)
         /// Stop the process: killed at once (`kill`), or let go by closing its socket; then reap it.
@@ -86,6 +95,7 @@ public struct DecoderPool {
     private struct Waiting {
         let id: JobID
         let owner: String
+        let kind: Kind
     }
     /// What waits, per owner, in order. The next job is the first of the owner whose app runs the
     /// fewest decodes (then the owner running fewest, then the app and the owner served least
@@ -111,11 +121,11 @@ public struct DecoderPool {
 
     // MARK: events
 
-    /// A new request of `owner` (an app's leaf); its id, and what to do.
-    public mutating func submit(owner: String, now: Instant) -> (JobID, [Action]) {
+    /// A new request of `owner` (an app's leaf) for a decoder of `kind`; its id, and what to do.
+    public mutating func submit(owner: String, kind: Kind = .images, now: Instant) -> (JobID, [Action]) {
         let id = nextJob
         nextJob += 1
-        waiting[owner, default: []].append(Waiting(id: id, owner: owner))
+        waiting[owner, default: []].append(Waiting(id: id, owner: owner, kind: kind))
         waitingCount += 1
         owners[id] = owner
         return (id, dispatch(now: now))
@@ -257,7 +267,7 @@ public struct DecoderPool {
         var actions: [Action] = [.gaveUpBubblewrap(failure), .stop(processes[i].id, kill: true)]
         if let job = processes[i].job, let owner = owners[job] {
             // Waits again, before all others: not an image's fault.
-            again.append(Waiting(id: job, owner: owner))
+            again.append(Waiting(id: job, owner: owner, kind: processes[i].kind))
             waitingCount += 1
         }
         processes[i].state = .gone
@@ -267,7 +277,14 @@ public struct DecoderPool {
         return actions
     }
 
-    /// The owner whose first waiting job goes next (see `waiting`).
+    /// Whether a job of `kind` can go to a decoder now: one of its kind is free, one more may start,
+    /// or an idle one of the other kind may be let go for it.
+    private func servable(_ kind: Kind) -> Bool {
+        processes.contains { $0.kind == kind && $0.job == nil && ($0.state == .starting || $0.state.isIdle) }
+            || processCount < configuration.maxDecoders || processes.contains { $0.kind != kind && $0.state.isIdle }
+    }
+
+    /// The owner whose first waiting job goes next (see `waiting`), among those a decoder can take now.
     private func nextOwner() -> String? {
         var running: [Substring: Int] = [:]
         var runningByOwner: [String: Int] = [:]
@@ -277,8 +294,9 @@ public struct DecoderPool {
             runningByOwner[owner, default: 0] += 1
         }
         var best: (owner: String, rank: (Int, Int, UInt64, UInt64, UInt64))?
+        let canServe = [Kind.images, .svg].filter(servable)
         for (owner, jobs) in waiting {
-            guard let first = jobs.first else { continue }
+            guard let first = jobs.first, canServe.contains(first.kind) else { continue }
             let app = ClientIdentity.app(ofLeaf: owner)
             let rank = (
                 running[app] ?? 0, runningByOwner[owner] ?? 0, served[String(app)] ?? 0, served[owner] ?? 0, first.id
@@ -292,27 +310,37 @@ public struct DecoderPool {
     private mutating func dispatch(now: Instant) -> [Action] {
         var actions: [Action] = []
         while !again.isEmpty || !waiting.isEmpty {
-            let free = processes.firstIndex { $0.job == nil && ($0.state == .starting || $0.state.isIdle) }
-            let i: Int
-            if let free {
-                i = free
-            } else if processCount < configuration.maxDecoders {
-                processes.append(
-                    Process(id: nextProcess, wrapped: usesBubblewrap, state: .starting, job: nil, deadline: nil))
-                actions.append(.spawn(nextProcess, bubblewrap: usesBubblewrap))
-                nextProcess += 1
-                started += 1
-                i = processes.count - 1
-            } else {
-                break
-            }
             let job: Waiting
-            if again.isEmpty {
+            if let first = again.first {
+                guard servable(first.kind) else { break }
+                job = again.removeFirst()
+            } else {
                 guard let owner = nextOwner() else { break }
                 job = waiting[owner]!.removeFirst()
                 if waiting[owner]!.isEmpty { waiting[owner] = nil }
+            }
+            let free = processes.firstIndex {
+                $0.kind == job.kind && $0.job == nil && ($0.state == .starting || $0.state.isIdle)
+            }
+            let i: Int
+            if let free {
+                i = free
             } else {
-                job = again.removeFirst()
+                if processCount >= configuration.maxDecoders,
+                    let idle = processes.firstIndex(where: { $0.kind != job.kind && $0.state.isIdle })
+                {
+                    // The pool is full: an idle decoder of the other kind goes to make room.
+                    processes[idle].state = .gone
+                    actions.append(.stop(processes[idle].id, kill: false))
+                }
+                processes.append(
+                    Process(
+                        id: nextProcess, kind: job.kind, wrapped: usesBubblewrap, state: .starting, job: nil,
+                        deadline: nil))
+                actions.append(.spawn(nextProcess, job.kind, bubblewrap: usesBubblewrap))
+                nextProcess += 1
+                started += 1
+                i = processes.count - 1
             }
             let owner = job.owner
             waitingCount -= 1

@@ -40,6 +40,7 @@
 #include <jxl/decode.h>
 #include <lcms2.h>
 #include <libheif/heif.h>
+#include <librsvg/rsvg.h>
 #include <math.h>
 #include <stdio.h>  // before jpeglib.h, which uses FILE
 #include <jpeglib.h>
@@ -1413,10 +1414,113 @@ done:
     return result;
 }
 
+// ---- SVG ------------------------------------------------------------------------------------------
+
+// librsvg, in the SVG decoder alone (`--svg`): it brings GLib, cairo, Pango and FreeType, which no
+// raster decode should pay for. Loaded with dlopen before the lock (its soname is the same in
+// Debian 12 and 13); where it is not installed, SVG is not read, and the reply says so.
+#define SVG_SONAME "librsvg-2.so.2"
+#define SVG_FUNCTIONS(X)                                                                                       \
+    X(rsvg_handle_new_from_data) X(rsvg_handle_get_intrinsic_size_in_pixels) X(rsvg_handle_get_intrinsic_dimensions) \
+    X(rsvg_handle_render_document) X(g_object_unref) X(g_error_free) X(cairo_image_surface_create_for_data)     \
+    X(cairo_create) X(cairo_destroy) X(cairo_surface_destroy) X(cairo_surface_flush)
+#define POINTER(name) static __typeof__(name) *svg_##name;
+SVG_FUNCTIONS(POINTER)
+#undef POINTER
+static int svg_mode, have_svg;
+
+// The libraries, and the fonts text falls back to, set up before the lock: fontconfig reads the
+// system's configuration alone (no HOME: no fonts but /usr's), and a first drawing of each generic
+// family opens its font, which stays open for the SVGs that use it (no file opens after the lock).
+static void load_svg(void) {
+    void *library = dlopen(SVG_SONAME, RTLD_NOW | RTLD_LOCAL);
+    have_svg = library != NULL;
+#define FIND(name) \
+    if (have_svg && !(svg_##name = (__typeof__(name) *)dlsym(library, #name))) have_svg = 0;
+    SVG_FUNCTIONS(FIND)
+#undef FIND
+    if (!have_svg) return;
+    unsetenv("HOME"), unsetenv("XDG_CONFIG_HOME"), unsetenv("XDG_DATA_HOME"), unsetenv("XDG_CACHE_HOME");
+    static const char warm[] =
+        "<svg xmlns='http://www.w3.org/2000/svg' width='64' height='16'>"
+        "<text y='12' font-family='sans-serif'>Aa</text><text y='12' font-family='serif'>Aa</text>"
+        "<text y='12' font-family='monospace'>Aa</text></svg>";
+    RsvgHandle *handle = svg_rsvg_handle_new_from_data((const guint8 *)warm, sizeof warm - 1, NULL);
+    if (!handle) return;
+    static uint8_t pixels[64 * 16 * 4];
+    cairo_surface_t *surface = svg_cairo_image_surface_create_for_data(pixels, CAIRO_FORMAT_ARGB32, 64, 16, 64 * 4);
+    cairo_t *cr = svg_cairo_create(surface);
+    RsvgRectangle viewport = {0, 0, 64, 16};
+    svg_rsvg_handle_render_document(handle, cr, &viewport, NULL);
+    svg_cairo_destroy(cr);
+    svg_cairo_surface_destroy(surface);
+    svg_g_object_unref(handle);
+}
+
+// An SVG drawn at the box (vectors are scaled up as well as down), or at its own size: its width
+// and height, else its viewBox's, else 256 x 256. No external reference is loaded (the document
+// comes without a base), and scripts never run (librsvg has none).
+static outcome decode_svg(const uint8_t *data, size_t size, const struct decoder_request *rq, canvas *out,
+                          uint32_t *ow, uint32_t *oh) {
+    if (!have_svg) return fail(DECODER_NOT_AN_IMAGE, "SVG: not read here (%s is not installed)", SVG_SONAME);
+    GError *error = NULL;
+    RsvgHandle *handle = svg_rsvg_handle_new_from_data(data, size, &error);
+    if (!handle) {
+        outcome o = fail(DECODER_FAILED, "SVG: %s", error ? error->message : "not an SVG document");
+        if (error) svg_g_error_free(error);
+        return o;
+    }
+    outcome result = {.status = DECODER_OK};
+    double w = 0, h = 0;
+    if (!svg_rsvg_handle_get_intrinsic_size_in_pixels(handle, &w, &h) || !(w > 0) || !(h > 0)) {
+        gboolean has_box = FALSE;
+        RsvgRectangle box = {0};
+        svg_rsvg_handle_get_intrinsic_dimensions(handle, NULL, NULL, NULL, NULL, &has_box, &box);
+        w = has_box && box.width > 0 ? box.width : 256, h = has_box && box.height > 0 ? box.height : 256;
+    }
+    // Its own size, rounded up, at least a pixel and at most what a side may be.
+    w = w < 1 ? 1 : w > 1e6 ? 1e6 : w, h = h < 1 ? 1 : h > 1e6 ? 1e6 : h;
+    *ow = (uint32_t)ceil(w), *oh = (uint32_t)ceil(h);
+    double scale = 1;
+    if (rq->max_width || rq->max_height) {
+        double sx = rq->max_width ? rq->max_width / w : 1e9, sy = rq->max_height ? rq->max_height / h : 1e9;
+        scale = sx < sy ? sx : sy;
+    }
+    uint32_t tw = (uint32_t)fmax(1, round(w * scale)), th = (uint32_t)fmax(1, round(h * scale));
+    if (rq->max_width && tw > rq->max_width) tw = rq->max_width;
+    if (rq->max_height && th > rq->max_height) th = rq->max_height;
+    uint8_t *pixels = NULL;
+    if ((uint64_t)tw * th > rq->max_pixels) {
+        result = fail(DECODER_TOO_LARGE, "SVG at %u x %u pixels is over the limit of %llu", tw, th,
+                      (unsigned long long)rq->max_pixels);
+    } else if (canvas_make(out, tw, th) != 0 || !(pixels = canvas_whole(out))) {
+        result = fail(DECODER_FAILED, "no room for the pixels: %s", strerror(errno));
+    } else {
+        memset(pixels, 0, out->size);  // transparent where nothing is drawn
+        // CAIRO_FORMAT_ARGB32 is premultiplied B, G, R, A in memory on little-endian: the reply's format.
+        cairo_surface_t *surface =
+            svg_cairo_image_surface_create_for_data(pixels, CAIRO_FORMAT_ARGB32, (int)tw, (int)th, (int)out->stride);
+        cairo_t *cr = svg_cairo_create(surface);
+        RsvgRectangle viewport = {0, 0, tw, th};
+        if (!svg_rsvg_handle_render_document(handle, cr, &viewport, &error))
+            result = fail(DECODER_FAILED, "SVG: %s", error ? error->message : "it could not be drawn");
+        svg_cairo_destroy(cr);
+        svg_cairo_surface_flush(surface);
+        svg_cairo_surface_destroy(surface);
+        if (error) svg_g_error_free(error);
+    }
+    if (result.status != DECODER_OK) canvas_drop(out);
+    svg_g_object_unref(handle);
+    report.frames = 1;
+    return result;
+}
+
 // ---- requests -------------------------------------------------------------------------------------
 
 static outcome decode(const uint8_t *data, size_t size, const struct decoder_request *rq, canvas *out,
                       uint32_t *ow, uint32_t *oh) {
+    // The agent sends SVG (sniffed as it sniffs every image) to the SVG decoder, the rest here.
+    if (svg_mode) return decode_svg(data, size, rq, out, ow, oh);
     static const uint8_t png[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
     if (size >= 8 && memcmp(data, png, 8) == 0) return decode_png(data, size, rq, out, ow, oh);
     if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) return decode_jpeg(data, size, rq, out, ow, oh);
@@ -1438,7 +1542,7 @@ static outcome decode(const uint8_t *data, size_t size, const struct decoder_req
         if (!have_jxl) return fail(DECODER_NOT_AN_IMAGE, "JPEG XL: not read here (%s is not installed)", JXL_SONAME);
         return decode_jxl(data, size, rq, out, ow, oh);
     }
-    return fail(DECODER_NOT_AN_IMAGE, "not a PNG, JPEG, WebP, GIF, AVIF, HEIF or JPEG XL image");
+    return fail(DECODER_NOT_AN_IMAGE, "not a PNG, JPEG, WebP, GIF, AVIF, HEIF or JPEG XL image (SVG goes to the SVG decoder)");
 }
 
 static void reply(int sock, struct decoder_reply *r, int fd) {
@@ -1552,16 +1656,22 @@ int main(int argc, char **argv) {
         printf("netactivity-decoder protocol %u\n", DECODER_PROTOCOL_VERSION);
         return 0;
     }
-    int test = argc > 1 && strcmp(argv[1], "--test-sandbox") == 0;
-    if (argc > 1 && !test) {
-        fprintf(stderr, "usage: netactivity-decoder [--test-sandbox | --version]\n");
-        return 64;
+    int test = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--test-sandbox") == 0) test = 1;
+        else if (strcmp(argv[i], "--svg") == 0) svg_mode = 1;
+        else {
+            fprintf(stderr, "usage: netactivity-decoder [--svg] [--test-sandbox | --version]\n");
+            return 64;
+        }
     }
     // The libraries are linked in and resolved at start, and set up before the lock: libheif loads
-    // its codec plugins now (nothing is loaded after), lcms2 makes the sRGB profile.
+    // its codec plugins now (nothing is loaded after), lcms2 makes the sRGB profile, the libraries
+    // loaded by name are loaded (librsvg in the SVG decoder alone).
     heif_init(NULL);
     srgb = cmsCreate_sRGBProfile();
     load_optional_libraries();
+    if (svg_mode) load_svg();
     struct sandbox s = lock_in();
     if (!s.no_new_privs || !s.seccomp) {
         fprintf(stderr, "netactivity-decoder: the sandbox could not be set up (no_new_privs %d, seccomp %d)\n",
@@ -1586,8 +1696,9 @@ int main(int argc, char **argv) {
     // Locked in: the agent hears it before anything is asked (a decoder that ends before this line
     // never started, which tells the agent its bubblewrap does not work here).
     struct decoder_reply ready = {.magic = DECODER_REPLY_MAGIC, .status = DECODER_READY};
-    snprintf(ready.message, sizeof ready.message, "no_new_privs %d, network_namespace %d, seccomp %d, avif %d, jxl %d",
-             s.no_new_privs, s.network_namespace, s.seccomp, have_avif, have_jxl);
+    snprintf(ready.message, sizeof ready.message,
+             "no_new_privs %d, network_namespace %d, seccomp %d, avif %d, jxl %d, svg %d", s.no_new_privs,
+             s.network_namespace, s.seccomp, have_avif, have_jxl, svg_mode && have_svg);
     reply(0, &ready, -1);
     serve(0);
     return 0;

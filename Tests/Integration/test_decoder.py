@@ -93,9 +93,9 @@ def with_precision(jpeg, bits):
 class Decoder:
     """One decoder process and the agent's end of its socket."""
 
-    def __init__(self):
+    def __init__(self, svg=False):
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.proc = subprocess.Popen([DECODER], stdin=theirs, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen([DECODER, *(["--svg"] if svg else [])], stdin=theirs, stderr=subprocess.PIPE)
         theirs.close()
         self.next_id = 1
         # Its first message, before it reads a request: it is locked in, and how.

@@ -243,5 +243,79 @@ class FormatTests(unittest.TestCase):
             self.assertEqual(reply["status"], OK, name + ": the next request is decoded as usual")
 
 
+SVG = b"""<svg xmlns="http://www.w3.org/2000/svg" width="40" height="20">
+<rect width="20" height="20" fill="#c81e28"/><rect x="20" width="20" height="20" fill="#143cdc"/></svg>"""
+
+
+@unittest.skipUnless(os.path.exists(DECODER), "netactivity-decoder is not built")
+class SvgTests(unittest.TestCase):
+    """SVG in the SVG decoder (`--svg`, librsvg): drawn at the box, nothing outside the document
+    reached, pathological documents ending as a failure of their own request."""
+
+    def setUp(self):
+        self.decoder = Decoder(svg=True)
+
+    def tearDown(self):
+        self.assertEqual(self.decoder.close(), 0, "the decoder left cleanly")
+
+    def pixel(self, reply, pixels, x, y):
+        at = y * reply["stride"] + x * 4
+        b, g, r, a = pixels[at:at + 4]
+        return r, g, b, a
+
+    def test_an_svg_is_drawn_at_its_size_or_at_the_box_up_and_down(self):
+        self.assertIn("svg 1", self.decoder.ready["message"], "librsvg loaded before the lock")
+        reply, pixels, _ = self.decoder.decode(SVG)
+        self.assertEqual((reply["status"], reply["width"], reply["height"]), (OK, 40, 20), reply["message"])
+        self.assertEqual(self.pixel(reply, pixels, 5, 5), (200, 30, 40, 255))
+        self.assertEqual(self.pixel(reply, pixels, 35, 15), (20, 60, 220, 255))
+        # A vector scales up to its box as well as down, its aspect kept.
+        reply, pixels, _ = self.decoder.decode(SVG, max_width=400, max_height=400)
+        self.assertEqual((reply["width"], reply["height"], reply["original_width"]), (400, 200, 40))
+        self.assertEqual(self.pixel(reply, pixels, 390, 150), (20, 60, 220, 255))
+        reply, _, _ = self.decoder.decode(SVG, max_width=10)
+        self.assertEqual((reply["width"], reply["height"]), (10, 5))
+
+    def test_text_is_drawn_with_the_systems_fonts(self):
+        text = b"""<svg xmlns="http://www.w3.org/2000/svg" width="120" height="40"><rect width="120" height="40"
+            fill="white"/><text x="4" y="30" font-family="sans-serif" font-size="28" fill="black">Hello</text></svg>"""
+        reply, pixels, _ = self.decoder.decode(text)
+        self.assertEqual(reply["status"], OK, reply["message"])
+        dark = sum(1 for i in range(0, len(pixels), 4) if pixels[i] < 64)
+        self.assertGreater(dark, 100, "glyphs were drawn")
+
+    def test_nothing_outside_the_document_is_read(self):
+        with tempfile.TemporaryDirectory() as d:
+            red = os.path.join(d, "red.png")
+            with open(red, "wb") as f:
+                f.write(png(4, 4, lambda x, y: (255, 0, 0, 255)))
+            for href in ("file://" + red, red, "http://127.0.0.1:9/red.png"):
+                doc = ("""<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink"
+                    width="8" height="8"><image width="8" height="8" xlink:href="%s"/></svg>""" % href).encode()
+                reply, pixels, _ = self.decoder.decode(doc)
+                self.assertIn(reply["status"], (OK, FAILED), href)
+                if pixels:
+                    self.assertNotIn((255, 0, 0, 255), {self.pixel(reply, pixels, 4, 4)}, href + ": not loaded")
+
+    def test_a_pathological_svg_fails_alone_and_a_huge_one_is_too_large(self):
+        deep = b'<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10">' + b"<g>" * 200000 + \
+            b"</g>" * 200000 + b"</svg>"
+        reply, _, _ = self.decoder.decode(deep, timeout=20)
+        self.assertIn(reply["status"], (OK, FAILED), reply["message"])
+        huge = b'<svg xmlns="http://www.w3.org/2000/svg" width="100000" height="100000"/>'
+        reply, _, _ = self.decoder.decode(huge)
+        self.assertEqual(reply["status"], TOO_LARGE, reply["message"])
+        reply, _, _ = self.decoder.decode(b"<svg xmlns='http://www.w3.org/2000/svg' width='10'")
+        self.assertEqual(reply["status"], FAILED, "a cut document")
+        reply, _, _ = self.decoder.decode(SVG)
+        self.assertEqual(reply["status"], OK, "the next one is drawn as usual")
+
+    def test_the_svg_decoder_is_locked_in_as_the_other(self):
+        out = subprocess.run([DECODER, "--svg", "--test-sandbox"], capture_output=True, text=True, timeout=30).stdout
+        seen = dict(line.split() for line in out.splitlines())
+        for call in ("openat", "socket", "connect", "execve", "fork"):
+            self.assertEqual(seen.get(call), "EPERM", (call, out))
+
+
 if __name__ == "__main__":
     unittest.main()

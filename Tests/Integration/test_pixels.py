@@ -182,6 +182,21 @@ class PixelTests(AgentTestCase):
         message = self.expect_error(contract.DBusError.InvalidArgs, lambda: self.pixels("/p3.png", color="p3"))
         self.assertIn("'srgb' or 'as-is'", message)
 
+    def test_an_svg_is_drawn_at_the_box_by_a_decoder_of_its_own(self):
+        from test_formats import SVG
+        self.http.bodies["/a.svg"] = SVG
+        data, info, _ = self.pixels("/a.svg", max_width=dbus.UInt32(80), max_height=dbus.UInt32(80))
+        self.assertEqual((int(info[D.FETCH_PIXELS_INFO_WIDTH]), int(info[D.FETCH_PIXELS_INFO_HEIGHT])), (80, 40))
+        self.assertEqual(str(info[D.FETCH_PIXELS_INFO_CONTENT_TYPE]), "image/svg+xml")
+        self.assertEqual(tuple(data[2::-1][:3]), (200, 30, 40), "drawn, scaled up to its box")
+        commands = []
+        for pid in self.decoders():
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                commands.append(f.read().split(b"\0"))
+        self.assertTrue(any(b"--svg" in c for c in commands), "the SVG decoder is a process of its own: %r" % commands)
+        # A raster image next goes to a raster decoder, not to the SVG one.
+        self.assertEqual(len(self.pixels("/a.png")[0]), 128)
+
     def test_an_animation_comes_frame_after_frame_when_asked(self):
         from test_formats import animations
         self.http.bodies["/a.gif"] = animations()["GIF"]

@@ -24,7 +24,8 @@ final class PoolHarness {
     func record(_ actions: [DecoderPool.Action]) {
         for action in actions {
             switch action {
-            case .spawn(let p, let wrapped): log.append("spawn \(p)\(wrapped ? " in bwrap" : "")")
+            case .spawn(let p, let kind, let wrapped):
+                log.append("spawn \(p)\(kind == .svg ? " for SVG" : "")\(wrapped ? " in bwrap" : "")")
             case .send(let job, let p): log.append("send \(name(job)) to \(p)")
             case .stop(let p, let kill): log.append(kill ? "kill \(p)" : "let go \(p)")
             case .fail(let job, let why): log.append("fail \(name(job)): \(why)")
@@ -35,6 +36,7 @@ final class PoolHarness {
 
     enum Event {
         case submit(String, owner: String)
+        case submitSVG(String, owner: String)
         case ready(DecoderPool.ProcessID)
         case answered(DecoderPool.ProcessID)
         case ended(DecoderPool.ProcessID)
@@ -51,8 +53,9 @@ final class PoolHarness {
             advance(to: t)
             let now = clock.now
             switch event {
-            case .submit(let job, let owner):
-                let (id, actions) = pool.submit(owner: owner, now: now)
+            case .submit(let job, let owner), .submitSVG(let job, let owner):
+                let kind: DecoderPool.Kind = if case .submitSVG = event { .svg } else { .images }
+                let (id, actions) = pool.submit(owner: owner, kind: kind, now: now)
                 jobs[job] = id
                 record(actions)
             case .ready(let p): record(pool.ready(p, now: now))
@@ -228,6 +231,32 @@ struct DecoderPoolTests {
         #expect(
             h.log == ["spawn 1", "send a to 1", "cancel b: was waiting", "cancel a: runs on", "send c to 1"])
         #expect(h.pool.waitingCount == 0)
+    }
+
+    @Test("an SVG goes to a decoder of its own kind; raster images never wait for it, nor it for them")
+    func kinds() {
+        let h = PoolHarness(maxDecoders: 2)
+        h.run([
+            (0, .submit("a", owner: "app:x")), (0.01, .ready(1)), (0.1, .answered(1)),
+            (0.2, .submitSVG("s", owner: "app:x")), (0.21, .ready(2)), (0.3, .submit("b", owner: "app:y")),
+            (0.4, .answered(2)), (0.5, .answered(1)),
+        ])
+        #expect(h.log == ["spawn 1", "send a to 1", "spawn 2 for SVG", "send s to 2", "send b to 1"])
+        #expect(h.pool.process(2)?.kind == .svg && h.pool.process(1)?.kind == .images)
+    }
+
+    @Test("with the pool full, an SVG lets an idle raster decoder go for a decoder of its own; a busy one it waits for")
+    func kindsMakeRoom() {
+        let h = PoolHarness(maxDecoders: 1)
+        h.run([
+            (0, .submit("a", owner: "app:x")), (0.01, .ready(1)), (0.02, .submitSVG("s", owner: "app:y")),
+            (0.03, .submit("b", owner: "app:x")), (0.1, .answered(1)),
+        ])
+        // a runs; s waits (the one decoder is busy); a's answer frees it: b is raster (the decoder's own
+        // kind) but s is served first (app:y has run nothing), so decoder 1 goes idle... and is let go.
+        #expect(h.log == ["spawn 1", "send a to 1", "let go 1", "spawn 2 for SVG", "send s to 2"])
+        h.run([(0.2, .ready(2)), (0.3, .answered(2))])
+        #expect(h.log.suffix(3) == ["let go 2", "spawn 3", "send b to 3"])
     }
 
     @Test("events about a decoder that is gone change nothing")

@@ -16,11 +16,11 @@ final class DecoderProcess {
     /// Reaped already (its status read), so only its descriptors are left to close.
     private var reaped = false
 
-    /// Starts `command` (the decoder, bare or inside bwrap); throws why when it cannot be started.
-    init(_ command: [String]) throws(SystemError) {
-        guard access(command.last ?? "", X_OK) == 0 else {
+    /// Starts `command` (`executable`, bare or inside bwrap); throws why when it cannot be started.
+    init(_ command: [String], executable: String) throws(SystemError) {
+        guard access(executable, X_OK) == 0 else {
             // Said here, not by a bwrap that would fail to find it (and be given up for it).
-            throw SystemError(command.last ?? "", errno: errno)
+            throw SystemError(executable, errno: errno)
         }
         guard let (ours, theirs) = SeqPacket.pair() else { throw SystemError("no socket for a decoder", errno: errno) }
         do {

@@ -80,10 +80,10 @@ final class DecoderRunner {
     private var now: Instant { Instant(nanoseconds: scheduler.nowNanoseconds) }
 
     /// Decodes the image in `image` (a sealed memfd; taken, and closed when done) as `ask` says (its
-    /// box, colours and frames), for `owner`. `completion` comes once, on a later turn, unless the
+    /// box, colours and frames), in a decoder of `kind`, for `owner`. `completion` comes once, on a later turn, unless the
     /// returned closure cancels it.
     func decode(
-        image: Int32, ask: PixelAsk, owner: String = "",
+        image: Int32, ask: PixelAsk, kind: DecoderPool.Kind = .images, owner: String = "",
         _ completion: @escaping (Result<DecodedPixels, DecodeFailure>) -> Void
     ) -> () -> Void {
         if let refusal = accounts.check(.decoderQueue, connection: owner, leaf: owner) {
@@ -101,7 +101,7 @@ final class DecoderRunner {
         }
         accounts.charge(.decoderQueue, connection: owner, leaf: owner)
         let job = Job(image: image, ask: ask, owner: owner, completion: completion)
-        let (id, actions) = pool.submit(owner: owner, now: now)
+        let (id, actions) = pool.submit(owner: owner, kind: kind, now: now)
         jobs[id] = job
         perform(actions)
         return { [weak self] in self?.cancel(id) }
@@ -130,9 +130,10 @@ final class DecoderRunner {
         while let action = todo.popFirst() {
             var next: [DecoderPool.Action] = []
             switch action {
-            case .spawn(let id, let wrapped):
+            case .spawn(let id, let kind, let wrapped):
                 do {
-                    let process = try DecoderProcess(sandbox.command(wrapped: wrapped))
+                    let process = try DecoderProcess(
+                        sandbox.command(wrapped: wrapped, kind: kind), executable: sandbox.executable)
                     processes[id] = process
                     loop.watch(fd: process.socket, events: EventLoop.readable) { [weak self] _ in self?.read(id) }
                 } catch {

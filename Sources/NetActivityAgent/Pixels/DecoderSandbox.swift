@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 import Glibc
 import LinuxKit
+import NetActivityCore
 
 /// Where the decoder is and what it runs in: `netactivity-decoder` locks itself in before it reads
 /// a byte (see its source); where bubblewrap is installed, it runs inside bwrap too.
@@ -43,17 +44,21 @@ struct DecoderSandbox: Equatable {
         ["/usr/bin/bwrap", "/usr/local/bin/bwrap"].first { access($0, X_OK) == 0 }
     }
 
-    /// The command that starts one decoder: bare, or inside bwrap (`wrapped`).
-    func command(wrapped: Bool) -> [String] {
-        guard wrapped, let bubblewrap else { return [executable] }
-        return Self.bubblewrapArguments(bubblewrap, executable: executable)
+    /// The command that starts one decoder of `kind` (`--svg`: the one that loads librsvg): bare,
+    /// or inside bwrap (`wrapped`).
+    func command(wrapped: Bool, kind: DecoderPool.Kind = .images) -> [String] {
+        let mode = kind == .svg ? ["--svg"] : []
+        guard wrapped, let bubblewrap else { return [executable] + mode }
+        return Self.bubblewrapArguments(bubblewrap, executable: executable, fonts: kind == .svg) + mode
     }
 
     /// bwrap's arguments for `executable`, after glycin's (GNOME's sandboxed loaders): every
     /// namespace its own (no network, no other process, no IPC), a root of /usr read-only, the
     /// merged-/usr links, the linker's cache and the decoder itself; no /home, /tmp, /proc or
     /// /dev, no environment, a session of its own (no terminal to write to), gone with the agent.
-    static func bubblewrapArguments(_ bwrap: String, executable: String) -> [String] {
+    /// `fonts`: the SVG decoder's, which draws text: the system's font configuration and its cache,
+    /// read-only (the fonts themselves are in /usr).
+    static func bubblewrapArguments(_ bwrap: String, executable: String, fonts: Bool = false) -> [String] {
         var arguments = [
             bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--chdir", "/",
             "--ro-bind", "/usr", "/usr", "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
@@ -66,6 +71,12 @@ struct DecoderSandbox: Equatable {
             } else if access(top, F_OK) == 0 {
                 arguments += ["--ro-bind", top, top]
             }
+        }
+        if fonts {
+            arguments += [
+                "--ro-bind-try", "/etc/fonts", "/etc/fonts", "--ro-bind-try", "/var/cache/fontconfig",
+                "/var/cache/fontconfig",
+            ]
         }
         if !executable.hasPrefix("/usr/") { arguments += ["--ro-bind", executable, executable] }
         return arguments + ["--", executable]

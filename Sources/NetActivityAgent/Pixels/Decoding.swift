@@ -74,7 +74,9 @@ final class Decoding {
             context.scheduler.schedule(afterNanoseconds: 0) { finish(.failure(NetActivityError(.decode, why))) }
             return
         }
-        _ = decoders.decode(image: fd, ask: key.ask, owner: reader) { [weak self] result in
+        // SVG goes to a decoder of its own (librsvg's), the rest to the raster decoders.
+        let kind: DecoderPool.Kind = contentType == ImageInfo.Format.svg.mediaType ? .svg : .images
+        _ = decoders.decode(image: fd, ask: key.ask, kind: kind, owner: reader) { [weak self] result in
             guard let self else { return }
             switch result {
             case .success(let pixels):
