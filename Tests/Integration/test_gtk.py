@@ -123,9 +123,8 @@ class GtkExampleTests(unittest.TestCase):
         self.shows_the_image([C_EXAMPLE])
         self.an_error_comes_by_name([C_EXAMPLE])
 
-    @unittest.skipUnless(os.path.exists(C_EXAMPLE), "the C example is not built (make test builds it)")
-    def test_the_c_example_plays_an_animation_frame_after_frame(self):
-        proc, lines = self.run_example([C_EXAMPLE], "/light.gif", "200")
+    def plays_an_animation(self, command):
+        proc, lines = self.run_example(command, "/light.gif", "200")
         wait_until(lambda: lines or proc.poll() is not None, timeout=60, what="the example's first line")
         self.assertEqual(lines[0], "painted 64x32", lines)
         wait_until(lambda: "frame 2" in lines, timeout=30, what="the animation stepping to its third frame")
@@ -136,6 +135,13 @@ class GtkExampleTests(unittest.TestCase):
                        what="%r on the screen" % (colour,))
         with open("/proc/%d/maps" % proc.pid) as f:
             self.assertIn("memfd:netactivity-pixels", f.read(), "the frames are mapped, not copied")
+
+    @unittest.skipUnless(os.path.exists(C_EXAMPLE), "the C example is not built (make test builds it)")
+    def test_the_c_example_plays_an_animation_frame_after_frame(self):
+        self.plays_an_animation([C_EXAMPLE])
+
+    def test_the_python_example_plays_an_animation_frame_after_frame(self):
+        self.plays_an_animation(["/usr/bin/python3", PY_EXAMPLE])
 
     def test_the_python_example_shows_the_agents_pixels_in_a_window(self):
         self.shows_the_image(["/usr/bin/python3", PY_EXAMPLE])
