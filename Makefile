@@ -44,7 +44,7 @@ $(DECODER): $(DECODER_SOURCES) Sources/CDecoder/include/decoder_protocol.h
 	$(DECODER_CC) $(DECODER_CFLAGS) $(DECODER_HARDENING) -ISources/CDecoder/include -o $@ $(DECODER_SOURCES) \
 	    -DAVIF_SONAME='"'$$(scripts/soname.sh libavif)'"' -DJXL_SONAME='"'$$(scripts/soname.sh libjxl)'"' \
 	    $$(pkg-config --cflags libavif libjxl librsvg-2.0) \
-	    $$(pkg-config --cflags --libs spng libjpeg libwebp libseccomp libwebpdemux libheif lcms2) -lgif -lm
+	    $$(pkg-config --cflags --libs spng libjpeg libwebp libseccomp libwebpdemux libheif lcms2 zlib) -lgif -lm
 
 # Translations (gettext, domain netactivity): po/LANG.po compiled into .build/share/locale, where
 # the binaries of a build look (make install puts them in $(PREFIX)/share/locale and the GNOME

@@ -6,7 +6,7 @@
 // the app maps it read-only (g_mapped_file_new_from_fd, g_mapped_file_get_bytes) and hands those
 // bytes to gdk_memory_texture_new as they are. Every app showing the image maps the same pages.
 //
-// An animated GIF, WebP or AVIF comes whole when asked ("animation"): every frame, one after another
+// An animated GIF, PNG (APNG), WebP or AVIF comes whole when asked ("animation"): every frame, one after another
 // in the same memfd, with each one's duration. NetActivityAnimation below is a GdkPaintable that
 // steps through them: one texture per frame over a slice of the mapping (still no copy), the next
 // one shown when the frame's time is up, as often as the animation's "loop-count" says.

@@ -6,7 +6,7 @@ The app decodes nothing and copies nothing: Downloader.FetchPixels answers with 
 premultiplied B8G8R8A8 pixels (decoded once for every app, in the agent's sandboxed decoder); the app
 maps it read-only (GLib.MappedFile) and hands those bytes to Gdk.MemoryTexture as they are.
 
-An animated GIF, WebP or AVIF comes whole ("animation"): every frame one after another in the same
+An animated GIF, PNG (APNG), WebP or AVIF comes whole ("animation"): every frame one after another in the same
 memfd, with each one's duration. Animation below is a Gdk.Paintable that steps through them: a
 texture per frame over a slice of the mapping (GLib.Bytes.new_from_bytes: no copy).
 

@@ -276,7 +276,7 @@ public final class NetActivity: Sendable {
     /// pixels in sealed memory that this process maps read-only (`DecodedImage`). `maxWidth` and
     /// `maxHeight` are the box to fit in (aspect kept, never enlarged; 0: no limit). `color`: sRGB
     /// (converted from the file's colour profile) or the file's own values (`.asIs`). `animation`:
-    /// every frame of an animated GIF, WebP or AVIF (up to `maxFrames`), with their durations;
+    /// every frame of an animated GIF, PNG (APNG), WebP or AVIF (up to `maxFrames`), with their durations;
     /// otherwise the first frame. Errors: those of `fetchImage`, `.agent("TooLarge")` for more
     /// pixels than the agent decodes (all frames together), and `.agent("Decode")` for an image it
     /// could not decode. Cancelling the Swift task cancels it.

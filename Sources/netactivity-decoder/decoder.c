@@ -10,13 +10,15 @@
 // one message with a sealed memfd of pixels (B8G8R8A8, premultiplied, rows 4-byte aligned: what
 // GTK 4, cairo and Qt take as they are on little-endian), or a status saying why not.
 //
-// Formats: PNG (libspng), JPEG (libjpeg-turbo, with its scaled IDCT when a smaller box is asked, and
-// the EXIF orientation applied; CMYK and YCCK converted; at most 100 scans, and CPU and memory in
-// proportion to its pixels; 12-bit JPEGs are refused as a format it does not read), WebP (libwebp,
-// scaled by the decoder itself; an animation's first frame), GIF (giflib: the first frame on its
-// logical screen), AVIF (libavif with dav1d, in this thread), HEIF/HEIC (libheif) and JPEG XL
-// (libjxl, no thread pool): 10- and 12-bit images go through 16 bits to the colour conversion, and
-// HDR (PQ, HLG) is mapped into SDR. The reply says how many frames the file has.
+// Formats: PNG (libspng; APNG's frames too, each made a PNG of its own), JPEG (libjpeg-turbo, with
+// its scaled IDCT when a smaller box is asked, and the EXIF orientation applied; CMYK and YCCK
+// converted; at most 100 scans, and CPU and memory in proportion to its pixels; 12-bit JPEGs are
+// refused as a format it does not read), WebP (libwebp, scaled by the decoder itself), GIF (giflib,
+// its frames composed on its logical screen), AVIF (libavif with dav1d, in this thread), HEIF/HEIC
+// (libheif) and JPEG XL (libjxl, no thread pool): 10- and 12-bit images go through 16 bits to the
+// colour conversion, and HDR (PQ, HLG) is mapped into SDR. The reply says how many frames the file
+// has; asked for the animation, it carries them all (GIF, APNG, WebP, AVIF). With --svg, SVG alone
+// (librsvg): a process of its own, so that no raster decode loads librsvg's libraries.
 //
 // Colours: an ICC profile (PNG's iCCP, JPEG's APP2 pieces, WebP's ICCP, AVIF's and HEIF's colr,
 // JPEG XL's own) or CICP code points other than sRGB's are converted to sRGB with lcms2, unless the
@@ -63,6 +65,7 @@
 #include <unistd.h>
 #include <webp/decode.h>
 #include <webp/demux.h>
+#include <zlib.h>
 
 #include "decoder_protocol.h"
 
@@ -834,6 +837,174 @@ done:
 
 // ---- PNG ------------------------------------------------------------------------------------------
 
+// ---- APNG -----------------------------------------------------------------------------------------
+
+// An animated PNG's frames, each decoded by libspng (which reads no APNG chunks itself) from a PNG
+// made of it: the file's IHDR at the frame's size, the chunks that describe the pixels (PLTE, tRNS,
+// gAMA...), and its data (IDAT, or fdAT without its sequence number) as one IDAT. Each is drawn
+// on the canvas as the file says (replacing its region, or over it), shown, then disposed of (left,
+// cleared, or the canvas as it was before it).
+
+static uint32_t be32(const uint8_t *p) { return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]; }
+
+typedef struct {
+    uint8_t *data;
+    size_t size, capacity;
+} bytes;
+
+static int bytes_add(bytes *b, const void *data, size_t size) {
+    if (b->size + size > b->capacity) {
+        size_t capacity = (b->size + size) * 2;
+        uint8_t *grown = realloc(b->data, capacity);
+        if (!grown) return -1;
+        b->data = grown, b->capacity = capacity;
+    }
+    memcpy(b->data + b->size, data, size);
+    b->size += size;
+    return 0;
+}
+
+static int chunk_add(bytes *b, const char *type, const uint8_t *data, size_t size) {
+    uint8_t head[8] = {(uint8_t)(size >> 24), (uint8_t)(size >> 16), (uint8_t)(size >> 8), (uint8_t)size,
+                       (uint8_t)type[0], (uint8_t)type[1], (uint8_t)type[2], (uint8_t)type[3]};
+    uLong crc = crc32(crc32(0, head + 4, 4), data, (uInt)size);
+    uint8_t tail[4] = {(uint8_t)(crc >> 24), (uint8_t)(crc >> 16), (uint8_t)(crc >> 8), (uint8_t)crc};
+    return bytes_add(b, head, 8) || bytes_add(b, data, size) || bytes_add(b, tail, 4) ? -1 : 0;
+}
+
+typedef struct {
+    uint32_t width, height, x, y, delay_ms;
+    uint8_t dispose, blend;
+} apng_frame;
+
+// Frame `f` (its data in `pixels`) as a PNG of its own, decoded to straight RGBA into `rgba`.
+static int apng_decode_frame(const uint8_t *ihdr, const bytes *described, const bytes *pixels, const apng_frame *f,
+                             uint8_t *rgba) {
+    static const uint8_t signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+    uint8_t header[13];
+    memcpy(header, ihdr, 13);
+    for (int k = 0; k < 4; k++) header[k] = (uint8_t)(f->width >> (24 - 8 * k)), header[4 + k] = (uint8_t)(f->height >> (24 - 8 * k));
+    bytes png = {0};
+    int r = bytes_add(&png, signature, 8) || chunk_add(&png, "IHDR", header, 13) ||
+            bytes_add(&png, described->data, described->size) || chunk_add(&png, "IDAT", pixels->data, pixels->size) ||
+            chunk_add(&png, "IEND", NULL, 0);
+    spng_ctx *ctx = r ? NULL : spng_ctx_new(0);
+    size_t length = (size_t)f->width * f->height * 4, needed = 0;
+    if (ctx) {
+        spng_set_image_limits(ctx, 1u << 20, 1u << 20);
+        r = spng_set_png_buffer(ctx, png.data, png.size) || spng_decoded_image_size(ctx, SPNG_FMT_RGBA8, &needed) ||
+            needed != length || spng_decode_image(ctx, rgba, length, SPNG_FMT_RGBA8, SPNG_DECODE_TRNS);
+        spng_ctx_free(ctx);
+    }
+    free(png.data);
+    return ctx && !r ? 0 : -1;
+}
+
+// Draws a frame's straight RGBA on the canvas (straight RGBA too): its region replaced, or over it.
+static void apng_draw(uint8_t *screen, uint32_t width, const uint8_t *rgba, const apng_frame *f) {
+    for (uint32_t y = 0; y < f->height; y++) {
+        uint8_t *d = screen + ((size_t)(f->y + y) * width + f->x) * 4;
+        const uint8_t *s = rgba + (size_t)y * f->width * 4;
+        if (f->blend == 0) {
+            memcpy(d, s, (size_t)f->width * 4);
+            continue;
+        }
+        for (uint32_t x = 0; x < f->width; x++, d += 4, s += 4) {
+            unsigned sa = s[3], da = d[3], oa = sa + da * (255 - sa) / 255;
+            for (int c = 0; c < 3 && oa; c++) d[c] = (uint8_t)((s[c] * sa + d[c] * da * (255 - sa) / 255) / oa);
+            d[3] = (uint8_t)oa;
+        }
+    }
+}
+
+// Every frame of an APNG (up to the request's), whole canvases of the box's size, into `out`.
+static outcome decode_apng(const uint8_t *data, size_t size, uint32_t frames, const colour_tag *tag,
+                           const struct decoder_request *rq, canvas *out) {
+    const uint8_t *ihdr = data + 16;
+    uint32_t width = be32(ihdr), height = be32(ihdr + 4), wanted = frames_wanted(rq, frames), sent = 0;
+    outcome result = {.status = DECODER_OK};
+    if (frames_too_large("APNG", width, height, wanted, rq, &result)) return result;
+    size_t canvas_bytes = (size_t)width * height * 4;
+    uint8_t *screen = calloc(1, canvas_bytes), *previous = malloc(canvas_bytes), *shown = malloc(canvas_bytes);
+    uint8_t *rgba = malloc(canvas_bytes);
+    bytes described = {0}, pixels = {0};
+    apng_frame f = {0};
+    int in_frame = 0, seen_data = 0;
+    uint32_t tw, th;
+    fit(width, height, rq->max_width, rq->max_height, &tw, &th);
+    if (!screen || !previous || !shown || !rgba || canvas_make_frames(out, tw, th) != 0) {
+        result = fail(DECODER_TOO_LARGE, "no memory for the APNG's pixels");
+        goto done;
+    }
+    for (size_t at = 8; at + 12 <= size && sent < wanted;) {
+        uint32_t length = be32(data + at);
+        const uint8_t *type = data + at + 4, *body = data + at + 8;
+        if (length > size - at - 12) break;  // cut short: the frames before it
+        at += 12 + (size_t)length;
+        int ends_frame = memcmp(type, "fcTL", 4) == 0 || memcmp(type, "IEND", 4) == 0;
+        if (ends_frame && in_frame && pixels.size > 0) {
+            if (apng_decode_frame(ihdr, &described, &pixels, &f, rgba) != 0) break;  // damaged: the frames before it
+            if (f.dispose == 2) memcpy(previous, screen, canvas_bytes);
+            apng_draw(screen, width, rgba, &f);
+            memcpy(shown, screen, canvas_bytes);
+            rgba_image image = {.pixels = shown, .width = width, .height = height, .orientation = 1, .tag = *tag};
+            prepare(&image, rq);
+            if (canvas_add_frame(out, shown, width, height, (size_t)width * 4) != 0) {
+                result = fail(DECODER_FAILED, "no room for the pixels: %s", strerror(errno));
+                goto done;
+            }
+            timing.durations[sent++] = shown_duration(f.delay_ms);
+            if (f.dispose == 1)
+                for (uint32_t y = 0; y < f.height; y++)
+                    memset(screen + ((size_t)(f.y + y) * width + f.x) * 4, 0, (size_t)f.width * 4);
+            else if (f.dispose == 2)
+                memcpy(screen, previous, canvas_bytes);
+            in_frame = 0, pixels.size = 0;
+        }
+        if (memcmp(type, "fcTL", 4) == 0 && length >= 26) {
+            f = (apng_frame){.width = be32(body + 4), .height = be32(body + 8), .x = be32(body + 12),
+                             .y = be32(body + 16), .dispose = body[24], .blend = body[25]};
+            uint32_t num = (uint32_t)body[20] << 8 | body[21], den = (uint32_t)body[22] << 8 | body[23];
+            f.delay_ms = num * 1000 / (den ? den : 100);
+            // A frame inside the canvas (no sum that wraps), with its own ops.
+            if (!f.width || !f.height || f.x > width || f.width > width - f.x || f.y > height ||
+                f.height > height - f.y || f.dispose > 2 || f.blend > 1)
+                break;
+            if (sent == 0 && f.dispose == 2) f.dispose = 1;  // the first frame's "previous" is the background
+            in_frame = 1;
+        } else if (memcmp(type, "IDAT", 4) == 0) {
+            seen_data = 1;
+            if (in_frame && bytes_add(&pixels, body, length) != 0) break;  // IDAT is frame 0 when a fcTL came first
+        } else if (memcmp(type, "fdAT", 4) == 0 && length > 4) {
+            if (in_frame && bytes_add(&pixels, body + 4, length - 4) != 0) break;
+        } else if (!seen_data && memcmp(type, "IHDR", 4) != 0 && memcmp(type, "acTL", 4) != 0 &&
+                   memcmp(type, "fcTL", 4) != 0) {
+            // What describes the pixels (PLTE, tRNS, gAMA, ...), for every frame's PNG.
+            if (chunk_add(&described, (const char *)type, body, length) != 0) break;
+        }
+    }
+    if (sent == 0) result = fail(DECODER_FAILED, "APNG: no frame could be decoded");
+done:
+    if (result.status != DECODER_OK) canvas_drop(out);
+    free(screen), free(previous), free(shown), free(rgba), free(described.data), free(pixels.data);
+    return result;
+}
+
+// An APNG's frame count (its acTL, before the first IDAT), and how often it plays; 0 for a still PNG.
+static uint32_t apng_frames(const uint8_t *data, size_t size, uint32_t *plays) {
+    for (size_t at = 8; at + 12 <= size;) {
+        uint32_t length = be32(data + at);
+        if (length > size - at - 12) return 0;
+        if (memcmp(data + at + 4, "IDAT", 4) == 0) return 0;
+        if (memcmp(data + at + 4, "acTL", 4) == 0 && length >= 8) {
+            *plays = be32(data + at + 12);
+            return be32(data + at + 8);
+        }
+        at += 12 + (size_t)length;
+    }
+    return 0;
+}
+
 static outcome decode_png(const uint8_t *data, size_t size, const struct decoder_request *rq, canvas *out,
                           uint32_t *ow, uint32_t *oh) {
     spng_ctx *ctx = spng_ctx_new(0);
@@ -872,10 +1043,18 @@ static outcome decode_png(const uint8_t *data, size_t size, const struct decoder
         result = fail(DECODER_FAILED, "PNG: %s", spng_strerror(err));
         goto done;
     }
-    report.frames = 1;
+    uint32_t plays = 0, frames = apng_frames(data, size, &plays);
+    report.frames = frames > 1 ? frames : 1;
     rgba_image image = {.pixels = rgba, .width = ihdr.width, .height = ihdr.height, .orientation = 1};
     struct spng_iccp iccp;
     if (spng_get_iccp(ctx, &iccp) == 0) image.tag.icc = (const uint8_t *)iccp.profile, image.tag.icc_size = iccp.profile_len;
+    if (frames_wanted(rq, report.frames) > 1) {
+        // An animation asked whole: its frames (the default image above is not one of them unless a
+        // fcTL says so).
+        timing.loops = plays;
+        result = decode_apng(data, size, report.frames, &image.tag, rq, out);
+        goto done;
+    }
     rgba = NULL;  // finish takes it
     result = finish(&image, rq, out);
 done:

@@ -66,6 +66,29 @@ def gif_bomb(frames, side):
     return screen + frame * frames + b"\x3b"
 
 
+def apng(colours, width=20, height=10, delay_ms=100, plays=0, sub_frame=None):
+    """An animated PNG whose frames are solid `colours` (RGBA), frame 0 its default image, each
+    `delay_ms` long; `sub_frame` (x, y, w, h, colour): one more frame, smaller, drawn over the last."""
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    def rows(w, h, colour):
+        return zlib.compress(b"".join(b"\0" + bytes(colour) * w for _ in range(h)))
+    frames = [(0, 0, width, height, c) for c in colours] + ([sub_frame] if sub_frame else [])
+    out = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0))
+    out += chunk(b"acTL", struct.pack(">II", len(frames), plays))
+    sequence = 0
+    for k, (x, y, w, h, colour) in enumerate(frames):
+        out += chunk(b"fcTL", struct.pack(">IIIIIHHBB", sequence, w, h, x, y, delay_ms, 1000, 0, 1))
+        sequence += 1
+        if k == 0:
+            out += chunk(b"IDAT", rows(w, h, colour))
+        else:
+            out += chunk(b"fdAT", struct.pack(">I", sequence) + rows(w, h, colour))
+            sequence += 1
+    return out + chunk(b"IEND", b"")
+
+
 def animations():
     """The same three frames (red, green, blue) as an animated GIF (10, 20 and 30 ms, played twice),
     WebP (100 ms each) and AVIF sequence (5 frames a second)."""
@@ -85,7 +108,8 @@ def animations():
             webp = f.read()
         with open(os.path.join(d, "a.avif"), "rb") as f:
             avif = f.read()
-    return {"GIF": gif, "WebP": webp, "AVIF": avif}
+    return {"GIF": gif, "WebP": webp, "AVIF": avif,
+            "APNG": apng([(255, 0, 0, 255), (0, 255, 0, 255), (0, 0, 255, 255)], delay_ms=100, plays=2)}
 
 
 def with_ispe(data, width, height):
@@ -192,7 +216,7 @@ class FormatTests(unittest.TestCase):
 
     def test_an_animation_comes_whole_frame_after_frame_with_its_timing(self):
         # The GIF's 10 ms is played at 100 ms, as browsers do.
-        durations = {"GIF": [100, 20, 30], "WebP": [100, 100, 100], "AVIF": [200, 200, 200]}
+        durations = {"GIF": [100, 20, 30], "WebP": [100, 100, 100], "AVIF": [200, 200, 200], "APNG": [100, 100, 100]}
         for name, data in animations().items():
             reply, pixels, _ = self.decoder.decode(data, max_width=10, flags=ANIMATION)
             self.assertEqual((reply["status"], reply["frames"], reply["frames_sent"]), (OK, 3, 3), (name, reply["message"]))
@@ -203,10 +227,22 @@ class FormatTests(unittest.TestCase):
             for k, colour in enumerate(((255, 0, 0, 255), (0, 255, 0, 255), (0, 0, 255, 255))):
                 b, g, r, a = pixels[k * frame + 44:k * frame + 48]
                 self.assertColour((r, g, b, a), colour, 2, "%s frame %d" % (name, k))
-        reply, _, _ = self.decoder.decode(animations()["GIF"], flags=ANIMATION)
-        self.assertEqual(reply["loop_count"], 2, "the GIF plays twice")
+        for name in ("GIF", "APNG"):
+            reply, _, _ = self.decoder.decode(animations()[name], flags=ANIMATION)
+            self.assertEqual(reply["loop_count"], 2, "the %s plays twice" % name)
         reply, pixels, _ = self.decoder.decode(animations()["WebP"], flags=ANIMATION, max_frames=2)
         self.assertEqual((reply["frames"], reply["frames_sent"], len(reply["durations"])), (3, 2, 2), "capped")
+
+    def test_an_apng_frame_is_drawn_over_the_one_before(self):
+        # A half-transparent white 4 x 4 frame over the blue one, at (2, 2): blended, the rest kept.
+        data = apng([(0, 0, 255, 255)], sub_frame=(2, 2, 4, 4, (255, 255, 255, 128)))
+        reply, pixels, _ = self.decoder.decode(data, flags=ANIMATION)
+        self.assertEqual((reply["status"], reply["frames"], reply["frames_sent"]), (OK, 2, 2), reply["message"])
+        second = pixels[20 * 4 * 10:]
+        b, g, r, a = second[(3 * 20 + 3) * 4:(3 * 20 + 3) * 4 + 4]
+        self.assertEqual(a, 255)
+        self.assertTrue(abs(r - 128) <= 2 and abs(b - 255) <= 2, (r, g, b))
+        self.assertEqual(tuple(second[0:4]), (255, 0, 0, 255), "blue outside the small frame (BGRA)")
 
     def test_a_frame_count_bomb_is_too_large_from_its_header_or_capped(self):
         bomb = gif_bomb(100000, 1000)
