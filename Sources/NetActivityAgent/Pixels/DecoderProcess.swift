@@ -75,8 +75,10 @@ final class DecoderProcess {
         if n < 0, errno == EAGAIN || errno == EINTR { return .nothing }
         let header = MemoryLayout<decoder_reply>.size
         if n >= header {
-            withUnsafeMutableBytes(of: &reply) {
-                $0.copyMemory(from: UnsafeRawBufferPointer(start: message, count: header))
+            message.withUnsafeBytes { raw in
+                withUnsafeMutableBytes(of: &reply) {
+                    $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: raw[..<header]))
+                }
             }
         }
         guard n >= header else {
@@ -116,7 +118,8 @@ final class DecoderProcess {
     }
 
     /// What a reply means, its pixels checked as a stranger's would be: sealed against every change,
-    /// exactly `stride` x `height` bytes, rows long enough, inside the box and the limit asked for.
+    /// exactly `stride` x `height` bytes for each of its frames (one, or one per duration), rows long
+    /// enough, inside the box and the limit asked for.
     static func result(_ reply: decoder_reply, fd: Int32, box: PixelBox, durations: [UInt32], limits: DecodeLimits)
         -> Result<DecodedPixels, DecodeFailure>
     {
