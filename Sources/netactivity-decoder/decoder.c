@@ -462,12 +462,107 @@ static cmsHPROFILE cicp_profile(int primaries, int transfer) {
     return NULL;
 }
 
-// The transform from what `tag` describes to sRGB for pixels of `format` (lcms2's TYPE_...: RGB
+// A conversion to sRGB. Most profiles (every CICP one, and the ICC profiles cameras and phones
+// write: Display P3, Adobe RGB) are a matrix and three curves, as sRGB is: for 8-bit pixels
+// converted in place those are tables of this decoder's own (each channel's curve to 16-bit linear
+// light, a fixed-point matrix, sRGB's curve from 12-bit linear), a few times faster than lcms2's
+// general 8-bit path; anything else (a LUT profile, CMYK, 16-bit input) is lcms2's transform.
+typedef struct {
+    cmsHTRANSFORM lcms;
+    int red;                 // the fast path: where red is in each 4 bytes (0: RGBA, 2: BGRA)
+    uint16_t in[3][256];     // each channel to linear light, 0..65535
+    int32_t matrix[3][3];    // linear source RGB to linear sRGB, 1.0 = 4096
+} colour_conv;
+
+static uint8_t srgb_encoded[4096];  // linear light (12 bits) to sRGB's curve
+
+static void fast_tables(void) {
+    for (int i = 0; i < 4096; i++) {
+        double v = i / 4095.0;
+        v = v <= 0.0031308 ? 12.92 * v : 1.055 * pow(v, 1 / 2.4) - 0.055;
+        srgb_encoded[i] = (uint8_t)(v * 255 + 0.5);
+    }
+}
+
+// The matrix-shaper parts of `profile` (its colorants, D50-adapted, and curves), or 0.
+static int matrix_shaper(cmsHPROFILE profile, double m[3][3], cmsToneCurve *curves[3]) {
+    static const cmsTagSignature colorants[3] = {cmsSigRedColorantTag, cmsSigGreenColorantTag, cmsSigBlueColorantTag};
+    static const cmsTagSignature trcs[3] = {cmsSigRedTRCTag, cmsSigGreenTRCTag, cmsSigBlueTRCTag};
+    if (!cmsIsMatrixShaper(profile) || cmsGetColorSpace(profile) != cmsSigRgbData) return 0;
+    for (int c = 0; c < 3; c++) {
+        const cmsCIEXYZ *xyz = cmsReadTag(profile, colorants[c]);
+        if (!xyz || !(curves[c] = cmsReadTag(profile, trcs[c]))) return 0;
+        m[0][c] = xyz->X, m[1][c] = xyz->Y, m[2][c] = xyz->Z;
+    }
+    return 1;
+}
+
+static int invert(const double a[3][3], double out[3][3]) {
+    double det = a[0][0] * (a[1][1] * a[2][2] - a[1][2] * a[2][1]) - a[0][1] * (a[1][0] * a[2][2] - a[1][2] * a[2][0]) +
+                 a[0][2] * (a[1][0] * a[2][1] - a[1][1] * a[2][0]);
+    if (fabs(det) < 1e-9) return 0;
+    for (int r = 0; r < 3; r++)
+        for (int c = 0; c < 3; c++) {
+            int r1 = (c + 1) % 3, r2 = (c + 2) % 3, c1 = (r + 1) % 3, c2 = (r + 2) % 3;
+            out[r][c] = (a[r1][c1] * a[r2][c2] - a[r1][c2] * a[r2][c1]) / det;
+        }
+    return 1;
+}
+
+// Fills `conv`'s tables for `from` into sRGB, when both are matrix-shapers; 0 otherwise.
+static int fast_conv(cmsHPROFILE from, colour_conv *conv) {
+    double src[3][3], dst[3][3], inverse[3][3];
+    cmsToneCurve *curves[3], *unused[3];
+    if (!matrix_shaper(from, src, curves) || !matrix_shaper(srgb, dst, unused) || !invert(dst, inverse)) return 0;
+    for (int r = 0; r < 3; r++)
+        for (int c = 0; c < 3; c++) {
+            double v = 0;
+            for (int k = 0; k < 3; k++) v += inverse[r][k] * src[k][c];
+            if (fabs(v) > 2.5) return 0;  // a matrix no display space makes: lcms2's general path
+            conv->matrix[r][c] = (int32_t)lround(v * 4096);
+        }
+    for (int c = 0; c < 3; c++)
+        for (int i = 0; i < 256; i++) {
+            float v = cmsEvalToneCurveFloat(curves[c], (float)(i / 255.0));
+            conv->in[c][i] = (uint16_t)lrintf((v < 0 ? 0 : v > 1 ? 1 : v) * 65535);
+        }
+    return 1;
+}
+
+// Converts `count` pixels of 4 bytes in place with the fast path's tables.
+static inline int32_t clamp12(int32_t v) { return v < 0 ? 0 : v > 4095 ? 4095 : v; }
+
+static void fast_convert(const colour_conv *conv, uint8_t *p, size_t count) {
+    int ri = conv->red, bi = 2 - conv->red;
+    const int32_t(*m)[3] = conv->matrix;
+    for (size_t i = 0; i < count; i++, p += 4) {
+        // 16-bit linear × 12-bit fixed point (|m| <= 2.5 with 1.0 = 4096: no sum leaves 31 bits),
+        // to 12-bit linear: (v × m) >> 16.
+        int32_t r = conv->in[0][p[ri]], g = conv->in[1][p[1]], b = conv->in[2][p[bi]];
+        int32_t x = (m[0][0] * r + m[0][1] * g + m[0][2] * b) >> 16, y = (m[1][0] * r + m[1][1] * g + m[1][2] * b) >> 16,
+                z = (m[2][0] * r + m[2][1] * g + m[2][2] * b) >> 16;
+        p[ri] = srgb_encoded[clamp12(x)], p[1] = srgb_encoded[clamp12(y)], p[bi] = srgb_encoded[clamp12(z)];
+    }
+}
+
+// Converts `count` pixels from `in` to `out` (the same buffer for 8-bit pixels in place).
+static void convert(const colour_conv *conv, const void *in, void *out, size_t count) {
+    if (conv->lcms) cmsDoTransform(conv->lcms, in, out, (cmsUInt32Number)count);
+    else fast_convert(conv, out, count);
+}
+
+static void conv_free(colour_conv *conv) {
+    if (!conv) return;
+    if (conv->lcms) cmsDeleteTransform(conv->lcms);
+    free(conv);
+}
+
+// The conversion from what `tag` describes to sRGB for pixels of `format` (lcms2's TYPE_...: RGB
 // layouts, or CMYK for a CMYK JPEG), or NULL when the values are to be kept as they are: no
 // profile, an sRGB one, the request asked for them as-is, or a profile that does not fit (said
 // in `report`).
-static cmsHTRANSFORM colour_transform(const colour_tag *tag, cmsUInt32Number format, cmsUInt32Number to,
-                                      const struct decoder_request *rq) {
+static colour_conv *colour_transform(const colour_tag *tag, cmsUInt32Number format, cmsUInt32Number to,
+                                     const struct decoder_request *rq) {
     report.profile = DECODER_PROFILE_NONE, report.space = DECODER_SPACE_SRGB;
     cmsHPROFILE from = NULL;
     if (tag->icc && tag->icc_size) {
@@ -494,11 +589,21 @@ static cmsHTRANSFORM colour_transform(const colour_tag *tag, cmsUInt32Number for
         report.space = DECODER_SPACE_AS_IS;
         return NULL;
     }
-    cmsUInt32Number flags = T_EXTRA(format) ? cmsFLAGS_COPY_ALPHA : 0;
-    cmsHTRANSFORM t = cmsCreateTransform(from, format, srgb, to, INTENT_RELATIVE_COLORIMETRIC, flags);
+    colour_conv *conv = calloc(1, sizeof *conv);
+    int in_place_8bit = format == to && (format == TYPE_RGBA_8 || format == TYPE_BGRA_8);
+    if (conv && in_place_8bit && fast_conv(from, conv)) {
+        conv->red = format == TYPE_RGBA_8 ? 0 : 2;  // alpha stays where it is
+    } else if (conv) {
+        // In place, alpha is left as it is; from another buffer it is copied.
+        cmsUInt32Number flags = T_EXTRA(format) && format != to ? cmsFLAGS_COPY_ALPHA : 0;
+        conv->lcms = cmsCreateTransform(from, format, srgb, to, INTENT_RELATIVE_COLORIMETRIC, flags);
+        if (!conv->lcms) {
+            free(conv), conv = NULL;
+            report.profile = DECODER_PROFILE_INVALID;
+        }
+    }
     cmsCloseProfile(from);
-    if (!t) report.profile = DECODER_PROFILE_INVALID;
-    return t;
+    return conv;
 }
 
 // A decoded image on its way to the reply: straight-alpha RGBA of 8 or 16 bits a sample (host
@@ -517,22 +622,26 @@ static void prepare(rgba_image *image, const struct decoder_request *rq) {
     uint32_t w = image->width, h = image->height;
     size_t count = (size_t)w * h;
     uint8_t *rgba = image->pixels;
-    cmsHTRANSFORM t = colour_transform(&image->tag, image->sixteen ? TYPE_RGBA_16 : TYPE_RGBA_8, TYPE_RGBA_8, rq);
+    colour_conv *t = colour_transform(&image->tag, image->sixteen ? TYPE_RGBA_16 : TYPE_RGBA_8, TYPE_RGBA_8, rq);
     if (image->sixteen) {
         // Into the first half of its own buffer: each 8-bit row ends before the 16-bit one it comes from.
         const uint16_t *wide = (const uint16_t *)image->pixels;
         if (t) {
-            for (uint32_t y = 0; y < h; y++) cmsDoTransform(t, wide + (size_t)y * w * 4, rgba + (size_t)y * w * 4, w);
+            for (uint32_t y = 0; y < h; y++) convert(t, wide + (size_t)y * w * 4, rgba + (size_t)y * w * 4, w);
         } else {
             for (size_t i = 0; i < count * 4; i++) rgba[i] = (uint8_t)((wide[i] * 255u + 32767u) / 65535u);
         }
     } else if (t) {
-        for (uint32_t y = 0; y < h; y++) cmsDoTransform(t, rgba + (size_t)y * w * 4, rgba + (size_t)y * w * 4, w);
+        convert(t, rgba, rgba, count);
     }
-    if (t) cmsDeleteTransform(t);
-    // RGBA, straight alpha -> BGRA, premultiplied, in place.
+    conv_free(t);
+    // RGBA, straight alpha -> BGRA, premultiplied, in place (an opaque pixel is only swapped).
     for (size_t i = 0; i < count * 4; i += 4) {
         uint8_t r = rgba[i], g = rgba[i + 1], b = rgba[i + 2], a = rgba[i + 3];
+        if (a == 255) {
+            rgba[i] = b, rgba[i + 2] = r;
+            continue;
+        }
         rgba[i] = (uint8_t)((b * a + 127) / 255);
         rgba[i + 1] = (uint8_t)((g * a + 127) / 255);
         rgba[i + 2] = (uint8_t)((r * a + 127) / 255);
@@ -642,12 +751,28 @@ static outcome decode_avif(const uint8_t *data, size_t size, const struct decode
         goto done;
     }
     rgb.pixels = image.pixels;
+    image.tag = (colour_tag){.icc = frame->icc.data, .icc_size = frame->icc.size,
+                             .primaries = frame->colorPrimaries, .transfer = frame->transferCharacteristics};
+    if (wanted == 1 && !image.sixteen && !image.tag.icc_size && cicp_is_srgb(image.tag.primaries, image.tag.transfer)) {
+        // sRGB already, 8 bits: libavif (libyuv) writes the reply's premultiplied BGRA itself.
+        rgb.format = AVIF_RGB_FORMAT_BGRA, rgb.alphaPremultiplied = AVIF_TRUE;
+        if ((status = avifImageYUVToRGB(frame, &rgb)) != AVIF_RESULT_OK) {
+            result = fail(DECODER_FAILED, "AVIF: %s", avifResultToString(status));
+            goto done;
+        }
+        uint32_t tw, th;
+        fit(*ow, *oh, rq->max_width, rq->max_height, &tw, &th);
+        if (canvas_make(out, tw, th) != 0 ||
+            resample(image.pixels, image.width, image.height, (size_t)image.width * 4, image.orientation, out) != 0) {
+            canvas_drop(out);
+            result = fail(DECODER_FAILED, "no room for the pixels: %s", strerror(errno));
+        }
+        goto done;
+    }
     if ((status = avifImageYUVToRGB(frame, &rgb)) != AVIF_RESULT_OK) {
         result = fail(DECODER_FAILED, "AVIF: %s", avifResultToString(status));
         goto done;
     }
-    image.tag = (colour_tag){.icc = frame->icc.data, .icc_size = frame->icc.size,
-                             .primaries = frame->colorPrimaries, .transfer = frame->transferCharacteristics};
     if (wanted == 1) {
         result = finish(&image, rq, out);
         goto done;
@@ -1175,11 +1300,11 @@ static outcome decode_jpeg(const uint8_t *data, size_t size, const struct decode
     struct jpeg_failure failure = {0};
     uint8_t *volatile buffer = NULL;
     JOCTET *volatile icc = NULL;
-    cmsHTRANSFORM volatile colours = NULL;  // the file's profile to sRGB, when it has one
+    colour_conv *volatile colours = NULL;  // the file's profile to sRGB, when it has one
     info.err = jpeg_std_error(&failure.manager);
     failure.manager.error_exit = jpeg_failed;
     failure.manager.emit_message = jpeg_quiet;
-#define JPEG_LET_GO() (jpeg_destroy_decompress(&info), free(buffer), free(icc), colours ? cmsDeleteTransform(colours) : (void)0)
+#define JPEG_LET_GO() (jpeg_destroy_decompress(&info), free(buffer), free(icc), conv_free(colours))
     if (setjmp(failure.back)) {
         JPEG_LET_GO();
         canvas_drop(out);
@@ -1250,7 +1375,7 @@ static outcome decode_jpeg(const uint8_t *data, size_t size, const struct decode
                 JSAMPROW row = rows + (size_t)count * out->stride;
                 count += jpeg_read_scanlines(&info, &row, 1);
             }
-            if (colours) cmsDoTransform(colours, rows, rows, count * tw);
+            if (colours) convert(colours, rows, rows, (size_t)count * tw);
             if (canvas_write(out, first, count, rows, out->stride) != 0)
                 longjmp(failure.back, (snprintf(failure.message, sizeof failure.message, "%s", strerror(errno)), 1));
         }
@@ -1265,7 +1390,7 @@ static outcome decode_jpeg(const uint8_t *data, size_t size, const struct decode
         JSAMPROW row = buffer + info.output_scanline * stride;
         if (jpeg_read_scanlines(&info, &row, 1) != 1) continue;
         if (colours) {
-            cmsDoTransform(colours, row, row, info.output_width);
+            convert(colours, row, row, info.output_width);
             if (cmyk)  // the fourth byte was K: opaque now
                 for (uint32_t x = 0; x < info.output_width; x++) row[(size_t)x * 4 + 3] = 255;
         } else if (cmyk) {
@@ -1849,6 +1974,7 @@ int main(int argc, char **argv) {
     // loaded by name are loaded (librsvg in the SVG decoder alone).
     heif_init(NULL);
     srgb = cmsCreate_sRGBProfile();
+    fast_tables();
     load_optional_libraries();
     if (svg_mode) load_svg();
     struct sandbox s = lock_in();
