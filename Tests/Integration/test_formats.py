@@ -120,20 +120,12 @@ def with_ispe(data, width, height):
     return bytes(out)
 
 
-@unittest.skipUnless(os.path.exists(DECODER), "netactivity-decoder is not built")
-class FormatTests(unittest.TestCase):
-    """AVIF, HEIF and JPEG XL as their encoders make them."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.files = {
-            "avif": encode("avifenc", halves(), "avif", "--lossless"),
-            "heif": encode("heif-enc", halves(), "heic", "-L", "-p", "chroma=444"),
-            "jxl": encode("cjxl", halves(), "jxl", "-d", "0"),
-        }
+class DecoderCase(unittest.TestCase):
+    """A decoder of its own for each test (`svg`: the SVG decoder), and its replies' pixels."""
+    svg = False
 
     def setUp(self):
-        self.decoder = Decoder()
+        self.decoder = Decoder(svg=self.svg)
 
     def tearDown(self):
         self.assertEqual(self.decoder.close(), 0, "the decoder left cleanly")
@@ -143,6 +135,19 @@ class FormatTests(unittest.TestCase):
         at = y * reply["stride"] + x * 4
         b, g, r, a = pixels[at:at + 4]
         return r, g, b, a
+
+
+@unittest.skipUnless(os.path.exists(DECODER), "netactivity-decoder is not built")
+class FormatTests(DecoderCase):
+    """AVIF, HEIF and JPEG XL as their encoders make them."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.files = {
+            "avif": encode("avifenc", halves(), "avif", "--lossless"),
+            "heif": encode("heif-enc", halves(), "heic", "-L", "-p", "chroma=444"),
+            "jxl": encode("cjxl", halves(), "jxl", "-d", "0"),
+        }
 
     def assertColour(self, got, expected, tolerance, what):
         self.assertTrue(all(abs(g - e) <= tolerance for g, e in zip(got, expected)), "%s: %s, not %s" % (what, got, expected))
@@ -284,20 +289,11 @@ SVG = b"""<svg xmlns="http://www.w3.org/2000/svg" width="40" height="20">
 
 
 @unittest.skipUnless(os.path.exists(DECODER), "netactivity-decoder is not built")
-class SvgTests(unittest.TestCase):
+class SvgTests(DecoderCase):
     """SVG in the SVG decoder (`--svg`, librsvg): drawn at the box, nothing outside the document
     reached, pathological documents ending as a failure of their own request."""
 
-    def setUp(self):
-        self.decoder = Decoder(svg=True)
-
-    def tearDown(self):
-        self.assertEqual(self.decoder.close(), 0, "the decoder left cleanly")
-
-    def pixel(self, reply, pixels, x, y):
-        at = y * reply["stride"] + x * 4
-        b, g, r, a = pixels[at:at + 4]
-        return r, g, b, a
+    svg = True
 
     def test_an_svg_is_drawn_at_its_size_or_at_the_box_up_and_down(self):
         self.assertIn("svg 1", self.decoder.ready["message"], "librsvg loaded before the lock")
