@@ -43,6 +43,48 @@ final class Recorder<T: Sendable>: @unchecked Sendable {
 /// Every process the tests start, from its start until it is reaped. At exit whatever is left (a
 /// test that leaked its bus, agent or server) is killed and named on stderr: a leaked child keeps
 /// `swift test`'s output pipe open, and the run would hang after its last test.
+/// The children of a test process that crashes (a fatal error: a trap, an abort) are killed in the
+/// crash's signal handler, before Swift's own backtracer runs: left alone they would keep the test
+/// runner's output pipes open, and `swift test` would wait for them for ever. Their pids are in a
+/// fixed table, which a signal handler may read.
+enum CrashGuard {
+    static let slots = 1024
+    nonisolated(unsafe) static let pids = UnsafeMutablePointer<pid_t>.allocate(capacity: slots)
+    nonisolated(unsafe) static var previous: [Int32: sigaction] = [:]
+    static let signals = [SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGSEGV]
+
+    static func install() {
+        pids.initialize(repeating: 0, count: slots)
+        for signal in signals {
+            var action = sigaction()
+            action.__sigaction_handler.sa_sigaction = { signal, info, context in
+                for i in 0..<CrashGuard.slots where CrashGuard.pids[i] > 0 { kill(CrashGuard.pids[i], SIGKILL) }
+                // Then what was there before (Swift's backtracer, or the default: the crash itself).
+                var old = CrashGuard.previous[signal] ?? sigaction()
+                sigaction(signal, &old, nil)
+                raise(signal)
+                _ = (info, context)
+            }
+            action.sa_flags = SA_SIGINFO | SA_ONSTACK
+            var old = sigaction()
+            sigaction(signal, &action, &old)
+            previous[signal] = old
+        }
+    }
+
+    /// Called with Children's lock held.
+    static func note(_ pid: pid_t) {
+        for i in 0..<slots where pids[i] == 0 {
+            pids[i] = pid
+            return
+        }
+    }
+
+    static func forget(_ pid: pid_t) {
+        for i in 0..<slots where pids[i] == pid { pids[i] = 0 }
+    }
+}
+
 final class Children: @unchecked Sendable {
     static let shared = Children()
     private var lock = pthread_mutex_t()
@@ -51,6 +93,7 @@ final class Children: @unchecked Sendable {
     private init() {
         pthread_mutex_init(&lock, nil)
         atexit { Children.shared.killLeftovers() }
+        CrashGuard.install()
     }
 
     /// Starts a child (`ServiceProcess.spawn`) and keeps it until `reap`.
@@ -64,12 +107,14 @@ final class Children: @unchecked Sendable {
         let test = Test.current?.name ?? "?"
         pthread_mutex_lock(&lock)
         running[pid] = "\(what) (started by \"\(test)\")"
+        CrashGuard.note(pid)
         pthread_mutex_unlock(&lock)
     }
 
     func remove(_ pid: pid_t) {
         pthread_mutex_lock(&lock)
         running[pid] = nil
+        CrashGuard.forget(pid)
         pthread_mutex_unlock(&lock)
     }
 

@@ -250,6 +250,12 @@ struct TrackingTests {
             try await bus.eventually(within: 5) {
                 try state() == .string("suspended") && bus.status().activityCount == 0
             })
+        // Foundation stops the transfer on its session's queue after suspend() returns, and a resume
+        // that comes first makes it fail a fatal check (swift-corelibs-foundation's
+        // NativeProtocol.stopLoading): a task list asked for now is answered behind that stop.
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            web.session.getTasksWithCompletionHandler { _, _, _ in done.resume() }
+        }
         task.resume()
         #expect(try await bus.eventually(within: 5) { try state() == .string("running") })
         server.openGate("big.bin")
