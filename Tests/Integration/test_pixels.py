@@ -23,6 +23,10 @@ from test_decoder import png
 from test_strangers import Stranger, can_fake_flatpak
 
 D = contract.Downloader
+# FetchPixels' options (OpenPixels takes the same names).
+MAX_WIDTH, MAX_HEIGHT = D.FETCH_PIXELS_OPTION_MAX_WIDTH, D.FETCH_PIXELS_OPTION_MAX_HEIGHT
+COLOR = D.FETCH_PIXELS_OPTION_COLOR
+ANIMATION, MAX_FRAMES = D.FETCH_PIXELS_OPTION_ANIMATION, D.FETCH_PIXELS_OPTION_MAX_FRAMES
 C = contract.ImageCache
 ERR = contract.ERROR_PREFIX
 ALL_SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
@@ -89,9 +93,9 @@ class PixelTests(AgentTestCase):
                                  "/giant.png": giant_png(), "/damaged.png": RED_HALF[:60], "/text": b"plain text here"})
         self.addCleanup(self.http.stop)
 
-    def pixels(self, path, conn=None, **options):
-        """FetchPixels' (bytes, info, seals) in the test's own process."""
-        opts = dbus.Dictionary({k.replace("_", "-"): v for k, v in options.items()}, signature="sv")
+    def pixels(self, path, options=None, conn=None):
+        """FetchPixels' (bytes, info, seals) in the test's own process; `options` by the contract's keys."""
+        opts = dbus.Dictionary(options or {}, signature="sv")
         downloader = dbus.Interface((conn or self.conn).get_object(contract.BUS_NAME, contract.OBJECT_PATH), D.INTERFACE)
         fd, info = downloader.FetchPixels(self.http.url(path), opts, timeout=60)
         fd = fd.take()
@@ -135,14 +139,14 @@ class PixelTests(AgentTestCase):
         self.assertIn("\n  hits:                  1\n", decoded)
 
     def test_a_box_is_its_own_entry_and_never_enlarges(self):
-        _, info, _ = self.pixels("/wide.png", max_width=dbus.UInt32(16), max_height=dbus.UInt32(16))
+        _, info, _ = self.pixels("/wide.png", {MAX_WIDTH: dbus.UInt32(16), MAX_HEIGHT: dbus.UInt32(16)})
         self.assertEqual((info[D.FETCH_PIXELS_INFO_WIDTH], info[D.FETCH_PIXELS_INFO_HEIGHT]), (16, 4))
         self.assertEqual((info[D.FETCH_PIXELS_INFO_ORIGINAL_WIDTH], info[D.FETCH_PIXELS_INFO_ORIGINAL_HEIGHT]), (64, 16))
         self.assertEqual(info[D.FETCH_PIXELS_INFO_SOURCE], D.FETCH_PIXELS_SOURCE_NETWORK)
         _, info, _ = self.pixels("/wide.png")
         self.assertEqual((info[D.FETCH_PIXELS_INFO_WIDTH], info[D.FETCH_PIXELS_INFO_SOURCE]),
                          (64, D.FETCH_PIXELS_SOURCE_MEMORY), "the image was in memory; its whole pixels were not")
-        _, info, _ = self.pixels("/wide.png", max_width=dbus.UInt32(1000))
+        _, info, _ = self.pixels("/wide.png", {MAX_WIDTH: dbus.UInt32(1000)})
         self.assertEqual(info[D.FETCH_PIXELS_INFO_WIDTH], 64)
 
     def test_errors_name_what_went_wrong_and_the_next_request_works(self):
@@ -151,8 +155,8 @@ class PixelTests(AgentTestCase):
         self.expect_error(ERR + "Decode", lambda: self.pixels("/damaged.png"))
         self.expect_error(ERR + "NotAnImage", lambda: self.pixels("/text"))
         self.expect_error(ERR + "HTTP", lambda: self.pixels("/missing.png"))
-        self.expect_error(contract.DBusError.InvalidArgs, lambda: self.pixels("/a.png", max_width="wide"))
-        self.expect_error(contract.DBusError.InvalidArgs, lambda: self.pixels("/a.png", size=dbus.UInt32(3)))
+        self.expect_error(contract.DBusError.InvalidArgs, lambda: self.pixels("/a.png", {MAX_WIDTH: "wide"}))
+        self.expect_error(contract.DBusError.InvalidArgs, lambda: self.pixels("/a.png", {"size": dbus.UInt32(3)}))
         self.assertEqual(len(self.pixels("/a.png")[0]), 128)
 
     def test_the_webs_formats_and_their_colours_through_fetchpixels(self):
@@ -163,7 +167,7 @@ class PixelTests(AgentTestCase):
         self.http.bodies.update({"/a.avif": encode("avifenc", halves(), "avif", "--lossless"),
                                  "/a.jxl": encode("cjxl", halves(), "jxl", "-d", "0"), "/p3.png": p3})
         for path in ("/a.avif", "/a.jxl"):
-            data, info, _ = self.pixels(path, max_width=dbus.UInt32(32))
+            data, info, _ = self.pixels(path, {MAX_WIDTH: dbus.UInt32(32)})
             self.assertEqual((int(info[D.FETCH_PIXELS_INFO_WIDTH]), int(info[D.FETCH_PIXELS_INFO_HEIGHT]),
                               int(info[D.FETCH_PIXELS_INFO_ORIGINAL_WIDTH]), int(info[D.FETCH_PIXELS_INFO_FRAMES])),
                              (32, 16, 64, 1), path)
@@ -175,17 +179,17 @@ class PixelTests(AgentTestCase):
         converted = tuple(data[2::-1][:3])
         self.assertTrue(all(abs(a - b) <= 1 for a, b in zip(converted, p3_to_srgb(colour))), converted)
         # The file's own values are another entry, decoded for it; the sRGB one stays beside it.
-        data, info, _ = self.pixels("/p3.png", color=D.FETCH_PIXELS_COLOR_AS_IS)
+        data, info, _ = self.pixels("/p3.png", {COLOR: D.FETCH_PIXELS_COLOR_AS_IS})
         self.assertEqual(str(info[D.FETCH_PIXELS_INFO_COLOR_SPACE]), D.FETCH_PIXELS_COLOR_SPACE_AS_IS)
         self.assertEqual(tuple(data[2::-1][:3]), colour)
         self.assertEqual(tuple(self.pixels("/p3.png")[0][2::-1][:3]), converted)
-        message = self.expect_error(contract.DBusError.InvalidArgs, lambda: self.pixels("/p3.png", color="p3"))
-        self.assertIn("'srgb' or 'as-is'", message)
+        message = self.expect_error(contract.DBusError.InvalidArgs, lambda: self.pixels("/p3.png", {COLOR: "p3"}))
+        self.assertIn("'%s' or '%s'" % (D.FETCH_PIXELS_COLOR_SRGB, D.FETCH_PIXELS_COLOR_AS_IS), message)
 
     def test_an_svg_is_drawn_at_the_box_by_a_decoder_of_its_own(self):
         from test_formats import SVG
         self.http.bodies["/a.svg"] = SVG
-        data, info, _ = self.pixels("/a.svg", max_width=dbus.UInt32(80), max_height=dbus.UInt32(80))
+        data, info, _ = self.pixels("/a.svg", {MAX_WIDTH: dbus.UInt32(80), MAX_HEIGHT: dbus.UInt32(80)})
         self.assertEqual((int(info[D.FETCH_PIXELS_INFO_WIDTH]), int(info[D.FETCH_PIXELS_INFO_HEIGHT])), (80, 40))
         self.assertEqual(str(info[D.FETCH_PIXELS_INFO_CONTENT_TYPE]), "image/svg+xml")
         self.assertEqual(tuple(data[2::-1][:3]), (200, 30, 40), "drawn, scaled up to its box")
@@ -200,20 +204,20 @@ class PixelTests(AgentTestCase):
     def test_an_animation_comes_frame_after_frame_when_asked(self):
         from test_formats import animations
         self.http.bodies["/a.gif"] = animations()["GIF"]
-        data, info, _ = self.pixels("/a.gif", max_width=dbus.UInt32(10))
+        data, info, _ = self.pixels("/a.gif", {MAX_WIDTH: dbus.UInt32(10)})
         self.assertEqual((int(info[D.FETCH_PIXELS_INFO_FRAMES]), len(data)), (3, 10 * 4 * 5), "the first frame")
         self.assertNotIn(D.FETCH_PIXELS_INFO_FRAME_DURATIONS, info)
-        data, info, _ = self.pixels("/a.gif", max_width=dbus.UInt32(10), animation=True)
+        data, info, _ = self.pixels("/a.gif", {MAX_WIDTH: dbus.UInt32(10), ANIMATION: True})
         self.assertEqual([int(d) for d in info[D.FETCH_PIXELS_INFO_FRAME_DURATIONS]], [100, 20, 30])
         self.assertEqual(int(info[D.FETCH_PIXELS_INFO_LOOP_COUNT]), 2)
         self.assertEqual(len(data), 3 * 10 * 4 * 5, "three whole frames in the memfd")
         self.assertEqual([tuple(data[k * 200 + 2::-1][:3]) for k in range(3)], [(255, 0, 0), (0, 255, 0), (0, 0, 255)])
-        data, info, _ = self.pixels("/a.gif", max_width=dbus.UInt32(10), animation=True, max_frames=dbus.UInt32(2))
+        data, info, _ = self.pixels("/a.gif", {MAX_WIDTH: dbus.UInt32(10), ANIMATION: True, MAX_FRAMES: dbus.UInt32(2)})
         self.assertEqual((len(info[D.FETCH_PIXELS_INFO_FRAME_DURATIONS]), len(data)), (2, 2 * 200), "capped at two")
         for bad in (0, 1001):
             message = self.expect_error(contract.DBusError.InvalidArgs, lambda: self.pixels(
-                "/a.gif", animation=True, max_frames=dbus.UInt32(bad)))
-            self.assertIn("max-frames must be 1 to 1000", message)
+                "/a.gif", {ANIMATION: True, MAX_FRAMES: dbus.UInt32(bad)}))
+            self.assertIn("%s must be 1 to 1000" % MAX_FRAMES, message)
 
     def test_the_decoded_tier_has_afnetworkings_two_numbers_as_properties(self):
         obj = self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH)
@@ -358,8 +362,8 @@ class OpenPixelsTests(AgentTestCase):
     def cache(self):
         return dbus.Interface(self.conn.get_object(contract.BUS_NAME, contract.OBJECT_PATH), contract.ImageCache.INTERFACE)
 
-    def open_pixels(self, identifier, **options):
-        opts = dbus.Dictionary({k.replace("_", "-"): v for k, v in options.items()}, signature="sv")
+    def open_pixels(self, identifier, options=None):
+        opts = dbus.Dictionary(options or {}, signature="sv")
         fd, info = self.cache().OpenPixels(identifier, opts)
         fd = fd.take()
         try:
@@ -375,7 +379,7 @@ class OpenPixelsTests(AgentTestCase):
                          (8, 4, C.OPEN_PIXELS_FORMAT_B8G8R8A8_PREMULTIPLIED))
         self.assertEqual(tuple(data[0:4]), (0, 0, 255, 255))
         self.assertEqual(info[C.OPEN_PIXELS_INFO_SOURCE], C.OPEN_PIXELS_SOURCE_MEMORY)
-        small, info = self.open_pixels("logo", max_width=dbus.UInt32(4))
+        small, info = self.open_pixels("logo", {C.OPEN_PIXELS_OPTION_MAX_WIDTH: dbus.UInt32(4)})
         self.assertEqual((info[C.OPEN_PIXELS_INFO_WIDTH], info[C.OPEN_PIXELS_INFO_HEIGHT], len(small)), (4, 2, 32))
         self.assertEqual(self.open_pixels("logo")[0], data, "the same decoded entry")
         self.expect_error(ERR + "NotFound", lambda: self.open_pixels("missing"))
@@ -392,7 +396,8 @@ class OpenPixelsTests(AgentTestCase):
         _, info = self.open_pixels("other")
         self.assertEqual((info[C.OPEN_PIXELS_INFO_WIDTH], info[C.OPEN_PIXELS_INFO_HEIGHT]), (3, 2),
                          "the next one is decoded as usual")
-        self.expect_error(contract.DBusError.InvalidArgs, lambda: self.open_pixels("logo", color=dbus.UInt32(1)))
+        self.expect_error(contract.DBusError.InvalidArgs,
+                          lambda: self.open_pixels("logo", {C.OPEN_PIXELS_OPTION_COLOR: dbus.UInt32(1)}))
 
     @unittest.skipUnless(can_fake_flatpak(), "unshare -rm (user namespaces) is not available")
     def test_a_sandboxed_app_decodes_only_what_it_may_read(self):
