@@ -1155,6 +1155,18 @@ static outcome decode_png(const uint8_t *data, size_t size, const struct decoder
                       (unsigned long long)rq->max_pixels);
         goto done;
     }
+    uint32_t plays = 0, frames = apng_frames(data, size, &plays);
+    report.frames = frames > 1 ? frames : 1;
+    rgba_image image = {.width = ihdr.width, .height = ihdr.height, .orientation = 1};
+    struct spng_iccp iccp;  // read with the chunks before the image data, not decoding it
+    if (spng_get_iccp(ctx, &iccp) == 0) image.tag.icc = (const uint8_t *)iccp.profile, image.tag.icc_size = iccp.profile_len;
+    if (frames_wanted(rq, report.frames) > 1) {
+        // An animation asked whole: its frames, each decoded from its own chunks (the default image
+        // is one of them only when a fcTL says so).
+        timing.loops = plays;
+        result = decode_apng(data, size, report.frames, &image.tag, rq, out);
+        goto done;
+    }
     size_t length;
     if ((err = spng_decoded_image_size(ctx, SPNG_FMT_RGBA8, &length))) {
         result = fail(DECODER_FAILED, "PNG: %s", spng_strerror(err));
@@ -1168,18 +1180,7 @@ static outcome decode_png(const uint8_t *data, size_t size, const struct decoder
         result = fail(DECODER_FAILED, "PNG: %s", spng_strerror(err));
         goto done;
     }
-    uint32_t plays = 0, frames = apng_frames(data, size, &plays);
-    report.frames = frames > 1 ? frames : 1;
-    rgba_image image = {.pixels = rgba, .width = ihdr.width, .height = ihdr.height, .orientation = 1};
-    struct spng_iccp iccp;
-    if (spng_get_iccp(ctx, &iccp) == 0) image.tag.icc = (const uint8_t *)iccp.profile, image.tag.icc_size = iccp.profile_len;
-    if (frames_wanted(rq, report.frames) > 1) {
-        // An animation asked whole: its frames (the default image above is not one of them unless a
-        // fcTL says so).
-        timing.loops = plays;
-        result = decode_apng(data, size, report.frames, &image.tag, rq, out);
-        goto done;
-    }
+    image.pixels = rgba;
     rgba = NULL;  // finish takes it
     result = finish(&image, rq, out);
 done:
