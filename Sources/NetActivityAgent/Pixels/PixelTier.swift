@@ -10,7 +10,6 @@ import NetActivityCore
 struct PixelKey: Hashable {
     let storage: String
     let ask: PixelAsk
-    var box: PixelBox { ask.box }
 }
 
 /// What a FetchPixels or OpenPixels call asks of the pixels (its options, checked as the method's
