@@ -13,9 +13,11 @@ DEBUG_BIN = .build/debug
 # for lldb (every debug build must use the same flags, or each rebuilds the others' modules).
 SWIFT_DEBUG ?= -Xswiftc -gnone
 RELEASE_BIN = .build/release
+# What each part of make test costs, printed as it ends (scripts/timed.sh).
+TIMED = scripts/timed.sh
 
 # The parts of make test (see there).
-.PHONY: test-build test-unit test-suites test-timed-last debian13-root debian13-base test-desktop test-bus test-broker test-timed
+.PHONY: test-build test-unit test-suites test-timed-last debian13-root debian13-base test-desktop test-bus test-broker test-timed check check-desktop
 .PHONY: pictures print-lib-file gobject-calls install-lib extension extension-zip all setup decoder gtk-example lib lib-docs lib-examples build release run test unit format lint locale pot contract integration example readme-snippets bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
 
 all: build
@@ -108,8 +110,9 @@ lint:
 test: setup
 	@scripts/setup.sh --gnome
 	@scripts/setup.sh --deb
-	@$(MAKE) --no-print-directory test-build
-	@$(MAKE) --no-print-directory -j6 --output-sync=target test-timed-last deb-test \
+	@$(TIMED) "test-build (all of it)" $(MAKE) --no-print-directory test-build
+	@$(TIMED) "the suites, the timed classes and the package (all of it)" \
+	    $(MAKE) --no-print-directory -j6 --output-sync=target test-timed-last deb-test \
 	    DEB_JOBS=1 DEB_XZ_LEVEL=1 IDLE="chrt --idle 0" TEST_TIMED="--timed skip" DEB_TEST_AFTER=test-timed-last
 test-suites: test-unit test-desktop test-bus test-broker
 test-timed-last: test-suites
@@ -120,30 +123,44 @@ test-timed-last: test-suites
 test-build:
 	@$(MAKE) --no-print-directory -j3 --output-sync=target check-layering lint example gtk-example lib-examples \
 	    lib-docs locale decoder extension
-	$(SWIFT) build --build-tests $(SWIFT_DEBUG)
+	$(TIMED) "swift build --build-tests" $(SWIFT) build --build-tests $(SWIFT_DEBUG)
 	@install -m 0755 $(DECODER) $(DEBUG_BIN)/
 
 test-unit:
-	$(SWIFT) test --skip-build --skip NeverFailTests
+	$(TIMED) test-unit $(SWIFT) test --skip-build --skip NeverFailTests
+
+# make check: a contributor's inner loop (docs/testing.md): make test's build, its Swift tests and
+# its integration suites on dbus-daemon, with the same split (the timed classes last, alone), but
+# no dbus-broker run and no package; GNOME Shell 48's tests run when make test has made its root.
+check: setup
+	@scripts/setup.sh --gnome
+	@$(MAKE) --no-print-directory test-build
+	@$(MAKE) --no-print-directory -j3 --output-sync=target test-unit check-desktop test-bus TEST_TIMED="--timed skip"
+	$(SWIFT) test --skip-build --filter NeverFailTests
+	$(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) --timed only $(BROKER_SKIP)
+check-desktop:
+	NETACTIVITY_EXAMPLE=$(EXAMPLE_BIN) $(if $(wildcard $(DEBIAN13_ROOT)/.complete),NETACTIVITY_DEBIAN13=$(CURDIR)/$(DEBIAN13_ROOT)) \
+	    $(TIMED) check-desktop $(DESKTOP_SUITES)
 
 debian13-root:
-	@scripts/debian13-root.sh $(DEBIAN13_ROOT) >/dev/null
+	@$(TIMED) debian13-root scripts/debian13-root.sh $(DEBIAN13_ROOT) >/dev/null
 debian13-base:
-	@$(IDLE) scripts/debian13-root.sh --base $(DEBIAN13_BASE) >/dev/null
+	@$(TIMED) debian13-base $(IDLE) scripts/debian13-root.sh --base $(DEBIAN13_BASE) >/dev/null
 
 # The suites that start desktops, X servers or buses of their own (BROKER_SKIP), and the rest.
+DESKTOP_SUITES = $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) $(subst --skip,--only,$(BROKER_SKIP))
 test-desktop: debian13-root
-	NETACTIVITY_EXAMPLE=$(EXAMPLE_BIN) NETACTIVITY_DEBIAN13=$(CURDIR)/$(DEBIAN13_ROOT) $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) $(subst --skip,--only,$(BROKER_SKIP))
+	NETACTIVITY_EXAMPLE=$(EXAMPLE_BIN) NETACTIVITY_DEBIAN13=$(CURDIR)/$(DEBIAN13_ROOT) $(TIMED) test-desktop $(DESKTOP_SUITES)
 test-bus:
-	NETACTIVITY_EXAMPLE=$(EXAMPLE_BIN) $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) $(BROKER_SKIP) $(TEST_TIMED)
+	NETACTIVITY_EXAMPLE=$(EXAMPLE_BIN) $(TIMED) test-bus $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) $(BROKER_SKIP) $(TEST_TIMED)
 test-broker:
-	$(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) --bus broker $(BROKER_SKIP) $(TEST_TIMED)
+	$(TIMED) test-broker $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) --bus broker $(BROKER_SKIP) $(TEST_TIMED)
 # The classes that bound the agent's answer times (a Peer.Ping prober, deadlines in milliseconds),
 # on each bus, with nothing else running: make test leaves them out of the parts it runs at once.
 test-timed:
-	$(SWIFT) test --skip-build --filter NeverFailTests
-	$(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) --timed only $(BROKER_SKIP)
-	$(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) --bus broker --timed only $(BROKER_SKIP)
+	$(TIMED) "test-timed: NeverFailTests" $(SWIFT) test --skip-build --filter NeverFailTests
+	$(TIMED) "test-timed: dbus-daemon" $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) --timed only $(BROKER_SKIP)
+	$(TIMED) "test-timed: dbus-broker" $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) --bus broker --timed only $(BROKER_SKIP)
 
 # A Debian 13 root with GNOME Shell 48 (mmdebstrap, about a minute and 1.1 GB, made once and kept in
 # the build tree): the GNOME Shell tests run the shell in it too, and the package tests install the
@@ -162,7 +179,7 @@ BROKER_SKIP = --skip test_gnome_shell --skip test_waybar --skip test_package --s
 # find no error.
 deb: setup
 	@scripts/setup.sh --deb
-	DEB_JOBS=$(DEB_JOBS) DEB_XZ_LEVEL=$(DEB_XZ_LEVEL) $(IDLE) scripts/make-deb.sh
+	DEB_JOBS=$(DEB_JOBS) DEB_XZ_LEVEL=$(DEB_XZ_LEVEL) $(TIMED) deb $(IDLE) scripts/make-deb.sh
 
 # Builds the package and tests it extracted (dpkg-deb -x) into a temporary root: its agent runs
 # from there without the toolchain, and D-Bus activation starts it from the package's service file
@@ -171,7 +188,7 @@ deb: setup
 # decoder run in bubblewrap. Nothing is installed on this machine (make test runs this).
 deb-test: deb debian13-base $(DEB_TEST_AFTER)
 	NETACTIVITY_DEB=$$(ls -t dist/netactivity_*.deb | head -n1) NETACTIVITY_DEBIAN13_BASE=$(CURDIR)/$(DEBIAN13_BASE) \
-	    $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) -k PackageTests
+	    $(TIMED) "deb-test (its tests)" $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) -k PackageTests
 
 # The real round trip on this machine, as root: dpkg -i, the installed agent and activation, then
 # dpkg --purge. Refuses to touch an installed netactivity package (one removed with its
@@ -188,7 +205,7 @@ EXAMPLE_BIN = $(CURDIR)/$(DEBUG_BIN)/netactivity-example
 # `make readme-snippets`; a doc changed without it fails here).
 example: setup
 	$(PYTHON) scripts/readme-snippets.py --check
-	cd Examples/netactivity-example && $(SWIFT) build --scratch-path $(CURDIR)/.build $(SWIFT_DEBUG)
+	cd Examples/netactivity-example && $(CURDIR)/$(TIMED) "example (SwiftNIO's build in it)" $(SWIFT) build --scratch-path $(CURDIR)/.build $(SWIFT_DEBUG)
 
 readme-snippets:
 	$(PYTHON) scripts/readme-snippets.py

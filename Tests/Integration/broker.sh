@@ -1,10 +1,12 @@
 #!/bin/sh
 # SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
-# broker.sh DIR: a private dbus-broker session bus at DIR/bus, as dbus-broker-launch runs it
+# broker.sh DIR CONFIG: a private dbus-broker session bus at DIR/bus with the session configuration
+# CONFIG (the stock one by default), as dbus-broker-launch runs it
 # under systemd (socket activation), in a mount namespace of its own whose /run is a tmpfs holding
 # the journal socket the launcher logs to. Root only. Runs until killed (kill its process group).
 set -e
 dir=$1
+config=${2:-/usr/share/dbus-1/session.conf}
 exec unshare -m --propagation private sh -c '
     set -e
     mount -t tmpfs tmpfs /run
@@ -18,5 +20,5 @@ while True:
 " &
     while [ ! -S /run/systemd/journal/socket ]; do sleep 0.01; done
     exec systemd-socket-activate -l "$1/bus" -E "DBUS_SESSION_BUS_ADDRESS=unix:path=$1/bus" \
-        dbus-broker-launch --scope user --config-file /usr/share/dbus-1/session.conf
-' sh "$dir"
+        dbus-broker-launch --scope user --config-file "$2"
+' sh "$dir" "$config"

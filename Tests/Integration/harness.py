@@ -5,6 +5,7 @@ Everything runs on a dbus-daemon of our own (stock session config), never the us
 """
 import atexit
 import os
+import re
 import shutil
 import signal
 import socket
@@ -53,27 +54,92 @@ def broker_usable():
     return os.geteuid() == 0 and shutil.which("dbus-broker-launch") is not None and shutil.which("systemd-socket-activate") is not None
 
 
+STOCK_SESSION_CONFIG = "/usr/share/dbus-1/session.conf"
+
+
+def session_service_files(env=None):
+    """{file name: path} of the service files a session bus started in `env` would read, the
+    first of a name winning, as dbus-daemon(1) lists its standard session directories."""
+    env = os.environ if env is None else env
+    home = env.get("XDG_DATA_HOME") or os.path.join(env.get("HOME", "/root"), ".local/share")
+    dirs = [home] + (env.get("XDG_DATA_DIRS") or "/usr/local/share:/usr/share").split(":") + ["/usr/share"]
+    found = {}
+    for d in dirs:
+        folder = os.path.join(d, "dbus-1", "services")
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith(".service"):
+                found.setdefault(name, os.path.join(folder, name))
+    return found
+
+
+def activates(path, name):
+    try:
+        with open(path, errors="replace") as f:
+            return any(line.strip() == "Name=" + name for line in f)
+    except OSError:
+        return False
+
+
+def isolated_services(folder, env=None, own=None):
+    """Fills `folder` with links to the desktop's session services (dconf, GLib's PAC runner, what
+    GTK asks for), but for any that activates the agent's name: a netactivity installed on this
+    machine (the package, or `make install` into /usr/local or ~/.local) must never be started on
+    a test's bus, where it would take the name the test's own agent is about to own, or answer
+    where a test expects no agent. `own`: a folder of the test's own (an install prefix it made),
+    whose files are kept. Returns `folder`."""
+    os.makedirs(folder, exist_ok=True)
+    for name, path in session_service_files(env).items():
+        ours = name == NAME + ".service" or activates(path, NAME)
+        if not ours or (own is not None and path.startswith(own.rstrip("/") + "/")):
+            os.symlink(path, os.path.join(folder, name))
+    return folder
+
+
+def isolated_session_config(text, servicedir):
+    """A session bus's configuration `text` with its standard service directories replaced by
+    `servicedir` (isolated_services), and its relative includes made absolute (the copy is
+    read from elsewhere)."""
+    replaced = re.sub(r"<standard_session_servicedirs\s*/>", "<servicedir>%s</servicedir>" % servicedir, text)
+    assert replaced != text, "no <standard_session_servicedirs/> to replace"
+    return re.sub(r"<includedir>(?!/)", "<includedir>%s/" % os.path.dirname(STOCK_SESSION_CONFIG), replaced)
+
+
 class PrivateBus:
     def __init__(self, config_file=None, env=None):
         """`env`: the daemon's environment (the services it activates inherit it); by default
-        ours without our bus addresses."""
+        ours without our bus addresses. Without `config_file`, the stock session configuration
+        but for the services it may activate (isolated_services)."""
         self.dir = tempfile.mkdtemp(prefix="netactivity-test-")
         self.cache_home = os.path.join(self.dir, "cache")
         self.config_home = os.path.join(self.dir, "config")
         self.system_config = os.path.join(self.dir, "xdg")
         self.runtime = os.path.join(self.dir, "runtime")
         os.mkdir(self.runtime, 0o700)
-        self.bus_args = bus_args = ["--config-file=" + config_file] if config_file else [
-            "--session", "--nopidfile", "--address=unix:path=%s/bus" % self.dir]
         self.daemon_env = clean_env() if env is None else env
-        self.broker = BROKER and config_file is None
+        self.default_config = config_file is None
+        if config_file is None:
+            with open(STOCK_SESSION_CONFIG) as f:
+                stock = f.read()
+            config_file = os.path.join(self.dir, "session.conf")
+            with open(config_file, "w") as f:
+                f.write(isolated_session_config(stock, isolated_services(os.path.join(self.dir, "services"), self.daemon_env)))
+            self.bus_args = ["--config-file=" + config_file, "--nopidfile", "--address=unix:path=%s/bus" % self.dir]
+        else:
+            self.bus_args = ["--config-file=" + config_file]
+        self.config_file = config_file
+        self.broker = BROKER and self.default_config
         self.start()
 
     def start(self):
         if self.broker:
             # socket activation: the bus answers once the launcher listens on the socket (the file
             # is there from bind(), a moment before listen(): a connection then is refused)
-            self.proc = subprocess.Popen([os.path.join(os.path.dirname(os.path.abspath(__file__)), "broker.sh"), self.dir],
+            self.proc = subprocess.Popen([os.path.join(os.path.dirname(os.path.abspath(__file__)), "broker.sh"), self.dir,
+                                          self.config_file],
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.daemon_env,
                                          start_new_session=True)
             self.address = "unix:path=%s/bus" % self.dir
@@ -108,7 +174,7 @@ class PrivateBus:
 
     def restart(self):
         """A new bus at the same socket (a new guid): what a session bus's restart looks like."""
-        assert self.bus_args[0] == "--session", "only the default bus restarts"
+        assert self.default_config, "only the default bus restarts"
         self._end()
         if os.path.exists("%s/bus" % self.dir):  # dbus-daemon removes it on a clean exit
             os.unlink("%s/bus" % self.dir)

@@ -20,6 +20,21 @@ from harness import (BIN, IFACE, NAME, PATH, PROPS, ROOT, Agent, PrivateBus, bus
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def assert_arrived_after(test, measured, delay, what, slack=2.0):
+    """`measured`: from an instant taken before the test's stimulus to the instant a reader heard
+    the agent's answer to it. The agent cannot answer before its delay has run, and the reader can
+    only hear it later, so the lower bound holds whatever the load. How late is the scheduling of
+    the agent, the bus and the reader together, so the upper bound is generous (`slack`): it tells a
+    timer from an answer that waited for something else; the delays' exact times are the unit tests'
+    on a manual clock (ActivityServiceTests, TaskServiceTests)."""
+    test.assertGreaterEqual(measured, delay - 0.005, "%s: not before its delay of %.3f s" % (what, delay))
+    test.assertLess(measured, delay + slack, "%s: at its delay of %.3f s, not at some later event" % (what, delay))
+
+
+def assert_completion_delay(test, measured, delay):
+    assert_arrived_after(test, measured, delay, "the indicator off after its completion delay")
+
+
 class Observer:
     """observer.py in a process of its own: what a panel sees, with arrival times."""
 
@@ -268,8 +283,7 @@ class ActivityTests(AgentTestCase):
         wait_until(lambda: len(obs.visible()) == 2, what="Visible false")
         off_at = obs.visible()[1][1]
         self.assertEqual([v for v, _ in obs.visible()], [True, False])
-        self.assertGreaterEqual(off_at - killed_at, 0.17 - 0.005)
-        self.assertLess(off_at - killed_at, 0.17 + 0.3)
+        assert_completion_delay(self, off_at - killed_at, 0.17)
         self.assertEqual(self.count(), 0)
         self.assertEqual(list(prop(self.conn, "Clients")), [])
 
@@ -291,11 +305,8 @@ class TimelineTests(AgentTestCase):
         wait_until(lambda: len(obs.visible()) == 2, timeout=3, what="Visible false")
         t_off = obs.visible()[1][1]
         self.assertEqual([v for v, _ in obs.visible()], [True, False])
-        # Never early; late only by scheduling (generous for a loaded CI machine).
-        self.assertGreaterEqual(t_on - t_inc, 1.0 - 0.001)
-        self.assertLess(t_on - t_inc, 1.0 + 0.1)
-        self.assertGreaterEqual(t_off - t_dec, 0.17 - 0.001)
-        self.assertLess(t_off - t_dec, 0.17 + 0.1)
+        assert_arrived_after(self, t_on - t_inc, 1.0, "Visible after the activation delay")
+        assert_completion_delay(self, t_off - t_dec, 0.17)
         states = [s for s, _ in obs.changed("State")]
         self.assertEqual(states, [contract.Activity.STATE_DELAYING_START, contract.Activity.STATE_ACTIVE, contract.Activity.STATE_DELAYING_END, contract.Activity.STATE_NOT_ACTIVE])
 
@@ -359,15 +370,17 @@ class TimelineTests(AgentTestCase):
         start = time.monotonic()
         for _ in range(300):
             agent.IncrementActivityCount()
-        elapsed = time.monotonic() - start
         wait_until(lambda: obs.changed("ActivityCount") and obs.changed("ActivityCount")[-1][0] == 300,
                    what="the final count")
         counts = obs.changed("ActivityCount")
-        times = [t for _, t in counts]
-        # At most one per 50 ms (arrival jitter of a few ms allowed), and the latest value last.
-        for a, b in zip(times, times[1:]):
-            self.assertGreater(b - a, 0.040, counts)
-        self.assertLessEqual(len(counts), elapsed / 0.05 + 2)
+        # The agent sent every change between `start` and the instant this reader heard the last one
+        # (a late reader only widens the window), at most one per 50 ms: that many fit in it, plus
+        # the first (and one for a timer's rounding). The gaps between arrivals measure the reader,
+        # not the agent: the exact pacing is ChangeCoalescerTests' and ActivityServiceTests' on a
+        # manual clock.
+        window = counts[-1][1] - start
+        self.assertLessEqual(len(counts), window / 0.05 + 2, counts)
+        self.assertEqual([v for v, _ in counts], sorted(v for v, _ in counts), "in order")
         # One more change: the next value heard is 301, so 300 was the last before it, heard once.
         agent.IncrementActivityCount()
         wait_until(lambda: obs.changed("ActivityCount")[-1][0] == 301, what="the next count")

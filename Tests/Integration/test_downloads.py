@@ -546,7 +546,10 @@ class SystemConditionsTests(DownloadTestCase):
         wait_until(lambda: self.said("inhibit sleep delay"), what="a delay inhibitor while it runs")
         self.tell("sleep")
         released = wait_until(lambda: self.said("released "), what="the inhibitor let go")
-        self.assertLess(int(released[0].split()[1]), 100, "the inhibitor closed within 100 ms of PrepareForSleep(true)")
+        # Measured in the fake logind, from its signal to its read of the hang-up: its own scheduling
+        # and the bus's are in it, so the bound tells "at once" from "when the transfer ends" (it is
+        # held at the server) or logind's delay (5 s), not milliseconds.
+        self.assertLess(int(released[0].split()[1]), 1000, "the inhibitor closed at once on PrepareForSleep(true)")
         wait_until(lambda: self.active() == 0, what="the transfer stopped")
         props = self.conn.get_object(NAME, PATH, introspect=False).GetAll(DOWNLOADER, dbus_interface=PROPS)
         self.assertEqual(int(props[contract.Downloader.QueuedDownloads]), 1, "it waits in the queue, not failed")

@@ -221,9 +221,10 @@ class LazyAnnouncementTests(FetchTestCase):
         n = 20
         for i in range(n):
             self.fetch(self.http.url("/img/small%d.png" % i))
-        elapsed = time.monotonic() - t0
         wait_until(lambda: int(prop(self.conn, "ActivityCount")) == 0, what="the activity to end")
         seen = self.monitor.between(start, self.monitor.mark(self.conn))
+        # Every signal counted was sent between t0 and now (the closing mark came back after them).
+        elapsed = time.monotonic() - t0
         me, agent = self.conn.get_unique_name(), self.conn.get_name_owner(NAME)
         calls = [f for f in seen if f[0] == "mc" and f[-1] == "FetchImage"]
         serials = {f[2] for f in calls}  # a return's last field is the serial of the call it answers

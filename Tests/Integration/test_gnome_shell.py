@@ -23,7 +23,7 @@ import unittest
 import dbus
 import dbus.lowlevel
 
-from harness import BIN, NAME, PATH, IFACE, ROOT, wait_until
+from harness import BIN, NAME, PATH, IFACE, ROOT, isolated_services, isolated_session_config, wait_until
 
 UUID = "netactivity@example.org"
 PROBE = "netactivity-test@example.org"
@@ -213,7 +213,10 @@ class ShellSession(unittest.TestCase):
         socket = os.path.join(folder, "bus")
         config = os.path.join(folder, "bus.conf")
         with open(config, "w") as f:
-            f.write(BUS_CONFIG % {"socket": socket, "user": cls.user.pw_name})
+            # The desktop's services, but never a netactivity installed on this machine (the test's
+            # own prefix is kept).
+            services = isolated_services(os.path.join(folder, "services"), cls.base_env, own=cls.prefix)
+            f.write(isolated_session_config(BUS_CONFIG % {"socket": socket, "user": cls.user.pw_name}, services))
         cls._spawn(name, ["dbus-daemon", "--config-file=" + config, "--nofork", "--nopidfile"], cls.base_env)
         wait_until(lambda: os.path.exists(socket), 10, what=name + " socket")
         return "unix:path=" + socket

@@ -169,7 +169,10 @@ class SlowReaderTests(AgentTestCase):
             agent.IncrementActivityCount()
             agent.DecrementActivityCount()
             worst = max(worst, time.monotonic() - t)
-        self.assertLess(worst, 1.0)
+        # An agent that waited on the client that never reads would never answer (the calls' 25 s
+        # timeout); one that waits on the bus to take its queue answers in the time the daemon
+        # takes to copy 4 MiB, which load stretches: the bound tells one from the other.
+        self.assertLess(worst, 5.0, "others answered while the replies wait for the bus")
         wait_until(lambda: cache.LookupImage("big", byte_arrays=True)[0], what="lookups still answered")
         time.sleep(0.5)
         grown = status_kib(pid, "VmRSS") - rss_before

@@ -151,8 +151,14 @@ class InstallTests(unittest.TestCase):
         self.assertTrue(unit_paths, "systemd-analyze lists the user unit paths")
         # The XDG autostart spec: $XDG_CONFIG_HOME/autostart (~/.config) and $XDG_CONFIG_DIRS/autostart (/etc/xdg).
         autostart_dirs = [os.path.join(home, ".config/autostart"), "/etc/xdg/autostart"]
-        unit = [d for d in unit_paths if os.path.exists(destdir + os.path.join(d, "netactivityd.service"))]
-        autostart = [d for d in autostart_dirs if os.path.exists(destdir + os.path.join(d, "netactivityd.desktop"))]
+
+        def ours(d, name):
+            """Whether this install put `name` in `d`: only files in the test's own folder count (a
+            netactivity installed on this machine has a unit and an entry in the same places)."""
+            path = destdir + os.path.join(d, name)
+            return path.startswith(self.dest.rstrip("/") + "/") and os.path.exists(path)
+        unit = [d for d in unit_paths if ours(d, "netactivityd.service")]
+        autostart = [d for d in autostart_dirs if ours(d, "netactivityd.desktop")]
         self.assertEqual(len(unit), 1, "the unit is in a directory systemd searches: %s" % unit_paths)
         self.assertEqual(len(autostart), 1, "the autostart entry is where sessions look")
         return destdir + os.path.join(unit[0], "netactivityd.service"), destdir + os.path.join(autostart[0], "netactivityd.desktop")
@@ -189,6 +195,8 @@ class InstallTests(unittest.TestCase):
             started = time.monotonic()
             r = busctl(bus, "get-property", NAME, PATH, contract.Activity.INTERFACE, "Version")
             self.assertEqual((r.returncode, r.stdout.strip()), (0, "u 1"), r.stderr)
+            # Activation started it and it answered: in well under the 25 s a call waits for an
+            # activated service that never takes its name (what a wrong Exec= line looks like).
             self.assertLess(time.monotonic() - started, 10)
             r = busctl(bus, "call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
                        "GetConnectionUnixProcessID", "s", NAME)

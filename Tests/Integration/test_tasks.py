@@ -10,7 +10,7 @@ import time
 import dbus
 
 from harness import NAME, PATH, PROPS, busctl, connect, dbus_send, gdbus, iface, wait_until
-from test_agent import HERE, AgentTestCase
+from test_agent import HERE, AgentTestCase, assert_completion_delay
 import contract
 
 TASK = contract.Task.INTERFACE
@@ -159,8 +159,7 @@ class TaskOwnershipTests(TaskTestCase):
                 holder.kill()
                 holder.wait()
         off = wait_until(lambda: [t for v, t in indicator.visible() if not v], what="the indicator off")[0]
-        self.assertGreaterEqual(off - killed_at, 0.17 - 0.005)
-        self.assertLess(off - killed_at, 0.17 + 0.3)
+        assert_completion_delay(self, off - killed_at, 0.17)
         for path in (running, suspended):
             self.assertEqual(self.tprop(path, "State"), contract.Task.STATE_COMPLETED)
             self.assertEqual(self.tprop(path, "Error"), VANISHED)
@@ -177,6 +176,7 @@ class ObjectManagerTests(TaskTestCase):
         self.assertEqual(first["paths"], [before])
         path, task = self.begin(description="after", expected_to_receive=dbus.UInt64(100))
         task.SetProgress(U(0), U(0), U(40), U(100))
+        completing = time.monotonic()
         task.Complete("")
         gone = wait_until(lambda: [e for e in panel.snapshot() if e["signal"] == "InterfacesRemoved" and e["path"] == path],
                           timeout=3, what="InterfacesRemoved")[0]
@@ -191,30 +191,37 @@ class ObjectManagerTests(TaskTestCase):
         self.assertEqual(changes[0], {"CountOfBytesReceived": 40, "FractionCompleted": 0.4})
         self.assertEqual(changes[-1], {"State": contract.Task.STATE_COMPLETED, "FractionCompleted": 1.0})
         self.assertEqual(gone["interfaces"], [TASK])
-        completed_at = [e["t"] for e in events if e["signal"] == "PropertiesChanged" and "State" in e["changed"]][0]
-        self.assertGreaterEqual(gone["t"] - completed_at, 0.9, "a completed task stays for the linger")
+        # The agent completed the task after `completing` and removes it a linger (1 s) later; this
+        # reader hears the removal then or later (a gap between two arrivals would measure the reader).
+        self.assertGreaterEqual(gone["t"] - completing, 1.0 - 0.005, "a completed task stays for the linger")
 
     def test_progress_is_coalesced_and_the_final_values_always_arrive(self):
+        """The pacing itself (the first change at once, then one signal per 100 ms at exact times) is
+        TaskServiceTests' on a manual clock. Here, on a real bus, what a panel can count on however
+        loaded the machine is: the values in order, the final one, and no more signals than one per
+        100 ms of the whole exchange could carry. The gaps between arrivals are not asserted: they
+        measure when this reader was scheduled, not when the agent sent."""
         panel = self.observe("task_observer.py")
         path, task = self.begin(expected_to_receive=dbus.UInt64(300))
         started = time.monotonic()
         for received in range(1, 301):
             task.SetProgress(U(0), U(0), U(received), U(300))
             time.sleep(0.002)
-        elapsed = time.monotonic() - started
         task.Complete("")
-        wait_until(lambda: any(e.get("path") == path and "State" in e.get("changed", {}) for e in panel.snapshot()),
-                   what="the completion signal")
-        progress = [(e["changed"], e["t"]) for e in panel.snapshot()
-                    if e.get("path") == path and e["signal"] == "PropertiesChanged"]
-        received = [c["CountOfBytesReceived"] for c, _ in progress if "CountOfBytesReceived" in c]
-        times = [t for c, t in progress if "CountOfBytesReceived" in c]
+        completion = wait_until(lambda: [e for e in panel.snapshot()
+                                         if e.get("path") == path and "State" in e.get("changed", {})],
+                                what="the completion signal")[0]
+        # Every progress signal was sent after `started` (the first SetProgress) and no later than
+        # the completion, which this reader heard at completion["t"]: a late reader only widens this.
+        window = completion["t"] - started
+        progress = [e["changed"] for e in panel.snapshot() if e.get("path") == path and e["signal"] == "PropertiesChanged"]
+        received = [c["CountOfBytesReceived"] for c in progress if "CountOfBytesReceived" in c]
         self.assertEqual(received[-1], 300, "the final value arrives")
         self.assertEqual(received, sorted(received))
-        self.assertLessEqual(len(received), elapsed / 0.1 + 2, "at most one progress signal per 100 ms")
-        self.assertGreaterEqual(len(received), 2)
-        gaps = [b - a for a, b in zip(times, times[1:-1])]  # the last rides on the completion
-        self.assertTrue(all(g >= 0.09 for g in gaps), gaps)
+        self.assertEqual(len(received), len(set(received)), "no value twice")
+        # One per 100 ms over the window, plus the final values, which ride on the completion.
+        self.assertLessEqual(len(received), window / 0.1 + 2, "at most one progress signal per 100 ms: %r" % received)
+        self.assertGreaterEqual(len(received), 2, "the first change at once, the last with the completion")
 
 
     def test_a_fraction_without_sizes_is_a_percentage_with_no_bytes(self):

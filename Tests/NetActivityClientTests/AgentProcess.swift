@@ -17,8 +17,13 @@ final class TestBus: @unchecked Sendable {
     /// `listen`: a fixed `unix:path=` for a bus that restarts at the same address.
     init(listen: String = "unix:tmpdir=/tmp") throws {
         self.listen = listen
-        bus = try PrivateBus(listen: listen)
+        var folder = Array("/tmp/netactivity-busconf-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&folder) else { throw SystemError("mkdtemp", errno: errno) }
+        let configFolder = String(cString: made)
+        config = try Self.writeConfig(in: configFolder)
+        bus = try PrivateBus(config: "--config-file=" + config, listen: listen)
         Children.shared.add(bus.pid, "dbus-daemon")
+        temporaryFolders.append(configFolder)
         // Agents started here keep their disk cache in a temporary folder of this bus's own, not
         // in ~/.cache (passed to the agent alone: tests run in parallel, and setenv would race
         // with other threads reading the environment, and hand one test's folder to another's agent).
@@ -35,6 +40,50 @@ final class TestBus: @unchecked Sendable {
 
     /// Made for this bus and removed with it: `make test` leaves nothing behind in /tmp.
     private var temporaryFolders: [String] = []
+    /// The bus's configuration file (`writeConfig`).
+    private let config: String
+
+    /// A session bus's configuration (its type, authentication, policy and limits are the stock
+    /// session.conf's) whose only service directory is an empty folder of its own: nothing is ever
+    /// activated, so a netactivity installed on this machine (whose service file the stock
+    /// directories would hold) never answers where a test expects no agent, or takes the name
+    /// from the test's own.
+    private static func writeConfig(in folder: String) throws -> String {
+        let services = folder + "/services"
+        guard mkdir(services, 0o700) == 0 else { throw SystemError("mkdir", errno: errno) }
+        let limits = [
+            ("max_incoming_bytes", 1_000_000_000), ("max_incoming_unix_fds", 250_000_000),
+            ("max_outgoing_bytes", 1_000_000_000), ("max_outgoing_unix_fds", 250_000_000),
+            ("max_message_size", 1_000_000_000), ("service_start_timeout", 120_000), ("auth_timeout", 240_000),
+            ("pending_fd_timeout", 150_000), ("max_completed_connections", 100_000),
+            ("max_incomplete_connections", 10_000), ("max_connections_per_user", 100_000),
+            ("max_pending_service_starts", 10_000), ("max_names_per_connection", 50_000),
+            ("max_match_rules_per_connection", 50_000), ("max_replies_per_connection", 50_000),
+        ]
+        let text = """
+            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+            <busconfig>
+              <type>session</type>
+              <keep_umask/>
+              <listen>unix:tmpdir=/tmp</listen>
+              <auth>EXTERNAL</auth>
+              <servicedir>\(services)</servicedir>
+              <policy context="default">
+                <allow send_destination="*" eavesdrop="true"/>
+                <allow eavesdrop="true"/>
+                <allow own="*"/>
+              </policy>
+            \(limits.map { "  <limit name=\"\($0.0)\">\($0.1)</limit>" }.joined(separator: "\n"))
+            </busconfig>
+
+            """
+        let path = folder + "/session.conf"
+        guard let file = fopen(path, "w") else { throw SystemError("fopen", errno: errno) }
+        defer { fclose(file) }
+        guard fputs(text, file) >= 0 else { throw SystemError("fputs", errno: errno) }
+        return path
+    }
 
     var address: String { bus.address }
 
@@ -80,7 +129,7 @@ final class TestBus: @unchecked Sendable {
     func restartBus() throws {
         Children.shared.reap(bus.pid, SIGKILL)
         if listen.hasPrefix("unix:path=") { unlink(String(listen.dropFirst("unix:path=".count))) }
-        bus = try PrivateBus(listen: listen)
+        bus = try PrivateBus(config: "--config-file=" + config, listen: listen)
         Children.shared.add(bus.pid, "dbus-daemon")
     }
 
