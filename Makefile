@@ -98,10 +98,11 @@ lint:
 	@echo "swift format: $(words $(SWIFT_SOURCES)) files as .swift-format has them"
 
 # make test: what it needs installed first (apt runs once, before anything runs beside it); then
-# the Swift build, which takes both cores; then, at once, the unit tests and the integration suite
-# in three parts (they mostly wait on buses, servers and X; each part's output is printed whole
-# when it ends): the desktop suites (once the Debian 13 root they run GNOME Shell 48 in is made),
-# the bus suites on dbus-daemon, and the bus suites on dbus-broker; then, alone, what times
+# the Swift build, which takes both cores, with the Debian 13 root the desktop suites run GNOME
+# Shell 48 in made beside it (mostly waiting on dpkg and the disk); then, at once, the unit tests
+# and the integration suite in three parts (they mostly wait on buses, servers and X; each part's
+# output is printed whole when it ends): the desktop suites, the bus suites on dbus-daemon, and the
+# bus suites on dbus-broker (each in two processes at once); then, alone, what times
 # answers: the library's "never waits" tests (calls timed in 100 ms, in a Swift concurrency pool
 # no other suite may starve) and the integration classes that time the agent's. The Debian
 # package's release build (and the small Debian 13 root it is installed into) runs all along at
@@ -110,7 +111,8 @@ lint:
 test: setup
 	@scripts/setup.sh --gnome
 	@scripts/setup.sh --deb
-	@$(TIMED) "test-build (all of it)" $(MAKE) --no-print-directory test-build
+	@$(TIMED) "test-build and the GNOME Shell root (all of it)" \
+	    $(MAKE) --no-print-directory -j2 --output-sync=target test-build debian13-root
 	@$(TIMED) "the suites, the timed classes and the package (all of it)" \
 	    $(MAKE) --no-print-directory -j6 --output-sync=target test-timed-last deb-test \
 	    DEB_JOBS=1 DEB_XZ_LEVEL=1 IDLE="chrt --idle 0" TEST_TIMED="--timed skip" DEB_TEST_AFTER=test-timed-last
@@ -151,10 +153,15 @@ debian13-base:
 DESKTOP_SUITES = $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) $(subst --skip,--only,$(BROKER_SKIP))
 test-desktop: debian13-root
 	NETACTIVITY_EXAMPLE=$(EXAMPLE_BIN) NETACTIVITY_DEBIAN13=$(CURDIR)/$(DEBIAN13_ROOT) $(TIMED) test-desktop $(DESKTOP_SUITES)
+# The bus suites mostly wait (on buses, servers, timers): each pass runs its modules in BUS_JOBS
+# processes at once (run.py --jobs).
+BUS_JOBS ?= 2
 test-bus:
-	NETACTIVITY_EXAMPLE=$(EXAMPLE_BIN) $(TIMED) test-bus $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) $(BROKER_SKIP) $(TEST_TIMED)
+	NETACTIVITY_EXAMPLE=$(EXAMPLE_BIN) $(TIMED) test-bus $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) --jobs $(BUS_JOBS) \
+	    $(BROKER_SKIP) $(TEST_TIMED)
 test-broker:
-	$(TIMED) test-broker $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) --bus broker $(BROKER_SKIP) $(TEST_TIMED)
+	$(TIMED) test-broker $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) --bus broker --jobs $(BUS_JOBS) $(BROKER_SKIP) \
+	    $(TEST_TIMED)
 # The classes that bound the agent's answer times (a Peer.Ping prober, deadlines in milliseconds),
 # on each bus, with nothing else running: make test leaves them out of the parts it runs at once.
 test-timed:

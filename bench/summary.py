@@ -198,6 +198,10 @@ for prefix, measure, check in (
 
 single("make test from a clean clone", "`make test` from a clean clone (packages installed), s", "≤ 480",
        lambda v: v <= 480)
+# ... and what each of its parts took (wall / CPU, s), as they printed it.
+for label, cells in rows:
+    if label.startswith("make test part: ") and cells:
+        row("... " + label[len("make test part: "):], cells[0])
 
 table = "\n".join([
     f"Measured {date.group(1) if date else '?'} by `make bench` on {machine.group(1) if machine else 'this machine'};",

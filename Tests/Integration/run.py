@@ -3,7 +3,7 @@
 """Runs the integration tests (Debian's /usr/bin/python3, which has python3-dbus and gi).
 
 Usage: run.py --bin .build/debug [--bus dbus-daemon|broker] [-k pattern] [--skip module] [--only module]
-             [--timed only|skip]
+             [--timed only|skip] [--jobs N]
 Ends with a line 'N passed, N failed'.
 """
 import argparse
@@ -22,6 +22,8 @@ parser.add_argument("--timed", choices=["only", "skip"],
                     help="run only, or leave out, the classes that bound the agent's answer times (harness.timed)")
 parser.add_argument("--bus", choices=["dbus-daemon", "broker"], default="dbus-daemon",
                     help="the private session bus each test starts (broker: dbus-broker)")
+parser.add_argument("--jobs", type=int, default=1,
+                    help="run the modules in this many processes at once (each module's output printed whole)")
 args = parser.parse_args()
 os.environ["NETACTIVITY_BIN"] = os.path.abspath(args.bin)
 os.environ["NETACTIVITY_TEST_BUS"] = args.bus
@@ -33,6 +35,59 @@ if args.bus == "broker":
         print("0 passed, 0 failed, 0 skipped")
         sys.exit(0)
 sys.path.insert(0, here)
+
+
+def run_in_processes(jobs):
+    """The modules, the largest first, in `jobs` processes of this script at once (each runs one
+    module with the same options); prints each module's output whole when it ends, then the sum."""
+    import re
+    import subprocess
+    import threading
+    modules = sorted((f[:-3] for f in os.listdir(here) if f.startswith("test_") and f.endswith(".py")
+                      and f[:-3] not in args.skip and (not args.only or f[:-3] in args.only)),
+                     key=lambda m: -os.path.getsize(os.path.join(here, m + ".py")))
+    base = [sys.executable, os.path.abspath(__file__), "--bin", args.bin, "--bus", args.bus]
+    base += [a for p in args.pattern for a in ("-k", p)] + (["--timed", args.timed] if args.timed else [])
+    lock = threading.Lock()
+    totals = {"passed": 0, "failed": 0, "skipped": 0}
+    slowest = []
+    ok = [True]
+
+    def worker():
+        while True:
+            with lock:
+                if not modules:
+                    return
+                module = modules.pop(0)
+            started = time.monotonic()
+            r = subprocess.run(base + ["--only", module], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL, text=True)
+            with lock:
+                print("==== %s (%.0f s)" % (module, time.monotonic() - started))
+                sys.stdout.write(r.stdout)
+                sys.stdout.flush()
+                last = re.search(r"^(\d+) passed, (\d+) failed, (\d+) skipped", r.stdout, re.M)
+                counts = [int(n) for n in last.groups()] if last else [0, 1, 0]  # no summary: it broke
+                for key, value in zip(("passed", "failed", "skipped"), counts):
+                    totals[key] += value
+                # A module whose every test was left out (--timed, -k) ran none: not a failure.
+                if r.returncode != 0 and counts[:2] != [0, 0]:
+                    ok[0] = False
+                slowest.extend(re.findall(r"^slowest: +([\d.]+) s (.*)$", r.stdout, re.M))
+
+    threads = [threading.Thread(target=worker) for _ in range(jobs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for seconds, name in sorted(slowest, key=lambda x: -float(x[0]))[:8]:
+        print("slowest: %5.1f s %s" % (float(seconds), name))
+    print("%d passed, %d failed, %d skipped" % (totals["passed"], totals["failed"], totals["skipped"]))
+    sys.exit(0 if ok[0] and totals["failed"] == 0 and totals["passed"] > 0 else 1)
+
+
+if args.jobs > 1:
+    run_in_processes(args.jobs)
 
 loader = unittest.TestLoader()
 if args.pattern:
