@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MPL-2.0 OR LGPL-2.1-or-later
 """Private bus, real agent and helpers for the integration tests.
 
-Everything runs on a dbus-daemon of our own (stock session config), never the user's bus.
+Everything runs on a dbus-daemon of our own (the stock session configuration, but that it never
+activates an installed netactivity), never the user's bus.
 """
 import atexit
 import os

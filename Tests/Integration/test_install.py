@@ -209,6 +209,37 @@ class InstallTests(unittest.TestCase):
         finally:
             bus.stop()
 
+    def test_a_test_bus_never_activates_an_installed_agent_but_activates_the_desktops_services(self):
+        """What lets make test pass where netactivity is installed: the tests' own buses
+        (harness.PrivateBus) still activate the session's services, but not an installed agent,
+        which would answer where a test expects no agent or take the name from the test's own."""
+        make("install", "PREFIX=" + self.dest)
+        services = os.path.join(self.dest, "share/dbus-1/services")
+        other = "org.example.NetActivityTestOther"
+        with open(os.path.join(self.dest, "other.py"), "w") as f:
+            # It owns its name until its bus goes (dbus-python leaves with its connection).
+            f.write("import dbus, dbus.mainloop.glib, dbus.service\nfrom gi.repository import GLib\n"
+                    "dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)\nbus = dbus.StarterBus()\n"
+                    "name = dbus.service.BusName(%r, bus)\nGLib.MainLoop().run()\n" % other)
+        with open(os.path.join(services, other + ".service"), "w") as f:
+            f.write("[D-BUS Service]\nName=%s\nExec=/usr/bin/python3 %s\n" % (other, os.path.join(self.dest, "other.py")))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DBUS_")}
+        env["XDG_DATA_DIRS"] = os.path.join(self.dest, "share") + ":/usr/share"
+        bus = PrivateBus(env=env)
+        try:
+            r = busctl(bus, "call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                       "ListActivatableNames")
+            activatable = r.stdout.split()
+            self.assertIn('"%s"' % other, activatable, "the session's other services are activatable")
+            self.assertNotIn('"%s"' % NAME, activatable)
+            r = busctl(bus, "get-property", NAME, PATH, contract.Activity.INTERFACE, "Version")
+            self.assertNotEqual(r.returncode, 0, "no agent answered: %s" % r.stdout)
+            r = busctl(bus, "call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                       "StartServiceByName", "su", other, "0", timeout=30)
+            self.assertEqual((r.returncode, r.stdout.strip()), (0, "u 1"), r.stderr)
+        finally:
+            bus.stop()
+
 
 if __name__ == "__main__":
     unittest.main()
