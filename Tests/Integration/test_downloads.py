@@ -23,9 +23,9 @@ ERR = contract.ERROR_PREFIX
 
 
 class ImageServer:
-    """Serves /img/NAME.png, /gate/NAME.png (held until released), /slow.png (dribbles), /fresh/NAME.png
-    (cacheable; 256 KiB more when NAME starts with big; held until gate("/fresh/gate") is set when NAME
-    starts with gate), /tagged/NAME.png (with an ETag; 3 MiB more when NAME starts with big; /img/ and /big.png have no validator, so the disk tier does not keep them),
+    """Serves /img/NAME.png, /gate/NAME.png (held until released), /flow/NAME.png (held until released,
+    moving bytes: see flow), /slow.png (dribbles), /fresh/NAME.png (cacheable; 256 KiB more when NAME
+    starts with big; held until gate("/fresh/gate") is set, flowing, when NAME starts with gate), /tagged/NAME.png (with an ETag; 3 MiB more when NAME starts with big; /img/ and /big.png have no validator, so the disk tier does not keep them),
     /redirect, /redirect-to/PATH (302 to PATH), /loop, /text, /big.png, /ranged/NAME.png (see serve_ranged) and 404s; counts requests and concurrent
     transfers."""
 
@@ -97,6 +97,35 @@ class ImageServer:
         h.end_headers()
         h.wfile.write(body)
 
+    # A test that holds a download slot to queue other work behind it must not depend on how soon
+    # it looks: the downloader lets a slot go when its transfer moves no byte for half a second,
+    # or too few over two seconds, while other work waits (SlowTransferRule), and a loaded machine
+    # can make a test that late. /flow/ (and /fresh/gate) transfers are held until released, like
+    # /gate/ ones, but move 16 KiB every 50 ms all along: above both floors, and above the floor of
+    # an app beyond its share of slots (256 KiB in two seconds). FLOW_BYTES last six seconds and
+    # more; then the rest waits for the gate.
+    FLOW_PIECE = 16 * 1024
+    FLOW_BYTES = 2 << 20
+
+    def flow(self, h, gate, extra=()):
+        body = png(extra=self.FLOW_BYTES)
+        with self.lock:
+            self.bodies[h.path] = body
+        h.send_response(200)
+        h.send_header("Content-Type", "image/png")
+        h.send_header("Content-Length", str(len(body)))
+        for k, v in extra:
+            h.send_header(k, v)
+        h.end_headers()
+        sent = 0
+        while not gate.is_set() and sent + self.FLOW_PIECE < len(body):
+            h.wfile.write(body[sent:sent + self.FLOW_PIECE])
+            h.wfile.flush()
+            sent += self.FLOW_PIECE
+            gate.wait(0.05)
+        gate.wait(20)
+        h.wfile.write(body[sent:])
+
     def serve(self, h):
         path = h.path
         if path.startswith("/img/"):
@@ -104,6 +133,8 @@ class ImageServer:
         elif path.startswith("/gate/"):
             self.gate(path).wait(20)
             self.send(h, 200, png())
+        elif path.startswith("/flow/"):
+            self.flow(h, self.gate(path))
         elif path == "/slow.png":
             body = png(extra=20000)
             h.send_response(200)
@@ -124,10 +155,10 @@ class ImageServer:
                 h.send_header("Cache-Control", control)
                 h.end_headers()
                 return
-            if path.startswith("/fresh/gate"):  # held until the test releases gate("/fresh/gate")
-                self.gate("/fresh/gate").wait(20)
             with self.lock:
                 self.full.append(path)
+            if path.startswith("/fresh/gate"):  # held until the test releases gate("/fresh/gate"), flowing
+                return self.flow(h, self.gate("/fresh/gate"), extra=[("ETag", '"v1"'), ("Cache-Control", control)])
             body = png(extra=256 * 1024) if "/big" in path else png()  # /fresh/big...: a memfd-sized entry
             self.send(h, 200, body, extra=[("ETag", '"v1"'), ("Cache-Control", control)])
         elif path == "/redirect":
@@ -349,7 +380,7 @@ class CoalescingTests(DownloadTestCase):
 class QueueTests(DownloadTestCase):
     def test_never_more_than_maximum_active_downloads(self):
         self.set_dprop(contract.Downloader.MaximumActiveDownloads, dbus.UInt32(2, variant_level=1))
-        urls = [self.http.url("/gate/q%d.png" % i) for i in range(6)]
+        urls = [self.http.url("/flow/q%d.png" % i) for i in range(6)]
         c = self.client(*urls)
         wait_until(lambda: len(self.events(c, "requested")) == 6, what="6 receipts")
         wait_until(lambda: self.http.active == 2, what="two transfers at the server")
@@ -357,7 +388,7 @@ class QueueTests(DownloadTestCase):
         props = self.conn.get_object(NAME, PATH, introspect=False).GetAll(DOWNLOADER, dbus_interface=PROPS)
         self.assertEqual((int(props[contract.Downloader.ActiveDownloads]), int(props[contract.Downloader.QueuedDownloads])), (2, 4))
         for i in range(6):
-            self.http.gate("/gate/q%d.png" % i).set()
+            self.http.gate("/flow/q%d.png" % i).set()
         self.finished(c, 6)
         self.assertEqual(self.http.peak, 2)
         wait_until(lambda: int(prop(self.conn, "ActivityCount")) == 0, what="activity released")
@@ -365,11 +396,11 @@ class QueueTests(DownloadTestCase):
     def test_lifo_order(self):
         self.set_dprop(contract.Downloader.MaximumActiveDownloads, dbus.UInt32(1, variant_level=1))
         self.set_dprop("DownloadPrioritization", dbus.String(contract.Downloader.DOWNLOAD_PRIORITIZATION_LIFO, variant_level=1))
-        first = self.client(self.http.url("/gate/first.png"))
-        wait_until(lambda: self.http.count("/gate/first") == 1, what="the first transfer")
+        first = self.client(self.http.url("/flow/first.png"))
+        wait_until(lambda: self.http.count("/flow/first") == 1, what="the first transfer")
         rest = self.client(*[self.http.url("/img/%s.png" % n) for n in ("b", "c", "d")])
         wait_until(lambda: len(self.events(rest, "requested")) == 3, what="3 queued")
-        self.http.gate("/gate/first.png").set()
+        self.http.gate("/flow/first.png").set()
         self.finished(rest, 3)
         self.assertEqual([p for p in self.http.requests if p.startswith("/img/")], ["/img/d.png", "/img/c.png", "/img/b.png"])
         self.finished(first, 1)
@@ -390,8 +421,8 @@ class PriorityTests(DownloadTestCase):
         self.set_dprop(contract.Downloader.MaximumActiveDownloads, dbus.UInt32(1, variant_level=1))
         D = contract.Downloader
         opts = lambda p: dbus.Dictionary({D.DOWNLOAD_IMAGE_OPTION_PRIORITY: p}, signature="sv")
-        blocker = self.downloader().DownloadImage(self.http.url("/gate/%s.png" % tag), opts(D.PRIORITY_NORMAL))[0]
-        wait_until(lambda: self.http.count("/gate/%s" % tag) == 1, what="the blocker at the server")
+        blocker = self.downloader().DownloadImage(self.http.url("/flow/%s.png" % tag), opts(D.PRIORITY_NORMAL))[0]
+        wait_until(lambda: self.http.count("/flow/%s" % tag) == 1, what="the blocker at the server")
         mine = [self.downloader().DownloadImage(self.http.url("/img/%s-%s.png" % (tag, n)), opts(p))[0]
                 for n, p in (("x", D.PRIORITY_VERY_LOW), ("y", D.PRIORITY_NORMAL), ("z", D.PRIORITY_NORMAL))]
         theirs = joiner(self.http.url("/img/%s-x.png" % tag), opts(D.PRIORITY_VERY_HIGH))
@@ -399,7 +430,7 @@ class PriorityTests(DownloadTestCase):
 
     def order(self, tag):
         """Releases the blocker; the order the server saw the queued images in."""
-        self.http.gate("/gate/%s.png" % tag).set()
+        self.http.gate("/flow/%s.png" % tag).set()
         wait_until(lambda: self.http.count("/img/%s-" % tag) == 3, what="three transfers")
         return [p.split("-")[1] for p in self.http.requests if p.startswith("/img/%s-" % tag)]
 

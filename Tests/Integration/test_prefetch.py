@@ -60,10 +60,10 @@ class PrefetchTests(PrefetchTestCase):
         urls = [self.http.url("/fresh/gate%d.png" % i) for i in range(3)] + [self.http.url("/fresh/q%d.png" % i) for i in range(3)]
         self.tell(p, "prefetch", *urls)
         wait_until(lambda: self.http.count("/fresh/gate") == 1, what="the first prefetched URL")
-        c = self.client(self.http.url("/gate/now.png"))
-        wait_until(lambda: self.http.count("/gate/now") == 1, what="the request, at once, in the slot prefetch left free")
+        c = self.client(self.http.url("/flow/now.png"))
+        wait_until(lambda: self.http.count("/flow/now") == 1, what="the request, at once, in the slot prefetch left free")
         self.assertEqual((self.http.count("/fresh/gate"), self.active()), (1, 2), "prefetch took one of the two slots")
-        self.http.gate("/gate/now.png").set()
+        self.http.gate("/flow/now.png").set()
         self.assertTrue(self.finished(c, 1)[0]["ok"])
         self.http.gate("/fresh/gate").set()
         [done] = self.finished_prefetches(p, 1)
