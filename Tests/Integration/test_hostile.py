@@ -317,13 +317,15 @@ sys.stdout.write(bytes(data).hex() + " " + os.pread(fd.take(), size, 0).hex())
         self.assertEqual(self.http.count("/img/next.png"), 1, "and it was asked for")
 
     def test_one_apps_queue_of_slow_transfers_cannot_starve_another_app(self):
-        greedy = self.client(*[self.http.url("/gate/greedy%d.png" % i) for i in range(12)])
-        wait_until(lambda: self.http.count("/gate/") == 4, what="four of the greedy app's transfers running")
+        # Flowing, not silent: silent ones would give their slots to the greedy app's own queue half
+        # a second after it formed (the slow-transfer rule), before a late small app had queued.
+        greedy = self.client(*[self.http.url("/flow/greedy%d.png" % i) for i in range(12)])
+        wait_until(lambda: self.http.count("/flow/") == 4, what="four of the greedy app's transfers running")
         small = self.client(self.http.url("/img/small.png"))
         wait_until(lambda: len(self.events(small, "requested")) == 1, what="the small image queued")
         self.assertEqual(self.http.count("/img/small.png"), 0, "all four slots are taken")
         started = time.monotonic()
-        self.http.gate("/gate/greedy0.png").set()
+        self.http.gate("/flow/greedy0.png").set()
         done = self.finished(small, 1)[0]
         waited = time.monotonic() - started
         self.assertTrue(done["ok"])
@@ -331,7 +333,7 @@ sys.stdout.write(bytes(data).hex() + " " + os.pread(fd.take(), size, 0).hex())
         self.assertEqual(order[4], "/img/small.png", "the app with nothing running went first: %s" % order)
         self.assertLess(waited, 5, "one slot's wait, not the greedy app's whole queue")
         for i in range(1, 12):
-            self.http.gate("/gate/greedy%d.png" % i).set()
+            self.http.gate("/flow/greedy%d.png" % i).set()
         self.finished(greedy, 12)
 
     def test_thousands_of_abandoned_receipts_leave_without_stalling_the_loop(self):
