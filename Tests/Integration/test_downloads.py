@@ -86,15 +86,20 @@ class ImageServer:
         with self.lock:
             return len([p for p in self.requests if p.startswith(prefix)])
 
-    def send(self, h, status, body, ctype="image/png", extra=()):
+    def head(self, h, status, body, ctype="image/png", extra=()):
+        """The status and headers of `body`, which is kept as the last body served at its path
+        (png() is random)."""
         with self.lock:
-            self.bodies[h.path] = body  # the last body served at each path (png() is random)
+            self.bodies[h.path] = body
         h.send_response(status)
         h.send_header("Content-Type", ctype)
         h.send_header("Content-Length", str(len(body)))
         for k, v in extra:
             h.send_header(k, v)
         h.end_headers()
+
+    def send(self, h, status, body, ctype="image/png", extra=()):
+        self.head(h, status, body, ctype, extra)
         h.wfile.write(body)
 
     # A test that holds a download slot to queue other work behind it must not depend on how soon
@@ -109,14 +114,7 @@ class ImageServer:
 
     def flow(self, h, gate, extra=()):
         body = png(extra=self.FLOW_BYTES)
-        with self.lock:
-            self.bodies[h.path] = body
-        h.send_response(200)
-        h.send_header("Content-Type", "image/png")
-        h.send_header("Content-Length", str(len(body)))
-        for k, v in extra:
-            h.send_header(k, v)
-        h.end_headers()
+        self.head(h, 200, body, extra=extra)
         sent = 0
         while not gate.is_set() and sent + self.FLOW_PIECE < len(body):
             h.wfile.write(body[sent:sent + self.FLOW_PIECE])
