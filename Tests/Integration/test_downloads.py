@@ -376,19 +376,30 @@ class CoalescingTests(DownloadTestCase):
 
 
 class QueueTests(DownloadTestCase):
+    def let_go(self):
+        """Transfers the slow-transfer rule let go on outside the limit so far, by the agent's log."""
+        return self.agent.logtext().count("gives its slot to queued work")
+
     def test_never_more_than_maximum_active_downloads(self):
         self.set_dprop(contract.Downloader.MaximumActiveDownloads, dbus.UInt32(2, variant_level=1))
         urls = [self.http.url("/flow/q%d.png" % i) for i in range(6)]
         c = self.client(*urls)
         wait_until(lambda: len(self.events(c, "requested")) == 6, what="6 receipts")
         wait_until(lambda: self.http.active == 2, what="two transfers at the server")
-        self.assertEqual(int(prop(self.conn, "ActivityCount")), 2, "running downloads are the agent's activity")
         props = self.conn.get_object(NAME, PATH, introspect=False).GetAll(DOWNLOADER, dbus_interface=PROPS)
-        self.assertEqual((int(props[contract.Downloader.ActiveDownloads]), int(props[contract.Downloader.QueuedDownloads])), (2, 4))
+        active, queued = int(props[contract.Downloader.ActiveDownloads]), int(props[contract.Downloader.QueuedDownloads])
+        running = int(prop(self.conn, "ActivityCount"))
+        # Two transfers hold the two slots. One more runs only where the slow-transfer rule let a
+        # slot holder go on outside the limit, which the agent logs each time: these flow, but a
+        # test process not scheduled for half a second (a loaded machine) stops its server too.
+        let_go = self.let_go()
+        self.assertEqual(active + queued, 6, "every transfer running or waiting")
+        self.assertTrue(2 <= active <= running <= 2 + let_go, "running downloads are the agent's activity, two in "
+                        "the slots: %d active, %d running, %d let go" % (active, running, let_go))
         for i in range(6):
             self.http.gate("/flow/q%d.png" % i).set()
         self.finished(c, 6)
-        self.assertEqual(self.http.peak, 2)
+        self.assertLessEqual(self.http.peak, 2 + self.let_go())
         wait_until(lambda: int(prop(self.conn, "ActivityCount")) == 0, what="activity released")
 
     def test_lifo_order(self):
