@@ -103,8 +103,7 @@ lint:
 # parts (they mostly wait on buses, servers and X; each part's output is printed whole when it
 # ends): the desktop suites (once the Debian 13 root they run GNOME Shell 48 in is made), the bus
 # suites on dbus-daemon, and the bus suites on dbus-broker (each in two processes at once); then,
-# alone, what times
-# answers: the library's "never waits" tests (calls timed in 100 ms, in a Swift concurrency pool
+# alone, what times answers: the library's "never waits" tests (calls timed in 100 ms, in a Swift concurrency pool
 # no other suite may starve) and the integration classes that time the agent's. The Debian
 # package's release build (and the small Debian 13 root it is installed into) runs all along at
 # idle priority (SCHED_IDLE): it takes only the CPU the suites leave, which preempt it the moment
