@@ -396,7 +396,7 @@ class QueueTests(DownloadTestCase):
         wait_until(lambda: self.http.active == 2, what="two transfers at the server")
         props = self.conn.get_object(NAME, PATH, introspect=False).GetAll(DOWNLOADER, dbus_interface=PROPS)
         active, queued = int(props[contract.Downloader.ActiveDownloads]), int(props[contract.Downloader.QueuedDownloads])
-        running = int(prop(self.conn, "ActivityCount"))
+        running = int(prop(self.conn, contract.Activity.ActivityCount))
         # Two transfers hold the two slots. One more runs only where the slow-transfer rule let a
         # slot holder go on outside the limit, which the agent logs each time: these flow, but a
         # test process not scheduled for half a second (a loaded machine) stops its server too.

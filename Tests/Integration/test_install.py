@@ -232,7 +232,7 @@ class InstallTests(unittest.TestCase):
             activatable = r.stdout.split()
             self.assertIn('"%s"' % other, activatable, "the session's other services are activatable")
             self.assertNotIn('"%s"' % NAME, activatable)
-            r = busctl(bus, "get-property", NAME, PATH, contract.Activity.INTERFACE, "Version")
+            r = busctl(bus, "get-property", NAME, PATH, contract.Activity.INTERFACE, contract.Activity.Version)
             self.assertNotEqual(r.returncode, 0, "no agent answered: %s" % r.stdout)
             r = busctl(bus, "call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
                        "StartServiceByName", "su", other, "0", timeout=30)

@@ -209,7 +209,7 @@ class ObjectManagerTests(TaskTestCase):
             time.sleep(0.002)
         task.Complete("")
         completion = wait_until(lambda: [e for e in panel.snapshot()
-                                         if e.get("path") == path and "State" in e.get("changed", {})],
+                                         if e.get("path") == path and contract.Task.State in e.get("changed", {})],
                                 what="the completion signal")[0]
         # Every progress signal was sent after `started` (the first SetProgress) and no later than
         # the completion, which this reader heard at completion["t"]: a late reader only widens this.
