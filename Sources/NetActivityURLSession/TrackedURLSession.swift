@@ -70,6 +70,9 @@ public final class TrackedURLSession: Sendable {
 }
 
 /// A URLSessionDataTask with its tracked transfer: pausing and resuming show at the agent.
+/// On Linux, Foundation starts a resumed task's transfer once its URL cache has answered and queues
+/// a stop or start behind that: a `suspend()` and a `resume()` both made before it can make
+/// Foundation fail a fatal check (swift-corelibs-foundation's `NativeProtocol.stopLoading`).
 public final class TrackedDataTask: Sendable {
     public let task: URLSessionDataTask
     public let transfer: TrackedTransfer

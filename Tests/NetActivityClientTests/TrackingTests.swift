@@ -254,17 +254,18 @@ struct TrackingTests {
         #expect(
             try await bus.eventually(within: 5) { try state() == .string("running") && bus.status().activityCount == 1 }
         )
+        // Foundation starts the transfer once its cache lookup answers, and queues a stop or a start
+        // made before then behind it: a suspend and a resume both queued so make the stop run on a
+        // running task, which fails a fatal check (swift-corelibs-foundation's
+        // NativeProtocol.stopLoading). The request at the server says the transfer has started; from
+        // then on suspend() queues its stop on the task's serial queue at once, and resume() waits
+        // behind it.
+        #expect(try await bus.eventually(within: 5) { server.count("/gate/big.bin") == 1 })
         task.suspend()
         #expect(
             try await bus.eventually(within: 5) {
                 try state() == .string("suspended") && bus.status().activityCount == 0
             })
-        // Foundation stops the transfer on its session's queue after suspend() returns, and a resume
-        // that comes first makes it fail a fatal check (swift-corelibs-foundation's
-        // NativeProtocol.stopLoading): a task list asked for now is answered behind that stop.
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            web.session.getTasksWithCompletionHandler { _, _, _ in done.resume() }
-        }
         task.resume()
         #expect(try await bus.eventually(within: 5) { try state() == .string("running") })
         server.openGate("big.bin")
