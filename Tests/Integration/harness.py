@@ -223,10 +223,42 @@ class Agent:
         if wait:
             wait_for_name(bus, NAME, self.proc)
 
-    def stop(self, sig=signal.SIGTERM, timeout=5):
+    def stop(self, sig=signal.SIGTERM, timeout=15):
+        # An exit takes milliseconds here; the bound leaves room for a disk kept busy beside the
+        # suite (the agent's last cache writes; a Debian root being unpacked), and a stuck agent
+        # still fails here, with where its threads wait.
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
-        return self.proc.wait(timeout)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            where = self.stacks()
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"netactivityd did not exit within {timeout} s of signal {sig}; where its threads "
+                                 f"were:\n{where}\n--- the end of its log:\n{self.logtext()[-4000:]}") from None
+
+    def stacks(self):
+        """Where each thread of a stuck agent waits: gdb's backtraces when gdb is there, else each
+        thread's name, state and kernel wait channel."""
+        pid = self.proc.pid
+        if shutil.which("gdb"):
+            out = subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx", "-ex", "thread apply all bt 30"],
+                                 capture_output=True, text=True, timeout=60).stdout
+            return "\n".join(line for line in out.splitlines() if line.startswith(("#", "Thread")))
+        lines = []
+        for tid in sorted(os.listdir(f"/proc/{pid}/task")):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                    name = f.read().strip()
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+                with open(f"/proc/{pid}/task/{tid}/wchan") as f:
+                    wchan = f.read()
+            except OSError:
+                continue
+            lines.append(f"{name} [{tid}] {state} {wchan}")
+        return "\n".join(lines)
 
     def alive(self):
         return self.proc.poll() is None
