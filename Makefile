@@ -246,7 +246,8 @@ pictures: setup build lib extension
 # docs/gobject.md's list of every call, from what the library declares (make test checks it).
 gobject-calls: lib
 	scripts/gobject-calls.py $(LIB_DIR)/netactivity-generated.h
-$(LIB_DIR)/netactivity-generated.c $(LIB_DIR)/netactivity-generated.h: $(LIB_XML) Makefile
+# One codegen call writes both (a grouped target: a parallel make runs it once, not once for each).
+$(LIB_DIR)/netactivity-generated.c $(LIB_DIR)/netactivity-generated.h &: $(LIB_XML) Makefile
 	@mkdir -p $(LIB_DIR)
 	cd $(LIB_DIR) && gdbus-codegen --interface-prefix org.example.NetActivity. --c-namespace NetActivity \
 	    --c-generate-object-manager --c-generate-autocleanup all --annotate org.example.NetActivity org.gtk.GDBus.C.Name Agent \
