@@ -17,7 +17,7 @@ RELEASE_BIN = .build/release
 TIMED = scripts/timed.sh
 
 # The parts of make test (see there).
-.PHONY: test-build test-unit test-suites test-timed-last debian13-root debian13-base test-desktop test-bus test-broker test-timed check check-desktop
+.PHONY: deb-binaries test-build test-unit test-suites test-timed-last debian13-root debian13-base test-desktop test-bus test-broker test-timed check check-desktop
 .PHONY: pictures print-lib-file gobject-calls install-lib extension extension-zip all setup decoder gtk-example lib lib-docs lib-examples build release run test unit format lint locale pot contract integration example readme-snippets bench install uninstall clean asan tsan check-sanitize soak check-layering deb deb-test deb-install-test
 
 all: build
@@ -98,23 +98,23 @@ lint:
 	@echo "swift format: $(words $(SWIFT_SOURCES)) files as .swift-format has them"
 
 # make test: what it needs installed first (apt runs once, before anything runs beside it); then
-# the Swift build, which takes both cores (the Debian 13 root made beside it slowed it by more than
-# the desktop suites gained); then, at once, the unit tests and the integration suite in three
+# one make run of all its parts, each started once what it needs is made. The Swift build (make
+# test-build) takes both cores; then, at once, the unit tests and the integration suite in three
 # parts (they mostly wait on buses, servers and X; each part's output is printed whole when it
 # ends): the desktop suites (once the Debian 13 root they run GNOME Shell 48 in is made), the bus
 # suites on dbus-daemon, and the bus suites on dbus-broker (each in two processes at once); then,
-# alone, what times answers: the library's "never waits" tests (calls timed in 100 ms, in a Swift concurrency pool
-# no other suite may starve) and the integration classes that time the agent's. The Debian
-# package's release build (and the small Debian 13 root it is installed into) runs all along at
-# idle priority (SCHED_IDLE): it takes only the CPU the suites leave, which preempt it the moment
-# they wake; its tests come last.
+# alone, what times answers: the library's "never waits" tests (calls timed in 100 ms, in a Swift
+# concurrency pool no other suite may starve) and the integration classes that time the agent's.
+# What needs nothing of the build runs from the start at idle priority (SCHED_IDLE), on the CPU
+# the others leave (they preempt it the moment they wake): the two Debian 13 roots, which mostly
+# wait on the disk and the package mirror, and the Debian package's release build, in two jobs.
+# The package is put together once the build is done; its tests come last.
 test: setup
 	@scripts/setup.sh --gnome
 	@scripts/setup.sh --deb
-	@$(TIMED) "test-build (all of it)" $(MAKE) --no-print-directory test-build
-	@$(TIMED) "the suites, the timed classes and the package (all of it)" \
-	    $(MAKE) --no-print-directory -j6 --output-sync=target test-timed-last deb-test \
-	    DEB_JOBS=1 DEB_XZ_LEVEL=1 IDLE="chrt --idle 0" TEST_TIMED="--timed skip" DEB_TEST_AFTER=test-timed-last
+	@$(TIMED) "make test after set-up (all of it)" $(MAKE) --no-print-directory -j8 --output-sync=target \
+	    test-timed-last deb-test AFTER_BUILD=test-build DEB_AFTER="deb-binaries test-build" DEB_XZ_LEVEL=1 \
+	    IDLE="chrt --idle 0" TEST_TIMED="--timed skip" DEB_TEST_AFTER=test-timed-last
 test-suites: test-unit test-desktop test-bus test-broker
 test-timed-last: test-suites
 	@$(MAKE) --no-print-directory test-timed
@@ -127,7 +127,7 @@ test-build:
 	$(TIMED) "swift build --build-tests" $(SWIFT) build --build-tests $(SWIFT_DEBUG)
 	@install -m 0755 $(DECODER) $(DEBUG_BIN)/
 
-test-unit:
+test-unit: $(AFTER_BUILD)
 	$(TIMED) test-unit $(SWIFT) test --skip-build --skip NeverFailTests
 
 # make check: a contributor's inner loop (docs/testing.md): make test's build, its Swift tests and
@@ -144,21 +144,21 @@ check-desktop:
 	    $(TIMED) check-desktop $(DESKTOP_SUITES)
 
 debian13-root:
-	@$(TIMED) debian13-root scripts/debian13-root.sh $(DEBIAN13_ROOT) >/dev/null
+	@$(TIMED) debian13-root $(IDLE) scripts/debian13-root.sh $(DEBIAN13_ROOT) >/dev/null
 debian13-base:
 	@$(TIMED) debian13-base $(IDLE) scripts/debian13-root.sh --base $(DEBIAN13_BASE) >/dev/null
 
 # The suites that start desktops, X servers or buses of their own (BROKER_SKIP), and the rest.
 DESKTOP_SUITES = $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) $(subst --skip,--only,$(BROKER_SKIP))
-test-desktop: debian13-root
+test-desktop: debian13-root $(AFTER_BUILD)
 	NETACTIVITY_EXAMPLE=$(EXAMPLE_BIN) NETACTIVITY_DEBIAN13=$(CURDIR)/$(DEBIAN13_ROOT) $(TIMED) test-desktop $(DESKTOP_SUITES)
 # The bus suites mostly wait (on buses, servers, timers): each pass runs its modules in BUS_JOBS
 # processes at once (run.py --jobs).
 BUS_JOBS ?= 2
-test-bus:
+test-bus: $(AFTER_BUILD)
 	NETACTIVITY_EXAMPLE=$(EXAMPLE_BIN) $(TIMED) test-bus $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) --jobs $(BUS_JOBS) \
 	    $(BROKER_SKIP) $(TEST_TIMED)
-test-broker:
+test-broker: $(AFTER_BUILD)
 	$(TIMED) test-broker $(PYTHON) Tests/Integration/run.py --bin $(DEBUG_BIN) --bus broker --jobs $(BUS_JOBS) $(BROKER_SKIP) \
 	    $(TEST_TIMED)
 # The classes that bound the agent's answer times (a Peer.Ping prober, deadlines in milliseconds),
@@ -183,9 +183,13 @@ BROKER_SKIP = --skip test_gnome_shell --skip test_waybar --skip test_package --s
 # dist/netactivity_VERSION_ARCH.deb: a release build with the Swift runtime linked statically, the
 # files where `make install PREFIX=/usr` puts them, dependencies from dpkg-shlibdeps; lintian must
 # find no error.
-deb: setup
+deb: setup $(DEB_AFTER)
 	@scripts/setup.sh --deb
 	DEB_JOBS=$(DEB_JOBS) DEB_XZ_LEVEL=$(DEB_XZ_LEVEL) $(TIMED) deb $(IDLE) scripts/make-deb.sh
+# Its two release binaries alone (make test builds them from its start, before the files the
+# package shares with the debug build are made).
+deb-binaries: setup
+	DEB_JOBS=$(DEB_JOBS) $(TIMED) "deb's release build" $(IDLE) scripts/make-deb.sh --binaries
 
 # Builds the package and tests it extracted (dpkg-deb -x) into a temporary root: its agent runs
 # from there without the toolchain, and D-Bus activation starts it from the package's service file

@@ -14,7 +14,7 @@ unset MAKEFLAGS MFLAGS
 # SwiftPM's temporary folders stay in the build tree (see the Makefile).
 mkdir -p .build/tmp
 export TMPDIR="$PWD/.build/tmp"
-# DEB_JOBS: how many compile jobs at once (make test builds on one core while its suites run).
+# DEB_JOBS: how many compile jobs at once (swift build's default, one per core, unless given).
 # DEB_XZ_LEVEL: xz's level for the packages (dpkg-deb's default, 6, unless given; make test, which
 # unpacks and installs them and ships nothing, takes 1: the same files, a second instead of twelve).
 FLAGS="-c release --static-swift-stdlib --disable-local-rpath -Xlinker -z -Xlinker now --scratch-path $SCRATCH${DEB_JOBS:+ -j $DEB_JOBS}"
@@ -24,6 +24,8 @@ swift build $FLAGS --product netactivityd >&2
 [ "${1:-}" = "--agent-only" ] && exit 0
 # shellcheck disable=SC2086
 swift build $FLAGS --product netactivity >&2
+# --binaries: the two release binaries alone (make test builds them at idle priority from its start).
+[ "${1:-}" = "--binaries" ] && exit 0
 # The decoder is C, built by make (see the Makefile), beside the release binaries.
 make -s decoder >&2
 install -m 0755 .build/decoder/netactivity-decoder "$SCRATCH/release/"
