@@ -307,6 +307,10 @@ class TimelineTests(AgentTestCase):
         self.assertEqual([v for v, _ in obs.visible()], [True, False])
         assert_arrived_after(self, t_on - t_inc, 1.0, "Visible after the activation delay")
         assert_completion_delay(self, t_off - t_dec, 0.17)
+        # The last State change comes in a PropertiesChanged of its own, which the observer may
+        # read after the Visible signal: waited for, not taken at once.
+        wait_until(lambda: [s for s, _ in obs.changed("State")][-1:] == [contract.Activity.STATE_NOT_ACTIVE],
+                   what="State not-active")
         states = [s for s, _ in obs.changed("State")]
         self.assertEqual(states, [contract.Activity.STATE_DELAYING_START, contract.Activity.STATE_ACTIVE, contract.Activity.STATE_DELAYING_END, contract.Activity.STATE_NOT_ACTIVE])
 
