@@ -90,6 +90,26 @@ class EnvironmentProxyTests(ProxyTestCase):
         self.assertEqual(len(proxy.seen()), 1)
         self.assertEqual(self.proxy_property(self.conn), "direct")
 
+    def test_a_proxy_setting_libcurl_would_refuse_fails_without_its_credentials(self):
+        secret = "pa55w0rd"
+        for setting, why in (("http://school:pa55 w0rd@127.0.0.1:3128", "percent-encoded"),
+                             ("http://school:pa55/w0rd@127.0.0.1:3128", "percent-encoded"),
+                             ("http://school:%s@127.0.0.1:31288" % secret, "port"),
+                             ("gopher://school:%s@127.0.0.1:70" % secret, "scheme")):
+            with self.subTest(setting):
+                self.start(setting, no_proxy="")
+                status, err = self.fetch(self.bus, "http://%s/img/a.png" % HOST)
+                self.assertNotEqual(status, 0)
+                self.assertIn("cannot be used", err)
+                self.assertIn(why, err)
+                tasks = cli(self.bus, "tasks", "--json").stdout
+                for text, where in ((err, "the error"), (self.proxy_property(self.conn), "Proxy"),
+                                    (tasks, "the tasks"), (self.agent.logtext(), "the log")):
+                    for part in ("pa55", "w0rd", "school"):
+                        self.assertNotIn(part, text, where)
+                self.agent.stop()
+                self.bus.stop()
+
     def test_a_redirect_is_routed_as_its_own_url_says(self):
         proxy = ForwardProxy({HOST: 0})
         self.addCleanup(proxy.stop)
