@@ -11,7 +11,7 @@ public enum ProxyURI {
     /// before the last `@` of the rest (libcurl's reading), so a `/` in a password cannot make
     /// its end look like a path to be shown.
     private static func split(_ uri: String) -> (scheme: Substring, userinfo: Substring?, rest: Substring)? {
-        guard let range = uri.range(of: "://") else { return nil }
+        guard let range = uri.firstRange(of: "://") else { return nil }
         let scheme = uri[..<range.lowerBound]
         let after = uri[range.upperBound...]
         guard let at = after.lastIndex(of: "@") else { return (scheme, nil, after) }
@@ -54,7 +54,7 @@ public enum ProxyURI {
             else { return "its host is not a name or an address" }
         }
         if let port {
-            guard let number = Int(port), port.allSatisfy(\.isASCII), (1...65535).contains(number) else {
+            guard port.allSatisfy({ $0.isASCII && $0.isNumber }), let number = Int(port), (1...65535).contains(number) else {
                 return "its port is not a number from 1 to 65535"
             }
         }

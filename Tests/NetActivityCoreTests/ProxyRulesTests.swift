@@ -81,6 +81,7 @@ struct ProxyRulesTests {
             ("http://school:\(secret)@proxy.lan:31288", "port"),  // a port typo
             ("http://school:\(secret)@proxy.lan:31x8", "port"),
             ("http://school:\(secret)@proxy.lan:0", "port"),
+            ("http://school:\(secret)@proxy.lan:+80", "port"),
             ("http://school:pa55 w0rd@proxy.lan:3128", "percent-encoded"),  // a space in the password
             ("http://school:pa55/w0rd@proxy.lan:3128", "percent-encoded"),  // a '/' in the password
             ("http://school:pa55#w0rd@proxy.lan:3128", "percent-encoded"),
