@@ -255,6 +255,11 @@ public final class ObjectServer {
                 }
                 throw DBusError.unknownObject("No such object path '\(path)'")
             }
+            // Hidden and missing answer alike, whatever the call: a caller learns nothing of an
+            // object its audience hides (not that it exists, nor who owns it).
+            if let audience, let sender, !audience.mayRead(path, caller: sender) {
+                throw DBusError.unknownObject("No such object path '\(path)'")
+            }
             if let interface {
                 if let table = object.interface(interface) {
                     guard let method = table.methods[member] else {

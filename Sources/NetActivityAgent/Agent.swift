@@ -229,18 +229,23 @@ public final class Agent {
     /// Proxy answers are forgotten when the desktop's proxy settings change: dconf announces
     /// every write under GNOME's `/system/proxy/` (and a reset of a folder above it), KDE a
     /// change of its proxy settings. Subscribed at the first download that takes the desktop's
-    /// settings (match rules only: the bus sends nothing until one changes). The prefix is checked
-    /// again here: a unicast signal reaches the agent whatever the match rule says.
+    /// settings (match rules only: the bus sends nothing until one changes). The sender and the
+    /// prefix are checked again here: a unicast signal reaches the agent whatever the match rule
+    /// says, and only dconf's own service (the owner of `ca.desrt.dconf`) speaks for dconf: any
+    /// other client's Notify would make every download ask the proxy resolver again.
     private func followProxySettings() {
+        _ = connection.followOwner(of: Self.dconfName, bound(self) { $0.dconfOwner = $1 })
         let dconf = SignalMatch(interface: "ca.desrt.dconf.Writer", member: "Notify")
         connection.addMatchWithoutWaiting(dconf.rule + ",arg0path='/system/proxy/'")
         connection.onSignal(
             dconf,
             bound(self) { me, message in
                 var r = message.reader()
-                guard let prefix = try? r.read(String.self),
+                guard !me.dconfOwner.isEmpty, message.sender == me.dconfOwner,
+                    let prefix = try? r.read(String.self),
                     prefix.hasPrefix("/system/proxy/") || "/system/proxy/".hasPrefix(prefix)
                 else { return }
+                me.context.logger.debug("dconf changed \(prefix): proxy answers are asked for again")
                 me.downloads.proxySettingsChanged()
             })
         let kde = SignalMatch(interface: "org.kde.KIO.Scheduler", member: "reparseSlaveConfiguration")
@@ -255,6 +260,9 @@ public final class Agent {
     }
 
     private var jobs: JobTracker?
+    private static let dconfName = "ca.desrt.dconf"
+    /// The unique name of dconf's service while it runs ("" otherwise).
+    private var dconfOwner = ""
     private var tray: TrayIcon?
     private var notifier: ActivityNotifier?
 

@@ -212,6 +212,17 @@ final class HTTPFetcher {
             case .failure(let error):
                 completion(.failure(.failed(error)))
             case .success(let route):
+                // A proxy setting libcurl would refuse is refused here, in words that never quote
+                // its user name or password (libcurl's own quote the whole setting).
+                if let proxy = route.proxy, let problem = ProxyURI.problem(proxy) {
+                    let shown = PublishedURL.redact(url)
+                    return completion(
+                        .failure(
+                            .failed(
+                                NetActivityError(
+                                    .network,
+                                    "\(shown): the proxy setting \(ProxyURI.shown(proxy)) cannot be used: \(problem)"))))
+                }
                 let way = route.proxy.map(Way.proxy) ?? .direct
                 hops.stop = start(url, way) { [weak self, weak hops] result in
                     guard let self, let hops, !hops.cancelled else { return }
@@ -376,7 +387,9 @@ final class HTTPFetcher {
                 // The body kept for the URL is for the request the redirect leads to.
                 if t.redirect != nil, let kept = t.resuming { partials[t.first] = kept }
             }
-            if let buffer = t.errorBuffer, buffer.pointee != 0 { t.proxyDetail = String(cString: buffer) }
+            if let buffer = t.errorBuffer, buffer.pointee != 0 {
+                t.proxyDetail = ProxyURI.scrub(String(cString: buffer), proxy: t.proxyURI ?? "")
+            }
             release(t)
             t.completion(t.outcome(result, status: status))
         }

@@ -97,6 +97,9 @@ final class HTTPTransfer {
     var proxy: String?
     var errorBuffer: UnsafeMutablePointer<CChar>?
     var proxyDetail: String?
+    /// The proxy's URI as libcurl was given it (its words about the proxy are scrubbed of the
+    /// credentials it may carry).
+    var proxyURI: String?
     /// Where the response redirects to, when the fetcher follows redirects.
     var redirect: String?
     /// Whether libcurl follows redirects itself (else the fetcher routes each one).
@@ -139,6 +142,7 @@ extension HTTPTransfer {
             _ = ccurl_set_str(easy, CURLOPT_NOPROXY, "")  // the routes decided: no second opinion
             t.followsRedirects = false
             t.proxy = ProxyChoice.shown(uri)
+            t.proxyURI = uri
             t.errorBuffer = .allocate(capacity: Int(CCURL_ERROR_SIZE))
             t.errorBuffer?.initialize(to: 0)
             _ = ccurl_set_ptr(easy, CURLOPT_ERRORBUFFER, t.errorBuffer)

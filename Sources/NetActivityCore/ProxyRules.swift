@@ -112,9 +112,5 @@ public enum ProxyChoice {
 
     /// A proxy as it may be shown (logs, errors, properties): scheme, host and port; never the
     /// credentials its URI may carry.
-    public static func shown(_ proxy: String) -> String {
-        var text = PublishedURL.redact(proxy)
-        while text.hasSuffix("/") { text.removeLast() }
-        return text
-    }
+    public static func shown(_ proxy: String) -> String { ProxyURI.shown(proxy) }
 }

@@ -209,7 +209,7 @@ struct NetActivityDaemon {
             nextReload = loop.nowNanoseconds + 100_000_000
             let loaded = loadSettings()
             for (path, problem) in loaded.problems { logger.warning("\(path): \(problem) (skipped)") }
-            guard let reloaded = loaded.settings else { return }
+            guard let reloaded = loaded.settings, !loaded.userFileUnusable else { return }
             if reloaded.logLevel != settings.logLevel { logger.notice("log-level takes effect at the next start") }
             if reloaded.completedTaskLinger != settings.completedTaskLinger {
                 logger.notice("completed-task-linger takes effect at the next start")

@@ -155,8 +155,11 @@ struct Settings: Equatable {
     /// The files read in order, merged: `system` most important first (each applied over the
     /// less important ones), then `user` over them but for the keys a system file locked.
     struct Loaded {
-        /// nil when a file exists but cannot be used: the settings in force then stay.
+        /// nil when a system file exists but cannot be used: the settings in force then stay.
         var settings: Settings?
+        /// The user's file exists but cannot be used: `settings` are the system files' alone (a
+        /// start takes them, with their locks; a reload keeps the settings in force).
+        var userFileUnusable = false
         /// Each locked key, with the file that locked it.
         var locks: [String: String] = [:]
         /// What was wrong, by file.
@@ -172,6 +175,10 @@ struct Settings: Equatable {
         for (path, text, isSystem) in files {
             switch text {
             case .none: continue
+            case .unusable(let why) where !isSystem:
+                // Whatever the user's file is, the administrator's values and locks hold.
+                loaded.problems.append((path, "\(why); the system's settings and locks hold"))
+                loaded.userFileUnusable = true
             case .unusable(let why):
                 loaded.problems.append((path, "\(why); the settings in force stay"))
                 return loaded

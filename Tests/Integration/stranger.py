@@ -7,7 +7,8 @@ closes. Commands: ["tasks", N], ["leases", N, REASON?], ["reasons"], ["download"
 ["add-url", URL, HEX], ["lookup-url", URL], ["open-url", URL], ["open-pixels", ID] (OpenPixels: width, height, pixels in hex), ["pixel-boxes", ID, N] (OpenPixels at N boxes), ["fetch-pixel-boxes", URL, N] (FetchPixels at N boxes), ["open-pixels-async", [ID...]] (sent, not waited for), ["tree-readers", N] (N connections that read the tree), ["fetch-async", [URL...]], ["fetch-pixels", [URL...]] (FetchPixels' sources), ["add", ID, HEX], ["usage-by-app"],
 ["remove-all"], ["fetch", URL, {OPTION: [SIGNATURE, VALUE]}] (FetchImage: the bytes in hex and the source), ["remove-images", PREFIX],
 ["task", DESCRIPTION, {OPTION: [SIGNATURE, VALUE]}] (BeginTask: the path), ["managed"] (the task paths and descriptions
-GetManagedObjects lists), ["get", PATH, IFACE, PROP], ["ping"]."""
+GetManagedObjects lists), ["get", PATH, IFACE, PROP], ["task-call", PATH,
+METHOD, SIGNATURE, ARGS], ["ping"]."""
 import json
 import os
 import sys
@@ -156,6 +157,8 @@ def run(cmd, *args):
     if cmd == "request":
         task = dbus.Interface(conn.get_object(NAME, args[0], introspect=False), contract.Task.INTERFACE)
         return task.RequestCancel() if args[1] == "cancel" else task.RequestSuspend(dbus.Boolean(args[2]))
+    if cmd == "task-call":  # PATH, METHOD, SIGNATURE, ARGS: any Task method
+        return repr(conn.call_blocking(NAME, args[0], contract.Task.INTERFACE, args[1], args[2], args[3]))
     if cmd == "managed":
         managed = obj.GetManagedObjects(dbus_interface=contract.OBJECT_MANAGER)
         return {str(p): str(i[contract.Task.INTERFACE][contract.Task.Description]) for p, i in managed.items()

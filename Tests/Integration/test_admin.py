@@ -90,6 +90,31 @@ class AdministeredSettingsTests(unittest.TestCase):
             self.obj.Set(ACTIVITY, A.ActivationDelay, dbus.Double(0.1, variant_level=1), dbus_interface=PROPS)
         self.assertEqual(cm.exception.get_dbus_name(), DENIED)
 
+    def test_an_unusable_user_file_leaves_the_system_files_values_and_locks(self):
+        user = os.path.join(self.bus.config_home, "netactivity", "netactivityd.conf")
+        for unusable in ("too large", "a folder"):
+            with self.subTest(unusable):
+                self.agent.stop()
+                os.unlink(user) if os.path.isfile(user) else os.rmdir(user)
+                if unusable == "a folder":
+                    os.mkdir(user)
+                else:
+                    write(user, "# " + "x" * (64 << 10) + "\n")
+                self.agent = agent = Agent(self.bus, "--completion-delay", "2")
+                self.addCleanup(agent.stop)
+                self.obj = self.conn.get_object(NAME, PATH, introspect=False)
+                self.assertIn("the system's settings and locks hold", agent.logtext())
+                self.assertEqual(float(self.get(ACTIVITY, A.ActivationDelay)), 0.5, "the system's value")
+                self.assertEqual(float(self.get(ACTIVITY, A.CompletionDelay)), 0.3, "locked: not --completion-delay 2")
+                self.assertEqual(int(self.get(DOWNLOADER, D.MaximumActiveDownloads)), 2)
+                with self.assertRaises(dbus.exceptions.DBusException) as cm:
+                    self.obj.Set(ACTIVITY, A.CompletionDelay, dbus.Double(0.1, variant_level=1), dbus_interface=PROPS)
+                self.assertEqual(cm.exception.get_dbus_name(), DENIED)
+        # A reload with the file still unusable keeps the settings in force.
+        self.agent.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: self.agent.logtext().count("the system's settings and locks hold") >= 2, what="the reload")
+        self.assertEqual(float(self.get(ACTIVITY, A.CompletionDelay)), 0.3)
+
 
 class SystemDirectoriesTests(unittest.TestCase):
     def test_the_first_of_xdg_config_dirs_wins_and_a_lock_in_any_holds(self):

@@ -126,9 +126,15 @@ class CLITests(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         wait_until(lambda: task()[1] == contract.Task.STATE_RUNNING, what="the task running again")
         wait_until(lambda: _state_of(sleeper) != "T", what="the command's child going on")
+        # Paused again, then cancelled while paused: the command and its child end, none is left stopped.
+        r = cli(self.bus, "tasks", "pause", number)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        wait_until(lambda: task()[1] == contract.Task.STATE_SUSPENDED, what="the task suspended again")
+        wait_until(lambda: _state_of(sleeper) == "T", what="the command's child stopped again")
         r = cli(self.bus, "tasks", "cancel", number)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(p.wait(10), 128 + 15)
+        wait_until(lambda: _state_of(sleeper) in (None, "Z"), what="the command's child gone")
         self.assertEqual(
             str(self.conn.get_object(NAME, path, introspect=False).Get(contract.Task.INTERFACE, "Error",
                                                                        dbus_interface="org.freedesktop.DBus.Properties")),

@@ -17,6 +17,7 @@ import time
 import unittest
 
 import dbus
+import dbus.lowlevel
 
 import contract
 from forward_proxy import ForwardProxy
@@ -88,6 +89,26 @@ class EnvironmentProxyTests(ProxyTestCase):
         self.assertEqual(status, 0, err)
         self.assertEqual(len(proxy.seen()), 1)
         self.assertEqual(self.proxy_property(self.conn), "direct")
+
+    def test_a_proxy_setting_libcurl_would_refuse_fails_without_its_credentials(self):
+        secret = "pa55w0rd"
+        for setting, why in (("http://school:pa55 w0rd@127.0.0.1:3128", "percent-encoded"),
+                             ("http://school:pa55/w0rd@127.0.0.1:3128", "percent-encoded"),
+                             ("http://school:%s@127.0.0.1:31288" % secret, "port"),
+                             ("gopher://school:%s@127.0.0.1:70" % secret, "scheme")):
+            with self.subTest(setting):
+                self.start(setting, no_proxy="")
+                status, err = self.fetch(self.bus, "http://%s/img/a.png" % HOST)
+                self.assertNotEqual(status, 0)
+                self.assertIn("cannot be used", err)
+                self.assertIn(why, err)
+                tasks = cli(self.bus, "tasks", "--json").stdout
+                for text, where in ((err, "the error"), (self.proxy_property(self.conn), "Proxy"),
+                                    (tasks, "the tasks"), (self.agent.logtext(), "the log")):
+                    for part in ("pa55", "w0rd", "school"):
+                        self.assertNotIn(part, text, where)
+                self.agent.stop()
+                self.bus.stop()
 
     def test_a_redirect_is_routed_as_its_own_url_says(self):
         proxy = ForwardProxy({HOST: 0})
@@ -276,6 +297,57 @@ class GnomeSettingsTests(ProxyTestCase):
         self.assertEqual(status, 0, err)
         self.assertEqual(len(proxy.seen()), 1, "DIRECT for every other host")
         self.assertEqual(self.proxy_property(conn), "direct")
+
+    def test_only_dconfs_own_service_makes_the_agent_ask_again(self):
+        from test_fetch import BusMonitor
+        proxy = ForwardProxy({HOST: self.http.port})
+        self.addCleanup(proxy.stop)
+        folder = tempfile.mkdtemp(prefix="netactivity-pac-")
+        self.addCleanup(shutil.rmtree, folder, True)
+        for name in ("proxy.pac", "again.pac"):
+            with open(os.path.join(folder, name), "w") as f:
+                f.write("function FindProxyForURL(url, host) { return \"PROXY 127.0.0.1:%d\"; }\n" % proxy.port)
+        self.gsettings("org.gnome.system.proxy", "autoconfig-url", "file://%s/proxy.pac" % folder)
+        self.gsettings("org.gnome.system.proxy", "mode", "auto")
+        agent, conn = self.agent()
+        monitor = BusMonitor(self.bus)
+        self.addCleanup(monitor.close)
+        monitor.mark(conn)
+
+        def lookups():
+            """The PAC runner's Lookup calls so far (GIO asks it for every answer the agent wants)."""
+            with monitor.lock:
+                return len([f for f in monitor.lines if f[0] == "mc" and f[-2:] == ["org.gtk.GLib.PACRunner", "Lookup"]])
+        url = "http://%s/img/a.png" % HOST
+        status, err = self.fetch(self.bus, url)
+        self.assertEqual(status, 0, err)
+        monitor.mark(conn)
+        asked = lookups()
+        self.assertGreaterEqual(asked, 1)
+        status, err = self.fetch(self.bus, url)
+        self.assertEqual(status, 0, err)
+        monitor.mark(conn)
+        self.assertEqual(lookups(), asked, "the second download takes the answer the first got")
+        # Notify from a client that is not dconf's service, broadcast and sent to the agent alone.
+        forger = connect(self.bus)
+        self.addCleanup(forger.close)
+        for destination in (None, conn.get_name_owner(NAME)):
+            signal = dbus.lowlevel.SignalMessage("/ca/desrt/dconf/Writer/user", "ca.desrt.dconf.Writer", "Notify")
+            signal.append("/system/proxy/", dbus.Array([""], signature="s"), "forged", signature="sass")
+            if destination:
+                signal.set_destination(destination)
+            forger.send_message(signal)
+        # The agent has handled both once it answers the forger's call after them (one
+        # connection's messages reach it in order, and its loop handles them in order).
+        self.proxy_property(forger)
+        status, err = self.fetch(self.bus, url)
+        self.assertEqual(status, 0, err)
+        monitor.mark(conn)
+        self.assertEqual(lookups(), asked, "a forged dconf Notify made the agent ask the resolver again")
+        # dconf's own Notify (a real write) does.
+        self.gsettings("org.gnome.system.proxy", "autoconfig-url", "file://%s/again.pac" % folder)
+        wait_until(lambda: self.fetch(self.bus, url)[0] == 0 and monitor.mark(conn) and lookups() > asked,
+                   timeout=10, what="a lookup after dconf's own Notify")
 
 
 @unittest.skipUnless(can_fake_flatpak(), "unshare -rm (user namespaces) is not available")

@@ -67,4 +67,43 @@ struct ProxyRulesTests {
         #expect(ProxyChoice.shown("http://proxy.lan:3128/") == "http://proxy.lan:3128")
         #expect(!ProxyChoice.shown("http://a:b@c@proxy:1").contains("b@"))
     }
+
+    @Test("a proxy setting libcurl would refuse is refused, in words without its credentials")
+    func proxySettings() {
+        for good in [
+            "http://proxy.lan:3128", "http://proxy.lan:3128/", "HTTPS://p:443", "socks5h://s:1080", "http://[2001:db8::1]:8080",
+            "http://school:s3cr%2Ft@proxy.lan:3128", "http://a:b!$&'()*+,;=~-._@p:1", "http://p",
+        ] {
+            #expect(ProxyURI.problem(good) == nil, "\(good)")
+        }
+        let secret = "pa55w0rd"
+        let cases: [(String, String)] = [
+            ("http://school:\(secret)@proxy.lan:31288", "port"),  // a port typo
+            ("http://school:\(secret)@proxy.lan:31x8", "port"),
+            ("http://school:\(secret)@proxy.lan:0", "port"),
+            ("http://school:\(secret)@proxy.lan:+80", "port"),
+            ("http://school:pa55 w0rd@proxy.lan:3128", "percent-encoded"),  // a space in the password
+            ("http://school:pa55/w0rd@proxy.lan:3128", "percent-encoded"),  // a '/' in the password
+            ("http://school:pa55#w0rd@proxy.lan:3128", "percent-encoded"),
+            ("ftp://school:\(secret)@proxy.lan:21", "scheme"),
+            ("gopher://school:\(secret)@proxy.lan:70", "scheme"),
+            ("school:\(secret)@proxy.lan:3128", "not a URI"),
+            ("http://school:\(secret)@proxy.lan:3128/path", "path"),
+            ("http://school:\(secret)@pro xy.lan:3128", "host"),
+            ("http://school:\(secret)@:3128", "host"),
+            ("http://school:\(secret)@[::1:3128", "host"),
+        ]
+        for (uri, why) in cases {
+            let problem = ProxyURI.problem(uri)
+            #expect(problem?.contains(why) == true, "\(uri): \(problem ?? "accepted")")
+            for part in ["pa55", "w0rd", "school"] {
+                #expect(problem?.contains(part) != true, "\(uri)")
+                #expect(!ProxyURI.shown(uri).contains(part), "\(uri) shown as \(ProxyURI.shown(uri))")
+            }
+        }
+        #expect(ProxyURI.shown("http://school:pa55/w0rd@proxy.lan:3128") == "http://proxy.lan:3128")
+        let quoted = "Unsupported proxy syntax in 'http://school:\(secret)@proxy.lan:3128': bad port"
+        #expect(ProxyURI.scrub(quoted, proxy: "http://school:\(secret)@proxy.lan:3128") == "Unsupported proxy syntax in 'http://proxy.lan:3128': bad port")
+        #expect(!ProxyURI.scrub("proxy said \(secret)", proxy: "http://school:\(secret)@p:1").contains(secret))
+    }
 }
