@@ -266,7 +266,9 @@ public final class ObjectServer {
                         throw DBusError.unknownMethod(
                             "No such method '\(member)' in interface '\(interface)' at '\(path)'")
                     }
-                    remember(Route(path: path, table: table, method: method))
+                    // Calls on an object whose readers depend on the caller always come this way,
+                    // past the audience's check above: a remembered route would skip it.
+                    if audience?.restricts(path) != true { remember(Route(path: path, table: table, method: method)) }
                     try invoke(method.storage, interface: interface, message: message, path: path, sender: sender)
                 } else if interface == ObjectServer.propertiesInterface {
                     try checkReader(path, sender)
@@ -467,6 +469,9 @@ public final class ObjectServer {
 public protocol ObjectAudience: AnyObject {
     /// Whether `caller` may read the object at `path`.
     func mayRead(_ path: String, caller: String) -> Bool
+    /// Whether who may read the object at `path` depends on the caller (its calls are then
+    /// checked every time, never routed from memory).
+    func restricts(_ path: String) -> Bool
     /// Whether the object at `path` is in the object tree (GetManagedObjects, InterfacesAdded and
     /// InterfacesRemoved, its parent's nodes); an object not listed still answers calls.
     func isListed(_ path: String) -> Bool

@@ -221,7 +221,8 @@ final class HTTPFetcher {
                             .failed(
                                 NetActivityError(
                                     .network,
-                                    "\(shown): the proxy setting \(ProxyURI.shown(proxy)) cannot be used: \(problem)"))))
+                                    "\(shown): the proxy setting \(ProxyURI.shown(proxy)) cannot be used: \(problem)")))
+                    )
                 }
                 let way = route.proxy.map(Way.proxy) ?? .direct
                 hops.stop = start(url, way) { [weak self, weak hops] result in

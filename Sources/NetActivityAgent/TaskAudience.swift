@@ -62,6 +62,8 @@ public final class TaskAudience: ObjectAudience {
         return Self.may(context.peers.identity(of: caller), read: task)
     }
 
+    public func restricts(_ path: String) -> Bool { Self.isTask(path) }
+
     public func isListed(_ path: String) -> Bool {
         guard Self.isTask(path), let task = entry(path) else { return true }
         return task.listed

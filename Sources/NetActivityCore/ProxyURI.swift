@@ -54,7 +54,8 @@ public enum ProxyURI {
             else { return "its host is not a name or an address" }
         }
         if let port {
-            guard port.allSatisfy({ $0.isASCII && $0.isNumber }), let number = Int(port), (1...65535).contains(number) else {
+            guard port.allSatisfy({ $0.isASCII && $0.isNumber }), let number = Int(port), (1...65535).contains(number)
+            else {
                 return "its port is not a number from 1 to 65535"
             }
         }

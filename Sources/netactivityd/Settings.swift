@@ -177,7 +177,8 @@ struct Settings: Equatable {
             case .none: continue
             case .unusable(let why) where !isSystem:
                 // Whatever the user's file is, the administrator's values and locks hold.
-                loaded.problems.append((path, "\(why); the system's settings and locks hold"))
+                loaded.problems.append(
+                    (path, "\(why); the settings in force stay (at start: the system's settings and locks)"))
                 loaded.userFileUnusable = true
             case .unusable(let why):
                 loaded.problems.append((path, "\(why); the settings in force stay"))

@@ -103,7 +103,7 @@ class AdministeredSettingsTests(unittest.TestCase):
                 self.agent = agent = Agent(self.bus, "--completion-delay", "2")
                 self.addCleanup(agent.stop)
                 self.obj = self.conn.get_object(NAME, PATH, introspect=False)
-                self.assertIn("the system's settings and locks hold", agent.logtext())
+                self.assertIn("at start: the system's settings and locks", agent.logtext())
                 self.assertEqual(float(self.get(ACTIVITY, A.ActivationDelay)), 0.5, "the system's value")
                 self.assertEqual(float(self.get(ACTIVITY, A.CompletionDelay)), 0.3, "locked: not --completion-delay 2")
                 self.assertEqual(int(self.get(DOWNLOADER, D.MaximumActiveDownloads)), 2)
@@ -112,7 +112,7 @@ class AdministeredSettingsTests(unittest.TestCase):
                 self.assertEqual(cm.exception.get_dbus_name(), DENIED)
         # A reload with the file still unusable keeps the settings in force.
         self.agent.proc.send_signal(signal.SIGHUP)
-        wait_until(lambda: self.agent.logtext().count("the system's settings and locks hold") >= 2, what="the reload")
+        wait_until(lambda: self.agent.logtext().count("at start: the system's settings and locks") >= 2, what="the reload")
         self.assertEqual(float(self.get(ACTIVITY, A.CompletionDelay)), 0.3)
 
 

@@ -46,8 +46,9 @@ class BusMonitor:
                     self.lines.append(fields)
 
     def mark(self, conn):
-        """A GetId call from `conn`, once the monitor has seen it: the index just after it."""
-        conn.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus").GetId(dbus_interface="org.freedesktop.DBus")
+        """A GetId call from `conn`, once the monitor has seen it: the index just after it. Sent
+        again until one is seen (a monitor just started may not be listening yet); every marker
+        seen up to it is used."""
         me = conn.get_unique_name()
 
         def seen():
@@ -55,10 +56,18 @@ class BusMonitor:
                 for i in range(len(self.lines) - 1, -1, -1):
                     f = self.lines[i]
                     if f[0] == "mc" and f[3] == me and f[-1] == "GetId" and i not in self.marks:
-                        self.marks.add(i)
+                        self.marks.update(j for j in range(i + 1) if self.lines[j][0] == "mc"
+                                          and self.lines[j][3] == me and self.lines[j][-1] == "GetId")
                         return i + 1
             return None
-        return wait_until(seen, what="the monitor to see the marker")
+        deadline = time.monotonic() + 10
+        while True:
+            conn.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus").GetId(dbus_interface="org.freedesktop.DBus")
+            try:
+                return wait_until(seen, timeout=0.5, what="the monitor to see the marker")
+            except AssertionError:
+                if time.monotonic() > deadline:
+                    raise
 
     def between(self, start, end):
         with self.lock:

@@ -94,7 +94,7 @@ class EnvironmentProxyTests(ProxyTestCase):
         secret = "pa55w0rd"
         for setting, why in (("http://school:pa55 w0rd@127.0.0.1:3128", "percent-encoded"),
                              ("http://school:pa55/w0rd@127.0.0.1:3128", "percent-encoded"),
-                             ("http://school:%s@127.0.0.1:31288" % secret, "port"),
+                             ("http://school:%s@127.0.0.1:312888" % secret, "port"),
                              ("gopher://school:%s@127.0.0.1:70" % secret, "scheme")):
             with self.subTest(setting):
                 self.start(setting, no_proxy="")
