@@ -103,10 +103,10 @@ class AdministeredSettingsTests(unittest.TestCase):
                 self.agent = agent = Agent(self.bus, "--completion-delay", "2")
                 self.addCleanup(agent.stop)
                 self.obj = self.conn.get_object(NAME, PATH, introspect=False)
-                self.assertIn("at start: the system's settings and locks", agent.logtext())
                 self.assertEqual(float(self.get(ACTIVITY, A.ActivationDelay)), 0.5, "the system's value")
                 self.assertEqual(float(self.get(ACTIVITY, A.CompletionDelay)), 0.3, "locked: not --completion-delay 2")
                 self.assertEqual(int(self.get(DOWNLOADER, D.MaximumActiveDownloads)), 2)
+                self.assertIn("at start: the system's settings and locks", agent.logtext())
                 with self.assertRaises(dbus.exceptions.DBusException) as cm:
                     self.obj.Set(ACTIVITY, A.CompletionDelay, dbus.Double(0.1, variant_level=1), dbus_interface=PROPS)
                 self.assertEqual(cm.exception.get_dbus_name(), DENIED)
