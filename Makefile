@@ -108,9 +108,9 @@ lint:
 # classes that time the agent's, on both buses at once.
 # What needs nothing of the build starts at once: the Debian 13 root for GNOME Shell 48 (mostly
 # dpkg and the disk, at normal priority: at idle priority the builds left it too little CPU to be
-# ready when the desktop suites were), and at idle priority (SCHED_IDLE: on the CPU the others leave, which preempt it
-# the moment they wake) the package's small Debian 13 root and its release build, in two jobs.
-# The package is put together once the build is done; its tests come last.
+# ready when the desktop suites were), and at idle priority (SCHED_IDLE: on the CPU the others
+# leave, which preempt it the moment they wake) the package's small Debian 13 root and its release
+# build, in two jobs. The package is put together once the build is done; its tests come last.
 test: setup
 	@scripts/setup.sh --gnome
 	@scripts/setup.sh --deb

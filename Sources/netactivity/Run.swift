@@ -111,6 +111,7 @@ struct Run: ParsableCommand {
             argvStrings, signals: signals, progress: reader.map { ($0.writeEnd, progressFrom!.fd) },
             spawned: { pid in if let published, cancellable || suspendable { requests.follow(published, command: pid) }
             })
+        requests.settle()
         reader?.finish()
         lease?.end()
         if let published {
@@ -179,12 +180,16 @@ struct Run: ParsableCommand {
     }
 }
 
-/// What panels ask of `run --task`'s task, done to the command: a cancel is SIGTERM (then SIGCONT,
-/// for a paused command: the task ends cancelled), a pause SIGSTOP and a resume SIGCONT, each to the command and everything it
-/// started (as a terminal's job control signals a whole job), and the task suspends and resumes
-/// with it.
+/// What panels ask of `run --task`'s task, done to the command: a cancel is SIGCONT then SIGTERM
+/// (a paused command runs again to end; the task ends cancelled), a pause SIGSTOP and a resume
+/// SIGCONT, each to the command and everything it started (as a terminal's job control signals a
+/// whole job), and the task suspends and resumes with it.
 final class PanelRequests: Sendable {
     let cancelled = Atomic<Bool>(false)
+    /// Held while a request's signals go out. A cancel's SIGTERM ends the command before it
+    /// reaches the command's children; `run` takes this before it ends (`settle()`), or its
+    /// exit would cut the rest short and leave them running.
+    private let signalling = Mutex(())
 
     func follow(_ task: NetActivityTask, command pid: pid_t) {
         Task.detached { [self] in
@@ -193,22 +198,24 @@ final class PanelRequests: Sendable {
                 case .cancel:
                     cancelled.store(true, ordering: .releasing)
                     // A paused command runs again first: a stopped one would keep its SIGTERM pending.
-                    Self.signal(pid, SIGCONT, SIGTERM)
+                    signalling.withLock { _ in Self.signal(pid, SIGCONT, SIGTERM) }
                 case .suspend:
-                    Self.signal(pid, SIGSTOP)
+                    signalling.withLock { _ in Self.signal(pid, SIGSTOP) }
                     try? await task.suspend()
                 case .resume:
-                    Self.signal(pid, SIGCONT)
+                    signalling.withLock { _ in Self.signal(pid, SIGCONT) }
                     try? await task.resume()
                 }
             }
         }
     }
 
+    /// Returns once no request's signals are going out.
+    func settle() { signalling.withLock { _ in } }
+
     /// `signals` to `pid` and its descendants: the first as the tree is walked, the command first
     /// and then each generation as /proc shows it (a stopped parent starts no more), the others
-    /// after it to the same processes (a SIGCONT after a SIGTERM reaches a paused child even once
-    /// its parent has died of the SIGTERM and it was handed to init).
+    /// after it to the same processes.
     static func signal(_ pid: pid_t, _ signals: Int32...) {
         var tree = [pid]
         var generation = [pid]

@@ -26,6 +26,14 @@ def _parent_of(pid):
     return int(fields[1]) if len(fields) > 1 else None
 
 
+def _pending_signals(pid):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            return " ".join(line.split()[0] + line.split()[1] for line in f if line.startswith(("SigPnd", "ShdPnd")))
+    except OSError:
+        return None
+
+
 def _state_of(pid):
     fields = _stat_fields(pid)
     return fields[0] if fields else None
@@ -134,7 +142,9 @@ class CLITests(unittest.TestCase):
         r = cli(self.bus, "tasks", "cancel", number)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(p.wait(10), 128 + 15)
-        wait_until(lambda: _state_of(sleeper) in (None, "Z"), what="the command's child gone")
+        wait_until(lambda: _state_of(sleeper) in (None, "Z"),
+                   what=lambda: "the command's child gone (its state: %s, signals pending: %s)" % (
+                       _state_of(sleeper), _pending_signals(sleeper)))
         self.assertEqual(
             str(self.conn.get_object(NAME, path, introspect=False).Get(contract.Task.INTERFACE, "Error",
                                                                        dbus_interface="org.freedesktop.DBus.Properties")),
