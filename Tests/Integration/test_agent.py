@@ -309,9 +309,9 @@ class TimelineTests(AgentTestCase):
         assert_completion_delay(self, t_off - t_dec, 0.17)
         # The last State change comes in a PropertiesChanged of its own, which the observer may
         # read after the Visible signal: waited for, not taken at once.
-        wait_until(lambda: [s for s, _ in obs.changed("State")][-1:] == [contract.Activity.STATE_NOT_ACTIVE],
+        wait_until(lambda: [s for s, _ in obs.changed(contract.Activity.State)][-1:] == [contract.Activity.STATE_NOT_ACTIVE],
                    what="State not-active")
-        states = [s for s, _ in obs.changed("State")]
+        states = [s for s, _ in obs.changed(contract.Activity.State)]
         self.assertEqual(states, [contract.Activity.STATE_DELAYING_START, contract.Activity.STATE_ACTIVE, contract.Activity.STATE_DELAYING_END, contract.Activity.STATE_NOT_ACTIVE])
 
     def test_short_activity_never_shows(self):

@@ -872,7 +872,7 @@ class ExampleTests(DownloadTestCase):
 
         def completed():
             return {e["path"] for e in observer.snapshot()
-                    if e["signal"] == "PropertiesChanged" and e["changed"].get("State") == contract.Task.STATE_COMPLETED}
+                    if e["signal"] == "PropertiesChanged" and e["changed"].get(contract.Task.State) == contract.Task.STATE_COMPLETED}
         mine = {path for description, path in seen()[0].items() if not description.startswith("Download ")}
         self.assertIn("unpack the images", seen()[0])
         wait_until(lambda: mine <= completed(), what="every task the example made completed")

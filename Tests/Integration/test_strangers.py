@@ -240,8 +240,8 @@ class SandboxTests(StrangerTestCase):
             return cm.exception.get_dbus_name(), cm.exception.get_dbus_message().replace(path, "PATH")
         T = contract.Task
         calls = [("request", "cancel"), ("request", "suspend", True), ("get", T.INTERFACE, T.Description),
-                 ("task-call", "RequestCancel", "", []), ("task-call", "SetFraction", "d", [0.5]),
-                 ("task-call", "Complete", "s", [""]), ("task-call", "NoSuchMethod", "", [])]
+                 ("task-call", T.RequestCancel, "", []), ("task-call", T.SetFraction, "d", [0.5]),
+                 ("task-call", T.Complete, "s", [""]), ("task-call", "NoSuchMethod", "", [])]
         for call in calls:
             with self.subTest(call=call):
                 hidden_answer = answer(hidden, *call)
