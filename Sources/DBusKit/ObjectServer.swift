@@ -271,7 +271,7 @@ public final class ObjectServer {
                     if audience?.restricts(path) != true { remember(Route(path: path, table: table, method: method)) }
                     try invoke(method.storage, interface: interface, message: message, path: path, sender: sender)
                 } else if interface == ObjectServer.propertiesInterface {
-                    try checkReader(path, sender)
+                    noteReader(path, sender)
                     caller = sender ?? ""
                     defer { caller = "" }
                     try handleProperties(member, message: message, path: path, object: object)
@@ -284,7 +284,7 @@ public final class ObjectServer {
                     guard member == "Introspect" else {
                         throw DBusError.unknownMethod("No such method '\(member)' in interface '\(interface)'")
                     }
-                    try checkReader(path, sender)
+                    noteReader(path, sender)
                     try introspect(message, path: path, object: object)
                 } else {
                     throw DBusError.unknownInterface("No such interface '\(interface)' at object path '\(path)'")
@@ -296,12 +296,12 @@ public final class ObjectServer {
                         table.methods[member]!.storage, interface: table.name, message: message, path: path,
                         sender: sender)
                 } else if ["Get", "GetAll", "Set"].contains(member) {
-                    try checkReader(path, sender)
+                    noteReader(path, sender)
                     caller = sender ?? ""
                     defer { caller = "" }
                     try handleProperties(member, message: message, path: path, object: object)
                 } else if member == "Introspect" {
-                    try checkReader(path, sender)
+                    noteReader(path, sender)
                     try introspect(message, path: path, object: object)
                 } else if member == "GetManagedObjects", managers.contains(path) {
                     try getManagedObjects(message, path: path)
@@ -314,13 +314,10 @@ public final class ObjectServer {
         }
     }
 
-    /// An object its audience hides from `sender` does not exist for it; one it may read, it
-    /// follows from now on (its signals reach it).
-    func checkReader(_ path: String, _ sender: String?) throws(DBusError) {
+    /// `sender` read the object (which `handle` has let it see): it follows it from now on (its
+    /// signals reach it).
+    func noteReader(_ path: String, _ sender: String?) {
         guard let audience, let sender else { return }
-        guard audience.mayRead(path, caller: sender) else {
-            throw DBusError.unknownObject("No such object path '\(path)'")
-        }
         audience.didRead(path, caller: sender, tree: false)
     }
 

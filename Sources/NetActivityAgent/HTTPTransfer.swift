@@ -141,7 +141,7 @@ extension HTTPTransfer {
             _ = ccurl_set_str(easy, CURLOPT_PROXY, uri)
             _ = ccurl_set_str(easy, CURLOPT_NOPROXY, "")  // the routes decided: no second opinion
             t.followsRedirects = false
-            t.proxy = ProxyChoice.shown(uri)
+            t.proxy = ProxyURI.shown(uri)
             t.proxyURI = uri
             t.errorBuffer = .allocate(capacity: Int(CCURL_ERROR_SIZE))
             t.errorBuffer?.initialize(to: 0)

@@ -228,7 +228,7 @@ final class ProxyRoutes {
                 if let why = reach.refusal(address) {
                     return .failure(
                         .accessDenied(
-                            "\(shown): a sandboxed app's download may reach public addresses only, and this one led to \(address) (\(why)), through the proxy \(ProxyChoice.shown(proxy))"
+                            "\(shown): a sandboxed app's download may reach public addresses only, and this one led to \(address) (\(why)), through the proxy \(ProxyURI.shown(proxy))"
                         ))
                 }
             }
@@ -239,7 +239,7 @@ final class ProxyRoutes {
     private func used(_ route: Route) -> Route {
         if route.proxy != latestURI || latest.isEmpty {
             latestURI = route.proxy
-            latest = route.proxy.map(ProxyChoice.shown) ?? "direct"
+            latest = route.proxy.map(ProxyURI.shown) ?? "direct"
         }
         return route
     }

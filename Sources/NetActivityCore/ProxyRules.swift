@@ -110,7 +110,4 @@ public enum ProxyChoice {
         return nil
     }
 
-    /// A proxy as it may be shown (logs, errors, properties): scheme, host and port; never the
-    /// credentials its URI may carry.
-    public static func shown(_ proxy: String) -> String { ProxyURI.shown(proxy) }
 }

@@ -63,9 +63,9 @@ struct ProxyRulesTests {
 
     @Test("a proxy is shown without its credentials")
     func shown() {
-        #expect(ProxyChoice.shown("http://school:s3cret@proxy.lan:3128") == "http://proxy.lan:3128")
-        #expect(ProxyChoice.shown("http://proxy.lan:3128/") == "http://proxy.lan:3128")
-        #expect(!ProxyChoice.shown("http://a:b@c@proxy:1").contains("b@"))
+        #expect(ProxyURI.shown("http://school:s3cret@proxy.lan:3128") == "http://proxy.lan:3128")
+        #expect(ProxyURI.shown("http://proxy.lan:3128/") == "http://proxy.lan:3128")
+        #expect(!ProxyURI.shown("http://a:b@c@proxy:1").contains("b@"))
     }
 
     @Test("a proxy setting libcurl would refuse is refused, in words without its credentials")
